@@ -1,0 +1,365 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+# ---
+
+# %% [markdown]
+# # 01 — A tour of the activations
+#
+# Every attention activation in `refattn` has the form of seed 001, Eq. 5,
+#
+# $$\phi(s)_i = \frac{g(s_i)}{\sum_k h(s_k)},$$
+#
+# and is evaluated as a *reweighted softmax* (Eq. R1 of
+# `derivations/01-reweighted-softmax.md`):
+#
+# $$\phi(s) = \rho(s)\odot\mathrm{softmax}(\ell(s)), \qquad \rho = g/h,\quad \ell = \log h.$$
+#
+# This notebook looks at each registered activation: its four elementwise
+# functions, the weights it gives one row of scores, the Jacobian of
+# tanhmax, one VJP checked by hand, the gradient check of every activation,
+# and the one place where the checks disagree on purpose (signexp at 0).
+#
+# It imports everything from the package and redefines nothing. Run it as a
+# script with `PYTHONPATH=.` from the repository root, or open it with
+# jupytext. Two environment variables change its behaviour:
+#
+# * `REFATTN_FIGDIR`: if set, every figure is saved there as a PNG;
+# * `REFATTN_SMALL=1`: smaller grids and arrays (used in CI).
+
+# %%
+import os
+
+import matplotlib
+
+matplotlib.use(os.environ.get("MPLBACKEND", "Agg"))
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from autograd import make_vjp  # noqa: E402
+
+from refattn import ACTIVATIONS, activation  # noqa: E402
+from refattn.gradcheck import gradcheck  # noqa: E402
+
+SMALL = os.environ.get("REFATTN_SMALL", "") == "1"
+FIGDIR = os.environ.get("REFATTN_FIGDIR")
+if FIGDIR:
+    os.makedirs(FIGDIR, exist_ok=True)
+
+
+def save(fig, name):
+    """Save ``fig`` as ``REFATTN_FIGDIR/name.png`` when that variable is set."""
+    if FIGDIR:
+        fig.savefig(os.path.join(FIGDIR, name + ".png"), dpi=110, bbox_inches="tight")
+
+
+np.set_printoptions(precision=4, suppress=False, linewidth=100)
+print("registered activations:", ", ".join(ACTIVATIONS))
+
+# %% [markdown]
+# ## The registry as a table
+#
+# Each activation carries its formulas as text (`g_text`, `h_text`,
+# `rho_text`, `ell_text`) and its source. Compare with the table in section 3
+# of the derivation.
+
+# %%
+header = f"{'name':11s} {'g(s)':18s} {'h(s)':18s} {'rho':10s} {'ell':18s} source"
+print(header)
+print("-" * len(header))
+for name in ACTIVATIONS:
+    a = activation(name)
+    print(f"{name:11s} {a.g_text:18s} {a.h_text:18s} {a.rho_text:10s} {a.ell_text:18s} {a.source}")
+
+# %% [markdown]
+# ## g, h and rho, ell side by side
+#
+# One row of small panels per activation: the paper's pair $(g, h)$ on the
+# left, the reweighted pair $(\rho, \ell)$ on the right. The grid has an even
+# number of points, so it does not contain $s = 0$ exactly; the jumps and
+# kinks there (signexp's $\rho$, relu, cosformer) show up as steep segments,
+# and expressive's and cosformer's $\ell = -\infty$ shows up as a line
+# plunging to the bottom of the panel (clipped at $-9$).
+
+# %%
+n_grid = 80 if SMALL else 400
+grid = np.linspace(-4.0, 4.0, n_grid)  # (n_grid,)
+columns = [("g", "g"), ("h", "h"), ("rho", "rho = g/h"), ("ell", "ell = log h")]
+
+fig, axes = plt.subplots(len(ACTIVATIONS), 4, figsize=(11, 1.55 * len(ACTIVATIONS)),
+                         sharex=True, squeeze=False)
+for r, name in enumerate(ACTIVATIONS):
+    a = activation(name)
+    for c, (method, title) in enumerate(columns):
+        ax = axes[r, c]
+        with np.errstate(divide="ignore"):
+            y = getattr(a, method)(grid)  # (n_grid,)
+        y = np.maximum(y, -9.0) if method == "ell" else y  # -inf -> bottom edge
+        ax.plot(grid, y, color=f"C{c}", lw=1.5)
+        ax.axhline(0.0, color="0.8", lw=0.6, zorder=0)
+        ax.axvline(0.0, color="0.8", lw=0.6, zorder=0)
+        ax.tick_params(labelsize=7)
+        if r == 0:
+            ax.set_title(title, fontsize=9)
+        if c == 0:
+            ax.set_ylabel(name, fontsize=9)
+for ax in axes[-1]:
+    ax.set_xlabel("s", fontsize=8)
+fig.suptitle("g, h (the paper's form) and rho, ell (the reweighted form)", fontsize=10)
+fig.tight_layout()
+save(fig, "01_g_h_rho_ell")
+
+# %% [markdown]
+# Things to notice:
+#
+# * tanhmax's $g = \sinh$ and $h = \cosh$ grow like $e^{|s|}$ and overflow
+#   near $|s| \approx 710$, but $\rho = \tanh$ is bounded and
+#   $\ell = \log\cosh s \approx |s| - \log 2$ grows only linearly (section 3.2);
+# * signexp's $\rho = \mathrm{sign}\,s$ jumps at 0 (section 5.1);
+# * sigsoftmax's $\ell$ has slope 2 on the left and 1 on the right, which is
+#   why the code stores $\ell/2$ (section 3.5);
+# * linear and relu have $h = 1$, $\ell = 0$: all the work is in $\rho$.
+
+# %% [markdown]
+# ## The weights on one row
+#
+# The same eight scores through every activation. The titles give
+# $\sum_i \phi_i$ and $\sum_i |\phi_i|$: the normalised activations sum to
+# 1; tanhmax's absolute sum is strictly below 1 (section 3.2), while
+# signexp's is exactly 1 (its $|\phi|$ is $\mathrm{softmax}(|s|)$, as long as
+# no score is exactly 0); linear and relu are divided by $n$ instead of a
+# normaliser.
+
+# %%
+s_row = np.array([-2.0, -1.1, -0.3, 0.2, 0.6, 1.0, 1.7, 2.4])  # (8,)
+ncol = 3
+nrow = -(-len(ACTIVATIONS) // ncol)
+fig, axes = plt.subplots(nrow, ncol, figsize=(10, 2.3 * nrow), sharex=True, squeeze=False)
+for ax, name in zip(axes.flat, ACTIVATIONS):
+    phi = activation(name).forward(s_row)  # (8,)
+    ax.bar(np.arange(len(s_row)), phi, color=np.where(phi >= 0, "C0", "C3"))
+    ax.axhline(0.0, color="k", lw=0.6)
+    ax.set_title(f"{name}: sum {phi.sum():.3f}, sum|.| {np.abs(phi).sum():.3f}", fontsize=9)
+    ax.tick_params(labelsize=7)
+for ax in axes.flat[len(ACTIVATIONS):]:
+    ax.axis("off")
+for ax in axes[-1]:
+    ax.set_xticks(np.arange(len(s_row)))
+    ax.set_xticklabels([f"{v:g}" for v in s_row], fontsize=7)
+    ax.set_xlabel("score s_i", fontsize=8)
+fig.suptitle("phi(s) for s = " + np.array2string(s_row, precision=1), fontsize=10)
+fig.tight_layout()
+save(fig, "01_weights_bars")
+
+# %% [markdown]
+# ## The Jacobian of tanhmax
+#
+# Eq. R3 of the derivation: $J = \mathrm{diag}(\rho'\odot p + \phi\odot\ell') - \phi\,(p\odot\ell')^T$,
+# a diagonal plus a rank-one matrix. `Activation.jacobian` builds it for a
+# 1-D row (only for teaching: the VJP never forms it). We compare it with
+# autograd's Jacobian, built column by column from VJPs of the forward code.
+
+# %%
+tanhmax = activation("tanhmax")
+J = tanhmax.jacobian(s_row)  # (8, 8): J[j, k] = d phi_j / d s_k
+
+vjp_fn, _ = make_vjp(tanhmax.forward)(s_row)
+J_autograd = np.stack([vjp_fn(e) for e in np.eye(len(s_row))])  # row j = e_j^T J
+print("max |J - J_autograd| =", np.max(np.abs(J - J_autograd)))
+
+lim = np.max(np.abs(J))
+fig, ax = plt.subplots(figsize=(4.6, 3.9))
+im = ax.imshow(J, cmap="RdBu_r", vmin=-lim, vmax=lim)
+ax.set_xticks(np.arange(len(s_row)))
+ax.set_yticks(np.arange(len(s_row)))
+ax.set_xticklabels([f"{v:g}" for v in s_row], fontsize=7)
+ax.set_yticklabels([f"{v:g}" for v in s_row], fontsize=7)
+ax.set_xlabel("k (input score s_k)", fontsize=8)
+ax.set_ylabel("j (output phi_j)", fontsize=8)
+ax.set_title("tanhmax: J[j, k] = d phi_j / d s_k", fontsize=9)
+fig.colorbar(im, ax=ax, shrink=0.85)
+fig.tight_layout()
+save(fig, "01_tanhmax_jacobian")
+
+# %% [markdown]
+# The diagonal dominates where $|s|$ is largest (there $p$ is largest). The
+# off-diagonal part $-\phi_j\,p_k\ell'_k = -\tanh(s_j)\tanh(s_k)\,p_j p_k$
+# is negative between two scores of the same sign and positive between
+# scores of opposite signs. Either way it moves the other weights towards 0:
+# raising $|s_k|$ enlarges the normaliser $\sum_i \cosh s_i$, which shrinks
+# every other $|\phi_j|$, whatever its sign.
+
+# %% [markdown]
+# ## One VJP by hand
+#
+# Eq. R4: $ds_j = u_j\rho'_j p_j + p_j\ell'_j\,(u_j\rho_j - \sum_i u_i\phi_i)$.
+# Below, each ingredient comes from the activation's own elementwise
+# functions, the formula is assembled in plain NumPy, and the result is
+# compared with `Activation.vjp` and with `jacobian(s).T @ u`.
+
+# %%
+rng = np.random.default_rng(0)
+u = rng.standard_normal(len(s_row))  # (8,) a random cotangent, never all ones
+
+p = tanhmax.weights(s_row)  # softmax(ell(s))
+rho, drho, dell = tanhmax.rho(s_row), tanhmax.drho(s_row), tanhmax.dell(s_row)
+phi = rho * p
+c = np.sum(u * phi)  # sum_i u_i phi_i
+ds_by_hand = u * drho * p + p * dell * (u * rho - c)  # Eq. R4
+
+ds_library = tanhmax.vjp(s_row, u)
+ds_jacobian = J.T @ u
+print("ds by hand (R4)   :", ds_by_hand)
+print("Activation.vjp    :", ds_library)
+print("jacobian(s).T @ u :", ds_jacobian)
+print("max |hand - vjp|      =", np.max(np.abs(ds_by_hand - ds_library)))
+print("max |hand - J^T u|    =", np.max(np.abs(ds_by_hand - ds_jacobian)))
+
+# %% [markdown]
+# ### Why the cotangent is random
+#
+# For a normalised activation ($\rho = 1$) the weights sum to 1 for every
+# $s$, so every column of $J$ sums to zero and the VJP of the all-ones
+# cotangent is exactly 0 (section 4 of the derivation). A *wrong* backward
+# pass that forgets the chain-rule factor $\ell'$ (it uses the plain softmax
+# backward $p\,(u - \langle u,p\rangle)$ for sigsoftmax) also returns 0
+# there, so an all-ones test cannot tell them apart. A random $u$ can.
+
+# %%
+sig = activation("sigsoftmax")
+p_sig = sig.weights(s_row)
+
+
+def wrong_vjp(u_):
+    """A deliberately wrong sigsoftmax VJP: the softmax backward without ell'."""
+    return p_sig * (u_ - np.sum(u_ * p_sig))
+
+
+ones = np.ones_like(s_row)
+print("all-ones cotangent: max |right - wrong| =",
+      np.max(np.abs(sig.vjp(s_row, ones) - wrong_vjp(ones))))
+print("random cotangent  : max |right - wrong| =",
+      np.max(np.abs(sig.vjp(s_row, u) - wrong_vjp(u))))
+print("column sums of sigsoftmax's J:", sig.jacobian(s_row).sum(axis=0))
+print("row sums of sigsoftmax's J   :", sig.jacobian(s_row).sum(axis=1))
+
+# %% [markdown]
+# ## The gradient check of every activation
+#
+# `refattn.gradcheck.gradcheck` compares the analytic VJP with autograd
+# (which traces the same forward code) and with central differences, in
+# float64, with a random cotangent (section 6 of the derivation). The
+# columns are the norm-wise relative errors
+# $\max_i|a_i - r_i| / \max_i|r_i|$. Each activation is checked on a batch
+# of rows (normalised along the last axis), once without a mask and once
+# with a random mask that also masks one whole row out.
+
+# %%
+shape = (3, 5) if SMALL else (6, 12)
+s_batch = rng.standard_normal(shape)  # (rows, n) random scores: no exact zeros
+mask = rng.random(shape) > 0.3  # (rows, n) True = keep
+mask[0] = False  # one fully masked row: no normaliser
+
+
+def check(name, m):
+    a = activation(name)
+    return gradcheck(lambda s: a.forward(s, mask=m), {"s": s_batch},
+                     lambda u_, s: {"s": a.vjp(s, u_, mask=m)}, name=name, seed=1)
+
+
+print(f"{'activation':11s} {'mask':6s} {'rel. err. vs autograd':>22s} {'rel. err. vs central':>21s}  ok")
+for name in ACTIVATIONS:
+    for label, m in (("none", None), ("random", mask)):
+        res = check(name, m)
+        print(f"{name:11s} {label:6s} {res.max_rel('autograd'):22.2e} "
+              f"{res.max_rel('central'):21.2e}  {res.ok}")
+
+# %% [markdown]
+# Autograd agrees to rounding error (the two compute the same derivative by
+# different arithmetic); central differences agree to the accuracy of the
+# difference quotient, whose error is dominated by rounding,
+# about $\epsilon_{\mathrm{mach}}/\varepsilon$ relative.
+
+# %% [markdown]
+# ## signexp at 0: the Dirac spike
+#
+# signexp's $\rho = \mathrm{sign}\,s$ jumps from $-1$ to $+1$ at $s = 0$.
+# The analytic VJP and autograd both use $\rho'(0) = 0$, $\ell'(0) = 0$ and
+# agree with each other. Central differences see the jump of $\phi_k$,
+# $2p_k$ spread over a window $2\varepsilon$: section 5.1 derives
+# $ds_k^{\mathrm{FD}} = u_k\,p_k(s+\varepsilon e_k)/\varepsilon \approx u_k p_k/\varepsilon$
+# at the zero entry, and exact agreement at every other entry.
+
+# %%
+signexp = activation("signexp")
+s0 = np.array([0.0, 0.7, -1.2, 0.3, 1.5])  # (5,) the first score is exactly 0
+u0 = rng.standard_normal(len(s0))  # (5,)
+p0 = signexp.weights(s0)
+eps_list = [1e-2, 1e-6] if SMALL else [1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6]
+
+print("analytic VJP:", signexp.vjp(s0, u0))
+vjp_fn, _ = make_vjp(signexp.forward)(s0)
+print("autograd    :", vjp_fn(u0))
+print()
+print(f"{'eps':>8s} {'central ds_0':>14s} {'u_0 p_0(s+eps e_0)/eps':>24s} {'u_0 p_0/eps':>13s} "
+      f"{'max |diff| at other entries':>28s}")
+spikes = []
+for eps in eps_list:
+    res = gradcheck(signexp.forward, {"s": s0}, lambda u_, s: {"s": signexp.vjp(s, u_)},
+                    cotangent=u0, eps=eps, checks=("central",), name="signexp at 0")
+    # rebuild the difference quotient itself (gradcheck reports only the error)
+    ds_fd = np.array([np.sum(u0 * (signexp.forward(s0 + eps * e) - signexp.forward(s0 - eps * e)))
+                      / (2 * eps) for e in np.eye(len(s0))])
+    p_shift = signexp.weights(s0 + eps * np.eye(len(s0))[0])[0]
+    other = np.max(np.abs(ds_fd[1:] - signexp.vjp(s0, u0)[1:]))
+    spikes.append(ds_fd[0])
+    print(f"{eps:8.0e} {ds_fd[0]:14.6e} {u0[0] * p_shift / eps:24.6e} {u0[0] * p0[0] / eps:13.6e} "
+          f"{other:28.2e}")
+print()
+print("gradcheck's verdict at eps = 1e-6:")
+print(res)
+
+# %%
+fig, ax = plt.subplots(figsize=(4.8, 3.4))
+eps_arr = np.array(eps_list)
+ax.loglog(eps_arr, np.abs(spikes), "o", label="central differences, |ds_0|")
+ax.loglog(eps_arr, np.abs(u0[0]) * p0[0] / eps_arr, "-", lw=1, label="|u_0| p_0 / eps (section 5.1)")
+ax.set_xlabel("step eps", fontsize=8)
+ax.set_ylabel("|ds_0|", fontsize=8)
+ax.set_title("signexp at s_0 = 0: analytic and autograd give 0", fontsize=9)
+ax.legend(fontsize=7)
+ax.tick_params(labelsize=7)
+fig.tight_layout()
+save(fig, "01_signexp_spike")
+
+# %% [markdown]
+# The spike grows like $1/\varepsilon$ and sits on the predicted line; the
+# other entries agree to the usual central-difference accuracy. The kinks
+# of relu and cosformer (section 5.3) are milder: differences there see the
+# average of the two one-sided slopes, a finite number, not a spike.
+
+# %%
+for name in ("relu", "cosformer"):
+    a = activation(name)
+    eps = 1e-6
+    ds_fd0 = np.sum(u0 * (a.forward(s0 + eps * np.eye(len(s0))[0])
+                          - a.forward(s0 - eps * np.eye(len(s0))[0]))) / (2 * eps)
+    print(f"{name:9s} at s_0 = 0: analytic ds_0 = {a.vjp(s0, u0)[0]: .4f}, "
+          f"central ds_0 = {ds_fd0: .4f}")
+n = len(s0)
+C = np.sum(np.maximum(s0, 0.0))
+print(f"predicted (section 5.3): relu u_0/(2n) = {u0[0] / (2 * n): .4f}, "
+      f"cosformer (u_0 - <u, phi>)/(2C) = {(u0[0] - u0 @ activation('cosformer').forward(s0)) / (2 * C): .4f}")
+
+# %% [markdown]
+# ## Summary
+#
+# * Every activation is $\rho\odot\mathrm{softmax}(\ell)$; the plots show
+#   that $\rho$ and $\ell$ stay tame where $g$ and $h$ do not.
+# * One VJP (Eq. R4) serves all of them; it matches `jacobian(s).T @ u`,
+#   autograd, and central differences, with a random cotangent.
+# * At singular points the checks disagree in the way the derivation
+#   predicts: a $1/\varepsilon$ spike for signexp's jump, half-slopes for the
+#   kinks of relu and cosformer.

@@ -1,0 +1,47 @@
+"""The ``refattn`` command line.
+
+    refattn check          table of gradient errors for every activation and score
+    refattn check --json   the same as one JSON object
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+__all__ = ["main"]
+
+
+def _cmd_check(args) -> int:
+    from .check import format_table, run_check  # noqa: PLC0415
+
+    result = run_check(seed=args.seed)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(format_table(result))
+    return 0 if result["ok"] else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="refattn",
+        description="refattn: attention beyond softmax, with hand-derived gradients checked three ways.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("check", help="check every hand-derived gradient against autograd and "
+                                     "central differences (float64)")
+    p.add_argument("--json", action="store_true", help="print the results as one JSON object")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random check points (default 0)")
+    p.set_defaults(func=_cmd_check)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

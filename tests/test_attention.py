@@ -1,0 +1,187 @@
+"""Tests for refattn.attention: score + activation + values, (B, H, n, d)."""
+
+import numpy as np
+import pytest
+
+from refattn import ACTIVATIONS, SCORES, activation, score
+from refattn.attention import attention, attention_backward, causal_mask
+from refattn.backend import cupy_available
+from refattn.gradcheck import gradcheck
+
+from conftest import RTOL_AUTOGRAD, RTOL_CENTRAL
+
+B, H, N, D = 2, 2, 4, 3
+
+
+def _qkv(rng, n_q=N, n_k=N, d=D, dv=2):
+    return (rng.standard_normal((B, H, n_q, d)), rng.standard_normal((B, H, n_k, d)),
+            rng.standard_normal((B, H, n_k, dv)))
+
+
+def _gradcheck_attention(rng, act, sc="scaled_dot", mask=None, causal=False, score_options=None,
+                         params=None, n_q=N, checks=("autograd", "central")):
+    Q, K, V = _qkv(rng, n_q=n_q)
+    s_obj = score(sc, **(score_options or {}))
+    params = s_obj.init_params(D, rng) if params is None else params
+    names = list(params)
+    args = {"Q": Q, "K": K, "V": V, **params}
+    if sc == "global":
+        args.pop("Q")
+
+    def fun(**a):
+        return attention(a.get("Q"), a["K"], a["V"], score=s_obj, activation=act,
+                         params={p: a[p] for p in names}, mask=mask, causal=causal)[0]
+
+    def vjp(u, **a):
+        _, cache = attention(a.get("Q"), a["K"], a["V"], score=s_obj, activation=act,
+                             params={p: a[p] for p in names}, mask=mask, causal=causal)
+        g = attention_backward(u, cache)
+        out = {"K": g["K"], "V": g["V"], **g["params"]}
+        if "Q" in a:
+            out["Q"] = g["Q"]
+        return out
+
+    res = []
+    # atol: a gradient that is exactly 0 (neural's ba under softmax, which is
+    # shift invariant) shows as ~1e-10 of rounding noise in the differences.
+    for check, rtol, atol in (("autograd", RTOL_AUTOGRAD, 1e-12), ("central", RTOL_CENTRAL, 1e-8)):
+        if check in checks:
+            res.append(gradcheck(fun, args, vjp, name=f"attention {act}/{sc}", checks=(check,),
+                                 rtol=rtol, atol=atol, seed=int(rng.integers(1000))))
+    return res
+
+
+@pytest.mark.parametrize("masking", ["none", "causal", "mask", "both"])
+@pytest.mark.parametrize("act", ACTIVATIONS)
+def test_attention_gradients_every_activation(act, masking, rng):
+    mask = None
+    if masking in ("mask", "both"):
+        mask = rng.random((B, 1, N, N)) < 0.7
+        mask[..., 0] = True
+    for r in _gradcheck_attention(rng, act, mask=mask, causal=masking in ("causal", "both")):
+        r.assert_ok()
+
+
+@pytest.mark.parametrize("sc", SCORES)
+@pytest.mark.parametrize("act", ["softmax", "tanhmax"])
+def test_attention_gradients_every_score(sc, act, rng):
+    for r in _gradcheck_attention(rng, act, sc=sc):
+        r.assert_ok()
+
+
+def test_attention_matches_explicit_loops(rng):
+    """out[b, h, i] = sum_j phi(s[b, h, i, :])_j V[b, h, j] with s = q_i . k_j / sqrt(d)."""
+    Q, K, V = _qkv(rng)
+    mask = rng.random((B, H, N, N)) < 0.8
+    for act_name in ("softmax", "tanhmax", "signexp"):
+        act = activation(act_name)
+        out, _ = attention(Q, K, V, activation=act_name, mask=mask, causal=True)
+        expect = np.zeros_like(out)
+        for b in range(B):
+            for h in range(H):
+                for i in range(N):
+                    keep = [j for j in range(N) if j <= i and mask[b, h, i, j]]
+                    if not keep:
+                        continue
+                    s = np.array([Q[b, h, i] @ K[b, h, j] / np.sqrt(D) for j in keep])
+                    w = act.g(s) / act.h(s).sum()
+                    expect[b, h, i] = sum(w[t] * V[b, h, j] for t, j in enumerate(keep))
+        np.testing.assert_allclose(out, expect, rtol=1e-12, atol=1e-14)
+
+
+def test_causal_output_ignores_the_future(rng):
+    Q, K, V = _qkv(rng)
+    out, _ = attention(Q, K, V, activation="tanhmax", causal=True)
+    K2, V2 = K.copy(), V.copy()
+    K2[..., 2:, :] += 5.0
+    V2[..., 2:, :] -= 3.0
+    out2, _ = attention(Q, K2, V2, activation="tanhmax", causal=True)
+    np.testing.assert_array_equal(out[..., :2, :], out2[..., :2, :])
+    assert not np.allclose(out[..., 2:, :], out2[..., 2:, :])
+
+
+def test_causal_mask_shape():
+    m = causal_mask(3)
+    assert m.dtype == bool and m.tolist() == [[True, False, False], [True, True, False], [True, True, True]]
+
+
+@pytest.mark.parametrize("sc", [s for s in SCORES if not score(s).pairwise])
+def test_per_token_scores_pool_to_one_row(sc, rng):
+    Q, K, V = _qkv(rng)
+    s_obj = score(sc)
+    params = s_obj.init_params(D, rng)
+    out, cache = attention(None if sc == "global" else Q, K, V, score=sc, params=params, activation="tanhmax")
+    assert out.shape == (B, H, 1, V.shape[-1])
+    s = s_obj.forward(None if sc == "global" else Q, K, params)
+    w = activation("tanhmax")(s)
+    np.testing.assert_allclose(out[..., 0, :], np.einsum("bhn,bhnd->bhd", w, V), rtol=1e-12)
+    with pytest.raises(ValueError, match="causal: "):
+        attention(None if sc == "global" else Q, K, V, score=sc, params=params, causal=True)
+
+
+def test_perturbed_backward_is_caught(rng, monkeypatch):
+    import refattn.attention as att
+
+    honest = att.attention_backward
+
+    def perturbed(grad_out, cache):
+        g = honest(grad_out, cache)
+        g["K"] = g["K"] * (1 + 1e-4)
+        return g
+
+    monkeypatch.setattr(att, "attention_backward", perturbed)
+    Q, K, V = _qkv(rng)
+    args = {"Q": Q, "K": K, "V": V}
+
+    def vjp(u, Q, K, V):
+        g = att.attention_backward(u, attention(Q, K, V)[1])
+        return {"Q": g["Q"], "K": g["K"], "V": g["V"]}
+
+    res = gradcheck(lambda Q, K, V: attention(Q, K, V)[0], args, vjp, rtol=RTOL_CENTRAL)
+    assert not res.ok and {c.arg for c in res.failures()} == {"K"}
+
+
+def test_attention_errors(rng):
+    Q, K, V = _qkv(rng)
+    with pytest.raises(ValueError, match="Q: last axis"):
+        attention(Q[..., :2], K, V)
+    with pytest.raises(ValueError, match="V: shape"):
+        attention(Q, K, V[..., :3, :])
+    with pytest.raises(ValueError, match="Q: leading"):
+        attention(Q[:1], K, V)
+    with pytest.raises(ValueError, match="causal: needs as many queries"):
+        attention(Q[..., :3, :], K, V, causal=True)
+    with pytest.raises(ValueError, match="mask: shape"):
+        attention(Q, K, V, mask=np.ones((3, 3), bool))
+    with pytest.raises(TypeError, match="K: .*floating"):
+        attention(Q, K.astype(int), V)
+    with pytest.raises(ValueError, match="unknown activation"):
+        attention(Q, K, V, activation="nope")
+    out, cache = attention(Q, K, V)
+    with pytest.raises(ValueError, match="grad_out: shape"):
+        attention_backward(out[..., :1], cache)
+
+
+def test_float32_stays_float32(rng):
+    Q, K, V = (x.astype(np.float32) for x in _qkv(rng))
+    out, cache = attention(Q, K, V, activation="tanhmax", causal=True)
+    assert out.dtype == np.float32
+    g = attention_backward(np.ones_like(out), cache)
+    assert all(g[k].dtype == np.float32 for k in ("Q", "K", "V"))
+
+
+@pytest.mark.skipif(not cupy_available(), reason="CuPy with a CUDA device is not available")
+@pytest.mark.parametrize("act", ACTIVATIONS)
+def test_cupy_parity_attention(act, rng):
+    import cupy as cp
+
+    Q, K, V = _qkv(rng)
+    G = rng.standard_normal((B, H, N, V.shape[-1]))
+    out, cache = attention(Q, K, V, activation=act, causal=True)
+    g = attention_backward(G, cache)
+    out_c, cache_c = attention(cp.asarray(Q), cp.asarray(K), cp.asarray(V), activation=act, causal=True)
+    assert isinstance(out_c, cp.ndarray)
+    g_c = attention_backward(cp.asarray(G), cache_c)
+    np.testing.assert_allclose(out_c.get(), out, rtol=1e-12, atol=1e-14)
+    for k in ("Q", "K", "V"):
+        np.testing.assert_allclose(g_c[k].get(), g[k], rtol=1e-11, atol=1e-13)
