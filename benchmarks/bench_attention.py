@@ -93,8 +93,17 @@ def bench_torch(Q, K, V, G, repeats):
         out.backward(g)
         return qq.grad, kk.grad, vv.grad
 
-    return {"total": _best_time(fwd_bwd, repeats), "version": torch.__version__,
-            "threads": torch.get_num_threads()}
+    res = {"total": _best_time(fwd_bwd, repeats), "version": torch.__version__,
+           "threads": torch.get_num_threads()}
+    # NumPy's elementwise loops run on one core; PyTorch's use every thread.
+    # The single-thread time shows how much of the gap is threads.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        res["total_1_thread"] = _best_time(fwd_bwd, repeats)
+    finally:
+        torch.set_num_threads(threads)
+    return res
 
 
 def check_same_gradients(Q, K, V, G):
@@ -137,6 +146,7 @@ def main(argv=None):
         r["autograd_over_analytic_total"] = r["autograd_total_s"] / r["refattn_total_s"]
     verdict = {
         "softmax_vs_torch": None if torch_res is None else soft / torch_res["total"],
+        "softmax_vs_torch_1_thread": None if torch_res is None else soft / torch_res["total_1_thread"],
         "softmax_no_slower_than_torch": None if torch_res is None else bool(soft <= torch_res["total"]),
         "all_within_1_5x_of_softmax": bool(all(r["vs_refattn_softmax"] <= 1.5 for r in rows.values())),
         "analytic_backward_1_5x_faster_than_autograd": bool(
@@ -152,7 +162,8 @@ def main(argv=None):
     print(f"attention forward + backward, (B, H, n, d) = {shape}, float64, best of {repeats}")
     if torch_res:
         print(f"PyTorch {torch_res['version']} eager softmax ({torch_res['threads']} threads): "
-              f"{1e3 * torch_res['total']:.1f} ms;  max |grad difference| vs refattn "
+              f"{1e3 * torch_res['total']:.1f} ms (1 thread: {1e3 * torch_res['total_1_thread']:.1f} ms);  "
+              f"max |grad difference| vs refattn "
               f"{result['torch_max_grad_diff']:.1e}")
     print(f"{'activation':11s} {'fwd+bwd ms':>10s} {'/softmax':>9s} {'bwd ms':>8s} "
           f"{'autograd bwd ms':>15s} {'autograd/analytic bwd':>22s}")

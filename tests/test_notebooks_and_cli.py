@@ -1,0 +1,100 @@
+"""The notebooks run (at a small size), the command line works, and the
+README's set-up commands are the ones CI runs."""
+
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from refattn import ACTIVATIONS, SCORES, activation
+from refattn.cli import main
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.py"))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_runs_and_draws(path, tmp_path, monkeypatch):
+    """Parse the jupytext percent file into cells and run every code cell in
+    order in one namespace, as a kernel would; every figure is saved."""
+    import jupytext
+
+    nb = jupytext.read(path)
+    kinds = {c.cell_type for c in nb.cells}
+    assert {"markdown", "code"} <= kinds, f"{path.name}: needs markdown and code cells"
+    monkeypatch.setenv("REFATTN_SMALL", "1")
+    monkeypatch.setenv("REFATTN_FIGDIR", str(tmp_path))
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    monkeypatch.chdir(ROOT)
+    namespace = {"__name__": "__main__"}
+    for i, cell in enumerate(c for c in nb.cells if c.cell_type == "code"):
+        exec(compile(cell.source, f"{path.name}[cell {i}]", "exec"), namespace)  # noqa: S102
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+    assert list(tmp_path.glob("*.png")), f"{path.name}: drew no figure"
+
+
+def test_check_json_covers_every_registered_function(capsys):
+    assert main(["check", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    names = {r["name"] for r in result["rows"] if not r["singular"]}
+    assert set(ACTIVATIONS) <= names and set(SCORES) <= names
+    for r in result["rows"]:
+        if not r["singular"]:
+            assert r["ok"] and r["autograd_max_rel"] <= 1e-6 and r["central_max_rel"] <= 1e-6, r
+    flagged = {r["name"] for r in result["rows"] if r["singular"]}
+    assert "signexp @ s = 0" in flagged
+    # the jump is what differences see at signexp's singular point
+    assert next(r for r in result["rows"] if r["name"] == "signexp @ s = 0")["central_max_rel"] > 1e-2
+
+
+def test_check_table(capsys):
+    assert main(["check"]) == 0
+    out = capsys.readouterr().out
+    for name in ACTIVATIONS + SCORES:
+        assert re.search(rf"^\w+\s+{re.escape(name)}\s", out, re.M), name
+    assert "all checks passed" in out
+
+
+def test_check_fails_when_a_vjp_is_wrong(monkeypatch, capsys):
+    act = activation("tanhmax")
+    honest = type(act).vjp
+    monkeypatch.setattr(type(act), "vjp", lambda self, s, u, axis=-1, mask=None:
+                        honest(self, s, u, axis, mask) * 1.001)
+    assert main(["check"]) == 1
+    out = capsys.readouterr().out
+    assert re.search(r"activation\s+tanhmax\s.*FAIL", out)
+
+
+def test_python_dash_m_entry_point():
+    r = subprocess.run([sys.executable, "-m", "refattn", "check", "--json"], cwd=ROOT,
+                       capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["ok"] is True
+
+
+def test_readme_commands_are_what_ci_runs():
+    readme = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```(?:bash|sh)?\n(.*?)```", readme, re.S)
+    first = [ln for ln in blocks[0].splitlines() if ln.strip() and not ln.startswith("#")]
+    assert len(first) == 2, "the README opens with exactly two set-up commands"
+    install_check, install_test = first
+    assert "refattn check" in install_check
+    assert "pytest" in install_test and ".[test]" in install_test
+    assert install_test in (ROOT / ".ci" / "run").read_text()
+
+
+def test_benchmark_script_smoke():
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_attention.py"), "--quick", "--json"],
+                       cwd=ROOT, capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    assert set(res["rows"]) == set(ACTIVATIONS)
+    assert all(np.isfinite(v["refattn_total_s"]) for v in res["rows"].values())
