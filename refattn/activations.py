@@ -173,10 +173,15 @@ class Activation:
         raise NotImplementedError
 
     def rho(self, s):
-        """rho = g / h, finite for every finite s."""
+        """rho = g / h, finite for every finite s (1 where ``rho_is_one``)."""
+        if self.rho_is_one:
+            return array_module(s).ones_like(s)
         raise NotImplementedError
 
     def drho(self, s):
+        """rho' (0 where ``rho_is_one`` or ``drho_is_zero``)."""
+        if self.rho_is_one or self.drho_is_zero:
+            return array_module(s).zeros_like(s)
         raise NotImplementedError
 
     @_quiet
@@ -382,12 +387,6 @@ class Softmax(Activation):
     def split(self, s):
         return s, None
 
-    def rho(self, s):
-        return array_module(s).ones_like(s)
-
-    def drho(self, s):
-        return array_module(s).zeros_like(s)
-
     def dell(self, s):
         return array_module(s).ones_like(s)
     # VJP: ds = p (u - <u, p>)
@@ -480,9 +479,6 @@ class SignExp(Activation):
     def rho(self, s):
         return array_module(s).sign(s)
 
-    def drho(self, s):
-        return array_module(s).zeros_like(s)
-
     def dell(self, s):
         return array_module(s).sign(s)
 
@@ -523,12 +519,6 @@ class Expressive(Activation):
         keep = xp.abs(s) >= _tiny_sqrt(s)  # underflow convention: smaller |z| counts as 0
         w = 1.0 / xp.where(keep, s, 1.0)  # 1/z, at a safe argument (finite autograd at 0)
         return None, keep / (1.0 + w * w)  # z^2 / (1 + z^2), no overflow for large |z|
-
-    def rho(self, s):
-        return array_module(s).ones_like(s)
-
-    def drho(self, s):
-        return array_module(s).zeros_like(s)
 
     def _safe(self, s):
         xp = array_module(s)
@@ -579,12 +569,6 @@ class SigSoftmax(Activation):
         xp = array_module(s)
         return 0.5 * s + 0.5 * xp.minimum(s, 0.0), _sigmoid(xp, xp.abs(s))
 
-    def rho(self, s):
-        return array_module(s).ones_like(s)
-
-    def drho(self, s):
-        return array_module(s).zeros_like(s)
-
     def dell(self, s):
         return 1.0 + _sigmoid(array_module(s), -s)
 
@@ -618,12 +602,6 @@ class Sigmoid(Activation):
     def split(self, s):
         xp = array_module(s)
         return xp.minimum(s, 0.0), _sigmoid(xp, xp.abs(s))
-
-    def rho(self, s):
-        return array_module(s).ones_like(s)
-
-    def drho(self, s):
-        return array_module(s).zeros_like(s)
 
     def dell(self, s):
         return _sigmoid(array_module(s), -s)
@@ -738,12 +716,6 @@ class CosFormerNorm(Activation):
 
     def split(self, s):
         return None, s * (s >= _tiny_sqrt(s))  # max(s, 0), tiny scores counting as 0
-
-    def rho(self, s):
-        return array_module(s).ones_like(s)
-
-    def drho(self, s):
-        return array_module(s).zeros_like(s)
 
     def dell(self, s):
         xp = array_module(s)
