@@ -119,7 +119,7 @@ save(fig, "01_g_h_rho_ell")
 #   $\ell = \log\cosh s \approx |s| - \log 2$ grows only linearly (section 3.2);
 # * signexp's $\rho = \mathrm{sign}\,s$ jumps at 0 (section 5.1);
 # * sigsoftmax's $\ell$ has slope 2 on the left and 1 on the right, which is
-#   why the code stores $\ell/2$ (section 3.5);
+#   why the code stores half the exponent, $a = (s + \min(s, 0))/2$ with $f = 2$ (section 3.5);
 # * linear and relu have $h = 1$, $\ell = 0$: all the work is in $\rho$.
 
 # %% [markdown]

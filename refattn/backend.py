@@ -145,13 +145,14 @@ def check_float_array(x, name: str, *, min_ndim: int = 1, ndim: int | None = Non
     Raises
     ------
     TypeError
-        ``x`` is not an array (NumPy, CuPy or traced) or its dtype is not a
+        ``x`` is not an array (NumPy, CuPy or traced; a NumPy scalar counts as
+        a 0-d array, as the result of ``b - lr * db`` for a 0-d ``b`` is one) or its dtype is not a
         real floating type (float16/32/64).
     ValueError
         ``x`` has the wrong number of dimensions or is empty along one.
     """
     dtype = _dtype_of(x)
-    if dtype is None or not (isinstance(x, (np.ndarray, Box)) or _is_cupy_array(x)):
+    if dtype is None or not (isinstance(x, (np.ndarray, np.generic, Box)) or _is_cupy_array(x)):
         raise TypeError(
             f"{name}: expected a floating-point array (numpy.ndarray, "
             f"cupy.ndarray), got {type(x).__name__}"

@@ -782,7 +782,7 @@ class CosFormer(Score):
     M : float, optional
         The position scale; ``None`` (default) means ``max(n_q, n_k)``.
 
-    Source: Zhen et al. (2022), "cosFormer: Rethinking Softmax in Attention"
+    Source: Qin et al. (2022; seed 001 cites it as 'Zhen et al.'), "cosFormer: Rethinking Softmax in Attention"
     (ICLR), section 3, the cos-based re-weighting.
     Derivation: ``derivations/02-scores.md`` ("cosformer").
 
@@ -791,7 +791,7 @@ class CosFormer(Score):
     """
 
     name = "cosformer"
-    source = "Zhen et al. (2022), cosFormer, relu kernel with cos-based re-weighting"
+    source = "Qin et al. (2022; seed 001 cites it as 'Zhen et al.'), cosFormer, relu kernel with cos-based re-weighting"
     option_names = ("M",)
     singular = (("q or k entry = 0", "relu kink: relu'(0) = 0 by convention; "
                  "differences see 1/2"),)

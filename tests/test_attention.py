@@ -185,3 +185,15 @@ def test_cupy_parity_attention(act, rng):
     np.testing.assert_allclose(out_c.get(), out, rtol=1e-12, atol=1e-14)
     for k in ("Q", "K", "V"):
         np.testing.assert_allclose(g_c[k].get(), g[k], rtol=1e-11, atol=1e-13)
+
+
+def test_sgd_step_on_score_parameters_keeps_forward_working(rng):
+    """b - lr * db of a 0-d parameter is a NumPy scalar; it must stay a valid parameter."""
+    Q, K, V = _qkv(rng)
+    sc = score("neural")
+    params = sc.init_params(D, rng)
+    out, cache = attention(Q, K, V, score=sc, params=params, activation="tanhmax")
+    g = attention_backward(np.ones_like(out), cache)["params"]
+    stepped = {n: params[n] - 0.1 * g[n] for n in params}
+    out2, _ = attention(Q, K, V, score=sc, params=stepped, activation="tanhmax")
+    assert out2.shape == out.shape and np.all(np.isfinite(out2))
