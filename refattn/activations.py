@@ -142,8 +142,6 @@ class Activation:
     ell_factor = 1.0
     #: b is not bounded by 1 and is rescaled by its row maximum (cosformer)
     b_unbounded = False
-    #: can h vanish on a whole row of finite, unmasked scores?
-    h_can_vanish = False
     #: where phi is not differentiable: (where, why) pairs
     singular: tuple = ()
     #: score values at which an entry makes phi non-differentiable
@@ -277,10 +275,12 @@ class Activation:
         if self.rho_is_one:
             rho, phi, ds = None, p, None
         else:
-            if rho is None or self.drho_is_zero:
+            drho = None
+            if rho is None:
                 rho = self.rho(s)
-                drho = None if self.drho_is_zero else self.drho(s)
-            else:
+                if not self.drho_is_zero:
+                    drho = self.drho(s)
+            elif not self.drho_is_zero:
                 drho = self.drho_from_rho(rho)
             phi = rho * p
             ds = None if self.drho_is_zero else drho * p * u  # u_j rho'_j p_j
@@ -343,8 +343,7 @@ class Activation:
         check_float_array(s, "s", ndim=1)
         xp = array_module(s)
         p = self.weights(s)
-        rho = xp.ones_like(s) if self.rho_is_one else self.rho(s)
-        drho = xp.zeros_like(s) if (self.rho_is_one or self.drho_is_zero) else self.drho(s)
+        rho, drho = self.rho(s), self.drho(s)
         phi = rho * p
         pl = self._p_dell(s, p)
         return xp.diag(drho * p + rho * pl) - phi[:, None] * pl[None, :]
@@ -496,7 +495,6 @@ class Expressive(Activation):
     rho_text, ell_text = "1", "log(s^2/(1+s^2))"
     source = "Gros (seed 004), Eq. 2"
     rho_is_one = True
-    h_can_vanish = True
     singular = (("all-zero row", "h = 0 everywhere: no normaliser; weights and gradient set to 0"),)
 
     def g(self, s):
@@ -694,7 +692,6 @@ class CosFormerNorm(Activation):
     rho_text, ell_text = "1", "log max(s, 0)"
     source = "Qin et al. (2022; seed 001 cites it as 'Zhen et al.'), cosFormer row normalisation; seed 001 Tables 3-4"
     rho_is_one = True
-    h_can_vanish = True
     b_unbounded = True
     singular = (("s = 0", "kink: differences see the average of the two one-sided slopes"),
                 ("row with no positive score", "no normaliser; weights and gradient set to 0"))

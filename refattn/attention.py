@@ -103,7 +103,7 @@ def attention(Q, K, V, *, score="scaled_dot", activation="softmax", params=None,
         n_q, n_k = shape[-2:]
         if n_q != n_k:
             raise ValueError(f"causal: needs as many queries as keys, got n_q={n_q}, n_k={n_k}")
-        tri = causal_mask(n_q, n_k, xp=np if xp.__name__.startswith("autograd") else xp)
+        tri = causal_mask(n_q, n_k, xp=xp)
         keep = tri if keep is None else (keep & tri)
     p = act.weights(s, axis=-1, mask=keep)  # (..., n_q, n_k) softmax(ell(s))
     rho = None if act.rho_is_one else act.rho(s)  # (..., n_q, n_k) g/h

@@ -8,22 +8,13 @@ import pytest
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 from refattn import activation  # noqa: E402
+from refattn.check import away_from_singular  # noqa: E402
 
 #: Tolerances used throughout (stated once, used everywhere):
 #: analytic vs autograd agree to rounding; analytic vs central differences
 #: (eps = 1e-6) to truncation + rounding error, ~1e-9 in practice.
 RTOL_AUTOGRAD = 1e-10
 RTOL_CENTRAL = 1e-6
-
-
-def away_from_singular(act, s, margin=1e-2):
-    """Move entries of ``s`` that lie within ``margin`` of a documented singular
-    score of ``act`` to distance ``margin``, so finite differences do not
-    straddle a kink or a jump."""
-    for c in getattr(act, "singular_scores", ()):
-        near = np.abs(s - c) < margin
-        s = np.where(near, c + np.where(s >= c, margin, -margin), s)
-    return s
 
 
 def random_scores(name, shape, rng, scale=2.0):
