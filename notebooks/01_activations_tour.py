@@ -40,19 +40,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from autograd import make_vjp  # noqa: E402
 
+from refattn.plots import save, small  # noqa: E402
 from refattn import ACTIVATIONS, activation  # noqa: E402
 from refattn.gradcheck import gradcheck  # noqa: E402
 
-SMALL = os.environ.get("REFATTN_SMALL", "") == "1"
-FIGDIR = os.environ.get("REFATTN_FIGDIR")
-if FIGDIR:
-    os.makedirs(FIGDIR, exist_ok=True)
-
-
-def save(fig, name):
-    """Save ``fig`` as ``REFATTN_FIGDIR/name.png`` when that variable is set."""
-    if FIGDIR:
-        fig.savefig(os.path.join(FIGDIR, name + ".png"), dpi=110, bbox_inches="tight")
+SMALL = small()  # REFATTN_SMALL=1: small sizes; REFATTN_FIGDIR: where save() writes PNGs
 
 
 np.set_printoptions(precision=4, suppress=False, linewidth=100)

@@ -2,6 +2,7 @@
 
     refattn check          table of gradient errors for every activation and score
     refattn check --json   the same as one JSON object
+    refattn prop1 [--json] Proposition 1 (seed 001, Eq. 4) against autograd's exact velocity
 """
 
 from __future__ import annotations
@@ -24,6 +25,14 @@ def _cmd_check(args) -> int:
     return 0 if result["ok"] else 1
 
 
+def _cmd_prop1(args) -> int:
+    from .dynamics import format_prop1_table, run_prop1  # noqa: PLC0415
+
+    result = run_prop1(seed=args.seed)
+    print(json.dumps(result, indent=2) if args.json else format_prop1_table(result))
+    return 0 if result["ok"] else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="refattn",
@@ -35,6 +44,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the results as one JSON object")
     p.add_argument("--seed", type=int, default=0, help="seed of the random check points (default 0)")
     p.set_defaults(func=_cmd_check)
+    p = sub.add_parser("prop1", help="Proposition 1 (seed 001, Eq. 4) for every activation: error against "
+                                     "the exact gradient-flow velocity, and the cross terms under shared "
+                                     "projections")
+    p.add_argument("--json", action="store_true", help="print the results as one JSON object")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random model and batch (default 0)")
+    p.set_defaults(func=_cmd_prop1)
     return parser
 
 

@@ -1,0 +1,274 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+# ---
+
+# %% [markdown]
+# # 02 — Proposition 1, numerically
+#
+# Seed 001's Proposition 1 (Eq. 4) says how the score of a token moves while
+# a one-attention-layer classifier trains by gradient flow:
+#
+# $$\frac{ds_i}{d\tau} = -\,\Delta_{I,i}\;\Delta_{II,i}\;c, \qquad
+# \Delta_{II,i} = \sum_j \pi_{ij}\,o_j .$$
+#
+# `derivations/03-proposition-1.md` proves it step by step (P1–P7) and
+# `derivations/04-score-dynamics-closed-forms.md` works out $\Delta_{II}$ for
+# every activation. This notebook steps through the same chain with numbers:
+#
+# 1. one instance, the paper's $\pi$ matrix, and $\Delta_{II}$ as a VJP;
+# 2. the formula against autograd's exact velocity $-J\,\nabla R$, with tokens
+#    shared across instances;
+# 3. TanhMax's Eq. 7 as printed and corrected;
+# 4. which scores rise and which fall, for every activation;
+# 5. shared projections, where the proposition is only an approximation.
+#
+# Everything is imported from `refattn`; nothing is redefined.
+# `REFATTN_FIGDIR` (save figures there) and `REFATTN_SMALL=1` (smaller grids)
+# change its behaviour.
+
+# %%
+import os
+
+import matplotlib
+
+matplotlib.use(os.environ.get("MPLBACKEND", "Agg"))
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from refattn.plots import save, small  # noqa: E402
+from refattn import ACTIVATIONS, activation  # noqa: E402
+from refattn import dynamics as dyn  # noqa: E402
+
+SMALL = small()  # REFATTN_SMALL=1: small sizes; REFATTN_FIGDIR: where save() writes PNGs
+
+
+np.set_printoptions(precision=4, suppress=False, linewidth=100)
+
+# %% [markdown]
+# ## 1. One instance, step by step
+#
+# A model under the proposition's assumption: every vocabulary token has its
+# own free $Q_t, K_t, V_t$ (`OneLayerModel("free")`), the score is
+# $s_t = Q_t\cdot K_t/\lambda$, the output a sigmoid and the loss binary
+# cross-entropy. We look at instance 0.
+
+# %%
+rng = np.random.default_rng(0)
+model = dyn.OneLayerModel("free", "tanhmax", "sigmoid", "bce", scale=2.0)
+params = model.init_params(T=12, d=4, dv=3, rng=rng)
+tokens = rng.integers(0, 12, size=(6, 5))  # 6 instances of 5 tokens from a vocabulary of 12
+target = rng.integers(0, 2, size=6).astype(float)
+
+s = model.vocab_scores(params)[tokens[0]]  # scores of instance 0, (5,)
+o = model.polarity(params)[tokens[0]]  # polarity scores o_j = V_j . W, (5,)
+print("tokens of instance 0:", tokens[0])
+print("scores s:", s)
+print("polarity o:", o)
+
+# %% [markdown]
+# **Step P5**: the paper's $\pi_{ij} = [j=i]\,g'(s_i)/C - w_j h'(s_i)/C$,
+# straight from $g = \sinh$, $h = \cosh$. It is the transposed Jacobian of
+# the activation.
+
+# %%
+pi = dyn.pi_matrix("tanhmax", s)
+print(pi)
+print("max |pi - J^T| =", np.max(np.abs(pi - activation("tanhmax").jacobian(s).T)))
+
+# %% [markdown]
+# **Step P6**: $\Delta_{II} = \pi\,o$, which is the activation's VJP with
+# cotangent $o$; and $\sum_j w_j o_j$ is the logit $a$ itself.
+
+# %%
+d2 = dyn.delta_II("tanhmax", s, o)
+print("pi @ o      :", pi @ o)
+print("VJP(s, o)   :", d2)
+w = activation("tanhmax").forward(s)
+print("sum_j w_j o_j =", w @ o, "  logit a =", model.logits(params, tokens[:1])[0])
+
+# %% [markdown]
+# ## 2. The formula against the exact velocity
+#
+# Step P1: under gradient flow the exact velocity of every score is
+# $-J\,\nabla_\vartheta R$ with $J = \partial s/\partial\vartheta$.
+# `velocity_decomposition` computes it with autograd, independently of the
+# formula. Tokens repeat across instances here, so the formula is (P'): a sum
+# over every occurrence of the token.
+
+# %%
+r = dyn.velocity_decomposition(model, params, tokens, target)
+present = r["present"]
+err = np.max(np.abs(r["formula"] - r["exact"])) / np.max(np.abs(r["exact"]))
+print("relative error of Proposition 1 (all tokens):", err)
+
+fig, ax = plt.subplots(figsize=(7, 3))
+idx = np.arange(len(present))
+ax.bar(idx - 0.2, r["exact"], width=0.4, label="exact: $-J\\,\\nabla R$ (autograd)")
+ax.bar(idx + 0.2, r["formula"], width=0.4, label="Proposition 1 (P')")
+ax.axhline(0, color="k", lw=0.5)
+ax.set_xlabel("vocabulary token t")
+ax.set_ylabel("$ds_t/d\\tau$")
+ax.set_title(f"tanhmax, free Q, K: relative error {err:.1e}")
+ax.legend(fontsize=8)
+save(fig, "02_prop1_formula_vs_exact")
+
+# %% [markdown]
+# Every activation, every (output, loss) pair: `run_prop1` (the
+# `refattn prop1` command) reports the worst relative error.
+
+# %%
+res = dyn.run_prop1(seed=0)
+print(dyn.format_prop1_table(res))
+
+# %% [markdown]
+# ## 3. TanhMax: Eq. 7 as printed and corrected
+#
+# With every token occurring once, $ds_i/d\tau = -\Delta_I\,\Delta'_{II}\,c$
+# with $\Delta'_{II} = \tilde w_i o_i - \hat w_i\sum_j \hat w_j o_j$ (Eqs.
+# 7–9). The printed Eq. 7 has no minus sign.
+
+# %%
+N, n = 4, 6
+free = dyn.OneLayerModel("free", "tanhmax", "sigmoid", "bce", scale=2.0)
+p2 = free.init_params(T=N * n, d=4, dv=3, rng=rng)
+tok = rng.permutation(N * n).reshape(N, n)  # every token once
+tgt = rng.integers(0, 2, N).astype(float)
+S, O = free.vocab_scores(p2)[tok], free.polarity(p2)[tok]
+c = dyn.output_factor(free.logits(p2, tok), tgt)
+dI = free.delta_I(p2)[tok]
+exact = dyn.velocity_decomposition(free, p2, tok, tgt)["exact"][tok]
+fixed = dyn.tanhmax_velocity(S, O, c, dI)
+printed = dyn.tanhmax_velocity_as_printed(S, O, c, dI)
+
+fig, ax = plt.subplots(figsize=(4.2, 4))
+lim = np.max(np.abs(exact)) * 1.1
+ax.plot([-lim, lim], [-lim, lim], color="0.7", lw=0.8)
+ax.scatter(exact.ravel(), fixed.ravel(), s=18, label="Eq. 7 with $-$ (corrected)")
+ax.scatter(exact.ravel(), printed.ravel(), s=18, marker="x", label="Eq. 7 as printed")
+ax.set_xlabel("exact velocity (autograd)")
+ax.set_ylabel("Eq. 7")
+ax.legend(fontsize=8)
+ax.set_title("TanhMax score velocity")
+save(fig, "02_tanhmax_eq7_sign")
+print("corrected: max rel error", np.max(np.abs(fixed - exact)) / np.max(np.abs(exact)))
+print("printed:   fraction of tokens with the wrong sign",
+      np.mean(np.sign(printed) != np.sign(exact)))
+
+# %% [markdown]
+# ## 4. Which scores rise, which fall
+#
+# Take one instance of 8 tokens, an under-predicted positive instance
+# ($c < 0$), and vary the score $s_0$ and polarity $o_0$ of token 0 while the
+# other seven stay fixed. The colour is the sign of $ds_0/d\tau$; the
+# boundary between the colours is the threshold of `derivations/04` section 4
+# ($o_0 = a$ for the $g = h$ family, $o_0 = \tanh(s_0)\,a$ for tanhmax, ...),
+# with $a$ the logit, which itself depends on $(s_0, o_0)$. (For softmax,
+# $o_0 = a$ solves to $o_0 = \sum_{j\ne 0} w_j o_j / (1 - w_0)$, the weighted
+# mean polarity of the *other* tokens, which does not depend on $s_0$: the
+# boundary is flat.)
+
+# %%
+m = 61 if SMALL else 161
+s_grid = np.linspace(-3, 3, m)
+o_grid = np.linspace(-2, 2, m)
+SS, OO = np.meshgrid(s_grid, o_grid)
+ctx_s = np.array([0.8, -0.3, 1.1, -1.2, 0.1, 0.4, -0.6])
+ctx_o = np.array([0.9, -0.7, 0.2, -0.1, 0.5, -0.4, 0.3])
+rows_s = np.concatenate([SS.reshape(-1, 1), np.broadcast_to(ctx_s, (SS.size, 7))], axis=1)
+rows_o = np.concatenate([OO.reshape(-1, 1), np.broadcast_to(ctx_o, (OO.size, 7))], axis=1)
+c_pos = -np.ones(SS.size)  # -c > 0: a positive instance, under-predicted
+
+fig, axes = plt.subplots(3, 3, figsize=(10, 9), sharex=True, sharey=True)
+for ax, name in zip(axes.ravel(), ACTIVATIONS):
+    v = dyn.score_velocity(name, rows_s, rows_o, c_pos, np.ones_like(rows_s))[:, 0].reshape(SS.shape)
+    ax.contourf(SS, OO, np.sign(v), levels=[-1.5, -0.5, 0.5, 1.5], colors=["#d6604d", "#f7f7f7", "#4393c3"])
+    ax.set_title(name)
+    ax.axhline(0, color="k", lw=0.4)
+    ax.axvline(0, color="k", lw=0.4)
+for ax in axes[-1]:
+    ax.set_xlabel("score $s_0$")
+for ax in axes[:, 0]:
+    ax.set_ylabel("polarity $o_0$")
+fig.suptitle("sign of $ds_0/d\\tau$ (blue: rises, red: falls, white: does not move)")
+fig.tight_layout()
+save(fig, "02_which_scores_rise")
+
+# %% [markdown]
+# Read the panels with `derivations/04` section 4: softmax, sigsoftmax and
+# sigmoid split the plane by a horizontal line (the score does not decide
+# the direction); tanhmax's boundary bends with $\tanh(s_0)$,
+# signexp's jumps at $s_0 = 0$; expressive's direction flips with the sign of
+# $s_0$ (it is $|s_0|$ that follows $o_0 - a$); linear and relu ignore the
+# context (the boundary is $o_0 = 0$; relu's left half never moves);
+# cosformer's tokens with $s_0 \le 0$ are dead.
+
+# %% [markdown]
+# ## 5. Shared projections: an approximation
+#
+# Seed 001's public code builds $Q_t = W_q E_t$, $K_t = W_k E_t$ with shared
+# $W_q, W_k$; Sun & Lu use one global query $q$. Then (P7):
+# exact $=$ diagonal $+$ cross-token $+$ other-path terms, and Proposition 1
+# keeps only the first (with its own $\Delta_I$).
+
+# %%
+fig, axes = plt.subplots(1, 2, figsize=(8.5, 3.8))
+for ax, kind in zip(axes, ["shared", "global"]):
+    mdl = dyn.OneLayerModel(kind, "tanhmax", "sigmoid", "bce", scale=2.0 if kind == "shared" else 1.0)
+    prm = mdl.init_params(T=12, d=4, dv=4, rng=np.random.default_rng(5))
+    rr = dyn.velocity_decomposition(mdl, prm, tokens, target)
+    lim = np.max(np.abs(rr["exact"])) * 1.1
+    ax.plot([-lim, lim], [-lim, lim], color="0.7", lw=0.8)
+    ax.scatter(rr["exact"], rr["formula"], s=18, label="Proposition 1 (paper's $\\Delta_I$)")
+    ax.scatter(rr["exact"], rr["diagonal"], s=18, marker="x", label="diagonal term of (P7)")
+    ax.set_xlabel("exact velocity")
+    ax.set_title(f"{kind}: cross {np.max(np.abs(rr['exact'] - rr['diagonal'])) / lim * 1.1:.2f} of max|exact|")
+    ax.legend(fontsize=7)
+axes[0].set_ylabel("approximation")
+fig.tight_layout()
+save(fig, "02_shared_projections")
+
+# %% [markdown]
+# How large are the neglected terms as the embedding dimension grows? For
+# the global query, the cross-token kernel is $E_t\cdot E_m/\lambda^2$: random
+# embeddings become nearly orthogonal in high dimension, so we expect the
+# cross terms to shrink relative to the diagonal ones. The medians over
+# random initialisations are printed below the figure: both neglected terms
+# shrink with the dimension, the cross-token term of the global query most
+# slowly (all tokens share the one query $q$, so every pair stays coupled
+# through it).
+
+# %%
+dims = [2, 4, 8, 16] if SMALL else [2, 4, 8, 16, 32, 64]
+seeds = range(3 if SMALL else 10)
+table = {kind: {"cross": [], "other": []} for kind in ("shared", "global")}
+for kind in table:
+    for d in dims:
+        cr, ot = [], []
+        for sd in seeds:
+            mdl = dyn.OneLayerModel(kind, "tanhmax", "sigmoid", "bce",
+                                    scale=np.sqrt(d) if kind == "shared" else 1.0)
+            prm = mdl.init_params(T=12, d=d, dv=4, rng=np.random.default_rng(100 + sd))
+            rr = dyn.velocity_decomposition(mdl, prm, tokens, target)
+            top = np.max(np.abs(rr["exact"]))
+            cr.append(np.max(np.abs(rr["cross"])) / top)
+            ot.append(np.max(np.abs(rr["other"])) / top)
+        table[kind]["cross"].append(np.median(cr))
+        table[kind]["other"].append(np.median(ot))
+
+fig, ax = plt.subplots(figsize=(5.5, 3.6))
+for kind, mk in (("shared", "o"), ("global", "s")):
+    ax.plot(dims, table[kind]["cross"], marker=mk, label=f"{kind}: cross-token")
+    ax.plot(dims, table[kind]["other"], marker=mk, ls="--", label=f"{kind}: other path")
+ax.set_xscale("log", base=2)
+ax.set_yscale("log")
+ax.set_xlabel("embedding dimension")
+ax.set_ylabel("max|term| / max|exact| (median)")
+ax.set_title("neglected terms of Proposition 1 (tanhmax)")
+ax.legend(fontsize=8)
+save(fig, "02_cross_terms_vs_dim")
+for kind in table:
+    print(kind, "cross:", np.round(table[kind]["cross"], 3), " other:", np.round(table[kind]["other"], 3))
