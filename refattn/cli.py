@@ -3,6 +3,8 @@
     refattn check          table of gradient errors for every activation and score
     refattn check --json   the same as one JSON object
     refattn prop1 [--json] Proposition 1 (seed 001, Eq. 4) against autograd's exact velocity
+    refattn properties [--json]
+                           the four properties of seed 001 section 4, measured, beside its Table 3
 """
 
 from __future__ import annotations
@@ -33,6 +35,14 @@ def _cmd_prop1(args) -> int:
     return 0 if result["ok"] else 1
 
 
+def _cmd_properties(args) -> int:
+    from .properties import format_properties_table, run_properties  # noqa: PLC0415
+
+    result = run_properties(seed=args.seed)
+    print(json.dumps(result, indent=2) if args.json else format_properties_table(result))
+    return 0  # a disagreement with the paper is a finding, reported in the output, not an error
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="refattn",
@@ -50,6 +60,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the results as one JSON object")
     p.add_argument("--seed", type=int, default=0, help="seed of the random model and batch (default 0)")
     p.set_defaults(func=_cmd_prop1)
+    p = sub.add_parser("properties", help="the four properties of seed 001 section 4 (monotonicity, "
+                                          "log-nonlinearity, contextual normalisation, origin symmetry), "
+                                          "measured for every activation, beside the paper's Table 3")
+    p.add_argument("--json", action="store_true", help="print the results as one JSON object")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random rows (default 0)")
+    p.set_defaults(func=_cmd_properties)
     return parser
 
 

@@ -98,3 +98,13 @@ def test_benchmark_script_smoke():
     res = json.loads(r.stdout)
     assert set(res["rows"]) == set(ACTIVATIONS)
     assert all(np.isfinite(v["refattn_total_s"]) for v in res["rows"].values())
+
+
+def test_properties_cli_json(capsys):
+    assert main(["properties", "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert set(res["activations"]) == set(ACTIVATIONS)
+    assert all(res["activations"]["tanhmax"][p]["holds"] for p in res["activations"]["tanhmax"])
+    assert res["activations"]["expressive"]["monotonicity"]["holds"] is False
+    assert main(["properties"]) == 0
+    assert "Table 3" in capsys.readouterr().out
