@@ -440,8 +440,12 @@ class SignExp(Activation):
     derivative there is a Dirac term ``2 delta(s) e^{|s|} / C`` that no
     pointwise gradient represents; the library takes rho'(0) = 0 and
     ell'(0) = sign(0) = 0, which is what autograd computes too (so the VJP at
-    an exact 0 is the regular part with sign(0) = 0, not a one-sided limit).
-    Derivation: ``derivations/01-reweighted-softmax.md`` sections 3.3 and 5.1.
+    an exact 0 is the regular part with sign(0) = 0, neither one-sided limit
+    nor their average). Consequence: a row of scores that are all exactly 0
+    (e.g. zero-initialised queries) has weights 0 and gradient 0, so gradient
+    descent cannot leave it -- unlike softmax.
+    Derivation: ``derivations/01-reweighted-softmax.md`` sections 3.3 and 5.1,
+    and ``derivations/09-signexp-at-zero.md``.
     """
 
     name = "signexp"

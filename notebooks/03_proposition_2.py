@@ -1,0 +1,236 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+# ---
+
+# %% [markdown]
+# # 03 — Proposition 2 of seed 001, corrected
+#
+# Seed 001 (Proposition 2, Eq. 10) states that when the scores range over a
+# vector space $S$ containing $\mathbf 1$,
+#
+# $$\{\mathrm{softmax}(z) : z\in S\} \subset \{\mathrm{tanhmax}(z) : z\in S\},
+# \qquad \mathrm{tanhmax}(z)_i = \frac{\sinh z_i}{\sum_k\cosh z_k}\ \text{(Eq. 6)}.$$
+#
+# As printed this is false: $\sum_i|\sinh z_i| < \sum_k\cosh z_k$, so every
+# TanhMax output has $\ell_1$ norm below 1, and every softmax output sums
+# to 1. The two ranges never meet. `derivations/05-proposition-2.md` proves
+# what is true instead; this notebook draws it, using `refattn.ranges`:
+#
+# * (a) tanhmax maps $\mathbb R^n$ one-to-one onto the open $\ell_1$ ball
+#   $B = \{w : \sum_i|w_i| < 1\}$;
+# * (b) $\mathrm{tanhmax}(s + c\mathbf 1)\to\mathrm{softmax}(s)$ as
+#   $c\to\infty$, with an exact gap $\sim 2(B/A)e^{-2c}$: softmax's range lies
+#   in the *closure* of TanhMax's;
+# * (c) what survives of "breaking the softmax bottleneck": the matrix of
+#   $\log|\phi(Wh)|$ has full rank for TanhMax, rank $d+1$ for softmax.
+#
+# `REFATTN_SMALL=1` makes the grids small; `REFATTN_FIGDIR` is where the
+# figures go.
+
+# %%
+import os
+
+import matplotlib
+
+matplotlib.use(os.environ.get("MPLBACKEND", "Agg"))
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from refattn import activation  # noqa: E402
+from refattn.plots import save, small  # noqa: E402
+from refattn.ranges import (  # noqa: E402
+    closure_gap,
+    closure_gap_closed_form,
+    in_tanhmax_range,
+    log_rank,
+    tanhmax_l1_margin,
+    tanhmax_l1_norm,
+    tanhmax_preimage,
+)
+
+SMALL = small()
+np.set_printoptions(precision=6, linewidth=100)
+tanhmax, softmax = activation("tanhmax"), activation("softmax")
+
+# %% [markdown]
+# ## The counterexample in one line
+#
+# $\cosh x - |\sinh x| = e^{-|x|} > 0$, so
+# $1 - \sum_i|\mathrm{tanhmax}(s)_i| = \sum_i e^{-|s_i|}/\sum_k\cosh s_k > 0$
+# (Eq. P3 of the derivation). Take any $z\in S$, for instance $z = 0$:
+# $\mathrm{softmax}(0) = \mathbf 1/n$ has $\ell_1$ norm 1 and is not a TanhMax
+# output. `tanhmax_preimage` refuses it.
+
+# %%
+s = np.array([0.3, -1.2, 2.0, 0.0])
+print("sum|tanhmax(s)|         =", tanhmax_l1_norm(s))
+print("1 - sum|tanhmax(s)|     =", 1 - tanhmax_l1_norm(s))
+print("margin, closed form P3  =", tanhmax_l1_margin(s))
+
+p0 = softmax.forward(np.zeros(4))
+print("softmax(0) =", p0, "in TanhMax's range:", bool(in_tanhmax_range(p0)))
+try:
+    tanhmax_preimage(p0)
+except ValueError as err:
+    print("tanhmax_preimage(softmax(0)) raised:", err)
+
+# %% [markdown]
+# ## (a) For n = 2: the image of a grid of scores fills the open diamond
+#
+# Every point of a grid of scores $(s_1, s_2)\in[-6, 6]^2$ is mapped through
+# tanhmax. The images fill the open diamond $|w_1| + |w_2| < 1$, approaching
+# but never touching its edges. Softmax's whole range, the open segment
+# $w_1 + w_2 = 1$, $w > 0$, is the upper-right edge of the diamond, drawn in
+# red: on the boundary, outside the range.
+
+# %%
+k = 41 if SMALL else 161
+g1d = np.linspace(-6.0, 6.0, k)
+S = np.stack(np.meshgrid(g1d, g1d), axis=-1).reshape(-1, 2)  # (k*k, 2) scores
+W = tanhmax.forward(S)  # (k*k, 2) weights
+print("largest l1 norm on the grid:", np.max(np.sum(np.abs(W), axis=1)))
+print("all inside the open ball (float64, with rounding slack):", bool(np.all(in_tanhmax_range(W))))
+
+def diamond_axes():
+    """A square figure with the l1 unit sphere (dashed) and softmax's range (red) drawn in."""
+    fig, ax = plt.subplots(figsize=(4.6, 4.4))
+    diamond = np.array([[1, 0], [0, 1], [-1, 0], [0, -1], [1, 0]])
+    ax.plot(diamond[:, 0], diamond[:, 1], "k--", lw=0.8, label="|w1| + |w2| = 1")
+    t = np.linspace(0, 1, 50)
+    ax.plot(t, 1 - t, "r-", lw=2.5, alpha=0.6, label="softmax's range (w1 + w2 = 1)")
+    ax.set_aspect("equal")
+    ax.set_xlabel("w1", fontsize=8)
+    ax.set_ylabel("w2", fontsize=8)
+    ax.tick_params(labelsize=7)
+    return fig, ax
+
+
+fig, ax = diamond_axes()
+ax.scatter(W[:, 0], W[:, 1], s=2, c=np.sum(np.abs(W), axis=1), cmap="viridis", label="tanhmax(s)")
+ax.set_title("n = 2: tanhmax fills the open l1 ball; softmax lies on its edge", fontsize=8)
+ax.legend(fontsize=6, loc="upper left")
+fig.tight_layout()
+save(fig, "03_tanhmax_image_n2")
+
+# %% [markdown]
+# ## (a) Every point of the ball has exactly one preimage
+#
+# `tanhmax_preimage` solves $G(x) = \sum_k\sqrt{x^2 + w_k^2} - 1 = 0$ for
+# $x = 1/\sum_k\cosh s_k$ (Eqs. P4-P6) and sets $s_i = \operatorname{asinh}(w_i/x)$.
+# Near the boundary the scores grow like $\log(1/(1 - \|w\|_1))$; the round
+# trip stays exact to rounding.
+
+# %%
+rng = np.random.default_rng(0)
+print(f"{'1 - |w|_1':>10s} {'max |s|':>9s} {'max rel. error of tanhmax(preimage(w))':>40s}")
+for gap in (0.5, 1e-3, 1e-6, 1e-9, 1e-12):
+    w = rng.standard_normal(6)
+    w = w / np.sum(np.abs(w)) * (1 - gap)
+    z = tanhmax_preimage(w)
+    err = np.max(np.abs(tanhmax.forward(z) - w) / np.abs(w))
+    print(f"{gap:10.0e} {np.max(np.abs(z)):9.3f} {err:40.2e}")
+
+# %% [markdown]
+# ## (b) The closure path: tanhmax(s + c 1) walks to softmax(s)
+#
+# For $n = 2$ and three score vectors, the points $\mathrm{tanhmax}(s + c\mathbf 1)$
+# for $c$ from $-3$ to $6$ trace a path through the diamond that ends on
+# softmax's segment, at $\mathrm{softmax}(s)$ (the red dot), as $c\to\infty$.
+# The path is straight: Eq. P8 of the derivation writes it as
+# $(1-\lambda)\,\mathrm{softmax}(s) - \lambda\,\mathrm{softmax}(-s)$ with
+# $\lambda = q/(1+q)$, the open segment from $-\mathrm{softmax}(-s)$ (the
+# black dot, $c\to-\infty$) to $\mathrm{softmax}(s)$. Every entry of
+# $\mathrm{tanhmax}(s + c\mathbf 1) - \mathrm{softmax}(s)$ is negative.
+
+# %%
+cs = np.linspace(-3.0, 6.0, 60 if SMALL else 200)
+fig, ax = diamond_axes()
+for s2, color in zip(([0.5, -0.3], [-1.0, 0.4], [1.2, 0.9]), ("C0", "C1", "C2")):
+    s2 = np.array(s2)
+    path = tanhmax.forward(s2 + cs[:, None])  # (len(cs), 2)
+    ax.plot(path[:, 0], path[:, 1], "-", color=color, lw=1.2, label=f"s = {s2}")
+    target = softmax.forward(s2)
+    ax.plot(*target, "o", color="red", ms=5)
+    ax.plot(*(-softmax.forward(-s2)), "o", color="black", ms=4)
+    print(f"s = {s2}: softmax(s) = {target}, tanhmax(s + 6) = {path[-1]}, "
+          f"l1 gap {closure_gap(s2, 6.0):.3e}")
+ax.set_title("c -> tanhmax(s + c 1), c from -3 to 6", fontsize=8)
+ax.legend(fontsize=6, loc="upper left")
+fig.tight_layout()
+save(fig, "03_closure_paths")
+
+# %% [markdown]
+# ## (b) The gap against the closed form
+#
+# $\|\mathrm{tanhmax}(s + c\mathbf 1) - \mathrm{softmax}(s)\|_1 = 2q/(1+q)$,
+# $q = e^{-2c}B/A$, $A = \sum_k e^{s_k}$, $B = \sum_k e^{-s_k}$ (Eq. P9).
+# `closure_gap` computes the left side from the two forward passes,
+# `closure_gap_closed_form` the right side. On a log scale the gap is a
+# line of slope $-2$; the numerical gap leaves the line only where it
+# reaches float64's rounding floor (a few $10^{-16}$).
+
+# %%
+s6 = np.array([0.5, -1.0, 1.5, 0.2, -0.3, 0.8])
+cs = np.linspace(0.0, 20.0, 41 if SMALL else 161)
+num, cf = closure_gap(s6, cs), closure_gap_closed_form(s6, cs)
+B_over_A = np.sum(np.exp(-s6)) / np.sum(np.exp(s6))
+mid = (cs >= 0) & (cs <= 8)
+print("max relative difference, c in [0, 8]:", np.max(np.abs(num[mid] - cf[mid]) / cf[mid]))
+print("max absolute difference, c in [0, 20]:", np.max(np.abs(num - cf)))
+
+fig, ax = plt.subplots(figsize=(5.0, 3.5))
+ax.semilogy(cs, num, "o", ms=3, label="closure_gap (forward passes)")
+ax.semilogy(cs, cf, "-", lw=1, label="closure_gap_closed_form, 2q/(1+q)")
+ax.semilogy(cs, 2 * B_over_A * np.exp(-2 * cs), ":", lw=1, label="2 (B/A) e^{-2c}")
+ax.axhline(np.finfo(float).eps, color="gray", lw=0.6)
+ax.set_xlabel("shift c", fontsize=8)
+ax.set_ylabel("l1 gap", fontsize=8)
+ax.set_title("tanhmax(s + c 1) -> softmax(s) like e^{-2c}", fontsize=9)
+ax.legend(fontsize=7)
+ax.tick_params(labelsize=7)
+fig.tight_layout()
+save(fig, "03_closure_gap")
+
+# %% [markdown]
+# ## (c) What survives: the log-rank
+#
+# Stack $\log|\phi(Wh_t)|$ for $m$ random $h_t\in\mathbb R^d$ into an
+# $m\times n$ matrix. For softmax it equals $HW^T - \mathrm{lse}\,\mathbf 1^T$,
+# so its rank is at most $d + 1$: the softmax bottleneck. For TanhMax (and
+# signexp, sigsoftmax) the logarithm is nonlinear in the scores and the
+# matrix has full rank $n$. This is the part of seed 001's argument that
+# holds; it says nothing about ranges being nested, and TanhMax outputs are
+# still never probability distributions.
+
+# %%
+n, d, m = (10, 3, 60) if SMALL else (16, 4, 200)
+fig, ax = plt.subplots(figsize=(5.0, 3.5))
+for name in ("softmax", "tanhmax", "signexp", "sigsoftmax"):
+    r = log_rank(name, n, d, m, seed=0)
+    sv = r["singular_values"]
+    print(f"{name:10s} rank {r['rank']:2d} of {n} (softmax bound d + 1 = {r['softmax_bound']}); "
+          f"sigma_{d + 2}/sigma_1 = {sv[d + 1] / sv[0]:.2e}")
+    ax.semilogy(np.arange(1, len(sv) + 1), sv / sv[0], "o-", ms=3, label=name)
+ax.axvline(d + 1, color="gray", lw=0.6, ls="--")
+ax.set_xlabel("index of the singular value", fontsize=8)
+ax.set_ylabel("sigma_k / sigma_1", fontsize=8)
+ax.set_title(f"log|phi(W h)|, n = {n}, d = {d}, m = {m}: softmax has rank d + 1", fontsize=8)
+ax.legend(fontsize=7)
+ax.tick_params(labelsize=7)
+fig.tight_layout()
+save(fig, "03_log_rank")
+
+# %% [markdown]
+# ## Summary
+#
+# * No softmax output is a TanhMax output: the ranges are disjoint, so
+#   Eq. 10 fails for every $S$.
+# * TanhMax is a bijection of $\mathbb R^n$ onto the open $\ell_1$ ball, and
+#   softmax's range lies on that ball's boundary, in the closure of TanhMax's
+#   range along $s + c\mathbf 1$, at distance $\sim 2(B/A)e^{-2c}$.
+# * The rank argument survives: $\log|\mathrm{tanhmax}(Wh)|$ is not confined
+#   to $d + 1$ dimensions.
