@@ -1,0 +1,22 @@
+"""Experiments: one module per seed figure or table. Each returns data (arrays,
+small dataclasses); the plotting lives in the notebooks.
+
+* :mod:`refattn.experiments.geometry`: attention weight against the
+  query-key angle for dot-product and expressive attention (seed 004, Fig. 1);
+  ``derivations/07-expressive-geometry.md``.
+* :mod:`refattn.experiments.neural_surface`: the score surface on the
+  diagonal ``q = k`` and a regression that a bilinear score cannot fit but
+  the Neural Attention MLP can (seed 003, Fig. 1, Eqs. 2-4);
+  ``derivations/08-neural-attention-expressivity.md``.
+"""
+
+import numpy as _np
+
+
+def _int(value, name, least=1):
+    """An int ``>= least`` (not a bool), else a clear error naming the argument."""
+    if isinstance(value, (bool, _np.bool_)) or not isinstance(value, (int, _np.integer)):
+        raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
+    if value < least:
+        raise ValueError(f"{name}: expected an int >= {least}, got {value}")
+    return int(value)
