@@ -5,6 +5,8 @@
     refattn prop1 [--json] Proposition 1 (seed 001, Eq. 4) against autograd's exact velocity
     refattn properties [--json]
                            the four properties of seed 001 section 4, measured, beside its Table 3
+    refattn nt-cycles --N 16 --tau 2 [--variant NT-S] [--json]
+                           cycle structure of seed 004's NT tasks (its Eqs. 6-7)
 """
 
 from __future__ import annotations
@@ -43,6 +45,14 @@ def _cmd_properties(args) -> int:
     return 0  # a disagreement with the paper is a finding, reported in the output, not an error
 
 
+def _cmd_nt_cycles(args) -> int:
+    from .tasks.nt import format_nt_cycles, run_nt_cycles  # noqa: PLC0415
+
+    result = run_nt_cycles(args.N, args.tau, args.variant)
+    print(json.dumps(result, indent=2) if args.json else format_nt_cycles(result))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="refattn",
@@ -66,6 +76,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the results as one JSON object")
     p.add_argument("--seed", type=int, default=0, help="seed of the random rows (default 0)")
     p.set_defaults(func=_cmd_properties)
+    p = sub.add_parser("nt-cycles", help="cycle lengths and counts of seed 004's NT, NT-S and NT-R tasks, "
+                                         "and the mean cycle length")
+    p.add_argument("--N", type=int, required=True, help="the basis N (number of symbols)")
+    p.add_argument("--tau", type=int, required=True, help="the delay tau")
+    p.add_argument("--variant", default="NT", choices=["NT", "NT-S", "NT-R"], help="the task (default NT)")
+    p.add_argument("--json", action="store_true", help="print the results as one JSON object")
+    p.set_defaults(func=_cmd_nt_cycles)
     return parser
 
 

@@ -108,3 +108,11 @@ def test_properties_cli_json(capsys):
     assert res["activations"]["expressive"]["monotonicity"]["holds"] is False
     assert main(["properties"]) == 0
     assert "Table 3" in capsys.readouterr().out
+
+
+def test_nt_cycles_cli(capsys):
+    assert main(["nt-cycles", "--N", "16", "--tau", "2", "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert {(c["length"], c["count"]) for c in res["cycles"]} == {(56, 64), (28, 16), (14, 4), (7, 1), (1, 1)}
+    assert main(["nt-cycles", "--N", "16", "--tau", "2", "--variant", "NT-S"]) == 0
+    assert "4096" in capsys.readouterr().out
