@@ -1,0 +1,326 @@
+r"""The tiny trainer: one loop, per-epoch callbacks, atomic checkpoints, resume.
+
+The loop is the whole of it::
+
+    for epoch in range(start, epochs):
+        for batch in make_batches(epoch):
+            loss, grads = gradient(model, params, batch)   # hand-derived, or autograd
+            optimizer.step(grads)                           # in place
+        record = callbacks(epoch, params)                   # what to remember
+        checkpoint(params, optimizer, history)              # atomically
+
+**The model protocol.** A model has ``init_params(seeds, dtype)`` (every array
+has a leading axis ``S``: one independent model per seed, all trained by one
+batched array program), ``loss(params, batch) -> (S,)`` written against
+:func:`refattn.backend.array_module` (so autograd can trace it) and
+``loss_and_grad(params, batch) -> (loss, grads, aux)`` with the hand-derived
+gradient of ``loss.sum()``. Each seed's loss depends only on its own slice of
+the parameters, so the gradient of the sum is every seed's own gradient.
+Randomness (data order, dropout masks) lives in the batches, drawn by
+``make_batches(epoch)`` from the epoch number and a seed, so a run is a pure
+function of its inputs: the same seeds give the same result bit for bit, and
+a run resumed from a checkpoint ends exactly where an uninterrupted one does
+(``tests/test_train.py``).
+
+``grad="autograd"`` differentiates ``model.loss`` with autograd instead of
+calling the hand-derived backward: the two give the same trajectory to
+rounding, which is the end-to-end check of a model's backward pass.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Mapping
+
+import numpy as np
+from autograd import value_and_grad
+
+from .backend import array_module, to_numpy
+from .optim import Optimizer
+
+__all__ = ["GRADS", "gradient", "train", "batch_iterator", "save_checkpoint", "load_checkpoint", "Progress"]
+
+#: How gradients are computed: the model's hand-derived backward, or autograd.
+GRADS = ("analytic", "autograd")
+_FORMAT = "refattn-checkpoint-1"
+
+
+def gradient(model, params, batch, grad="analytic"):
+    """``(loss (S,), grads)`` for one batch, by the model's own backward or by autograd."""
+    if grad == "analytic":
+        loss, grads, _ = model.loss_and_grad(params, batch)
+        return loss, grads
+    if grad == "autograd":
+        per_seed = {}
+
+        def total(p):
+            loss = model.loss(p, batch)
+            per_seed["loss"] = loss
+            return loss.sum()
+
+        _, grads = value_and_grad(total)(dict(params))
+        loss = per_seed["loss"]
+        return getattr(loss, "_value", loss), grads
+    raise ValueError(f"grad: expected one of {GRADS}, got {grad!r}")
+
+
+# --------------------------------------------------------------------------
+# Progress
+# --------------------------------------------------------------------------
+
+
+class Progress:
+    """A one-line text progress bar on ``stream`` (stderr): epoch, batches, loss, time.
+
+    ``enabled=None`` shows it only when ``stream`` is a terminal.
+    """
+
+    def __init__(self, total_epochs, *, stream=None, enabled=None, width=24, label="train"):
+        self.stream = sys.stderr if stream is None else stream
+        isatty = getattr(self.stream, "isatty", lambda: False)()
+        self.enabled = isatty if enabled is None else bool(enabled)
+        self.total = total_epochs
+        self.width = width
+        self.label = label
+        self.t0 = time.perf_counter()
+
+    def update(self, epoch, batch_index, n_batches, loss):
+        if not self.enabled:
+            return
+        done = (epoch + (batch_index + 1) / max(n_batches, 1)) / max(self.total, 1)
+        fill = int(round(self.width * min(done, 1.0)))
+        bar = "#" * fill + "." * (self.width - fill)
+        msg = (f"\r{self.label} epoch {epoch + 1}/{self.total} [{bar}] "
+               f"loss {float(np.mean(to_numpy(loss))):.4g}  {time.perf_counter() - self.t0:.1f}s")
+        self.stream.write(msg)
+        self.stream.flush()
+
+    def close(self):
+        if self.enabled:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+# --------------------------------------------------------------------------
+# Checkpoints
+# --------------------------------------------------------------------------
+
+
+def _jsonable(x):
+    """Plain Python data for the history: arrays become lists, NumPy scalars numbers."""
+    if isinstance(x, Mapping):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if hasattr(x, "shape") and hasattr(x, "dtype"):
+        return to_numpy(x).tolist()
+    if isinstance(x, np.generic):
+        return x.item()
+    return x
+
+
+def save_checkpoint(path, params, optimizer, history, *, epoch, fingerprint=None):
+    """Write params, optimizer state, history and the epoch to ``path`` (.npz), atomically.
+
+    The file is first written beside ``path`` and then moved over it with
+    :func:`os.replace`, so an interrupted write leaves the previous checkpoint intact.
+    """
+    path = os.fspath(path)
+    if not path.endswith(".npz"):
+        raise ValueError(f"path: a checkpoint is a .npz file, got {path!r}")
+    state = optimizer.state_dict()
+    arrays = {f"param/{k}": to_numpy(v) for k, v in params.items()}
+    for buf, values in state["state"].items():
+        arrays.update({f"opt/{buf}/{k}": to_numpy(v) for k, v in values.items()})
+    meta = {
+        "format": _FORMAT,
+        "epoch": int(epoch),
+        "fingerprint": _jsonable(fingerprint),
+        "history": _jsonable(history),
+        "optimizer": {k: _jsonable(v) for k, v in state.items() if k != "state"},
+    }
+    arrays["meta"] = np.array(json.dumps(meta))
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    tmp = path[:-4] + ".partial.npz"
+    with open(tmp, "wb") as fh:
+        np.savez(fh, **arrays)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def load_checkpoint(path):
+    """Read a checkpoint written by :func:`save_checkpoint`.
+
+    Returns
+    -------
+    dict
+        ``params`` (NumPy arrays), ``optimizer`` (a ``state_dict`` for
+        :meth:`refattn.optim.Optimizer.load_state_dict`), ``history``, ``epoch``
+        (the last completed epoch) and ``fingerprint``.
+    """
+    path = os.fspath(path)
+    with np.load(path, allow_pickle=False) as data:
+        if "meta" not in data.files:
+            raise ValueError(f"path: {path!r} is not a refattn checkpoint (no 'meta' entry)")
+        meta = json.loads(str(data["meta"]))
+        if meta.get("format") != _FORMAT:
+            raise ValueError(f"path: {path!r} has format {meta.get('format')!r}, expected {_FORMAT!r}")
+        params = {k[len("param/"):]: data[k] for k in data.files if k.startswith("param/")}
+        bufs: dict = {}
+        for k in data.files:
+            if k.startswith("opt/"):
+                _, buf, name = k.split("/", 2)
+                bufs.setdefault(buf, {})[name] = data[k]
+    opt = dict(meta["optimizer"])
+    opt["state"] = bufs
+    for key in ("betas",):  # tuples were stored as JSON lists
+        if isinstance(opt.get(key), list):
+            opt[key] = tuple(opt[key])
+    return {"params": params, "optimizer": opt, "history": meta["history"], "epoch": meta["epoch"],
+            "fingerprint": meta["fingerprint"]}
+
+
+# --------------------------------------------------------------------------
+# The loop
+# --------------------------------------------------------------------------
+
+
+def train(model, params, optimizer, make_batches, *, epochs, grad="analytic", callbacks=(),
+          checkpoint=None, checkpoint_every=1, resume=True, fingerprint=None, progress=None,
+          stop_after=None):
+    r"""Train ``model`` for ``epochs`` epochs, updating ``params`` in place.
+
+    Parameters
+    ----------
+    model
+        An object following the model protocol (module docstring).
+    params : dict of str to ndarray
+        The parameters, each with the leading seed axis; updated in place
+        (they are the dict ``optimizer`` was built on).
+    optimizer : refattn.optim.Optimizer
+    make_batches : callable ``epoch -> iterable of batch dicts``
+        Must be deterministic in ``epoch`` (draw from a generator seeded by the
+        epoch number) so that a resumed run sees the same batches.
+    epochs : int
+        The total number of epochs (a resumed run continues up to it).
+    grad : {"analytic", "autograd"}
+        The model's hand-derived backward, or autograd on ``model.loss``.
+    callbacks : sequence of callables ``(epoch, params) -> dict``
+        Called after each epoch; their dicts are merged into the epoch's record
+        (arrays are stored as lists). The record always has ``epoch`` and
+        ``loss`` (the mean training loss of each seed over the epoch's batches).
+    checkpoint : str or path, optional
+        A ``.npz`` file written (atomically) every ``checkpoint_every`` epochs
+        and after the last; with ``resume=True`` an existing one is loaded and
+        training continues after its last epoch.
+    fingerprint : JSON-able, optional
+        A description of the run (model, data, hyperparameters). Resuming from a
+        checkpoint with another fingerprint is an error, not a silent mix.
+    progress : bool or Progress, optional
+        Show a progress bar (default: only on a terminal).
+    stop_after : int, optional
+        Stop after this epoch index (as if interrupted), for tests and demos.
+
+    Returns
+    -------
+    dict
+        ``history`` (a list of per-epoch records), ``resumed_from`` (the epoch a
+        checkpoint was loaded at, or ``None``), ``seconds`` (wall time of this
+        call).
+    """
+    if not isinstance(optimizer, Optimizer):
+        raise TypeError(f"optimizer: expected a refattn.optim.Optimizer, got {type(optimizer).__name__}")
+    if optimizer.params is not params:
+        raise ValueError("params: must be the very dict the optimizer was built on (it updates it in place)")
+    if not (isinstance(epochs, (int, np.integer)) and epochs >= 0):
+        raise ValueError(f"epochs: expected a non-negative integer, got {epochs!r}")
+    if grad not in GRADS:
+        raise ValueError(f"grad: expected one of {GRADS}, got {grad!r}")
+    if not callable(make_batches):
+        raise TypeError("make_batches: expected a callable epoch -> iterable of batches")
+    if not (isinstance(checkpoint_every, (int, np.integer)) and checkpoint_every >= 1):
+        raise ValueError(f"checkpoint_every: expected a positive integer, got {checkpoint_every!r}")
+    callbacks = tuple(callbacks)
+    for cb in callbacks:
+        if not callable(cb):
+            raise TypeError(f"callbacks: expected callables (epoch, params) -> dict, got {cb!r}")
+
+    history: list = []
+    start = 0
+    resumed_from = None
+    fp = _jsonable(fingerprint)
+    if checkpoint is not None and resume and os.path.exists(checkpoint):
+        ck = load_checkpoint(checkpoint)
+        if ck["fingerprint"] != fp:
+            raise ValueError(f"checkpoint: {os.fspath(checkpoint)!r} belongs to another run "
+                             f"(fingerprint {ck['fingerprint']!r}, this run {fp!r}); "
+                             f"remove it or pass resume=False")
+        if set(ck["params"]) != set(params):
+            raise ValueError(f"checkpoint: parameters {sorted(ck['params'])} do not match {sorted(params)}")
+        for k, v in params.items():
+            if ck["params"][k].shape != v.shape:
+                raise ValueError(f"checkpoint: parameter {k!r} has shape {ck['params'][k].shape}, "
+                                 f"expected {v.shape}")
+            xp = array_module(v)
+            v[...] = xp.asarray(ck["params"][k], dtype=v.dtype)
+        optimizer.load_state_dict(ck["optimizer"])
+        history = list(ck["history"])
+        start = ck["epoch"] + 1
+        resumed_from = ck["epoch"]
+
+    bar = progress if isinstance(progress, Progress) else Progress(epochs, enabled=progress)
+    t0 = time.perf_counter()
+    last = epochs - 1 if stop_after is None else min(epochs - 1, stop_after)
+    try:
+        for epoch in range(start, last + 1):
+            batches = make_batches(epoch)
+            batches = list(batches) if not isinstance(batches, list) else batches
+            total = None
+            for b, batch in enumerate(batches):
+                loss, grads = gradient(model, params, batch, grad)
+                optimizer.step(grads)
+                total = loss if total is None else total + loss
+                bar.update(epoch, b, len(batches), loss)
+            mean = total / len(batches) if batches else None
+            record = {"epoch": epoch, "loss": _jsonable(mean)}
+            for cb in callbacks:
+                out = cb(epoch, params)
+                if out:
+                    record.update(_jsonable(out))
+            history.append(record)
+            if checkpoint is not None and ((epoch + 1) % checkpoint_every == 0 or epoch == epochs - 1
+                                           or epoch == last):
+                save_checkpoint(checkpoint, params, optimizer, history, epoch=epoch, fingerprint=fp)
+    finally:
+        bar.close()
+    return {"history": history, "resumed_from": resumed_from, "seconds": time.perf_counter() - t0}
+
+
+def batch_iterator(n_examples, batch_size, *, seeds, epoch, shuffle=True, drop_last=False):
+    """Index batches for every seed: a list of ``(S, B)`` integer arrays.
+
+    Seed ``k`` shuffles with ``np.random.default_rng([seeds[k], epoch])``, so the
+    order depends only on (seed, epoch): the same with one seed or ten, the
+    same after a resume.
+    """
+    if not (isinstance(n_examples, (int, np.integer)) and n_examples >= 1):
+        raise ValueError(f"n_examples: expected a positive integer, got {n_examples!r}")
+    if not (isinstance(batch_size, (int, np.integer)) and batch_size >= 1):
+        raise ValueError(f"batch_size: expected a positive integer, got {batch_size!r}")
+    orders = []
+    for s in seeds:
+        idx = np.arange(n_examples)
+        if shuffle:
+            idx = np.random.default_rng([int(s), int(epoch)]).permutation(n_examples)
+        orders.append(idx)
+    order = np.stack(orders)  # (S, n)
+    n_full = n_examples // batch_size
+    stops = [(i * batch_size, (i + 1) * batch_size) for i in range(n_full)]
+    if not drop_last and n_examples % batch_size:
+        stops.append((n_full * batch_size, n_examples))
+    return [order[:, a:b] for a, b in stops]

@@ -1,0 +1,199 @@
+"""The trainer: analytic vs autograd trajectories, bit-for-bit determinism,
+atomic checkpoints and resume, progress, bad input. A small batched logistic
+model (one per seed) stands in for the real ones, which test their own
+backward passes."""
+
+import io
+import json
+import os
+
+import numpy as np
+import pytest
+
+from refattn.backend import array_module
+from refattn.optim import SGD, Adam
+from refattn.train import Progress, batch_iterator, gradient, load_checkpoint, train
+
+
+class ToyModel:
+    """p(y=1|x) = sigmoid(x . w + b) with a tanh feature, one model per seed."""
+
+    def __init__(self, dim=3):
+        self.dim = dim
+
+    def init_params(self, seeds, dtype=np.float64):
+        ws = [np.random.default_rng(s).standard_normal(self.dim) for s in seeds]
+        return {"w": np.stack(ws).astype(dtype), "b": np.zeros((len(seeds), 1), dtype)}
+
+    def loss(self, params, batch):
+        xp = array_module(params["w"], params["b"])
+        x, y = batch["x"], batch["y"]  # (S, B, dim), (S, B)
+        a = xp.sum(xp.tanh(x) * params["w"][:, None, :], axis=-1) + params["b"]  # (S, B)
+        L = y * xp.logaddexp(0.0, -a) + (1 - y) * xp.logaddexp(0.0, a)
+        return xp.mean(L, axis=-1)  # (S,)
+
+    def loss_and_grad(self, params, batch):
+        x, y = batch["x"], batch["y"]
+        f = np.tanh(x)
+        a = np.sum(f * params["w"][:, None, :], axis=-1) + params["b"]
+        p = 1 / (1 + np.exp(-a))
+        loss = np.mean(y * np.logaddexp(0, -a) + (1 - y) * np.logaddexp(0, a), axis=-1)
+        da = (p - y) / y.shape[-1]  # d mean BCE / d a
+        return loss, {"w": np.sum(da[..., None] * f, axis=1), "b": np.sum(da, axis=1, keepdims=True)}, {}
+
+
+SEEDS = (3, 1, 4)
+DATA = np.random.default_rng(0)
+X = DATA.standard_normal((60, 3))
+Y = (X @ np.array([1.0, -2.0, 0.5]) + 0.3 * DATA.standard_normal(60) > 0).astype(float)
+
+
+def batches(seeds, batch_size=16):
+    def make(epoch):
+        return [{"x": X[idx], "y": Y[idx]} for idx in batch_iterator(60, batch_size, seeds=seeds, epoch=epoch)]
+    return make
+
+
+def run(seeds=SEEDS, epochs=5, grad="analytic", opt=Adam, **kw):
+    model = ToyModel()
+    params = model.init_params(seeds)
+    optimizer = opt(params, lr=0.05)
+    out = train(model, params, optimizer, batches(seeds), epochs=epochs, grad=grad,
+                callbacks=[lambda e, p: {"w_norm": np.linalg.norm(p["w"], axis=-1)}], **kw)
+    return params, out
+
+
+def test_toy_model_backward_matches_autograd():
+    model = ToyModel()
+    params = model.init_params(SEEDS)
+    batch = batches(SEEDS)(0)[0]
+    la, ga = gradient(model, params, batch, "analytic")
+    lb, gb = gradient(model, params, batch, "autograd")
+    np.testing.assert_allclose(la, lb, rtol=1e-14)
+    for k in ga:
+        np.testing.assert_allclose(ga[k], gb[k], rtol=1e-12, atol=1e-15)
+
+
+def test_analytic_and_autograd_trajectories_agree():
+    # 20 steps each way in float64 (the issue's check): same trajectory to 1e-10
+    pa, oa = run(epochs=5, grad="analytic")  # 4 batches per epoch: 20 steps
+    pb, ob = run(epochs=5, grad="autograd")
+    for k in pa:
+        np.testing.assert_allclose(pa[k], pb[k], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(oa["history"][-1]["loss"], ob["history"][-1]["loss"], rtol=1e-10)
+
+
+def test_same_seed_same_result_bit_for_bit():
+    pa, oa = run()
+    pb, ob = run()
+    for k in pa:
+        assert np.array_equal(pa[k], pb[k])
+    assert oa["history"] == ob["history"]
+
+
+def test_a_seed_trains_the_same_alone_or_batched():
+    p_all, _ = run(seeds=SEEDS, opt=SGD)
+    p_one, _ = run(seeds=(4,), opt=SGD)
+    np.testing.assert_array_equal(p_all["w"][2], p_one["w"][0])
+
+
+def test_history_records_loss_and_callbacks_per_epoch():
+    _, out = run(epochs=4)
+    h = out["history"]
+    assert [r["epoch"] for r in h] == [0, 1, 2, 3]
+    assert all(len(r["loss"]) == len(SEEDS) and len(r["w_norm"]) == len(SEEDS) for r in h)
+    assert np.mean(h[-1]["loss"]) < np.mean(h[0]["loss"])  # it learns
+    json.dumps(h)
+
+
+def test_interrupted_run_resumes_to_the_same_final_numbers(tmp_path):
+    ck = tmp_path / "run.npz"
+    p_full, o_full = run(epochs=6)
+    p_a, o_a = run(epochs=6, checkpoint=ck, stop_after=2)  # "interrupted" after epoch 2
+    assert len(o_a["history"]) == 3 and load_checkpoint(ck)["epoch"] == 2
+    p_b, o_b = run(epochs=6, checkpoint=ck)  # a fresh process would start exactly like this
+    assert o_b["resumed_from"] == 2
+    for k in p_full:
+        assert np.array_equal(p_full[k], p_b[k])
+    assert o_b["history"] == o_full["history"]
+
+
+def test_resume_after_a_crash_inside_an_epoch(tmp_path):
+    ck = tmp_path / "run.npz"
+
+    def crash(epoch, params):
+        if epoch == 3:
+            raise KeyboardInterrupt
+        return {}
+
+    model = ToyModel()
+    params = model.init_params(SEEDS)
+    with pytest.raises(KeyboardInterrupt):
+        train(model, params, Adam(params, lr=0.05), batches(SEEDS), epochs=6, callbacks=[crash],
+              checkpoint=ck, fingerprint={"toy": 1})
+    assert load_checkpoint(ck)["epoch"] == 2  # epoch 3's update was not saved
+    assert not any(p.name.endswith(".partial.npz") for p in tmp_path.iterdir())
+    params2 = model.init_params(SEEDS)
+    out = train(model, params2, Adam(params2, lr=0.05), batches(SEEDS), epochs=6, checkpoint=ck,
+                fingerprint={"toy": 1})
+    p_full, _ = run(epochs=6)
+    assert out["resumed_from"] == 2
+    for k in params2:
+        assert np.array_equal(params2[k], p_full[k])
+
+
+def test_checkpoint_of_another_run_is_refused(tmp_path):
+    ck = tmp_path / "run.npz"
+    run(epochs=2, checkpoint=ck, fingerprint={"lr": 0.05})
+    with pytest.raises(ValueError, match="another run"):
+        run(epochs=3, checkpoint=ck, fingerprint={"lr": 0.1})
+    _, out = run(epochs=2, checkpoint=ck, fingerprint={"lr": 0.1}, resume=False)
+    assert out["resumed_from"] is None
+
+
+def test_progress_bar_writes_when_enabled():
+    buf = io.StringIO()
+    run(epochs=2, progress=Progress(2, stream=buf, enabled=True))
+    text = buf.getvalue()
+    assert "epoch 2/2" in text and "loss" in text
+    buf2 = io.StringIO()
+    run(epochs=1, progress=Progress(1, stream=buf2))  # StringIO is not a terminal: silent
+    assert buf2.getvalue() == ""
+
+
+def test_batch_iterator_covers_every_example_once_per_seed():
+    bs = batch_iterator(50, 16, seeds=(0, 1), epoch=3)
+    assert [b.shape for b in bs] == [(2, 16)] * 3 + [(2, 2)]
+    allidx = np.concatenate(bs, axis=1)
+    for row in allidx:
+        assert sorted(row) == list(range(50))
+    assert not np.array_equal(allidx[0], allidx[1])
+    np.testing.assert_array_equal(batch_iterator(50, 16, seeds=(1,), epoch=3)[0][0], bs[0][1])
+    assert len(batch_iterator(50, 16, seeds=(0,), epoch=0, drop_last=True)) == 3
+
+
+def test_bad_input_is_named(tmp_path):
+    model = ToyModel()
+    params = model.init_params(SEEDS)
+    opt = Adam(params, lr=0.1)
+    with pytest.raises(TypeError, match="optimizer"):
+        train(model, params, object(), batches(SEEDS), epochs=1)
+    with pytest.raises(ValueError, match="params"):
+        train(model, dict(params), opt, batches(SEEDS), epochs=1)
+    with pytest.raises(ValueError, match="epochs"):
+        train(model, params, opt, batches(SEEDS), epochs=-1)
+    with pytest.raises(ValueError, match="grad"):
+        train(model, params, opt, batches(SEEDS), epochs=1, grad="numeric")
+    with pytest.raises(TypeError, match="make_batches"):
+        train(model, params, opt, [], epochs=1)
+    with pytest.raises(TypeError, match="callbacks"):
+        train(model, params, opt, batches(SEEDS), epochs=1, callbacks=[3])
+    with pytest.raises(ValueError, match="path"):
+        run(epochs=1, checkpoint=tmp_path / "x.pkl")
+    with pytest.raises(ValueError, match="n_examples"):
+        batch_iterator(0, 4, seeds=(0,), epoch=0)
+    bogus = tmp_path / "bogus.npz"
+    np.savez(bogus, a=np.zeros(2))
+    with pytest.raises(ValueError, match="not a refattn checkpoint"):
+        load_checkpoint(bogus)
+    assert os.path.exists(bogus)
