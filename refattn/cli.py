@@ -7,6 +7,8 @@
                            the four properties of seed 001 section 4, measured, beside its Table 3
     refattn nt-cycles --N 16 --tau 2 [--variant NT-S] [--json]
                            cycle structure of seed 004's NT tasks (its Eqs. 6-7)
+    refattn dynamics [--json] [--out DIR]
+                           Proposition 1 against gradient descent (measured vs predicted score velocity)
 """
 
 from __future__ import annotations
@@ -53,6 +55,26 @@ def _cmd_nt_cycles(args) -> int:
     return 0
 
 
+def _cmd_dynamics(args) -> int:
+    from .experiments.score_dynamics import format_dynamics, run_dynamics  # noqa: PLC0415
+
+    summary, raw = run_dynamics(seed=args.seed, steps=args.steps, eta=args.eta, return_raw=True)
+    if args.out:
+        import os  # noqa: PLC0415
+
+        import matplotlib  # noqa: PLC0415
+
+        matplotlib.use("Agg")
+        from .plots import plot_score_dynamics  # noqa: PLC0415
+
+        os.makedirs(args.out, exist_ok=True)
+        path = os.path.join(args.out, "score_dynamics.png")
+        plot_score_dynamics(raw).savefig(path, dpi=110, bbox_inches="tight")
+        summary["figure"] = path
+    print(json.dumps(summary, indent=2) if args.json else format_dynamics(summary))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="refattn",
@@ -83,6 +105,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--variant", default="NT", choices=["NT", "NT-S", "NT-R"], help="the task (default NT)")
     p.add_argument("--json", action="store_true", help="print the results as one JSON object")
     p.set_defaults(func=_cmd_nt_cycles)
+    p = sub.add_parser("dynamics", help="Proposition 1 against gradient descent on synthetic polarity data: "
+                                        "measured score change per step vs the predicted velocity")
+    p.add_argument("--json", action="store_true", help="print the results as one JSON object")
+    p.add_argument("--out", help="folder to write the figure score_dynamics.png into")
+    p.add_argument("--seed", type=int, default=0, help="seed of the data and the initialisation (default 0)")
+    p.add_argument("--steps", type=int, default=400, help="gradient steps of the trajectories (default 400)")
+    p.add_argument("--eta", type=float, default=0.5, help="step size of the trajectories (default 0.5)")
+    p.set_defaults(func=_cmd_dynamics)
     return parser
 
 

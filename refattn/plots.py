@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["small", "figdir", "save"]
+__all__ = ["small", "figdir", "save", "plot_score_dynamics"]
 
 
 def small() -> bool:
@@ -41,3 +41,41 @@ def save(fig, name: str, dpi: int = 110):
     path = os.path.join(folder, name + ".png")
     fig.savefig(path, dpi=dpi, bbox_inches="tight")
     return path
+
+
+# --------------------------------------------------------------------------
+# Figures from experiment data (refattn.experiments)
+# --------------------------------------------------------------------------
+
+_GROUP_COLOURS = {"positive": "#b2182b", "negative": "#2166ac", "neutral": "#7f7f7f"}
+
+
+def plot_score_dynamics(raw):
+    """Predicted (Proposition 1, integrated) vs measured mean score per token group,
+    one panel per (activation, parameterisation), and the step-size check.
+
+    ``raw`` is the second value of
+    ``refattn.experiments.score_dynamics.run_dynamics(return_raw=True)``.
+    """
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    n = len(raw)
+    fig, axes = plt.subplots(2, n, figsize=(3.4 * n, 6.2), squeeze=False)
+    for j, item in enumerate(raw):
+        tr, sc = item["trajectories"], item["step_check"]
+        ax = axes[0, j]
+        for g, colour in _GROUP_COLOURS.items():
+            ax.plot(tr["step"], tr[f"measured_{g}"], color=colour, label=f"{g}: measured")
+            ax.plot(tr["step"], tr[f"predicted_{g}"], color=colour, ls="--", label=f"{g}: Prop. 1")
+        ax.set_title(f"{tr['activation']}, {tr['kind']} Q, K", fontsize=9)
+        ax.set_xlabel("gradient step")
+        ax = axes[1, j]
+        ax.loglog(sc["etas"], sc["vs_prop1"], "o-", label="vs Proposition 1")
+        ax.loglog(sc["etas"], sc["vs_exact"], "s--", label="vs $-J\\nabla R$")
+        ax.set_xlabel("step size $\\eta$")
+    axes[0, 0].set_ylabel("mean token score")
+    axes[1, 0].set_ylabel("rel. error of $\\Delta s/\\eta$")
+    axes[0, 0].legend(fontsize=6)
+    axes[1, 0].legend(fontsize=7)
+    fig.tight_layout()
+    return fig
