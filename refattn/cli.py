@@ -9,6 +9,9 @@
                            cycle structure of seed 004's NT tasks (its Eqs. 6-7)
     refattn dynamics [--json] [--out DIR]
                            Proposition 1 against gradient descent (measured vs predicted score velocity)
+    refattn nt --task N2T5 --context 16 --attention expressive --seeds 16 --epochs E [--json]
+                           seed 004's NT experiment (all seeds batched); --count-params prints the count
+                           Proposition 1 against gradient descent (measured vs predicted score velocity)
 """
 
 from __future__ import annotations
@@ -75,6 +78,35 @@ def _cmd_dynamics(args) -> int:
     return 0
 
 
+def _cmd_nt(args) -> int:
+    from .tasks.nt import parse_task  # noqa: PLC0415
+    from .models.nt import count_params  # noqa: PLC0415
+
+    _, N, _ = parse_task(args.task)
+    if args.count_params:
+        print(count_params(N, args.context))
+        return 0
+    from .experiments.nt_training import format_nt, run_nt  # noqa: PLC0415
+
+    result = run_nt(args.task, args.context, args.attention, seeds=args.seeds, epochs=args.epochs,
+                    eval_every=args.eval_every, n_test=args.n_test, checkpoint=args.checkpoint,
+                    progress=None if not args.json else False)
+    if args.out:
+        import os  # noqa: PLC0415
+
+        import matplotlib  # noqa: PLC0415
+
+        matplotlib.use("Agg")
+        from .plots import plot_nt_run  # noqa: PLC0415
+
+        os.makedirs(args.out, exist_ok=True)
+        path = os.path.join(args.out, f"nt_{args.task}_{args.context}_{args.attention}.png")
+        plot_nt_run(result).savefig(path, dpi=110, bbox_inches="tight")
+        result["figure"] = path
+    print(json.dumps(result, indent=2) if args.json else format_nt(result))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="refattn",
@@ -113,6 +145,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=400, help="gradient steps of the trajectories (default 400)")
     p.add_argument("--eta", type=float, default=0.5, help="step size of the trajectories (default 0.5)")
     p.set_defaults(func=_cmd_dynamics)
+    p = sub.add_parser("nt", help="train seed 004's one-bilayer transformer on an NT task, all seeds batched")
+    p.add_argument("--task", default="N2T5", help="task name, e.g. N2T5, N16T2, N16T2-S (default N2T5)")
+    p.add_argument("--context", type=int, default=16, help="context length N_con (default 16)")
+    p.add_argument("--attention", default="expressive",
+                   help="a registered activation: softmax (DPA, Eq. 1) or expressive (EA, Eq. 2), ...")
+    p.add_argument("--seeds", type=int, default=16, help="number of independent runs (default 16)")
+    p.add_argument("--epochs", type=int, default=200, help="epochs (default 200)")
+    p.add_argument("--eval-every", type=int, default=10, help="evaluate every this many epochs (default 10)")
+    p.add_argument("--n-test", type=int, default=100, help="test series per evaluation (default 100)")
+    p.add_argument("--checkpoint", help="a .npz file to resume from and save to")
+    p.add_argument("--count-params", action="store_true", help="print only the parameter count")
+    p.add_argument("--json", action="store_true", help="print the results as one JSON object")
+    p.add_argument("--out", help="folder to write the accuracy figure into")
+    p.set_defaults(func=_cmd_nt)
     return parser
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["small", "figdir", "save", "plot_score_dynamics"]
+__all__ = ["small", "figdir", "save", "plot_score_dynamics", "plot_nt_run"]
 
 
 def small() -> bool:
@@ -77,5 +77,29 @@ def plot_score_dynamics(raw):
     axes[1, 0].set_ylabel("rel. error of $\\Delta s/\\eta$")
     axes[0, 0].legend(fontsize=6)
     axes[1, 0].legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def plot_nt_run(result):
+    """Accuracy per evaluation (every seed thin, the mean thick) and the training loss
+    of one ``refattn.experiments.nt_training.run_nt`` result."""
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+    import numpy as np  # noqa: PLC0415
+
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(9, 3.4))
+    acc = np.asarray(result["accuracy"])
+    for row in acc:
+        ax.plot(result["eval_epochs"], row, color="0.75", lw=0.7)
+    if acc.size:
+        ax.plot(result["eval_epochs"], acc.mean(axis=0), color="k", lw=2, label="mean over seeds")
+    ax.axhline(1.0 / result["N"], color="r", ls=":", lw=1, label="chance 1/N")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel(f"accuracy ({result['n_g']} greedy symbols)")
+    ax.set_title(f"{result['task']}, N_con = {result['n_con']}, {result['attention']}", fontsize=9)
+    ax.legend(fontsize=7)
+    bx.semilogy(np.arange(1, len(result["loss"]) + 1), result["loss"])
+    bx.set_xlabel("epoch")
+    bx.set_ylabel("training loss (mean over seeds)")
     fig.tight_layout()
     return fig
