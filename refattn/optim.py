@@ -1,4 +1,4 @@
-r"""Optimisers over a dict of arrays: SGD (with momentum), Adam and AdamW.
+r"""Optimisers over a dict of arrays: SGD (with momentum), Adam, AdamW, Adadelta and Adagrad.
 
 The parameters are a dict ``name -> array`` (NumPy or CuPy, floating point),
 the dict that :meth:`refattn.scores.Score.init_params` returns. Each
@@ -24,6 +24,17 @@ Update rules, for one parameter ``p`` with gradient ``g`` at step
 
 * **AdamW** (Loshchilov & Hutter 2019): Adam without the L2 term, and with
   the *decoupled* decay ``p <- p - lr wd p`` applied before the Adam update.
+* **Adadelta** (Zeiler 2012, Algorithm 1, with a learning rate ``lr``
+  multiplying the step, as Keras and PyTorch have it):
+
+      a <- rho a + (1 - rho) g^2
+      delta = sqrt(d + eps) / sqrt(a + eps) * g
+      d <- rho d + (1 - rho) delta^2
+      p <- p - lr delta
+
+* **Adagrad** (Duchi, Hazan & Singer 2011, diagonal form):
+  ``a <- a + g^2``,  ``p <- p - lr g / (sqrt(a) + eps)``, with ``a`` starting at
+  ``initial_accumulator_value`` (0.1, as in Keras).
 
 :meth:`Optimizer.state_dict` returns the hyperparameters, the step count and
 copies of the buffers; :meth:`Optimizer.load_state_dict` puts them back, so a
@@ -41,7 +52,7 @@ import numpy as np
 
 from .backend import array_module, check_float_array
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW"]
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "Adadelta", "Adagrad"]
 
 
 def _rate(value, name, *, low_open=True, high=None):
@@ -321,3 +332,115 @@ class AdamW(Adam):
     """
 
     decoupled = True
+
+
+class Adadelta(Optimizer):
+    """Adadelta (Zeiler 2012, Algorithm 1), with a learning rate.
+
+    Two running averages per coordinate, of the squared gradients and of the
+    squared steps, both starting at 0:
+
+    ``a <- rho a + (1 - rho) g^2``,
+    ``delta = sqrt(d + eps) / sqrt(a + eps) * g``,
+    ``d <- rho d + (1 - rho) delta^2``,
+    ``p <- p - lr delta``.
+
+    Zeiler's algorithm is ``lr = 1``; Keras and PyTorch multiply the step
+    by ``lr``, and so does this class. The step's units are those of the
+    parameter (the ratio of two root-mean-squares), so on the first step
+    every coordinate moves by
+    ``lr sqrt(eps) g / sqrt((1 - rho) g^2 + eps)``, at most
+    ``lr sqrt(eps / (1 - rho))`` whatever the scale of ``g`` (a test checks
+    this closed form).
+
+    Parameters
+    ----------
+    params : dict of str to ndarray
+        Updated in place.
+    lr : float
+        Multiplies the step, ``> 0`` (default 1, Zeiler's algorithm and
+        PyTorch's default; Keras's default is 0.001).
+    rho : float
+        Decay of both averages, in ``[0, 1)`` (default 0.95, Zeiler's and
+        Keras's; PyTorch's is 0.9).
+    eps : float
+        ``> 0`` (default 1e-7, Keras's; Zeiler's experiments use 1e-6, as
+        PyTorch's default does).
+
+    Seed 001's public code (``Synthetic/TanhMax.ipynb``) trains its
+    classifier with PyTorch's ``Adadelta(lr=0.05)``, i.e. ``rho = 0.9``,
+    ``eps = 1e-6``, on 100 times the mean BCE; the paper's text (section
+    5.1) says Adam. No seed equation and no derivation file: the update is
+    the definition, checked against the formula written out in
+    ``tests/test_optim_adaptive.py``.
+    """
+
+    buffer_names = ("square_avg", "delta_avg")
+    hyper_names = ("lr", "rho", "eps")
+
+    def __init__(self, params, lr=1.0, rho=0.95, eps=1e-7):
+        super().__init__(params, lr)
+        self._set_hyper(**self._parse_hyper(lr=lr, rho=rho, eps=eps))
+
+    def _parse_hyper(self, **hyper):
+        return {"lr": _rate(hyper["lr"], "lr"),
+                "rho": _rate(hyper["rho"], "rho", low_open=False, high=1.0),
+                "eps": _rate(hyper["eps"], "eps")}
+
+    def _update(self, xp, key, p, g):
+        a, d = self.state["square_avg"][key], self.state["delta_avg"][key]
+        a *= self.rho
+        a += (1.0 - self.rho) * (g * g)  # a <- rho a + (1 - rho) g^2
+        delta = xp.sqrt(d + self.eps) / xp.sqrt(a + self.eps) * g  # RMS[delta] / RMS[g] * g
+        d *= self.rho
+        d += (1.0 - self.rho) * (delta * delta)  # d <- rho d + (1 - rho) delta^2
+        p -= self.lr * delta  # p <- p - lr delta
+
+
+class Adagrad(Optimizer):
+    """Adagrad (Duchi, Hazan & Singer 2011), the diagonal version.
+
+    ``a <- a + g^2``,  ``p <- p - lr g / (sqrt(a) + eps)``: each coordinate's
+    step shrinks with the sum of its squared gradients so far. The
+    accumulator ``a`` starts at ``initial_accumulator_value`` (Keras: 0.1;
+    PyTorch: 0), which bounds the first steps: the first moves every
+    coordinate by ``lr g / (sqrt(a0 + g^2) + eps)``.
+
+    Parameters
+    ----------
+    params : dict of str to ndarray
+        Updated in place.
+    lr : float
+        ``> 0`` (default 0.01, PyTorch's; Keras's is 0.001).
+    initial_accumulator_value : float
+        ``a0 >= 0`` (default 0.1, Keras's).
+    eps : float
+        Added to ``sqrt(a)``, ``> 0`` (default 1e-7, Keras's).
+
+    The state keeps the accumulator (``"sum"``); ``initial_accumulator_value``
+    only matters when the optimiser is made, and a loaded state replaces the
+    accumulator. No seed equation and no derivation file: the update is the
+    definition, checked against the formula written out in
+    ``tests/test_optim_adaptive.py``.
+    """
+
+    buffer_names = ("sum",)
+    hyper_names = ("lr", "initial_accumulator_value", "eps")
+
+    def __init__(self, params, lr=0.01, initial_accumulator_value=0.1, eps=1e-7):
+        super().__init__(params, lr)
+        self._set_hyper(**self._parse_hyper(lr=lr, initial_accumulator_value=initial_accumulator_value,
+                                            eps=eps))
+        for acc in self.state["sum"].values():
+            acc += self.initial_accumulator_value  # a <- a0
+
+    def _parse_hyper(self, **hyper):
+        return {"lr": _rate(hyper["lr"], "lr"),
+                "initial_accumulator_value": _rate(hyper["initial_accumulator_value"],
+                                                   "initial_accumulator_value", low_open=False),
+                "eps": _rate(hyper["eps"], "eps")}
+
+    def _update(self, xp, key, p, g):
+        a = self.state["sum"][key]
+        a += g * g  # a <- a + g^2
+        p -= self.lr * g / (xp.sqrt(a) + self.eps)  # p <- p - lr g / (sqrt(a) + eps)

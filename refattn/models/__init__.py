@@ -1,0 +1,20 @@
+"""The small models the experiments train, each batched over seeds.
+
+Every model follows the trainer's protocol (``refattn.train``): parameters
+are a dict of arrays with a leading seed axis ``S`` (``S`` independent models
+trained as one array program), ``loss(params, batch)`` is written against
+:func:`refattn.backend.array_module` so that autograd can trace it, and
+``loss_and_grad(params, batch)`` returns the same loss with its hand-derived
+gradient.
+
+* :mod:`refattn.models.polarity` -- seed 001's one-attention polarity
+  classifier (section 5.1), with the ``self``, ``global`` and ``additive``
+  per-token scores and any registered activation;
+* :mod:`refattn.models.nt` -- seed 004's one-bilayer transformer for the NT
+  tasks (section 4), one attention head per context position.
+"""
+
+from .nt import NTModel, count_params
+from .polarity import SCORE_KINDS, PolarityClassifier, dropout_mask
+
+__all__ = ["SCORE_KINDS", "PolarityClassifier", "dropout_mask", "NTModel", "count_params"]
