@@ -11,6 +11,8 @@
                            Proposition 1 against gradient descent (measured vs predicted score velocity)
     refattn nt --task N2T5 --context 16 --attention expressive --seeds 16 --epochs E [--json]
                            seed 004's NT experiment (all seeds batched); --count-params prints the count
+    refattn polarity [--json] [--out DIR]
+                           seed 001's synthetic polarity experiment (Fig. 2) over 10 seeds
                            Proposition 1 against gradient descent (measured vs predicted score velocity)
 """
 
@@ -107,6 +109,28 @@ def _cmd_nt(args) -> int:
     return 0
 
 
+def _cmd_polarity(args) -> int:
+    from .experiments.polarity import format_polarity, run_polarity  # noqa: PLC0415
+
+    result = run_polarity(tuple(args.activations.split(",")), seeds=args.seeds, score=args.score,
+                          epochs=args.epochs, optimizer=args.optimizer, lr=args.lr,
+                          progress=None if not args.json else False, checkpoint_dir=args.checkpoint_dir)
+    if args.out:
+        import os  # noqa: PLC0415
+
+        import matplotlib  # noqa: PLC0415
+
+        matplotlib.use("Agg")
+        from .plots import plot_polarity  # noqa: PLC0415
+
+        os.makedirs(args.out, exist_ok=True)
+        path = os.path.join(args.out, "polarity_fig2.png")
+        plot_polarity(result).savefig(path, dpi=110, bbox_inches="tight")
+        result["figure"] = path
+    print(json.dumps(result, indent=2) if args.json else format_polarity(result))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="refattn",
@@ -159,6 +183,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the results as one JSON object")
     p.add_argument("--out", help="folder to write the accuracy figure into")
     p.set_defaults(func=_cmd_nt)
+    p = sub.add_parser("polarity", help="seed 001's synthetic polarity experiment (Fig. 2) over many seeds: "
+                                         "scores, weights, logit contributions and sign patterns per group")
+    p.add_argument("--activations", default="softmax,tanhmax,signexp,expressive",
+                   help="comma-separated activations (default softmax,tanhmax,signexp,expressive)")
+    p.add_argument("--seeds", type=int, default=10, help="number of seeds (default 10)")
+    p.add_argument("--score", default="self", choices=["self", "global", "additive"], help="score (default self)")
+    p.add_argument("--epochs", type=int, default=20, help="epochs (default 20)")
+    p.add_argument("--optimizer", default="adam", choices=["adam", "adadelta", "adagrad", "sgd"])
+    p.add_argument("--lr", type=float, default=1e-2, help="learning rate (default 0.01)")
+    p.add_argument("--checkpoint-dir", help="folder for resumable checkpoints, one per activation")
+    p.add_argument("--json", action="store_true", help="print the results as one JSON object")
+    p.add_argument("--out", help="folder to write polarity_fig2.png into")
+    p.set_defaults(func=_cmd_polarity)
     return parser
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["small", "figdir", "save", "plot_score_dynamics", "plot_nt_run"]
+__all__ = ["small", "figdir", "save", "plot_score_dynamics", "plot_nt_run", "plot_polarity"]
 
 
 def small() -> bool:
@@ -101,5 +101,31 @@ def plot_nt_run(result):
     bx.semilogy(np.arange(1, len(result["loss"]) + 1), result["loss"])
     bx.set_xlabel("epoch")
     bx.set_ylabel("training loss (mean over seeds)")
+    fig.tight_layout()
+    return fig
+
+
+def plot_polarity(result):
+    """Seed 001 Fig. 2 style: each token's score against its mean weight, coloured by
+    its gamma_e group, one panel per activation (first seed); from
+    ``refattn.experiments.polarity.run_polarity``."""
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+    import numpy as np  # noqa: PLC0415
+
+    acts = list(result["activations"])
+    groups = np.asarray(result["groups"])
+    fig, axes = plt.subplots(1, len(acts), figsize=(3.3 * len(acts), 3.2), squeeze=False)
+    codes = {"neutral": 0, "positive": 1, "negative": 2}
+    for ax, act in zip(axes[0], acts):
+        tok = result["activations"][act]["tokens_first_seed"]
+        s, w, seen = np.asarray(tok["score"]), np.asarray(tok["weight"]), np.asarray(tok["seen"])
+        for name in ("neutral", "positive", "negative"):
+            sel = seen & (groups == codes[name])
+            ax.scatter(s[sel], w[sel], s=6, color=_GROUP_COLOURS[name], label=name, alpha=0.7)
+        r = result["activations"][act]
+        ax.set_title(f"{act}: seed {r['per_seed'][0]['seed']}, {r['per_seed'][0]['pattern']}", fontsize=9)
+        ax.set_xlabel("token score")
+    axes[0, 0].set_ylabel("mean attention weight")
+    axes[0, 0].legend(fontsize=7)
     fig.tight_layout()
     return fig

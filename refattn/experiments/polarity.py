@@ -1,0 +1,191 @@
+r"""Seed 001's synthetic polarity experiment (its Fig. 2), over many seeds, with honest read-outs.
+
+Train :class:`refattn.models.polarity.PolarityClassifier` on synthetic
+sentences (:mod:`refattn.tasks.polarity`) for several activations, all seeds
+of an activation as one batched program (:func:`refattn.train.train`), and
+report per seed the mean attention score and weight of the positive, negative
+and neutral tokens, the tokens' contributions to the logit (weight x polarity
+score ``o_e``, which the model's sign symmetry leaves unchanged), test accuracy
+and the *sign pattern* of the two polar groups' weights: opposite, both
+positive or both negative (``derivations/12-score-dynamics-experiment.md``,
+section 4, explains why the sign is not identifiable).
+
+Token groups are those of seed 001 Eq. 11 (gamma_e with the paper's
+thresholds, on the training split; :func:`refattn.tasks.polarity.polarity_groups`).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..models.polarity import PolarityClassifier, dropout_mask
+from ..optim import SGD, Adadelta, Adagrad, Adam
+from ..tasks.polarity import (
+    NEGATIVE,
+    NEUTRAL,
+    POSITIVE,
+    SEED001_SMALL,
+    make_polarity,
+    polarity_groups,
+    token_polarity,
+)
+from ..train import Progress, batch_iterator, train
+
+__all__ = ["PAPER_FIG2", "OPTIMISERS", "run_polarity", "format_polarity"]
+
+#: The authors' public-code numbers for the TanhMax (self score) and softmax runs
+#: (mean over tokens of each group), as given in the issue.
+PAPER_FIG2 = {
+    "tanhmax": {"score": {"positive": 7.10, "negative": -8.70, "neutral": 0.63},
+                "weight": {"positive": 0.48, "negative": -0.49, "neutral": 0.0}},
+    "softmax": {"weight": {"positive": 0.48, "negative": 0.48}},
+}
+
+OPTIMISERS = {"adam": Adam, "adadelta": Adadelta, "adagrad": Adagrad, "sgd": SGD}
+_GROUPS = (("positive", POSITIVE), ("negative", NEGATIVE), ("neutral", NEUTRAL))
+
+
+def _per_token_mean(values, tokens, mask, V):
+    """Mean of ``values`` (S, B, L) over every occurrence of each token id: (S, V)."""
+    S = values.shape[0]
+    out = np.full((S, V), np.nan)
+    counts = np.bincount(tokens[mask], minlength=V)
+    seen = counts > 0
+    for k in range(S):
+        sums = np.bincount(tokens[mask], weights=values[k][mask], minlength=V)
+        out[k, seen] = sums[seen] / counts[seen]
+    return out
+
+
+def _pattern(wp, wn):
+    if wp > 0 and wn < 0 or wp < 0 and wn > 0:
+        return "opposite"
+    if wp > 0 and wn > 0:
+        return "both positive"
+    if wp < 0 and wn < 0:
+        return "both negative"
+    return "zero"
+
+
+def run_polarity(activations=("softmax", "tanhmax", "signexp", "expressive"), *, seeds=10, config=SEED001_SMALL,
+                 score="self", epochs=8, batch_size=100, optimizer="adam", lr=1e-2, dropout=0.5,
+                 converged=0.99, progress=None, checkpoint_dir=None):
+    """Train every activation over ``seeds`` seeds; read out what Fig. 2 shows, per seed.
+
+    Returns
+    -------
+    dict (JSON-able)
+        ``settings``; per activation ``per_seed`` (test accuracy, mean score,
+        weight and logit contribution ``w * o`` of each group, sign pattern,
+        ``converged``), ``mean`` over seeds, ``opposite_fraction`` (fraction of
+        seeds whose polar groups have weights of opposite sign) and
+        ``contributions_signed_as_polarity`` (fraction of converged seeds whose
+        positive tokens contribute positively and negative tokens negatively);
+        ``paper`` (the authors' numbers) and ``seconds``.
+    """
+    seeds = tuple(range(seeds)) if isinstance(seeds, (int, np.integer)) else tuple(int(s) for s in seeds)
+    if not seeds:
+        raise ValueError("seeds: expected at least one seed")
+    if optimizer not in OPTIMISERS:
+        raise ValueError(f"optimizer: expected one of {tuple(OPTIMISERS)}, got {optimizer!r}")
+    t_start = time.perf_counter()
+    data = make_polarity(config)
+    tr_tok, tr_lab = data.tokens[data.train_idx].astype(np.int64), data.labels[data.train_idx].astype(float)
+    te_tok, te_lab = data.tokens[data.test_idx].astype(np.int64), data.labels[data.test_idx]
+    V, S = data.vocab_size, len(seeds)
+    pol = token_polarity(tr_tok, data.labels[data.train_idx], V)
+    groups = polarity_groups(pol.gamma, pol.f_pos, pol.f_neg)
+    results = {}
+    for act in activations:
+        model = PolarityClassifier(V, activation=act, score=score, dropout=dropout)
+        params = model.init_params(seeds)
+        opt = OPTIMISERS[optimizer](params, lr=lr)
+
+        def make_batches(epoch, model=model):
+            out = []
+            for b, idx in enumerate(batch_iterator(len(tr_tok), batch_size, seeds=seeds, epoch=epoch)):
+                batch = {"tokens": tr_tok[idx], "labels": tr_lab[idx]}
+                if dropout > 0:
+                    rngs = [np.random.default_rng([s, epoch, b, 1]) for s in seeds]
+                    batch["dropout"] = dropout_mask(rngs, idx.shape[1], model.hidden_dim, dropout)
+                out.append(batch)
+            return out
+
+        ck = None if checkpoint_dir is None else f"{checkpoint_dir}/polarity_{act}.npz"
+        fp = {"activation": act, "seeds": list(seeds), "score": score, "epochs": epochs, "lr": lr,
+              "optimizer": optimizer, "batch_size": batch_size, "dropout": dropout, "config": repr(config)}
+        out = train(model, params, opt, make_batches, epochs=epochs, checkpoint=ck, fingerprint=fp,
+                    progress=Progress(epochs, enabled=progress, label=f"polarity {act}"))
+        test_batch = {"tokens": np.broadcast_to(te_tok, (S,) + te_tok.shape)}
+        fwd = model.forward(params, test_batch)
+        acc = np.mean((fwd["logit"] > 0) == (te_lab[None] == 1), axis=1)  # (S,)
+        mask = np.ones(te_tok.shape, bool)
+        tok = np.broadcast_to(te_tok, (S,) + te_tok.shape)
+        o = model.token_polarity(params)  # (S, V)
+        contrib = fwd["w"] * np.take_along_axis(o, tok.reshape(S, -1), axis=1).reshape(tok.shape)  # w_i o_{t_i}
+        w_tok = _per_token_mean(fwd["w"], te_tok, mask, V)  # (S, V)
+        c_tok = _per_token_mean(contrib, te_tok, mask, V)
+        s_tok = model.token_scores(params)  # (S, V)
+        per_seed = []
+        for k, seed in enumerate(seeds):
+            row = {"seed": seed, "test_accuracy": float(acc[k]), "final_train_loss": float(out["history"][-1]["loss"][k])}
+            for name, code in _GROUPS:
+                sel = (groups == code) & np.isfinite(w_tok[k])
+                row[f"score_{name}"] = float(np.mean(s_tok[k, sel])) if sel.any() else None
+                row[f"weight_{name}"] = float(np.mean(w_tok[k, sel])) if sel.any() else None
+                row[f"contribution_{name}"] = float(np.mean(c_tok[k, sel])) if sel.any() else None
+            row["pattern"] = _pattern(row["weight_positive"], row["weight_negative"])
+            row["converged"] = bool(acc[k] >= converged)
+            per_seed.append(row)
+        conv = [r for r in per_seed if r["converged"]]
+        keys = [f"{q}_{g}" for q in ("score", "weight", "contribution") for g, _ in _GROUPS]
+        results[act] = {
+            "per_seed": per_seed,
+            "mean": {k: float(np.mean([r[k] for r in per_seed])) for k in keys + ["test_accuracy"]},
+            "patterns": {p: sum(r["pattern"] == p for r in per_seed)
+                         for p in ("opposite", "both positive", "both negative", "zero")},
+            "opposite_fraction": float(np.mean([r["pattern"] == "opposite" for r in per_seed])),
+            "converged_seeds": len(conv),
+            "contributions_signed_as_polarity": (float(np.mean([r["contribution_positive"] > 0 > r["contribution_negative"]
+                                                                for r in conv])) if conv else None),
+            "train_seconds": out["seconds"],
+            "tokens_first_seed": {"score": s_tok[0].tolist(), "weight": np.nan_to_num(w_tok[0]).tolist(),
+                                  "seen": np.isfinite(w_tok[0]).tolist()},
+        }
+    return {
+        "settings": {"activations": list(activations), "seeds": list(seeds), "score": score, "epochs": epochs,
+                     "batch_size": batch_size, "optimizer": optimizer, "lr": lr, "dropout": dropout,
+                     "data": {"n_pos": config.n_pos, "n_neg": config.n_neg, "n_neutral": config.n_neutral,
+                              "sentences": config.n_sentences, "train": int(len(tr_tok)), "test": int(len(te_tok))},
+                     "groups_from": "gamma_e of seed 001 Eq. 11 on the training split",
+                     "group_sizes": {name: int(np.sum(groups == code)) for name, code in _GROUPS}},
+        "activations": results,
+        "paper": PAPER_FIG2,
+        "groups": groups.tolist(),
+        "seconds": time.perf_counter() - t_start,
+    }
+
+
+def format_polarity(result):
+    """``run_polarity``'s result: per activation the means, patterns and the paper's numbers."""
+    lines = [f"synthetic polarity ({result['settings']['data']}), {len(result['settings']['seeds'])} seeds, "
+             f"{result['settings']['epochs']} epochs, {result['settings']['optimizer']} lr "
+             f"{result['settings']['lr']}; {result['seconds']:.1f} s", ""]
+    for act, r in result["activations"].items():
+        m = r["mean"]
+        lines.append(f"{act}: test accuracy {m['test_accuracy']:.4f}; patterns {r['patterns']}; "
+                     f"opposite fraction {r['opposite_fraction']:.2f}; converged {r['converged_seeds']}; "
+                     f"contributions signed as polarity {r['contributions_signed_as_polarity']}")
+        for q in ("score", "weight", "contribution"):
+            vals = "  ".join(f"{g} {m[f'{q}_{g}']:+.3f}" for g, _ in _GROUPS)
+            paper = result["paper"].get(act, {}).get(q)
+            extra = ("   paper: " + "  ".join(f"{g} {v:+.2f}" for g, v in paper.items())) if paper else ""
+            lines.append(f"    mean {q:<12} {vals}{extra}")
+        for row in r["per_seed"]:
+            lines.append(f"    seed {row['seed']:>2}: acc {row['test_accuracy']:.3f}  w+ {row['weight_positive']:+.3f}  "
+                         f"w- {row['weight_negative']:+.3f}  s+ {row['score_positive']:+.2f}  "
+                         f"s- {row['score_negative']:+.2f}  c+ {row['contribution_positive']:+.3f}  "
+                         f"c- {row['contribution_negative']:+.3f}  {row['pattern']}")
+    return "\n".join(lines)
