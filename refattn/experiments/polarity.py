@@ -33,7 +33,7 @@ from ..tasks.polarity import (
 )
 from ..train import Progress, batch_iterator, train
 
-__all__ = ["PAPER_FIG2", "OPTIMISERS", "run_polarity", "format_polarity"]
+__all__ = ["PAPER_FIG2", "OPTIMISERS", "train_classifier", "run_polarity", "format_polarity"]
 
 #: The authors' public-code numbers for the TanhMax (self score) and softmax runs
 #: (mean over tokens of each group), as given in the issue.
@@ -69,6 +69,44 @@ def _pattern(wp, wn):
     return "zero"
 
 
+def train_classifier(tokens, labels, vocab_size, activation, *, seeds, mask=None, score="self", epochs=8,
+                     batch_size=100, optimizer="adam", lr=1e-2, dropout=0.5, checkpoint=None, progress=None,
+                     fingerprint_extra=None):
+    """Train seed 001's classifier on ``tokens (n, L)``, ``labels (n,)`` for every seed at once.
+
+    Batches come from :func:`refattn.train.batch_iterator` (order seeded by
+    (seed, epoch)); dropout masks from ``(seed, epoch, batch)``. ``mask (n, L)``
+    marks real tokens (padding False). Returns ``(model, params, train_output)``.
+    """
+    seeds = tuple(int(s) for s in seeds)
+    if optimizer not in OPTIMISERS:
+        raise ValueError(f"optimizer: expected one of {tuple(OPTIMISERS)}, got {optimizer!r}")
+    tokens = np.asarray(tokens, dtype=np.int64)
+    labels = np.asarray(labels, dtype=float)
+    model = PolarityClassifier(vocab_size, activation=activation, score=score, dropout=dropout)
+    params = model.init_params(seeds)
+    opt = OPTIMISERS[optimizer](params, lr=lr)
+
+    def make_batches(epoch):
+        out = []
+        for b, idx in enumerate(batch_iterator(len(tokens), batch_size, seeds=seeds, epoch=epoch)):
+            batch = {"tokens": tokens[idx], "labels": labels[idx]}
+            if mask is not None:
+                batch["mask"] = mask[idx]
+            if dropout > 0:
+                rngs = [np.random.default_rng([s, epoch, b, 1]) for s in seeds]
+                batch["dropout"] = dropout_mask(rngs, idx.shape[1], model.hidden_dim, dropout)
+            out.append(batch)
+        return out
+
+    fp = {"activation": activation, "seeds": list(seeds), "score": score, "epochs": epochs, "lr": lr,
+          "optimizer": optimizer, "batch_size": batch_size, "dropout": dropout, "n": int(len(tokens)),
+          **(fingerprint_extra or {})}
+    out = train(model, params, opt, make_batches, epochs=epochs, checkpoint=checkpoint, fingerprint=fp,
+                progress=Progress(epochs, enabled=progress, label=f"{activation}"))
+    return model, params, out
+
+
 def run_polarity(activations=("softmax", "tanhmax", "signexp", "expressive"), *, seeds=10, config=SEED001_SMALL,
                  score="self", epochs=8, batch_size=100, optimizer="adam", lr=1e-2, dropout=0.5,
                  converged=0.99, progress=None, checkpoint_dir=None):
@@ -99,25 +137,11 @@ def run_polarity(activations=("softmax", "tanhmax", "signexp", "expressive"), *,
     groups = polarity_groups(pol.gamma, pol.f_pos, pol.f_neg)
     results = {}
     for act in activations:
-        model = PolarityClassifier(V, activation=act, score=score, dropout=dropout)
-        params = model.init_params(seeds)
-        opt = OPTIMISERS[optimizer](params, lr=lr)
-
-        def make_batches(epoch, model=model):
-            out = []
-            for b, idx in enumerate(batch_iterator(len(tr_tok), batch_size, seeds=seeds, epoch=epoch)):
-                batch = {"tokens": tr_tok[idx], "labels": tr_lab[idx]}
-                if dropout > 0:
-                    rngs = [np.random.default_rng([s, epoch, b, 1]) for s in seeds]
-                    batch["dropout"] = dropout_mask(rngs, idx.shape[1], model.hidden_dim, dropout)
-                out.append(batch)
-            return out
-
         ck = None if checkpoint_dir is None else f"{checkpoint_dir}/polarity_{act}.npz"
-        fp = {"activation": act, "seeds": list(seeds), "score": score, "epochs": epochs, "lr": lr,
-              "optimizer": optimizer, "batch_size": batch_size, "dropout": dropout, "config": repr(config)}
-        out = train(model, params, opt, make_batches, epochs=epochs, checkpoint=ck, fingerprint=fp,
-                    progress=Progress(epochs, enabled=progress, label=f"polarity {act}"))
+        model, params, out = train_classifier(tr_tok, tr_lab, V, act, seeds=seeds, score=score, epochs=epochs,
+                                              batch_size=batch_size, optimizer=optimizer, lr=lr, dropout=dropout,
+                                              checkpoint=ck, progress=progress,
+                                              fingerprint_extra={"config": repr(config)})
         test_batch = {"tokens": np.broadcast_to(te_tok, (S,) + te_tok.shape)}
         fwd = model.forward(params, test_batch)
         acc = np.mean((fwd["logit"] > 0) == (te_lab[None] == 1), axis=1)  # (S,)
