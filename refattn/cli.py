@@ -60,22 +60,28 @@ def _cmd_nt_cycles(args) -> int:
     return 0
 
 
+def _write_figure(folder, name, draw, result):
+    """Draw a figure with ``draw()`` (a function returning it) into ``folder/name``
+    and record the path in ``result["figure"]``."""
+    import os  # noqa: PLC0415
+
+    import matplotlib  # noqa: PLC0415
+
+    matplotlib.use("Agg")
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, name)
+    draw().savefig(path, dpi=110, bbox_inches="tight")
+    result["figure"] = path
+
+
 def _cmd_dynamics(args) -> int:
     from .experiments.score_dynamics import format_dynamics, run_dynamics  # noqa: PLC0415
 
     summary, raw = run_dynamics(seed=args.seed, steps=args.steps, eta=args.eta, return_raw=True)
     if args.out:
-        import os  # noqa: PLC0415
-
-        import matplotlib  # noqa: PLC0415
-
-        matplotlib.use("Agg")
         from .plots import plot_score_dynamics  # noqa: PLC0415
 
-        os.makedirs(args.out, exist_ok=True)
-        path = os.path.join(args.out, "score_dynamics.png")
-        plot_score_dynamics(raw).savefig(path, dpi=110, bbox_inches="tight")
-        summary["figure"] = path
+        _write_figure(args.out, "score_dynamics.png", lambda: plot_score_dynamics(raw), summary)
     print(json.dumps(summary, indent=2) if args.json else format_dynamics(summary))
     return 0
 
@@ -94,17 +100,10 @@ def _cmd_nt(args) -> int:
                     eval_every=args.eval_every, n_test=args.n_test, checkpoint=args.checkpoint,
                     progress=None if not args.json else False)
     if args.out:
-        import os  # noqa: PLC0415
-
-        import matplotlib  # noqa: PLC0415
-
-        matplotlib.use("Agg")
         from .plots import plot_nt_run  # noqa: PLC0415
 
-        os.makedirs(args.out, exist_ok=True)
-        path = os.path.join(args.out, f"nt_{args.task}_{args.context}_{args.attention}.png")
-        plot_nt_run(result).savefig(path, dpi=110, bbox_inches="tight")
-        result["figure"] = path
+        _write_figure(args.out, f"nt_{args.task}_{args.context}_{args.attention}.png",
+                      lambda: plot_nt_run(result), result)
     print(json.dumps(result, indent=2) if args.json else format_nt(result))
     return 0
 
@@ -116,17 +115,9 @@ def _cmd_polarity(args) -> int:
                           epochs=args.epochs, optimizer=args.optimizer, lr=args.lr,
                           progress=None if not args.json else False, checkpoint_dir=args.checkpoint_dir)
     if args.out:
-        import os  # noqa: PLC0415
-
-        import matplotlib  # noqa: PLC0415
-
-        matplotlib.use("Agg")
         from .plots import plot_polarity  # noqa: PLC0415
 
-        os.makedirs(args.out, exist_ok=True)
-        path = os.path.join(args.out, "polarity_fig2.png")
-        plot_polarity(result).savefig(path, dpi=110, bbox_inches="tight")
-        result["figure"] = path
+        _write_figure(args.out, "polarity_fig2.png", lambda: plot_polarity(result), result)
     print(json.dumps(result, indent=2) if args.json else format_polarity(result))
     return 0
 
