@@ -1,15 +1,20 @@
 """Tests for refattn.models.nt: seed 004's one-bilayer NT transformer, batched over seeds.
 
 What is checked, and against what (derivations/11-nt-model.md):
-* the parameter count (Eq. P1) against seed 004's 802 and "about 4e5", and the
-  layout search (Eq. P2) against combinatorial counts worked out by hand;
+* the parameter count (Eq. P1) against seed 004's 802 and "about 4e5" for every
+  layout, and the layout search (Eq. P2) against combinatorial counts worked out
+  by hand;
+* which layouts let expressive attention see the symbols at N = 2 (section 6):
+  the prediction of ea_symbol_dependence against weights measured after
+  flipping one symbol, for every layout, and the 99-layout census by hand;
 * layer normalisation against its closed form on one-hot vectors, its VJP
   against autograd and central differences;
 * the forward pass against an independent per-example loop written from the
-  paper's equations (Eq. 1, Eq. 2, TanhMax) with the LN closed form;
+  paper's equations (Eq. 1, Eq. 2, TanhMax) with the LN closed form, for every
+  layout;
 * loss_and_grad against autograd (1e-10 relative, float64, random parameters
   and random cotangents over the seeds) and central differences, for every
-  registered activation;
+  registered activation and every layout;
 * seeds are independent; attention is causal; greedy generation slides the
   window, checked on a hand-built "counter" model whose output is known exactly;
 * numerical edge cases (hypothesis) and bad input.
@@ -26,12 +31,16 @@ from hypothesis import strategies as st
 from refattn.activations import ACTIVATIONS, activation
 from refattn.gradcheck import gradcheck
 from refattn.models.nt import (
+    DEFAULT_LAYOUT,
+    LAYOUTS,
     PAPER_PARAM_COUNTS,
     PARAM_NAMES,
     NTModel,
     count_params,
+    ea_symbol_dependence,
     layer_norm,
     layer_norm_vjp,
+    one_vector_layouts,
     search_parameterisations,
 )
 
@@ -60,6 +69,19 @@ def test_count_params_reproduces_seed_004():
     assert big == 395_280
     assert round(big, -5) == PAPER_PARAM_COUNTS[(16, 128)]
     assert count_params(2, 16, activation="expressive", beta=0.5) == 802  # options do not change it
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_every_layout_has_802_parameters(layout):
+    assert count_params(2, 16, layout=layout) == 802
+    assert count_params(16, 128, layout=layout) == 395_280
+    model = NTModel(2, 16, layout=layout)
+    params = model.init_params([0])
+    assert tuple(params) == model.param_names
+    assert sum(v.size for v in params.values()) == 802
+    per, shared = layout.split("+")
+    assert params[per].shape == (1, 16, 2) and params[shared].shape == (1, 2)
+    assert PARAM_NAMES == NTModel(2, 3).param_names == NTModel(2, 3, layout=DEFAULT_LAYOUT).param_names
 
 
 @pytest.mark.parametrize("N, n_con", [(2, 16), (3, 5), (16, 128)])
@@ -114,6 +136,72 @@ def test_search_examples_recount_and_catalogue_size():
 
 
 # --------------------------------------------------------------------------
+# which layouts let expressive attention see the symbols at N = 2 (section 6)
+# --------------------------------------------------------------------------
+
+
+def test_one_vector_layout_census():
+    """Counted by hand (derivation 11, section 6): 9 vectors may sit at a position,
+    11 others may be shared, 99 pairs. z^2 sees the key's symbol iff b_K or the LN-1
+    bias is present (2 * 11 pairs with it per position + 7 * 2 with it shared = 36),
+    the query's iff b_Q or the LN-1 bias (36); both: the LN-1 bias anywhere (11 + 8)
+    or b_Q with b_K (2) = 21; blind: neither vector among b_Q, b_K, LN-1 bias:
+    6 per-position choices * 8 shared = 48."""
+    pairs = one_vector_layouts()
+    assert len(pairs) == len(set(pairs)) == 99
+    dep = [ea_symbol_dependence(p) for p in pairs]
+    assert sum(d["key"] for d in dep) == 36
+    assert sum(d["query"] for d in dep) == 36
+    assert sum(d["key"] and d["query"] for d in dep) == 21
+    assert sum(not (d["key"] or d["query"]) for d in dep) == 48
+    assert {tuple(name.split("+")) for name in LAYOUTS} <= set(pairs)  # every offered layout is one of them
+
+
+def _flip(ctx, pos):
+    out = ctx.copy()
+    out[..., pos] = 1 - out[..., pos]
+    return out
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_ea_symbol_dependence_predicts_the_weights(layout, rng):
+    """Flip one symbol and look at row m of the expressive weights. A key's symbol x_k
+    (k < m): row m is equal bit for bit where ea_symbol_dependence says it cannot see
+    it (z_mk only changes sign, exactly), and changes where it says it can. The
+    query's symbol x_m: flipping it also flips key m, so compare the weights of the
+    keys k < m renormalised among themselves (equal to 1e-12, or changed by > 1e-6)
+    and their z_mk^2 (bit for bit). Softmax always sees both symbols."""
+    n = 6
+    ctx = rng.integers(0, 2, (2, 20, n))
+    m, k = n - 1, 2
+    for name in ("expressive", "softmax"):
+        model = NTModel(2, n, activation=name, layout=layout)
+        params = random_params(model, [0, 1], rng)  # biases nonzero
+        res = model.forward(params, ctx)
+        res_q = model.forward(params, _flip(ctx, m))  # the query's symbol flipped
+        res_k = model.forward(params, _flip(ctx, k))  # a key's symbol flipped
+        change_k = np.abs(res_k["attention"][..., m, :] - res["attention"][..., m, :]).max()
+
+        def renorm(A):
+            w = A[..., m, :m]
+            return w / w.sum(axis=-1, keepdims=True)
+
+        change_q = np.abs(renorm(res_q["attention"]) - renorm(res["attention"])).max()
+        z2_same = np.array_equal(res_q["scores"][..., m, :m] ** 2, res["scores"][..., m, :m] ** 2)
+        expect = ea_symbol_dependence(layout) if name == "expressive" else {"query": True, "key": True}
+        if expect["key"]:
+            assert change_k > 1e-6, (name, layout, change_k)
+        else:
+            assert change_k == 0.0, (name, layout, change_k)
+        if expect["query"]:
+            assert change_q > 1e-6, (name, layout, change_q)
+        else:
+            assert change_q < 1e-12, (name, layout, change_q)
+        if name == "expressive":  # Eq. 2 reads z only through z^2
+            assert z2_same == (not expect["query"]), layout
+
+
+# --------------------------------------------------------------------------
 # layer normalisation (Eqs. M2, B5)
 # --------------------------------------------------------------------------
 
@@ -124,6 +212,15 @@ def test_layer_norm_of_one_hot_closed_form(d):
     eye = np.eye(d)
     expected = (d * eye - 1.0) / math.sqrt(d - 1 + d * d * eps)
     np.testing.assert_allclose(layer_norm(eye, eps), expected, rtol=1e-14, atol=1e-15)
+
+
+def test_layer_norm_of_two_vectors_is_a_soft_sign(rng):
+    """d = 2 (derivation 11, step E8): LN(h) = (1, -1) Delta / sqrt(Delta^2 + 4 eps), Delta = h_1 - h_2."""
+    h = rng.standard_normal((50, 2)) * np.logspace(-4, 1, 50)[:, None]
+    eps = 1e-5
+    delta = h[:, 0] - h[:, 1]
+    expected = np.array([1.0, -1.0]) * (delta / np.sqrt(delta ** 2 + 4 * eps))[:, None]
+    np.testing.assert_allclose(layer_norm(h, eps), expected, rtol=1e-12, atol=1e-15)
 
 
 def test_layer_norm_moments(rng):
@@ -160,6 +257,14 @@ def _reference_weights(name, z):
     return np.sinh(z) / np.cosh(z).sum()
 
 
+def _bias(p, name, s, m):
+    """Bias ``name`` of seed s at position m: per position if it has a position axis, 0 if absent."""
+    if name not in p:
+        return 0.0
+    b = p[name][s]
+    return b[m] if b.ndim == 2 else b
+
+
 def _reference_forward(model, params, context, target):
     """Per seed, example and position, with the LN closed form for one-hot inputs."""
     S, B, n = context.shape
@@ -171,24 +276,27 @@ def _reference_forward(model, params, context, target):
         for b in range(B):
             X = np.eye(d)[context[s, b]]  # (n, d)
             Z = (d * X - 1.0) / math.sqrt(d - 1 + d * d * eps)
-            Q = np.stack([p["W_Q"][s, m] @ Z[m] for m in range(n)])
-            K = np.stack([p["W_K"][s, m] @ Z[m] for m in range(n)])
-            V = np.stack([p["W_V"][s, m] @ Z[m] for m in range(n)])
+            Q = np.stack([p["W_Q"][s, m] @ Z[m] + _bias(p, "b_Q", s, m) for m in range(n)])
+            K = np.stack([p["W_K"][s, m] @ Z[m] + _bias(p, "b_K", s, m) for m in range(n)])
+            V = np.stack([p["W_V"][s, m] @ Z[m] + _bias(p, "b_V", s, m) for m in range(n)])
             G = np.zeros((n, d))
             for m in range(n):
                 a = _reference_weights(model.activation.name, K[: m + 1] @ Q[m])  # keys k <= m
                 att[s, b, m, : m + 1] = a
                 H = X[m] + a @ V[: m + 1]
                 Z2 = (H - H.mean()) / math.sqrt(H.var() + eps)
-                G[m] = H + p["W_2"][s, m] @ np.tanh(p["W_1"][s, m] @ Z2) + p["b_2"][s, m]
-            out[s, b] = p["W_r"][s] @ G.reshape(-1) + p["b_r"][s]
+                G[m] = H + p["W_2"][s, m] @ np.tanh(p["W_1"][s, m] @ Z2) + _bias(p, "b_2", s, m)
+            out[s, b] = p["W_r"][s] @ G.reshape(-1) + _bias(p, "b_r", s, None)
     loss = np.mean((out - np.eye(d)[target]) ** 2, axis=(1, 2))
     return out, att, loss
 
 
-@pytest.mark.parametrize("name, N, n_con", [("softmax", 2, 5), ("expressive", 3, 4), ("tanhmax", 4, 6)])
-def test_forward_matches_reference_loop(name, N, n_con, rng):
-    model = NTModel(N, n_con, activation=name)
+@pytest.mark.parametrize("name, N, n_con, layout", [("softmax", 2, 5, DEFAULT_LAYOUT),
+                                                    ("expressive", 3, 4, DEFAULT_LAYOUT),
+                                                    ("tanhmax", 4, 6, DEFAULT_LAYOUT)]
+                         + [("expressive", 2, 4, layout) for layout in LAYOUTS])
+def test_forward_matches_reference_loop(name, N, n_con, layout, rng):
+    model = NTModel(N, n_con, activation=name, layout=layout)
     params = random_params(model, [0, 1], rng)
     batch = random_batch(model, 2, 3, rng)
     out, att, loss = _reference_forward(model, params, batch["context"], batch["target"])
@@ -237,9 +345,38 @@ def test_loss_and_grad_vs_autograd_other_activations(name, rng):
     _check_gradients(model, params, batch, ("autograd",), RTOL_AUTOGRAD).assert_ok()
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("name", ["softmax", "expressive"])
-def test_loss_and_grad_central_differences(name, rng):
-    model = NTModel(3, 5, activation=name)
+def test_loss_and_grad_vs_autograd_every_layout(name, layout, rng):
+    model = NTModel(2, 4, activation=name, layout=layout)
+    params = random_params(model, [3, 4], rng)
+    batch = random_batch(model, 2, 3, rng)
+    _check_gradients(model, params, batch, ("autograd",), RTOL_AUTOGRAD).assert_ok()
+
+
+@pytest.mark.parametrize("layout", [x for x in LAYOUTS if x.endswith("+b_K")])
+def test_softmax_cannot_use_a_shared_key_bias(layout, rng):
+    """s_mk = Q_m . (K_k + b_K) = Q_m . K_k + Q_m . b_K: a shared key bias adds the same
+    number to every score of row m, which softmax (Eq. 1) ignores, so its gradient is 0
+    (up to rounding). Expressive attention (Eq. 2) is not shift invariant and does use it;
+    a per-position key bias shifts each key differently and softmax uses it too."""
+    batch = random_batch(NTModel(2, 5), 2, 6, rng)
+    for name, zero in (("softmax", True), ("expressive", False)):
+        model = NTModel(2, 5, activation=name, layout=layout)
+        params = random_params(model, [0, 1], rng)
+        _, grads, _ = model.loss_and_grad(params, batch)
+        scale = max(np.abs(g).max() for g in grads.values())
+        assert (np.abs(grads["b_K"]).max() < 1e-14 * scale) == zero, (name, layout)
+    model = NTModel(2, 5, activation="softmax", layout="b_K+b_r")
+    _, grads, _ = model.loss_and_grad(random_params(model, [0, 1], rng), batch)
+    assert np.abs(grads["b_K"]).max() > 1e-6
+
+
+@pytest.mark.parametrize("name, layout", [("softmax", DEFAULT_LAYOUT), ("expressive", DEFAULT_LAYOUT),
+                                          ("expressive", "b_2+b_r"), ("expressive", "b_Q+b_K"),
+                                          ("softmax", "b_V+b_2")])
+def test_loss_and_grad_central_differences(name, layout, rng):
+    model = NTModel(3, 5, activation=name, layout=layout)
     params = random_params(model, [0, 1], rng)
     batch = random_batch(model, 2, 3, rng)
     _check_gradients(model, params, batch, ("central",), RTOL_CENTRAL, max_fd_coords=12).assert_ok()
@@ -268,7 +405,7 @@ def test_seeds_are_independent(rng):
     model = NTModel(3, 5, activation="expressive")
     together = model.init_params([1, 3, 5])
     alone = model.init_params([3])
-    for k in PARAM_NAMES:
+    for k in model.param_names:
         np.testing.assert_array_equal(together[k][1], alone[k][0])
     assert not np.array_equal(together["W_Q"][0], together["W_Q"][1])
     params = random_params(model, [1, 3, 5], rng)
@@ -277,9 +414,36 @@ def test_seeds_are_independent(rng):
     one = {k: v[1:2] for k, v in params.items()}
     loss1, grads1, aux1 = model.loss_and_grad(one, {k: v[1:2] for k, v in batch.items()})
     np.testing.assert_allclose(loss[1:2], loss1, rtol=1e-13)
-    for k in PARAM_NAMES:
+    for k in model.param_names:
         np.testing.assert_allclose(grads[k][1:2], grads1[k], rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(aux["attention"][1:2], aux1["attention"], rtol=1e-13, atol=1e-15)
+
+
+def test_initialisation_options():
+    """Matrices are drawn first, so a seed has the same matrices in every layout and with
+    either bias initialisation; init_scale scales every draw; uniform biases lie in
+    init_scale * (-1/sqrt(fan_in), 1/sqrt(fan_in)) with their matrix's fan-in."""
+    d, n = 3, 5
+    ref = NTModel(d, n, layout="b_2+b_r").init_params([7])
+    for layout in LAYOUTS:
+        for bias_init in ("zeros", "uniform"):
+            p = NTModel(d, n, layout=layout, bias_init=bias_init).init_params([7])
+            for k in ("W_Q", "W_K", "W_V", "W_1", "W_2", "W_r"):
+                np.testing.assert_array_equal(p[k], ref[k])
+            for k in set(p) - {"W_Q", "W_K", "W_V", "W_1", "W_2", "W_r"}:
+                if bias_init == "zeros":
+                    assert np.all(p[k] == 0.0)
+                else:
+                    fan_in = {"b_Q": d, "b_K": d, "b_V": d, "b_2": 4 * d, "b_r": n * d}[k]
+                    assert np.all(np.abs(p[k]) < 1.0 / math.sqrt(fan_in)) and np.all(p[k] != 0.0)
+    for k, v in ref.items():
+        if k.startswith("W"):
+            fan_in = v.shape[-1]
+            assert np.all(np.abs(v) < 1.0 / math.sqrt(fan_in))
+            assert np.abs(v).max() > 0.8 / math.sqrt(fan_in)  # the whole range is used
+    half = NTModel(d, n, layout="b_2+b_r", init_scale=0.5).init_params([7])
+    for k in ref:
+        np.testing.assert_allclose(half[k], 0.5 * ref[k], rtol=1e-14, atol=0.0)
 
 
 def test_float32_params_run():
@@ -358,12 +522,12 @@ def test_generate_first_steps_match_predict(rng):
 
 @settings(max_examples=30, deadline=None)
 @given(name=st.sampled_from(ACTIVATIONS), log_scale=st.floats(-6.0, 3.0), seed=st.integers(0, 2 ** 16),
-       N=st.integers(2, 4), n_con=st.integers(1, 6))
-def test_finite_everywhere(name, log_scale, seed, N, n_con):
+       N=st.integers(2, 4), n_con=st.integers(1, 6), layout=st.sampled_from(LAYOUTS))
+def test_finite_everywhere(name, log_scale, seed, N, n_con, layout):
     """Tiny to large parameters: no overflow warning (pytest turns them into errors),
     finite loss and gradients, causal weights; normalised rows sum to 1."""
     rng = np.random.default_rng(seed)
-    model = NTModel(N, n_con, activation=name)
+    model = NTModel(N, n_con, activation=name, layout=layout)
     params = random_params(model, [seed], rng, scale=0.0)
     params = {k: v + 10.0 ** log_scale * rng.standard_normal(v.shape) for k, v in params.items()}
     batch = random_batch(model, 1, 2, rng)
@@ -391,6 +555,12 @@ def test_finite_everywhere(name, log_scale, seed, N, n_con):
     (dict(N=2, n_con=4, beta=float("nan")), ValueError, "beta"),
     (dict(N=2, n_con=4, ln_eps=-1e-5), ValueError, "ln_eps"),
     (dict(N=2, n_con=4, ln_eps="1e-5"), TypeError, "ln_eps"),
+    (dict(N=2, n_con=4, layout="b_2"), ValueError, "layout: expected one of"),
+    (dict(N=2, n_con=4, layout="b_r+b_2"), ValueError, "layout: expected one of"),  # b_r is shared only
+    (dict(N=2, n_con=4, layout="b_K+b_K"), ValueError, "layout: expected one of"),
+    (dict(N=2, n_con=4, layout=("b_K", "b_r")), TypeError, "layout: expected a str"),
+    (dict(N=2, n_con=4, init_scale=0.0), ValueError, "init_scale"),
+    (dict(N=2, n_con=4, bias_init="normal"), ValueError, "bias_init"),
 ])
 def test_bad_model_options(kwargs, err, match):
     with pytest.raises(err, match=match):
@@ -412,7 +582,7 @@ def test_bad_init():
 
 
 def test_bad_params_and_batch(rng):
-    model = NTModel(2, 4)
+    model = NTModel(2, 4, layout="b_K+b_r")
     params = model.init_params([0, 1])
     batch = random_batch(model, 2, 3, rng)
     with pytest.raises(TypeError, match="params"):
@@ -425,8 +595,12 @@ def test_bad_params_and_batch(rng):
         model.loss({**params, "W_1": params["W_1"][:1]}, batch)  # S differs
     with pytest.raises(ValueError, match=r"params\['W_2'\]"):
         model.loss({**params, "W_2": params["W_1"]}, batch)  # (n, 4d, d) instead of (n, d, 4d)
-    with pytest.raises(TypeError, match=r"params\['b_2'\]"):
-        model.loss({**params, "b_2": params["b_2"].astype(int)}, batch)
+    with pytest.raises(TypeError, match=r"params\['b_K'\]"):
+        model.loss({**params, "b_K": params["b_K"].astype(int)}, batch)
+    with pytest.raises(ValueError, match=r"params\['b_K'\]"):  # per position in this layout, not shared
+        model.loss({**params, "b_K": params["b_K"][:, 0]}, batch)
+    with pytest.raises(ValueError, match="unexpected \\['b_2'\\]"):  # a bias of another layout
+        model.loss({**params, "b_2": params["b_K"]}, batch)
     with pytest.raises(TypeError, match="batch"):
         model.loss(params, {"context": batch["context"]})
     with pytest.raises(ValueError, match="context: expected shape"):
@@ -445,6 +619,16 @@ def test_bad_params_and_batch(rng):
         model.generate(params, batch["context"], 0)
     with pytest.raises(ValueError, match="context: expected shape"):
         model.predict(params, batch["context"][0])
+
+
+def test_bad_symbol_dependence_input():
+    with pytest.raises(ValueError, match="layout: expected one of"):
+        ea_symbol_dependence("b_O+b_r")  # a valid pair, but not a name NTModel offers
+    assert ea_symbol_dependence(("b_O", "b_r")) == {"query": False, "key": False}
+    with pytest.raises(ValueError, match="not a \\(per_position, shared\\) pair"):
+        ea_symbol_dependence(("b_r", "b_2"))  # b_r cannot sit at a position
+    with pytest.raises(TypeError, match="layout"):
+        ea_symbol_dependence(["b_K", "b_r"])
 
 
 def test_bad_layer_norm_and_search_input(rng):

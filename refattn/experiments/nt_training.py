@@ -17,8 +17,11 @@ Protocol (seed 004, section 4, "Training" and "Readout & Testing"):
 * "epochs to 100 %": the first evaluation epoch at which a seed's accuracy is
   exactly 1.
 
-The runner is :func:`run_nt`; the command is ``refattn nt``. The derivation is
-``derivations/11-nt-model.md`` (model) and ``derivations/10-nt-tasks.md`` (tasks).
+The runner is :func:`run_nt`; the command is ``refattn nt``. :func:`compare_layouts`
+trains EA and DPA under several placements of the model's two bias vectors
+and :func:`format_layout_table` tabulates them (derivation 11, section 7).
+The derivation is ``derivations/11-nt-model.md`` (model) and
+``derivations/10-nt-tasks.md`` (tasks).
 """
 
 from __future__ import annotations
@@ -27,12 +30,13 @@ import time
 
 import numpy as np
 
-from ..models.nt import NTModel, count_params
+from ..models.nt import CANDIDATE_LAYOUTS, DEFAULT_LAYOUT, NTModel, ea_symbol_dependence
 from ..optim import SGD
 from ..tasks.nt import generate, parse_task, windows
 from ..train import Progress, train
 
-__all__ = ["PAPER", "make_batches", "evaluate", "run_nt", "batched_speedup", "format_nt"]
+__all__ = ["PAPER", "make_batches", "evaluate", "run_nt", "batched_speedup", "format_nt", "compare_layouts",
+           "format_layout_table"]
 
 #: Seed 004's training and testing constants (section 4).
 PAPER = {"n_batch": 40, "lr": 0.02, "momentum": 0.8, "n_g": 50, "n_test": 100, "runs": 16}
@@ -69,7 +73,8 @@ def evaluate(model, params, task, seeds, *, epoch, n_test=PAPER["n_test"], n_g=P
 
 def run_nt(task="N2T5", n_con=16, attention="expressive", *, seeds=16, epochs=200, eval_every=10,
            n_test=PAPER["n_test"], n_g=PAPER["n_g"], lr=PAPER["lr"], momentum=PAPER["momentum"],
-           checkpoint=None, progress=None, grad="analytic", stop_after=None):
+           checkpoint=None, progress=None, grad="analytic", stop_after=None, layout=DEFAULT_LAYOUT,
+           init_scale=1.0, bias_init="zeros"):
     """Train ``seeds`` runs of the NT model together and evaluate them.
 
     Parameters
@@ -83,6 +88,17 @@ def run_nt(task="N2T5", n_con=16, attention="expressive", *, seeds=16, epochs=20
         ``"expressive"`` its EA (Eq. 2).
     seeds : int or sequence of int
         ``16`` means seeds ``0..15``.
+    layout : str
+        Where the model's two bias vectors sit (:data:`refattn.models.nt.LAYOUTS`).
+        The default ``"b_Q+b_r"`` (query bias per position, readout bias) is
+        the candidate under which EA learns N2T5 faster than DPA;
+        ``"b_2+b_r"`` is the first inferred layout, under which expressive
+        attention is content-blind at N = 2 (``derivations/11-nt-model.md``,
+        sections 6-7).
+    init_scale, bias_init :
+        The initialisation (:class:`refattn.models.nt.NTModel`); seed 004
+        gives none. EA's lead over DPA on N2T5 grows as ``init_scale``
+        shrinks (derivation 11, section 7).
     checkpoint : path, optional
         Resume from / save to this ``.npz`` (:func:`refattn.train.train`).
     stop_after : int, optional
@@ -103,7 +119,7 @@ def run_nt(task="N2T5", n_con=16, attention="expressive", *, seeds=16, epochs=20
     if not (isinstance(eval_every, (int, np.integer)) and eval_every >= 1):
         raise ValueError(f"eval_every: expected a positive integer, got {eval_every!r}")
     variant, N, tau = parse_task(task)
-    model = NTModel(N, n_con, activation=attention)
+    model = NTModel(N, n_con, activation=attention, layout=layout, init_scale=init_scale, bias_init=bias_init)
     params = model.init_params(seeds)
     optimizer = SGD(params, lr=lr, momentum=momentum)
 
@@ -113,8 +129,9 @@ def run_nt(task="N2T5", n_con=16, attention="expressive", *, seeds=16, epochs=20
         return {}
 
     fingerprint = {"task": task, "n_con": n_con, "attention": attention, "seeds": list(seeds), "lr": lr,
-                   "momentum": momentum, "eval_every": eval_every, "n_test": n_test, "n_g": n_g, "grad": grad}
-    bar = Progress(epochs, enabled=progress, label=f"{task} {attention}")
+                   "momentum": momentum, "eval_every": eval_every, "n_test": n_test, "n_g": n_g, "grad": grad,
+                   "layout": layout, "init_scale": model.init_scale, "bias_init": bias_init}
+    bar = Progress(epochs, enabled=progress, label=f"{task} {attention} {layout}")
     out = train(model, params, optimizer, make_batches(task, n_con, seeds), epochs=epochs, grad=grad,
                 callbacks=[on_epoch], checkpoint=checkpoint, fingerprint=fingerprint, progress=bar,
                 stop_after=stop_after)
@@ -130,8 +147,8 @@ def run_nt(task="N2T5", n_con=16, attention="expressive", *, seeds=16, epochs=20
     return {
         "task": task, "N": N, "tau": tau, "variant": variant, "n_con": n_con, "attention": attention,
         "seeds": list(seeds), "epochs": epochs, "eval_every": eval_every, "n_test": n_test, "n_g": n_g,
-        "lr": lr, "momentum": momentum,
-        "n_params": count_params(N, n_con),
+        "lr": lr, "momentum": momentum, "layout": layout, "init_scale": model.init_scale, "bias_init": bias_init,
+        "n_params": model.n_params,
         "epochs_to_100": to100,
         "reached_100": int(sum(e is not None for e in to100)),
         "median_epochs_to_100": (float(np.median([e for e in to100 if e is not None]))
@@ -167,7 +184,8 @@ def format_nt(result):
     r = result
     hit = [e for e in r["epochs_to_100"] if e is not None]
     return "\n".join([
-        f"{r['task']} N_con={r['n_con']} attention={r['attention']}: {r['n_params']} parameters, "
+        f"{r['task']} N_con={r['n_con']} attention={r['attention']} layout={r['layout']}: "
+        f"{r['n_params']} parameters, "
         f"{len(r['seeds'])} seeds, {r['epochs']} epochs ({r['seconds']:.1f} s, "
         f"{1000 * r['seconds_per_epoch']:.1f} ms per epoch for all seeds)",
         f"  reached 100%: {r['reached_100']}/{len(r['seeds'])} seeds; epochs to 100%: {r['epochs_to_100']}",
@@ -175,3 +193,74 @@ def format_nt(result):
         f"  final accuracy: mean {r['mean_final_accuracy']:.4f}, per seed "
         f"{[round(a, 3) for a in r['final_accuracy']]}",
     ])
+
+
+def compare_layouts(task="N2T5", n_con=16, layouts=CANDIDATE_LAYOUTS, attentions=("expressive", "softmax"),
+                    **run_options):
+    """:func:`run_nt` for every layout and attention, in that order (layouts outer).
+
+    Seed 004's Fig. 4 claim (N2T5, N_con = 16, 802 parameters: EA converges
+    markedly faster than DPA) is tested under each placement of the two
+    bias vectors (``derivations/11-nt-model.md``, sections 6-7). The same
+    seeds, and so the same initial matrices, are used for every layout and
+    attention.
+
+    Parameters
+    ----------
+    task, n_con :
+        As :func:`run_nt`.
+    layouts : sequence of str
+        Names of :data:`refattn.models.nt.LAYOUTS`.
+    attentions : sequence of str
+        Activations; ``"expressive"`` (EA) and ``"softmax"`` (DPA) by default.
+    **run_options
+        Passed to :func:`run_nt` (``seeds``, ``epochs``, ``eval_every``, ``init_scale``, ...).
+
+    Returns
+    -------
+    list of dict
+        :func:`run_nt`'s results.
+    """
+    if isinstance(layouts, str) or isinstance(attentions, str):
+        raise TypeError("layouts, attentions: expected sequences of names, e.g. ('b_Q+b_r',), not a str")
+    return [run_nt(task, n_con, att, layout=layout, **run_options) for layout in layouts for att in attentions]
+
+
+def _label(attention):
+    return {"expressive": "EA", "softmax": "DPA"}.get(attention, attention)
+
+
+def format_layout_table(results):
+    """:func:`compare_layouts`'s results as a Markdown table, one row per run.
+
+    Columns: layout; attention; on an EA row at N = 2, which symbols its
+    weights can see (:func:`refattn.models.nt.ea_symbol_dependence`: "blind",
+    "key", "query" or "both"; DPA's always see them); seeds that reached 100 %; median epochs to 100 %
+    over those; mean final accuracy; epochs to 100 % per seed ("-": never);
+    and, on the DPA row of a layout run with both, on how many seeds EA
+    reached 100 % strictly earlier than DPA (a seed that never does counts as
+    later), with the number of ties.
+    """
+    lines = ["| layout | attention | EA weights see (N = 2) | reached 100 % | median epochs | "
+             "mean final accuracy | epochs to 100 % per seed | EA earlier than DPA |",
+             "|---|---|---|---|---|---|---|---|"]
+    by = {(r["layout"], r["attention"]): r for r in results}
+    for r in results:
+        sees = ""
+        if r["attention"] == "expressive" and r["N"] == 2:
+            dep = ea_symbol_dependence(r["layout"])
+            sees = {(False, False): "blind", (False, True): "key", (True, False): "query",
+                    (True, True): "both"}[(dep["query"], dep["key"])]
+        med = r["median_epochs_to_100"]
+        per_seed = " ".join("-" if e is None else str(e) for e in r["epochs_to_100"])
+        versus = ""
+        ea = by.get((r["layout"], "expressive"))
+        if r["attention"] == "softmax" and ea is not None and ea["seeds"] == r["seeds"]:
+            inf = float("inf")
+            pairs = [(inf if a is None else a, inf if b is None else b)
+                     for a, b in zip(ea["epochs_to_100"], r["epochs_to_100"])]
+            versus = (f"{sum(a < b for a, b in pairs)}/{len(pairs)} "
+                      f"(ties {sum(a == b for a, b in pairs)})")
+        lines.append(f"| {r['layout']} | {_label(r['attention'])} | {sees} | {r['reached_100']}/{len(r['seeds'])} | "
+                     f"{'-' if med is None else f'{med:g}'} | {r['mean_final_accuracy']:.3f} | {per_seed} | {versus} |")
+    return "\n".join(lines)

@@ -9,21 +9,28 @@ the model computes (``derivations/11-nt-model.md``, Eqs. M1-M10)::
 
     X_m  = e_{x_m}                                   one-hot embedding, (d,)        M1
     Z_m  = LN(X_m)                                   pre-LN, no gain/bias            M2
-    Q_m  = W_Q[m] Z_m,  K_m = W_K[m] Z_m,  V_m = W_V[m] Z_m                          M3
+    Q_m  = W_Q[m] Z_m + b_Q,  K_m = W_K[m] Z_m + b_K,  V_m = W_V[m] Z_m + b_V        M3
     s_mk = beta Q_m . K_k                            beta = 1 (seed 004, Eq. 1)      M4
     A_m  = phi(s_m) over keys k <= m                 causal; softmax = Eq. 1,
                                                      expressive = Eq. 2              M5
     H_m  = X_m + sum_k A_mk V_k                      residual                        M6
     U_m  = W_1[m] LN(H_m),  T_m = tanh(U_m)          hidden width 4d                 M7
-    G_m  = H_m + W_2[m] T_m + b_2[m]                 residual                        M8
+    G_m  = H_m + W_2[m] T_m + b_2                    residual                        M8
     y    = W_r [G_1; ...; G_n] + b_r                 readout, (d,)                   M9
     L    = mean over examples and the d outputs of (y - e_target)^2                 M10
 
-and predicts ``argmax_j y_j`` (greedy inference). The parameter count,
-``n (11 d^2 + d) + n d^2 + d``, is 802 for N2T5 at ``N_con = 16`` and
-395,280 ("about 4e5") for N16T5 at ``N_con = 128``, as seed 004 states
+and predicts ``argmax_j y_j`` (greedy inference). Of the five bias vectors
+``b_Q, b_K, b_V, b_2, b_r`` a *layout* keeps exactly two: one held by every
+position (``b[m]``) and one held once, shared; the others are absent (zero).
+``layout="b_Q+b_r"`` (the default) means a query bias ``b_Q[m]`` per
+position and a shared readout bias (:data:`LAYOUTS`; derivation 11, sections
+6-7). Every layout has ``n (11 d^2 + d) + n d^2 + d`` parameters: 802 for
+N2T5 at ``N_con = 16`` and 395,280 ("about 4e5") for N16T5 at
+``N_con = 128``, as seed 004 states
 (section 5, Figs. 4-5); :func:`count_params` computes it and
 :func:`search_parameterisations` shows which other layouts also give 802.
+At ``N = 2`` expressive attention is blind to the symbols unless a query or
+key bias exists (:func:`ea_symbol_dependence`, derivation 11, section 6).
 
 Batched over seeds (the trainer's model protocol): every parameter has a
 leading axis ``S``, one slice per seed, drawn from
@@ -53,17 +60,60 @@ from ..tasks.nt import _int, _symbols as _task_symbols
 
 __all__ = [
     "NTModel",
+    "LAYOUTS",
+    "CANDIDATE_LAYOUTS",
+    "DEFAULT_LAYOUT",
+    "MATRIX_NAMES",
+    "PER_POSITION_VECTORS",
+    "SHARED_VECTORS",
     "PARAM_NAMES",
     "PAPER_PARAM_COUNTS",
     "count_params",
+    "ea_symbol_dependence",
+    "one_vector_layouts",
     "layer_norm",
     "layer_norm_vjp",
     "ParamLayout",
     "search_parameterisations",
 ]
 
-#: The parameters of :class:`NTModel`, in the order they are drawn at initialisation.
-PARAM_NAMES = ("W_Q", "W_K", "W_V", "W_1", "W_2", "b_2", "W_r", "b_r")
+#: The matrices every layout has, in the order their entries are drawn at
+#: initialisation (biases come after them, so a seed's matrices are the same in
+#: every layout).
+MATRIX_NAMES = ("W_Q", "W_K", "W_V", "W_1", "W_2", "W_r")
+
+#: Bias vectors that a layout may give every position (``(S, n, d)``), and those
+#: it may hold once (``(S, d)``); ``b_r`` (the readout's) exists only once.
+PER_POSITION_VECTORS = ("b_Q", "b_K", "b_V", "b_2")
+SHARED_VECTORS = ("b_Q", "b_K", "b_V", "b_2", "b_r")
+
+#: Every layout :class:`NTModel` offers, named ``"<per-position vector>+<shared vector>"``:
+#: all 16 members of the 99-layout group of derivation 11 (section 2, step 4)
+#: built from these five biases. Each has exactly 802 parameters at N2T5, N_con = 16.
+LAYOUTS = tuple(f"{p}+{s}" for p in PER_POSITION_VECTORS for s in SHARED_VECTORS if p != s)
+
+#: The four layouts trained side by side in derivation 11, section 7 (one per
+#: place of the per-position vector, shared readout bias).
+CANDIDATE_LAYOUTS = ("b_2+b_r", "b_K+b_r", "b_Q+b_r", "b_V+b_r")
+
+#: The layout :class:`NTModel` uses unless told otherwise: a query bias per
+#: position and the readout bias, the candidate under which expressive attention
+#: learns N2T5 faster than dot-product attention, as seed 004's Fig. 4 reports
+#: (measurements in derivation 11, section 7).
+DEFAULT_LAYOUT = "b_Q+b_r"
+
+_ORDER = ("W_Q", "b_Q", "W_K", "b_K", "W_V", "b_V", "W_1", "W_2", "b_2", "W_r", "b_r")
+
+
+def _param_names(layout):
+    """The parameter names of ``layout``, in :data:`_ORDER`."""
+    per, shared = layout.split("+")
+    return tuple(k for k in _ORDER if k in MATRIX_NAMES or k in (per, shared))
+
+
+#: The parameters of :class:`NTModel` with the default layout (:data:`DEFAULT_LAYOUT`);
+#: ``NTModel(...).param_names`` gives them for any layout.
+PARAM_NAMES = _param_names(DEFAULT_LAYOUT)
 
 #: Seed 004's model sizes: ``(N, N_con) -> number of adjustable parameters``
 #: (section 5: "N_model = 802" for N2T5 at N_con = 16, Fig. 4; "about 4 * 10^5
@@ -87,6 +137,17 @@ def _positive(value, name):
     if not (math.isfinite(value) and value > 0):
         raise ValueError(f"{name}: expected a finite real number > 0, got {value!r}")
     return float(value)
+
+
+def _layout(layout):
+    """``(per_position, shared)`` of a layout name after checking it is one of :data:`LAYOUTS`."""
+    if not isinstance(layout, str):
+        raise TypeError(f"layout: expected a str such as {DEFAULT_LAYOUT!r}, got {type(layout).__name__}")
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout: expected one of {LAYOUTS} ('<per-position vector>+<shared vector>'), "
+                         f"got {layout!r}")
+    per, shared = layout.split("+")
+    return per, shared
 
 
 def _symbols(x, N, name, shape):
@@ -208,8 +269,9 @@ class NTModel:
     positional encoding; pre-LN (no gain or bias) causal attention whose
     queries, keys and values at position ``m`` use position ``m``'s own
     ``d x d`` matrices; residual; pre-LN token-wise ``tanh`` feed-forward
-    layer of width ``4 d``, again with position ``m``'s own ``W_1, W_2, b_2``;
-    residual; a ``d x (d n)`` readout (plus bias) of all ``n`` output vectors;
+    layer of width ``4 d``, again with position ``m``'s own ``W_1, W_2``;
+    residual; a ``d x (d n)`` readout of all ``n`` output vectors;
+    two bias vectors placed by ``layout`` (one per position, one shared);
     squared-difference loss against the one-hot next symbol; greedy
     (``argmax``) inference. Seed 004, section 4, "Transformer details",
     "Training" and "Readout & Testing"; the attention weights are Eq. 1
@@ -230,9 +292,27 @@ class NTModel:
         Score scale ``s_mk = beta Q_m . K_k``; seed 004 sets ``beta = 1``.
     ln_eps : float > 0
         The ``eps`` of both layer normalisations (PyTorch's default 1e-5).
+    layout : str
+        Where the two bias vectors sit, ``"<per-position vector>+<shared
+        vector>"``, one of :data:`LAYOUTS`. The default, ``"b_Q+b_r"``
+        (:data:`DEFAULT_LAYOUT`), is a query bias per position and a readout
+        bias: the candidate under which EA learns N2T5 faster than DPA, as
+        seed 004's Fig. 4 reports (derivation 11, section 7).
+        ``"b_2+b_r"`` (a feed-forward output bias per position; the first
+        layout inferred) keeps expressive attention blind to the symbols at
+        ``N = 2`` (:func:`ea_symbol_dependence`). Every layout has the same
+        number of parameters (derivation 11, sections 2 and 6).
+    init_scale : float > 0
+        Multiplies the half-width of the uniform initialisation (1: PyTorch's
+        ``1/sqrt(fan_in)``). Seed 004 gives no initialisation.
+    bias_init : {"zeros", "uniform"}
+        Biases start at 0, or uniform in ``init_scale * (-1/sqrt(fan_in),
+        1/sqrt(fan_in))`` with the fan-in of the matrix they belong to, as
+        ``torch.nn.Linear`` draws them.
 
-    Parameters are a dict (:data:`PARAM_NAMES`) of arrays with a leading seed
-    axis ``S``:
+    Parameters are a dict (:attr:`param_names`) of arrays with a leading seed
+    axis ``S``; the matrices are the same in every layout, the biases are two
+    of the five listed:
 
     ======== =============== ===============================================
     name     shape           role
@@ -242,13 +322,18 @@ class NTModel:
     W_V      (S, n, d, d)    value matrix of each position
     W_1      (S, n, 4d, d)   feed-forward input matrix of each position (M7)
     W_2      (S, n, d, 4d)   feed-forward output matrix of each position (M8)
-    b_2      (S, n, d)       feed-forward output bias of each position
     W_r      (S, d, n d)     readout of the concatenated outputs (M9)
-    b_r      (S, d)          readout bias
+    b_Q      (S, n, d)       per position, or (S, d) shared: query bias (M3)
+    b_K      (S, n, d)       per position, or (S, d) shared: key bias
+    b_V      (S, n, d)       per position, or (S, d) shared: value bias
+    b_2      (S, n, d)       per position, or (S, d) shared: feed-forward
+                             output bias (M8)
+    b_r      (S, d)          readout bias (M9), shared only
     ======== =============== ===============================================
     """
 
-    def __init__(self, N, n_con, activation="softmax", beta=1.0, ln_eps=1e-5):
+    def __init__(self, N, n_con, activation="softmax", beta=1.0, ln_eps=1e-5, layout=DEFAULT_LAYOUT,
+                 init_scale=1.0, bias_init="zeros"):
         self.N = _int(N, "N", 2)
         self.n_con = _int(n_con, "n_con", 1)
         if isinstance(activation, Activation):
@@ -257,20 +342,54 @@ class NTModel:
             self.activation = _activation(activation)
         self.beta = _positive(beta, "beta")
         self.ln_eps = _positive(ln_eps, "ln_eps")
+        self.per_position, self.shared = _layout(layout)
+        self.layout = layout
+        self.init_scale = _positive(init_scale, "init_scale")
+        if bias_init not in ("zeros", "uniform"):
+            raise ValueError(f"bias_init: expected 'zeros' or 'uniform', got {bias_init!r}")
+        self.bias_init = bias_init
         self.d = self.N
         self._score = _score("scaled_dot", beta=self.beta)  # s_mk = beta Q_m . K_k (seed 004, Eq. 1)
 
     def __repr__(self):
         return (f"NTModel(N={self.N}, n_con={self.n_con}, activation={self.activation.name!r}, "
-                f"beta={self.beta:g}, ln_eps={self.ln_eps:g})")
+                f"beta={self.beta:g}, ln_eps={self.ln_eps:g}, layout={self.layout!r}, "
+                f"init_scale={self.init_scale:g}, bias_init={self.bias_init!r})")
 
     # --- parameters ----------------------------------------------------------
+    @property
+    def param_names(self):
+        """The names of the parameters, matrices and this layout's two biases."""
+        return _param_names(self.layout)
+
     def param_shapes(self):
-        """``{name: shape}`` of one seed's parameters (without the seed axis)."""
+        """``{name: shape}`` of one seed's parameters (without the seed axis), in :attr:`param_names` order."""
         n, d, h = self.n_con, self.d, HIDDEN_FACTOR * self.d
-        return {"W_Q": (n, d, d), "W_K": (n, d, d), "W_V": (n, d, d),
-                "W_1": (n, h, d), "W_2": (n, d, h), "b_2": (n, d),
-                "W_r": (d, n * d), "b_r": (d,)}
+        shapes = {"W_Q": (n, d, d), "W_K": (n, d, d), "W_V": (n, d, d),
+                  "W_1": (n, h, d), "W_2": (n, d, h), "W_r": (d, n * d),
+                  self.per_position: (n, d), self.shared: (d,)}
+        return {k: shapes[k] for k in self.param_names}
+
+    def _fan_in(self, name):
+        """The fan-in of a matrix, or of the matrix a bias belongs to."""
+        n, d = self.n_con, self.d
+        return {"W_Q": d, "W_K": d, "W_V": d, "W_1": d, "W_2": HIDDEN_FACTOR * d, "W_r": n * d,
+                "b_Q": d, "b_K": d, "b_V": d, "b_2": HIDDEN_FACTOR * d, "b_r": n * d}[name]
+
+    def _add_bias(self, name, y, p):
+        """``y + b`` for a bias of shape (S, n, d) or (S, d) onto y (S, B, n, d); ``y`` if absent."""
+        if name == self.per_position:
+            return y + p[name][:, None]  # (S, 1, n, d)
+        if name == self.shared:
+            return y + p[name][:, None, None]  # (S, 1, 1, d)
+        return y
+
+    def _bias_grad(self, name, grad_y, g):
+        """Gradient of :meth:`_add_bias`: sum over the examples, and over the positions if shared."""
+        if name == self.per_position:
+            g[name] = grad_y.sum(axis=1)  # (S, n, d)
+        elif name == self.shared:
+            g[name] = grad_y.sum(axis=(1, 2))  # (S, d)
 
     @property
     def n_params(self):
@@ -281,13 +400,15 @@ class NTModel:
         """Initial parameters of ``len(seeds)`` independent models, one per seed.
 
         Seed ``seeds[i]``'s slice ``[i]`` of every array is drawn from
-        ``numpy.random.default_rng(seeds[i])`` alone, in the order of
-        :data:`PARAM_NAMES`, so a seed gets the same initial model whether it
-        is initialised alone or with others. Matrices are uniform in
-        ``(-1/sqrt(fan_in), 1/sqrt(fan_in))`` (``fan_in`` = their last axis, as
-        ``torch.nn.Linear``); biases start at 0. Seed 004 does not state its
-        initialisation; this is our choice (``derivations/11-nt-model.md``,
-        section 1).
+        ``numpy.random.default_rng(seeds[i])`` alone, matrices first in the
+        order of :data:`MATRIX_NAMES`, then the biases, so a seed gets the same
+        initial model whether it is initialised alone or with others, and the
+        same matrices in every layout. Matrices are uniform in
+        ``init_scale * (-1/sqrt(fan_in), 1/sqrt(fan_in))`` (``fan_in`` = their
+        last axis, as ``torch.nn.Linear``); biases start at 0
+        (``bias_init="zeros"``) or are drawn like that with the fan-in of their
+        matrix (``"uniform"``). Seed 004 does not state its initialisation;
+        this is our choice (``derivations/11-nt-model.md``, sections 1 and 7).
 
         Parameters
         ----------
@@ -307,28 +428,29 @@ class NTModel:
         if np.dtype(dtype).kind != "f":
             raise TypeError(f"dtype: expected a real floating dtype (float32 or float64), got {np.dtype(dtype)}")
         shapes = self.param_shapes()
+        biases = [k for k in self.param_names if k not in MATRIX_NAMES]
         per_seed = []
         for seed in seeds:
             rng = np.random.default_rng(seed)
             one = {}
-            for name in PARAM_NAMES:
-                shape = shapes[name]
-                if name.startswith("W"):
-                    bound = 1.0 / math.sqrt(shape[-1])
-                    one[name] = rng.uniform(-bound, bound, size=shape)
+            for name in MATRIX_NAMES + tuple(biases):  # matrices first: the same in every layout
+                bound = self.init_scale / math.sqrt(self._fan_in(name))
+                if name in MATRIX_NAMES or self.bias_init == "uniform":
+                    one[name] = rng.uniform(-bound, bound, size=shapes[name])
                 else:
-                    one[name] = np.zeros(shape)
+                    one[name] = np.zeros(shapes[name])
             per_seed.append(one)
-        return {name: np.stack([p[name] for p in per_seed]).astype(dtype) for name in PARAM_NAMES}
+        return {name: np.stack([p[name] for p in per_seed]).astype(dtype) for name in self.param_names}
 
     def _check_params(self, params):
         """Validate ``params``; return the number of seeds ``S``."""
         if not (isinstance(params, Mapping) or is_traced(params)):  # autograd boxes a dict as DictBox
-            raise TypeError(f"params: expected a dict with keys {PARAM_NAMES}, got {type(params).__name__}")
-        missing = [k for k in PARAM_NAMES if k not in params]
-        extra = sorted(set(params) - set(PARAM_NAMES))
+            raise TypeError(f"params: expected a dict with keys {self.param_names}, got {type(params).__name__}")
+        missing = [k for k in self.param_names if k not in params]
+        extra = sorted(set(params) - set(self.param_names))
         if missing or extra:
-            raise ValueError(f"params: expected the keys {PARAM_NAMES}; missing {missing}, unexpected {extra}")
+            raise ValueError(f"params: expected the keys {self.param_names} (layout {self.layout!r}); "
+                             f"missing {missing}, unexpected {extra}")
         S = None
         for name, shape in self.param_shapes().items():
             check_float_array(params[name], f"params[{name!r}]")
@@ -358,21 +480,23 @@ class NTModel:
     def _forward(self, params, context):
         """Eqs. M1-M9 with everything the backward pass needs; ``xp`` follows ``params``."""
         p = params
-        xp = array_module(*(p[k] for k in PARAM_NAMES))
+        xp = array_module(*(p[k] for k in self.param_names))
         S, B, n = context.shape
         eye = np.eye(self.d, dtype=dtype_of(p["W_Q"]))
         X = eye[context]  # (S, B, n, d) one-hot, M1 (a constant)
         Z1, _ = _ln(X, self.ln_eps)  # (S, B, n, d) M2 (a constant: no gradient flows into X)
-        Q = _apply(p["W_Q"], Z1)  # (S, B, n, d) M3
-        K = _apply(p["W_K"], Z1)  # (S, B, n, d)
-        V = _apply(p["W_V"], Z1)  # (S, B, n, d)
+        Q = self._add_bias("b_Q", _apply(p["W_Q"], Z1), p)  # (S, B, n, d) M3
+        K = self._add_bias("b_K", _apply(p["W_K"], Z1), p)  # (S, B, n, d)
+        V = self._add_bias("b_V", _apply(p["W_V"], Z1), p)  # (S, B, n, d)
         Y, att = attention(Q, K, V, score=self._score, activation=self.activation,
                            causal=True)  # (S, B, n, d) M4-M5: s = beta Q K^T, A = phi(s), Y = A V
         H = X + Y  # (S, B, n, d) M6
         Z2, r2 = _ln(H, self.ln_eps)  # (S, B, n, d) M7
         T = xp.tanh(_apply(p["W_1"], Z2))  # (S, B, n, 4d)
-        G = H + _apply(p["W_2"], T) + p["b_2"][:, None]  # (S, B, n, d) M8
-        y = xp.reshape(G, (S, B, n * self.d)) @ xp.swapaxes(p["W_r"], -1, -2) + p["b_r"][:, None]  # (S, B, d) M9
+        G = self._add_bias("b_2", H + _apply(p["W_2"], T), p)  # (S, B, n, d) M8
+        y = xp.reshape(G, (S, B, n * self.d)) @ xp.swapaxes(p["W_r"], -1, -2)  # (S, B, d) M9
+        if self.shared == "b_r":
+            y = y + p["b_r"][:, None]
         return y, dict(Z1=Z1, att=att, A=att["w"], s=att["s"], Z2=Z2, r2=r2, T=T, G=G)
 
     def _loss(self, y, target):
@@ -472,8 +596,10 @@ class NTModel:
         the activation's VJP with the causal mask
         (``derivations/01-reweighted-softmax.md``, Eq. R4) and the bilinear
         score, and last the per-position query, key and value matrices (Eq.
-        B10). The first layer normalisation acts on the fixed one-hot
-        embedding and needs no backward pass.
+        B10) and their biases where the layout has them (Eq. B11: a bias's
+        gradient is the sum of its output's gradient over the examples, and
+        over the positions if it is shared). The first layer normalisation
+        acts on the fixed one-hot embedding and needs no backward pass.
 
         Parameters
         ----------
@@ -502,9 +628,10 @@ class NTModel:
         dy = (2.0 / (B * d)) * err  # (S, B, d)                     B1: dL/dy
         G_flat = c["G"].reshape(S, B, n * d)  # (S, B, n d)
         g["W_r"] = np.swapaxes(dy, -1, -2) @ G_flat  # (S, d, n d)   B3: y = W_r G + b_r
-        g["b_r"] = dy.sum(axis=1)  # (S, d)
+        if self.shared == "b_r":
+            g["b_r"] = dy.sum(axis=1)  # (S, d)
         dG = (dy @ p["W_r"]).reshape(S, B, n, d)  # (S, B, n, d)
-        g["b_2"] = dG.sum(axis=1)  # (S, n, d)                        B4: G = H + W_2 T + b_2
+        self._bias_grad("b_2", dG, g)  # (S, n, d) or (S, d)          B4: G = H + W_2 T + b_2
         g["W_2"] = _grad_W(dG, c["T"])  # (S, n, d, 4d)                 B2 rule
         dT = _grad_x(p["W_2"], dG)  # (S, B, n, 4d)
         dU = dT * (1.0 - c["T"] * c["T"])  # (S, B, n, 4d)            tanh' = 1 - tanh^2
@@ -512,9 +639,10 @@ class NTModel:
         dZ2 = _grad_x(p["W_1"], dU)  # (S, B, n, d)
         dH = dG + _ln_back(c["Z2"], c["r2"], dZ2)  # (S, B, n, d)      B5-B6: both paths into H
         d_att = attention_backward(dH, c["att"])  # B7-B9: Y = A V, A = phi(s) (Eq. R4), s = beta Q K^T
-        for name, key in (("W_Q", "Q"), ("W_K", "K"), ("W_V", "V")):  # B10: Q = W_Q Z1, ...
-            g[name] = _grad_W(d_att[key], c["Z1"])  # (S, n, d, d)
-        grads = {name: g[name] for name in PARAM_NAMES}
+        for key in ("Q", "K", "V"):  # B10: Q = W_Q Z1 + b_Q, ...
+            g["W_" + key] = _grad_W(d_att[key], c["Z1"])  # (S, n, d, d)
+            self._bias_grad("b_" + key, d_att[key], g)  # (S, n, d) or (S, d)   B11
+        grads = {name: g[name] for name in self.param_names}
         pred = np.argmax(y, axis=-1)
         aux = {"out": y, "prediction": pred, "correct": pred == target,
                "scores": c["s"], "attention": c["A"]}
@@ -526,8 +654,9 @@ def count_params(N, n_con, **options):
 
     ``n_con (3 d^2 + 4d d + d 4d + d) + d (d n_con) + d = n_con (12 d^2 + d) + d``
     with ``d = N``: per position ``m`` the matrices ``W_Q, W_K, W_V`` (d x d),
-    ``W_1`` (4d x d), ``W_2`` (d x 4d) and the bias ``b_2`` (d), then the
-    readout ``W_r`` (d x d n_con) and its bias (d). Seed 004 gives 802 for
+    ``W_1`` (4d x d), ``W_2`` (d x 4d) and the layout's per-position bias (d),
+    then the readout ``W_r`` (d x d n_con) and the layout's shared bias (d);
+    the same for every layout. Seed 004 gives 802 for
     N2T5 at ``N_con = 16`` and "about 4e5" for N16T5 at ``N_con = 128``
     (section 5); this gives 802 and 395,280 (``derivations/11-nt-model.md``,
     section 2, Eq. P1).
@@ -540,7 +669,7 @@ def count_params(N, n_con, **options):
         The context length.
     **options
         Further :class:`NTModel` options (``activation``, ``beta``,
-        ``ln_eps``; none changes the count).
+        ``ln_eps``, ``layout``, ...; none changes the count).
 
     Returns
     -------
@@ -671,3 +800,84 @@ def search_parameterisations(n_params=802, N=2, n_con=16, about=(16, 128, 4e5)):
                 continue
         out.append(layout)
     return sorted(out, key=lambda x: (-x.per_position_d2, -x.per_position_d, x.shared_d2, x.shared_d))
+
+
+# --------------------------------------------------------------------------
+# which of the 99 one-vector layouts let expressive attention see the symbols
+# at N = 2? (derivation 11, section 6)
+# --------------------------------------------------------------------------
+
+
+def one_vector_layouts():
+    """The 99 layouts of the first group of :func:`search_parameterisations`, as pairs.
+
+    All five matrices per position, plus one ``d``-vector held by every
+    position and one other held once (group ``(11, 1, 0, 1)``, derivation 11,
+    section 2, step 4). The vector per position is one of the catalogue's 9
+    single ``d``-vectors that may sit at a position (``b_Q, b_K, b_V, b_O,
+    b_2`` and the gains and biases of the two pre-LNs); the shared one is any
+    other single ``d``-vector that may be held once (those 8 and ``b_r`` and
+    the final LN's gain and bias): ``9 * 11 = 99`` pairs. Read from the block
+    catalogue, not written out by hand.
+
+    Returns
+    -------
+    list of (str, str)
+        ``(per_position, shared)`` names, in catalogue order.
+    """
+    singles = [(name, where) for name, unit, size, where in _BLOCKS if unit == "d" and size == 1]
+    per = [name for name, where in singles if "position" in where]
+    shared = [name for name, where in singles if "shared" in where]
+    return [(p, s) for p in per for s in shared if p != s]
+
+
+def ea_symbol_dependence(layout):
+    """Whether expressive attention's weights can depend on the symbols at ``N = 2``.
+
+    At ``N = d = 2`` the first layer normalisation maps the two one-hot
+    symbols to ``+u`` and ``-u`` (``u = (1, -1)/sqrt(1 + 4 eps)``): ``Z_m =
+    sigma_m u`` with ``sigma_m = +-1``. With query and key biases ``c_m`` and
+    ``b_k`` (zero where the layout has none),
+
+        z_mk = Q_m . K_k = sigma_m sigma_k alpha_mk + sigma_m beta_mk + sigma_k gamma_mk + c_m . b_k
+
+    with ``alpha_mk = (W_Q[m] u).(W_K[k] u)``, ``beta_mk = (W_Q[m] u) . b_k``,
+    ``gamma_mk = c_m . (W_K[k] u)``. Seed 004's Eq. 2 uses ``z_mk`` only
+    through ``z_mk^2``, so (derivation 11, section 6, Eqs. E1-E4):
+
+    * no query and no key bias: ``z^2 = alpha^2``, the weights do not depend
+      on the symbols at all (content-blind);
+    * a key bias only: ``z^2 = (sigma_k alpha + beta)^2`` depends on the key's
+      symbol (not on the query's);
+    * a query bias only: ``z^2 = (sigma_m alpha + gamma)^2`` depends on the
+      query's symbol (not on the key's);
+    * a bias of the first LN acts as both (``Z_m = sigma_m u + b``).
+
+    A gain of the first LN keeps ``Z_m`` odd in ``sigma_m``; every vector after
+    the attention weights (``b_V``, ``b_O``, ``b_2``, the second LN, the
+    readout and final LN) cannot change them. Softmax (Eq. 1) sees
+    ``sigma_m sigma_k alpha`` itself and depends on the symbols in every layout.
+
+    Parameters
+    ----------
+    layout : str or (str, str)
+        A name of :data:`LAYOUTS` (``"b_K+b_r"``) or a pair ``(per_position,
+        shared)`` of :func:`one_vector_layouts`.
+
+    Returns
+    -------
+    dict
+        ``{"query": bool, "key": bool}``: whether the weight ``A_mk`` can
+        change with the query's symbol ``x_m`` / the key's symbol ``x_k``.
+        Both False: content-blind.
+    """
+    if isinstance(layout, str):
+        pair = _layout(layout)
+    elif isinstance(layout, tuple) and len(layout) == 2 and all(isinstance(v, str) for v in layout):
+        pair = layout
+        if pair not in one_vector_layouts():
+            raise ValueError(f"layout: {pair!r} is not a (per_position, shared) pair of one_vector_layouts()")
+    else:
+        raise TypeError(f"layout: expected a layout name or a (per_position, shared) pair, got {layout!r}")
+    present = set(pair)
+    return {"query": bool(present & {"b_Q", "LN1 bias"}), "key": bool(present & {"b_K", "LN1 bias"})}
