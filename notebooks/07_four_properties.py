@@ -7,7 +7,7 @@
 # ---
 
 # %% [markdown]
-# # 05 — The four properties of seed 001, measured
+# # 07 — The four properties of seed 001, measured
 #
 # Seed 001 (section 4) asks four things of an activation
 # $\phi(s)_i = g(s_i)/\sum_k h(s_k)$ (its Eq. 5): $g$ **monotonically

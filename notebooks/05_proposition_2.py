@@ -7,7 +7,7 @@
 # ---
 
 # %% [markdown]
-# # 03 — Proposition 2 of seed 001, corrected
+# # 05 — Proposition 2 of seed 001, corrected
 #
 # Seed 001 (Proposition 2, Eq. 10) states that when the scores range over a
 # vector space $S$ containing $\mathbf 1$,

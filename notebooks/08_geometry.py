@@ -7,7 +7,7 @@
 # ---
 
 # %% [markdown]
-# # 06 — Geometry of attention: expressive attention and Neural Attention
+# # 08 — Geometry of attention: expressive attention and Neural Attention
 #
 # Two seeds argue about *which query-key configurations* an attention score
 # can single out.

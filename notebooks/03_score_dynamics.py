@@ -7,7 +7,7 @@
 # ---
 
 # %% [markdown]
-# # 07 — Score dynamics in training, and seed 001's polarity experiment
+# # 03 — Score dynamics in training, and seed 001's polarity experiment
 #
 # Two experiments of seed 001, run with the tiny trainer (`refattn.train`):
 #

@@ -7,7 +7,7 @@
 # ---
 
 # %% [markdown]
-# # 04 — signexp at a score of 0
+# # 06 — signexp at a score of 0
 #
 # SignExp / Cog attention (seed 002) is
 # $\phi_i = \mathrm{sign}(s_i)\,e^{|s_i|}/\sum_k e^{|s_k|}$. Its numerator
