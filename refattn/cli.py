@@ -13,7 +13,10 @@
                            seed 004's NT experiment (all seeds batched); --count-params prints the count
     refattn polarity [--json] [--out DIR]
                            seed 001's synthetic polarity experiment (Fig. 2) over 10 seeds
-                           Proposition 1 against gradient descent (measured vs predicted score velocity)
+    refattn interpret [--data synthetic|sst2] [--sst2 DIR] [--json] [--out DIR]
+                           seed 001 Table 1: attention weights against gradient and leave-one-out importance
+    refattn sst2 [--data DIR] [--json] [--out DIR]
+                           seed 001 Table 2 (dev accuracy over seeds) and its Figure 1 on SST-2
 """
 
 from __future__ import annotations
@@ -98,11 +101,12 @@ def _cmd_nt(args) -> int:
 
     result = run_nt(args.task, args.context, args.attention, seeds=args.seeds, epochs=args.epochs,
                     eval_every=args.eval_every, n_test=args.n_test, checkpoint=args.checkpoint,
-                    progress=None if not args.json else False)
+                    progress=None if not args.json else False, layout=args.layout, init_scale=args.init_scale,
+                    bias_init=args.bias_init)
     if args.out:
         from .plots import plot_nt_run  # noqa: PLC0415
 
-        _write_figure(args.out, f"nt_{args.task}_{args.context}_{args.attention}.png",
+        _write_figure(args.out, f"nt_{args.task}_{args.context}_{args.attention}_{args.layout}.png",
                       lambda: plot_nt_run(result), result)
     print(json.dumps(result, indent=2) if args.json else format_nt(result))
     return 0
@@ -122,7 +126,33 @@ def _cmd_polarity(args) -> int:
     return 0
 
 
+def _cmd_interpret(args) -> int:
+    from .experiments.interpret import format_interpret, run_interpret  # noqa: PLC0415
+
+    result = run_interpret(tuple(args.activations.split(",")), args.data, sst2_path=args.sst2, seeds=args.seeds,
+                           epochs=args.epochs, n_instances=args.n_instances, seed=args.seed, n_draws=args.draws,
+                           split=args.split, progress=None if not args.json else False)
+    if args.out:
+        from .plots import plot_interpret  # noqa: PLC0415
+
+        _write_figure(args.out, f"interpret_{args.data}.png", lambda: plot_interpret(result), result)
+    print(json.dumps(result, indent=2) if args.json else format_interpret(result))
+    return 0
+
+
+def _cmd_sst2(args) -> int:
+    from .experiments.sst2 import format_sst2, run_sst2  # noqa: PLC0415
+
+    result = run_sst2(args.data, activations=tuple(args.activations.split(",")), seeds=args.seeds,
+                      epochs=args.epochs, figure_seed=args.figure_seed, checkpoint_dir=args.checkpoint_dir,
+                      out=args.out, progress=None if not args.json else False)
+    print(json.dumps(result, indent=2) if args.json else format_sst2(result))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from .models.nt import DEFAULT_LAYOUT, LAYOUTS  # noqa: PLC0415
+
     parser = argparse.ArgumentParser(
         prog="refattn",
         description="refattn: attention beyond softmax, with hand-derived gradients checked three ways.",
@@ -170,6 +200,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--eval-every", type=int, default=10, help="evaluate every this many epochs (default 10)")
     p.add_argument("--n-test", type=int, default=100, help="test series per evaluation (default 100)")
     p.add_argument("--checkpoint", help="a .npz file to resume from and save to")
+    p.add_argument("--layout", default=DEFAULT_LAYOUT, choices=list(LAYOUTS),
+                   help=f"where the two bias vectors sit (default {DEFAULT_LAYOUT}; derivation 11, section 7)")
+    p.add_argument("--init-scale", type=float, default=1.0,
+                   help="multiplies the half-width of the uniform initialisation (default 1: 1/sqrt(fan_in))")
+    p.add_argument("--bias-init", default="zeros", choices=["zeros", "uniform"], help="bias initialisation")
     p.add_argument("--count-params", action="store_true", help="print only the parameter count")
     p.add_argument("--json", action="store_true", help="print the results as one JSON object")
     p.add_argument("--out", help="folder to write the accuracy figure into")
@@ -187,6 +222,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the results as one JSON object")
     p.add_argument("--out", help="folder to write polarity_fig2.png into")
     p.set_defaults(func=_cmd_polarity)
+    p = sub.add_parser("interpret", help="seed 001 Table 1: Kendall tau of attention weights against gradient "
+                                          "and leave-one-out importance, permutation and random-weight tests")
+    p.add_argument("--data", default="synthetic", choices=["synthetic", "sst2"], help="data (default synthetic)")
+    p.add_argument("--sst2", help="SST-2 folder (default $REFATTN_SST2, else ../shared/data/sst2)")
+    p.add_argument("--activations", default="softmax,tanhmax", help="comma-separated (default softmax,tanhmax)")
+    p.add_argument("--seeds", type=int, default=None, help="number of seeds (default: 3 synthetic, 1 SST-2)")
+    p.add_argument("--epochs", type=int, default=None, help="epochs (default: 8 synthetic, 2 SST-2)")
+    p.add_argument("--n-instances", type=int, default=None, help="test instances measured (default: 300 synthetic, all 872 SST-2 dev)")
+    p.add_argument("--draws", type=int, default=100, help="random permutations / weights per instance (default 100)")
+    p.add_argument("--split", default="label", choices=["label", "prediction"],
+                   help="group instances by true label (default) or by predicted class")
+    p.add_argument("--seed", type=int, default=0, help="seed of the data (default 0)")
+    p.add_argument("--json", action="store_true", help="print the results as one JSON object")
+    p.add_argument("--out", help="folder to write interpret_<data>.png into")
+    p.set_defaults(func=_cmd_interpret)
+    p = sub.add_parser("sst2", help="seed 001's classifier on SST-2: dev accuracy over seeds beside its Table 2, "
+                                     "and its Figure 1 (sentences coloured by signed attention weight)")
+    p.add_argument("--data", help="SST-2 folder with train.tsv and dev.tsv (default $REFATTN_SST2, "
+                                  "else ../shared/data/sst2); never downloaded")
+    p.add_argument("--activations", default="softmax,tanhmax", help="comma-separated (default softmax,tanhmax)")
+    p.add_argument("--seeds", type=int, default=3, help="number of seeds (default 3)")
+    p.add_argument("--epochs", type=int, default=1, help="epochs (default 1)")
+    p.add_argument("--figure-seed", type=int, default=None, help="the seed whose weights Figure 1 shows")
+    p.add_argument("--checkpoint-dir", help="folder for resumable checkpoints, one per activation")
+    p.add_argument("--json", action="store_true", help="print the results as one JSON object")
+    p.add_argument("--out", help="folder to write sst2_fig1.png into")
+    p.set_defaults(func=_cmd_sst2)
     return parser
 
 

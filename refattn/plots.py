@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["small", "figdir", "save", "plot_score_dynamics", "plot_nt_run", "plot_polarity"]
+__all__ = ["small", "figdir", "save", "plot_score_dynamics", "plot_nt_run", "plot_polarity", "plot_interpret"]
 
 
 def small() -> bool:
@@ -127,5 +127,38 @@ def plot_polarity(result):
         ax.set_xlabel("token score")
     axes[0, 0].set_ylabel("mean attention weight")
     axes[0, 0].legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def plot_interpret(result, paper=None):
+    """Seed 001 Table 1 as bars: mean Kendall tau (signed gradient x input and signed
+    leave-one-out) per activation and true class, ours with their std, the paper's SST
+    values as black markers; from ``refattn.experiments.interpret.run_interpret``."""
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+    import numpy as np  # noqa: PLC0415
+
+    if paper is None:
+        from .experiments.interpret import PAPER_TABLE1 as paper  # noqa: PLC0415
+    acts = list(result["activations"])
+    measures = (("tau_g", "tau_g: w vs gradient x input"), ("tau_loo", "tau_loo: w vs leave-one-out"))
+    classes = sorted({c for a in acts for c in result["activations"][a]["classes"]})
+    fig, axes = plt.subplots(1, len(measures), figsize=(4.2 * len(measures), 3.2), squeeze=False, sharey=True)
+    width = 0.8 / max(len(classes), 1)
+    for ax, (key, title) in zip(axes[0], measures):
+        for j, c in enumerate(classes):
+            x = np.arange(len(acts)) + (j - (len(classes) - 1) / 2) * width
+            rows = [result["activations"][a]["classes"].get(c, {}).get(key, {}) for a in acts]
+            mean = [r.get("mean", np.nan) if r.get("mean") is not None else np.nan for r in rows]
+            std = [r.get("std", 0.0) or 0.0 for r in rows]
+            ax.bar(x, mean, width, yerr=std, capsize=3, label=f"ours, class {c}", alpha=0.8)
+            ref = [paper.get(c, {}).get(a, {}).get(key, (np.nan,))[0] for a in acts]
+            ax.plot(x, ref, "k_", markersize=14, mew=2, label="seed 001 Table 1 (SST)" if j == 0 else None)
+        ax.axhline(0, color="grey", lw=0.5)
+        ax.set_xticks(np.arange(len(acts)), acts)
+        ax.set_title(title, fontsize=9)
+    axes[0, 0].set_ylabel("mean Kendall tau")
+    axes[0, 0].legend(fontsize=7)
+    fig.suptitle(f"{result['settings']['data']['data']}: {result['settings']['n_instances']} test instances", fontsize=9)
     fig.tight_layout()
     return fig

@@ -477,7 +477,7 @@ def test_paper_table1_values():
 
 def test_resolve_sst2_errors(tmp_path, monkeypatch):
     monkeypatch.delenv("REFATTN_SST2", raising=False)
-    monkeypatch.setattr(refattn, "__file__", str(tmp_path / "a" / "b" / "refattn" / "__init__.py"))
+    monkeypatch.setattr(refattn.experiments.sst2, "sibling_data_dir", lambda: tmp_path / "no-such-folder")
     with pytest.raises(FileNotFoundError, match="REFATTN_SST2"):
         resolve_sst2()
     with pytest.raises(FileNotFoundError, match="not a folder"):
@@ -492,3 +492,18 @@ def test_run_interpret_on_sst2_when_present():
     r = run_interpret(("tanhmax",), "sst2", sst2_path=folder, seeds=1, epochs=0, n_instances=12, n_draws=5)
     json.dumps(r, allow_nan=False)
     assert r["settings"]["data"]["test"] == 872 and r["settings"]["n_instances"] == 12
+
+
+def test_interpret_cli(tmp_path, capsys):
+    from refattn.cli import main
+
+    assert main(["interpret", "--seeds", "1", "--epochs", "1", "--n-instances", "16", "--draws", "4", "--json",
+                 "--out", str(tmp_path)]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert set(r["activations"]) == {"softmax", "tanhmax"} and r["settings"]["n_instances"] == 16
+    for a in r["activations"].values():
+        for c in a["classes"].values():
+            assert -1.0 <= c["tau_g"]["mean"] <= 1.0 and 0.0 <= c["tau_g"]["sig_frac"] <= 1.0
+    assert (tmp_path / "interpret_synthetic.png").is_file()
+    assert main(["interpret", "--seeds", "1", "--epochs", "1", "--n-instances", "8", "--draws", "2"]) == 0
+    assert "paper" in capsys.readouterr().out

@@ -116,3 +116,14 @@ def test_nt_cycles_cli(capsys):
     assert {(c["length"], c["count"]) for c in res["cycles"]} == {(56, 64), (28, 16), (14, 4), (7, 1), (1, 1)}
     assert main(["nt-cycles", "--N", "16", "--tau", "2", "--variant", "NT-S"]) == 0
     assert "4096" in capsys.readouterr().out
+
+
+def test_nt_cli_layout_flags(tmp_path, capsys):
+    assert main(["nt", "--task", "N2T1", "--context", "4", "--seeds", "1", "--epochs", "2", "--eval-every", "2",
+                 "--n-test", "3", "--layout", "b_2+b_r", "--init-scale", "0.5", "--bias-init", "uniform",
+                 "--json", "--out", str(tmp_path)]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["layout"] == "b_2+b_r"
+    assert (tmp_path / "nt_N2T1_4_expressive_b_2+b_r.png").is_file()
+    with pytest.raises(SystemExit):
+        main(["nt", "--layout", "b_2"])

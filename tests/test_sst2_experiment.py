@@ -296,3 +296,17 @@ def test_real_sst2_short_run():
     # seed 001's sentences are not in GLUE's dev split
     assert not any(item["match"]["exact"] for item in r["figure1"]["sentences"])
     json.dumps(r)
+
+
+def test_sst2_cli(tiny_sst2, tmp_path, capsys):
+    from refattn.cli import main
+
+    out = tmp_path / "figs"
+    assert main(["sst2", "--data", str(tiny_sst2), "--seeds", "2", "--epochs", "1", "--json", "--out", str(out)]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert set(r["activations"]) == {"softmax", "tanhmax"}
+    for a in r["activations"].values():
+        assert 0.0 <= a["dev_accuracy_mean"] <= 1.0 and len(a["per_seed"]) == 2
+    assert (out / "sst2_fig1.png").is_file()
+    assert main(["sst2", "--data", str(tiny_sst2), "--seeds", "1", "--activations", "tanhmax"]) == 0
+    assert "Table 2" in capsys.readouterr().out

@@ -39,15 +39,15 @@ from __future__ import annotations
 import functools
 import math
 import time
-from pathlib import Path
 
 import numpy as np
 from autograd import grad as _autograd_grad
 
 from ..models.polarity import PolarityClassifier
 from ..tasks.polarity import PolarityConfig, _int, make_polarity, token_polarity
-from ..tasks.sst2 import ENV_VAR, Vocabulary, find_sst2, load_sst2
+from ..tasks.sst2 import Vocabulary, load_sst2
 from .polarity import train_classifier
+from .sst2 import resolve_data_dir as resolve_sst2
 
 __all__ = [
     "PAPER_TABLE1",
@@ -730,32 +730,6 @@ def summarise(measures, labels):
     return out
 
 
-def resolve_sst2(path=None):
-    """The SST-2 folder: ``path``, else ``$REFATTN_SST2``, else ``../shared/data/sst2`` beside the repository.
-
-    The last is ``Path(refattn.__file__).parents[2] / "shared/data/sst2"``
-    (the project's shared data folder, when the checkout has one). Nothing
-    is downloaded.
-
-    Raises
-    ------
-    FileNotFoundError
-        No folder found; the message names ``$REFATTN_SST2``. A ``path`` (or
-        variable) that is not a folder is an error too (:func:`find_sst2`).
-    """
-    folder = find_sst2(path)
-    if folder is not None:
-        return folder
-    import refattn  # noqa: PLC0415
-
-    sibling = Path(refattn.__file__).resolve().parents[2] / "shared" / "data" / "sst2"
-    if (sibling / "train.tsv").is_file():
-        return sibling
-    raise FileNotFoundError(f"sst2_path: no SST-2 folder given, ${ENV_VAR} is not set and {str(sibling)!r} "
-                            f"does not exist; pass sst2_path or set {ENV_VAR} to the folder holding "
-                            f"train.tsv and dev.tsv (it is never downloaded)")
-
-
 def _load(data, sst2_path, seed, config):
     """``(train tokens, labels, mask, test tokens, labels, mask, vocab size, description)``."""
     if data == "synthetic":
@@ -801,7 +775,7 @@ def run_interpret(activations=("softmax", "tanhmax"), data="synthetic", sst2_pat
     data : {"synthetic", "sst2"}
         Synthetic sentences (``config``, generated with ``seed``), or SST-2
         (train on ``train.tsv``, measure on ``dev.tsv``) from
-        :func:`resolve_sst2` ``(sst2_path)``.
+        :func:`refattn.experiments.sst2.resolve_data_dir` ``(sst2_path)``.
     sst2_path : str or path, optional
     seeds : int or sequence of int, optional
         Model seeds; an int ``k`` means ``range(k)``. Default: 3 (synthetic),
