@@ -71,12 +71,15 @@ def _pattern(wp, wn):
 
 def train_classifier(tokens, labels, vocab_size, activation, *, seeds, mask=None, score="self", epochs=8,
                      batch_size=100, optimizer="adam", lr=1e-2, dropout=0.5, checkpoint=None, progress=None,
-                     fingerprint_extra=None):
+                     fingerprint_extra=None, grad="analytic"):
     """Train seed 001's classifier on ``tokens (n, L)``, ``labels (n,)`` for every seed at once.
 
     Batches come from :func:`refattn.train.batch_iterator` (order seeded by
     (seed, epoch)); dropout masks from ``(seed, epoch, batch)``. ``mask (n, L)``
-    marks real tokens (padding False). Returns ``(model, params, train_output)``.
+    marks real tokens (padding False). ``grad="autograd"`` differentiates the
+    model's loss with autograd instead of its hand-derived backward (the same
+    trajectory to rounding; ``tests/test_polarity_experiment.py``). Returns
+    ``(model, params, train_output)``.
     """
     seeds = tuple(int(s) for s in seeds)
     if optimizer not in OPTIMISERS:
@@ -102,7 +105,7 @@ def train_classifier(tokens, labels, vocab_size, activation, *, seeds, mask=None
     fp = {"activation": activation, "seeds": list(seeds), "score": score, "epochs": epochs, "lr": lr,
           "optimizer": optimizer, "batch_size": batch_size, "dropout": dropout, "n": int(len(tokens)),
           **(fingerprint_extra or {})}
-    out = train(model, params, opt, make_batches, epochs=epochs, checkpoint=checkpoint, fingerprint=fp,
+    out = train(model, params, opt, make_batches, epochs=epochs, checkpoint=checkpoint, fingerprint=fp, grad=grad,
                 progress=Progress(epochs, enabled=progress, label=f"{activation}"))
     return model, params, out
 
