@@ -114,7 +114,7 @@ ax.scatter(W[:, 0], W[:, 1], s=2, c=np.sum(np.abs(W), axis=1), cmap="viridis", l
 ax.set_title("n = 2: tanhmax fills the open l1 ball; softmax lies on its edge", fontsize=8)
 ax.legend(fontsize=6, loc="upper left")
 fig.tight_layout()
-save(fig, "03_tanhmax_image_n2")
+save(fig, "05_tanhmax_image_n2")
 
 # %% [markdown]
 # ## (a) Every point of the ball has exactly one preimage
@@ -161,7 +161,7 @@ for s2, color in zip(([0.5, -0.3], [-1.0, 0.4], [1.2, 0.9]), ("C0", "C1", "C2"))
 ax.set_title("c -> tanhmax(s + c 1), c from -3 to 6", fontsize=8)
 ax.legend(fontsize=6, loc="upper left")
 fig.tight_layout()
-save(fig, "03_closure_paths")
+save(fig, "05_closure_paths")
 
 # %% [markdown]
 # ## (b) The gap against the closed form
@@ -193,7 +193,7 @@ ax.set_title("tanhmax(s + c 1) -> softmax(s) like e^{-2c}", fontsize=9)
 ax.legend(fontsize=7)
 ax.tick_params(labelsize=7)
 fig.tight_layout()
-save(fig, "03_closure_gap")
+save(fig, "05_closure_gap")
 
 # %% [markdown]
 # ## (c) What survives: the log-rank
@@ -222,7 +222,7 @@ ax.set_title(f"log|phi(W h)|, n = {n}, d = {d}, m = {m}: softmax has rank d + 1"
 ax.legend(fontsize=7)
 ax.tick_params(labelsize=7)
 fig.tight_layout()
-save(fig, "03_log_rank")
+save(fig, "05_log_rank")
 
 # %% [markdown]
 # ## Summary

@@ -96,7 +96,7 @@ for ax, (label, r) in zip(axes, sides.items()):
 axes[0].set_ylabel("|d(u . phi) / d s_j|", fontsize=8)
 axes[0].legend(fontsize=7)
 fig.tight_layout()
-save(fig, "04_three_estimates")
+save(fig, "06_three_estimates")
 
 print(f"jump J = {res['jump']:.6g}, J/(2 eps) = {res['jump'] / (2 * eps):.6g}")
 print(f"one-sided limits: L+ = {res['limit_plus']:.6g}, L- = {res['limit_minus']:.6g}; "
@@ -129,7 +129,7 @@ ax.set_title("signexp: the spike J/(2 eps) inside the window |delta| < eps", fon
 ax.legend(fontsize=7)
 ax.tick_params(labelsize=7)
 fig.tight_layout()
-save(fig, "04_spike_vs_eps")
+save(fig, "06_spike_vs_eps")
 
 # %% [markdown]
 # ## Summary

@@ -167,7 +167,7 @@ ax.set_yticks(range(len(names)))
 ax.set_yticklabels(names, fontsize=8)
 ax.set_title("computed (colour, first mark) vs seed 001 Table 3 (in brackets)", fontsize=9)
 fig.tight_layout()
-save(fig, "05_table_vs_paper")
+save(fig, "07_table_vs_paper")
 print("every Table 3 row agrees:", result["agree_with_paper"])
 for line in result["differences"]:
     print(" ", line)
@@ -206,7 +206,7 @@ for ax, regime in zip(axes, ("mixed", "positive")):
 axes[0].set_ylabel("relative singular value", fontsize=8)
 fig.suptitle(f"n = {n_out}, d = {d_in}: softmax stops at d + 1 = {d_in + 1}", fontsize=10)
 fig.tight_layout()
-save(fig, "05_bottleneck_rank")
+save(fig, "07_bottleneck_rank")
 
 for name in ACTIVATIONS:
     regs = ranks[name]["regimes"]

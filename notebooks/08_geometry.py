@@ -75,7 +75,7 @@ for ax, name, title in ((axes[0], "softmax", "DPA (seed 004 Eq. 1)"),
     ax.legend(fontsize=7)
 axes[0].set_ylabel("n_keys x weight (1 = uniform)")
 fig.tight_layout()
-save(fig, "06_weight_vs_angle")
+save(fig, "08_weight_vs_angle")
 
 # %% [markdown]
 # DPA: maximum at 0°, minimum at ±180° for every $c$; the larger $c$, the
@@ -100,7 +100,7 @@ for ax, name, title in ((axes[0], "softmax", "DPA"), (axes[1], "expressive", "EA
     ax.tick_params(labelsize=7)
 axes[1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.1, 0.5))
 fig.tight_layout()
-save(fig, "06_polar")
+save(fig, "08_polar")
 
 # %% [markdown]
 # ## 2. How the contrast depends on $c = \beta|q||k|$
@@ -150,7 +150,7 @@ axes[1].set_xlabel("c = beta |q| |k|")
 axes[1].set_title("contrast against a fixed angle (Eqs. EG3, EG4)", fontsize=9)
 axes[1].legend(fontsize=7)
 fig.tight_layout()
-save(fig, "06_contrast")
+save(fig, "08_contrast")
 
 # %% [markdown]
 # ## 3. High dimension: random keys are nearly orthogonal
@@ -172,7 +172,7 @@ ax.set_xlabel("cos(angle) between a random key and the query")
 ax.set_ylabel("density")
 ax.legend(fontsize=8)
 fig.tight_layout()
-save(fig, "06_cosine_histograms")
+save(fig, "08_cosine_histograms")
 
 # %%
 planted = (1.0, -1.0, 0.7, -0.7, 0.4, -0.4)
@@ -191,7 +191,7 @@ for ax, name, title in ((axes[0], "softmax", "DPA"), (axes[1], "expressive", "EA
     ax.legend(fontsize=7)
 axes[0].set_ylabel("weight / max weight")
 fig.tight_layout()
-save(fig, "06_high_dim_scatter")
+save(fig, "08_high_dim_scatter")
 
 # %% [markdown]
 # How much weight does a random key get relative to the aligned key? For a
@@ -261,7 +261,7 @@ for i, (title, (X, Y, Z)) in enumerate(surfaces):
     ax.tick_params(labelsize=6)
 fig.suptitle("score z(x, y) on the diagonal q = k = (x, y)", fontsize=10)
 fig.tight_layout()
-save(fig, "06_diagonal_surfaces")
+save(fig, "08_diagonal_surfaces")
 
 # %% [markdown]
 # On the diagonal the RBF target is the constant 1 ($q = k$ means
@@ -295,7 +295,7 @@ for ax, (title, zz) in zip(axes, panels):
 axes[0].set_ylabel("k_2")
 fig.colorbar(cs_, ax=axes, shrink=0.85)
 fig.suptitle(f"score over keys k for the fixed query q = {q0} (red star)", fontsize=10)
-save(fig, "06_fixed_query_slices")
+save(fig, "08_fixed_query_slices")
 
 # %% [markdown]
 # ## 5. The fit: predicted against target
@@ -322,7 +322,7 @@ axes[2].set_ylabel("MLP training MSE")
 axes[2].legend(fontsize=7)
 axes[2].set_title("training curve", fontsize=9)
 fig.tight_layout()
-save(fig, "06_fit_scatter")
+save(fig, "08_fit_scatter")
 
 # %% [markdown]
 # ## Summary
