@@ -173,6 +173,19 @@ def check_float_array(x, name: str, *, min_ndim: int = 1, ndim: int | None = Non
         raise ValueError(f"{name}: expected a non-empty array, got shape {shape}")
 
 
+def check_int(value, name: str, least: int = 1) -> int:
+    """``value`` as a Python int, after checking it is an integer (not a bool) ``>= least``.
+
+    Raises ``TypeError`` for a non-integer and ``ValueError`` for one below
+    ``least``, each naming the argument ``name``.
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name}: expected an int >= {least}, got {type(value).__name__}")
+    if value < least:
+        raise ValueError(f"{name}: expected an int >= {least}, got {value}")
+    return int(value)
+
+
 def check_axis(axis, ndim: int, name: str = "axis") -> int:
     """Normalise ``axis`` to ``0 <= axis < ndim`` or raise a clear error."""
     if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, (int, np.integer)):

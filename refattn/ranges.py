@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from .activations import ACTIVATIONS, activation
-from .backend import check_axis, check_float_array
+from .backend import check_axis, check_float_array, check_int
 
 __all__ = [
     "tanhmax_l1_norm",
@@ -82,12 +82,7 @@ def _real(v, name):
     return float(v)
 
 
-def _int_at_least(v, name, least=1):
-    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
-        raise TypeError(f"{name}: expected an int, got {type(v).__name__}")
-    if v < least:
-        raise ValueError(f"{name}: expected an int >= {least}, got {v}")
-    return int(v)
+_int_at_least = check_int
 
 
 def _logsumexp(x, axis):

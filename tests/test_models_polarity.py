@@ -333,11 +333,11 @@ def test_bad_construction():
         PolarityClassifier(10, "tanhmax", "dot")
     with pytest.raises(ValueError, match="activation: expected one of"):
         PolarityClassifier(10, "tanh", "self")
-    with pytest.raises(ValueError, match="vocab_size: expected an integer >= 1"):
+    with pytest.raises(ValueError, match="vocab_size: expected an int >= 1"):
         PolarityClassifier(0)
-    with pytest.raises(TypeError, match="vocab_size: expected an integer"):
+    with pytest.raises(TypeError, match="vocab_size: expected an int"):
         PolarityClassifier(10.0)
-    with pytest.raises(TypeError, match="embed_dim: expected an integer"):
+    with pytest.raises(TypeError, match="embed_dim: expected an int"):
         PolarityClassifier(10, embed_dim=True)
     with pytest.raises(ValueError, match="scale: expected a positive finite number"):
         PolarityClassifier(10, scale=-3)
@@ -350,7 +350,7 @@ def test_bad_construction():
         m.init_params([])
     with pytest.raises(TypeError, match="seeds: expected a sequence of ints"):
         m.init_params(3)
-    with pytest.raises(ValueError, match="seeds\\[1\\]: expected an integer >= 0"):
+    with pytest.raises(ValueError, match="seeds\\[1\\]: expected an int >= 0"):
         m.init_params([1, -2])
     with pytest.raises(TypeError, match="dtype: expected a real floating dtype"):
         m.init_params([1], dtype=np.int64)

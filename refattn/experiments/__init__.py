@@ -10,13 +10,7 @@ small dataclasses); the plotting lives in the notebooks.
   ``derivations/08-neural-attention-expressivity.md``.
 """
 
-import numpy as _np
+from ..backend import check_int
 
 
-def _int(value, name, least=1):
-    """An int ``>= least`` (not a bool), else a clear error naming the argument."""
-    if isinstance(value, (bool, _np.bool_)) or not isinstance(value, (int, _np.integer)):
-        raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
-    if value < least:
-        raise ValueError(f"{name}: expected an int >= {least}, got {value}")
-    return int(value)
+_int = check_int

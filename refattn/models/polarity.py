@@ -389,7 +389,7 @@ class PolarityClassifier:
             raise TypeError(f"seeds: expected a sequence of ints (one per model), got {type(seeds).__name__}")
         if len(seeds) == 0:
             raise ValueError("seeds: expected at least one seed, got an empty sequence")
-        seeds = [_int(s, f"seeds[{i}]", minimum=0) for i, s in enumerate(seeds)]
+        seeds = [_int(s, f"seeds[{i}]", 0) for i, s in enumerate(seeds)]
         if np.dtype(dtype).kind != "f":
             raise TypeError(f"dtype: expected a real floating dtype, got {np.dtype(dtype)}")
         shapes = self.param_shapes()

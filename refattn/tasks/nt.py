@@ -45,9 +45,10 @@ import math
 import re
 import sys
 from dataclasses import dataclass
-from numbers import Integral
 
 import numpy as np
+
+from ..backend import check_int
 
 __all__ = [
     "VARIANTS",
@@ -109,13 +110,7 @@ _TASK_RE = re.compile(r"N([0-9]+)T([0-9]+)(-S|-R)?")
 # --------------------------------------------------------------------------
 
 
-def _int(value, name, minimum):
-    """``value`` as a Python int, after checking it is an integer >= ``minimum``."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, Integral):
-        raise TypeError(f"{name}: expected an int >= {minimum}, got {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"{name}: expected an int >= {minimum}, got {value}")
-    return int(value)
+_int = check_int
 
 
 def _variant(task):

@@ -61,6 +61,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..backend import check_int
+
 __all__ = [
     "NEUTRAL",
     "POSITIVE",
@@ -90,13 +92,7 @@ GROUP_NAMES = ("neutral", "positive", "negative", "unassigned")
 # --------------------------------------------------------------------------
 
 
-def _int(value, name, minimum):
-    """``value`` as an int after checking it is an integer (not bool) >= minimum."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name}: expected an integer, got {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"{name}: expected an integer >= {minimum}, got {value}")
-    return int(value)
+_int = check_int
 
 
 def _int_array(x, name, ndim):
