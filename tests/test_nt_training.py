@@ -119,3 +119,270 @@ def test_bad_input():
         ntt.run_nt(eval_every=0)
     with pytest.raises(ValueError, match="layout"):
         ntt.run_nt(layout="b_2")
+
+
+# --------------------------------------------------------------------------
+# mixtures, NT-R, learning-rate drop, snapshots, devices (derivations/15-nt-experiments.md)
+# --------------------------------------------------------------------------
+
+from refattn.backend import cupy_available  # noqa: E402
+from refattn.experiments import nt_figures as ntf  # noqa: E402
+from refattn.tasks.nt import generate, next_symbol, parse_task  # noqa: E402
+from refattn.train import train  # noqa: E402
+
+
+def test_parse_mixture_forms_and_canonical_names():
+    assert ntt.parse_mixture("N16T2") == ("N16T2", ("N16T2",), (1.0,))
+    assert ntt.parse_mixture("N16T2+N16T2-S") == ("N16T2+N16T2-S", ("N16T2", "N16T2-S"), (0.5, 0.5))
+    for spec in (["N16T2", "N16T2-S"], [("N16T2", 2), ("N16T2-S", 2)], {"N16T2": 1, "N16T2-S": 1}):
+        assert ntt.parse_mixture(spec)[0] == "N16T2+N16T2-S"
+    name, tasks, w = ntt.parse_mixture("N4T2:3+N4T3:1")
+    assert name == "N4T2:0.75+N4T3:0.25" and tasks == ("N4T2", "N4T3") and w == (0.75, 0.25)
+    assert ntt.parse_mixture(name) == (name, tasks, w)  # the canonical name parses to itself
+
+
+@pytest.mark.parametrize("bad, err, match", [
+    ("N16T2+N4T2", ValueError, "same basis"),
+    ("N4T2+N4T2", ValueError, "once"),
+    ("N4T2:0+N4T3", ValueError, "weight"),
+    ("N4T2:x+N4T3", ValueError, "WEIGHT"),
+    ({"N4T2": float("nan")}, ValueError, "weight"),
+    ("N4X2", ValueError, "name"),
+    (3, TypeError, "task"),
+    ([], TypeError, "task"),
+])
+def test_parse_mixture_rejects(bad, err, match):
+    with pytest.raises(err, match=match):
+        ntt.parse_mixture(bad)
+
+
+def _rule_holds(task, context, target):
+    _, _, tau = parse_task(task)
+    return np.array_equal(next_symbol(task, context[..., -(tau + 1):]), target)
+
+
+def test_mixture_batches_follow_each_rows_task_and_mix_both():
+    seeds = (0, 1, 2)
+    mk = ntt.make_batches("N4T2+N4T2-S", 6, seeds)
+    seen = []
+    for epoch in range(60):
+        b = mk(epoch)[0]
+        assert b["context"].shape == (3, 40, 6) and b["task_index"].shape == (3,)
+        for s in range(3):
+            task = ("N4T2", "N4T2-S")[b["task_index"][s]]
+            assert _rule_holds(task, b["context"][s], b["target"][s])
+            other = ("N4T2", "N4T2-S")[1 - b["task_index"][s]]
+            assert not _rule_holds(other, b["context"][s], b["target"][s])  # the two rules differ here
+        seen.extend(b["task_index"].tolist())
+    assert 0.3 < np.mean(seen) < 0.7  # 180 fair draws
+    alone = ntt.make_batches("N4T2+N4T2-S", 6, (2,))(7)[0]  # a seed's data do not depend on the others
+    np.testing.assert_array_equal(alone["context"][0], mk(7)[0]["context"][2])
+
+
+def test_ntr_batches_follow_eq9():
+    b = ntt.make_batches("N4T2-R", 5, (0, 1))(3)[0]
+    assert _rule_holds("N4T2-R", b["context"], b["target"])
+    assert not _rule_holds("N4T2", b["context"], b["target"])  # the switch to NT-S happens in 40 steps
+
+
+class _Oracle:
+    """A stand-in model whose greedy continuation follows one task's rule exactly."""
+
+    def __init__(self, task, n_con):
+        self.task, self.n_con = task, n_con
+
+    def generate(self, params, context, n_steps):
+        _, N, tau = parse_task(self.task)
+        S, B, n = context.shape
+        x = context.reshape(S * B, n)
+        out = generate(self.task, length=tau + 1 + n_steps, init=x[:, -(tau + 1):])[:, tau + 1:]
+        return out.reshape(S, B, n_steps)
+
+
+def test_evaluation_scores_each_task_of_a_mixture_separately():
+    oracle = _Oracle("N4T2", 7)
+    per = ntt.evaluate_tasks(oracle, None, "N4T2+N4T2-S", (0, 1), epoch=0, n_test=20, n_g=10)
+    assert set(per) == {"N4T2", "N4T2-S"}
+    np.testing.assert_array_equal(per["N4T2"], [1.0, 1.0])  # the oracle's own task: no error
+    assert np.all(per["N4T2-S"] < 1.0)
+    mixed = ntt.evaluate(oracle, None, "N4T2:3+N4T2-S:1", (0, 1), epoch=0, n_test=20, n_g=10)
+    per3 = ntt.evaluate_tasks(oracle, None, "N4T2:3+N4T2-S:1", (0, 1), epoch=0, n_test=20, n_g=10)
+    np.testing.assert_allclose(mixed, 0.75 * per3["N4T2"] + 0.25 * per3["N4T2-S"], rtol=0, atol=1e-15)
+    single = ntt.evaluate(_Oracle("N4T2-R", 7), None, "N4T2-R", (0,), epoch=2, n_test=5, n_g=10)
+    np.testing.assert_array_equal(single, [1.0])
+
+
+def test_mixture_run_reports_each_task():
+    r = ntt.run_nt("N3T1+N3T2-S", 5, "expressive", seeds=2, epochs=6, eval_every=3, n_test=4, n_g=5)
+    assert r["tasks"] == ["N3T1", "N3T2-S"] and r["weights"] == [0.5, 0.5]
+    acc = np.array(r["accuracy"])
+    by = {t: np.array(v) for t, v in r["accuracy_by_task"].items()}
+    assert acc.shape == (2, 2) and by["N3T1"].shape == (2, 2)
+    np.testing.assert_allclose(acc, 0.5 * by["N3T1"] + 0.5 * by["N3T2-S"], atol=1e-15)
+    assert r["final_accuracy_by_task"]["N3T1"] == pytest.approx(by["N3T1"][:, -1].mean())
+    assert "N3T2-S" in ntt.format_nt(r)
+    json.dumps(r)
+    rr = ntt.run_nt("N3T2-R", 5, "softmax", seeds=1, epochs=2, eval_every=2, n_test=3)
+    assert rr["variant"] == "NT-R" and "accuracy_by_task" not in rr
+
+
+def test_lr_drop_equals_two_training_phases():
+    E, f, T = 3, 4.0, 5
+    r = ntt.run_nt("N2T1", 4, "softmax", seeds=2, epochs=T, eval_every=100, n_test=1, n_g=1, lr_drop=(E, f))
+    plain = ntt.run_nt("N2T1", 4, "softmax", seeds=2, epochs=T, eval_every=100, n_test=1, n_g=1)
+    assert r["loss"][:E + 1] == plain["loss"][:E + 1] and r["loss"][E + 1:] != plain["loss"][E + 1:]
+    # by hand: E epochs at lr, then the rest at lr / f (epoch E's loss is taken before its step)
+    model = NTModel(2, 4, activation="softmax")
+    params = model.init_params((0, 1))
+    opt = ntt.SGD(params, lr=ntt.PAPER["lr"], momentum=ntt.PAPER["momentum"])
+    mk = ntt.make_batches("N2T1", 4, (0, 1))
+    first = train(model, params, opt, mk, epochs=E)["history"]
+    opt.lr = ntt.PAPER["lr"] / f
+    second = train(model, params, opt, lambda e: mk(e + E), epochs=T - E)["history"]
+    assert [float(np.mean(h["loss"])) for h in first + second] == r["loss"]
+    with pytest.raises(ValueError, match="lr_drop"):
+        ntt.run_nt(lr_drop=(0, 4))
+    with pytest.raises(TypeError, match="lr_drop"):
+        ntt.run_nt(lr_drop=4)
+
+
+def test_lr_drop_survives_a_resume(tmp_path):
+    ck = tmp_path / "drop.npz"
+    kw = dict(seeds=1, epochs=6, eval_every=3, n_test=2, n_g=2, lr_drop=(2, 4))
+    full = ntt.run_nt("N2T1", 4, "expressive", **kw)
+    ntt.run_nt("N2T1", 4, "expressive", checkpoint=ck, stop_after=3, **kw)  # stopped after the drop
+    assert ntt.run_nt("N2T1", 4, "expressive", checkpoint=ck, **kw)["loss"] == full["loss"]
+
+
+@pytest.mark.parametrize("attention", ["expressive", "softmax"])
+def test_snapshots_are_the_models_attention_for_one_fixed_context(attention, tmp_path):
+    n = 6
+    r = ntt.run_nt("N2T2", n, attention, seeds=(3, 4), epochs=4, eval_every=2, n_test=2, n_g=2,
+                   snapshot_epochs=(0, 2, 4))
+    snap = r["snapshots"]
+    assert snap["epochs"] == [0, 2, 4]
+    ctx = ntt.snapshot_context("N2T2", n)
+    assert snap["context"] == ctx.tolist()
+    A = np.array(snap["attention"])  # (3 epochs, 2 seeds, n, n)
+    assert A.shape == (3, 2, n, n)
+    model = NTModel(2, n, activation=attention)
+    init = model.forward(model.init_params((3, 4)), np.broadcast_to(ctx, (2, 1, n)))["attention"][:, 0]
+    np.testing.assert_array_equal(A[0], init)  # epoch 0 is the initial model
+    assert np.all(A >= 0) and np.all(A[..., np.triu_indices(n, 1)[0], np.triu_indices(n, 1)[1]] == 0)
+    np.testing.assert_allclose(A.sum(axis=-1), 1.0, atol=1e-12)  # rows normalised (Eqs. 1, 2)
+    assert not np.array_equal(A[0], A[2])  # training moved them
+    ck = tmp_path / "snap.npz"  # an interrupted and resumed run records the same snapshots
+    kw = dict(seeds=(3, 4), epochs=4, eval_every=2, n_test=2, n_g=2, snapshot_epochs=(0, 2, 4))
+    ntt.run_nt("N2T2", n, attention, checkpoint=ck, stop_after=2, **kw)
+    assert ntt.run_nt("N2T2", n, attention, checkpoint=ck, **kw)["snapshots"] == snap
+    with pytest.raises(ValueError, match="snapshot_epochs"):
+        ntt.run_nt("N2T2", n, attention, epochs=4, snapshot_epochs=(5,))
+
+
+def test_attention_snapshots_and_dynamic_range():
+    s = ntf.attention_snapshots("N2T3", 5, seed=1, epochs=(0, 3), n_test=2, n_g=2)
+    assert s["epochs"] == [0, 3] and len(s["context"]) == 5
+    assert set(s["attention"]) == {"expressive", "softmax"}
+    assert np.array(s["attention"]["softmax"]).shape == (2, 5, 5)
+    # dynamic range: row 1 left out, causal entries only, smallest floored
+    A = np.array([[1.0, 0, 0], [0.9, 0.1, 0], [1e-3, 0.5, 0.499]])
+    assert ntf.dynamic_range(A) == pytest.approx(np.log10(0.9 / 1e-3))
+    A[2, 0] = 0.0
+    assert ntf.dynamic_range(A, floor=1e-8) == pytest.approx(np.log10(0.9) + 8)
+    with pytest.raises(ValueError, match="square"):
+        ntf.dynamic_range(np.ones((2, 3)))
+
+
+def test_figure_runners_format_and_plot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    r = ntf.run_fig3((32,), seeds=1, epochs=2, eval_every=1, n_test=2)  # the paper's task, two epochs
+    table = ntf.format_nt_figure(r)
+    dpa = [line for line in table.splitlines() if line.startswith("| 32 | DPA |")]
+    assert len(dpa) == 1 and "0.55: plateau" in dpa[0]
+    assert ntf.plot_nt_figure(r).axes
+    m = ntf.run_mixture("N3T1+N3T2-S", 4, seeds=1, epochs=4, eval_every=2, n_test=2, lr_drop=(2, 4))
+    assert len(ntf.format_nt_figure(m).splitlines()) == 4 + 4  # header + 2 attentions x 2 tasks
+    assert ntf.plot_nt_figure(m).axes
+    f4 = ntf.run_nt_figure("fig4", task="N2T2", n_con=4, seeds=2, epochs=2, eval_every=1, n_test=2,
+                           snapshot_epochs=(0, 2))
+    assert set(f4["dynamic_range"]) == {"expressive", "softmax"} and len(f4["dynamic_range"]["softmax"]["2"]) == 2
+    assert "decades" in ntf.format_nt_figure(f4)
+    assert len(ntf.plot_nt_figure(f4).axes) >= 1 + 4
+    json.dumps(f4)
+    with pytest.raises(ValueError, match="name"):
+        ntf.run_nt_figure("fig5")
+    with pytest.raises(ValueError, match="mixture"):
+        ntf.run_mixture("N16T2")
+    with pytest.raises(ValueError, match="NT-R"):
+        ntf.run_ntr(task="N16T2")
+
+
+def test_seed_scaling_and_speedup_report_their_parts():
+    r = ntt.seed_scaling("N2T1", 4, sizes=(1, 2), epochs=2, repeats=1)
+    assert [row["S"] for row in r["rows"]] == [1, 2]
+    for row in r["rows"]:
+        assert row["total_ms"] == pytest.approx(row["batches_ms"] + row["loss_and_grad_ms"] + row["step_ms"])
+        assert row["ms_per_seed"] == pytest.approx(row["total_ms"] / row["S"])
+    assert "best batched speed-up" in ntt.format_seed_scaling(r)
+    with pytest.raises(ValueError, match="sizes"):
+        ntt.seed_scaling(sizes=(0,))
+    prof = ntt.profile_loss_and_grad("N2T1", 4, seeds=2, calls=3, top=4)
+    assert len(prof["rows"]) == 4 and 0 < sum(r["share"] for r in prof["rows"]) <= 1 + 1e-12
+    assert any("loss_and_grad" in r["function"] for r in ntt.profile_loss_and_grad("N2T1", 4, seeds=1, calls=2,
+                                                                                   top=100)["rows"])
+
+
+def test_device_argument():
+    with pytest.raises(ValueError, match="device"):
+        ntt.run_nt("N2T1", 4, seeds=1, epochs=1, device="tpu")
+    assert ntt.array_module_for("cpu") is np
+    if not cupy_available():
+        with pytest.raises(RuntimeError, match="CuPy"):
+            ntt.run_nt("N2T1", 4, seeds=1, epochs=1, device="gpu")
+
+
+@pytest.mark.skipif(not cupy_available(), reason="CuPy with a CUDA device is needed")
+def test_gpu_run_matches_the_cpu_run():
+    kw = dict(seeds=2, epochs=5, eval_every=5, n_test=4, n_g=3, snapshot_epochs=(0, 5))
+    cpu = ntt.run_nt("N3T2", 5, "expressive", **kw)
+    gpu = ntt.run_nt("N3T2", 5, "expressive", device="gpu", **kw)
+    np.testing.assert_allclose(gpu["loss"], cpu["loss"], rtol=1e-9)
+    np.testing.assert_allclose(gpu["snapshots"]["attention"], cpu["snapshots"]["attention"], rtol=1e-8, atol=1e-12)
+    json.dumps(gpu)
+    with pytest.raises(ValueError, match="checkpoint"):
+        ntt.run_nt("N3T2", 5, device="gpu", checkpoint="x.npz", **kw)
+
+
+def test_a_run_on_a_fake_device_matches_the_cpu_run(monkeypatch):
+    # tests/fake_device.py: NumPy behind an array type that refattn treats as CuPy and that
+    # raises on any implicit host copy or NumPy call on its data, so device="gpu" runs the
+    # GPU branch of every array_module() call here on the CPU.
+    fake_device = pytest.importorskip("fake_device")
+    kw = dict(seeds=2, epochs=4, eval_every=2, n_test=3, n_g=3, snapshot_epochs=(0, 4))
+    cpu = ntt.run_nt("N3T2+N3T1", 5, "expressive", **kw)
+    xp = fake_device.install(monkeypatch)
+    assert ntt.array_module_for("gpu") is xp
+    dev = ntt.run_nt("N3T2+N3T1", 5, "expressive", device="gpu", **kw)
+    assert dev["device"] == "gpu"
+    np.testing.assert_allclose(dev["loss"], cpu["loss"], rtol=1e-12)
+    np.testing.assert_allclose(dev["snapshots"]["attention"], cpu["snapshots"]["attention"], rtol=1e-12, atol=0)
+    assert dev["accuracy_by_task"] == cpu["accuracy_by_task"]
+    json.dumps(dev)  # everything came back to the host
+
+
+@pytest.mark.parametrize("task", ["N2T5", "N16T2-S", "N3T2-R"])
+def test_series_of_all_seeds_equal_one_generate_call_per_seed(task):
+    # the batched series (one loop over time for all seeds) are, bit for bit, what a call of
+    # tasks.nt.generate per seed with the documented stream default_rng([seed, epoch, salt]) gives
+    seeds, epoch = (4, 0, 9), 7
+    b = ntt.make_batches(task, 6, seeds)(epoch)[0]
+    for i, s in enumerate(seeds):
+        x = generate(task, length=46, batch=1, rng=np.random.default_rng([s, epoch, 0]))[0]
+        np.testing.assert_array_equal(b["context"][i, 0], x[:6])
+        np.testing.assert_array_equal(b["target"][i], x[6:46])
+    test = ntt._series(task, 3, 10, seeds, epoch, salt=(1, 2))
+    for i, s in enumerate(seeds):
+        np.testing.assert_array_equal(test[i], generate(task, length=10, batch=3,
+                                                        rng=np.random.default_rng([s, epoch, 1, 2])))

@@ -41,6 +41,14 @@ very code that runs; :meth:`NTModel.loss_and_grad` is the hand-derived
 backward pass (``derivations/11-nt-model.md``, section 4), which reuses
 :func:`refattn.attention.attention_backward` (the value product, the
 activation's VJP with the causal mask, the dot-product score's VJP).
+
+Devices: the parameters may be CuPy arrays (all of them on the GPU); the
+array module follows them (:func:`refattn.backend.array_module`). Contexts
+and targets are host integer arrays, as :mod:`refattn.tasks.nt` makes them;
+the forward pass copies them to the parameters' device with one explicit
+``xp.asarray`` (a no-op on NumPy), and :meth:`NTModel.generate` copies each
+step's predictions back with :func:`refattn.backend.to_numpy`. No other copy
+between host and device happens.
 """
 
 from __future__ import annotations
@@ -54,7 +62,7 @@ import numpy as np
 
 from ..activations import Activation, activation as _activation
 from ..attention import attention, attention_backward
-from ..backend import array_module, check_float_array, dtype_of, is_traced, stop_gradient
+from ..backend import array_module, check_float_array, dtype_of, is_traced, stop_gradient, to_numpy
 from ..scores import score as _score
 from ..tasks.nt import _int, _symbols as _task_symbols
 
@@ -173,9 +181,47 @@ def _ln(x, eps):
 
 def _ln_back(z, r, grad_z):
     """Eq. B5 of the derivation: ``r (u - mean u - z mean(u z))`` with ``u = grad_z``."""
-    mean_u = np.mean(grad_z, axis=-1, keepdims=True)  # (..., 1)
-    mean_uz = np.mean(grad_z * z, axis=-1, keepdims=True)  # (..., 1)
+    xp = array_module(grad_z)
+    mean_u = xp.mean(grad_z, axis=-1, keepdims=True)  # (..., 1)
+    mean_uz = xp.mean(grad_z * z, axis=-1, keepdims=True)  # (..., 1)
     return r * (grad_z - mean_u - z * mean_uz)
+
+
+def check_seeds_and_dtype(seeds, dtype):
+    """``seeds`` as a list of ints >= 0 (non-empty), after checking ``dtype`` is a real float dtype."""
+    if isinstance(seeds, (str, bytes)) or not hasattr(seeds, "__len__") or len(seeds) == 0:
+        raise TypeError("seeds: expected a non-empty sequence of ints >= 0, e.g. [0, 1, 2]")
+    seeds = [_int(s, "seeds[]", 0) for s in seeds]
+    if np.dtype(dtype).kind != "f":
+        raise TypeError(f"dtype: expected a real floating dtype (float32 or float64), got {np.dtype(dtype)}")
+    return seeds
+
+
+def check_seed_params(params, shapes, model):
+    """Check a model's parameter dict: the keys of ``shapes``, float arrays of
+    shape ``(S,) + shapes[name]`` with one seed count ``S``; return ``S``.
+
+    ``model`` (a description) goes into the error messages. Shared by every
+    model batched over seeds (:class:`NTModel`,
+    :class:`refattn.models.decoder.DecoderLM`).
+    """
+    names = list(shapes)
+    if not (isinstance(params, Mapping) or is_traced(params)):  # autograd boxes a dict as DictBox
+        raise TypeError(f"params: expected a dict with keys {names} ({model}), got {type(params).__name__}")
+    missing = [k for k in names if k not in params]
+    extra = sorted(set(params) - set(names))
+    if missing or extra:
+        raise ValueError(f"params: expected the keys {names} ({model}); missing {missing}, unexpected {extra}")
+    S = None
+    for name, shape in shapes.items():
+        check_float_array(params[name], f"params[{name!r}]")
+        got = np.shape(stop_gradient(params[name]))
+        if S is None:
+            S = got[0] if len(got) == len(shape) + 1 else -1
+        if got != (S,) + shape:
+            raise ValueError(f"params[{name!r}]: expected shape (S,) + {shape} with one S for every "
+                             f"parameter, got {got} ({model})")
+    return S
 
 
 def layer_norm(x, eps=1e-5):
@@ -253,7 +299,8 @@ def _grad_W(grad_y, x):
 
 def _grad_x(W, grad_y):
     """Eq. B2 for ``y = _apply(W, x)``: ``dx[s, b, m] = W[s, m]^T dy[s, b, m]``, (S, B, n, i)."""
-    return np.swapaxes(np.swapaxes(grad_y, 1, 2) @ W, 1, 2)  # (S, n, B, o) @ (S, n, o, i)
+    xp = array_module(W, grad_y)
+    return xp.swapaxes(xp.swapaxes(grad_y, 1, 2) @ W, 1, 2)  # (S, n, B, o) @ (S, n, o, i)
 
 
 # --------------------------------------------------------------------------
@@ -422,11 +469,7 @@ class NTModel:
         dict of str to ndarray
             Shapes ``(S,) + param_shapes()[name]``.
         """
-        if isinstance(seeds, (str, bytes)) or not hasattr(seeds, "__len__") or len(seeds) == 0:
-            raise TypeError("seeds: expected a non-empty sequence of ints >= 0, e.g. [0, 1, 2]")
-        seeds = [_int(s, "seeds[]", 0) for s in seeds]
-        if np.dtype(dtype).kind != "f":
-            raise TypeError(f"dtype: expected a real floating dtype (float32 or float64), got {np.dtype(dtype)}")
+        seeds = check_seeds_and_dtype(seeds, dtype)
         shapes = self.param_shapes()
         biases = [k for k in self.param_names if k not in MATRIX_NAMES]
         per_seed = []
@@ -444,23 +487,7 @@ class NTModel:
 
     def _check_params(self, params):
         """Validate ``params``; return the number of seeds ``S``."""
-        if not (isinstance(params, Mapping) or is_traced(params)):  # autograd boxes a dict as DictBox
-            raise TypeError(f"params: expected a dict with keys {self.param_names}, got {type(params).__name__}")
-        missing = [k for k in self.param_names if k not in params]
-        extra = sorted(set(params) - set(self.param_names))
-        if missing or extra:
-            raise ValueError(f"params: expected the keys {self.param_names} (layout {self.layout!r}); "
-                             f"missing {missing}, unexpected {extra}")
-        S = None
-        for name, shape in self.param_shapes().items():
-            check_float_array(params[name], f"params[{name!r}]")
-            got = np.shape(stop_gradient(params[name]))
-            if S is None:
-                S = got[0] if len(got) == len(shape) + 1 else -1
-            if got != (S,) + shape:
-                raise ValueError(f"params[{name!r}]: expected shape (S,) + {shape} with one S for every "
-                                 f"parameter, got {got} ({self!r})")
-        return S
+        return check_seed_params(params, self.param_shapes(), f"{self!r}, layout {self.layout!r}")
 
     def _check_context(self, context, S):
         context = np.asarray(context)
@@ -482,8 +509,9 @@ class NTModel:
         p = params
         xp = array_module(*(p[k] for k in self.param_names))
         S, B, n = context.shape
-        eye = np.eye(self.d, dtype=dtype_of(p["W_Q"]))
-        X = eye[context]  # (S, B, n, d) one-hot, M1 (a constant)
+        ctx = xp.asarray(context)  # host symbols to the parameters' device: the one explicit copy (no-op on NumPy)
+        eye = xp.eye(self.d, dtype=dtype_of(p["W_Q"]))  # (d, d)
+        X = eye[ctx]  # (S, B, n, d) one-hot, M1 (a constant)
         Z1, _ = _ln(X, self.ln_eps)  # (S, B, n, d) M2 (a constant: no gradient flows into X)
         Q = self._add_bias("b_Q", _apply(p["W_Q"], Z1), p)  # (S, B, n, d) M3
         K = self._add_bias("b_K", _apply(p["W_K"], Z1), p)  # (S, B, n, d)
@@ -501,8 +529,9 @@ class NTModel:
 
     def _loss(self, y, target):
         """Eq. M10: per seed, the mean over examples and outputs of ``(y - e_target)^2``."""
-        err = y - np.eye(self.d, dtype=dtype_of(y))[target]  # (S, B, d)
-        return array_module(y).mean(err * err, axis=(1, 2)), err  # (S,)
+        xp = array_module(y)
+        err = y - xp.eye(self.d, dtype=dtype_of(y))[xp.asarray(target)]  # (S, B, d)
+        return xp.mean(err * err, axis=(1, 2)), err  # (S,)
 
     def forward(self, params, context):
         """The model's outputs for a batch of contexts (Eqs. M1-M9), for evaluation.
@@ -527,7 +556,7 @@ class NTModel:
         S = self._check_params(params)
         context = self._check_context(context, S)
         y, c = self._forward(params, context)
-        return {"out": y, "prediction": np.argmax(y, axis=-1), "attention": c["A"],
+        return {"out": y, "prediction": array_module(y).argmax(y, axis=-1), "attention": c["A"],
                 "scores": c["s"], "hidden": c["G"]}
 
     def predict(self, params, context):
@@ -559,7 +588,7 @@ class NTModel:
         out = np.empty(window.shape[:2] + (n_steps,), dtype=np.int64)  # (S, B, n_steps)
         for t in range(n_steps):
             y, _ = self._forward(params, window)
-            out[..., t] = np.argmax(y, axis=-1)
+            out[..., t] = to_numpy(array_module(y).argmax(y, axis=-1))  # (S, B) explicit copy to the host
             window = np.concatenate([window[..., 1:], out[..., t:t + 1]], axis=-1)  # slide by one
         return out
 
@@ -627,7 +656,8 @@ class NTModel:
         g = {}
         dy = (2.0 / (B * d)) * err  # (S, B, d)                     B1: dL/dy
         G_flat = c["G"].reshape(S, B, n * d)  # (S, B, n d)
-        g["W_r"] = np.swapaxes(dy, -1, -2) @ G_flat  # (S, d, n d)   B3: y = W_r G + b_r
+        xp = array_module(y)
+        g["W_r"] = xp.swapaxes(dy, -1, -2) @ G_flat  # (S, d, n d)   B3: y = W_r G + b_r
         if self.shared == "b_r":
             g["b_r"] = dy.sum(axis=1)  # (S, d)
         dG = (dy @ p["W_r"]).reshape(S, B, n, d)  # (S, B, n, d)
@@ -643,8 +673,8 @@ class NTModel:
             g["W_" + key] = _grad_W(d_att[key], c["Z1"])  # (S, n, d, d)
             self._bias_grad("b_" + key, d_att[key], g)  # (S, n, d) or (S, d)   B11
         grads = {name: g[name] for name in self.param_names}
-        pred = np.argmax(y, axis=-1)
-        aux = {"out": y, "prediction": pred, "correct": pred == target,
+        pred = xp.argmax(y, axis=-1)  # (S, B), on the parameters' device
+        aux = {"out": y, "prediction": pred, "correct": pred == xp.asarray(target),
                "scores": c["s"], "attention": c["A"]}
         return loss, grads, aux
 
