@@ -24,3 +24,37 @@ def random_scores(name, shape, rng, scale=2.0):
 @pytest.fixture
 def rng():
     return np.random.default_rng(12345)
+
+
+#: The array backends the GPU parity tests run on (tests/test_gpu_parity.py).
+#: "numpy" and "fake_device" run everywhere; "cupy" needs CuPy and a CUDA device.
+XP_BACKENDS = ("numpy", "fake_device", "cupy")
+
+
+@pytest.fixture(params=XP_BACKENDS)
+def xp(request, monkeypatch):
+    """The array namespace a parity test runs refattn on.
+
+    * ``numpy``: NumPy itself (inputs are copies, so a test comparing with a
+      NumPy reference is numpy-vs-numpy and checks the comparison machinery);
+    * ``fake_device``: :mod:`fake_device`, NumPy behind an array type that
+      refattn treats as a CuPy array and that raises on any implicit host copy
+      or NumPy call on its data (runs on CPU, so CI exercises the GPU code paths);
+    * ``cupy``: CuPy on a CUDA device; skipped where CuPy or a device is absent.
+
+    Move inputs with ``xp.array(host)`` (a copy) and results back with
+    ``refattn.backend.to_numpy``; results are instances of ``xp.ndarray``.
+    """
+    if request.param == "numpy":
+        return np
+    if request.param == "fake_device":
+        import fake_device
+
+        return fake_device.install(monkeypatch)
+    from refattn.backend import cupy_available
+
+    if not cupy_available():
+        pytest.skip("CuPy with a CUDA device is not available")
+    import cupy
+
+    return cupy
