@@ -17,6 +17,15 @@
                            seed 001 Table 1: attention weights against gradient and leave-one-out importance
     refattn sst2 [--data DIR] [--json] [--out DIR]
                            seed 001 Table 2 (dev accuracy over seeds) and its Figure 1 on SST-2
+    refattn nt-figure {fig3,fig4,fig6,fig7} [--json] [--out DIR]
+                           seed 004's figures (N16T2 plateaus, N2T5, the mixture, NT-R), ours beside the paper's
+    refattn rank-collapse [--json] [--out DIR]
+                           residual ratio against depth for every activation (seed 001 Fig. 4), two forms
+    refattn neural-cost [--json] [--out DIR]
+                           Neural Attention's score memory and time: concatenated, decomposed, chunked
+    refattn lm [--data DIR|toy] [--json] [--out DIR]
+                           toy character language model on SST-2 sentences, every activation (seed 001
+                           Table 4, seed 003 Table 1)
 """
 
 from __future__ import annotations
@@ -63,9 +72,9 @@ def _cmd_nt_cycles(args) -> int:
     return 0
 
 
-def _write_figure(folder, name, draw, result):
+def _write_figure(folder, name, draw, result, key="figure"):
     """Draw a figure with ``draw()`` (a function returning it) into ``folder/name``
-    and record the path in ``result["figure"]``."""
+    and record the path in ``result[key]``."""
     import os  # noqa: PLC0415
 
     import matplotlib  # noqa: PLC0415
@@ -74,7 +83,7 @@ def _write_figure(folder, name, draw, result):
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, name)
     draw().savefig(path, dpi=110, bbox_inches="tight")
-    result["figure"] = path
+    result[key] = path
 
 
 def _cmd_dynamics(args) -> int:
@@ -102,7 +111,8 @@ def _cmd_nt(args) -> int:
     result = run_nt(args.task, args.context, args.attention, seeds=args.seeds, epochs=args.epochs,
                     eval_every=args.eval_every, n_test=args.n_test, checkpoint=args.checkpoint,
                     progress=None if not args.json else False, layout=args.layout, init_scale=args.init_scale,
-                    bias_init=args.bias_init)
+                    bias_init=args.bias_init, device=args.device,
+                    lr_drop=None if args.lr_drop is None else (int(args.lr_drop[0]), args.lr_drop[1]))
     if args.out:
         from .plots import plot_nt_run  # noqa: PLC0415
 
@@ -147,6 +157,64 @@ def _cmd_sst2(args) -> int:
                       epochs=args.epochs, figure_seed=args.figure_seed, checkpoint_dir=args.checkpoint_dir,
                       out=args.out, progress=None if not args.json else False)
     print(json.dumps(result, indent=2) if args.json else format_sst2(result))
+    return 0
+
+
+def _csv(text):
+    return tuple(x for x in text.split(",") if x)
+
+
+def _ints(text):
+    return tuple(int(x) for x in _csv(text))
+
+
+def _cmd_nt_figure(args) -> int:
+    from .experiments.nt_figures import format_nt_figure, plot_nt_figure, run_nt_figure  # noqa: PLC0415
+
+    options = {k: v for k, v in (("seeds", args.seeds), ("epochs", args.epochs)) if v is not None}
+    if args.lr is not None:
+        options["lr"] = args.lr
+    result = run_nt_figure(args.figure, progress=None if not args.json else False, device=args.device, **options)
+    if args.out:
+        _write_figure(args.out, f"nt_{args.figure}.png", lambda: plot_nt_figure(result), result, key="figure_file")
+    print(json.dumps(result, indent=2) if args.json else format_nt_figure(result))
+    return 0
+
+
+def _cmd_rank_collapse(args) -> int:
+    from .experiments.rank_collapse import format_rank_collapse, plot_rank_collapse, run_rank_collapse  # noqa: PLC0415
+
+    result = run_rank_collapse(None if args.activations is None else _csv(args.activations), depth=args.depth,
+                               n=args.n, d=args.d, heads=args.heads, seeds=args.seeds, inputs=args.inputs,
+                               architectures=_csv(args.architectures), seed=args.seed, rescale=args.rescale,
+                               progress=None if not args.json else False)
+    if args.out:
+        _write_figure(args.out, "rank_collapse.png", lambda: plot_rank_collapse(result), result)
+    print(json.dumps(result, indent=2) if args.json else format_rank_collapse(result))
+    return 0
+
+
+def _cmd_neural_cost(args) -> int:
+    from .experiments.neural_cost import format_neural_cost, plot_neural_cost, run_neural_cost  # noqa: PLC0415
+
+    result = run_neural_cost(_ints(args.ns), _ints(args.d_primes), batch=args.batch, heads=args.heads,
+                             hidden=args.hidden, chunk=args.chunk, budget_mib=_ints(args.budget_mib),
+                             repeats=args.repeats, seed=args.seed, progress=None if not args.json else False)
+    if args.out:
+        _write_figure(args.out, "neural_cost.png", lambda: plot_neural_cost(result), result)
+    print(json.dumps(result, indent=2) if args.json else format_neural_cost(result))
+    return 0
+
+
+def _cmd_lm(args) -> int:
+    from .experiments.lm import format_lm, plot_lm, run_lm  # noqa: PLC0415
+
+    result = run_lm(_csv(args.activations), data=args.data, seeds=args.seeds, steps=args.steps, layers=args.layers,
+                    width=args.width, level=args.level, lr=args.lr, checkpoint_dir=args.checkpoint_dir,
+                    progress=None if not args.json else False)
+    if args.out:
+        _write_figure(args.out, "lm.png", lambda: plot_lm(result), result)
+    print(json.dumps(result, indent=2) if args.json else format_lm(result))
     return 0
 
 
@@ -205,6 +273,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--init-scale", type=float, default=1.0,
                    help="multiplies the half-width of the uniform initialisation (default 1: 1/sqrt(fan_in))")
     p.add_argument("--bias-init", default="zeros", choices=["zeros", "uniform"], help="bias initialisation")
+    p.add_argument("--lr-drop", type=float, nargs=2, metavar=("EPOCH", "FACTOR"),
+                   help="divide the learning rate by FACTOR from EPOCH on (seed 004's mixture run)")
+    p.add_argument("--device", default="cpu", choices=["cpu", "gpu"], help="NumPy on the CPU or CuPy on the GPU")
     p.add_argument("--count-params", action="store_true", help="print only the parameter count")
     p.add_argument("--json", action="store_true", help="print the results as one JSON object")
     p.add_argument("--out", help="folder to write the accuracy figure into")
@@ -249,6 +320,62 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the results as one JSON object")
     p.add_argument("--out", help="folder to write sst2_fig1.png into")
     p.set_defaults(func=_cmd_sst2)
+    from .experiments.lm import DEFAULTS as LM, VARIANTS  # noqa: PLC0415
+    from .experiments.nt_figures import FIGURES  # noqa: PLC0415
+
+    p = sub.add_parser("nt-figure", help="seed 004's figures, short runs, ours beside the paper's numbers")
+    p.add_argument("figure", choices=FIGURES, help="fig3 (N16T2), fig4 (N2T5), fig6 (mixture), fig7 (NT-R)")
+    p.add_argument("--seeds", type=int, default=None, help="number of seeds (default: the figure's)")
+    p.add_argument("--epochs", type=int, default=None, help="epochs of every run (default: the figure's)")
+    p.add_argument("--lr", type=float, default=None, help="learning rate (default seed 004's 0.02)")
+    p.add_argument("--device", default="cpu", choices=["cpu", "gpu"], help="NumPy on the CPU or CuPy on the GPU")
+    p.add_argument("--json", action="store_true", help="print the results as one JSON object")
+    p.add_argument("--out", help="folder to write nt_<figure>.png into")
+    p.set_defaults(func=_cmd_nt_figure)
+    p = sub.add_parser("rank-collapse", help="residual ratio against depth for every activation, pure attention, "
+                                             "with skips and with feed-forward layers (seed 001 Fig. 4)")
+    p.add_argument("--activations", default=None, help="comma-separated (default: every registered activation)")
+    p.add_argument("--architectures", default="pure,skip,ffn", help="comma-separated (default pure,skip,ffn)")
+    p.add_argument("--depth", type=int, default=12, help="layers (default 12)")
+    p.add_argument("--n", type=int, default=8, help="tokens (default 8)")
+    p.add_argument("--d", type=int, default=16, help="model width (default 16)")
+    p.add_argument("--heads", type=int, default=2, help="heads (default 2)")
+    p.add_argument("--seeds", type=int, default=2, help="weight draws (default 2)")
+    p.add_argument("--inputs", type=int, default=2, help="inputs per weight draw (default 2)")
+    p.add_argument("--rescale", action="store_true", help="rescale the tokens to a fixed norm after every layer")
+    p.add_argument("--seed", type=int, default=0, help="seed (default 0)")
+    p.add_argument("--json", action="store_true", help="print the results as one JSON object")
+    p.add_argument("--out", help="folder to write rank_collapse.png into")
+    p.set_defaults(func=_cmd_rank_collapse)
+    p = sub.add_parser("neural-cost", help="Neural Attention's score memory and time, concatenated vs decomposed "
+                                           "vs chunked, as ratios to dot-product scores (seed 003 Tables 6-8)")
+    p.add_argument("--ns", default="128,256,512,785,1024", help="sequence lengths (default 128,256,512,785,1024)")
+    p.add_argument("--d-primes", default="2,16,64", help="projected widths d' (default 2,16,64)")
+    p.add_argument("--batch", type=int, default=1, help="batch (default 1)")
+    p.add_argument("--heads", type=int, default=1, help="heads (default 1)")
+    p.add_argument("--hidden", type=int, default=16, help="hidden units of the score MLP (default 16)")
+    p.add_argument("--chunk", type=int, default=64, help="query rows per chunk (default 64)")
+    p.add_argument("--budget-mib", default="256,1024", help="memory budgets for the longest n (default 256,1024)")
+    p.add_argument("--repeats", type=int, default=3, help="timing repeats, best taken (default 3)")
+    p.add_argument("--seed", type=int, default=0, help="seed (default 0)")
+    p.add_argument("--json", action="store_true", help="print the results as one JSON object")
+    p.add_argument("--out", help="folder to write neural_cost.png into")
+    p.set_defaults(func=_cmd_neural_cost)
+    p = sub.add_parser("lm", help="toy character language model on SST-2 sentences: every activation, the Cog "
+                                  "hybrid and Neural Attention in layer 0, same budget, seeds batched")
+    p.add_argument("--data", default=None, help="SST-2 folder (default $REFATTN_SST2, else ../shared/data/sst2), "
+                                                "or 'toy' for generated sentences")
+    p.add_argument("--activations", default=",".join(VARIANTS), help=f"comma-separated (default {','.join(VARIANTS)})")
+    p.add_argument("--seeds", type=int, default=LM["seeds"], help=f"seeds (default {LM['seeds']})")
+    p.add_argument("--steps", type=int, default=LM["steps"], help=f"Adam steps (default {LM['steps']})")
+    p.add_argument("--layers", type=int, default=LM["layers"], help=f"layers (default {LM['layers']})")
+    p.add_argument("--width", type=int, default=LM["width"], help=f"model width (default {LM['width']})")
+    p.add_argument("--level", default=LM["level"], choices=["char", "word"], help="tokens (default char)")
+    p.add_argument("--lr", type=float, default=LM["lr"], help=f"Adam learning rate (default {LM['lr']})")
+    p.add_argument("--checkpoint-dir", help="folder for resumable checkpoints, one per variant")
+    p.add_argument("--json", action="store_true", help="print the results as one JSON object")
+    p.add_argument("--out", help="folder to write lm.png into")
+    p.set_defaults(func=_cmd_lm)
     return parser
 
 

@@ -127,3 +127,30 @@ def test_nt_cli_layout_flags(tmp_path, capsys):
     assert (tmp_path / "nt_N2T1_4_expressive_b_2+b_r.png").is_file()
     with pytest.raises(SystemExit):
         main(["nt", "--layout", "b_2"])
+
+
+@pytest.mark.parametrize("argv,figure", [
+    (["rank-collapse", "--depth", "3", "--seeds", "1", "--inputs", "1", "--activations", "softmax,tanhmax"],
+     "rank_collapse.png"),
+    (["neural-cost", "--ns", "32,48", "--d-primes", "2", "--budget-mib", "8", "--repeats", "1"], "neural_cost.png"),
+    (["nt-figure", "fig4", "--seeds", "2", "--epochs", "4"], "nt_fig4.png"),
+    (["lm", "--data", "toy", "--activations", "softmax,cog-hybrid", "--seeds", "1", "--steps", "2", "--layers", "3",
+      "--width", "16"], "lm.png"),
+])
+def test_issue5_and_issue6_commands(argv, figure, tmp_path, capsys):
+    """Each command prints one JSON object with --json and writes its figure with --out."""
+    assert main(argv + ["--json", "--out", str(tmp_path)]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert isinstance(result, dict) and result
+    assert (tmp_path / figure).is_file()
+    assert main(argv) == 0  # and the readable table
+    assert capsys.readouterr().out.strip()
+
+
+def test_rank_collapse_cli_gives_both_residual_forms(capsys):
+    assert main(["rank-collapse", "--depth", "2", "--seeds", "1", "--inputs", "1", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    text = json.dumps(r)
+    assert "residual_code" in text and "residual_exact" in text
+    for name in ACTIVATIONS:
+        assert name in text, name

@@ -220,7 +220,7 @@ def dynamic_range(A, floor=LOG_FLOOR):
     return float(np.log10(w.max()) - np.log10(max(w.min(), floor)))
 
 
-def run_fig4(task="N2T5", n_con=16, *, seeds=16, epochs=2000, eval_every=20, snapshot_epochs=(0, 200, 2000),
+def run_fig4(task="N2T5", n_con=16, *, seeds=16, epochs=2000, eval_every=20, snapshot_epochs=None,
              n_test=PAPER["n_test"], attentions=_ATT, progress=None, **run_options):
     """Seed 004 Fig. 4: N2T5 (802 parameters), accuracy of EA and DPA and attention snapshots.
 
@@ -235,6 +235,8 @@ def run_fig4(task="N2T5", n_con=16, *, seeds=16, epochs=2000, eval_every=20, sna
         As :func:`run_fig3`, plus ``dynamic_range``: ``{attention: {epoch:
         [decades per seed]}}``.
     """
+    if snapshot_epochs is None:
+        snapshot_epochs = tuple(sorted({0, int(epochs) // 10, int(epochs)}))
     out = _runs("fig4", task, (n_con,), attentions, epochs, eval_every, seeds=seeds, n_test=n_test,
                 snapshot_epochs=snapshot_epochs, progress=progress, **run_options)
     out["dynamic_range"] = {
@@ -495,36 +497,3 @@ def plot_nt_figure(result, seed_index=0):
     axes[0, 0].legend(fontsize=7)
     fig.tight_layout()
     return fig
-
-
-def main(argv=None):
-    """``python -m refattn.experiments.nt_figures fig3 [--seeds S] [--epochs E] [--json] [--out DIR]``."""
-    import argparse  # noqa: PLC0415
-    import json  # noqa: PLC0415
-    import os  # noqa: PLC0415
-
-    parser = argparse.ArgumentParser(prog="python -m refattn.experiments.nt_figures",
-                                     description="seed 004's NT figures, ours beside the paper's numbers")
-    parser.add_argument("figure", choices=FIGURES)
-    parser.add_argument("--seeds", type=int, default=None, help="number of seeds (default: the figure's)")
-    parser.add_argument("--epochs", type=int, default=None, help="epochs for every run (default: the figure's)")
-    parser.add_argument("--json", action="store_true", help="print the result as JSON")
-    parser.add_argument("--out", default=None, help="folder for <figure>.json and <figure>.png")
-    args = parser.parse_args(argv)
-    options = {k: v for k, v in (("seeds", args.seeds), ("epochs", args.epochs)) if v is not None}
-    result = run_nt_figure(args.figure, progress=False, **options)
-    if args.out:
-        import matplotlib  # noqa: PLC0415
-
-        matplotlib.use("Agg")
-        os.makedirs(args.out, exist_ok=True)
-        with open(os.path.join(args.out, f"nt_{args.figure}.json"), "w") as fh:
-            json.dump(result, fh)
-        plot_nt_figure(result).savefig(os.path.join(args.out, f"nt_{args.figure}.png"), dpi=110,
-                                       bbox_inches="tight")
-    print(json.dumps(result) if args.json else format_nt_figure(result))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
