@@ -807,8 +807,8 @@ class CosFormer(Score):
                 f"M: {M:g} is smaller than the sequence length {max(n_q, n_k)}; "
                 f"cos(pi (i - j) / 2M) would turn negative (cosFormer needs M >= n)"
             )
-        i, j = np.arange(n_q)[:, None], np.arange(n_k)[None, :]
-        return xp.asarray(np.cos(np.pi * (i - j) / (2.0 * M)), dtype=dtype)  # (n_q, n_k)
+        i, j = xp.arange(n_q)[:, None], xp.arange(n_k)[None, :]  # made where the scores live: no host copy
+        return xp.cos((np.pi / (2.0 * M)) * (i - j)).astype(dtype)  # (n_q, n_k)
 
     def forward(self, q, k, params=None):
         batch, n_q, n_k, d, params = self._check(q, k, params)
