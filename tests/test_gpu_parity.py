@@ -381,8 +381,6 @@ NUMPY_METADATA = {
 #: NumPy calls allowed in one function only, on host data made there
 NUMPY_ALLOWED_IN = {
     ("_tiny_sqrt", "sqrt"): "sqrt of finfo(dtype).tiny, a Python float",
-    ("_weights", "arange"): "cosFormer's position table, from two ints, copied with xp.asarray",
-    ("_weights", "cos"): "cosFormer's position table, from two ints, copied with xp.asarray",
     ("_init", "asarray"): "init_params returns host arrays by design",
 }
 
