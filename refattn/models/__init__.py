@@ -11,10 +11,15 @@ gradient.
   classifier (section 5.1), with the ``self``, ``global`` and ``additive``
   per-token scores and any registered activation;
 * :mod:`refattn.models.nt` -- seed 004's one-bilayer transformer for the NT
-  tasks (section 4), one attention head per context position.
+  tasks (section 4), one attention head per context position;
+* :mod:`refattn.models.decoder` -- a multi-layer decoder language model with
+  one activation (and score) per layer: seed 002's Cog hybrid and seed 003's
+  Neural-Attention-in-layer-0 hybrid (``derivations/18-decoder-and-cog.md``).
 """
 
+from .decoder import DecoderLM, cog_hybrid, neural_first
 from .nt import NTModel, count_params
 from .polarity import SCORE_KINDS, PolarityClassifier, dropout_mask
 
-__all__ = ["SCORE_KINDS", "PolarityClassifier", "dropout_mask", "NTModel", "count_params"]
+__all__ = ["SCORE_KINDS", "PolarityClassifier", "dropout_mask", "NTModel", "count_params", "DecoderLM", "cog_hybrid",
+           "neural_first"]
