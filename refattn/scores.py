@@ -154,8 +154,21 @@ def _pair_mlp(xp, a, b, bias, w, hidden):
     ``(h,)``; with per-pair weights every one of them is ``(..., n_q, n_k, h)``
     or ``(n_q, n_k, h)``. ``bias`` may be ``None`` (additive has none).
     """
-    z = a + b if bias is None else a + b + bias  # (..., n_q, n_k, h)
-    return xp.sum(_HIDDEN[hidden][0](xp, z) * w, axis=-1)  # (..., n_q, n_k)
+    z = _pre_activation(a, b, bias)  # (..., n_q, n_k, h)
+    hz = _HIDDEN[hidden][0](xp, z)  # (..., n_q, n_k, h)
+    if len(_shape(w)) == 1:  # shared w: a matrix-vector product, no (..., n_q, n_k, h) product array
+        return hz @ w  # (..., n_q, n_k)
+    return xp.sum(hz * w, axis=-1)  # (..., n_q, n_k)
+
+
+def _pre_activation(a, b, bias):
+    """``z = a + b + bias``. A shared bias ``(h,)`` is added to the per-query half first
+    (``(..., n_q, 1, h)``, small), so only one pair-sized array is made."""
+    if bias is None:
+        return a + b
+    if len(_shape(bias)) == 1:
+        return (a + bias) + b
+    return a + b + bias
 
 
 def _pair_mlp_vjp(xp, a, b, bias, w, hidden, g):
@@ -166,7 +179,7 @@ def _pair_mlp_vjp(xp, a, b, bias, w, hidden, g):
     the caller sums it to ``a``, ``b`` and ``bias``), and ``dw`` summed to
     ``w``'s shape.
     """
-    z = a + b if bias is None else a + b + bias  # (..., n_q, n_k, h)
+    z = _pre_activation(a, b, bias)  # (..., n_q, n_k, h)
     sigma, dsigma = _HIDDEN[hidden]
     hz = sigma(xp, z)  # (..., n_q, n_k, h)
     gz = g[..., None] * w * dsigma(z, hz)  # (..., n_q, n_k, h)

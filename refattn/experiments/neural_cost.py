@@ -424,7 +424,7 @@ def peak_bytes(method, *, n_q, n_k=None, d=64, d_prime=16, hidden=16, chunk=64, 
     concat     m (n_q n_k (2d' + h) + (n_q + n_k) d') + 2d' h
     decomposed m (n_q n_k (h + 1) + (n_q + n_k)(d' + h))
     chunked    m (n_q n_k + c n_k (h + 1) + (n_q + n_k)(d' + h))
-    library    m (3 n_q n_k h + (n_q + n_k)(d' + h))
+    library    m ((2h + 1) n_q n_k + (n_q + n_k)(d' + h) + n_q h)
     ========== ===========================================================
 
     times ``itemsize``. The inputs ``Q``, ``K`` and the parameters exist
@@ -443,7 +443,7 @@ def peak_bytes(method, *, n_q, n_k=None, d=64, d_prime=16, hidden=16, chunk=64, 
         "concat": m * (pairs * (2 * dp + h) + tokens * dp) + 2 * dp * h,
         "decomposed": m * (pairs * (h + 1) + tokens * (dp + h)),
         "chunked": m * (pairs + c * n_k * (h + 1) + tokens * (dp + h)),
-        "library": m * (3 * pairs * h + tokens * (dp + h)),  # z, sigma(z), sigma(z) * wa
+        "library": m * (pairs * (2 * h + 1) + tokens * (dp + h) + n_q * h),  # z, sigma(z), sigma(z) @ wa; a + bh
     }[method]
     return s * entries
 
