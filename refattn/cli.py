@@ -160,6 +160,13 @@ def _cmd_sst2(args) -> int:
     return 0
 
 
+def _output_args(parser, figure=None):
+    """The options every command shares: ``--json``, and ``--out DIR`` where it draws ``figure``."""
+    parser.add_argument("--json", action="store_true", help="print the results as one JSON object")
+    if figure is not None:
+        parser.add_argument("--out", help=f"folder to write {figure} into")
+
+
 def _csv(text):
     return tuple(x for x in text.split(",") if x)
 
@@ -228,19 +235,19 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("check", help="check every hand-derived gradient against autograd and "
                                      "central differences (float64)")
-    p.add_argument("--json", action="store_true", help="print the results as one JSON object")
+    _output_args(p)
     p.add_argument("--seed", type=int, default=0, help="seed of the random check points (default 0)")
     p.set_defaults(func=_cmd_check)
     p = sub.add_parser("prop1", help="Proposition 1 (seed 001, Eq. 4) for every activation: error against "
                                      "the exact gradient-flow velocity, and the cross terms under shared "
                                      "projections")
-    p.add_argument("--json", action="store_true", help="print the results as one JSON object")
+    _output_args(p)
     p.add_argument("--seed", type=int, default=0, help="seed of the random model and batch (default 0)")
     p.set_defaults(func=_cmd_prop1)
     p = sub.add_parser("properties", help="the four properties of seed 001 section 4 (monotonicity, "
                                           "log-nonlinearity, contextual normalisation, origin symmetry), "
                                           "measured for every activation, beside the paper's Table 3")
-    p.add_argument("--json", action="store_true", help="print the results as one JSON object")
+    _output_args(p)
     p.add_argument("--seed", type=int, default=0, help="seed of the random rows (default 0)")
     p.set_defaults(func=_cmd_properties)
     p = sub.add_parser("nt-cycles", help="cycle lengths and counts of seed 004's NT, NT-S and NT-R tasks, "
@@ -248,12 +255,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--N", type=int, required=True, help="the basis N (number of symbols)")
     p.add_argument("--tau", type=int, required=True, help="the delay tau")
     p.add_argument("--variant", default="NT", choices=["NT", "NT-S", "NT-R"], help="the task (default NT)")
-    p.add_argument("--json", action="store_true", help="print the results as one JSON object")
+    _output_args(p)
     p.set_defaults(func=_cmd_nt_cycles)
     p = sub.add_parser("dynamics", help="Proposition 1 against gradient descent on synthetic polarity data: "
                                         "measured score change per step vs the predicted velocity")
-    p.add_argument("--json", action="store_true", help="print the results as one JSON object")
-    p.add_argument("--out", help="folder to write the figure score_dynamics.png into")
+    _output_args(p, "score_dynamics.png")
     p.add_argument("--seed", type=int, default=0, help="seed of the data and the initialisation (default 0)")
     p.add_argument("--steps", type=int, default=400, help="gradient steps of the trajectories (default 400)")
     p.add_argument("--eta", type=float, default=0.5, help="step size of the trajectories (default 0.5)")
@@ -277,8 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="divide the learning rate by FACTOR from EPOCH on (seed 004's mixture run)")
     p.add_argument("--device", default="cpu", choices=["cpu", "gpu"], help="NumPy on the CPU or CuPy on the GPU")
     p.add_argument("--count-params", action="store_true", help="print only the parameter count")
-    p.add_argument("--json", action="store_true", help="print the results as one JSON object")
-    p.add_argument("--out", help="folder to write the accuracy figure into")
+    _output_args(p, "nt_<task>_<context>_<attention>_<layout>.png")
     p.set_defaults(func=_cmd_nt)
     p = sub.add_parser("polarity", help="seed 001's synthetic polarity experiment (Fig. 2) over many seeds: "
                                          "scores, weights, logit contributions and sign patterns per group")
@@ -290,8 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--optimizer", default="adam", choices=["adam", "adadelta", "adagrad", "sgd"])
     p.add_argument("--lr", type=float, default=1e-2, help="learning rate (default 0.01)")
     p.add_argument("--checkpoint-dir", help="folder for resumable checkpoints, one per activation")
-    p.add_argument("--json", action="store_true", help="print the results as one JSON object")
-    p.add_argument("--out", help="folder to write polarity_fig2.png into")
+    _output_args(p, "polarity_fig2.png")
     p.set_defaults(func=_cmd_polarity)
     p = sub.add_parser("interpret", help="seed 001 Table 1: Kendall tau of attention weights against gradient "
                                           "and leave-one-out importance, permutation and random-weight tests")
@@ -305,8 +309,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", default="label", choices=["label", "prediction"],
                    help="group instances by true label (default) or by predicted class")
     p.add_argument("--seed", type=int, default=0, help="seed of the data (default 0)")
-    p.add_argument("--json", action="store_true", help="print the results as one JSON object")
-    p.add_argument("--out", help="folder to write interpret_<data>.png into")
+    _output_args(p, "interpret_<data>.png")
     p.set_defaults(func=_cmd_interpret)
     p = sub.add_parser("sst2", help="seed 001's classifier on SST-2: dev accuracy over seeds beside its Table 2, "
                                      "and its Figure 1 (sentences coloured by signed attention weight)")
@@ -317,8 +320,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--epochs", type=int, default=1, help="epochs (default 1)")
     p.add_argument("--figure-seed", type=int, default=None, help="the seed whose weights Figure 1 shows")
     p.add_argument("--checkpoint-dir", help="folder for resumable checkpoints, one per activation")
-    p.add_argument("--json", action="store_true", help="print the results as one JSON object")
-    p.add_argument("--out", help="folder to write sst2_fig1.png into")
+    _output_args(p, "sst2_fig1.png")
     p.set_defaults(func=_cmd_sst2)
     from .experiments.lm import DEFAULTS as LM, VARIANTS  # noqa: PLC0415
     from .experiments.nt_figures import FIGURES  # noqa: PLC0415
@@ -329,8 +331,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--epochs", type=int, default=None, help="epochs of every run (default: the figure's)")
     p.add_argument("--lr", type=float, default=None, help="learning rate (default seed 004's 0.02)")
     p.add_argument("--device", default="cpu", choices=["cpu", "gpu"], help="NumPy on the CPU or CuPy on the GPU")
-    p.add_argument("--json", action="store_true", help="print the results as one JSON object")
-    p.add_argument("--out", help="folder to write nt_<figure>.png into")
+    _output_args(p, "nt_<figure>.png")
     p.set_defaults(func=_cmd_nt_figure)
     p = sub.add_parser("rank-collapse", help="residual ratio against depth for every activation, pure attention, "
                                              "with skips and with feed-forward layers (seed 001 Fig. 4)")
@@ -344,8 +345,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--inputs", type=int, default=2, help="inputs per weight draw (default 2)")
     p.add_argument("--rescale", action="store_true", help="rescale the tokens to a fixed norm after every layer")
     p.add_argument("--seed", type=int, default=0, help="seed (default 0)")
-    p.add_argument("--json", action="store_true", help="print the results as one JSON object")
-    p.add_argument("--out", help="folder to write rank_collapse.png into")
+    _output_args(p, "rank_collapse.png")
     p.set_defaults(func=_cmd_rank_collapse)
     p = sub.add_parser("neural-cost", help="Neural Attention's score memory and time, concatenated vs decomposed "
                                            "vs chunked, as ratios to dot-product scores (seed 003 Tables 6-8)")
@@ -358,8 +358,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--budget-mib", default="256,1024", help="memory budgets for the longest n (default 256,1024)")
     p.add_argument("--repeats", type=int, default=3, help="timing repeats, best taken (default 3)")
     p.add_argument("--seed", type=int, default=0, help="seed (default 0)")
-    p.add_argument("--json", action="store_true", help="print the results as one JSON object")
-    p.add_argument("--out", help="folder to write neural_cost.png into")
+    _output_args(p, "neural_cost.png")
     p.set_defaults(func=_cmd_neural_cost)
     p = sub.add_parser("lm", help="toy character language model on SST-2 sentences: every activation, the Cog "
                                   "hybrid and Neural Attention in layer 0, same budget, seeds batched")
@@ -373,8 +372,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--level", default=LM["level"], choices=["char", "word"], help="tokens (default char)")
     p.add_argument("--lr", type=float, default=LM["lr"], help=f"Adam learning rate (default {LM['lr']})")
     p.add_argument("--checkpoint-dir", help="folder for resumable checkpoints, one per variant")
-    p.add_argument("--json", action="store_true", help="print the results as one JSON object")
-    p.add_argument("--out", help="folder to write lm.png into")
+    _output_args(p, "lm.png")
     p.set_defaults(func=_cmd_lm)
     return parser
 

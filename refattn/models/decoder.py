@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from numbers import Real
 
 import numpy as np
 
@@ -59,7 +58,7 @@ from ..activations import ACTIVATIONS, Activation, activation as _activation
 from ..attention import attention, attention_backward
 from ..backend import array_module, check_float_array, check_int, dtype_of, stop_gradient
 from ..scores import score as _score
-from .nt import _ln, _ln_back, check_seed_params, check_seeds_and_dtype
+from .nt import _ln, _ln_back, _positive, check_seed_params, check_seeds_and_dtype
 
 __all__ = ["DecoderLM", "cog_hybrid", "neural_first", "SCORE_KINDS", "HYBRIDS", "LAYER_PARAMS",
            "cross_entropy"]
@@ -126,16 +125,6 @@ def neural_first(n_layers):
 
 
 _int = check_int
-
-
-def _positive(value, name, allow_none=False):
-    if value is None and allow_none:
-        return None
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, Real):
-        raise TypeError(f"{name}: expected a finite real number > 0, got {type(value).__name__}")
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{name}: expected a finite real number > 0, got {value!r}")
-    return float(value)
 
 
 def _per_layer(spec, n_layers, name, known, hybrids):

@@ -138,8 +138,11 @@ HIDDEN_FACTOR = 4
 # --------------------------------------------------------------------------
 
 
-def _positive(value, name):
-    """``value`` as a float after checking that it is a finite real number > 0."""
+def _positive(value, name, allow_none=False):
+    """``value`` as a float after checking that it is a finite real number > 0
+    (``None`` passes through when ``allow_none``)."""
+    if value is None and allow_none:
+        return None
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, Real):
         raise TypeError(f"{name}: expected a finite real number > 0, got {type(value).__name__}")
     if not (math.isfinite(value) and value > 0):
