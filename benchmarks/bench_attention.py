@@ -7,19 +7,33 @@
 For every registered activation with the scaled dot-product score it times
 
 * ``refattn``: :func:`refattn.attention.attention` then
-  :func:`refattn.attention.attention_backward` (the hand-derived backward);
+  :func:`refattn.attention.attention_backward` (the hand-derived backward),
+  as a user calls them: blocked and threaded (``refattn.parallel``);
+* ``unblocked``: the same two calls with ``refattn.parallel.set_blocking(False)``,
+  the whole-batch code on one core (plus BLAS's own threads), to show what
+  the speed layer buys;
 * ``autograd``: the same forward traced by autograd, then autograd's backward
   (``make_vjp``), i.e. the same forward differentiated automatically;
 
 and, as the external reference, plain PyTorch eager softmax attention in
-float64 with its autograd backward (PyTorch is a benchmark-only dependency;
-that row is skipped when it is not installed).
+float64 with its autograd backward, on its default threads and on one
+(PyTorch is a benchmark-only dependency; that row is skipped when it is not
+installed).
 
 Targets (issue 2): refattn softmax no slower than PyTorch; every other
 activation within 1.5x of refattn softmax; the analytic backward at least
-1.5x faster than autograd's backward on the same forward. Each time is the
-best of ``--repeats`` runs after one warm-up; the ratios are printed with
-the verdicts.
+1.5x faster than autograd's backward on the same forward.
+
+Timing. A shared machine drifts by tens of percent within a minute, and a
+candidate can slow the next one down: after a multi-threaded matrix product
+OpenBLAS's worker threads spin for about 0.1 s before they sleep, and so do
+PyTorch's OpenMP threads; and on a virtual machine the first runs after an
+idle spell are up to twice as slow. So the candidates are timed in *groups*:
+each of ``--passes`` passes times every candidate ``--repeats`` times in a
+row, after a 0.2 s pause and 0.15 s of untimed warm-up runs. A candidate's time is the median over all
+its runs; every ratio is the median over passes of the ratio of the two
+candidates' medians in that pass, which cancels drift that affects both
+sides of a ratio alike. The minimum over runs is recorded too.
 """
 
 from __future__ import annotations
@@ -27,64 +41,54 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import statistics
 import time
 
 import numpy as np
 from autograd import make_vjp
 
-from refattn import ACTIVATIONS
+from refattn import ACTIVATIONS, parallel
 from refattn.attention import attention, attention_backward
 
 
-def _best_time(fn, repeats):
-    """Best of ``repeats`` runs after one warm-up: on a shared machine, noise
-    only ever adds time, so the minimum is the most repeatable estimate
-    (the advice of Python's ``timeit``)."""
-    fn()  # warm-up
-    ts = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return min(ts)
+def refattn_candidates(name, Q, K, V, G):
+    """Callables: forward + backward, backward alone (from one cache), and both unblocked."""
 
-
-def bench_refattn(name, Q, K, V, G, repeats):
     def fwd_bwd():
         out, cache = attention(Q, K, V, activation=name)
         return attention_backward(G, cache)
 
-    def fwd():
-        return attention(Q, K, V, activation=name)
+    def unblocked():
+        parallel.set_blocking(False)
+        try:
+            return fwd_bwd()
+        finally:
+            parallel.set_blocking(True)
 
-    out, cache = attention(Q, K, V, activation=name)
-    t_total = _best_time(fwd_bwd, repeats)
-    t_fwd = _best_time(fwd, repeats)
-    t_bwd = _best_time(lambda: attention_backward(G, cache), repeats)
-    return t_total, t_fwd, t_bwd
+    _, cache = attention(Q, K, V, activation=name)
+    return {"total": fwd_bwd, "backward": lambda: attention_backward(G, cache), "unblocked_total": unblocked}
 
 
-def bench_autograd(name, Q, K, V, G, repeats):
-    def f(Q, K, V):
-        return attention(Q, K, V, activation=name)[0]
+def autograd_candidates(name, Q, K, V, G):
+    def f(qkv):
+        return attention(*qkv, activation=name)[0]
 
     def fwd_bwd():
-        vjp, _ = make_vjp(lambda qkv: f(*qkv))((Q, K, V))
+        vjp, _ = make_vjp(f)((Q, K, V))
         return vjp(G)
 
-    vjp, _ = make_vjp(lambda qkv: f(*qkv))((Q, K, V))
-    t_total = _best_time(fwd_bwd, repeats)
-    t_bwd = _best_time(lambda: vjp(G), repeats)
-    return t_total, t_bwd
+    vjp, _ = make_vjp(f)((Q, K, V))
+    return {"total": fwd_bwd, "backward": lambda: vjp(G)}
 
 
-def bench_torch(Q, K, V, G, repeats):
+def torch_candidates(Q, K, V, G):
     try:
         import torch
     except ImportError:
-        return None
+        return None, None
     q, k, v, g = (torch.from_numpy(x) for x in (Q, K, V, G))
     scale = 1.0 / np.sqrt(Q.shape[-1])
+    threads = torch.get_num_threads()
 
     def fwd_bwd():
         qq, kk, vv = (t.detach().requires_grad_(True) for t in (q, k, v))
@@ -93,17 +97,45 @@ def bench_torch(Q, K, V, G, repeats):
         out.backward(g)
         return qq.grad, kk.grad, vv.grad
 
-    res = {"total": _best_time(fwd_bwd, repeats), "version": torch.__version__,
-           "threads": torch.get_num_threads()}
-    # NumPy's elementwise loops run on one core; PyTorch's use every thread.
-    # The single-thread time shows how much of the gap is threads.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        res["total_1_thread"] = _best_time(fwd_bwd, repeats)
-    finally:
-        torch.set_num_threads(threads)
-    return res
+    def one_thread():
+        torch.set_num_threads(1)
+        try:
+            return fwd_bwd()
+        finally:
+            torch.set_num_threads(threads)
+
+    info = {"version": torch.__version__, "threads": threads}
+    return {"total": fwd_bwd, "total_1_thread": one_thread}, info
+
+
+def run_grouped(candidates, passes, repeats, pause=0.2, warmup=0.15):
+    """``{key: [[seconds per run] per pass]}``: per pass, every candidate
+    ``repeats`` times in a row, after a pause and ``warmup`` seconds of
+    untimed runs (at least one)."""
+    times = {key: [] for key in candidates}
+    for _ in range(passes):
+        for key, fn in candidates.items():
+            time.sleep(pause)  # let threads a previous candidate left spinning go to sleep
+            t_end = time.perf_counter() + warmup
+            fn()
+            while time.perf_counter() < t_end:  # the first runs after an idle spell are slow
+                fn()
+            runs = []
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                fn()
+                runs.append(time.perf_counter() - t0)
+            times[key].append(runs)
+    return times
+
+
+def median_ratio(a, b):
+    """Median over passes of median(a's runs) / median(b's runs)."""
+    return statistics.median(statistics.median(x) / statistics.median(y) for x, y in zip(a, b))
+
+
+def _all(runs):
+    return [t for group in runs for t in group]
 
 
 def check_same_gradients(Q, K, V, G):
@@ -124,56 +156,100 @@ def check_same_gradients(Q, K, V, G):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shape", type=int, nargs=4, default=(4, 4, 256, 64), metavar=("B", "H", "n", "d"))
-    ap.add_argument("--repeats", type=int, default=15)
-    ap.add_argument("--quick", action="store_true", help="(2, 2, 16, 8), 2 repeats: a smoke test")
+    ap.add_argument("--repeats", type=int, default=5, help="runs per candidate and pass (default 5)")
+    ap.add_argument("--passes", type=int, default=3, help="passes over all candidates (default 3)")
+    ap.add_argument("--quick", action="store_true", help="(2, 2, 16, 8), 1 pass of 2 runs, no pauses: a smoke test")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
-    shape, repeats = (tuple(args.shape), args.repeats) if not args.quick else ((2, 2, 16, 8), 2)
+    if args.repeats < 1 or args.passes < 1:
+        ap.error("--repeats and --passes: expected ints >= 1")
+    shape, repeats, passes, pause, warmup = (tuple(args.shape), args.repeats, args.passes, 0.2, 0.15)
+    if args.quick:
+        shape, repeats, passes, pause, warmup = (2, 2, 16, 8), 2, 1, 0.0, 0.0
     rng = np.random.default_rng(0)
     Q, K, V, G = (rng.standard_normal(shape) for _ in range(4))
 
+    candidates = {}
+    torch_fns, torch_info = torch_candidates(Q, K, V, G)
+    for key, fn in (torch_fns or {}).items():
+        candidates[("torch", key)] = fn
+    for name in ACTIVATIONS:
+        for key, fn in refattn_candidates(name, Q, K, V, G).items():
+            candidates[(name, "refattn_" + key)] = fn
+        for key, fn in autograd_candidates(name, Q, K, V, G).items():
+            candidates[(name, "autograd_" + key)] = fn
+    times = run_grouped(candidates, passes, repeats, pause, warmup)
+
+    def med(key):
+        return statistics.median(_all(times[key]))
+
+    soft = times[("softmax", "refattn_total")]
     rows = {}
     for name in ACTIVATIONS:
-        t_total, t_fwd, t_bwd = bench_refattn(name, Q, K, V, G, repeats)
-        a_total, a_bwd = bench_autograd(name, Q, K, V, G, repeats)
-        rows[name] = {"refattn_total_s": t_total, "refattn_forward_s": t_fwd, "refattn_backward_s": t_bwd,
-                      "autograd_total_s": a_total, "autograd_backward_s": a_bwd}
-    torch_res = bench_torch(Q, K, V, G, repeats)
-    soft = rows["softmax"]["refattn_total_s"]
-    for name, r in rows.items():
-        r["vs_refattn_softmax"] = r["refattn_total_s"] / soft
-        r["autograd_over_analytic_backward"] = r["autograd_backward_s"] / r["refattn_backward_s"]
-        r["autograd_over_analytic_total"] = r["autograd_total_s"] / r["refattn_total_s"]
+        t = lambda k: times[(name, k)]  # noqa: E731
+        rows[name] = {
+            "refattn_total_s": med((name, "refattn_total")),
+            "refattn_total_min_s": min(_all(t("refattn_total"))),
+            "refattn_backward_s": med((name, "refattn_backward")),
+            "unblocked_total_s": med((name, "refattn_unblocked_total")),
+            "autograd_total_s": med((name, "autograd_total")),
+            "autograd_backward_s": med((name, "autograd_backward")),
+            "vs_refattn_softmax": median_ratio(t("refattn_total"), soft),
+            "unblocked_over_blocked": median_ratio(t("refattn_unblocked_total"), t("refattn_total")),
+            "autograd_over_analytic_backward": median_ratio(t("autograd_backward"), t("refattn_backward")),
+            "autograd_over_analytic_total": median_ratio(t("autograd_total"), t("refattn_total")),
+        }
+    torch_res = None
+    if torch_info is not None:
+        torch_res = dict(torch_info, total=med(("torch", "total")), total_1_thread=med(("torch", "total_1_thread")),
+                         total_min=min(_all(times[("torch", "total")])))
     verdict = {
-        "softmax_vs_torch": None if torch_res is None else soft / torch_res["total"],
-        "softmax_vs_torch_1_thread": None if torch_res is None else soft / torch_res["total_1_thread"],
-        "softmax_no_slower_than_torch": None if torch_res is None else bool(soft <= torch_res["total"]),
-        "all_within_1_5x_of_softmax": bool(all(r["vs_refattn_softmax"] <= 1.5 for r in rows.values())),
-        "analytic_backward_1_5x_faster_than_autograd": bool(
-            all(r["autograd_over_analytic_backward"] >= 1.5 for r in rows.values())),
+        "softmax_vs_torch": None if torch_res is None else median_ratio(soft, times[("torch", "total")]),
+        "softmax_vs_torch_1_thread": None if torch_res is None else median_ratio(
+            soft, times[("torch", "total_1_thread")]),
     }
-    result = {"shape": shape, "dtype": "float64", "repeats": repeats, "rows": rows, "torch": torch_res,
+    verdict["softmax_no_slower_than_torch"] = (None if torch_res is None
+                                               else bool(verdict["softmax_vs_torch"] <= 1.0))
+    verdict["all_within_1_5x_of_softmax"] = bool(all(r["vs_refattn_softmax"] <= 1.5 for r in rows.values()))
+    verdict["analytic_backward_1_5x_faster_than_autograd"] = bool(
+        all(r["autograd_over_analytic_backward"] >= 1.5 for r in rows.values()))
+    result = {"shape": shape, "dtype": "float64", "repeats": repeats, "passes": passes,
+              "timing": "median of passes x repeats runs; ratios: median over passes",
+              "refattn_threads": parallel.num_threads(),
+              "blas_control": None if parallel.blas_control() is None else parallel.blas_control().path,
+              "rows": rows, "torch": torch_res,
               "torch_max_grad_diff": check_same_gradients(Q, K, V, G), "verdict": verdict,
               "machine": {"python": platform.python_version(), "numpy": np.__version__,
-                          "processor": platform.machine()}}
+                          "processor": platform.machine(), "cpu": _cpu_name()}}
     if args.json:
         print(json.dumps(result, indent=2))
         return result
-    print(f"attention forward + backward, (B, H, n, d) = {shape}, float64, best of {repeats}")
+    print(f"attention forward + backward, (B, H, n, d) = {shape}, float64, median of {passes} passes "
+          f"x {repeats} runs; refattn on {result['refattn_threads']} thread(s)")
     if torch_res:
         print(f"PyTorch {torch_res['version']} eager softmax ({torch_res['threads']} threads): "
               f"{1e3 * torch_res['total']:.1f} ms (1 thread: {1e3 * torch_res['total_1_thread']:.1f} ms);  "
-              f"max |grad difference| vs refattn "
-              f"{result['torch_max_grad_diff']:.1e}")
-    print(f"{'activation':11s} {'fwd+bwd ms':>10s} {'/softmax':>9s} {'bwd ms':>8s} "
+              f"max |grad difference| vs refattn {result['torch_max_grad_diff']:.1e}")
+    print(f"{'activation':11s} {'fwd+bwd ms':>10s} {'/softmax':>9s} {'unblocked ms':>12s} {'bwd ms':>8s} "
           f"{'autograd bwd ms':>15s} {'autograd/analytic bwd':>22s}")
     for name, r in rows.items():
         print(f"{name:11s} {1e3 * r['refattn_total_s']:10.1f} {r['vs_refattn_softmax']:9.2f} "
-              f"{1e3 * r['refattn_backward_s']:8.1f} {1e3 * r['autograd_backward_s']:15.1f} "
-              f"{r['autograd_over_analytic_backward']:22.2f}")
+              f"{1e3 * r['unblocked_total_s']:12.1f} {1e3 * r['refattn_backward_s']:8.1f} "
+              f"{1e3 * r['autograd_backward_s']:15.1f} {r['autograd_over_analytic_backward']:22.2f}")
     for k, v in verdict.items():
         print(f"{k}: {v if not isinstance(v, float) else f'{v:.2f}'}")
     return result
+
+
+def _cpu_name():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
 
 
 if __name__ == "__main__":

@@ -58,6 +58,7 @@ from .backend import (
     check_float_array,
     check_mask,
     dtype_of,
+    sigmoid as _sigmoid,
     stop_gradient,
 )
 
@@ -72,9 +73,10 @@ def register(cls):
     return cls
 
 
-def _sigmoid(xp, s):
-    # 0.5 (1 + tanh(s/2)) never overflows, unlike 1 / (1 + e^-s).
-    return 0.5 * (1.0 + xp.tanh(0.5 * s))
+def _sigmoid_of_abs(xp, r):
+    """sigmoid(r) for r = |s| >= 0: 0.5 (1 + tanh(r/2)), accurate there (the value
+    is at least 1/2) and cheaper than :func:`refattn.backend.sigmoid`."""
+    return 0.5 + 0.5 * xp.tanh(0.5 * r)
 
 
 def _quiet(method):
@@ -136,8 +138,8 @@ class Activation:
     drho_is_zero = False
     #: ell' is this constant everywhere (softmax: 1; linear, relu: 0)
     dell_const: float | None = None
-    #: ell' = rho (tanhmax: (log cosh)' = tanh; signexp: |s|' = sign s)
-    dell_is_rho = False
+    #: the VJP needs the scores s, not only p and phi (see ``_vjp_terms``)
+    vjp_needs_s = True
     #: h = exp(ell_factor * a) * b (sigsoftmax: 2, so that a cannot overflow)
     ell_factor = 1.0
     #: b is not bounded by 1 and is rescaled by its row maximum (cosformer)
@@ -193,10 +195,6 @@ class Activation:
     def _p_dell(self, s, p):
         """``p * ell'``, whose limit is 0 where ``p`` vanishes (Eq. R4)."""
         return p * self.dell(s)
-
-    def drho_from_rho(self, rho):
-        """rho' written in terms of rho, where the VJP has rho cached already."""
-        raise NotImplementedError
 
     # --- shared forward ----------------------------------------------------
     def _check(self, s, axis, mask, name="s"):
@@ -264,43 +262,43 @@ class Activation:
     __call__ = forward
 
     # --- shared VJP (never traced, so it reuses its temporaries in place) ---
-    @_quiet
-    def _vjp_from(self, xp, s, p, u, axis, rho=None, overwrite_u=False):
-        """The VJP given ``p = softmax(ell(s))`` (Eq. R4 of the derivation).
+    def _vjp_terms(self, s, p, phi):
+        """``(a, b)`` with ``ds = u * a - b * <u, phi>`` (Eq. R5 of the derivation).
 
-        ``rho`` may be passed in when the forward pass already computed it
-        (attention caches it). With ``overwrite_u`` the upstream gradient
+        ``a = (rho' + rho ell') p = kappa p`` with ``kappa = g'/h``, and
+        ``b = ell' p``: Eq. R4 regrouped by ``u_j`` and ``<u, phi>``. ``b`` is
+        ``None`` where ell' = 0, and ``a is b`` where the two coincide
+        (``rho_is_one``). This default evaluates them from the scores;
+        activations whose ``a`` and ``b`` follow from ``p`` and ``phi`` alone
+        override it and set ``vjp_needs_s = False``, so that attention need
+        not keep the scores for its backward pass.
+        """
+        b = self._p_dell(s, p)  # p_j ell'_j
+        if self.rho_is_one:
+            return b, b  # kappa = ell' when rho = 1
+        return self.drho(s) * p + self.rho(s) * b, b  # (rho' + rho ell') p
+
+    @_quiet
+    def _vjp_from(self, xp, s, p, u, axis, phi=None, overwrite_u=False):
+        """The VJP given ``p = softmax(ell(s))`` (Eqs. R4-R5 of the derivation).
+
+        ``phi = rho * p`` may be passed in when the forward pass computed it
+        (attention caches it); ``s`` may then be ``None`` for activations with
+        ``vjp_needs_s = False``. With ``overwrite_u`` the upstream gradient
         ``u``, a temporary of the caller's, is reused as the output buffer.
         """
-        if self.rho_is_one:
-            rho, phi, ds = None, p, None
-        else:
-            drho = None
-            if rho is None:
-                rho = self.rho(s)
-                if not self.drho_is_zero:
-                    drho = self.drho(s)
-            elif not self.drho_is_zero:
-                drho = self.drho_from_rho(rho)
-            phi = rho * p
-            ds = None if self.drho_is_zero else drho * p * u  # u_j rho'_j p_j
-        if self.dell_const == 0.0:
-            return ds if ds is not None else xp.zeros_like(p * u)
-        c = _rowdot(xp, u, phi, axis)  # sum_i u_i phi_i
-        if self.dell_const == 1.0:
-            pl = p
-        elif self.dell_is_rho:  # tanhmax, signexp: ell' = rho
-            pl = phi
-        else:
-            pl = self._p_dell(s, p)  # p_j ell'_j
-        if rho is None:
+        if phi is None:
+            phi = p if self.rho_is_one else self.rho(s) * p
+        a, b = self._vjp_terms(s, p, phi)
+        if b is None:  # ell' = 0 (linear, relu): ds = u a
+            return xp.multiply(u, a, out=u) if overwrite_u else u * a
+        c = _rowdot(xp, u, phi, axis)  # sum_i u_i phi_i, before u is overwritten
+        if a is b:  # ds = a (u - c)
             t = xp.subtract(u, c, out=u) if overwrite_u else u - c
-        else:  # here |rho| <= 1 (tanhmax, signexp), so u rho - c cannot overflow
-            t = xp.multiply(u, rho, out=u) if overwrite_u else u * rho
-            t -= c
-        t *= pl
-        if ds is not None:
-            t += ds
+            t *= a
+        else:  # ds = u a - b c
+            t = xp.multiply(u, a, out=u) if overwrite_u else u * a
+            t -= b * c
         return t
 
     def vjp(self, s, grad_out, axis=-1, mask=None):
@@ -319,8 +317,9 @@ class Activation:
         -------
         ndarray
             ``ds_j = u_j rho'_j p_j + p_j ell'_j (u_j rho_j - sum_i u_i phi_i)``
-            (``derivations/01-reweighted-softmax.md``, Eq. R4); 0 at masked
-            entries and on rows with no normaliser.
+            (``derivations/01-reweighted-softmax.md``, Eq. R4, evaluated in
+            the regrouped form R5); 0 at masked entries and on rows with no
+            normaliser.
         """
         axis = self._check(s, axis, mask)
         check_float_array(grad_out, "grad_out")
@@ -383,7 +382,11 @@ class Softmax(Activation):
 
     def dell(self, s):
         return array_module(s).ones_like(s)
-    # VJP: ds = p (u - <u, p>)
+
+    vjp_needs_s = False
+
+    def _vjp_terms(self, s, p, phi):
+        return p, p  # kappa = ell' = 1:  ds = p (u - <u, p>)
 
 
 @register
@@ -401,7 +404,7 @@ class TanhMax(Activation):
     g_text, h_text = "sinh(s)", "cosh(s)"
     rho_text, ell_text = "tanh(s)", "log cosh(s)"
     source = "Huang, Yang & Wang (seed 001), Eq. 6"
-    dell_is_rho = True
+    vjp_needs_s = False
 
     def g(self, s):
         return array_module(s).sinh(s)
@@ -426,8 +429,9 @@ class TanhMax(Activation):
     def dell(self, s):
         return array_module(s).tanh(s)  # (log cosh)' = tanh
 
-    def drho_from_rho(self, rho):
-        return 1.0 - rho * rho
+    def _vjp_terms(self, s, p, phi):
+        # kappa = sinh'/cosh = 1 and ell' p = tanh(s) p = phi:  ds = u p - phi <u, phi>
+        return p, phi
 
 
 @register
@@ -453,7 +457,7 @@ class SignExp(Activation):
     rho_text, ell_text = "sign(s)", "|s|"
     source = "Cog attention (seed 002), sign(p) * softmax(|p|)"
     drho_is_zero = True
-    dell_is_rho = True
+    vjp_needs_s = False
     singular = (("s = 0", "rho = sign(s) jumps: a Dirac term in the derivative; "
                  "analytic and autograd use rho'(0) = 0, differences see the jump"),)
     singular_scores = (0.0,)
@@ -479,6 +483,11 @@ class SignExp(Activation):
 
     def dell(self, s):
         return array_module(s).sign(s)
+
+    def _vjp_terms(self, s, p, phi):
+        # kappa = rho' + rho ell' = 0 + sign(s)^2 = |sign s|, so kappa p = |phi| (0 at s = 0, the
+        # library's convention); ell' p = sign(s) p = phi:  ds = u |phi| - phi <u, phi>
+        return array_module(phi).abs(phi), phi
 
 
 @register
@@ -512,24 +521,26 @@ class Expressive(Activation):
     dh = dg
 
     def split(self, s):
-        xp = array_module(s)
-        keep = xp.abs(s) >= _tiny_sqrt(s)  # underflow convention: smaller |z| counts as 0
-        w = 1.0 / xp.where(keep, s, 1.0)  # 1/z, at a safe argument (finite autograd at 0)
-        return None, keep / (1.0 + w * w)  # z^2 / (1 + z^2), no overflow for large |z|
+        small = array_module(s).abs(s) < _tiny_sqrt(s)  # underflow convention: counts as 0
+        w = 1.0 / self._safe(s, small)  # 1/z, at a safe argument (finite autograd at 0)
+        return None, (~small) / (1.0 + w * w)  # z^2 / (1 + z^2), no overflow for large |z|
 
-    def _safe(self, s):
-        xp = array_module(s)
-        return xp.copysign(xp.maximum(xp.abs(s), _tiny_sqrt(s)), s)
+    def _safe(self, s, small=None):
+        """s, with 1 added where |s| < sqrt(tiny) (where h counts as 0): never 0, and
+        cheaper than ``where`` (one add instead of a select)."""
+        if small is None:
+            small = array_module(s).abs(s) < _tiny_sqrt(s)
+        return s + small
 
     @_quiet
     def dell(self, s):
-        z = self._safe(s)
-        d = 2.0 / (z * (1.0 + z * z))  # (log h)' = 2 / (z (1 + z^2))
-        return d * (array_module(s).abs(s) >= _tiny_sqrt(s))  # 0 where h counts as 0
+        small = array_module(s).abs(s) < _tiny_sqrt(s)
+        z = self._safe(s, small)
+        return 2.0 / (z * (1.0 + z * z)) * (~small)  # (log h)' = 2 / (z (1 + z^2)); 0 where h is
 
     def _p_dell(self, s, p):
-        z = self._safe(s)  # p = 0 wherever z was clamped
-        return p * (2.0 / (z * (1.0 + z * z)))
+        z = self._safe(s)  # p = 0 wherever z was shifted
+        return (p + p) / (z * (1.0 + z * z))
 
 
 @register
@@ -564,11 +575,12 @@ class SigSoftmax(Activation):
     dh = dg
 
     def split(self, s):
-        xp = array_module(s)
-        return 0.5 * s + 0.5 * xp.minimum(s, 0.0), _sigmoid(xp, xp.abs(s))
+        r = array_module(s).abs(s)
+        # a = (s + min(s, 0)) / 2 = 0.75 s - 0.25 |s|  (s/2 for s >= 0, s for s < 0)
+        return 0.75 * s - 0.25 * r, _sigmoid_of_abs(array_module(s), r)
 
     def dell(self, s):
-        return 1.0 + _sigmoid(array_module(s), -s)
+        return 1.5 - 0.5 * array_module(s).tanh(0.5 * s)  # 1 + sigmoid(-s)
 
 
 @register
@@ -598,11 +610,11 @@ class Sigmoid(Activation):
     dh = dg
 
     def split(self, s):
-        xp = array_module(s)
-        return xp.minimum(s, 0.0), _sigmoid(xp, xp.abs(s))
+        r = array_module(s).abs(s)
+        return 0.5 * s - 0.5 * r, _sigmoid_of_abs(array_module(s), r)  # min(s, 0); halves first: s - |s| may overflow
 
     def dell(self, s):
-        return _sigmoid(array_module(s), -s)
+        return 0.5 - 0.5 * array_module(s).tanh(0.5 * s)  # sigmoid(-s)
 
 
 class _Unnormalised(Activation):
@@ -610,6 +622,7 @@ class _Unnormalised(Activation):
     phi_i = g(s_i) / n, p = 1/n is uniform and ell' = 0."""
 
     dell_const = 0.0
+    vjp_needs_s = False
     h_text, ell_text = "1", "0"
 
     def h(self, s):
@@ -647,7 +660,10 @@ class Linear(_Unnormalised):
     def dg(self, s):
         return array_module(s).ones_like(s)
 
-    drho = drho_from_rho = dg
+    drho = dg
+
+    def _vjp_terms(self, s, p, phi):
+        return p, None  # rho' = 1, ell' = 0:  ds = u p = u / n
 
 
 @register
@@ -675,7 +691,11 @@ class ReLU(_Unnormalised):
     def dg(self, s):
         return (s > 0).astype(dtype_of(s))
 
-    drho = drho_from_rho = dg  # relu(s) > 0 exactly where s > 0
+    drho = dg
+
+    def _vjp_terms(self, s, p, phi):
+        # rho' = [s > 0] = [phi > 0] wherever p > 0, ell' = 0:  ds = u [s > 0] / n
+        return p * (phi > 0), None
 
 
 @register

@@ -32,6 +32,7 @@ __all__ = [
     "check_axis",
     "stop_gradient",
     "dtype_of",
+    "sigmoid",
 ]
 
 _cupy = None
@@ -235,3 +236,17 @@ def stop_gradient(x):
 def dtype_of(x):
     """The dtype of ``x``, looking through autograd's tracing box."""
     return np.dtype(_dtype_of(x))
+
+
+def sigmoid(xp, x):
+    """The logistic function ``1 / (1 + e^-x)`` on the array module ``xp``.
+
+    Evaluated as ``1 / (1 + e^-x)`` for ``x >= 0`` and ``e^x / (1 + e^x)``
+    for ``x < 0``, each at a safe argument, so it never overflows and keeps
+    its relative precision in the tail ``x << 0`` (where the shorter
+    ``0.5 (1 + tanh(x/2))`` rounds to 0 below about x = -37 in float64, and
+    loses digits well before), and autograd differentiates it correctly at 0.
+    """
+    pos = x >= 0
+    e = xp.exp(-xp.where(pos, x, -x))  # e^{-|x|} in (0, 1], no overflow
+    return xp.where(pos, 1.0, e) / (1.0 + e)

@@ -52,7 +52,7 @@ from autograd import grad, jacobian
 from autograd.misc import flatten
 
 from .activations import ACTIVATIONS, _tiny_sqrt, activation
-from .backend import array_module, check_float_array
+from .backend import array_module, check_float_array, sigmoid as _sigmoid
 
 __all__ = [
     "OUTPUTS",
@@ -314,8 +314,6 @@ def _expressive_rate(xp, s):
     return 2.0 / (z * (1.0 + z * z))
 
 
-def _sigmoid(xp, x):
-    return 0.5 * (1.0 + xp.tanh(0.5 * x))
 
 
 #: ``Delta_II(s, o, axis)`` in closed form for every registered activation;

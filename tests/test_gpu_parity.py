@@ -382,6 +382,7 @@ NUMPY_METADATA = {
 NUMPY_ALLOWED_IN = {
     ("_tiny_sqrt", "sqrt"): "sqrt of finfo(dtype).tiny, a Python float",
     ("_init", "asarray"): "init_params returns host arrays by design",
+    ("_forward_blocked", "broadcast_to"): "the blocked route runs on NumPy arrays only (_block_size)",
 }
 
 

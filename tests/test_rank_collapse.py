@@ -208,11 +208,14 @@ def test_tanhmax_weights_are_not_convex_and_leave_the_range():
 @pytest.mark.parametrize("architecture", rc.ARCHITECTURES)
 @pytest.mark.parametrize("name", ACTIVATIONS)
 def test_rank_one_input_stays_rank_one(name, architecture):
+    """Equal tokens stay equal, layer after layer. Up to rounding only: a BLAS may
+    compute equal rows of a matrix product in different register blocks, with
+    different summation orders (OpenBLAS's Haswell kernel does, for Y @ W1)."""
     x = np.random.default_rng(0).standard_normal(6)
     X = np.tile(x, (5, 1))  # (5, 6) = 1 x^T
     layers = rc.init_stack(architecture, 3, 6, 2, np.random.default_rng(1))
     for Y in rc.forward_stack(X, layers, name, architecture):
-        assert rc.exact_residual(Y) == 0.0
+        assert rc.exact_residual(Y) <= 1e-14 * np.abs(Y).max()
 
 
 def test_plain_stack_matches_a_hand_written_softmax_layer():

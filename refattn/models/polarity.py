@@ -103,7 +103,7 @@ import numpy as np
 
 from ..activations import ACTIVATIONS
 from ..activations import activation as _get_activation
-from ..backend import array_module, check_float_array, dtype_of, stop_gradient
+from ..backend import array_module, check_float_array, dtype_of, sigmoid as _sigmoid, stop_gradient
 from ..scores import _number
 from ..tasks.polarity import _int
 
@@ -124,9 +124,6 @@ _COMMON_PARAMS = {"emb": ("V", "E"), "W_v": ("H", "E"), "b_v": ("H",), "w_o": ("
 _BATCH_KEYS = ("tokens", "labels", "mask", "dropout")
 
 
-def _sigmoid(xp, a):
-    # 0.5 (1 + tanh(a/2)) never overflows, unlike 1 / (1 + e^-a)
-    return 0.5 * (1.0 + xp.tanh(0.5 * a))
 
 
 # --------------------------------------------------------------------------

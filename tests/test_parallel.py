@@ -1,0 +1,296 @@
+"""Tests for refattn.parallel and the blocked route of refattn.attention.
+
+The blocked route (NumPy inputs, large enough work) runs the same per-batch
+code block by block on a thread pool; these tests force it on small shapes
+(``force_blocks``) and check that it computes what the whole-batch code
+computes, for every activation, score, mask and dtype, that it really ran,
+and that the machinery under it (block sizes, BLAS thread control, the pool,
+the gathered outputs, the lazily recomputed scores) behaves as documented.
+"""
+
+import numpy as np
+import pytest
+
+from refattn import ACTIVATIONS, SCORES, parallel, score
+from refattn.attention import AttentionCache, attention, attention_backward
+
+B, H, N, D, DV = 2, 3, 5, 4, 3
+
+
+@pytest.fixture
+def force_blocks(monkeypatch):
+    """Block every NumPy call with at least 2 slices, one slice per block; count the blocked calls."""
+    monkeypatch.setattr(parallel, "MIN_BLOCKED_ENTRIES", 0)
+    monkeypatch.setattr(parallel, "BLOCK_BYTES", 1)
+    calls = []
+    run = parallel.run_blocks
+
+    def counting(fn, slices, size):
+        calls.append((slices, size))
+        return run(fn, slices, size)
+
+    monkeypatch.setattr(parallel, "run_blocks", counting)
+    return calls
+
+
+def _inputs(rng, dtype=np.float64, n_q=N):
+    Q = rng.standard_normal((B, H, n_q, D)).astype(dtype)
+    K = rng.standard_normal((B, H, N, D)).astype(dtype)
+    V = rng.standard_normal((B, H, N, DV)).astype(dtype)
+    G = rng.standard_normal((B, H, n_q, DV)).astype(dtype)
+    return Q, K, V, G
+
+
+def _both_routes(Q, K, V, G, **kw):
+    """(output, cache, gradients) from the whole-batch route, then from the blocked one."""
+    res = []
+    for blocking in (False, True):
+        parallel.set_blocking(blocking)
+        try:
+            out, cache = attention(Q, K, V, **kw)
+            res.append((out, cache, attention_backward(G, cache)))
+        finally:
+            parallel.set_blocking(True)
+    return res
+
+
+def _assert_close(a, b, dtype, what):
+    tol = 1e-13 if dtype == np.float64 else 1e-5
+    assert a.dtype == b.dtype, f"{what}: dtype {a.dtype} vs {b.dtype}"
+    assert a.shape == b.shape, f"{what}: shape {a.shape} vs {b.shape}"
+    np.testing.assert_allclose(a, b, rtol=tol, atol=tol * max(1.0, np.abs(b).max()), err_msg=what)
+
+
+MASKINGS = ["none", "causal", "per-slice", "shared", "empty-row"]
+
+
+def _mask(masking, rng):
+    if masking in ("none", "causal"):
+        return None
+    if masking == "shared":
+        return rng.random((N, N)) < 0.7  # one (n_q, n_k) mask for every slice
+    mask = rng.random((B, H, N, N)) < 0.7
+    if masking == "empty-row":
+        mask[1, 2, 3] = False  # a row with no normaliser
+    return mask
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("masking", MASKINGS)
+@pytest.mark.parametrize("act", ACTIVATIONS)
+def test_blocked_route_matches_whole_batch(act, masking, dtype, rng, force_blocks):
+    Q, K, V, G = _inputs(rng, dtype)
+    kw = dict(activation=act, mask=_mask(masking, rng), causal=masking == "causal")
+    (o0, c0, g0), (o1, c1, g1) = _both_routes(Q, K, V, G, **kw)
+    associative = act == "linear" and masking == "none"  # its backward never forms n x n arrays
+    assert len(force_blocks) == 2 - associative, "forward and backward should each have run blocked"
+    assert all(size == 1 for _, size in force_blocks)
+    _assert_close(o1, o0, dtype, "out")
+    for k in ("p", "w", "s"):
+        _assert_close(c1[k], c0[k], dtype, f"cache[{k!r}]")
+    for k in ("Q", "K", "V"):
+        _assert_close(g1[k], g0[k], dtype, f"d{k}")
+
+
+@pytest.mark.parametrize("sc", SCORES)
+def test_blocked_route_every_score(sc, rng, force_blocks):
+    """Per-token scores, the query-less global score and every parameter gradient
+    (a sum over blocks) agree with the whole-batch route."""
+    Q, K, V, G = _inputs(rng)
+    s_obj = score(sc)
+    params = s_obj.init_params(D, rng)
+    if not s_obj.pairwise:
+        G = G[..., :1, :]
+    q = None if sc == "global" else Q
+    (o0, c0, g0), (o1, c1, g1) = _both_routes(q, K, V, G, score=s_obj, activation="tanhmax",
+                                              params=params)
+    assert len(force_blocks) == 2
+    _assert_close(o1, o0, np.float64, "out")
+    for k in ("K", "V") + (("Q",) if q is not None else ()):
+        _assert_close(g1[k], g0[k], np.float64, f"d{k}")
+    assert g1["Q"] is None if q is None else True
+    assert set(g1["params"]) == set(params)
+    for k in params:
+        _assert_close(g1["params"][k], g0["params"][k], np.float64, f"d{k}")
+
+
+def test_neural_per_pair_parameters_sum_over_blocks(rng, force_blocks):
+    Q, K, V, G = _inputs(rng)
+    s_obj = score("neural")
+    params = s_obj.init_params(D, rng, per_pair=(N, N))
+    (_, _, g0), (_, _, g1) = _both_routes(Q, K, V, G, score=s_obj, activation="signexp", params=params)
+    for k in params:
+        _assert_close(g1["params"][k], g0["params"][k], np.float64, f"d{k}")
+
+
+def test_blocked_route_is_the_default_for_large_numpy_inputs(rng, monkeypatch):
+    calls = []
+    run = parallel.run_blocks
+    monkeypatch.setattr(parallel, "run_blocks", lambda fn, n, size: calls.append(size) or run(fn, n, size))
+    Q, K, V, G = (rng.standard_normal((2, 4, 128, 8)) for _ in range(4))  # 8 x 128^2 = 2^17 entries
+    attention_backward(G, attention(Q, K, V)[1])
+    assert len(calls) == 2
+    small = [x[..., :8, :] for x in (Q, K, V, G)]  # 8 x 8^2 entries: not worth threads
+    attention_backward(small[3], attention(*small[:3])[1])
+    assert len(calls) == 2
+
+
+def test_autograd_and_whole_batch_inputs_are_not_blocked(rng, force_blocks):
+    from autograd import grad
+
+    Q, K, V, G = _inputs(rng)
+    grad(lambda q: (attention(q, K, V, activation="tanhmax")[0] * G).sum())(Q)
+    assert force_blocks == []  # traced arrays always run the whole-batch code
+    parallel.set_blocking(False)
+    try:
+        attention(Q, K, V)
+    finally:
+        parallel.set_blocking(True)
+    assert force_blocks == []
+    attention(Q[0, 0], K[0, 0], V[0, 0])  # one slice: nothing to split
+    assert force_blocks == []
+
+
+@pytest.mark.parametrize("masked", [False, True])
+@pytest.mark.parametrize("act", ACTIVATIONS)
+def test_gradients_of_the_blocked_route_against_autograd(act, masked, rng, force_blocks):
+    from refattn.gradcheck import gradcheck
+
+    Q, K, V, _ = _inputs(rng)
+    mask = rng.random((B, H, N, N)) < 0.8 if masked else None
+
+    def fun(Q, K, V):
+        return attention(Q, K, V, activation=act, mask=mask, causal=masked)[0]
+
+    def vjp(u, Q, K, V):
+        g = attention_backward(u, attention(Q, K, V, activation=act, mask=mask, causal=masked)[1])
+        return {k: g[k] for k in "QKV"}
+
+    gradcheck(fun, {"Q": Q, "K": K, "V": V}, vjp, name=f"blocked {act}", checks=("autograd",),
+              rtol=1e-10, atol=1e-12).assert_ok()
+    assert force_blocks  # the analytic side ran blocked
+
+
+# --------------------------------------------------------------------------
+# The cache: scores kept or recomputed
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("act", ACTIVATIONS)
+def test_cache_keeps_scores_only_where_the_backward_needs_them(act, rng, force_blocks):
+    from refattn import activation
+
+    Q, K, V, _ = _inputs(rng)
+    _, cache = attention(Q, K, V, activation=act)
+    assert isinstance(cache, AttentionCache)
+    assert ("s" in cache) == activation(act).vjp_needs_s
+    s = score("scaled_dot").forward(Q, K)
+    np.testing.assert_allclose(cache.get("s"), s, rtol=1e-14)  # recomputed on demand
+    assert "s" in cache
+    np.testing.assert_array_equal(cache["s"], cache.get("s"))
+    with pytest.raises(KeyError):
+        cache["nothing"]
+    assert cache.get("nothing", 7) == 7
+
+
+def test_cache_recomputes_per_token_scores_with_their_query_axis(rng, force_blocks):
+    Q, K, V, _ = _inputs(rng)
+    _, cache = attention(Q, K, V, score="self", activation="softmax")
+    assert "s" not in cache
+    assert cache["s"].shape == (B, H, 1, N)
+
+
+# --------------------------------------------------------------------------
+# The machinery
+# --------------------------------------------------------------------------
+
+
+def test_block_size_rules(monkeypatch):
+    monkeypatch.setattr(parallel, "num_threads", lambda: 2)
+    n2 = 256 * 256
+    assert parallel.block_size(16, n2, 8) == 1  # 512 KiB per slice: one slice a block
+    assert parallel.block_size(16, 64 * 64, 8) == 8  # small slices: as many as fit, but every thread gets work
+    assert parallel.block_size(1, n2, 8) is None  # one slice
+    assert parallel.block_size(4, 64, 8) is None  # too little work
+    parallel.set_blocking(False)
+    try:
+        assert parallel.block_size(16, n2, 8) is None
+    finally:
+        parallel.set_blocking(True)
+
+
+def test_settings_are_validated(monkeypatch):
+    with pytest.raises(ValueError, match="n: expected an int >= 1"):
+        parallel.set_num_threads(0)
+    with pytest.raises(TypeError, match="n: expected an int"):
+        parallel.set_num_threads(2.0)
+    with pytest.raises(TypeError, match="enabled: expected a bool"):
+        parallel.set_blocking("yes")
+    monkeypatch.setenv("REFATTN_NUM_THREADS", "zero")
+    with pytest.raises(ValueError, match="REFATTN_NUM_THREADS: expected a positive integer"):
+        parallel._default_threads()
+    monkeypatch.setenv("REFATTN_NUM_THREADS", "0")
+    with pytest.raises(ValueError, match="REFATTN_NUM_THREADS"):
+        parallel._default_threads()
+    monkeypatch.setenv("REFATTN_NUM_THREADS", "3")
+    assert parallel._default_threads() == 3
+
+
+def test_set_num_threads_one_runs_blocks_in_the_calling_thread(monkeypatch):
+    import threading
+
+    monkeypatch.setattr(parallel, "_threads", None)
+    parallel.set_num_threads(1)
+    names = parallel.run_blocks(lambda i, j: threading.current_thread().name, 6, 2)
+    assert names == [threading.current_thread().name] * 3
+
+
+def test_run_blocks_order_errors_context_and_nesting(monkeypatch):
+    if parallel.blas_control() is None:
+        pytest.skip("BLAS thread control unavailable: blocks run sequentially anyway")
+    monkeypatch.setattr(parallel, "_threads", 2)
+    assert parallel.run_blocks(lambda i, j: (i, j), 7, 3) == [(0, 3), (3, 6), (6, 7)]
+
+    def fail(i, j):
+        if i == 2:
+            raise RuntimeError("block 2 failed")
+        return i
+
+    with pytest.raises(RuntimeError, match="block 2 failed"):
+        parallel.run_blocks(fail, 4, 1)
+    with np.errstate(over="raise"):  # the caller's numpy error state reaches the workers
+        seen = parallel.run_blocks(lambda i, j: np.geterr()["over"], 4, 1)
+    assert seen == ["raise"] * 4
+    # a block that itself runs blocks runs them in its own thread (no deadlock on a full pool)
+    nested = parallel.run_blocks(lambda i, j: parallel.run_blocks(lambda a, b: a, 4, 1), 4, 1)
+    assert nested == [[0, 1, 2, 3]] * 4
+
+
+def test_single_threaded_blas_restores_the_thread_count():
+    blas = parallel.blas_control()
+    if blas is None:
+        pytest.skip("no OpenBLAS thread control in this NumPy")
+    before = blas.get()
+    with parallel.single_threaded_blas():
+        assert blas.get() == 1
+        with parallel.single_threaded_blas():  # re-entrant
+            assert blas.get() == 1
+        assert blas.get() == 1
+    assert blas.get() == before
+
+
+def test_gather_groups_outputs_of_one_shape_into_one_allocation():
+    g = parallel.Gather(4)
+    parts = {"out": np.ones((2, 3, 2)), "p": np.full((2, 3, 3), 2.0), "w": np.full((2, 3, 3), 3.0),
+             "x32": np.ones((2, 3, 3), np.float32)}
+    g.put(0, 2, parts)
+    g.put(2, 4, {k: v + 10 for k, v in parts.items()})
+    p, w, out, x32 = (g.get(k, (2, 2)) for k in ("p", "w", "out", "x32"))
+    assert p.shape == (2, 2, 3, 3) and out.shape == (2, 2, 3, 2)
+    assert x32.dtype == np.float32 and p.dtype == np.float64
+    assert p.base is w.base and p.base.shape == (2, 4, 3, 3)  # rows of one (2, slices, ...) array
+    assert not np.shares_memory(p, w) and not np.shares_memory(p, out)
+    np.testing.assert_array_equal(p[0], 2.0)
+    np.testing.assert_array_equal(p[1], 12.0)
+    np.testing.assert_array_equal(w[1], 13.0)
+    assert g.get("missing", (2, 2)) is None
