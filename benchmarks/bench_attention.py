@@ -3,6 +3,7 @@
     python benchmarks/bench_attention.py            # (B, H, n, d) = (4, 4, 256, 64)
     python benchmarks/bench_attention.py --json     # machine-readable
     python benchmarks/bench_attention.py --quick    # tiny shape, a smoke test
+    python benchmarks/bench_attention.py --out results.json   # also save the JSON
 
 For every registered activation with the scaled dot-product score it times
 
@@ -108,10 +109,20 @@ def torch_candidates(Q, K, V, G):
     return {"total": fwd_bwd, "total_1_thread": one_thread}, info
 
 
-def run_grouped(candidates, passes, repeats, pause=0.2, warmup=0.15):
+def _minor_faults():
+    """Page faults this process has taken so far (None where ``resource`` is missing)."""
+    try:
+        import resource  # noqa: PLC0415  (Unix only)
+    except ImportError:
+        return None
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def run_grouped(candidates, passes, repeats, pause=0.2, warmup=0.15, faults=None):
     """``{key: [[seconds per run] per pass]}``: per pass, every candidate
     ``repeats`` times in a row, after a pause and ``warmup`` seconds of
-    untimed runs (at least one)."""
+    untimed runs (at least one). ``faults``, a dict, gets each candidate's
+    page faults per run (averaged over its timed runs) appended per pass."""
     times = {key: [] for key in candidates}
     for _ in range(passes):
         for key, fn in candidates.items():
@@ -121,10 +132,13 @@ def run_grouped(candidates, passes, repeats, pause=0.2, warmup=0.15):
             while time.perf_counter() < t_end:  # the first runs after an idle spell are slow
                 fn()
             runs = []
+            f0 = _minor_faults()
             for _ in range(repeats):
                 t0 = time.perf_counter()
                 fn()
                 runs.append(time.perf_counter() - t0)
+            if faults is not None and f0 is not None:
+                faults.setdefault(key, []).append((_minor_faults() - f0) / repeats)
             times[key].append(runs)
     return times
 
@@ -159,7 +173,8 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=5, help="runs per candidate and pass (default 5)")
     ap.add_argument("--passes", type=int, default=3, help="passes over all candidates (default 3)")
     ap.add_argument("--quick", action="store_true", help="(2, 2, 16, 8), 1 pass of 2 runs, no pauses: a smoke test")
-    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--json", action="store_true", help="print the results as JSON")
+    ap.add_argument("--out", help="also write the JSON to this file")
     args = ap.parse_args(argv)
     if args.repeats < 1 or args.passes < 1:
         ap.error("--repeats and --passes: expected ints >= 1")
@@ -178,7 +193,8 @@ def main(argv=None):
             candidates[(name, "refattn_" + key)] = fn
         for key, fn in autograd_candidates(name, Q, K, V, G).items():
             candidates[(name, "autograd_" + key)] = fn
-    times = run_grouped(candidates, passes, repeats, pause, warmup)
+    faults = {}
+    times = run_grouped(candidates, passes, repeats, pause, warmup, faults)
 
     def med(key):
         return statistics.median(_all(times[key]))
@@ -198,6 +214,9 @@ def main(argv=None):
             "unblocked_over_blocked": median_ratio(t("refattn_unblocked_total"), t("refattn_total")),
             "autograd_over_analytic_backward": median_ratio(t("autograd_backward"), t("refattn_backward")),
             "autograd_over_analytic_total": median_ratio(t("autograd_total"), t("refattn_total")),
+            "page_faults_per_run": {k: statistics.median(faults[(name, k)]) for k in
+                                    ("refattn_total", "refattn_unblocked_total", "autograd_total")
+                                    if (name, k) in faults},
         }
     torch_res = None
     if torch_info is not None:
@@ -216,16 +235,21 @@ def main(argv=None):
     result = {"shape": shape, "dtype": "float64", "repeats": repeats, "passes": passes,
               "timing": "median of passes x repeats runs; ratios: median over passes",
               "refattn_threads": parallel.num_threads(),
-              "blas_control": None if parallel.blas_control() is None else parallel.blas_control().path,
+              "blas": _blas_info(),
               "rows": rows, "torch": torch_res,
               "torch_max_grad_diff": check_same_gradients(Q, K, V, G), "verdict": verdict,
               "machine": {"python": platform.python_version(), "numpy": np.__version__,
                           "processor": platform.machine(), "cpu": _cpu_name()}}
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(result, f, indent=2)
     if args.json:
         print(json.dumps(result, indent=2))
         return result
+    blas = result["blas"] or {}
     print(f"attention forward + backward, (B, H, n, d) = {shape}, float64, median of {passes} passes "
-          f"x {repeats} runs; refattn on {result['refattn_threads']} thread(s)")
+          f"x {repeats} runs; refattn on {result['refattn_threads']} thread(s); "
+          f"CPU {result['machine']['cpu']}; OpenBLAS kernel {blas.get('core')}")
     if torch_res:
         print(f"PyTorch {torch_res['version']} eager softmax ({torch_res['threads']} threads): "
               f"{1e3 * torch_res['total']:.1f} ms (1 thread: {1e3 * torch_res['total_1_thread']:.1f} ms);  "
@@ -239,6 +263,25 @@ def main(argv=None):
     for k, v in verdict.items():
         print(f"{k}: {v if not isinstance(v, float) else f'{v:.2f}'}")
     return result
+
+
+def _blas_info():
+    """The OpenBLAS refattn holds at one thread in blocked runs, and the kernel it chose."""
+    blas = parallel.blas_control()
+    if blas is None:
+        return None
+    import ctypes  # noqa: PLC0415
+
+    info = {"path": blas.path, "threads": blas.get(), "core": None}
+    lib = ctypes.CDLL(blas.path)
+    for name in ("scipy_openblas_get_corename64_", "scipy_openblas_get_corename",
+                 "openblas_get_corename64_", "openblas_get_corename"):
+        fn = getattr(lib, name, None)
+        if fn is not None:
+            fn.restype = ctypes.c_char_p
+            info["core"] = fn().decode()
+            break
+    return info
 
 
 def _cpu_name():

@@ -98,6 +98,35 @@ def test_benchmark_script_smoke():
     res = json.loads(r.stdout)
     assert set(res["rows"]) == set(ACTIVATIONS)
     assert all(np.isfinite(v["refattn_total_s"]) for v in res["rows"].values())
+    assert set(res["verdict"]) >= {"softmax_no_slower_than_torch", "all_within_1_5x_of_softmax",
+                                   "analytic_backward_1_5x_faster_than_autograd"}
+
+
+def test_benchmark_script_without_torch(monkeypatch, capsys):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import bench_attention
+    finally:
+        sys.path.pop(0)
+    monkeypatch.setitem(sys.modules, "torch", None)  # import torch now raises ImportError
+    res = bench_attention.main(["--quick", "--json"])
+    assert res["torch"] is None and res["verdict"]["softmax_no_slower_than_torch"] is None
+    assert res["verdict"]["all_within_1_5x_of_softmax"] in (True, False)
+
+
+@pytest.mark.parametrize("script, args", [
+    ("bench_loop.py", ["tanhmax", "--shape", "2", "2", "8", "4", "--steps", "2", "--warmup", "0", "--json"]),
+    ("bench_loop.py", ["--unblocked", "--shape", "2", "2", "8", "4", "--steps", "1", "--json"]),
+    ("bench_ops.py", ["--repeats", "1", "--json"]),
+])
+def test_other_benchmark_scripts_smoke(script, args):
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), *args], cwd=ROOT,
+                       capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    values = [res["median_ms"], res["page_faults_per_step"]] if script == "bench_loop.py" else \
+        list(res["slice_us"].values()) + [res["matmul_slice_1_thread_us"]]
+    assert all(np.isfinite(v) and v >= 0 for v in values)
 
 
 def test_properties_cli_json(capsys):

@@ -1,0 +1,81 @@
+"""Forward + backward in a loop, alone in a fresh process: time and page faults per step.
+
+    python benchmarks/bench_loop.py softmax            # the blocked route (the default)
+    python benchmarks/bench_loop.py softmax --unblocked
+    python benchmarks/bench_loop.py --torch            # PyTorch eager softmax attention
+
+``bench_attention.py`` times every candidate in one long-lived process, whose
+``malloc`` has by then grown and holds plenty of freed memory; this script
+is the other extreme, a small program that does nothing but attention steps,
+so that memory the step frees and maps again shows up as page faults. It
+prints the median and minimum time of ``--steps`` steps after ``--warmup``
+untimed ones, and the page faults and system (kernel) time per step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import time
+
+import numpy as np
+
+from refattn import ACTIVATIONS, parallel
+from refattn.attention import attention, attention_backward
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("activation", nargs="?", default="softmax", choices=ACTIVATIONS)
+    ap.add_argument("--unblocked", action="store_true", help="the whole-batch route (set_blocking(False))")
+    ap.add_argument("--torch", action="store_true", help="PyTorch eager softmax attention instead")
+    ap.add_argument("--shape", type=int, nargs=4, default=(4, 4, 256, 64), metavar=("B", "H", "n", "d"))
+    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    if args.steps < 1 or args.warmup < 0:
+        ap.error("--steps must be >= 1 and --warmup >= 0")
+    rng = np.random.default_rng(0)
+    Q, K, V, G = (rng.standard_normal(tuple(args.shape)) for _ in range(4))
+    if args.torch:
+        import torch
+
+        q, k, v, g = (torch.from_numpy(x) for x in (Q, K, V, G))
+        scale = 1.0 / np.sqrt(Q.shape[-1])
+
+        def step():
+            qq, kk, vv = (t.detach().requires_grad_(True) for t in (q, k, v))
+            (torch.softmax((qq @ kk.transpose(-1, -2)) * scale, dim=-1) @ vv).backward(g)
+    else:
+        parallel.set_blocking(not args.unblocked)
+
+        def step():
+            attention_backward(G, attention(Q, K, V, activation=args.activation)[1])
+
+    for _ in range(args.warmup):
+        step()
+    r0 = resource.getrusage(resource.RUSAGE_SELF)
+    ts = []
+    for _ in range(args.steps):
+        t0 = time.perf_counter()
+        step()
+        ts.append(time.perf_counter() - t0)
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    res = {"what": "torch softmax" if args.torch else args.activation,
+           "route": None if args.torch else ("unblocked" if args.unblocked else "blocked"),
+           "shape": list(args.shape), "median_ms": 1e3 * statistics.median(ts), "min_ms": 1e3 * min(ts),
+           "page_faults_per_step": (r1.ru_minflt - r0.ru_minflt) / args.steps,
+           "system_ms_per_step": 1e3 * (r1.ru_stime - r0.ru_stime) / args.steps}
+    if args.json:
+        print(json.dumps(res))
+    else:
+        print(f"{res['what']:12s} {res['route'] or '':9s} median {res['median_ms']:6.2f} ms  min {res['min_ms']:6.2f} ms  "
+              f"page faults/step {res['page_faults_per_step']:7.0f}  kernel ms/step {res['system_ms_per_step']:5.2f}")
+    return res
+
+
+if __name__ == "__main__":
+    main()

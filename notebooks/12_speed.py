@@ -1,0 +1,186 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+# ---
+
+# %% [markdown]
+# # 12 — Speed without new mathematics
+#
+# `derivations/20-speed.md` explains how refattn's attention on NumPy got as
+# fast as PyTorch's eager softmax attention on the CPU. Every step there keeps
+# the numbers the plain code computes; this notebook checks that, one step at
+# a time, and then times the result:
+#
+# 1. the blocked, threaded route (`refattn.parallel`) against the whole-batch
+#    code, for every activation;
+# 2. the VJP in the factored form R5, $ds = u\odot a - b\,\langle u,\phi\rangle$,
+#    against its definition, and what it lets the cache leave out;
+# 3. linear attention's backward pass by associativity, against the general
+#    route, and its cost as $n$ grows;
+# 4. the issue-2 benchmark as a figure.
+#
+# Environment: `REFATTN_SMALL=1` runs everything at a small size (CI);
+# `REFATTN_FIGDIR` saves the figures.
+
+# %%
+import json
+import os
+import subprocess
+import sys
+import time
+
+import matplotlib
+
+matplotlib.use(os.environ.get("MPLBACKEND", "Agg"))
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from refattn import ACTIVATIONS, activation, parallel  # noqa: E402
+from refattn.activations import Activation  # noqa: E402
+from refattn.attention import attention, attention_backward  # noqa: E402
+from refattn.plots import save, small  # noqa: E402
+
+SMALL = small()
+rng = np.random.default_rng(0)
+print("threads:", parallel.num_threads(), "| BLAS control:", parallel.blas_control() is not None)
+
+# %% [markdown]
+# ## 1. Blocked and whole-batch routes give the same numbers
+#
+# `attention` splits the (batch, head) slices into blocks of about 512 KiB
+# of scores and runs the same `_forward_math` / `_backward_math` on each,
+# on a thread pool. `parallel.set_blocking(False)` turns that off. The
+# largest relative difference of the output and of the three gradients:
+
+# %%
+shape = (2, 2, 128, 16) if SMALL else (4, 4, 256, 64)
+Q, K, V, G = (rng.standard_normal(shape) for _ in range(4))
+
+
+def run(act, blocking):
+    parallel.set_blocking(blocking)
+    try:
+        out, cache = attention(Q, K, V, activation=act, causal=True)
+        g = attention_backward(G, cache)
+    finally:
+        parallel.set_blocking(True)
+    return [out, g["Q"], g["K"], g["V"]]
+
+
+for act in ACTIVATIONS:
+    whole, blocked = run(act, False), run(act, True)
+    diff = max(float(np.abs(a - b).max() / np.abs(a).max()) for a, b in zip(whole, blocked))
+    print(f"{act:11s} max relative difference {diff:.1e}")
+
+# %% [markdown]
+# ## 2. The VJP in two factors
+#
+# Regrouping Eq. R4 by $u$ and by $\langle u,\phi\rangle$ gives (derivation
+# 01, section 4, Step 9)
+#
+# $$ds = u\odot a - b\,\langle u,\phi\rangle,\qquad a = (\rho' + \rho\ell')\,p,\quad b = \ell' p.$$
+#
+# `Activation._vjp_terms` returns $(a, b)$; the base class evaluates the
+# definitions from $s$, the subclasses shortcuts. Below, each shortcut
+# against the definition on one row, and which activations need the scores
+# at all (those that do not have them recomputed on demand by the cache).
+
+# %%
+s = rng.standard_normal(12) * 2
+print(f"{'activation':11s} {'needs s':>8s} {'|a - a_def|':>12s} {'|b - b_def|':>12s}")
+for name in ACTIVATIONS:
+    act = activation(name)
+    p, phi = act.weights(s), act.forward(s)
+    a, b = act._vjp_terms(s if act.vjp_needs_s else None, p, phi)
+    a0, b0 = Activation._vjp_terms(act, s, p, phi)
+    db = float(np.abs(b0).max()) if b is None else float(np.abs(b - b0).max())
+    print(f"{name:11s} {str(act.vjp_needs_s):>8s} {float(np.abs(a - a0).max()):12.1e} {db:12.1e}")
+
+# %% [markdown]
+# For tanhmax, $a = p$ and $b = \phi$: its Jacobian is
+# $\mathrm{diag}(p) - \phi\phi^T$, softmax's with the signed weights in the
+# outer product, because $\sinh' = \cosh$.
+
+# %%
+t = activation("tanhmax")
+J = t.jacobian(s)
+print("tanhmax: max |J - (diag(p) - phi phi^T)| =",
+      float(np.abs(J - (np.diag(t.weights(s)) - np.outer(t(s), t(s)))).max()))
+
+# %% [markdown]
+# ## 3. Linear attention by associativity
+#
+# With $\phi = s/n$, no mask and a dot score, $Y = \frac{\beta}{n}Q(K^TV)$,
+# so the backward pass needs four $n\times d$ by $d\times d_v$ products
+# instead of four $n\times n$ by $n\times d$ ones (derivation 20, section 4).
+# The gradients agree with the general route (forced here with a mask of all
+# True), and the time grows like $n$ instead of $n^2$:
+
+# %%
+def linear_backward_time(n, masked, d=16, repeats=3):
+    Qn, Kn, Vn, Gn = (rng.standard_normal((2, 2, n, d)) for _ in range(4))
+    mask = np.ones((1, n), bool) if masked else None
+    _, cache = attention(Qn, Kn, Vn, activation="linear", mask=mask)
+    ts = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        attention_backward(Gn, cache)
+        ts.append(time.perf_counter() - t0)
+    return min(ts)
+
+
+Qn, Kn, Vn, Gn = (rng.standard_normal((2, 2, 64, 16)) for _ in range(4))
+ga = attention_backward(Gn, attention(Qn, Kn, Vn, activation="linear")[1])
+gg = attention_backward(Gn, attention(Qn, Kn, Vn, activation="linear", mask=np.ones((1, 64), bool))[1])
+print("max relative difference, associative vs general:",
+      max(float(np.abs(ga[k] - gg[k]).max() / np.abs(gg[k]).max()) for k in "QKV"))
+
+ns = [64, 128, 256] if SMALL else [128, 256, 512, 1024, 2048]
+t_assoc = [linear_backward_time(n, False) * 1e3 for n in ns]
+t_general = [linear_backward_time(n, True) * 1e3 for n in ns]
+fig, ax = plt.subplots(figsize=(4.6, 3.2))
+ax.loglog(ns, t_general, "o-", label="general route (n x n weights)")
+ax.loglog(ns, t_assoc, "s-", label="by associativity, Q (K^T V)")
+ax.set_xticks(ns, [str(n) for n in ns])
+ax.minorticks_off()
+ax.set_xlabel("sequence length n")
+ax.set_ylabel("backward pass (ms)")
+ax.set_title("linear attention, (2, 2, n, 16)")
+ax.legend(fontsize=8)
+save(fig, "12_linear_associativity")
+for n, a, b in zip(ns, t_assoc, t_general):
+    print(f"n = {n:5d}: general {b:8.2f} ms, associative {a:6.2f} ms")
+
+# %% [markdown]
+# ## 4. The benchmark
+#
+# `benchmarks/bench_attention.py` times forward + backward for every
+# activation: the blocked route, the whole-batch route, autograd, and
+# PyTorch's eager softmax attention (when PyTorch is installed; it is a
+# benchmark-only dependency). At the small size this is a smoke run whose
+# times mean little; the full run takes about a minute.
+
+# %%
+cmd = [sys.executable, os.path.join("benchmarks", "bench_attention.py"), "--json"]
+cmd += ["--quick"] if SMALL else []
+res = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True,
+                                env={**os.environ, "PYTHONPATH": os.getcwd()}).stdout)
+rows = res["rows"]
+x = np.arange(len(rows))
+fig, ax = plt.subplots(figsize=(7.5, 3.4))
+for i, (key, label) in enumerate((("refattn_total_s", "refattn (blocked)"),
+                                  ("unblocked_total_s", "refattn, whole batch"),
+                                  ("autograd_total_s", "autograd (same forward)"))):
+    ax.bar(x + (i - 1) * 0.27, [1e3 * r[key] for r in rows.values()], 0.27, label=label)
+if res["torch"]:
+    ax.axhline(1e3 * res["torch"]["total"], color="k", ls="--", lw=1,
+               label=f"PyTorch softmax ({res['torch']['threads']} threads)")
+ax.set_xticks(x, list(rows), rotation=30)
+ax.set_ylabel("forward + backward (ms)")
+ax.set_title(f"(B, H, n, d) = {tuple(res['shape'])}, float64")
+ax.legend(fontsize=7)
+save(fig, "12_benchmark")
+print(json.dumps(res["verdict"], indent=1))
