@@ -94,8 +94,9 @@ def attention(Q, K, V, *, score="scaled_dot", activation="softmax", params=None,
     Returns
     -------
     out : ndarray (..., n_q, d_v), or (..., 1, d_v) for per-token scores
-    cache : dict
-        Everything :func:`attention_backward` needs.
+    cache : AttentionCache
+        A dict of everything :func:`attention_backward` needs, and the weights
+        ``cache["w"]`` and scores ``cache["s"]`` for inspection.
     """
     sc, act = _resolve(score, activation, score_options)
     params = {} if params is None else dict(params)
@@ -261,7 +262,7 @@ def _forward_blocked(sc, act, Q, K, V, params, keep, shape, size):
     per_slice = keep is not None and keep.ndim > 2  # an (n_q, n_k) mask is shared by every slice
     if per_slice:
         keep = _flat(np.broadcast_to(keep, shape), lead)
-    parts = parallel.Gather(slices)
+    parts = parallel.Gather(slices, alone=("out",))
 
     def block(i, j):
         out, s, p, w = _forward_math(sc, act, _rows(Qf, i, j), Kf[i:j], Vf[i:j], params,

@@ -269,12 +269,12 @@ def _get_pool(threads):
     process inherits the pool object but not its threads)."""
     global _pool, _pool_size, _pool_pid
     with _lock:
-        if _pool is None or _pool_size != threads or _pool_pid != os.getpid():
-            old, _pool = _pool, ThreadPoolExecutor(threads, thread_name_prefix="refattn",
-                                                   initializer=_mark_worker)
+        forked = _pool_pid != os.getpid()
+        if _pool is None or _pool_size != threads or forked:
+            if _pool is not None and not forked:
+                _pool.shutdown(wait=False)  # its queued work still runs
+            _pool = ThreadPoolExecutor(threads, thread_name_prefix="refattn", initializer=_mark_worker)
             _pool_size, _pool_pid = threads, os.getpid()
-            if old is not None and _pool_pid == os.getpid():
-                old.shutdown(wait=False)
         return _pool
 
 
@@ -321,22 +321,27 @@ class Gather:
     ``malloc`` serves from memory it already holds instead of mapping fresh
     pages on every call (``derivations/20-speed.md``). Such outputs keep
     each other's memory alive until the last of them is garbage-collected.
+    Outputs named in ``alone`` get an allocation of their own (attention's
+    ``out``, which must not keep the cache's memory alive).
     ``get(name, batch)`` returns an output with its leading axis unfolded to
     the ``batch`` shape, or ``None`` if no block delivered ``name``.
     """
 
-    def __init__(self, slices: int):
+    def __init__(self, slices: int, alone=()):
         self.slices = slices
+        self.alone = tuple(alone)
         self._arrays = None
         self._lock = threading.Lock()
 
     def _allocate(self, parts):
         groups = {}
         for name, part in parts.items():
-            groups.setdefault((part.shape[1:], part.dtype), []).append(name)
+            key = (name,) if name in self.alone else (part.shape[1:], part.dtype)
+            groups.setdefault(key, []).append(name)
         arrays = {}
-        for (shape, dtype), names in groups.items():
-            rows = np.empty((len(names), self.slices) + shape, dtype)
+        for names in groups.values():
+            first = parts[names[0]]
+            rows = np.empty((len(names), self.slices) + first.shape[1:], first.dtype)
             arrays.update(zip(names, rows))
         return arrays
 

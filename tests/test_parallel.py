@@ -294,3 +294,48 @@ def test_gather_groups_outputs_of_one_shape_into_one_allocation():
     np.testing.assert_array_equal(p[1], 12.0)
     np.testing.assert_array_equal(w[1], 13.0)
     assert g.get("missing", (2, 2)) is None
+    alone = parallel.Gather(2, alone=("out",))
+    alone.put(0, 2, {"out": np.ones((2, 3, 3)), "p": np.ones((2, 3, 3))})
+    assert not np.shares_memory(alone.get("out", (2,)).base, alone.get("p", (2,)).base)
+
+
+def test_attention_output_does_not_share_memory_with_the_cache(rng, force_blocks):
+    Q, K, V = (rng.standard_normal((B, H, N, N)) for _ in range(3))  # out and p have one shape
+    out, cache = attention(Q, K, V, activation="tanhmax")
+    assert force_blocks
+    assert cache["p"].base is cache["w"].base  # p and w: one allocation
+    assert not np.shares_memory(out, cache["p"]) and out.base is not cache["p"].base
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs os.fork")
+def test_a_forked_child_gets_a_pool_of_its_own(monkeypatch):
+    """A child process inherits the pool object but not its threads; blocked
+    calls there must not wait forever on workers that do not exist."""
+    import os
+
+    if parallel.blas_control() is None:
+        pytest.skip("BLAS thread control unavailable: no pool is used")
+    monkeypatch.setattr(parallel, "_threads", 2)
+    assert parallel.run_blocks(lambda i, j: i, 4, 1) == [0, 1, 2, 3]  # the parent's pool exists
+    pid = os.fork()
+    if pid == 0:  # the child: exit 0 only if the blocks ran, whatever happens
+        code = 1
+        try:
+            code = 0 if parallel.run_blocks(lambda i, j: i, 4, 1) == [0, 1, 2, 3] else 1
+        except BaseException:
+            pass
+        os._exit(code)
+    import signal
+    import time
+
+    deadline = time.monotonic() + 30
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child hung in run_blocks (a pool without threads)")
+        time.sleep(0.05)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
