@@ -314,8 +314,6 @@ def _expressive_rate(xp, s):
     return 2.0 / (z * (1.0 + z * z))
 
 
-
-
 #: ``Delta_II(s, o, axis)`` in closed form for every registered activation;
 #: each is tested equal to the generic :func:`delta_II` (away from the
 #: singular points s = 0 of signexp, expressive, relu and cosformer).

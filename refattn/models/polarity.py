@@ -124,8 +124,6 @@ _COMMON_PARAMS = {"emb": ("V", "E"), "W_v": ("H", "E"), "b_v": ("H",), "w_o": ("
 _BATCH_KEYS = ("tokens", "labels", "mask", "dropout")
 
 
-
-
 # --------------------------------------------------------------------------
 # The linear maps of the embeddings, all in one matmul: (M2), (M4), rule (S2)
 # --------------------------------------------------------------------------
