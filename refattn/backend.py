@@ -18,6 +18,8 @@ way back to the host.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import autograd.numpy as anp
 from autograd.tracer import Box
@@ -28,6 +30,9 @@ __all__ = [
     "is_traced",
     "to_numpy",
     "check_float_array",
+    "check_int",
+    "check_real",
+    "sum_to",
     "check_mask",
     "check_axis",
     "stop_gradient",
@@ -187,6 +192,41 @@ def check_int(value, name: str, least: int = 1) -> int:
     return int(value)
 
 
+def check_real(value, name: str, *, positive: bool = False, allow_none: bool = False,
+               finite: bool = True) -> float | None:
+    """``value`` as a Python float, after checking it is a real number (not a bool).
+
+    Parameters
+    ----------
+    value : object
+        The argument to check.
+    name : str
+        Its name, used in the message.
+    positive : bool
+        Also require ``value > 0``.
+    allow_none : bool
+        Let ``None`` through (returned as ``None``).
+    finite : bool
+        Also require a finite value (no inf, no NaN).
+
+    Raises ``TypeError`` for a non-number and ``ValueError`` for a value out of
+    range, each naming the argument ``name``; the one-line message says what
+    was expected. The integer counterpart is :func:`check_int`.
+    """
+    if value is None and allow_none:
+        return None
+    want = ("a positive" if positive else "a") + (" finite" if finite else "") + " real number"
+    want += " or None" if allow_none else ""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(
+        value, (int, float, np.integer, np.floating)
+    ):
+        raise TypeError(f"{name}: expected {want}, got {type(value).__name__}")
+    v = float(value)
+    if (finite and not math.isfinite(v)) or (positive and not v > 0) or math.isnan(v):
+        raise ValueError(f"{name}: expected {want}, got {value!r}")
+    return v
+
+
 def check_axis(axis, ndim: int, name: str = "axis") -> int:
     """Normalise ``axis`` to ``0 <= axis < ndim`` or raise a clear error."""
     if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, (int, np.integer)):
@@ -220,6 +260,23 @@ def check_mask(mask, shape, name: str = "mask"):
             f"shape {tuple(shape)}"
         )
     return mask
+
+
+def sum_to(xp, x, shape):
+    """Sum ``x`` over the axes that broadcasting added or stretched, leaving ``shape``.
+
+    The adjoint of broadcasting ``shape`` up to ``x.shape``: where a forward
+    pass broadcast a parameter (or a batch-broadcast query or key) over batch
+    dimensions, its VJP sums the upstream gradient over them.
+    """
+    shape = tuple(shape)
+    lead = x.ndim - len(shape)
+    if lead > 0:
+        x = xp.sum(x, axis=tuple(range(lead)))
+    stretched = tuple(i for i, n in enumerate(shape) if n == 1 and x.shape[i] != 1)
+    if stretched:
+        x = xp.sum(x, axis=stretched, keepdims=True)
+    return xp.asarray(x).reshape(shape)
 
 
 def stop_gradient(x):
