@@ -56,7 +56,7 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
 from refattn import ACTIVATIONS  # noqa: E402
-from refattn.attention import attention, attention_backward  # noqa: E402
+from refattn.fast import attention, attention_backward  # noqa: E402
 from refattn.backend import cupy_available, to_numpy  # noqa: E402
 
 __all__ = ["SIZES", "DEFAULT_OUT", "run_attention_bench", "format_attention_bench", "main"]

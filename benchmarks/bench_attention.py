@@ -7,23 +7,25 @@
 
 For every registered activation with the scaled dot-product score it times
 
-* ``refattn``: :func:`refattn.attention.attention` then
-  :func:`refattn.attention.attention_backward` (the hand-derived backward),
-  as a user calls them: blocked and threaded (``refattn.parallel``);
-* ``unblocked``: the same two calls with ``refattn.parallel.set_blocking(False)``,
+* ``refattn``: the fast path, :func:`refattn.fast.attention` then
+  :func:`refattn.fast.attention_backward` (the hand-derived backward), as a
+  user calls them: blocked and threaded (``refattn.fast.threads``);
+* ``unblocked``: the same two calls with ``refattn.fast.set_blocking(False)``,
   the whole-batch code on one core (plus BLAS's own threads), to show what
-  the speed layer buys;
-* ``autograd``: the same forward traced by autograd, then autograd's backward
-  (``make_vjp``), i.e. the same forward differentiated automatically;
+  blocks and threads buy;
+* ``reference``: the textbook reference, :func:`refattn.attention.attention`
+  and its backward, to show what the fast path buys altogether;
+* ``autograd``: the reference forward traced by autograd, then autograd's
+  backward (``make_vjp``), i.e. the same forward differentiated automatically;
 
 and, as the external reference, plain PyTorch eager softmax attention in
 float64 with its autograd backward, on its default threads and on one
 (PyTorch is a benchmark-only dependency; that row is skipped when it is not
 installed).
 
-Targets (issue 2): refattn softmax no slower than PyTorch; every other
-activation within 1.5x of refattn softmax; the analytic backward at least
-1.5x faster than autograd's backward on the same forward.
+Targets (issues 2 and 14, on the fast path): refattn softmax no slower than
+PyTorch; every other activation within 1.5x of refattn softmax; the analytic
+backward at least 1.5x faster than autograd's backward on the same forward.
 
 Timing. A shared machine drifts by tens of percent within a minute, and a
 candidate can slow the next one down: after a multi-threaded matrix product
@@ -48,31 +50,38 @@ import time
 import numpy as np
 from autograd import make_vjp
 
-from refattn import ACTIVATIONS, parallel
-from refattn.attention import attention, attention_backward
+from refattn import ACTIVATIONS
+from refattn import attention as reference
+from refattn.fast import attention, attention_backward, set_blocking, threads as parallel
 
 
 def refattn_candidates(name, Q, K, V, G):
-    """Callables: forward + backward, backward alone (from one cache), and both unblocked."""
+    """Callables: forward + backward, backward alone (from one cache), both unblocked,
+    and both on the reference."""
 
     def fwd_bwd():
         out, cache = attention(Q, K, V, activation=name)
         return attention_backward(G, cache)
 
     def unblocked():
-        parallel.set_blocking(False)
+        set_blocking(False)
         try:
             return fwd_bwd()
         finally:
-            parallel.set_blocking(True)
+            set_blocking(True)
+
+    def textbook():
+        out, cache = reference.attention(Q, K, V, activation=name)
+        return reference.attention_backward(G, cache)
 
     _, cache = attention(Q, K, V, activation=name)
-    return {"total": fwd_bwd, "backward": lambda: attention_backward(G, cache), "unblocked_total": unblocked}
+    return {"total": fwd_bwd, "backward": lambda: attention_backward(G, cache), "unblocked_total": unblocked,
+            "reference_total": textbook}
 
 
 def autograd_candidates(name, Q, K, V, G):
     def f(qkv):
-        return attention(*qkv, activation=name)[0]
+        return reference.attention(*qkv, activation=name)[0]
 
     def fwd_bwd():
         vjp, _ = make_vjp(f)((Q, K, V))
@@ -208,10 +217,12 @@ def main(argv=None):
             "refattn_total_min_s": min(_all(t("refattn_total"))),
             "refattn_backward_s": med((name, "refattn_backward")),
             "unblocked_total_s": med((name, "refattn_unblocked_total")),
+            "reference_total_s": med((name, "refattn_reference_total")),
             "autograd_total_s": med((name, "autograd_total")),
             "autograd_backward_s": med((name, "autograd_backward")),
             "vs_refattn_softmax": median_ratio(t("refattn_total"), soft),
             "unblocked_over_blocked": median_ratio(t("refattn_unblocked_total"), t("refattn_total")),
+            "reference_over_fast": median_ratio(t("refattn_reference_total"), t("refattn_total")),
             "autograd_over_analytic_backward": median_ratio(t("autograd_backward"), t("refattn_backward")),
             "autograd_over_analytic_total": median_ratio(t("autograd_total"), t("refattn_total")),
             "page_faults_per_run": {k: statistics.median(faults[(name, k)]) for k in
@@ -254,11 +265,12 @@ def main(argv=None):
         print(f"PyTorch {torch_res['version']} eager softmax ({torch_res['threads']} threads): "
               f"{1e3 * torch_res['total']:.1f} ms (1 thread: {1e3 * torch_res['total_1_thread']:.1f} ms);  "
               f"max |grad difference| vs refattn {result['torch_max_grad_diff']:.1e}")
-    print(f"{'activation':11s} {'fwd+bwd ms':>10s} {'/softmax':>9s} {'unblocked ms':>12s} {'bwd ms':>8s} "
-          f"{'autograd bwd ms':>15s} {'autograd/analytic bwd':>22s}")
+    print(f"{'activation':11s} {'fwd+bwd ms':>10s} {'/softmax':>9s} {'unblocked ms':>12s} {'reference ms':>12s} "
+          f"{'bwd ms':>8s} {'autograd bwd ms':>15s} {'autograd/analytic bwd':>22s}")
     for name, r in rows.items():
         print(f"{name:11s} {1e3 * r['refattn_total_s']:10.1f} {r['vs_refattn_softmax']:9.2f} "
-              f"{1e3 * r['unblocked_total_s']:12.1f} {1e3 * r['refattn_backward_s']:8.1f} "
+              f"{1e3 * r['unblocked_total_s']:12.1f} {1e3 * r['reference_total_s']:12.1f} "
+              f"{1e3 * r['refattn_backward_s']:8.1f} "
               f"{1e3 * r['autograd_backward_s']:15.1f} {r['autograd_over_analytic_backward']:22.2f}")
     for k, v in verdict.items():
         print(f"{k}: {v if not isinstance(v, float) else f'{v:.2f}'}")

@@ -22,8 +22,9 @@ import time
 
 import numpy as np
 
-from refattn import ACTIVATIONS, parallel
-from refattn.attention import attention, attention_backward
+from refattn import ACTIVATIONS
+from refattn.fast import set_blocking
+from refattn.fast import attention, attention_backward
 
 
 def main(argv=None):
@@ -50,7 +51,7 @@ def main(argv=None):
             qq, kk, vv = (t.detach().requires_grad_(True) for t in (q, k, v))
             (torch.softmax((qq @ kk.transpose(-1, -2)) * scale, dim=-1) @ vv).backward(g)
     else:
-        parallel.set_blocking(not args.unblocked)
+        set_blocking(not args.unblocked)
 
         def step():
             attention_backward(G, attention(Q, K, V, activation=args.activation)[1])

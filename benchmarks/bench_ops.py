@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-from refattn import parallel
+from refattn.fast import threads as parallel
 
 
 def _median_us(fn, repeats):

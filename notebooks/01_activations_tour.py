@@ -9,7 +9,7 @@
 # %% [markdown]
 # # 01 — A tour of the activations
 #
-# Every attention activation in `refattn` has the form of seed 001, Eq. 5,
+# Every attention activation in `refattn` has the form of TanhMax, Eq. 5,
 #
 # $$\phi(s)_i = \frac{g(s_i)}{\sum_k h(s_k)},$$
 #
@@ -195,7 +195,7 @@ save(fig, "01_tanhmax_jacobian")
 rng = np.random.default_rng(0)
 u = rng.standard_normal(len(s_row))  # (8,) a random cotangent, never all ones
 
-p = tanhmax.weights(s_row)  # softmax(ell(s))
+p = tanhmax.p(s_row)  # softmax(ell(s))
 rho, drho, dell = tanhmax.rho(s_row), tanhmax.drho(s_row), tanhmax.dell(s_row)
 phi = rho * p
 c = np.sum(u * phi)  # sum_i u_i phi_i
@@ -221,7 +221,7 @@ print("max |hand - J^T u|    =", np.max(np.abs(ds_by_hand - ds_jacobian)))
 
 # %%
 sig = activation("sigsoftmax")
-p_sig = sig.weights(s_row)
+p_sig = sig.p(s_row)
 
 
 def wrong_vjp(u_):
@@ -288,7 +288,7 @@ for name in ACTIVATIONS:
 signexp = activation("signexp")
 s0 = np.array([0.0, 0.7, -1.2, 0.3, 1.5])  # (5,) the first score is exactly 0
 u0 = rng.standard_normal(len(s0))  # (5,)
-p0 = signexp.weights(s0)
+p0 = signexp.p(s0)
 eps_list = [1e-2, 1e-6] if SMALL else [1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6]
 
 print("analytic VJP:", signexp.vjp(s0, u0))
@@ -304,7 +304,7 @@ for eps in eps_list:
     # rebuild the difference quotient itself (gradcheck reports only the error)
     ds_fd = np.array([np.sum(u0 * (signexp.forward(s0 + eps * e) - signexp.forward(s0 - eps * e)))
                       / (2 * eps) for e in np.eye(len(s0))])
-    p_shift = signexp.weights(s0 + eps * np.eye(len(s0))[0])[0]
+    p_shift = signexp.p(s0 + eps * np.eye(len(s0))[0])[0]
     other = np.max(np.abs(ds_fd[1:] - signexp.vjp(s0, u0)[1:]))
     spikes.append(ds_fd[0])
     print(f"{eps:8.0e} {ds_fd[0]:14.6e} {u0[0] * p_shift / eps:24.6e} {u0[0] * p0[0] / eps:13.6e} "

@@ -9,7 +9,7 @@
 # %% [markdown]
 # # 02 — Proposition 1, numerically
 #
-# Seed 001's Proposition 1 (Eq. 4) says how the score of a token moves while
+# TanhMax's Proposition 1 (Eq. 4) says how the score of a token moves while
 # a one-attention-layer classifier trains by gradient flow:
 #
 # $$\frac{ds_i}{d\tau} = -\,\Delta_{I,i}\;\Delta_{II,i}\;c, \qquad
@@ -209,7 +209,7 @@ save(fig, "02_which_scores_rise")
 # %% [markdown]
 # ## 5. Shared projections: an approximation
 #
-# Seed 001's public code builds $Q_t = W_q E_t$, $K_t = W_k E_t$ with shared
+# TanhMax's public code builds $Q_t = W_q E_t$, $K_t = W_k E_t$ with shared
 # $W_q, W_k$; Sun & Lu use one global query $q$. Then (P7):
 # exact $=$ diagonal $+$ cross-token $+$ other-path terms, and Proposition 1
 # keeps only the first (with its own $\Delta_I$).

@@ -7,14 +7,14 @@
 # ---
 
 # %% [markdown]
-# # 03 — Score dynamics in training, and seed 001's polarity experiment
+# # 03 — Score dynamics in training, and TanhMax's polarity experiment
 #
-# Two experiments of seed 001, run with the tiny trainer (`refattn.train`):
+# Two experiments of TanhMax, run with the tiny trainer (`refattn.train`):
 #
 # 1. **Proposition 1 against gradient descent** (`refattn dynamics`): the
 #    change of each token's score per step, divided by the step, against the
 #    predicted velocity $ds/d\tau$ (`derivations/12-score-dynamics-experiment.md`).
-# 2. **The synthetic polarity experiment** (seed 001 section 5.1, Fig. 2;
+# 2. **The synthetic polarity experiment** (TanhMax section 5.1, Fig. 2;
 #    `refattn polarity`): attention scores and weights of positive, negative
 #    and neutral tokens after training, over several seeds — with the sign
 #    pattern of the two polar groups, which the model's symmetry leaves
@@ -45,7 +45,7 @@ SMALL = small()
 # One full-batch step of size $\eta$ moves each score by $\Delta s$; by
 # Taylor's theorem $\Delta s/\eta = ds/d\tau + O(\eta)$. With free per-token
 # $Q, K$ the prediction of Proposition 1 *is* $ds/d\tau$, so the error shrinks
-# tenfold with each tenfold smaller step. With seed 001's shared projections it
+# tenfold with each tenfold smaller step. With TanhMax's shared projections it
 # does not (the neglected terms of (P7) and the wrong $\Delta_I$), while the
 # exact velocity $-J\nabla R$ still agrees to first order.
 
@@ -63,10 +63,10 @@ save(fig, "03_score_dynamics")
 # of $\Delta s/\eta$ against the step size.
 
 # %% [markdown]
-# ## 2. Seed 001's Figure 2, over seeds
+# ## 2. TanhMax's Figure 2, over seeds
 #
 # Sentences of 2 polar tokens of the label's class and 10 neutral tokens
-# (seed 001's configuration with 10,000 sentences over 2,000 tokens; a smaller
+# (TanhMax's configuration with 10,000 sentences over 2,000 tokens; a smaller
 # one here when `REFATTN_SMALL=1`). Four activations, several seeds, every
 # seed of an activation trained in one batched program.
 
@@ -102,9 +102,9 @@ save(fig, "03_opposite_fraction")
 print(dict(zip(acts, np.round(frac, 2))))
 
 # %% [markdown]
-# ## 3. Are the weights an explanation? Seed 001's Table 1
+# ## 3. Are the weights an explanation? TanhMax's Table 1
 #
-# Seed 001 section 5.2 asks whether attention weights agree with two other
+# TanhMax section 5.2 asks whether attention weights agree with two other
 # importance measures of each token: the gradient of the output with respect
 # to the token's embedding (here the signed gradient × input,
 # $\langle \partial \hat y/\partial x_i, x_i\rangle$) and the output change

@@ -7,9 +7,9 @@
 # ---
 
 # %% [markdown]
-# # 04 — Seed 004's NT tasks, and expressive vs dot-product attention on them
+# # 04 — Expressive's NT tasks, and expressive vs dot-product attention on them
 #
-# Seed 004 (Gros) compares dot-product attention (DPA, its Eq. 1,
+# Expressive (Gros) compares dot-product attention (DPA, its Eq. 1,
 # $a_{mk} \propto e^{Q_m\cdot K_k}$) with expressive attention (EA, Eq. 2,
 # $a_{mk} \propto z^2/(1+z^2)$ with $z = Q_m\cdot K_k$) on a family of
 # synthetic prediction tasks, the *NT tasks*:
@@ -20,7 +20,7 @@
 #
 # This notebook
 #
-# 1. draws series of each variant and shows their cycle structure (seed 004
+# 1. draws series of each variant and shows their cycle structure (Expressive
 #    Eqs. 5-7; `refattn.tasks.nt`, `derivations/10-nt-tasks.md`);
 # 2. trains the paper's 802-parameter model (`refattn.models.nt.NTModel`,
 #    `derivations/11-nt-model.md`) on N2T5 with EA and with DPA, all seeds
@@ -83,7 +83,7 @@ save(fig, "04_nt_series")
 
 # %% [markdown]
 # The cycle structure is computed exactly (pointer doubling over all states,
-# `state_cycles`). Seed 004 Eq. 7 for N16T2 reads
+# `state_cycles`). Expressive Eq. 7 for N16T2 reads
 # $64\cdot 56 + 16\cdot 28 + 4\cdot 14 + 1\cdot 7 + 1\cdot 1 = 4096 = 16^3$;
 # section 5 quotes mean cycle lengths 47.6 (N16T2) and 23.8 (N16T2-S), which
 # are the mean over *cycles* (derivation 10, section 7). NT-R's map is not
@@ -97,7 +97,7 @@ for name in ("N2T1", "N2T5", "N16T2", "N16T2-S", "N16T2-R"):
     extra = "" if sc.invertible else f"   ({int((~sc.on_cycle).sum())} transient states)"
     print(f"{name:8s} {terms} = {sum(L * c for L, c in s.items())}; "
           f"mean cycle length {mean_cycle_length(s):.1f}{extra}")
-assert cycle_structure("N16T2") == {56: 64, 28: 16, 14: 4, 7: 1, 1: 1}  # seed 004 Eq. 7
+assert cycle_structure("N16T2") == {56: 64, 28: 16, 14: 4, 7: 1, 1: 1}  # Expressive Eq. 7
 
 # %%
 fig, ax = plt.subplots(figsize=(6, 3))
@@ -115,11 +115,11 @@ fig.tight_layout()
 save(fig, "04_nt_cycles")
 
 # %% [markdown]
-# ## 2. EA vs DPA on N2T5 (seed 004, Fig. 4)
+# ## 2. EA vs DPA on N2T5 (Expressive, Fig. 4)
 #
 # N2T5 has just two cycles (the default state and one of length 63), yet
 # the model is small: with $d = N = 2$ and $N_\text{con} = 16$ it has 802
-# parameters, "one attention head per token". Seed 004 reports that DPA
+# parameters, "one attention head per token". Expressive reports that DPA
 # needs substantially longer than EA to reach 100 %.
 
 # %%

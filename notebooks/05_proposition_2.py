@@ -7,9 +7,9 @@
 # ---
 
 # %% [markdown]
-# # 05 — Proposition 2 of seed 001, corrected
+# # 05 — Proposition 2 of TanhMax, corrected
 #
-# Seed 001 (Proposition 2, Eq. 10) states that when the scores range over a
+# TanhMax (Proposition 2, Eq. 10) states that when the scores range over a
 # vector space $S$ containing $\mathbf 1$,
 #
 # $$\{\mathrm{softmax}(z) : z\in S\} \subset \{\mathrm{tanhmax}(z) : z\in S\},
@@ -202,7 +202,7 @@ save(fig, "05_closure_gap")
 # $m\times n$ matrix. For softmax it equals $HW^T - \mathrm{lse}\,\mathbf 1^T$,
 # so its rank is at most $d + 1$: the softmax bottleneck. For TanhMax (and
 # signexp, sigsoftmax) the logarithm is nonlinear in the scores and the
-# matrix has full rank $n$. This is the part of seed 001's argument that
+# matrix has full rank $n$. This is the part of TanhMax's argument that
 # holds; it says nothing about ranges being nested, and TanhMax outputs are
 # still never probability distributions.
 

@@ -7,9 +7,9 @@
 # ---
 
 # %% [markdown]
-# # 07 — The four properties of seed 001, measured
+# # 07 — The four properties of TanhMax, measured
 #
-# Seed 001 (section 4) asks four things of an activation
+# TanhMax (section 4) asks four things of an activation
 # $\phi(s)_i = g(s_i)/\sum_k h(s_k)$ (its Eq. 5): $g$ **monotonically
 # increasing**, $\log g$ **nonlinear**, $g$ **origin-symmetric**, and the
 # weights **normalised by the context** $C(s) = \sum_k h(s_k)$. Its Table 3
@@ -165,7 +165,7 @@ ax.set_xticks(range(len(PROPERTIES)))
 ax.set_xticklabels([PROPERTY_TITLES[p] for p in PROPERTIES], fontsize=8)
 ax.set_yticks(range(len(names)))
 ax.set_yticklabels(names, fontsize=8)
-ax.set_title("computed (colour, first mark) vs seed 001 Table 3 (in brackets)", fontsize=9)
+ax.set_title("computed (colour, first mark) vs TanhMax Table 3 (in brackets)", fontsize=9)
 fig.tight_layout()
 save(fig, "07_table_vs_paper")
 print("every Table 3 row agrees:", result["agree_with_paper"])
@@ -175,7 +175,7 @@ for line in result["differences"]:
 # %% [markdown]
 # ## Log-nonlinearity and the softmax bottleneck: a rank
 #
-# Kanai et al. (2018), cited by seed 001 for property 2: stack
+# Kanai et al. (2018), cited by TanhMax for property 2: stack
 # $\log\phi(Wh_t)$ for many random $h_t \in \mathbb{R}^d$ and a fixed
 # $W \in \mathbb{R}^{n\times d}$ as the rows of a matrix $M$. For softmax,
 # $\log\phi(z) = z - \mathrm{lse}(z)\mathbf 1$, so every row lies in the span
@@ -242,11 +242,11 @@ for name in ("linear", "softmax", "tanhmax"):
 # %% [markdown]
 # ## Summary
 #
-# * Every row of seed 001's Table 3 checks out under the criteria of
+# * Every row of TanhMax's Table 3 checks out under the criteria of
 #   `derivations/06-four-properties.md`.
-# * signexp (Cog attention, seed 002), which the table does not list, has all
+# * signexp (Cog attention, Cog), which the table does not list, has all
 #   four properties as well, so TanhMax is not the only one; expressive
-#   attention (seed 004) is log-nonlinear and normalised but neither
+#   attention (Expressive) is log-nonlinear and normalised but neither
 #   monotone nor origin-symmetric (its $g$ is even).
 # * Origin symmetry implies log-nonlinearity: an odd $g$ has an even
 #   $\log|g|$, and an even affine function is constant.

@@ -12,12 +12,12 @@
 # Two seeds argue about *which query-key configurations* an attention score
 # can single out.
 #
-# * **Seed 004 (Gros), Fig. 1.** Dot-product attention (DPA, Eq. 1) weighs a
+# * **Expressive (Gros), Fig. 1.** Dot-product attention (DPA, Eq. 1) weighs a
 #   key by $e^{\beta\,Q\cdot K}$: large for the parallel key, small for the
 #   antiparallel one. Expressive attention (EA, Eq. 2) weighs it by
 #   $z^2/(1+z^2)$ with $z = Q\cdot K$: large for parallel *and* antiparallel
 #   keys, zero for orthogonal ones.
-# * **Seed 003 (DiGiugno & Mahmood), Fig. 1.** On the diagonal $q = k = (x, y)$
+# * **NeuralAttn (DiGiugno & Mahmood), Fig. 1.** On the diagonal $q = k = (x, y)$
 #   the dot product is the paraboloid $x^2 + y^2$, while a score MLP
 #   $w_a^\top\sigma(W_h[q;k] + b_h) + b_a$ can draw other surfaces.
 #
@@ -58,8 +58,8 @@ np.set_printoptions(precision=4, linewidth=100)
 n_keys = 72 if SMALL else 360
 norms = [(0.5, 0.5), (1.0, 1.0), (1.5, 2.0), (3.0, 3.0)]  # c = 0.25, 1, 3, 9
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharex=True)
-for ax, name, title in ((axes[0], "softmax", "DPA (seed 004 Eq. 1)"),
-                        (axes[1], "expressive", "EA (seed 004 Eq. 2)")):
+for ax, name, title in ((axes[0], "softmax", "DPA (Expressive Eq. 1)"),
+                        (axes[1], "expressive", "EA (Expressive Eq. 2)")):
     for i, (nq, nk) in enumerate(norms):
         angles, w = geo.weight_vs_angle(name, norm_q=nq, norm_k=nk, n_keys=n_keys)
         ax.plot(np.degrees(angles), w * n_keys, color=f"C{i}", label=f"c = |q||k| = {nq * nk:g}")
@@ -84,7 +84,7 @@ save(fig, "08_weight_vs_angle")
 # show it). As $c$ grows, EA does *not* sharpen a peak: it narrows the notch
 # around 90° and flattens everything else.
 #
-# The same curves in polar form, in the spirit of seed 004's Fig. 1 (radius =
+# The same curves in polar form, in the spirit of Expressive's Fig. 1 (radius =
 # weight relative to the largest weight, so the shapes are comparable):
 
 # %%
@@ -225,11 +225,11 @@ for c in (0.5, 1.0, 2.0, 4.0, 8.0):
 # cosines and the approximation (and the suppression) fails: the norm of
 # queries and keys, which training controls, decides which regime a head is in.
 #
-# ## 4. Seed 003, Fig. 1: the score surface on the diagonal q = k
+# ## 4. NeuralAttn, Fig. 1: the score surface on the diagonal q = k
 #
 # `diagonal_surface` evaluates a registered score at $q = k = (x, y)$ for
 # every grid point. The dot product gives the paraboloid $x^2 + y^2$; the
-# neural score (seed 003 Eq. 4, tanh hidden layer, $W_q = W_k = I$) at its
+# neural score (NeuralAttn Eq. 4, tanh hidden layer, $W_q = W_k = I$) at its
 # random initialisation gives some other smooth surface, and after training
 # on a relation it gives the surface that relation needs.
 
@@ -336,4 +336,4 @@ save(fig, "08_fit_scatter")
 # * On the diagonal $q = k$ a dot product is a quadratic form; in general it
 #   is bilinear. A relation like the RBF similarity is neither, and the best
 #   bilinear score explains well under half its variance, while the score MLP
-#   of seed 003 fits it closely.
+#   of NeuralAttn fits it closely.

@@ -9,7 +9,7 @@
 # %% [markdown]
 # # 09 — Rank collapse in deep attention stacks
 #
-# Seed 001 (section 5.3, Fig. 4) follows Dong, Cordonnier & Loukas (2021):
+# TanhMax (section 5.3, Fig. 4) follows Dong, Cordonnier & Loukas (2021):
 # stack attention layers at random initialisation and watch how close the
 # token matrix $X_l$ gets to a matrix with equal rows, measured by the
 # *residual ratio*
@@ -18,7 +18,7 @@
 # \|A\|_{1,\infty} = \sqrt{\|A\|_1\,\|A\|_\infty}.$$
 #
 # Dong et al. prove that pure softmax attention drives $r$ to zero *doubly
-# exponentially* with depth; seed 001 reports that TanhMax slows this down.
+# exponentially* with depth; TanhMax reports that TanhMax slows this down.
 # This notebook measures it for every registered activation, in two forms of
 # the ratio (the token mean, as Dong et al.'s code uses, and the exact minimum
 # over $x$), for three stacks: pure attention, attention with skip
@@ -163,7 +163,7 @@ save(fig, "09_split_vs_plain")
 #
 # * Pure attention with any row-normalised activation collapses doubly
 #   exponentially; softmax is not the fastest (the normalised sigmoid is).
-# * TanhMax keeps the residual ratio near 1, as seed 001 Fig. 4 reports; in
+# * TanhMax keeps the residual ratio near 1, as TanhMax Fig. 4 reports; in
 #   an unnormalised stack its token matrix vanishes doubly exponentially
 #   instead, and with the norm held fixed it keeps both.
 # * Skip connections stop the collapse for every activation; a ReLU MLP at

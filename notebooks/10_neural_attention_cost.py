@@ -9,7 +9,7 @@
 # %% [markdown]
 # # 10 — What Neural Attention's scores cost
 #
-# Seed 003 (DiGiugno & Mahmood) computes the Neural Attention score matrix
+# NeuralAttn (DiGiugno & Mahmood) computes the Neural Attention score matrix
 # by concatenating every query with every key into a tensor
 # $\mathbf C \in \mathbb R^{n\times n\times 2d'}$ (its Eq. 7) and running a
 # small MLP on each pair (Eq. 8). Its section 3.2 calls the memory of
@@ -89,7 +89,7 @@ for method in nc.METHODS:
           f"ratio {peak / ana:.4f}")
 
 # %% [markdown]
-# ## 3. Memory and time against $n$ (seed 003 Tables 6-8, score only)
+# ## 3. Memory and time against $n$ (NeuralAttn Tables 6-8, score only)
 #
 # `run_neural_cost` sweeps $n$ and $d'$ and reports every method as a ratio to
 # dot-product scores. The full size ($n$ up to 1024, the paper's WikiText-103

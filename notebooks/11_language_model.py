@@ -10,12 +10,12 @@
 # # 11 — A multi-layer decoder, Cog attention, and a toy language model
 #
 # Three seeds compare attention variants inside a multi-layer transformer LM:
-# seed 001 swaps the activation (Table 4), seed 002 runs Cog attention
+# TanhMax swaps the activation (Table 4), Cog runs Cog attention
 # (signexp, $\mathrm{sign}(s)\,\mathrm{softmax}(|s|)$) between two softmax
-# layers, seed 003 puts Neural Attention in the first layer (Table 1). This
+# layers, NeuralAttn puts Neural Attention in the first layer (Table 1). This
 # notebook
 #
-# 1. runs seed 002's Cog example through the library and looks at its
+# 1. runs Cog's Cog example through the library and looks at its
 #    negative weights (`derivations/18-decoder-and-cog.md`, section 3);
 # 2. checks the decoder's hand-derived gradient against autograd
 #    (section 2 of the same derivation);
@@ -52,7 +52,7 @@ SMALL = small()
 np.set_printoptions(precision=3, suppress=True, linewidth=110)
 
 # %% [markdown]
-# ## 1. Seed 002's example: signed weights
+# ## 1. Cog's example: signed weights
 #
 # The example's attention is `sign(p) * softmax(|p|)` of unscaled dot
 # products under a causal mask, at $b = 2$, $L = 4$, $d = 8$. In the library
@@ -98,7 +98,7 @@ for ax, row in zip(axes, w):
     ax.set_xlabel("key j")
     ax.set_ylabel("query i")
 fig.colorbar(im, ax=axes, shrink=0.8, label="signexp weight")
-fig.suptitle("seed 002's example: causal Cog weights (red > 0, blue < 0)", fontsize=9)
+fig.suptitle("Cog's example: causal Cog weights (red > 0, blue < 0)", fontsize=9)
 save(fig, "11_cog_example_weights")
 
 # %% [markdown]

@@ -9,13 +9,15 @@
 # %% [markdown]
 # # 12 — Speed without new mathematics
 #
-# `derivations/20-speed.md` explains how refattn's attention on NumPy got as
-# fast as PyTorch's eager softmax attention on the CPU. Every step there keeps
-# the numbers the plain code computes; this notebook checks that, one step at
-# a time, and then times the result:
+# `derivations/20-speed.md` explains how refattn's fast path
+# (`refattn.fast`) makes attention on NumPy about as fast as PyTorch's eager
+# softmax attention on the CPU, while the reference (`refattn.attention`)
+# stays the textbook formula. Every step keeps the numbers the reference
+# computes; this notebook checks that, one step at a time, and then times
+# the result:
 #
-# 1. the blocked, threaded route (`refattn.parallel`) against the whole-batch
-#    code, for every activation;
+# 1. the fast path's blocked, threaded route and its whole-batch route
+#    against the reference, for every activation;
 # 2. the VJP in the factored form R5, $ds = u\odot a - b\,\langle u,\phi\rangle$,
 #    against its definition, and what it lets the cache leave out;
 # 3. linear attention's backward pass by associativity, against the general
@@ -38,42 +40,48 @@ matplotlib.use(os.environ.get("MPLBACKEND", "Agg"))
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from refattn import ACTIVATIONS, activation, parallel  # noqa: E402
-from refattn.activations import Activation  # noqa: E402
-from refattn.attention import attention, attention_backward  # noqa: E402
+from refattn import ACTIVATIONS, activation, fast  # noqa: E402
+from refattn import attention as reference  # noqa: E402
+from refattn.fast import attention, attention_backward, threads  # noqa: E402
+from refattn.fast.kernels import Generic, kernel, p_of  # noqa: E402
 from refattn.plots import save, small  # noqa: E402
 
 SMALL = small()
 rng = np.random.default_rng(0)
-print("threads:", parallel.num_threads(), "| BLAS control:", parallel.blas_control() is not None)
+print("threads:", fast.num_threads(), "| BLAS control:", threads.blas_control() is not None)
 
 # %% [markdown]
-# ## 1. Blocked and whole-batch routes give the same numbers
+# ## 1. The fast path gives the reference's numbers
 #
-# `attention` splits the (batch, head) slices into blocks of about 512 KiB
-# of scores and runs the same `_forward_math` / `_backward_math` on each,
-# on a thread pool. `parallel.set_blocking(False)` turns that off. The
-# largest relative difference of the output and of the three gradients:
+# `fast.attention` splits the (batch, head) slices into blocks of about
+# 512 KiB of scores and runs the same per-batch code on each, on a thread
+# pool; `fast.set_blocking(False)` turns that off. The largest relative
+# difference of the output and of the three gradients from the reference
+# `refattn.attention`, for both routes:
 
 # %%
 shape = (2, 2, 128, 16) if SMALL else (4, 4, 256, 64)
 Q, K, V, G = (rng.standard_normal(shape) for _ in range(4))
 
 
-def run(act, blocking):
-    parallel.set_blocking(blocking)
+def run(impl, act, blocking=True):
+    fast.set_blocking(blocking)
     try:
-        out, cache = attention(Q, K, V, activation=act, causal=True)
-        g = attention_backward(G, cache)
+        out, cache = impl.attention(Q, K, V, activation=act, causal=True)
+        g = impl.attention_backward(G, cache)
     finally:
-        parallel.set_blocking(True)
+        fast.set_blocking(True)
     return [out, g["Q"], g["K"], g["V"]]
 
 
+def rel(xs, ys):
+    return max(float(np.abs(a - b).max() / np.abs(b).max()) for a, b in zip(xs, ys))
+
+
 for act in ACTIVATIONS:
-    whole, blocked = run(act, False), run(act, True)
-    diff = max(float(np.abs(a - b).max() / np.abs(a).max()) for a, b in zip(whole, blocked))
-    print(f"{act:11s} max relative difference {diff:.1e}")
+    ref = run(reference, act)
+    print(f"{act:11s} whole batch {rel(run(fast, act, False), ref):.1e}   "
+          f"blocked {rel(run(fast, act, True), ref):.1e}")
 
 # %% [markdown]
 # ## 2. The VJP in two factors
@@ -83,21 +91,24 @@ for act in ACTIVATIONS:
 #
 # $$ds = u\odot a - b\,\langle u,\phi\rangle,\qquad a = (\rho' + \rho\ell')\,p,\quad b = \ell' p.$$
 #
-# `Activation._vjp_terms` returns $(a, b)$; the base class evaluates the
-# definitions from $s$, the subclasses shortcuts. Below, each shortcut
-# against the definition on one row, and which activations need the scores
-# at all (those that do not have them recomputed on demand by the cache).
+# `refattn.fast.kernels` gives each built-in activation a kernel whose
+# `factors(s, p, phi)` returns $(a, b)$; `Generic` evaluates the definitions
+# from $s$ with the reference's $\rho, \rho', \ell'$, the kernels use
+# shortcuts. Below, each shortcut against the definition on one row, and which
+# activations need the scores at all (those that do not have them recomputed
+# on demand by the fast path's cache).
 
 # %%
 s = rng.standard_normal(12) * 2
 print(f"{'activation':11s} {'needs s':>8s} {'|a - a_def|':>12s} {'|b - b_def|':>12s}")
 for name in ACTIVATIONS:
     act = activation(name)
-    p, phi = act.weights(s), act.forward(s)
-    a, b = act._vjp_terms(s if act.vjp_needs_s else None, p, phi)
-    a0, b0 = Activation._vjp_terms(act, s, p, phi)
+    k = kernel(act)
+    p, phi = p_of(act, s), act.forward(s)
+    a, b = k.factors(s if k.needs_s else None, p, phi)
+    a0, b0 = Generic(act).factors(s, p, phi)
     db = float(np.abs(b0).max()) if b is None else float(np.abs(b - b0).max())
-    print(f"{name:11s} {str(act.vjp_needs_s):>8s} {float(np.abs(a - a0).max()):12.1e} {db:12.1e}")
+    print(f"{name:11s} {str(k.needs_s):>8s} {float(np.abs(a - a0).max()):12.1e} {db:12.1e}")
 
 # %% [markdown]
 # For tanhmax, $a = p$ and $b = \phi$: its Jacobian is
@@ -108,7 +119,7 @@ for name in ACTIVATIONS:
 t = activation("tanhmax")
 J = t.jacobian(s)
 print("tanhmax: max |J - (diag(p) - phi phi^T)| =",
-      float(np.abs(J - (np.diag(t.weights(s)) - np.outer(t(s), t(s)))).max()))
+      float(np.abs(J - (np.diag(t.p(s)) - np.outer(t(s), t(s)))).max()))
 
 # %% [markdown]
 # ## 3. Linear attention by associativity
@@ -116,8 +127,8 @@ print("tanhmax: max |J - (diag(p) - phi phi^T)| =",
 # With $\phi = s/n$, no mask and a dot score, $Y = \frac{\beta}{n}Q(K^TV)$,
 # so the backward pass needs four $n\times d$ by $d\times d_v$ products
 # instead of four $n\times n$ by $n\times d$ ones (derivation 20, section 4).
-# The gradients agree with the general route (forced here with a mask of all
-# True), and the time grows like $n$ instead of $n^2$:
+# The gradients agree with the reference, and the time grows like $n$
+# instead of $n^2$ (the general route is forced here with a mask of all True):
 
 # %%
 def linear_backward_time(n, masked, d=16, repeats=3):
@@ -134,8 +145,8 @@ def linear_backward_time(n, masked, d=16, repeats=3):
 
 Qn, Kn, Vn, Gn = (rng.standard_normal((2, 2, 64, 16)) for _ in range(4))
 ga = attention_backward(Gn, attention(Qn, Kn, Vn, activation="linear")[1])
-gg = attention_backward(Gn, attention(Qn, Kn, Vn, activation="linear", mask=np.ones((1, 64), bool))[1])
-print("max relative difference, associative vs general:",
+gg = reference.attention_backward(Gn, reference.attention(Qn, Kn, Vn, activation="linear")[1])
+print("max relative difference, associative vs the reference:",
       max(float(np.abs(ga[k] - gg[k]).max() / np.abs(gg[k]).max()) for k in "QKV"))
 
 ns = [64, 128, 256] if SMALL else [128, 256, 512, 1024, 2048]

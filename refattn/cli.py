@@ -2,30 +2,30 @@
 
     refattn check          table of gradient errors for every activation and score
     refattn check --json   the same as one JSON object
-    refattn prop1 [--json] Proposition 1 (seed 001, Eq. 4) against autograd's exact velocity
+    refattn prop1 [--json] Proposition 1 (TanhMax, Eq. 4) against autograd's exact velocity
     refattn properties [--json]
-                           the four properties of seed 001 section 4, measured, beside its Table 3
+                           the four properties of TanhMax section 4, measured, beside its Table 3
     refattn nt-cycles --N 16 --tau 2 [--variant NT-S] [--json]
-                           cycle structure of seed 004's NT tasks (its Eqs. 6-7)
+                           cycle structure of Expressive's NT tasks (its Eqs. 6-7)
     refattn dynamics [--json] [--out DIR]
                            Proposition 1 against gradient descent (measured vs predicted score velocity)
     refattn nt --task N2T5 --context 16 --attention expressive --seeds 16 --epochs E [--json]
-                           seed 004's NT experiment (all seeds batched); --count-params prints the count
+                           Expressive's NT experiment (all seeds batched); --count-params prints the count
     refattn polarity [--json] [--out DIR]
-                           seed 001's synthetic polarity experiment (Fig. 2) over 10 seeds
+                           TanhMax's synthetic polarity experiment (Fig. 2) over 10 seeds
     refattn interpret [--data synthetic|sst2] [--sst2 DIR] [--json] [--out DIR]
-                           seed 001 Table 1: attention weights against gradient and leave-one-out importance
+                           TanhMax Table 1: attention weights against gradient and leave-one-out importance
     refattn sst2 [--data DIR] [--json] [--out DIR]
-                           seed 001 Table 2 (dev accuracy over seeds) and its Figure 1 on SST-2
+                           TanhMax Table 2 (dev accuracy over seeds) and its Figure 1 on SST-2
     refattn nt-figure {fig3,fig4,fig6,fig7} [--json] [--out DIR]
-                           seed 004's figures (N16T2 plateaus, N2T5, the mixture, NT-R), ours beside the paper's
+                           Expressive's figures (N16T2 plateaus, N2T5, the mixture, NT-R), ours beside the paper's
     refattn rank-collapse [--json] [--out DIR]
-                           residual ratio against depth for every activation (seed 001 Fig. 4), two forms
+                           residual ratio against depth for every activation (TanhMax Fig. 4), two forms
     refattn neural-cost [--json] [--out DIR]
                            Neural Attention's score memory and time: concatenated, decomposed, chunked
     refattn lm [--data DIR|toy] [--json] [--out DIR]
-                           toy character language model on SST-2 sentences, every activation (seed 001
-                           Table 4, seed 003 Table 1)
+                           toy character language model on SST-2 sentences, every activation (TanhMax
+                           Table 4, NeuralAttn Table 1)
 """
 
 from __future__ import annotations
@@ -238,19 +238,19 @@ def build_parser() -> argparse.ArgumentParser:
     _output_args(p)
     p.add_argument("--seed", type=int, default=0, help="seed of the random check points (default 0)")
     p.set_defaults(func=_cmd_check)
-    p = sub.add_parser("prop1", help="Proposition 1 (seed 001, Eq. 4) for every activation: error against "
+    p = sub.add_parser("prop1", help="Proposition 1 (TanhMax, Eq. 4) for every activation: error against "
                                      "the exact gradient-flow velocity, and the cross terms under shared "
                                      "projections")
     _output_args(p)
     p.add_argument("--seed", type=int, default=0, help="seed of the random model and batch (default 0)")
     p.set_defaults(func=_cmd_prop1)
-    p = sub.add_parser("properties", help="the four properties of seed 001 section 4 (monotonicity, "
+    p = sub.add_parser("properties", help="the four properties of TanhMax section 4 (monotonicity, "
                                           "log-nonlinearity, contextual normalisation, origin symmetry), "
                                           "measured for every activation, beside the paper's Table 3")
     _output_args(p)
     p.add_argument("--seed", type=int, default=0, help="seed of the random rows (default 0)")
     p.set_defaults(func=_cmd_properties)
-    p = sub.add_parser("nt-cycles", help="cycle lengths and counts of seed 004's NT, NT-S and NT-R tasks, "
+    p = sub.add_parser("nt-cycles", help="cycle lengths and counts of Expressive's NT, NT-S and NT-R tasks, "
                                          "and the mean cycle length")
     p.add_argument("--N", type=int, required=True, help="the basis N (number of symbols)")
     p.add_argument("--tau", type=int, required=True, help="the delay tau")
@@ -264,7 +264,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=400, help="gradient steps of the trajectories (default 400)")
     p.add_argument("--eta", type=float, default=0.5, help="step size of the trajectories (default 0.5)")
     p.set_defaults(func=_cmd_dynamics)
-    p = sub.add_parser("nt", help="train seed 004's one-bilayer transformer on an NT task, all seeds batched")
+    p = sub.add_parser("nt", help="train Expressive's one-bilayer transformer on an NT task, all seeds batched")
     p.add_argument("--task", default="N2T5", help="task name, e.g. N2T5, N16T2, N16T2-S (default N2T5)")
     p.add_argument("--context", type=int, default=16, help="context length N_con (default 16)")
     p.add_argument("--attention", default="expressive",
@@ -280,12 +280,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="multiplies the half-width of the uniform initialisation (default 1: 1/sqrt(fan_in))")
     p.add_argument("--bias-init", default="zeros", choices=["zeros", "uniform"], help="bias initialisation")
     p.add_argument("--lr-drop", type=float, nargs=2, metavar=("EPOCH", "FACTOR"),
-                   help="divide the learning rate by FACTOR from EPOCH on (seed 004's mixture run)")
+                   help="divide the learning rate by FACTOR from EPOCH on (Expressive's mixture run)")
     p.add_argument("--device", default="cpu", choices=["cpu", "gpu"], help="NumPy on the CPU or CuPy on the GPU")
     p.add_argument("--count-params", action="store_true", help="print only the parameter count")
     _output_args(p, "nt_<task>_<context>_<attention>_<layout>.png")
     p.set_defaults(func=_cmd_nt)
-    p = sub.add_parser("polarity", help="seed 001's synthetic polarity experiment (Fig. 2) over many seeds: "
+    p = sub.add_parser("polarity", help="TanhMax's synthetic polarity experiment (Fig. 2) over many seeds: "
                                          "scores, weights, logit contributions and sign patterns per group")
     p.add_argument("--activations", default="softmax,tanhmax,signexp,expressive",
                    help="comma-separated activations (default softmax,tanhmax,signexp,expressive)")
@@ -297,7 +297,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint-dir", help="folder for resumable checkpoints, one per activation")
     _output_args(p, "polarity_fig2.png")
     p.set_defaults(func=_cmd_polarity)
-    p = sub.add_parser("interpret", help="seed 001 Table 1: Kendall tau of attention weights against gradient "
+    p = sub.add_parser("interpret", help="TanhMax Table 1: Kendall tau of attention weights against gradient "
                                           "and leave-one-out importance, permutation and random-weight tests")
     p.add_argument("--data", default="synthetic", choices=["synthetic", "sst2"], help="data (default synthetic)")
     p.add_argument("--sst2", help="SST-2 folder (default $REFATTN_SST2, else ../shared/data/sst2)")
@@ -311,7 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seed of the data (default 0)")
     _output_args(p, "interpret_<data>.png")
     p.set_defaults(func=_cmd_interpret)
-    p = sub.add_parser("sst2", help="seed 001's classifier on SST-2: dev accuracy over seeds beside its Table 2, "
+    p = sub.add_parser("sst2", help="TanhMax's classifier on SST-2: dev accuracy over seeds beside its Table 2, "
                                      "and its Figure 1 (sentences coloured by signed attention weight)")
     p.add_argument("--data", help="SST-2 folder with train.tsv and dev.tsv (default $REFATTN_SST2, "
                                   "else ../shared/data/sst2); never downloaded")
@@ -325,16 +325,16 @@ def build_parser() -> argparse.ArgumentParser:
     from .experiments.lm import DEFAULTS as LM, VARIANTS  # noqa: PLC0415
     from .experiments.nt_figures import FIGURES  # noqa: PLC0415
 
-    p = sub.add_parser("nt-figure", help="seed 004's figures, short runs, ours beside the paper's numbers")
+    p = sub.add_parser("nt-figure", help="Expressive's figures, short runs, ours beside the paper's numbers")
     p.add_argument("figure", choices=FIGURES, help="fig3 (N16T2), fig4 (N2T5), fig6 (mixture), fig7 (NT-R)")
     p.add_argument("--seeds", type=int, default=None, help="number of seeds (default: the figure's)")
     p.add_argument("--epochs", type=int, default=None, help="epochs of every run (default: the figure's)")
-    p.add_argument("--lr", type=float, default=None, help="learning rate (default seed 004's 0.02)")
+    p.add_argument("--lr", type=float, default=None, help="learning rate (default Expressive's 0.02)")
     p.add_argument("--device", default="cpu", choices=["cpu", "gpu"], help="NumPy on the CPU or CuPy on the GPU")
     _output_args(p, "nt_<figure>.png")
     p.set_defaults(func=_cmd_nt_figure)
     p = sub.add_parser("rank-collapse", help="residual ratio against depth for every activation, pure attention, "
-                                             "with skips and with feed-forward layers (seed 001 Fig. 4)")
+                                             "with skips and with feed-forward layers (TanhMax Fig. 4)")
     p.add_argument("--activations", default=None, help="comma-separated (default: every registered activation)")
     p.add_argument("--architectures", default="pure,skip,ffn", help="comma-separated (default pure,skip,ffn)")
     p.add_argument("--depth", type=int, default=12, help="layers (default 12)")
@@ -348,7 +348,7 @@ def build_parser() -> argparse.ArgumentParser:
     _output_args(p, "rank_collapse.png")
     p.set_defaults(func=_cmd_rank_collapse)
     p = sub.add_parser("neural-cost", help="Neural Attention's score memory and time, concatenated vs decomposed "
-                                           "vs chunked, as ratios to dot-product scores (seed 003 Tables 6-8)")
+                                           "vs chunked, as ratios to dot-product scores (NeuralAttn Tables 6-8)")
     p.add_argument("--ns", default="128,256,512,785,1024", help="sequence lengths (default 128,256,512,785,1024)")
     p.add_argument("--d-primes", default="2,16,64", help="projected widths d' (default 2,16,64)")
     p.add_argument("--batch", type=int, default=1, help="batch (default 1)")

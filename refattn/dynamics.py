@@ -1,11 +1,11 @@
-r"""Score dynamics: Proposition 1 of seed 001 (Eq. 4) for every activation.
+r"""Score dynamics: Proposition 1 of TanhMax (Eq. 4) for every activation.
 
 The model of the proposition is one attention operation feeding a linear read-out,
 
     s_i = f(Q_i, K_i),   w = phi(s),   V = sum_i w_i V_i,   y = sigma(V^T W),
 
 trained by gradient flow ``d theta / d tau = -dR/d theta`` on the empirical risk
-``R = (1/N) sum_k L(theta^(k), y(x^(k)))`` (seed 001, Eq. 3). Proposition 1 says
+``R = (1/N) sum_k L(theta^(k), y(x^(k)))`` (TanhMax, Eq. 3). Proposition 1 says
 that, when ``Q_i`` and ``K_i`` are free parameters of token ``i`` (so that ``s_i``
 depends on no other parameter),
 
@@ -32,9 +32,10 @@ What this module provides:
 * :func:`score_velocity` -- Eq. 4 for a batch of instances;
 * :func:`tanhmax_weights`, :func:`tanhmax_velocity` -- Eqs. 7-9, with the sign
   of Eq. 7 corrected (and :func:`tanhmax_velocity_as_printed` for comparison);
-* :data:`CLOSED_FORMS` -- ``Delta_II`` in closed form for every activation;
+* :func:`closed_form_delta_II` -- ``Delta_II`` in closed form for every activation
+  (each written in its activation's class, ``Activation.delta_II``);
 * :class:`OneLayerModel` -- the proposition's model, with free per-token ``Q, K``
-  (``"free"``), seed 001's public code's shared projections (``"shared"``) or
+  (``"free"``), TanhMax's public code's shared projections (``"shared"``) or
   Sun & Lu's learned global query (``"global"``);
 * :func:`velocity_decomposition` -- the exact gradient-flow velocity of every
   token's score, ``-(ds/dtheta)(dR/dtheta)^T``, from autograd, split into the
@@ -51,8 +52,8 @@ import autograd.numpy as anp
 from autograd import grad, jacobian
 from autograd.misc import flatten
 
-from .activations import ACTIVATIONS, _tiny_sqrt, activation
-from .backend import array_module, check_float_array, sigmoid as _sigmoid
+from .activations import ACTIVATIONS, activation
+from .backend import array_module, check_float_array
 
 __all__ = [
     "OUTPUTS",
@@ -65,7 +66,6 @@ __all__ = [
     "tanhmax_weights",
     "tanhmax_velocity",
     "tanhmax_velocity_as_printed",
-    "CLOSED_FORMS",
     "closed_form_delta_II",
     "OneLayerModel",
     "velocity_decomposition",
@@ -100,7 +100,7 @@ def _same_shape(x, ref, name, ref_name):
 
 
 def pi_matrix(act, s):
-    r"""The paper's ``pi_ij = d w_j / d s_i`` for one row (seed 001, Eq. 4).
+    r"""The paper's ``pi_ij = d w_j / d s_i`` for one row (TanhMax, Eq. 4).
 
     ``pi_ij = [j = i] g'(s_i) / C - w_j h'(s_i) / C`` with ``C = sum_k h(s_k)`` and
     ``w_j = g(s_j) / C``, computed from the activation's ``g, h, dg, dh`` exactly as
@@ -161,7 +161,7 @@ def output_factor(a, target, *, output="sigmoid", loss="bce", n_instances=None):
     r"""``sigma'(a) dR/dy`` for every instance: the task-specific factor of Eq. 4.
 
     With ``y = sigma(a)``, ``a = V^T W`` and ``R = (1/N) sum_k L(theta_k, y_k)``
-    (seed 001, Eq. 3):
+    (TanhMax, Eq. 3):
 
     * ``loss="bce"`` (needs ``output="sigmoid"``): ``L = -t log y - (1-t) log(1-y)``,
       ``sigma' dL/dy = y (1-y) (y-t) / (y (1-y)) = y - t``;
@@ -188,7 +188,7 @@ def output_factor(a, target, *, output="sigmoid", loss="bce", n_instances=None):
 
 
 def score_velocity(act, s, o, c, delta_I, axis=-1, mask=None):
-    r"""Proposition 1 (seed 001, Eq. 4): ``ds_i/dtau = -Delta_I,i Delta_II,i c``.
+    r"""Proposition 1 (TanhMax, Eq. 4): ``ds_i/dtau = -Delta_I,i Delta_II,i c``.
 
     Parameters
     ----------
@@ -216,12 +216,12 @@ def score_velocity(act, s, o, c, delta_I, axis=-1, mask=None):
 
 
 # --------------------------------------------------------------------------
-# TanhMax, seed 001 Eqs. 7-9
+# TanhMax, TanhMax Eqs. 7-9
 # --------------------------------------------------------------------------
 
 
 def tanhmax_weights(s, axis=-1):
-    r"""``(w_tilde, w_hat)`` of seed 001 Eqs. 8-9, stably.
+    r"""``(w_tilde, w_hat)`` of TanhMax Eqs. 8-9, stably.
 
     ``w_tilde_i = cosh s_i / sum_k cosh s_k`` (always positive) and
     ``w_hat_i = sinh s_i / sum_k cosh s_k`` (the TanhMax weights themselves).
@@ -232,12 +232,12 @@ def tanhmax_weights(s, axis=-1):
     ``w_hat = tanh(s) w_tilde``.
     """
     act = activation("tanhmax")
-    w_tilde = act.weights(s, axis)  # softmax(log cosh s)
+    w_tilde = act.p(s, axis)  # softmax(log cosh s)
     return w_tilde, array_module(s).tanh(s) * w_tilde
 
 
 def tanhmax_velocity(s, o, c, delta_I, axis=-1):
-    r"""Seed 001 Eq. 7 with its sign corrected: ``ds_i/dtau = -Delta_I,i Delta'_II,i c``.
+    r"""TanhMax Eq. 7 with its sign corrected: ``ds_i/dtau = -Delta_I,i Delta'_II,i c``.
 
     ``Delta'_II,i = w_tilde_i o_i - w_hat_i sum_j w_hat_j o_j`` (Eqs. 8-9). Eq. 7 as
     printed has no minus sign; substituting ``g = sinh, h = cosh`` into Eq. 4
@@ -256,7 +256,7 @@ def tanhmax_velocity(s, o, c, delta_I, axis=-1):
 
 
 def tanhmax_velocity_as_printed(s, o, c, delta_I, axis=-1):
-    """Seed 001 Eq. 7 exactly as printed (no minus sign): the negative of
+    """TanhMax Eq. 7 exactly as printed (no minus sign): the negative of
     :func:`tanhmax_velocity`. Kept to show the discrepancy, not to be used."""
     return -tanhmax_velocity(s, o, c, delta_I, axis)
 
@@ -264,70 +264,6 @@ def tanhmax_velocity_as_printed(s, o, c, delta_I, axis=-1):
 # --------------------------------------------------------------------------
 # Closed forms of Delta_II (derivations/04-score-dynamics-closed-forms.md)
 # --------------------------------------------------------------------------
-
-
-def _context(xp, w, o, axis):
-    return xp.sum(w * o, axis=axis, keepdims=True)  # o_bar = sum_j w_j o_j
-
-
-def _softmax_form(s, o, axis):
-    # g = h = e^s: Delta_II,i = w_i (o_i - o_bar)
-    xp = array_module(s, o)
-    w = activation("softmax").forward(s, axis)
-    return w * (o - _context(xp, w, o, axis))
-
-
-def _same_gh_form(name, rate):
-    """g = h: Delta_II,i = w_i ell'(s_i) (o_i - o_bar), ``rate = ell'`` written out."""
-    def form(s, o, axis):
-        xp = array_module(s, o)
-        w = activation(name).forward(s, axis)
-        return w * rate(xp, s) * (o - _context(xp, w, o, axis))
-    return form
-
-
-def _pm_form(name):
-    """g' = h and h' = g (tanhmax; signexp away from 0):
-    Delta_II,i = w_tilde_i o_i - w_i o_bar, ``w_tilde = h / C``."""
-    def form(s, o, axis):
-        xp = array_module(s, o)
-        act = activation(name)
-        w_tilde = act.weights(s, axis)  # h(s_i) / C
-        w = act.rho(s) * w_tilde
-        return w_tilde * o - w * _context(xp, w, o, axis)
-    return form
-
-
-def _unnormalised_form(dg):
-    """h = 1, C = n: Delta_II,i = g'(s_i) o_i / n."""
-    def form(s, o, axis):
-        n = np.shape(s)[axis]
-        return dg(array_module(s), s) * o / n
-    return form
-
-
-def _expressive_rate(xp, s):
-    # (log z^2/(1+z^2))' = 2 / (z (1 + z^2)); where z = 0 the weight w is 0 too, and
-    # w ell' -> 0 (derivations/01, section 5.2), so any finite value serves there; a score
-    # below sqrt(tiny) counts as 0 (the library's underflow convention, refattn.activations)
-    z = xp.where(xp.abs(s) >= _tiny_sqrt(s), s, 1.0)
-    return 2.0 / (z * (1.0 + z * z))
-
-
-#: ``Delta_II(s, o, axis)`` in closed form for every registered activation;
-#: each is tested equal to the generic :func:`delta_II` (away from the
-#: singular points s = 0 of signexp, expressive, relu and cosformer).
-CLOSED_FORMS = {
-    "softmax": _softmax_form,
-    "tanhmax": _pm_form("tanhmax"),
-    "signexp": _pm_form("signexp"),
-    "expressive": _same_gh_form("expressive", _expressive_rate),
-    "sigsoftmax": _same_gh_form("sigsoftmax", lambda xp, s: 1.0 + _sigmoid(xp, -s)),
-    "sigmoid": _same_gh_form("sigmoid", lambda xp, s: _sigmoid(xp, -s)),
-    "cosformer": _same_gh_form("cosformer", lambda xp, s: (s > 0) / xp.where(s > 0, s, 1.0)),
-    "linear": _unnormalised_form(lambda xp, s: xp.ones_like(s)),
-    "relu": _unnormalised_form(lambda xp, s: (s > 0) * xp.ones_like(s)),
-}
 
 
 def closed_form_delta_II(name, s, o, axis=-1):
@@ -347,13 +283,15 @@ def closed_form_delta_II(name, s, o, axis=-1):
     ========== ====================================================
 
     with ``o_bar = sum_j w_j o_j``, the attention-weighted context polarity.
+    Each closed form is written in its activation's class
+    (:meth:`refattn.activations.Activation.delta_II`); ``name`` may also be an
+    :class:`~refattn.activations.Activation` instance.
     """
-    if name not in CLOSED_FORMS:
-        raise ValueError(f"name: no closed form for {name!r}; expected one of {tuple(CLOSED_FORMS)}")
+    act = _act(name)
     check_float_array(s, "s")
     check_float_array(o, "o")
     _same_shape(o, s, "o", "s")
-    return CLOSED_FORMS[name](s, o, axis)
+    return act.delta_II(s, o, axis)
 
 
 # --------------------------------------------------------------------------
@@ -373,7 +311,7 @@ class OneLayerModel:
     ``"free"`` -- Proposition 1's assumption: every token ``t`` has its own
         ``Q_t, K_t (d,)`` and value ``V_t (dv,)``; ``s_t = Q_t . K_t / scale``.
         Params ``Q (T, d), K (T, d), V (T, dv), W (dv,)``.
-    ``"shared"`` -- seed 001's public code: embeddings ``E (T, de)``, shared
+    ``"shared"`` -- TanhMax's public code: embeddings ``E (T, de)``, shared
         projections ``Q_t = Wq E_t``, ``K_t = Wk E_t``, ``V_t = Wv E_t``;
         ``s_t = Q_t . K_t / scale``. Params ``E, Wq (d, de), Wk (d, de),
         Wv (dv, de), W (dv,)``.
@@ -463,7 +401,7 @@ class OneLayerModel:
         return anp.sum(w * o, axis=-1)  # (N,)  V^T W = sum_i w_i V_i^T W
 
     def risk(self, params, tokens, target, s_vocab=None):
-        """The empirical risk ``R = (1/N) sum_k L`` (seed 001, Eq. 3)."""
+        """The empirical risk ``R = (1/N) sum_k L`` (TanhMax, Eq. 3)."""
         a = self.logits(params, tokens, s_vocab)
         if self.output == "sigmoid":
             y = 1.0 / (1.0 + anp.exp(-a))
@@ -667,10 +605,10 @@ PROP1_TOLERANCE = 1e-10
 def format_prop1_table(result):
     """``run_prop1``'s result as a text table."""
     lines = [
-        f"Proposition 1 (seed 001, Eq. 4) vs the exact gradient-flow velocity (autograd), "
+        f"Proposition 1 (TanhMax, Eq. 4) vs the exact gradient-flow velocity (autograd), "
         f"float64, seed {result['seed']}, sizes {result['sizes']}",
         "free: Q_i, K_i free per-token parameters (the proposition's assumption), max relative error;",
-        "shared / global: seed 001's code / Sun & Lu's global query, size of the neglected cross terms "
+        "shared / global: TanhMax's code / Sun & Lu's global query, size of the neglected cross terms "
         "relative to the exact velocity, and the fraction of tokens whose velocity sign the formula gets right.",
         "",
         f"{'activation':<11} {'free err':>9} {'shared cross':>13} {'shared sign':>12} "

@@ -233,7 +233,7 @@ class SGD(Optimizer):
     momentum : float
         ``mu`` in ``[0, 1)``.
 
-    No seed equation and no derivation file: the update is the definition,
+    No paper equation and no derivation file: the update is the definition,
     checked against the formula written out in ``tests/test_optim.py``.
     """
 
@@ -282,7 +282,7 @@ class Adam(Optimizer):
 
     On the first step ``m_hat = g`` and ``v_hat = g^2`` exactly, so every
     coordinate moves by ``-lr g / (|g| + eps)``: at most ``lr``, whatever the
-    scale of the gradient (a test checks this closed form). No seed
+    scale of the gradient (a test checks this closed form). No paper
     equation; used by ``refattn.experiments.neural_surface``
     (``derivations/08-neural-attention-expressivity.md``).
     """
@@ -367,10 +367,10 @@ class Adadelta(Optimizer):
         ``> 0`` (default 1e-7, Keras's; Zeiler's experiments use 1e-6, as
         PyTorch's default does).
 
-    Seed 001's public code (``Synthetic/TanhMax.ipynb``) trains its
+    TanhMax's public code (``Synthetic/TanhMax.ipynb``) trains its
     classifier with PyTorch's ``Adadelta(lr=0.05)``, i.e. ``rho = 0.9``,
     ``eps = 1e-6``, on 100 times the mean BCE; the paper's text (section
-    5.1) says Adam. No seed equation and no derivation file: the update is
+    5.1) says Adam. No paper equation and no derivation file: the update is
     the definition, checked against the formula written out in
     ``tests/test_optim_adaptive.py``.
     """
@@ -419,7 +419,7 @@ class Adagrad(Optimizer):
 
     The state keeps the accumulator (``"sum"``); ``initial_accumulator_value``
     only matters when the optimiser is made, and a loaded state replaces the
-    accumulator. No seed equation and no derivation file: the update is the
+    accumulator. No paper equation and no derivation file: the update is the
     definition, checked against the formula written out in
     ``tests/test_optim_adaptive.py``.
     """

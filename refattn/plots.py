@@ -106,7 +106,7 @@ def plot_nt_run(result):
 
 
 def plot_polarity(result):
-    """Seed 001 Fig. 2 style: each token's score against its mean weight, coloured by
+    """TanhMax Fig. 2 style: each token's score against its mean weight, coloured by
     its gamma_e group, one panel per activation (first seed); from
     ``refattn.experiments.polarity.run_polarity``."""
     import matplotlib.pyplot as plt  # noqa: PLC0415
@@ -132,7 +132,7 @@ def plot_polarity(result):
 
 
 def plot_interpret(result, paper=None):
-    """Seed 001 Table 1 as bars: mean Kendall tau (signed gradient x input and signed
+    """TanhMax Table 1 as bars: mean Kendall tau (signed gradient x input and signed
     leave-one-out) per activation and true class, ours with their std, the paper's SST
     values as black markers; from ``refattn.experiments.interpret.run_interpret``."""
     import matplotlib.pyplot as plt  # noqa: PLC0415
@@ -153,7 +153,7 @@ def plot_interpret(result, paper=None):
             std = [r.get("std", 0.0) or 0.0 for r in rows]
             ax.bar(x, mean, width, yerr=std, capsize=3, label=f"ours, class {c}", alpha=0.8)
             ref = [paper.get(c, {}).get(a, {}).get(key, (np.nan,))[0] for a in acts]
-            ax.plot(x, ref, "k_", markersize=14, mew=2, label="seed 001 Table 1 (SST)" if j == 0 else None)
+            ax.plot(x, ref, "k_", markersize=14, mew=2, label="TanhMax Table 1 (SST)" if j == 0 else None)
         ax.axhline(0, color="grey", lw=0.5)
         ax.set_xticks(np.arange(len(acts)), acts)
         ax.set_title(title, fontsize=9)

@@ -1,6 +1,6 @@
-r"""The four properties of seed 001 section 4, measured for every activation.
+r"""The four properties of TanhMax section 4, measured for every activation.
 
-Seed 001 (section 4) asks four things of an activation
+TanhMax (section 4) asks four things of an activation
 ``phi(s)_i = g(s_i) / sum_k h(s_k)`` (its Eq. 5):
 
 1. **monotonicity**: g is monotonically increasing;
@@ -64,7 +64,7 @@ __all__ = [
     "format_properties_table",
 ]
 
-#: The four properties of seed 001 section 4, in the order of its Table 3 columns
+#: The four properties of TanhMax section 4, in the order of its Table 3 columns
 #: (Monotonicity, Log-nonlinearity, Normalization, Origin-symmetry).
 PROPERTIES = ("monotonicity", "log_nonlinearity", "contextual_normalisation", "origin_symmetry")
 
@@ -76,7 +76,7 @@ PROPERTY_TITLES = MappingProxyType({
     "origin_symmetry": "origin-symmetric",
 })
 
-#: Seed 001 Table 3's row labels, keyed by our registry names.
+#: TanhMax Table 3's row labels, keyed by our registry names.
 PAPER_ROW_NAMES = MappingProxyType({
     "softmax": "Softmax",
     "relu": "ReLU",
@@ -91,7 +91,7 @@ def _paper_row(mono, lognl, norm, sym):
     return MappingProxyType(dict(zip(PROPERTIES, (mono, lognl, norm, sym))))
 
 
-#: Seed 001, Table 3, as printed: True = a check mark, False = a blank
+#: TanhMax, Table 3, as printed: True = a check mark, False = a blank
 #: ("not satisfied"). The paper's claims, to compare with; not computed.
 PAPER_TABLE3 = MappingProxyType({
     #                        monotone  log-nonlin.  normalised  origin-sym.
@@ -239,7 +239,7 @@ def _result(holds, evidence, criterion):
 
 
 def measure_monotonicity(name_or_activation, *, grid=None) -> dict:
-    """Is g non-decreasing? (seed 001 section 4, property 1)
+    """Is g non-decreasing? (TanhMax section 4, property 1)
 
     Criterion: on the strictly increasing grid s, every step
     ``g(s[j+1]) - g(s[j])`` is at least ``-4 eps max(|g(s[j])|, |g(s[j+1])|)``,
@@ -290,7 +290,7 @@ def measure_monotonicity(name_or_activation, *, grid=None) -> dict:
 
 
 def measure_log_nonlinearity(name_or_activation, *, grid=None, seed=0, rank=True) -> dict:
-    """Is log|g| non-affine? (seed 001 section 4, property 2)
+    """Is log|g| non-affine? (TanhMax section 4, property 2)
 
     Criterion: on the grid points where g(s) != 0, fit ``log|g(s)| ~ a s + b``
     by least squares; the property holds when the RMS residual divided by
@@ -301,7 +301,7 @@ def measure_log_nonlinearity(name_or_activation, *, grid=None, seed=0, rank=True
 
     Second, independent measurement (``rank=True``): :func:`bottleneck_rank`,
     the numerical rank of ``log|phi(W h)|`` over random h (Kanai et al. 2018,
-    cited by seed 001); it is reported, and compared, but does not decide.
+    cited by TanhMax); it is reported, and compared, but does not decide.
     Derivation: ``derivations/06-four-properties.md``, section 3.
 
     Parameters
@@ -444,7 +444,7 @@ def bottleneck_rank(name_or_activation, *, n=12, d=3, samples=200, seed=0) -> di
 
 
 def measure_contextual_normalisation(name_or_activation, *, seed=0, n=6, rows=8) -> dict:
-    """Does phi_i depend on the other scores? (seed 001 section 4, property 4)
+    """Does phi_i depend on the other scores? (TanhMax section 4, property 4)
 
     Criterion: for phi_i = g(s_i) / C(s), C(s) = sum_k h(s_k), the weight of
     token j responds to another token's score, d phi_j / d s_k != 0 for some
@@ -453,7 +453,7 @@ def measure_contextual_normalisation(name_or_activation, *, seed=0, n=6, rows=8)
     ``max_{j != k} |J[j, k]| / max_j |J[j, j]|``; the property holds when the
     largest ratio over the rows exceeds sqrt(eps). Where h is constant
     (linear, relu: C = n) the off-diagonal part is exactly 0:
-    ``d phi_j / d s_k = -g(s_j) h'(s_k) / C^2`` (seed 001, Eq. 4's pi_j).
+    ``d phi_j / d s_k = -g(s_j) h'(s_k) / C^2`` (TanhMax, Eq. 4's pi_j).
     Rows whose Jacobian has a zero diagonal (no normaliser: J = 0) are skipped.
     Derivation: ``derivations/06-four-properties.md``, section 4.
 
@@ -507,7 +507,7 @@ def measure_contextual_normalisation(name_or_activation, *, seed=0, n=6, rows=8)
 
 
 def measure_origin_symmetry(name_or_activation, *, grid=None) -> dict:
-    """Is g odd, g(-s) = -g(s)? (seed 001 section 4, property 3)
+    """Is g odd, g(-s) = -g(s)? (TanhMax section 4, property 3)
 
     Criterion: at every grid point, ``|g(s) + g(-s)| <= 4 eps max(|g(s)|, |g(-s)|)``.
     The evidence also gives the even defect ``|g(s) - g(-s)|`` (relative in
@@ -555,7 +555,7 @@ def measure_origin_symmetry(name_or_activation, *, grid=None) -> dict:
 
 
 def measure(name_or_activation, *, grid=None, seed=0) -> dict:
-    """The four properties of seed 001 section 4 for one activation.
+    """The four properties of TanhMax section 4 for one activation.
 
     Parameters
     ----------
@@ -685,7 +685,7 @@ def format_properties_table(result: dict) -> str:
         return _CHECK if v else _BLANK
 
     lines = [
-        "Seed 001 section 4: the four properties, computed for every registered activation",
+        "TanhMax section 4: the four properties, computed for every registered activation",
         f"({_CHECK} holds, {_BLANK} does not; [paper's Table 3 mark]; "
         f"{_DIFFERS} computed differs from the paper)",
         "",

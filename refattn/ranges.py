@@ -1,11 +1,11 @@
-r"""The range of TanhMax, and Proposition 2 of seed 001 corrected.
+r"""The range of TanhMax, and Proposition 2 of TanhMax corrected.
 
-Seed 001 (Proposition 2, Eq. 10) claims that for a vector space ``S`` with
+TanhMax (Proposition 2, Eq. 10) claims that for a vector space ``S`` with
 ``1 in S``
 
     {softmax(z) : z in S}  is a subset of  {tanhmax(z) : z in S},
 
-with ``tanhmax(z)_i = sinh z_i / sum_k cosh z_k`` (seed 001, Eq. 6). As
+with ``tanhmax(z)_i = sinh z_i / sum_k cosh z_k`` (TanhMax, Eq. 6). As
 printed the claim is false: ``sum_i |sinh z_i| < sum_k cosh z_k``, so every
 TanhMax output has l1 norm below 1, while every softmax output sums to 1.
 The two ranges are disjoint. What is true, and what this module computes
@@ -99,7 +99,7 @@ def _logsumexp(x, axis):
 def tanhmax_l1_norm(s, axis=-1):
     """The l1 norm ``sum_i |tanhmax(s)_i|`` of TanhMax's output along ``axis``.
 
-    Computed from the library's stable forward pass (seed 001, Eq. 6), so any
+    Computed from the library's stable forward pass (TanhMax, Eq. 6), so any
     finite ``s`` is accepted. In exact arithmetic the result is below 1
     (``derivations/05-proposition-2.md``, Eq. P2); in floating point it can
     round to exactly 1 once the margin :func:`tanhmax_l1_margin` drops below
@@ -129,8 +129,8 @@ def tanhmax_l1_margin(s, axis=-1, *, log=False):
     (``derivations/05-proposition-2.md``, Eq. P3), which follows from
     ``cosh x - |sinh x| = e^{-|x|}``. The right-hand side is positive for
     every finite ``s``: this is the strict inequality that makes the range
-    of TanhMax (seed 001, Eq. 6) miss every softmax output, and so makes
-    seed 001's Eq. 10 false as printed.
+    of TanhMax (TanhMax, Eq. 6) miss every softmax output, and so makes
+    TanhMax's Eq. 10 false as printed.
 
     Parameters
     ----------
@@ -174,7 +174,7 @@ def _slack(slack, n):
 def in_tanhmax_range(w, axis=-1, *, slack=None):
     """Whether each row of ``w`` is an output of TanhMax: ``sum_i |w_i| < 1``.
 
-    TanhMax (seed 001, Eq. 6) maps R^n onto the open l1 unit ball, strictly
+    TanhMax (TanhMax, Eq. 6) maps R^n onto the open l1 unit ball, strictly
     (``derivations/05-proposition-2.md``, statement (a)); every softmax
     output sums to 1 and is therefore *not* in the range. In floating point
     a softmax output sums to 1 only up to rounding (a few units of
@@ -307,8 +307,8 @@ def _shifted_axis(s, axis, c):
 def closure_gap(s, c, axis=-1):
     """``|| tanhmax(s + c 1) - softmax(s) ||_1``, computed numerically.
 
-    Both activations come from the library's stable forward passes (seed
-    001, Eqs. 5 and 6); :func:`closure_gap_closed_form` is the formula this
+    Both activations come from the library's stable forward passes (TanhMax,
+    Eqs. 5 and 6); :func:`closure_gap_closed_form` is the formula this
     should match (``derivations/05-proposition-2.md``, Eq. P10). In float64
     the difference is accurate to a few units of 1e-16 in absolute terms,
     so its *relative* accuracy degrades once the gap itself is below ~1e-4.
@@ -344,7 +344,7 @@ def closure_gap_closed_form(s, c, axis=-1):
 
         2 eps B / (A + eps B) = 2 q / (1 + q),   q = eps B / A
 
-    (``derivations/05-proposition-2.md``, Eqs. P8-P10; seed 001, Eqs. 6 and
+    (``derivations/05-proposition-2.md``, Eqs. P8-P10; TanhMax, Eqs. 6 and
     10). For large ``c`` it is ``~ 2 (B/A) e^{-2c}``. Valid for every real
     ``c``; evaluated from ``log q = lse(-s) - lse(s) - 2c`` so that nothing
     overflows.
@@ -383,7 +383,7 @@ def log_rank(activation_name, n, d, m, seed=0):
     ``L[t] = log|phi(s_t)|`` into an ``m x n`` matrix. For softmax,
     ``log softmax(W h) = W h - lse(W h) 1`` lies in the span of ``W``'s
     columns and ``1``, so ``rank L <= d + 1`` (Yang et al. 2018's softmax
-    bottleneck; seed 001, section 4, property (2) and Proposition 2). For
+    bottleneck; TanhMax, section 4, property (2) and Proposition 2). For
     TanhMax, ``log|phi_i| = log|tanh s_i| + log cosh s_i - log sum_k cosh s_k``
     is nonlinear in ``s``, and the rank is generally ``min(m, n)``
     (``derivations/05-proposition-2.md``, section 5).

@@ -1,6 +1,6 @@
 r"""signexp at a score of 0: analytic VJP, autograd and central differences side by side.
 
-SignExp / Cog attention (seed 002) is ``phi_i = sign(s_i) e^{|s_i|} / C``,
+SignExp / Cog attention (Cog) is ``phi_i = sign(s_i) e^{|s_i|} / C``,
 ``C = sum_k e^{|s_k|}``. Its numerator ``g(s) = sign(s) e^{|s|}`` jumps from
 -1 to +1 at ``s = 0``; as a distribution ``g' = e^{|s|} + 2 delta(s)``. The
 library's VJP (``refattn.activations.SignExp``) and autograd both use the
@@ -59,7 +59,7 @@ def signexp_near_zero(offsets=DEFAULT_OFFSETS, *, n=5, eps=1e-6, seed=0, j=0):
     Write ``F(x) = u . phi(s with s_j = x)``, ``R = sum_{i != j} e^{|s_i|}``
     and ``V = sum_{i != j} u_i sign(s_i) e^{|s_i|}``, so that
 
-        F(x) = (u_j sign(x) e^{|x|} + V) / (R + e^{|x|})      (seed 002; Eq. Z2)
+        F(x) = (u_j sign(x) e^{|x|} + V) / (R + e^{|x|})      (Cog; Eq. Z2)
 
     (``derivations/09-signexp-at-zero.md``). For each ``delta`` the function
     records

@@ -41,7 +41,8 @@ import pytest
 import fake_device
 from refattn import ACTIVATIONS, SCORES, activation, score
 from refattn.activations import TanhMax
-from refattn.attention import attention, attention_backward
+from refattn import attention as reference
+from refattn import fast
 from refattn.backend import to_numpy
 from refattn.gradcheck import compare
 
@@ -125,7 +126,7 @@ def check_parity(run, host, xp, dtype):
 
 
 # --------------------------------------------------------------------------
-# Activations: forward, weights, VJP, elementwise parts, explicit Jacobian
+# Activations: forward, p, VJP, elementwise parts, explicit Jacobian
 # --------------------------------------------------------------------------
 
 
@@ -142,7 +143,7 @@ def test_activation_parity(name, dtype, xp, rng):
         res = {}
         for axis, m in ((1, a["mask"]), (-1, None)):  # axis -1: the batched-matmul row dot
             res[f"forward axis={axis}"] = act.forward(a["s"], axis=axis, mask=m)
-            res[f"weights axis={axis}"] = act.weights(a["s"], axis=axis, mask=m)
+            res[f"p axis={axis}"] = act.p(a["s"], axis=axis, mask=m)
             res[f"vjp axis={axis}"] = act.vjp(a["s"], a["u"], axis=axis, mask=m)
         for fn in ("g", "h", "dg", "dh", "rho", "drho", "dell"):
             res[fn] = getattr(act, fn)(a["s"])
@@ -220,34 +221,39 @@ def _qk_away_from_zero(rng, dtype):
     return Q.astype(dtype), K.astype(dtype)
 
 
-def _attention_run(**kw):
-    """``run`` for :func:`check_parity`: attention, then its backward."""
+IMPLS = [pytest.param(reference, id="reference"), pytest.param(fast, id="fast")]
+
+
+def _attention_run(impl, **kw):
+    """``run`` for :func:`check_parity`: ``impl.attention``, then its backward."""
 
     def run(a):
-        out, cache = attention(a["Q"], a["K"], a["V"], params=_params(a), mask=a.get("mask"), **kw)
-        g = attention_backward(a["G"], cache)
+        out, cache = impl.attention(a["Q"], a["K"], a["V"], params=_params(a), mask=a.get("mask"), **kw)
+        g = impl.attention_backward(a["G"], cache)
         return {"out": out, "dQ": g["Q"], "dK": g["K"], "dV": g["V"],
                 **{f"d{p}": v for p, v in g["params"].items()}}
 
     return run
 
 
+@pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("act", ACTIVATIONS)
-def test_attention_parity_every_activation(act, dtype, xp, rng):
+def test_attention_parity_every_activation(act, dtype, impl, xp, rng):
     Q, K = _qk_away_from_zero(rng, dtype)
     mask = rng.random((B, 1, N, N)) < 0.7
     mask[..., 0] = True
     mask[0, 0, 3, :] = False  # one query sees no key: weights 0, output 0
     host = {"Q": Q, "K": K, "V": rng.standard_normal((B, H, N, DV)).astype(dtype),
             "G": rng.standard_normal((B, H, N, DV)).astype(dtype)}
-    check_parity(_attention_run(activation=act), host, xp, dtype)
-    check_parity(_attention_run(activation=act, causal=True), {**host, "mask": mask}, xp, dtype)
+    check_parity(_attention_run(impl, activation=act), host, xp, dtype)
+    check_parity(_attention_run(impl, activation=act, causal=True), {**host, "mask": mask}, xp, dtype)
 
 
+@pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("sc", SCORES)
-def test_attention_parity_every_score(sc, dtype, xp, rng):
+def test_attention_parity_every_score(sc, dtype, impl, xp, rng):
     s_obj = score(sc)
     n_out = N if s_obj.pairwise else 1
     host = {"Q": None if sc == "global" else rng.standard_normal((B, H, N, DK)).astype(dtype),
@@ -255,15 +261,16 @@ def test_attention_parity_every_score(sc, dtype, xp, rng):
             "V": rng.standard_normal((B, H, N, DV)).astype(dtype),
             "G": rng.standard_normal((B, H, n_out, DV)).astype(dtype)}
     host = _with_params(host, s_obj.init_params(DK, rng, dtype=dtype))
-    check_parity(_attention_run(score=s_obj, activation="tanhmax"), host, xp, dtype)
+    check_parity(_attention_run(impl, score=s_obj, activation="tanhmax"), host, xp, dtype)
 
 
 def test_device_arrays_do_not_mix_with_host_arrays(xp, rng):
     if xp is np:
         pytest.skip("numpy has no device arrays to mix")
     Q, K, V = (rng.standard_normal((B, H, N, DK)) for _ in range(3))
-    with pytest.raises(TypeError, match="arrays: got CuPy"):
-        attention(xp.array(Q), K, xp.array(V))
+    for impl in (reference, fast):
+        with pytest.raises(TypeError, match="arrays: got CuPy"):
+            impl.attention(xp.array(Q), K, xp.array(V))
     with pytest.raises(TypeError, match="arrays: got CuPy"):
         activation("tanhmax")(xp.array(Q), mask=np.ones(Q.shape, dtype=bool))
 
@@ -367,7 +374,8 @@ def test_fake_device_catches_host_code(monkeypatch, rng):
 # --------------------------------------------------------------------------
 
 PACKAGE = Path(__file__).resolve().parents[1] / "refattn"
-GPU_MODULES = ("activations.py", "scores.py", "attention.py")
+GPU_MODULES = ("activations.py", "scores.py", "attention.py", "layers.py", "fast/__init__.py",
+               "fast/kernels.py")
 
 #: NumPy calls that never touch array data, allowed anywhere
 NUMPY_METADATA = {
@@ -380,7 +388,6 @@ NUMPY_METADATA = {
 }
 #: NumPy calls allowed in one function only, on host data made there
 NUMPY_ALLOWED_IN = {
-    ("_tiny_sqrt", "sqrt"): "sqrt of finfo(dtype).tiny, a Python float",
     ("_init", "asarray"): "init_params returns host arrays by design",
     ("_forward_blocked", "broadcast_to"): "the blocked route runs on NumPy arrays only (_block_size)",
 }
@@ -428,10 +435,10 @@ def test_static_check_catches_a_numpy_call():
         "    xp = array_module(s)\n"
         "    a = np.shape(s)\n"
         "    return np.tanh(s) * xp.ones(a)\n"
-        "def _tiny_sqrt(n):\n"
-        "    return np.sqrt(n) + np.linalg.norm(n)\n"
+        "def _init(n):\n"
+        "    return np.asarray(n) + np.linalg.norm(n)\n"
     )
-    assert disallowed_numpy_calls(planted) == [(4, "rho", "tanh"), (6, "_tiny_sqrt", "linalg.norm")]
+    assert disallowed_numpy_calls(planted) == [(4, "rho", "tanh"), (6, "_init", "linalg.norm")]
 
 
 # --------------------------------------------------------------------------

@@ -3,11 +3,11 @@ small dataclasses, or JSON-ready dicts); figures are drawn by the notebooks and 
 ``refattn <command> --out DIR``.
 
 * :mod:`refattn.experiments.geometry`: attention weight against the
-  query-key angle for dot-product and expressive attention (seed 004, Fig. 1);
+  query-key angle for dot-product and expressive attention (Expressive, Fig. 1);
   ``derivations/07-expressive-geometry.md``.
 * :mod:`refattn.experiments.neural_surface`: the score surface on the
   diagonal ``q = k`` and a regression that a bilinear score cannot fit but
-  the Neural Attention MLP can (seed 003, Fig. 1, Eqs. 2-4);
+  the Neural Attention MLP can (NeuralAttn, Fig. 1, Eqs. 2-4);
   ``derivations/08-neural-attention-expressivity.md``.
 
 Training experiments (each behind a ``refattn`` command): ``score_dynamics``

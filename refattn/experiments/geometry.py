@@ -1,6 +1,6 @@
-r"""Attention-space geometry: dot-product vs expressive attention (seed 004, Fig. 1).
+r"""Attention-space geometry: dot-product vs expressive attention (Expressive, Fig. 1).
 
-Seed 004 compares one query ``Q`` with keys ``K_k`` through ``z = Q . K``:
+Expressive compares one query ``Q`` with keys ``K_k`` through ``z = Q . K``:
 
 * dot-product attention (DPA), Eq. 1: ``a_k = exp(beta z_k) / Z``;
 * expressive attention (EA), Eq. 2: ``a_k = (z_k^2 / (1 + z_k^2)) / N``.
@@ -50,7 +50,7 @@ __all__ = [
     "weight_vs_cosine",
 ]
 
-#: The activations of seed 004: DPA is ``softmax``, EA is ``expressive``.
+#: The activations of Expressive: DPA is ``softmax``, EA is ``expressive``.
 CLOSED_FORMS = ("softmax", "expressive")
 
 
@@ -72,7 +72,7 @@ def attention_weights(activation_name, query, keys, *, beta=1.0):
     ----------
     activation_name : str
         A registered activation (``refattn.ACTIVATIONS``); ``"softmax"`` is
-        seed 004's DPA (Eq. 1), ``"expressive"`` its EA (Eq. 2).
+        Expressive's DPA (Eq. 1), ``"expressive"`` its EA (Eq. 2).
     query : ndarray, shape (d,)
     keys : ndarray, shape (n, d)
     beta : float
@@ -105,7 +105,7 @@ def circle_keys(n_keys, *, norm_k=1.0, dim=2):
     ``n_keys`` must be a multiple of 4 so that 0, +-90 and -180 degrees are on
     the grid; those keys are exact (``cos 90 = 0``, not ``6e-17``), and the
     key at ``theta - 180`` is exactly ``-k(theta)``. These are the keys of
-    seed 004's Fig. 1 (``derivations/07-expressive-geometry.md``, section 1).
+    Expressive's Fig. 1 (``derivations/07-expressive-geometry.md``, section 1).
 
     Returns
     -------
@@ -132,7 +132,7 @@ def circle_keys(n_keys, *, norm_k=1.0, dim=2):
 
 
 def weight_vs_angle(activation_name, *, norm_q, norm_k, n_keys, beta=1.0, dim=2):
-    """Attention weight of each key against its angle to the query (seed 004, Fig. 1).
+    """Attention weight of each key against its angle to the query (Expressive, Fig. 1).
 
     The query is ``q = norm_q e_1``; the keys are :func:`circle_keys`; the
     scores are ``z_j = beta q . k_j = c cos(theta_j)`` with
@@ -143,8 +143,8 @@ def weight_vs_angle(activation_name, *, norm_q, norm_k, n_keys, beta=1.0, dim=2)
     Parameters
     ----------
     activation_name : str
-        A registered activation; ``"softmax"`` (DPA, seed 004 Eq. 1) and
-        ``"expressive"`` (EA, seed 004 Eq. 2) are the two of the figure.
+        A registered activation; ``"softmax"`` (DPA, Expressive Eq. 1) and
+        ``"expressive"`` (EA, Expressive Eq. 2) are the two of the figure.
     norm_q, norm_k : float
         ``|q|`` and ``|k|``, ``> 0``.
     n_keys : int

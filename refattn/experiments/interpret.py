@@ -1,6 +1,6 @@
-r"""Seed 001 section 5.2 and its Table 1: do attention weights agree with feature importance?
+r"""TanhMax section 5.2 and its Table 1: do attention weights agree with feature importance?
 
-Seed 001 (section 5.2, after Jain & Wallace 2019) compares softmax and
+TanhMax (section 5.2, after Jain & Wallace 2019) compares softmax and
 TanhMax attention on four measures, per test instance of a trained
 classifier (:class:`refattn.models.polarity.PolarityClassifier`, evaluated
 without dropout):
@@ -71,7 +71,7 @@ __all__ = [
     "format_interpret",
 ]
 
-#: Seed 001 Table 1, the SST rows: per class and activation, (mean, std) of
+#: TanhMax Table 1, the SST rows: per class and activation, (mean, std) of
 #: tau_g, tau_loo^sgn, the permutation and the randomisation change, and the
 #: fraction of instances significant at alpha = 0.01 ("sig").
 PAPER_TABLE1 = {
@@ -89,7 +89,7 @@ PAPER_TABLE1 = {
     },
 }
 
-#: The synthetic data :func:`run_interpret` uses by default: seed 001's
+#: The synthetic data :func:`run_interpret` uses by default: TanhMax's
 #: sentences (2 polar + 10 neutral tokens) over a smaller vocabulary, so that
 #: a few epochs train every seed to high accuracy in seconds.
 SYNTHETIC_SMALL = PolarityConfig(n_pos=20, n_neg=20, n_neutral=200, n_per_class=1_000)
@@ -227,8 +227,8 @@ def kendall_tau_b(x, y, mask=None):
                 + sum_t t(t-1)(t-2) sum_u u(u-1)(u-2) / (9 n (n-1)(n-2)),
 
     ``t`` (``u``) running over the sizes of the groups of tied ``x`` (``y``)
-    values; this is the exact permutation variance of ``S``. Used by seed
-    001 section 5.2 (after Jain & Wallace 2019) for ``tau_g`` and
+    values; this is the exact permutation variance of ``S``. Used by
+    TanhMax section 5.2 (after Jain & Wallace 2019) for ``tau_g`` and
     ``tau_loo``; derivation: ``derivations/13-interpretability.md``,
     section 3, Eqs. I4-I7.
 
@@ -274,8 +274,8 @@ def signed_activation(name):
     """True when the activation can give negative weights (``g(s) < 0`` for some ``s < 0``).
 
     Among the registered activations these are tanhmax, signexp and linear,
-    each odd: ``phi(-s) = -phi(s)`` (seed 001 section 4, property 3). They
-    get signed randomised weights ``U(-1, 1)`` (seed 001 section 5.2) and
+    each odd: ``phi(-s) = -phi(s)`` (TanhMax section 4, property 3). They
+    get signed randomised weights ``U(-1, 1)`` (TanhMax section 5.2) and
     are oriented by :func:`orientation`. Derivation:
     ``derivations/13-interpretability.md`` section 4.
     """
@@ -308,7 +308,7 @@ def logit_from_weights(model, params, weights, o=None, tokens=None):
     r"""The classifier's logit ``a = sum_i w_i o_i + b_o`` for any weights ``w``, without dropout.
 
     The logit without dropout is ``a = w_o . sum_i w_i V_i + b_o = sum_i w_i
-    o_i + b_o`` with ``o_i = w_o . (W_v x_i + b_v)`` (seed 001 section 3,
+    o_i + b_o`` with ``o_i = w_o . (W_v x_i + b_v)`` (TanhMax section 3,
     ``o_i = V_i^T W``; derivation Eq. I1), so replacing the attention
     weights by others (occlusion, permutation, randomisation) is this one sum;
     ``y_hat = sigmoid(a)``.
@@ -416,7 +416,7 @@ def gradient_importance(model, params, batch):
     r"""The gradient of ``y_hat = P(class 1)`` w.r.t. each token's input embedding ``x_i``.
 
     A fresh gradient of the trained model's output for each instance, model
-    without dropout, nothing label-dependent (seed 001 section 5.2: the
+    without dropout, nothing label-dependent (TanhMax section 5.2: the
     partial derivative ``d y_hat / d x_i``, after Samek et al. 2019;
     derivation section 2.1, Eqs. I2-I3). Two scalars per token:
 
@@ -472,7 +472,7 @@ def leave_one_out(model, params, batch):
 
     ``x_{-i}`` removes token ``i``: it is masked, so its weight is zero and
     its ``h(s_i)`` leaves the normaliser, exactly as a shorter sentence
-    (seed 001 section 5.2; derivation section 2.2, Eq. I8):
+    (TanhMax section 5.2; derivation section 2.2, Eq. I8):
 
         y_hat(x_{-i}) = sigmoid(sum_{j != i} phi(s; mask without i)_j o_j + b_o).
 
@@ -539,7 +539,7 @@ def permutation_change(model, params, batch, n_draws=100, rng=0):
 
     The weights of each instance are permuted among its real tokens
     (padding keeps weight 0), and ``y_hat_perm = sigmoid(sum_i w_{pi(i)} o_i
-    + b_o)`` (seed 001 section 5.2, measure 3, after Jain & Wallace 2019;
+    + b_o)`` (TanhMax section 5.2, measure 3, after Jain & Wallace 2019;
     derivation section 2.3, Eq. I9). Deterministic given ``rng``.
 
     Returns
@@ -555,7 +555,7 @@ def randomisation_change(model, params, batch, n_draws=100, rng=0, low=None):
     New weights ``w'_i ~ U(low, 1)`` independently at the real tokens (0 at
     padding), not normalised, and ``y_hat_new = sigmoid(sum_i w'_i o_i +
     b_o)``; ``low`` is -1 for signed activations (tanhmax, signexp) and 0
-    otherwise (seed 001 section 5.2, measure 4 and its discussion;
+    otherwise (TanhMax section 5.2, measure 4 and its discussion;
     derivation section 2.3). Deterministic given ``rng``.
 
     Parameters
@@ -596,10 +596,10 @@ def orientation(model, params, tokens, labels, mask=None):
         c = sum_e (f_e^+ - f_e^-) rho(s_e),
 
     ``f_e^+`` (``f_e^-``) the occurrences of token ``e`` in positive
-    (negative) training sentences (seed 001 Eq. 11's counts) and ``s_e``
+    (negative) training sentences (TanhMax Eq. 11's counts) and ``s_e``
     its score; the twin has ``-c``. A seed is flipped when ``c < 0``, so
     that tokens frequent in positive sentences get positive weights, the
-    reading seed 001 gives its Fig. 2.
+    reading TanhMax gives its Fig. 2.
 
     Parameters
     ----------
@@ -642,7 +642,7 @@ def orient(model, params, flip):
 
 
 def interpret_measures(model, params, batch, n_draws=100, rng=0):
-    r"""Every per-instance quantity of seed 001 section 5.2 for one batch of test instances.
+    r"""Every per-instance quantity of TanhMax section 5.2 for one batch of test instances.
 
     Kendall tau-b (:func:`kendall_tau_b`) per instance, over its real tokens,
     between (derivation section 2):
@@ -703,7 +703,7 @@ def summarise(measures, labels):
     ``measures`` from :func:`interpret_measures`; ``labels`` (S, B) or (B,)
     the true classes. Pools seeds and instances; instances whose tau is
     undefined (NaN) are left out of the tau's statistics and counted in
-    ``n_defined``. Seed 001 Table 1's layout (derivation section 6).
+    ``n_defined``. TanhMax Table 1's layout (derivation section 6).
 
     Returns
     -------
@@ -759,10 +759,10 @@ def _load(data, sst2_path, seed, config):
 def run_interpret(activations=("softmax", "tanhmax"), data="synthetic", sst2_path=None, seeds=None, epochs=None,
                   n_instances=None, seed=0, *, n_draws=100, score="self", config=SYNTHETIC_SMALL, orient_signed=True,
                   optimizer="adam", lr=1e-2, batch_size=100, dropout=0.5, split="label", progress=None):
-    r"""Train the classifier and measure seed 001 Table 1's quantities on test instances.
+    r"""Train the classifier and measure TanhMax Table 1's quantities on test instances.
 
     For each activation: train ``seeds`` models at once
-    (:func:`refattn.experiments.polarity.train_classifier`, seed 001's
+    (:func:`refattn.experiments.polarity.train_classifier`, TanhMax's
     classifier with dropout 0.5), orient signed activations
     (:func:`orientation`, on the training data), evaluate
     :func:`interpret_measures` on the first ``n_instances`` test instances
@@ -788,7 +788,7 @@ def run_interpret(activations=("softmax", "tanhmax"), data="synthetic", sst2_pat
     seed : int
         Seeds the synthetic data and the permutation and randomisation draws.
     n_draws : int
-        Permutations and random draws per instance (seed 001: 100).
+        Permutations and random draws per instance (TanhMax: 100).
     score, optimizer, lr, batch_size, dropout
         Passed to the trainer.
     orient_signed : bool
@@ -887,7 +887,7 @@ def _sig(x):
 
 
 def format_interpret(result):
-    """``run_interpret``'s result as seed 001's Table 1, the paper's SST values beside ours.
+    """``run_interpret``'s result as TanhMax's Table 1, the paper's SST values beside ours.
 
     Columns: ``tau_g`` (signed gradient x input) and its significant
     fraction, ``tau_loo^sgn`` and its fraction, permutation and

@@ -1,10 +1,10 @@
 r"""A toy language model on SST-2 sentences: one decoder, many attention activations.
 
-Seed 001 (section 5.3, Table 4) swaps the attention activation inside a
+TanhMax (section 5.3, Table 4) swaps the attention activation inside a
 six-layer transformer trained as a language model and reports token accuracy
-(TanhMax best or near best, softmax never best); seed 003 (section 4.1,
+(TanhMax best or near best, softmax never best); NeuralAttn (section 4.1,
 Table 1) puts Neural Attention in the first layer of a decoder-only LM and
-reports about 5 % lower perplexity than dot-product attention; seed 002
+reports about 5 % lower perplexity than dot-product attention; Cog
 (Cog attention) runs signexp in the middle layers with softmax at both ends.
 This module runs the same kind of comparison at toy scale, on a 2-core CPU,
 with :class:`refattn.models.decoder.DecoderLM`, and reports the *direction*
@@ -47,9 +47,9 @@ What is run
 
 Variants (:data:`VARIANTS`): an activation name of
 :data:`refattn.activations.ACTIVATIONS` in every layer, ``"cog-hybrid"``
-(softmax first and last, signexp between: seed 002) and ``"neural-first"``
+(softmax first and last, signexp between: Cog) and ``"neural-first"``
 (the neural score in layer 0, scaled dot products above, softmax everywhere:
-seed 003).
+NeuralAttn).
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ DEFAULTS = {"activations": VARIANTS, "seeds": 3, "steps": 600, "batch_size": 16,
             "width": 64, "heads": 4, "lr": 3e-3, "eval_every": 100, "eval_windows": 128, "level": "char",
             "min_count": 10, "max_vocab": 2000, "neural_d_prime": 2, "neural_hidden": 8, "dtype": "float32"}
 
-#: Seed 001, Table 4, row "SST": language-model accuracy (%) of six-layer BERT
+#: TanhMax, Table 4, row "SST": language-model accuracy (%) of six-layer BERT
 #: models, mean +- std, validation and test ("Dot product" is our ``linear``).
 #: Cosformer (75.7 / 74.8) is an architecture of its own and is not run here.
 PAPER_TABLE4 = {
@@ -107,7 +107,7 @@ PAPER_TABLE4 = {
              "sigsoftmax": (73.8, 0.15), "cosformer": (74.8, 0.23), "tanhmax": (76.1, 0.21)},
 }
 
-#: Seed 003, Table 1: lowest WikiText-103 perplexity after 1M iterations
+#: NeuralAttn, Table 1: lowest WikiText-103 perplexity after 1M iterations
 #: (dot-product attention vs Neural Attention in the first layer, by down-projection d').
 PAPER_NEURAL_TABLE1 = {"dot": 26.03, "neural_d2": 24.71, "neural_d16": 24.55, "neural_none": 24.77}
 
@@ -668,7 +668,7 @@ def _verdict(ours, se, paper, paper_noise=None):
 
 
 def format_lm(result):
-    """A readable table of :func:`run_lm`'s result beside seed 001 Table 4 and seed 003 Table 1.
+    """A readable table of :func:`run_lm`'s result beside TanhMax Table 4 and NeuralAttn Table 1.
 
     Columns: dev next-token accuracy (%) and perplexity (mean ± std over
     seeds), their differences to softmax (accuracy in percentage points,
@@ -721,7 +721,7 @@ def format_lm(result):
         for split in ("validation", "test"):
             (a, sa), (b, sb) = t4[split][name], t4[split]["softmax"]
             parts.append(f"{split} {a - b:+.1f} pp -> {_verdict(da, se, a - b, sa + sb)}")
-        lines.append(f"  seed 001 Table 4 (SST), {label} - softmax: ours {100 * da:+.2f} ± {100 * se:.2f} pp; paper "
+        lines.append(f"  TanhMax Table 4 (SST), {label} - softmax: ours {100 * da:+.2f} ± {100 * se:.2f} pp; paper "
                      + "; ".join(parts))
     if "neural-first" in v:
         base = v["softmax"]["dev_perplexity_mean"]
@@ -730,7 +730,7 @@ def format_lm(result):
         dl, _ = _diff(result, "neural-first", "dev_loss")
         p = PAPER_NEURAL_TABLE1
         paper = (p["neural_d2"] - p["dot"]) / p["dot"]
-        lines.append(f"  seed 003 Table 1 (WikiText-103), neural (d' = 2, layer 0) vs dot: perplexity "
+        lines.append(f"  NeuralAttn Table 1 (WikiText-103), neural (d' = 2, layer 0) vs dot: perplexity "
                      f"{100 * paper:+.2f} %; ours {100 * ours:+.2f} % (loss {dl:+.4f} ± {se_l:.4f} nats) -> "
                      f"{_verdict(dl, se_l, paper)}")
     for name in ("cog-hybrid", "signexp", "expressive"):

@@ -1,6 +1,6 @@
-r"""What Neural Attention's scores cost in memory and time (seed 003, sections 3.2 and 4.3, Tables 6-8).
+r"""What Neural Attention's scores cost in memory and time (NeuralAttn, sections 3.2 and 4.3, Tables 6-8).
 
-Seed 003 computes its score matrix by building, for every query-key pair, the
+NeuralAttn computes its score matrix by building, for every query-key pair, the
 concatenation ``C[i, j] = [q'_i; k'_j]`` (its Eq. 7, Algorithm 1 step 6), a
 tensor of shape ``(batch, heads, n, n, 2d')``, and applying an MLP to each of
 its vectors (Eq. 8). Its section 3.2 blames ``C`` for Neural Attention's
@@ -10,7 +10,7 @@ time of whole training runs, for ``d' = 2, 16`` and no projection (``d = 64``).
 This module evaluates the same score matrix ``S (..., n_q, n_k)`` three ways
 and measures each:
 
-* :func:`neural_scores_concat` (a): ``C`` built explicitly, as seed 003 does,
+* :func:`neural_scores_concat` (a): ``C`` built explicitly, as NeuralAttn does,
   then ``W_h C[i, j]``; the largest arrays are ``C`` and the hidden
   pre-activation, ``n_q n_k (2d' + h)`` entries per batch element.
 * :func:`neural_scores_decomposed` (b): ``W_h [q'; k'] = W_hq q' + W_hk k'``,
@@ -40,7 +40,7 @@ runs. :func:`peak_bytes` is the analytical count of
 ``derivations/17-neural-attention-cost.md``, checked against the
 measurement; :func:`max_length` solves it for the longest sequence that fits
 a memory budget. :func:`run_neural_cost` runs the sweep,
-:func:`format_neural_cost` prints it in the form of seed 003's Tables 6-8,
+:func:`format_neural_cost` prints it in the form of NeuralAttn's Tables 6-8,
 :func:`plot_neural_cost` draws it.
 """
 
@@ -91,7 +91,7 @@ LABELS = {
     "library": "scores.Neural.forward",
 }
 
-#: Seed 003, Tables 6-8: memory (GB/sample) and "inference speed" (ms/sample)
+#: NeuralAttn, Tables 6-8: memory (GB/sample) and "inference speed" (ms/sample)
 #: during *training* of the whole model (Neural Attention in the first layer
 #: only), keyed by d' (64 = "None", no down-projection, d = 64).
 PAPER_TABLES = {
@@ -147,7 +147,7 @@ def _chunk(chunk):
 
 
 def _project(q, k, P):
-    """Seed 003 Eqs. 5-6: ``q' = Wq q``, ``k' = Wk k`` (per token)."""
+    """NeuralAttn Eqs. 5-6: ``q' = Wq q``, ``k' = Wk k`` (per token)."""
     return q @ P["Wq"].T, k @ P["Wk"].T  # (..., n_q, d'), (..., n_k, d')
 
 
@@ -163,9 +163,9 @@ def _contract(z, wa):
 
 
 def neural_scores_concat(q, k, params, *, hidden="tanh", beta=None):
-    r"""Neural Attention scores with seed 003's concatenation ``C`` built explicitly.
+    r"""Neural Attention scores with NeuralAttn's concatenation ``C`` built explicitly.
 
-    Seed 003, Eqs. 5-9 and Algorithm 1, literally: project (Eqs. 5-6),
+    NeuralAttn, Eqs. 5-9 and Algorithm 1, literally: project (Eqs. 5-6),
     broadcast ``Q'`` to ``(..., n_q, n_k, d')`` and ``K'`` likewise (step 5:
     views, no memory), concatenate into
     ``C (..., n_q, n_k, 2d')`` (Eq. 7, step 6: stored), then
@@ -401,7 +401,7 @@ _SCALED_DOT = score("scaled_dot")
 
 
 def dot_scores(q, k):
-    """The reference: scaled dot-product scores ``Q K^T / sqrt(d)`` (seed 003, Eq. 1),
+    """The reference: scaled dot-product scores ``Q K^T / sqrt(d)`` (NeuralAttn, Eq. 1),
     ``refattn.score("scaled_dot").forward``, which scales ``Q`` (``n d`` entries)
     rather than ``S``. Peak memory: ``n_q n_k + n_q d`` entries per batch element."""
     return _SCALED_DOT.forward(q, k)
@@ -520,7 +520,7 @@ def measure_time(fn, *args, repeats=3, **kwargs):
 
 
 def paper_concat_check():
-    """Seed 003's extra memory over dot-product attention against the size of its ``C``.
+    """NeuralAttn's extra memory over dot-product attention against the size of its ``C``.
 
     For each Neural Attention row of Tables 6-8: the extra memory per sample
     (Neural minus Dot-Product, GB read as 1e9 bytes), and the analytic size of
@@ -609,7 +609,7 @@ def run_neural_cost(ns=(128, 256, 512, 785, 1024), d_primes=(2, 16, 64), *, batc
     Parameters
     ----------
     ns, d_primes : sequence of int
-        Sequence lengths and projected widths ``d'``. Defaults: seed 003's
+        Sequence lengths and projected widths ``d'``. Defaults: NeuralAttn's
         ``n = 1024`` (Table 6) and ``785`` (Tables 7-8) among others, and its
         ``d' = 2, 16, 64`` (64 = ``d``, its "no down-projection", done here
         as a ``64 x 64`` projection; the per-token cost is negligible).
@@ -617,8 +617,8 @@ def run_neural_cost(ns=(128, 256, 512, 785, 1024), d_primes=(2, 16, 64), *, batc
         Batch elements and heads; every count is proportional to
         ``batch * heads``, so the ratios do not depend on them.
     d, hidden : int
-        Per-head width ``d`` (seed 003: 64) and the MLP's hidden width ``h``
-        (seed 003 does not state it; refattn's default is 16).
+        Per-head width ``d`` (NeuralAttn: 64) and the MLP's hidden width ``h``
+        (NeuralAttn does not state it; refattn's default is 16).
     chunk : int
         Query rows per block for (c).
     budget_mib : number or sequence of numbers
@@ -773,7 +773,7 @@ def _paper_ratio(table, dp):
 
 
 def _table(result, n, tables):
-    """Rows of one seed-003-style table at sequence length ``n``."""
+    """Rows of one NeuralAttn-style table at sequence length ``n``."""
     rows = [r for r in result["rows"] if r["n"] == n]
     s = result["settings"]
     head = (f"{'attention (score only)':26s} {'dp':>3s} {'peak MiB':>9s} {'mem x':>7s} {'time ms':>9s} "
@@ -800,7 +800,7 @@ def _table(result, n, tables):
 
 
 def format_neural_cost(result):
-    """:func:`run_neural_cost`'s result as tables in the form of seed 003's Tables 6-8."""
+    """:func:`run_neural_cost`'s result as tables in the form of NeuralAttn's Tables 6-8."""
     s = result["settings"]
     ag = result["agreement"]
     lines = [f"Neural Attention score cost against dot-product scores, float64, NumPy {s['machine']['numpy']}, "
@@ -816,7 +816,7 @@ def format_neural_cost(result):
         if n in s["ns"] and n not in seen:
             seen.add(n)
             data = PAPER_TABLES[table]["data"] + ("/CIFAR-100" if table == "table7" else "")
-            lines.append(f"{label}: n = {n} ({data} in seed 003)")
+            lines.append(f"{label}: n = {n} ({data} in NeuralAttn)")
             lines += _table(result, n, [table] if table == "table6" else ["table7", "table8"])
             lines.append("")
     lines.append("all points: measured peak / analytic count, memory ratio and time ratio to dot-product")
@@ -849,7 +849,7 @@ def format_neural_cost(result):
                 + ("" if v["within_budget"] else f" (over by {(v['peak_bytes'] - b['budget_mib'] * _MIB) / 1024:.0f} KiB)")
                 for m, v in b["verified"].items()))
     lines.append("")
-    lines.append("seed 003's extra memory per sample (Neural - Dot) against one float32 C (Eq. 7) per sample:")
+    lines.append("NeuralAttn's extra memory per sample (Neural - Dot) against one float32 C (Eq. 7) per sample:")
     for c in result["paper_concat_check"]["rows"]:
         lines.append(f"    {c['table']}: d'={c['d_prime']:2d}, n={c['n']}, {c['heads']} heads: extra {c['extra_gb']:.2f} GB, "
                      f"C {c['concat_gb']:.3f} GB, extra/C = {c['extra_over_concat']:.2f}")
@@ -858,7 +858,7 @@ def format_neural_cost(result):
                  f"{fit['beta_gb']:+.2f} GB; predicts {fit['predicted_gb_d64']:.1f} GB extra at d'=64, "
                  f"reported {fit['reported_gb_d64']:.1f} GB")
     lines.append("")
-    lines.append("paper (seed 003 Tables 6-8) is whole-model training memory (GB/sample) and time (ms/sample) "
+    lines.append("paper (NeuralAttn Tables 6-8) is whole-model training memory (GB/sample) and time (ms/sample) "
                  "with Neural Attention in layer 1 of 8 or 12; ours is the score matrix alone, so the ratios "
                  "measure different things (derivations/17-neural-attention-cost.md, section 6).")
     return "\n".join(lines)

@@ -1,6 +1,6 @@
-r"""What a score MLP can represent that a dot product cannot (seed 003, section 1.2).
+r"""What a score MLP can represent that a dot product cannot (NeuralAttn, section 1.2).
 
-Seed 003 compares the dot-product score ``z = q . k`` (its Eq. 2) with the
+NeuralAttn compares the dot-product score ``z = q . k`` (its Eq. 2) with the
 Neural Attention score, a one-hidden-layer MLP of the concatenated pair
 (its Eqs. 3-4),
 
@@ -22,7 +22,7 @@ This module provides
 
 The MLP here is ``score("neural", hidden="tanh", beta=1.0)`` with ``d = 2``,
 ``d' = 2`` and its down-projections fixed to the identity, ``Wq = Wk = I``,
-so that it sees ``(q, k)`` directly as in seed 003's Eq. 4 and Fig. 1.
+so that it sees ``(q, k)`` directly as in NeuralAttn's Eq. 4 and Fig. 1.
 Training ``Wq, Wk`` as well would add nothing: ``Whq Wq`` is just another
 ``h x 2`` matrix. Derivation: ``derivations/08-neural-attention-expressivity.md``.
 """
@@ -65,7 +65,7 @@ __all__ = [
 #: Queries and keys are drawn from ``U[-DOMAIN, DOMAIN]^2``.
 DOMAIN = 2.0
 
-#: The score MLP of seed 003, Eq. 4 (beta = 1: no 1/sqrt(d) inside the score).
+#: The score MLP of NeuralAttn, Eq. 4 (beta = 1: no 1/sqrt(d) inside the score).
 NEURAL = score("neural", hidden="tanh", beta=1.0)
 
 #: Parameters of :data:`NEURAL` that :func:`fit_relation` keeps fixed at the identity.
@@ -85,14 +85,14 @@ def _pairs(q, k, z=None):
 
 
 # --------------------------------------------------------------------------
-# The diagonal q = k = (x, y) (seed 003, Fig. 1)
+# The diagonal q = k = (x, y) (NeuralAttn, Fig. 1)
 # --------------------------------------------------------------------------
 
 
 def diagonal_surface(score_fn, params, grid):
     """The score surface ``z(x, y) = f(q, k)`` on the diagonal ``q = k = (x, y)``.
 
-    Seed 003, section 1.2 and Fig. 1: for the dot score ``z = x^2 + y^2``
+    NeuralAttn, section 1.2 and Fig. 1: for the dot score ``z = x^2 + y^2``
     (a paraboloid, Eq. 2); for the neural score
     ``z = wa . sigma(W_h [x, y, x, y] + bh) + ba`` (Eq. 4).
     ``derivations/08-neural-attention-expressivity.md``, section 1.
@@ -138,7 +138,7 @@ def sample_pairs(n, rng):
     """``n`` independent pairs ``q, k ~ U[-DOMAIN, DOMAIN]^2``; returns ``q, k (n, 2)``.
 
     The data distribution of ``derivations/08-neural-attention-expressivity.md``,
-    section 3 (seed 003 prescribes none; its Fig. 1 plots ``x, y`` in a box).
+    section 3 (NeuralAttn prescribes none; its Fig. 1 plots ``x, y`` in a box).
     """
     n = _int(n, "n")
     if not isinstance(rng, np.random.Generator):
@@ -187,7 +187,7 @@ def init_mlp(hidden_size, rng):
 
     The other weights come from ``NEURAL.init_params`` (normal, scaled by
     ``1/sqrt(fan-in)``); see :mod:`refattn.scores`. With ``Wq = Wk = I`` the
-    score is seed 003's Eq. 4 on ``concat(q, k)``
+    score is NeuralAttn's Eq. 4 on ``concat(q, k)``
     (``derivations/08-neural-attention-expressivity.md``, Eq. NE8).
     """
     params = NEURAL.init_params(2, rng, d_prime=2, hidden_size=_int(hidden_size, "hidden_size"))
@@ -196,7 +196,7 @@ def init_mlp(hidden_size, rng):
 
 
 def mlp_predict(params, q, k):
-    """``z_n = NEURAL(q_n, k_n)`` for each pair: seed 003, Eq. 4 with ``beta = 1``
+    """``z_n = NEURAL(q_n, k_n)`` for each pair: NeuralAttn, Eq. 4 with ``beta = 1``
     (``derivations/08-neural-attention-expressivity.md``, Eq. NE8).
 
     Returns shape ``(n,)``. Written against the array module of its inputs,
@@ -379,7 +379,7 @@ def fit_relation(target="rbf", *, n_train=1000, n_test=1000, hidden_size=32, ste
     * **bilinear**: :func:`fit_bilinear`, the exact least-squares optimum over
       ``q^T A k + b``, i.e. over every dot product of linear maps of ``q``
       and ``k`` plus a bias;
-    * **mlp**: :data:`NEURAL` (seed 003, Eq. 4; ``Wq = Wk = I`` fixed), from
+    * **mlp**: :data:`NEURAL` (NeuralAttn, Eq. 4; ``Wq = Wk = I`` fixed), from
       :func:`init_mlp`, trained for ``steps`` full-batch steps of
       :class:`refattn.optim.Adam` on :func:`squared_loss`, with gradients from
       :func:`squared_loss_grad` (the score's hand-derived VJP).

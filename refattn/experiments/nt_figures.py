@@ -1,6 +1,6 @@
-r"""Seed 004's NT figures (Figs. 3, 4, 6, 7), short runs beside the paper's numbers.
+r"""Expressive's NT figures (Figs. 3, 4, 6, 7), short runs beside the paper's numbers.
 
-Seed 004 (Gros, "Reorganizing attention-space geometry with expressive
+Expressive (Gros, "Reorganizing attention-space geometry with expressive
 attention", section 5) trains its one-bilayer transformer
 (:class:`refattn.models.nt.NTModel`) with dot-product attention (DPA, Eq. 1)
 and expressive attention (EA, Eq. 2) on the NT tasks
@@ -39,7 +39,7 @@ __all__ = ["PAPER_FIGURES", "FIGURES", "LOG_FLOOR", "COLOURS", "run_fig3", "run_
 #: The figures :func:`run_nt_figure` knows.
 FIGURES = ("fig3", "fig4", "fig6", "fig7")
 
-#: Seed 004's numbers and statements, typed in from section 5 and the captions:
+#: Expressive's numbers and statements, typed in from section 5 and the captions:
 #: ``{figure: {"setting": ..., "claims": {(N_con, attention[, task]): (value or None, text)}}}``.
 PAPER_FIGURES = {
     "fig3": {
@@ -81,7 +81,7 @@ PAPER_FIGURES = {
     },
 }
 
-#: Seed 004's colours: EA blue, DPA maroon.
+#: Expressive's colours: EA blue, DPA maroon.
 COLOURS = {"expressive": "#1f5fbf", "softmax": "#800000"}
 
 #: Attention weights below this are drawn (and counted) as this on the log10 scale.
@@ -123,7 +123,7 @@ def _paper(figure):
 
 def run_fig3(n_cons=(32, 52, 56), *, task="N16T2", seeds=4, epochs=None, eval_every=None,
              n_test=PAPER["n_test"], attentions=_ATT, progress=None, **run_options):
-    """Seed 004 Fig. 3: N16T2 with EA and DPA at several context lengths.
+    """Expressive Fig. 3: N16T2 with EA and DPA at several context lengths.
 
     Default size (4 seeds; about 5 minutes of one core per attention at
     ``N_con = 32``, about 30 s at 52 and 56 on an idle machine): 12,000 epochs at ``N_con = 32``
@@ -156,7 +156,7 @@ def run_fig3(n_cons=(32, 52, 56), *, task="N16T2", seeds=4, epochs=None, eval_ev
 
 def run_mixture(task="N16T2+N16T2-S", n_con=32, *, seeds=4, epochs=4000, eval_every=250, lr_drop=(2500, 4),
                 n_test=PAPER["n_test"], attentions=_ATT, progress=None, **run_options):
-    """Seed 004 Fig. 6: the 50/50 mixture of N16T2 and N16T2-S, each task evaluated on its own.
+    """Expressive Fig. 6: the 50/50 mixture of N16T2 and N16T2-S, each task evaluated on its own.
 
     Default: 4 seeds, 4000 epochs with the paper's learning-rate drop (/4
     after 2500 epochs), about 2 minutes per attention. The paper's figure runs
@@ -176,7 +176,7 @@ def run_mixture(task="N16T2+N16T2-S", n_con=32, *, seeds=4, epochs=4000, eval_ev
 
 def run_ntr(n_cons=(64,), *, task="N16T2-R", seeds=4, epochs=1500, eval_every=100, n_test=PAPER["n_test"],
             attentions=_ATT, progress=None, **run_options):
-    """Seed 004 Fig. 7: NT-R (Eq. 9, "N16T2 switching conditionally to N16T2-S").
+    """Expressive Fig. 7: NT-R (Eq. 9, "N16T2 switching conditionally to N16T2-S").
 
     Default: ``N_con = 64`` only, 4 seeds, 1500 epochs (a few minutes per
     attention). The paper's setting: ``run_ntr((64, 128), seeds=16,
@@ -198,8 +198,8 @@ def dynamic_range(A, floor=LOG_FLOOR):
     """Decades spanned by the causal attention weights of one matrix.
 
     ``log10(max A_mk) - log10(max(min A_mk, floor))`` over the entries
-    ``k <= m`` of the rows ``m >= 2`` (row 1 has one key and weight 1); seed
-    004 Fig. 4's "dynamical range" made a number.
+    ``k <= m`` of the rows ``m >= 2`` (row 1 has one key and weight 1):
+    Expressive's Fig. 4 "dynamical range" made a number.
 
     Parameters
     ----------
@@ -222,7 +222,7 @@ def dynamic_range(A, floor=LOG_FLOOR):
 
 def run_fig4(task="N2T5", n_con=16, *, seeds=16, epochs=2000, eval_every=20, snapshot_epochs=None,
              n_test=PAPER["n_test"], attentions=_ATT, progress=None, **run_options):
-    """Seed 004 Fig. 4: N2T5 (802 parameters), accuracy of EA and DPA and attention snapshots.
+    """Expressive Fig. 4: N2T5 (802 parameters), accuracy of EA and DPA and attention snapshots.
 
     The paper's full setting (16 seeds, 2000 epochs; about 1-2 minutes per
     attention), with the attention weights of every seed for one fixed test
@@ -254,7 +254,7 @@ def attention_snapshots(task="N2T5", n_con=16, *, seed=0, epochs=(0, 200, 2000),
     Trains one seed per attention (:func:`run_nt` with ``snapshot_epochs``)
     for ``max(epochs)`` epochs and returns ``A_mk`` for the fixed context of
     :func:`refattn.experiments.nt_training.snapshot_context` after each of
-    ``epochs`` epochs (0: at initialisation). Seed 004, Fig. 4, bottom.
+    ``epochs`` epochs (0: at initialisation). Expressive, Fig. 4, bottom.
 
     Returns
     -------
@@ -282,7 +282,7 @@ _RUNNERS = {"fig3": run_fig3, "fig4": run_fig4, "fig6": run_mixture, "fig7": run
 
 
 def run_nt_figure(name, **options):
-    """Run one of seed 004's figures by name: ``"fig3"``, ``"fig4"``, ``"fig6"`` (mixture) or ``"fig7"`` (NT-R).
+    """Run one of Expressive's figures by name: ``"fig3"``, ``"fig4"``, ``"fig6"`` (mixture) or ``"fig7"`` (NT-R).
 
     ``options`` go to :func:`run_fig3`, :func:`run_fig4`, :func:`run_mixture`
     or :func:`run_ntr`.
@@ -308,7 +308,7 @@ def _curve(r, acc, points=6):
 
 
 def format_nt_figure(result):
-    """A figure's runs as a Markdown table, our numbers beside seed 004's.
+    """A figure's runs as a Markdown table, our numbers beside Expressive's.
 
     One row per run (and per task of a mixture): context length, attention,
     epochs and seeds run, mean accuracy over seeds at a few evaluations (the
@@ -317,7 +317,7 @@ def format_nt_figure(result):
     (evaluations left out), and the paper's value and statement.
     """
     paper = result["paper"]["claims"]
-    lines = [f"Seed 004 {result['figure']}: {result['paper']['setting']}",
+    lines = [f"Expressive {result['figure']}: {result['paper']['setting']}",
              f"ours: {result['task']}, seeds {result['runs'][0]['seeds']}, layout {result['runs'][0]['layout']}",
              "| N_con | attention | task | epochs | mean accuracy over epochs (epoch: acc) | final: mean [min, max] "
              "| reached 100 % (median epoch) | ms/epoch (train) | paper |",
@@ -368,7 +368,7 @@ def _accuracy_panel(ax, r, acc, style="-", label_task=None):
 
 
 def _loss_points(ax, r):
-    """The training loss (mean over seeds) rescaled by 0.75, as circles at the evaluations (seed 004's style)."""
+    """The training loss (mean over seeds) rescaled by 0.75, as circles at the evaluations (Expressive's style)."""
     loss = np.asarray(r["loss"])
     ep = np.asarray(r["eval_epochs"])
     if ep.size:
@@ -433,7 +433,7 @@ def plot_attention_snapshots(snapshots, *, axes=None, floor=LOG_FLOOR, vmin=None
 
 
 def plot_nt_figure(result, seed_index=0):
-    """Draw a :func:`run_nt_figure` result in the style of seed 004's figure.
+    """Draw a :func:`run_nt_figure` result in the style of Expressive's figure.
 
     Accuracy of every seed (thin) and the mean (thick), EA blue and DPA
     maroon, the training loss times 0.75 as circles; Fig. 3 and 7 one panel

@@ -1,6 +1,6 @@
-r"""Training seed 004's NT transformer as in its section 4, all seeds in one batched program.
+r"""Training Expressive's NT transformer as in its section 4, all seeds in one batched program.
 
-Protocol (seed 004, section 4, "Training" and "Readout & Testing"):
+Protocol (Expressive, section 4, "Training" and "Readout & Testing"):
 
 * every epoch draws a fresh random series of the task (seed ``k`` draws from
   ``np.random.default_rng([k, epoch])``, so a seed's data do not depend on
@@ -19,7 +19,7 @@ Protocol (seed 004, section 4, "Training" and "Readout & Testing"):
 
 Beyond one task (``derivations/15-nt-experiments.md``):
 
-* a *mixture* of tasks (seed 004, Fig. 6: N16T2 and N16T2-S, 50/50): each
+* a *mixture* of tasks (Expressive, Fig. 6: N16T2 and N16T2-S, 50/50): each
   epoch's series comes from task ``k`` with probability ``w_k``
   (:func:`refattn.tasks.nt.generate_mixture`), unlabelled; each task is
   evaluated on its own test series (:func:`parse_mixture`, :func:`evaluate_tasks`);
@@ -57,7 +57,7 @@ __all__ = ["PAPER", "DEVICES", "parse_mixture", "array_module_for", "make_batche
            "snapshot_context", "run_nt", "batched_speedup", "seed_scaling", "format_seed_scaling",
            "profile_loss_and_grad", "format_nt", "compare_layouts", "format_layout_table"]
 
-#: Seed 004's training and testing constants (section 4).
+#: Expressive's training and testing constants (section 4).
 PAPER = {"n_batch": 40, "lr": 0.02, "momentum": 0.8, "n_g": 50, "n_test": 100, "runs": 16}
 
 #: Where :func:`run_nt` can run: NumPy on the host, or CuPy on a GPU.
@@ -65,7 +65,7 @@ DEVICES = ("cpu", "gpu")
 
 
 def parse_mixture(task):
-    """A task or a mixture of tasks as ``(name, tasks, weights)`` (seed 004, Fig. 6).
+    """A task or a mixture of tasks as ``(name, tasks, weights)`` (Expressive, Fig. 6).
 
     Accepted forms (every task a name of :func:`refattn.tasks.nt.parse_task`;
     all of one basis ``N``, since the model's embedding size is ``d = N``):
@@ -214,7 +214,7 @@ def evaluate_tasks(model, params, task, seeds, *, epoch, n_test=PAPER["n_test"],
     For each task, ``n_test`` fresh series per seed; the model continues the
     first ``N_con`` true symbols greedily for ``n_g`` symbols, feeding its own
     predictions back, and the accuracy is the fraction of matching symbols
-    (seed 004, "Readout & Testing"). Test series come from another stream than
+    (Expressive, "Readout & Testing"). Test series come from another stream than
     the training series: ``default_rng([seed, epoch, 1])`` for a single task
     (as :func:`evaluate` always did), ``default_rng([seed, epoch, 1, k])`` for
     task ``k`` of a mixture.
@@ -241,7 +241,7 @@ def evaluate(model, params, task, seeds, *, epoch, n_test=PAPER["n_test"], n_g=P
 
 
 def snapshot_context(task, n_con, index=0):
-    """One fixed test context for attention snapshots (seed 004, Fig. 4, bottom): ``(n_con,)`` int.
+    """One fixed test context for attention snapshots (Expressive, Fig. 4, bottom): ``(n_con,)`` int.
 
     The first ``n_con`` symbols of a series of ``task`` (the first task of a
     mixture) drawn from ``default_rng([index, 3])``: a stream of its own, so
@@ -290,13 +290,13 @@ def run_nt(task="N2T5", n_con=16, attention="expressive", *, seeds=16, epochs=20
     ----------
     task : str, sequence or dict
         One task, e.g. ``"N2T5"``, ``"N16T2"``, ``"N16T2-S"``, ``"N16T2-R"``
-        (:func:`refattn.tasks.nt.parse_task`; NT-R is seed 004's Eq. 9), or a
+        (:func:`refattn.tasks.nt.parse_task`; NT-R is Expressive's Eq. 9), or a
         mixture (:func:`parse_mixture`): ``"N16T2+N16T2-S"`` is Fig. 6's 50/50
         mixture. A mixture is evaluated task by task.
     n_con : int
         Context length N_con.
     attention : str
-        A registered activation: ``"softmax"`` is seed 004's DPA (Eq. 1, beta = 1),
+        A registered activation: ``"softmax"`` is Expressive's DPA (Eq. 1, beta = 1),
         ``"expressive"`` its EA (Eq. 2).
     seeds : int or sequence of int
         ``16`` means seeds ``0..15``.
@@ -308,7 +308,7 @@ def run_nt(task="N2T5", n_con=16, attention="expressive", *, seeds=16, epochs=20
         attention is content-blind at N = 2 (``derivations/11-nt-model.md``,
         sections 6-7).
     init_scale, bias_init :
-        The initialisation (:class:`refattn.models.nt.NTModel`); seed 004
+        The initialisation (:class:`refattn.models.nt.NTModel`); Expressive
         gives none. EA's lead over DPA on N2T5 grows as ``init_scale``
         shrinks (derivation 11, section 7).
     checkpoint : path, optional
@@ -319,11 +319,11 @@ def run_nt(task="N2T5", n_con=16, attention="expressive", *, seeds=16, epochs=20
         with the same arguments and ``checkpoint``).
     lr_drop : (int, float), optional
         ``(E, f)``: after ``E`` epochs the learning rate is divided by ``f``
-        (seed 004, Fig. 6: ``(2500, 4)``).
+        (Expressive, Fig. 6: ``(2500, 4)``).
     snapshot_epochs : sequence of int, optional
         After these many epochs (0: the initial model) record the attention
         weights ``A_mk`` of every seed for one fixed test context
-        (:func:`snapshot_context`; seed 004, Fig. 4, bottom).
+        (:func:`snapshot_context`; Expressive, Fig. 4, bottom).
     snapshot_index : int
         Which fixed context (:func:`snapshot_context`'s ``index``).
     device : {"cpu", "gpu"}
@@ -605,7 +605,7 @@ def compare_layouts(task="N2T5", n_con=16, layouts=CANDIDATE_LAYOUTS, attentions
                     **run_options):
     """:func:`run_nt` for every layout and attention, in that order (layouts outer).
 
-    Seed 004's Fig. 4 claim (N2T5, N_con = 16, 802 parameters: EA converges
+    Expressive's Fig. 4 claim (N2T5, N_con = 16, 802 parameters: EA converges
     markedly faster than DPA) is tested under each placement of the two
     bias vectors (``derivations/11-nt-model.md``, sections 6-7). The same
     seeds, and so the same initial matrices, are used for every layout and

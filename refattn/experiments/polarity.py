@@ -1,4 +1,4 @@
-r"""Seed 001's synthetic polarity experiment (its Fig. 2), over many seeds, with honest read-outs.
+r"""TanhMax's synthetic polarity experiment (its Fig. 2), over many seeds, with honest read-outs.
 
 Train :class:`refattn.models.polarity.PolarityClassifier` on synthetic
 sentences (:mod:`refattn.tasks.polarity`) for several activations, all seeds
@@ -10,7 +10,7 @@ and the *sign pattern* of the two polar groups' weights: opposite, both
 positive or both negative (``derivations/12-score-dynamics-experiment.md``,
 section 4, explains why the sign is not identifiable).
 
-Token groups are those of seed 001 Eq. 11 (gamma_e with the paper's
+Token groups are those of TanhMax Eq. 11 (gamma_e with the paper's
 thresholds, on the training split; :func:`refattn.tasks.polarity.polarity_groups`).
 """
 
@@ -72,7 +72,7 @@ def _pattern(wp, wn):
 def train_classifier(tokens, labels, vocab_size, activation, *, seeds, mask=None, score="self", epochs=8,
                      batch_size=100, optimizer="adam", lr=1e-2, dropout=0.5, checkpoint=None, progress=None,
                      fingerprint_extra=None, grad="analytic"):
-    """Train seed 001's classifier on ``tokens (n, L)``, ``labels (n,)`` for every seed at once.
+    """Train TanhMax's classifier on ``tokens (n, L)``, ``labels (n,)`` for every seed at once.
 
     Batches come from :func:`refattn.train.batch_iterator` (order seeded by
     (seed, epoch)); dropout masks from ``(seed, epoch, batch)``. ``mask (n, L)``
@@ -186,7 +186,7 @@ def run_polarity(activations=("softmax", "tanhmax", "signexp", "expressive"), *,
                      "batch_size": batch_size, "optimizer": optimizer, "lr": lr, "dropout": dropout,
                      "data": {"n_pos": config.n_pos, "n_neg": config.n_neg, "n_neutral": config.n_neutral,
                               "sentences": config.n_sentences, "train": int(len(tr_tok)), "test": int(len(te_tok))},
-                     "groups_from": "gamma_e of seed 001 Eq. 11 on the training split",
+                     "groups_from": "gamma_e of TanhMax Eq. 11 on the training split",
                      "group_sizes": {name: int(np.sum(groups == code)) for name, code in _GROUPS}},
         "activations": results,
         "paper": PAPER_FIG2,

@@ -1,4 +1,4 @@
-r"""Rank collapse in deep attention stacks (seed 001 section 5.3, Fig. 4; Dong et al. 2021).
+r"""Rank collapse in deep attention stacks (TanhMax section 5.3, Fig. 4; Dong et al. 2021).
 
 Dong, Cordonnier & Loukas (2021, "Attention is not all you need: pure
 attention loses rank doubly exponentially with depth") measure how close a
@@ -10,7 +10,7 @@ matrices ``1 x^T`` (every token the same) by the *residual*
 in the composite norm ``||A|| = sqrt(||A||_1 ||A||_inf)``, where ``||A||_1``
 is the largest absolute column sum and ``||A||_inf`` the largest absolute row
 sum. They show that for pure self-attention ``||res||`` shrinks doubly
-exponentially with depth; seed 001 (Fig. 4) repeats the measurement for
+exponentially with depth; TanhMax (Fig. 4) repeats the measurement for
 softmax and TanhMax and reports that TanhMax slows the collapse.
 
 This module measures the relative residual ``||res(X_l)|| / ||X_l||`` per layer
@@ -528,20 +528,14 @@ def _plain_layer(X, layer, act, architecture):
 #: the two errors balance near ``1e-16 ** (1/3)``.
 SPLIT_TAU = 1e-5
 
-#: How close to the singular point 0 of each activation the expansion may go:
-#: ``"smooth"`` (no singular point: radius ``SPLIT_TAU``), ``"kink"`` (``rho``
-#: or ``ell'`` jumps at 0 but is constant on each side: the expansion holds
-#: until a score changes sign, radius ``min(SPLIT_TAU, min|s| / 2)``) and
-#: ``"log"`` (``ell = log`` of a power of ``s``, ``ell'' ~ 1/s^2``: radius
-#: ``SPLIT_TAU min(1, min|s|)``). Unlisted activations get ``"log"``, the most
-#: cautious.
-SPLIT_REGULARITY = {"softmax": "smooth", "tanhmax": "smooth", "sigsoftmax": "smooth",
-                    "sigmoid": "smooth", "linear": "smooth", "signexp": "kink", "relu": "kink",
-                    "expressive": "log", "cosformer": "log"}
-
-
 def _split_radius(act, s_ref):
-    kind = SPLIT_REGULARITY.get(act.name, "log")
+    """How close to the singular point 0 the expansion may go, by ``act.regularity``:
+    ``"smooth"`` (no singular point: radius ``SPLIT_TAU``), ``"kink"`` (``rho`` or
+    ``ell'`` jumps at 0 but is constant on each side: the expansion holds until a
+    score changes sign, radius ``min(SPLIT_TAU, min|s| / 2)``) and ``"log"``
+    (``ell = log`` of a power of ``s``, ``ell'' ~ 1/s^2``: radius
+    ``SPLIT_TAU min(1, min|s|)``)."""
+    kind = act.regularity
     if kind == "smooth":
         return SPLIT_TAU
     dist = float(np.min(np.abs(s_ref)))
@@ -611,7 +605,7 @@ def _row_deviations(act, c0, v, u, w, shift_invariant):
       constant ``c`` (the rows of ``p`` sum to 1), again exactly 0 for constant ``rho``.
     """
     s_ref = v if shift_invariant else c0 + v  # (n,)
-    p_ref = act.weights(s_ref)  # (n,)
+    p_ref = act.p(s_ref)  # (n,)
     rho_ref = act.rho(s_ref)  # (n,)
     phi_ref = rho_ref * p_ref  # (n,)
     radius = _split_radius(act, s_ref)
@@ -631,7 +625,7 @@ def _row_deviations(act, c0, v, u, w, shift_invariant):
         dsum = (drho * p_ref * t).sum(axis=1) + 0.5 * np.einsum("ijk,jk->i", diff, pair)  # (n,)
         return phi_ref, dphi, dsum
     s = s_ref[None, :] + (w if shift_invariant else u[:, None] + w)  # (n, n) every row's scores
-    p = act.weights(s, axis=-1)  # (n, n)
+    p = act.p(s, axis=-1)  # (n, n)
     rho = act.rho(s)  # (n, n)
     dphi = rho * p - phi_ref  # (n, n)
     c = rho_ref[0]
@@ -657,7 +651,7 @@ def _split_attention(m, R, layer, act):
 
         R'_i = (dsum_i - mean dsum) v_m + (dphi_i - mean_k dphi_k) R_v.
     """
-    shift_invariant = act.rho_is_one and act.dell_const == 1.0  # softmax
+    shift_invariant = act.shift_invariant  # softmax
     H, _, dh = layer["Wq"].shape
     beta = 1.0 / math.sqrt(dh)
     means, devs = [], []
@@ -873,7 +867,7 @@ def _summarise(code, exa, norm):
 def run_rank_collapse(activations=None, depth=12, n=8, d=16, heads=2, seeds=2, inputs=2,
                       architectures=ARCHITECTURES, seed=0, weight_std=None, rescale=False, exact=True,
                       precision="split", progress=None):
-    r"""Residual ratio against depth for every activation and architecture (seed 001 Fig. 4).
+    r"""Residual ratio against depth for every activation and architecture (TanhMax Fig. 4).
 
     For each weight seed ``s < seeds`` one stack per architecture is drawn
     (:func:`init_stack`, the same weights for every activation), and for each
@@ -996,7 +990,7 @@ def format_rank_collapse(result, depths=None):
     if depths is None:
         depths = sorted({x for x in (1, 2, 3, 6, 12, 24, cfg["depth"]) if x <= cfg["depth"]})
     lines = [
-        "Rank collapse (Dong et al. 2021; seed 001 Fig. 4): log10 of ||res(X_l)|| / ||X_l||,",
+        "Rank collapse (Dong et al. 2021; TanhMax Fig. 4): log10 of ||res(X_l)|| / ||X_l||,",
         "norm sqrt(||.||_1 ||.||_inf); code = minus the token mean, exact = min over x of ||X - 1x^T||.",
         f"Mean of log10 over {cfg['seeds']} weight draws x {cfg['inputs']} inputs; n={cfg['n']} tokens, "
         f"d={cfg['d']}, {cfg['heads']} heads, weight std {cfg['weight_std']:.3g}, ffn = {cfg['ffn']}, "

@@ -1,4 +1,4 @@
-r"""Seed 001 on SST-2: dev accuracy (its Table 2) and the four sentences of its Figure 1.
+r"""TanhMax on SST-2: dev accuracy (its Table 2) and the four sentences of its Figure 1.
 
 What this module does
 ---------------------
@@ -7,7 +7,7 @@ What this module does
    (:mod:`refattn.tasks.sst2`) from a folder found by :func:`resolve_data_dir`;
    never downloads, never copies. The vocabulary is built from the training
    split only, so a dev token never seen in training becomes ``<unk>``.
-2. **Model and training.** Seed 001's one-attention classifier
+2. **Model and training.** TanhMax's one-attention classifier
    (:class:`refattn.models.polarity.PolarityClassifier`, score ``"self"``,
    E = 30, H = 10, dropout 0.5) for each activation, all seeds as one batched
    program through :func:`refattn.experiments.polarity.train_classifier`
@@ -16,9 +16,9 @@ What this module does
    exceed 40) so that the padded batches stay small; dev sentences are never
    truncated.
 3. **Table 2.** Dev accuracy per seed, its mean and standard deviation
-   (``ddof = 1``), beside seed 001's SST numbers (softmax 0.834, TanhMax
+   (``ddof = 1``), beside TanhMax's SST numbers (softmax 0.834, TanhMax
    0.872). ``derivations/14-sst2.md`` says why the two need not agree.
-4. **Figure 1.** Seed 001 shows four sentences coloured by attention weight.
+4. **Figure 1.** TanhMax shows four sentences coloured by attention weight.
    They are not in GLUE's dev or train split (checked; GLUE's labelled dev has
    872 sentences, and the paper calls them "test instances"). So for each one
    the closest dev sentence is chosen by an idf-weighted token overlap
@@ -85,10 +85,10 @@ __all__ = [
     "format_sst2",
 ]
 
-#: Seed 001, Table 2, column "SST" (test-set accuracy of its text classifier).
+#: TanhMax, Table 2, column "SST" (test-set accuracy of its text classifier).
 PAPER_TABLE2 = {"softmax": 0.834, "tanhmax": 0.872}
 
-#: Seed 001, Figure 1, top to bottom. ``role`` follows the paper's body text
+#: TanhMax, Figure 1, top to bottom. ``role`` follows the paper's body text
 #: (the third row is the one "with semantic inflection", the fourth the
 #: "narrative" one; the caption lists these two the other way round, and the
 #: figure labels both "Neutral"). ``text`` is the sentence as printed in the
@@ -356,7 +356,7 @@ def weight_colour(w, scale):
 
     With ``t = min(|w| / scale, 1)`` the colour is ``(1, 1 - t, 1 - t)`` for
     positive and ``(1 - t, 1 - t, 1)`` for negative weights: the depth of
-    colour is proportional to ``|w|`` up to ``scale`` (seed 001, Figure 1:
+    colour is proportional to ``|w|`` up to ``scale`` (TanhMax, Figure 1:
     "darkness proportional to the absolute value").
 
     Parameters
@@ -408,7 +408,7 @@ def render_sentences(sentences, weights, path, title=None, *, row_labels=None, s
     ``width`` characters; every word sits on a box of colour
     :func:`weight_colour` (red positive, blue negative, white 0). A
     monospaced font makes the layout a matter of counting characters. This
-    is seed 001's Figure 1 format; its derivation is ``derivations/14-sst2.md``,
+    is TanhMax's Figure 1 format; its derivation is ``derivations/14-sst2.md``,
     section 5.
 
     Parameters
@@ -495,7 +495,7 @@ def render_sentences(sentences, weights, path, title=None, *, row_labels=None, s
 def render_figure1(result, path):
     """Draw the Figure 1 part of a :func:`run_sst2` result with :func:`render_sentences`.
 
-    Rows: for each of seed 001's four sentences, the closest dev sentence and
+    Rows: for each of TanhMax's four sentences, the closest dev sentence and
     then the paper's own text, each under every activation (weights of
     ``result["figure1"]["seed"]``, oriented by (O1)). Each activation has its own colour scale,
     its largest ``|w|`` in the figure (softmax weights of a 20-token sentence
@@ -510,14 +510,14 @@ def render_figure1(result, path):
     for k, item in enumerate(fig1["sentences"]):
         for source, what in (("matched", f"closest dev sentence (label {item['match']['label']}, "
                                          f"similarity {item['match']['similarity']:.2f})"),
-                             ("paper", "seed 001's text")):
+                             ("paper", "TanhMax's text")):
             for act in acts:
                 per = item["activations"][act][source]
                 sentences.append(item[source]["tokens"])
                 weights.append(per["weights"])
                 scales.append(top[act])
                 labels.append(f"{k + 1}. {item['role']} - {what} - {act}: P(positive) = {per['prob']:.2f}")
-    title = (f"SST-2, seed 001 Fig. 1: attention weights, red > 0, blue < 0 (seed {fig1['seed']})\n"
+    title = (f"SST-2, TanhMax Fig. 1: attention weights, red > 0, blue < 0 (seed {fig1['seed']})\n"
              "full colour at |w| = " + ", ".join(f"{a} {top[a]:.2g}" for a in acts))
     return render_sentences(sentences, weights, path, title, row_labels=labels, scale=scales)
 
@@ -580,14 +580,14 @@ def run_sst2(data=None, *, activations=DEFAULTS["activations"], seeds=DEFAULTS["
              lr=DEFAULTS["lr"], dropout=DEFAULTS["dropout"], max_len=DEFAULTS["max_len"],
              min_count=DEFAULTS["min_count"], train_limit=None, figure_seed=None, checkpoint_dir=None, out=None,
              progress=None):
-    """Train seed 001's classifier on SST-2 per activation; dev accuracy and Figure 1's weights.
+    """Train TanhMax's classifier on SST-2 per activation; dev accuracy and Figure 1's weights.
 
     Steps (``derivations/14-sst2.md``): read both splits (:func:`resolve_data_dir`);
     build the vocabulary from train; encode train (truncated to ``max_len``)
     and dev (full length); for every activation train all seeds in one batched
     program (:func:`refattn.experiments.polarity.train_classifier`; the model
-    is seed 001 section 5.1's, Eqs. 1-3 with the BCE loss); evaluate dev
-    accuracy (prediction ``logit > 0``); match seed 001's Figure 1 sentences
+    is TanhMax section 5.1's, Eqs. 1-3 with the BCE loss); evaluate dev
+    accuracy (prediction ``logit > 0``); match TanhMax's Figure 1 sentences
     to dev (:func:`match_sentences`) and record one seed's weights
     (``figure_seed``), oriented by (O1), on both the match and the paper's
     own text.
@@ -722,13 +722,13 @@ def run_sst2(data=None, *, activations=DEFAULTS["activations"], seeds=DEFAULTS["
         "settings": {"activations": list(activations), "seeds": list(seeds), "score": score, "epochs": epochs,
                      "batch_size": batch_size, "optimizer": optimizer, "lr": lr, "dropout": dropout,
                      "max_len": max_len, "min_count": min_count, "train_limit": train_limit,
-                     "model": "seed 001 section 5.1: E = 30, H = 10, self score / 3, dropout, sigmoid + BCE"},
+                     "model": "TanhMax section 5.1: E = 30, H = 10, self score / 3, dropout, sigmoid + BCE"},
         "data": data_info,
         "activations": results,
         "figure1": {"seed": figure_seed, "match_by": "idf-weighted Dice overlap of token sets, idf from train",
                     "sentences": fig_items},
         "paper": {"table2": PAPER_TABLE2,
-                  "note": "seed 001 Table 2 reports test accuracy on 'SST' with its own data split and "
+                  "note": "TanhMax Table 2 reports test accuracy on 'SST' with its own data split and "
                           "training setting; here: GLUE SST-2 dev accuracy (GLUE's test labels are not "
                           "public), this module's settings"},
     }
@@ -746,7 +746,7 @@ def format_sst2(result):
              f"{d['train_truncated']} train sentences truncated to {st['max_len']} tokens",
              f"model: {st['model']}; {st['optimizer']} lr {st['lr']}, batch {st['batch_size']}, "
              f"{st['epochs']} epoch(s), seeds {st['seeds']}; wall time {result['seconds']:.1f} s", "",
-             f"{'activation':<12}{'dev accuracy (mean +- std)':<30}{'seed 001 Table 2 (SST)':<24}per seed"]
+             f"{'activation':<12}{'dev accuracy (mean +- std)':<30}{'TanhMax Table 2 (SST)':<24}per seed"]
     for act, r in result["activations"].items():
         std = "" if r["dev_accuracy_std"] is None else f" +- {r['dev_accuracy_std']:.4f}"
         paper = "-" if r["paper_table2"] is None else f"{r['paper_table2']:.3f}"

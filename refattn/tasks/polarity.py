@@ -1,6 +1,6 @@
-r"""Synthetic polarity sentences, and the token polarity gamma_e of seed 001.
+r"""Synthetic polarity sentences, and the token polarity gamma_e of TanhMax.
 
-The data (seed 001, section 5.1 and its supplement; Sun & Lu, 2020)
+The data (TanhMax, section 5.1 and its supplement; Sun & Lu, 2020)
 ---------------------------------------------------------------------
 
 The vocabulary has three groups of tokens: positive, negative and neutral.
@@ -19,7 +19,7 @@ preset             vocabulary pos/neg/neu  sentences     per sentence
                                                          10 distinct neutral
 =================  ======================  ============  ======================
 
-Seed 001's public code splits 70 % / 30 % into train and test; Sun & Lu's
+TanhMax's public code splits 70 % / 30 % into train and test; Sun & Lu's
 split is not given by the issue, and ``SUN_LU`` uses the same 70 / 30.
 
 Choices made here (each one a decision, stated so it can be changed):
@@ -35,13 +35,13 @@ Choices made here (each one a decision, stated so it can be changed):
   p = 1/2, whose counts would fluctuate by about sqrt(n)/2).
 * **Split.** Stratified: ``round(test_fraction * n_per_class)`` sentences of
   each class go to the test set, so both sets are exactly balanced too.
-* **Replacement.** ``replace=True`` (seed 001) draws each token of a sentence
+* **Replacement.** ``replace=True`` (TanhMax) draws each token of a sentence
   independently, so a token may occur twice in one sentence;
   ``replace=False`` (Sun & Lu's "distinct") draws the polar tokens without
   replacement from their group and the neutral tokens without replacement from
   theirs (Floyd's algorithm, one vectorised pass per position).
 
-Token polarity (seed 001, Eq. 11, after Sun & Lu 2020)
+Token polarity (TanhMax, Eq. 11, after Sun & Lu 2020)
 -------------------------------------------------------
 
     gamma_e = (f_e^+ - f_e^-) / (f_e^+ + f_e^-)
@@ -125,7 +125,7 @@ class PolarityConfig:
     n_per_class : int
         Sentences of each class (>= 1); ``2 * n_per_class`` in all.
     replace : bool
-        True: every token of a sentence is drawn independently (seed 001's
+        True: every token of a sentence is drawn independently (TanhMax's
         "with replacement"). False: the polar tokens of a sentence are
         distinct, and so are its neutral tokens (Sun & Lu's "distinct"); this
         needs ``polar_per_sentence <= min(n_pos, n_neg)`` and
@@ -193,9 +193,9 @@ class PolarityConfig:
         return 2 * self.n_per_class
 
 
-#: Seed 001, large configuration: 50,000 sentences, vocabulary 10,000.
+#: TanhMax, large configuration: 50,000 sentences, vocabulary 10,000.
 SEED001_LARGE = PolarityConfig(n_pos=500, n_neg=500, n_neutral=9_000, n_per_class=25_000)
-#: Seed 001, small configuration: 10,000 sentences, vocabulary 2,000.
+#: TanhMax, small configuration: 10,000 sentences, vocabulary 2,000.
 SEED001_SMALL = PolarityConfig(n_pos=100, n_neg=100, n_neutral=1_800, n_per_class=5_000)
 #: Sun & Lu (2020): vocabulary 1,100, 6,000 sentences per class, distinct tokens.
 SUN_LU = PolarityConfig(n_pos=50, n_neg=50, n_neutral=1_000, n_per_class=6_000, replace=False)
@@ -274,7 +274,7 @@ def _draw(rng, m, k, replace):
 
 
 def make_polarity(config: PolarityConfig = SEED001_SMALL, rng=None) -> PolarityData:
-    """Generate synthetic polarity sentences (seed 001 section 5.1; Sun & Lu 2020).
+    """Generate synthetic polarity sentences (TanhMax section 5.1; Sun & Lu 2020).
 
     A sentence with label ``y`` (1 positive, 0 negative) is
     ``polar_per_sentence`` tokens of group ``y`` plus ``neutral_per_sentence``
@@ -333,7 +333,7 @@ def make_polarity(config: PolarityConfig = SEED001_SMALL, rng=None) -> PolarityD
 
 
 # --------------------------------------------------------------------------
-# token polarity, seed 001 Eq. 11
+# token polarity, TanhMax Eq. 11
 # --------------------------------------------------------------------------
 
 
@@ -346,7 +346,7 @@ class TokenPolarity(NamedTuple):
 
 
 def token_polarity(tokens, labels, vocab_size, *, mask=None, count="occurrences") -> TokenPolarity:
-    """Token polarity ``gamma_e`` of every token id (seed 001, Eq. 11).
+    """Token polarity ``gamma_e`` of every token id (TanhMax, Eq. 11).
 
     ``gamma_e = (f_e^+ - f_e^-) / (f_e^+ + f_e^-)``, where ``f_e^+``
     (``f_e^-``) is the frequency of token ``e`` in the positive (negative)
@@ -420,7 +420,7 @@ def token_polarity(tokens, labels, vocab_size, *, mask=None, count="occurrences"
 
 
 def polarity_groups(gamma, f_pos, f_neg, *, closed_at_one=True):
-    """Assign tokens to groups with the thresholds after seed 001, Eq. 11.
+    """Assign tokens to groups with the thresholds after TanhMax, Eq. 11.
 
     * positive:   ``0.5 < gamma <= 1``  and ``f^+ > 5``;
     * negative:   ``-1 <= gamma < -0.5`` and ``f^- > 5``;
@@ -437,7 +437,7 @@ def polarity_groups(gamma, f_pos, f_neg, *, closed_at_one=True):
 
     On the synthetic data the groups are far from the ground truth for
     neutral tokens: a neutral token seen f times has ``f+ - f-`` spread like
-    ``sqrt(f)``, so with f around 55 (both seed 001 presets) fewer than half
+    ``sqrt(f)``, so with f around 55 (both TanhMax presets) fewer than half
     of them meet ``|f+ - f-| < 5`` (4,117 of 9,000 on ``SEED001_LARGE``), and
     on a training split a few pass the polar thresholds by chance (7 positive
     and 5 negative on ``SEED001_LARGE``'s, seed 0).

@@ -1,7 +1,7 @@
 r"""A reader for SST-2 in GLUE's TSV format, a vocabulary, and an encoder.
 
 SST-2 (the Stanford Sentiment Treebank, binary, as packaged by GLUE) is one of
-seed 001's real data sets. refattn never downloads it and never ships it: the
+TanhMax's real data sets. refattn never downloads it and never ships it: the
 user passes the folder holding ``train.tsv`` and ``dev.tsv``, or names it in
 the environment variable ``REFATTN_SST2`` (:func:`find_sst2`).
 

@@ -1,9 +1,9 @@
-"""The speed layer: attention in cache-sized blocks, on every core, with few allocations.
+"""Blocks and threads for :mod:`refattn.fast`: cache-sized blocks, every core, few allocations.
 
-Nothing here changes the mathematics. :func:`refattn.attention.attention`
-and :func:`refattn.attention.attention_backward` run the same per-batch code
-either once over the whole batch or once per *block* of (batch, head) slices;
-this module supplies what the blocked run needs (``derivations/20-speed.md``
+Nothing here changes the mathematics. :func:`refattn.fast.attention` and
+:func:`refattn.fast.attention_backward` run the same per-batch code either
+once over the whole batch or once per *block* of (batch, head) slices; this
+module supplies what the blocked run needs (``derivations/20-speed.md``
 explains each choice with the measurements behind it):
 
 * **Blocks that fit in cache.** One (n_q, n_k) float64 score slice at n = 256

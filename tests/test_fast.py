@@ -1,18 +1,32 @@
-"""Tests for refattn.parallel and the blocked route of refattn.attention.
+"""Tests for refattn.fast: the fast path equals the reference.
 
-The blocked route (NumPy inputs, large enough work) runs the same per-batch
-code block by block on a thread pool; these tests force it on small shapes
-(``force_blocks``) and check that it computes what the whole-batch code
-computes, for every activation, score, mask and dtype, that it really ran,
-and that the machinery under it (block sizes, BLAS thread control, the pool,
-the gathered outputs, the lazily recomputed scores) behaves as documented.
+The fast path computes ``p`` by the split, the VJP by the factors of Eq. R5,
+and, on NumPy inputs large enough to be worth it, runs the same per-batch
+code block by block on a thread pool. These tests check that both of its
+routes (whole batch, and blocks forced on small shapes by ``force_blocks``)
+compute what the reference :mod:`refattn.attention` computes, to 1e-13 in
+float64, for every activation, score, mask and dtype; that the blocked route
+really ran; and that the machinery under it (block sizes, BLAS thread
+control, the pool, the gathered outputs, the lazily recomputed scores)
+behaves as documented.
 """
+
+import subprocess
+import sys
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
+from hypothesis.extra import numpy as hnp
 
-from refattn import ACTIVATIONS, SCORES, parallel, score
-from refattn.attention import AttentionCache, attention, attention_backward
+from refattn import ACTIVATIONS, SCORES, activation, score
+from refattn import attention as reference
+from refattn.fast import AttentionCache, attention, attention_backward, set_blocking, threads
+from refattn.fast.kernels import Generic, kernel, p_of, vjp_from
+
+from conftest import random_scores
+
+parallel = threads  # the module whose settings the tests below change (refattn.fast.threads)
 
 B, H, N, D, DV = 2, 3, 5, 4, 3
 
@@ -42,15 +56,17 @@ def _inputs(rng, dtype=np.float64, n_q=N):
 
 
 def _both_routes(Q, K, V, G, **kw):
-    """(output, cache, gradients) from the whole-batch route, then from the blocked one."""
-    res = []
+    """(output, cache, gradients) from the reference, then from the fast path's
+    whole-batch route, then from its blocked one."""
+    out, cache = reference.attention(Q, K, V, **kw)
+    res = [(out, cache, reference.attention_backward(G, cache))]
     for blocking in (False, True):
-        parallel.set_blocking(blocking)
+        set_blocking(blocking)
         try:
             out, cache = attention(Q, K, V, **kw)
             res.append((out, cache, attention_backward(G, cache)))
         finally:
-            parallel.set_blocking(True)
+            set_blocking(True)
     return res
 
 
@@ -78,18 +94,21 @@ def _mask(masking, rng):
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("masking", MASKINGS)
 @pytest.mark.parametrize("act", ACTIVATIONS)
-def test_blocked_route_matches_whole_batch(act, masking, dtype, rng, force_blocks):
+def test_fast_routes_match_the_reference(act, masking, dtype, rng, force_blocks):
     Q, K, V, G = _inputs(rng, dtype)
     kw = dict(activation=act, mask=_mask(masking, rng), causal=masking == "causal")
-    (o0, c0, g0), (o1, c1, g1) = _both_routes(Q, K, V, G, **kw)
+    (o0, c0, g0), (o1, c1, g1), (o2, c2, g2) = _both_routes(Q, K, V, G, **kw)
     associative = act == "linear" and masking == "none"  # its backward never forms n x n arrays
     assert len(force_blocks) == 2 - associative, "forward and backward should each have run blocked"
     assert all(size == 1 for _, size in force_blocks)
-    _assert_close(o1, o0, dtype, "out")
-    for k in ("p", "w", "s"):
-        _assert_close(c1[k], c0[k], dtype, f"cache[{k!r}]")
-    for k in ("Q", "K", "V"):
-        _assert_close(g1[k], g0[k], dtype, f"d{k}")
+    p0 = activation(act).p(c0["s"], mask=c0["mask"])
+    for route, (o, c, g) in (("whole-batch", (o1, c1, g1)), ("blocked", (o2, c2, g2))):
+        _assert_close(o, o0, dtype, f"{route} out")
+        for k in ("w", "s"):
+            _assert_close(c[k], c0[k], dtype, f"{route} cache[{k!r}]")
+        _assert_close(c["p"], p0, dtype, f"{route} cache['p']")
+        for k in ("Q", "K", "V"):
+            _assert_close(g[k], g0[k], dtype, f"{route} d{k}")
 
 
 @pytest.mark.parametrize("sc", SCORES)
@@ -102,25 +121,26 @@ def test_blocked_route_every_score(sc, rng, force_blocks):
     if not s_obj.pairwise:
         G = G[..., :1, :]
     q = None if sc == "global" else Q
-    (o0, c0, g0), (o1, c1, g1) = _both_routes(q, K, V, G, score=s_obj, activation="tanhmax",
-                                              params=params)
+    (o0, c0, g0), *fast = _both_routes(q, K, V, G, score=s_obj, activation="tanhmax", params=params)
     assert len(force_blocks) == 2
-    _assert_close(o1, o0, np.float64, "out")
-    for k in ("K", "V") + (("Q",) if q is not None else ()):
-        _assert_close(g1[k], g0[k], np.float64, f"d{k}")
-    assert g1["Q"] is None if q is None else True
-    assert set(g1["params"]) == set(params)
-    for k in params:
-        _assert_close(g1["params"][k], g0["params"][k], np.float64, f"d{k}")
+    for o1, c1, g1 in fast:
+        _assert_close(o1, o0, np.float64, "out")
+        for k in ("K", "V") + (("Q",) if q is not None else ()):
+            _assert_close(g1[k], g0[k], np.float64, f"d{k}")
+        assert g1["Q"] is None if q is None else True
+        assert set(g1["params"]) == set(params)
+        for k in params:
+            _assert_close(g1["params"][k], g0["params"][k], np.float64, f"d{k}")
 
 
 def test_neural_per_pair_parameters_sum_over_blocks(rng, force_blocks):
     Q, K, V, G = _inputs(rng)
     s_obj = score("neural")
     params = s_obj.init_params(D, rng, per_pair=(N, N))
-    (_, _, g0), (_, _, g1) = _both_routes(Q, K, V, G, score=s_obj, activation="signexp", params=params)
-    for k in params:
-        _assert_close(g1["params"][k], g0["params"][k], np.float64, f"d{k}")
+    (_, _, g0), *fast = _both_routes(Q, K, V, G, score=s_obj, activation="signexp", params=params)
+    for _, _, g1 in fast:
+        for k in params:
+            _assert_close(g1["params"][k], g0["params"][k], np.float64, f"d{k}")
 
 
 def test_blocked_route_is_the_default_for_large_numpy_inputs(rng, monkeypatch):
@@ -140,7 +160,7 @@ def test_autograd_and_whole_batch_inputs_are_not_blocked(rng, force_blocks):
 
     Q, K, V, G = _inputs(rng)
     grad(lambda q: (attention(q, K, V, activation="tanhmax")[0] * G).sum())(Q)
-    assert force_blocks == []  # traced arrays always run the whole-batch code
+    assert force_blocks == []  # traced arrays always run the reference
     parallel.set_blocking(False)
     try:
         attention(Q, K, V)
@@ -178,12 +198,10 @@ def test_gradients_of_the_blocked_route_against_autograd(act, masked, rng, force
 
 @pytest.mark.parametrize("act", ACTIVATIONS)
 def test_cache_keeps_scores_only_where_the_backward_needs_them(act, rng, force_blocks):
-    from refattn import activation
-
     Q, K, V, _ = _inputs(rng)
     _, cache = attention(Q, K, V, activation=act)
     assert isinstance(cache, AttentionCache)
-    assert ("s" in cache) == activation(act).vjp_needs_s
+    assert ("s" in cache) == kernel(activation(act)).needs_s
     s = score("scaled_dot").forward(Q, K)
     np.testing.assert_allclose(cache.get("s"), s, rtol=1e-14)  # recomputed on demand
     assert "s" in cache
@@ -339,3 +357,94 @@ def test_a_forked_child_gets_a_pool_of_its_own(monkeypatch):
             pytest.fail("the forked child hung in run_blocks (a pool without threads)")
         time.sleep(0.05)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
+# --------------------------------------------------------------------------
+# The kernels: p by the split and the VJP by its factors equal the reference
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("axis", [-1, 0])
+@pytest.mark.parametrize("name", ACTIVATIONS)
+def test_kernels_match_the_reference(name, axis, rng):
+    act = activation(name)
+    s = random_scores(name, (5, 7), rng)
+    mask = rng.random(s.shape) < 0.8
+    mask[:, 0] = mask[0] = True
+    if axis == -1:
+        mask[3] = False  # a row with no normaliser
+    u = rng.standard_normal(s.shape)
+    p = p_of(act, s, axis, mask)
+    np.testing.assert_allclose(p, act.p(s, axis, mask), rtol=1e-14, atol=1e-300)
+    phi = act.forward(s, axis, mask)
+    ds = vjp_from(act, np, s if kernel(act).needs_s else None, p, u.copy(), axis, phi)
+    np.testing.assert_allclose(ds, act.vjp(s, u, axis, mask), rtol=1e-13, atol=1e-15)
+
+
+@pytest.mark.parametrize("name", ACTIVATIONS)
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_kernels_match_the_reference_at_extremes(name, data):
+    """Every finite float64 row up to 1e300: the split and the factors stay equal to the reference."""
+    act = activation(name)
+    s = data.draw(hnp.arrays(np.float64, (3, 4), elements=st.floats(-1e300, 1e300)), label="s")
+    mask = data.draw(hnp.arrays(bool, s.shape), label="mask")
+    u = data.draw(hnp.arrays(np.float64, s.shape, elements=st.floats(-1, 1)), label="u")
+    p = p_of(act, s, -1, mask)
+    np.testing.assert_allclose(p, act.p(s, -1, mask), rtol=1e-12, atol=1e-300)
+    phi = act.forward(s, -1, mask)
+    ds = vjp_from(act, np, s, p, u.copy(), -1, phi)
+    want = act.vjp(s, u, -1, mask)
+    np.testing.assert_allclose(ds, want, rtol=1e-12, atol=1e-12 * max(1.0, float(np.abs(want).max())))
+
+
+def test_an_activation_the_kernels_do_not_know_runs_through_the_reference(rng):
+    """A user's own activation gets the Generic kernel (the reference's own functions)."""
+    from refattn.activations import TanhMax
+
+    class MyTanhMax(TanhMax):
+        name = "my_tanhmax"
+
+    mine = MyTanhMax()
+    assert type(kernel(mine)) is Generic and kernel(mine).needs_s
+    Q, K, V, G = _inputs(rng)
+    out, cache = attention(Q, K, V, activation=mine, causal=True)
+    want, ref_cache = reference.attention(Q, K, V, activation="tanhmax", causal=True)
+    np.testing.assert_allclose(out, want, rtol=1e-13, atol=1e-15)
+    g, g0 = attention_backward(G, cache), reference.attention_backward(G, ref_cache)
+    for k in "QKV":
+        np.testing.assert_allclose(g[k], g0[k], rtol=1e-13, atol=1e-14)
+
+
+@pytest.mark.parametrize("sc", ["dot", "scaled_dot"])
+def test_linear_backward_by_associativity(sc, rng, monkeypatch):
+    """Unmasked linear attention with a dot score is Y = (beta / n) Q (K^T V); its
+    backward (fast._backward_linear_dot) never forms an n x n array and agrees
+    with the reference."""
+    import refattn.fast as fast
+
+    Q, K, V, _ = _inputs(rng)
+    Q = Q[..., :3, :]
+    G = rng.standard_normal((B, H, 3, V.shape[-1]))
+    want = reference.attention_backward(G, reference.attention(Q, K, V, score=sc, activation="linear")[1])
+    _, cache = attention(Q, K, V, score=sc, activation="linear")
+
+    def no_general_route(*a, **k):
+        raise AssertionError("the general route ran")
+
+    monkeypatch.setattr(fast, "vjp_from", no_general_route)
+    got = attention_backward(G, cache)
+    for k in "QKV":
+        np.testing.assert_allclose(got[k], want[k], rtol=1e-13, atol=1e-15)
+    assert got["params"] == {}
+
+
+def test_the_reference_loads_no_speed_module():
+    """``import refattn`` and ``import refattn.attention`` load neither refattn.fast nor a thread pool.
+
+    (NumPy itself imports ctypes, so that is no sign of the speed layer.)"""
+    code = ("import sys, refattn, refattn.attention, refattn.gradcheck, refattn.check; "
+            "print(sorted(m for m in sys.modules if m.startswith('refattn.fast') "
+            "or m.startswith('concurrent.futures')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout

@@ -1,0 +1,144 @@
+"""What the fast kernels save: the reference's ``p`` and ``vjp`` against ``refattn.fast.kernels``.
+
+    python benchmarks/bench_kernels.py            # (16, 256, 256) float64 scores, every activation
+    python benchmarks/bench_kernels.py --json     # machine-readable
+    python benchmarks/bench_kernels.py --quick    # tiny shape, one run: a smoke test
+
+For every registered activation, on one array of scores of ``--shape``
+(default: the score array of attention at (B, H, n) = (4, 4, 256)), it times
+
+* ``p``: the reference :meth:`refattn.activations.Activation.p` (``ell`` by
+  its stable formula, then the shifted exponential) against
+  :func:`refattn.fast.kernels.p_of` (the split ``h = exp(f a) b``, in place);
+* ``vjp``: the reference :meth:`refattn.activations.Activation.vjp` (which
+  computes ``p`` itself, then Eq. R4 grouped as R5), as the reference
+  attention calls it, against :func:`refattn.fast.kernels.vjp_from` given the
+  ``p`` and ``phi`` that the fast forward keeps (Eq. R5 by the kernel's
+  factors; ``overwrite_u=False``, so it allocates its output as the
+  reference does);
+
+and checks that each pair returns the same numbers (a timing of a wrong
+result means nothing). ``derivations/20-speed.md`` section 2 quotes the ratios.
+
+Timing, as in ``bench_attention.py``: each of ``--passes`` passes times every
+candidate ``--repeats`` times in a row after a short pause and an untimed
+warm-up; a time is the median of all runs, a ratio the median over passes of
+the ratio of the two medians in that pass.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+
+import numpy as np
+
+from refattn import ACTIVATIONS, activation
+from refattn.fast import kernels
+
+
+def candidates(name, s, u):
+    """``{key: callable}`` for one activation, and the largest relative difference of each pair."""
+    act = activation(name)
+    p = kernels.p_of(act, s)  # (..., n)
+    phi = p if act.rho_is_one else act.rho(s) * p  # (..., n)
+    s_kept = s if kernels.kernel(act).needs_s else None  # what the fast cache holds
+    fns = {
+        "reference_p": lambda: act.p(s),
+        "fast_p": lambda: kernels.p_of(act, s),
+        "reference_vjp": lambda: act.vjp(s, u),
+        "fast_vjp": lambda: kernels.vjp_from(act, np, s_kept, p, u, -1, phi),
+    }
+    diff = {}
+    for what in ("p", "vjp"):
+        ref, fast = fns["reference_" + what](), fns["fast_" + what]()
+        scale = max(float(np.max(np.abs(ref))), np.finfo(ref.dtype).tiny)
+        diff[what] = float(np.max(np.abs(fast - ref))) / scale
+    return fns, diff
+
+
+def run_grouped(fns, passes, repeats, pause, warmup):
+    """``{key: [[seconds per run] per pass]}``, every candidate ``repeats`` times in a row per pass."""
+    times = {key: [] for key in fns}
+    for _ in range(passes):
+        for key, fn in fns.items():
+            time.sleep(pause)
+            t_end = time.perf_counter() + warmup
+            fn()
+            while time.perf_counter() < t_end:
+                fn()
+            runs = []
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                fn()
+                runs.append(time.perf_counter() - t0)
+            times[key].append(runs)
+    return times
+
+
+def _median_ratio(a, b):
+    return statistics.median(statistics.median(x) / statistics.median(y) for x, y in zip(a, b))
+
+
+def _cpu_name():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shape", type=int, nargs="+", default=(16, 256, 256), help="scores' shape (default 16 256 256)")
+    ap.add_argument("--repeats", type=int, default=10, help="runs per candidate and pass (default 10)")
+    ap.add_argument("--passes", type=int, default=3, help="passes over all candidates (default 3)")
+    ap.add_argument("--quick", action="store_true", help="(2, 8, 8), one pass of one run, no pauses: a smoke test")
+    ap.add_argument("--json", action="store_true", help="print the results as JSON")
+    args = ap.parse_args(argv)
+    if args.repeats < 1 or args.passes < 1 or min(args.shape) < 1:
+        ap.error("--repeats, --passes and --shape: expected ints >= 1")
+    shape, repeats, passes, pause, warmup = tuple(args.shape), args.repeats, args.passes, 0.1, 0.1
+    if args.quick:
+        shape, repeats, passes, pause, warmup = (2, 8, 8), 1, 1, 0.0, 0.0
+    rng = np.random.default_rng(0)
+    s, u = rng.standard_normal(shape), rng.standard_normal(shape)  # scores and upstream gradient
+
+    rows = {}
+    for name in ACTIVATIONS:
+        fns, diff = candidates(name, s, u)
+        t = run_grouped(fns, passes, repeats, pause, warmup)
+        med = {k: statistics.median(x for run in v for x in run) for k, v in t.items()}
+        rows[name] = {
+            "reference_p_ms": 1e3 * med["reference_p"], "fast_p_ms": 1e3 * med["fast_p"],
+            "p_ratio": _median_ratio(t["reference_p"], t["fast_p"]),
+            "reference_vjp_ms": 1e3 * med["reference_vjp"], "fast_vjp_ms": 1e3 * med["fast_vjp"],
+            "vjp_ratio": _median_ratio(t["reference_vjp"], t["fast_vjp"]),
+            "max_rel_diff": diff,
+        }
+    result = {"shape": list(shape), "dtype": "float64", "repeats": repeats, "passes": passes,
+              "timing": "median of passes x repeats runs; ratio = reference / fast, median over passes",
+              "rows": rows,
+              "machine": {"python": platform.python_version(), "numpy": np.__version__,
+                          "processor": platform.machine(), "cpu": _cpu_name()}}
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return result
+    print(f"scores {shape} float64; median of {passes} passes x {repeats} runs; CPU {result['machine']['cpu']}")
+    print(f"{'activation':11s} {'ref p ms':>9s} {'fast p ms':>10s} {'ratio':>6s} "
+          f"{'ref vjp ms':>11s} {'fast vjp ms':>12s} {'ratio':>6s} {'max rel diff':>13s}")
+    for name, r in rows.items():
+        print(f"{name:11s} {r['reference_p_ms']:9.2f} {r['fast_p_ms']:10.2f} {r['p_ratio']:6.2f} "
+              f"{r['reference_vjp_ms']:11.2f} {r['fast_vjp_ms']:12.2f} {r['vjp_ratio']:6.2f} "
+              f"{max(r['max_rel_diff'].values()):13.1e}")
+    return result
+
+
+if __name__ == "__main__":
+    main()

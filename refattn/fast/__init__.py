@@ -1,0 +1,228 @@
+"""The fast path: the reference's attention, in blocks, on threads, with fewer passes.
+
+:func:`attention` and :func:`attention_backward` have the signatures of
+:func:`refattn.attention.attention` and
+:func:`refattn.attention.attention_backward` and return the same numbers
+(``tests/test_fast.py`` checks every activation, score, mask and causal case
+to 1e-13 in float64). What they add, each measured in
+``derivations/20-speed.md`` and ``benchmarks/bench_attention.py``:
+
+* **Fewer passes** (:mod:`refattn.fast.kernels`): ``p`` by the split
+  ``h = exp(f a) b`` (no logarithm), the VJP in the two factors of Eq. R5,
+  in-place buffers; the cache keeps ``p`` and ``w`` and, for most
+  activations, not the scores (recomputed on first access of ``cache["s"]``).
+* **Blocks and threads** (:mod:`refattn.fast.threads`): on plain NumPy
+  arrays with at least :data:`~refattn.fast.threads.MIN_BLOCKED_ENTRIES`
+  score entries, the same per-batch code runs once per cache-sized block of
+  (batch, head) slices on a thread pool, with OpenBLAS held at one thread
+  while the blocks run (a process-wide setting: see
+  :class:`~refattn.fast.threads.single_threaded_blas`).
+* **Linear attention by associativity**: unmasked linear attention with a
+  dot score gets its gradients as ``Q (K^T V)`` products, with no n x n array.
+
+Values autograd traces go to the reference unchanged (autograd must
+differentiate the textbook code); CuPy arrays run the whole-batch code with
+the kernels. Import it explicitly: ``from refattn import fast``;
+``refattn.attention`` never imports this package.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import attention as reference
+from ..backend import array_module, check_float_array, is_traced
+from ..scores import Dot
+from . import threads
+from .kernels import kernel, p_of, vjp_from
+from .threads import blocking_enabled, num_threads, set_blocking, set_num_threads
+
+__all__ = ["attention", "attention_backward", "AttentionCache", "num_threads",
+           "set_num_threads", "set_blocking", "blocking_enabled"]
+
+
+class AttentionCache(dict):
+    """The fast path's cache: the reference's keys, plus ``p = softmax(ell(s))``.
+
+    For activations whose VJP factors need only ``p`` and ``w``
+    (``kernel(act).needs_s`` false) the blocked route does not keep the scores:
+    ``cache["s"]`` (and ``cache.get("s")``) then recomputes them from ``Q`` and
+    ``K`` on first access and keeps them. ``"s" in cache`` tells whether they
+    are held now.
+    """
+
+    def __missing__(self, key):
+        if key != "s":
+            raise KeyError(key)
+        s = self["score"].forward(self["Q"], self["K"], self["params"])
+        self["s"] = s if self["score"].pairwise else s[..., None, :]
+        return self["s"]
+
+    def get(self, key, default=None):
+        return self[key] if key in self or key == "s" else default
+
+
+def _traced(*arrays):
+    return any(is_traced(a) for a in arrays)
+
+
+def attention(Q, K, V, *, score="scaled_dot", activation="softmax", params=None,
+              mask=None, causal=False, score_options=None):
+    """:func:`refattn.attention.attention`, fast: same arguments, same numbers.
+
+    Returns ``(out, cache)`` with ``cache`` an :class:`AttentionCache` (or, for
+    values autograd traces, the reference's own cache).
+    """
+    if _traced(Q, K, V, *(params or {}).values()):
+        return reference.attention(Q, K, V, score=score, activation=activation, params=params,
+                                   mask=mask, causal=causal, score_options=score_options)
+    sc, act, params, keep = reference.prepare(Q, K, V, score, activation, params, mask, causal,
+                                              score_options)
+    xp = array_module(Q, K, V, keep, *params.values())
+    kshape = np.shape(K)
+    shape = kshape[:-2] + ((np.shape(Q)[-2] if sc.pairwise else 1), kshape[-2])  # (..., n_q, n_k)
+    size = _block_size(xp, shape, Q, K, V)
+    if size is None:
+        out, s, p, w = _forward(sc, act, Q, K, V, params, keep)
+    else:
+        out, s, p, w = _forward_blocked(sc, act, Q, K, V, params, keep, shape, size)
+    cache = AttentionCache(Q=Q, K=K, V=V, params=params, p=p, w=w, mask=keep, score=sc, activation=act)
+    if s is not None:
+        cache["s"] = s
+    return out, cache
+
+
+def _forward(sc, act, Q, K, V, params, keep):
+    """The reference's three steps with ``p`` by the split: ``(out, s, p, w)``."""
+    s = sc.forward(Q, K, params)  # (..., n_q, n_k) or (..., n)
+    if not sc.pairwise:
+        s = s[..., None, :]  # (..., 1, n)
+    p = p_of(act, s, -1, keep)  # (..., n_q, n_k)  softmax(ell(s))
+    w = p if act.rho_is_one else act.rho(s) * p  # (..., n_q, n_k)  phi = rho p
+    return w @ V, s, p, w  # out: (..., n_q, d_v)
+
+
+def attention_backward(grad_out, cache):
+    """:func:`refattn.attention.attention_backward`, fast: same arguments, same numbers."""
+    if not isinstance(cache, AttentionCache):  # the reference's cache (traced values)
+        return reference.attention_backward(grad_out, cache)
+    check_float_array(grad_out, "grad_out", min_ndim=2)
+    Q, K, V, p, w = (cache[k] for k in ("Q", "K", "V", "p", "w"))
+    want = np.shape(w)[:-1] + (np.shape(V)[-1],)
+    if np.shape(grad_out) != want:
+        raise ValueError(f"grad_out: shape {np.shape(grad_out)} does not match the output's {want}")
+    sc, act = cache["score"], cache["activation"]
+    xp = array_module(grad_out, V)
+    if act.name == "linear" and isinstance(sc, Dot) and cache.get("mask") is None:
+        return _backward_linear_dot(xp, sc, grad_out, Q, K, V)
+    s = cache["s"] if kernel(act).needs_s else None  # (recomputed if the forward did not keep it)
+    args = (Q, K, V, cache["params"], s, p, w)
+    size = _block_size(xp, np.shape(w), grad_out, Q, K, V, s, p, w)
+    if size is None:
+        dQ, dK, dV, dparams = _backward(sc, act, xp, grad_out, *args)
+    else:
+        dQ, dK, dV, dparams = _backward_blocked(sc, act, grad_out, *args, size)
+    return {"Q": dQ, "K": dK, "V": dV, "params": dparams}
+
+
+def _backward(sc, act, xp, grad_out, Q, K, V, params, s, p, w):
+    """The chain rule through the three steps, on a batch or one block: ``(dQ, dK, dV, dparams)``."""
+    dV = xp.swapaxes(w, -1, -2) @ grad_out  # (..., n_k, d_v)   dV = W^T dY
+    dW = grad_out @ xp.swapaxes(V, -1, -2)  # (..., n_q, n_k)   dW = dY V^T
+    ds = vjp_from(act, xp, s, p, dW, -1, w, overwrite_u=True)  # Eq. R5, into dW's memory
+    if not sc.pairwise:
+        ds = ds[..., 0, :]  # (..., n)
+    dQ, dK, dparams = sc.vjp(Q, K, params, ds)
+    return dQ, dK, dV, dparams
+
+
+def _backward_linear_dot(xp, sc, grad_out, Q, K, V):
+    """The backward pass of unmasked linear attention with a dot score, by associativity.
+
+    With ``phi = s / n`` (every key kept) and ``s = beta Q K^T`` the output is
+    ``Y = c Q K^T V = c Q M`` with ``c = beta / n`` and ``M = K^T V`` (d, d_v),
+    so (``derivations/20-speed.md`` section 4)
+
+        dQ = c dY M^T,   dK = c V (Q^T dY)^T,   dV = c K (Q^T dY),
+
+    four products of n x d and d x d_v matrices instead of the n x n x d ones
+    of the general route. Exact, not an approximation; a mask (causal or not)
+    breaks the associativity, and then the general route runs.
+    """
+    n_k, d = np.shape(K)[-2], np.shape(K)[-1]
+    c = sc.beta_for(d) / n_k
+    M = xp.swapaxes(K, -1, -2) @ V  # (..., d, d_v)       K^T V
+    N = xp.swapaxes(Q, -1, -2) @ grad_out  # (..., d, d_v)   Q^T dY
+    dQ = grad_out @ xp.swapaxes(M, -1, -2)  # (..., n_q, d)
+    dK = V @ xp.swapaxes(N, -1, -2)  # (..., n_k, d)
+    dV = K @ N  # (..., n_k, d_v)
+    for g in (dQ, dK, dV):
+        g *= c
+    return {"Q": dQ, "K": dK, "V": dV, "params": {}}
+
+
+# --------------------------------------------------------------------------
+# The blocked route (NumPy only): the same two functions, block by block
+# --------------------------------------------------------------------------
+
+
+def _block_size(xp, shape, *arrays):
+    """Slices per block for scores of ``shape``, or None to run the whole batch at once."""
+    if xp is not np or any(a is not None and type(a) is not np.ndarray for a in arrays):
+        return None
+    itemsize = max(a.dtype.itemsize for a in arrays if a is not None)
+    return threads.block_size(math.prod(shape[:-2]), shape[-2] * shape[-1], itemsize)
+
+
+def _merge_batch(x, lead):
+    """``x`` with its ``lead`` leading (batch, head) axes merged into one (None stays None)."""
+    return None if x is None else x.reshape((-1,) + x.shape[lead:])
+
+
+def _rows(x, i, j):
+    return None if x is None else x[i:j]
+
+
+def _forward_blocked(sc, act, Q, K, V, params, keep, shape, size):
+    """:func:`_forward` per block of slices, into full-size outputs (s only if the VJP needs it)."""
+    lead, slices = len(shape) - 2, math.prod(shape[:-2])
+    Qf, Kf, Vf = _merge_batch(Q, lead), _merge_batch(K, lead), _merge_batch(V, lead)
+    per_slice = keep is not None and keep.ndim > 2  # an (n_q, n_k) mask is shared by every slice
+    if per_slice:
+        keep = _merge_batch(np.broadcast_to(keep, shape), lead)
+    needs_s = kernel(act).needs_s
+    parts = threads.Gather(slices, alone=("out",))
+
+    def block(i, j):
+        out, s, p, w = _forward(sc, act, _rows(Qf, i, j), Kf[i:j], Vf[i:j], params,
+                                keep[i:j] if per_slice else keep)
+        kept = {"out": out, "p": p}
+        if w is not p:
+            kept["w"] = w
+        if needs_s:
+            kept["s"] = s
+        parts.put(i, j, kept)
+
+    threads.run_blocks(block, slices, size)
+    out, s, p, w = (parts.get(k, shape[:-2]) for k in ("out", "s", "p", "w"))
+    return out, s, p, (p if w is None else w)
+
+
+def _backward_blocked(sc, act, grad_out, Q, K, V, params, s, p, w, size):
+    """:func:`_backward` per block of slices; parameter gradients summed in block order."""
+    lead = np.ndim(w) - 2
+    Gf, Qf, Kf, Vf, sf, pf, wf = (_merge_batch(x, lead) for x in (grad_out, Q, K, V, s, p, w))
+    parts = threads.Gather(Kf.shape[0])
+
+    def block(i, j):
+        dQ, dK, dV, dparams = _backward(sc, act, np, Gf[i:j], _rows(Qf, i, j), Kf[i:j], Vf[i:j],
+                                        params, _rows(sf, i, j), pf[i:j], wf[i:j])
+        parts.put(i, j, {"K": dK, "V": dV} if dQ is None else {"Q": dQ, "K": dK, "V": dV})
+        return dparams
+
+    per_block = threads.run_blocks(block, Kf.shape[0], size)
+    dparams = {k: sum((d[k] for d in per_block[1:]), per_block[0][k]) for k in per_block[0]}
+    batch = np.shape(w)[:-2]
+    return parts.get("Q", batch), parts.get("K", batch), parts.get("V", batch), dparams
