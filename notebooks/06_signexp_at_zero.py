@@ -9,7 +9,7 @@
 # %% [markdown]
 # # 06 — signexp at a score of 0
 #
-# SignExp / Cog attention (Cog) is
+# SignExp / Cog attention is
 # $\phi_i = \mathrm{sign}(s_i)\,e^{|s_i|}/\sum_k e^{|s_k|}$. Its numerator
 # $g(s) = \mathrm{sign}(s)\,e^{|s|}$ jumps from $-1$ to $+1$ at $s = 0$, so in
 # the sense of distributions $g'(s) = e^{|s|} + 2\delta(s)$. Three ways of

@@ -192,8 +192,8 @@ def check_int(value, name: str, least: int = 1) -> int:
     return int(value)
 
 
-def check_real(value, name: str, *, positive: bool = False, allow_none: bool = False,
-               finite: bool = True) -> float | None:
+def check_real(value, name: str, *, positive: bool = False, nonnegative: bool = False,
+               allow_none: bool = False, finite: bool = True) -> float | None:
     """``value`` as a Python float, after checking it is a real number (not a bool).
 
     Parameters
@@ -204,6 +204,8 @@ def check_real(value, name: str, *, positive: bool = False, allow_none: bool = F
         Its name, used in the message.
     positive : bool
         Also require ``value > 0``.
+    nonnegative : bool
+        Also require ``value >= 0``.
     allow_none : bool
         Let ``None`` through (returned as ``None``).
     finite : bool
@@ -215,14 +217,16 @@ def check_real(value, name: str, *, positive: bool = False, allow_none: bool = F
     """
     if value is None and allow_none:
         return None
-    want = ("a positive" if positive else "a") + (" finite" if finite else "") + " real number"
+    want = ("a positive" if positive else "a non-negative" if nonnegative else "a")
+    want += (" finite" if finite else "") + " real number"
     want += " or None" if allow_none else ""
     if isinstance(value, (bool, np.bool_)) or not isinstance(
         value, (int, float, np.integer, np.floating)
     ):
         raise TypeError(f"{name}: expected {want}, got {type(value).__name__}")
     v = float(value)
-    if (finite and not math.isfinite(v)) or (positive and not v > 0) or math.isnan(v):
+    if (finite and not math.isfinite(v)) or (positive and not v > 0) or (nonnegative and not v >= 0) \
+            or math.isnan(v):
         raise ValueError(f"{name}: expected {want}, got {value!r}")
     return v
 

@@ -45,6 +45,7 @@ from types import MappingProxyType
 import numpy as np
 
 from .activations import ACTIVATIONS, Activation, activation
+from .backend import check_int
 
 __all__ = [
     "PROPERTIES",
@@ -199,14 +200,6 @@ def _check_grid(grid) -> np.ndarray:
     return arr
 
 
-def _check_int(value, name, minimum):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"{name}: expected an int >= {minimum}, got {value}")
-    return int(value)
-
-
 def _g_on(act: Activation, s: np.ndarray) -> np.ndarray:
     """``g(s)``, or a ValueError naming ``grid`` where g is not finite there."""
     # sinh, exp and s^2 overflow to inf (and expressive's s^2/(1+s^2) to
@@ -325,7 +318,7 @@ def measure_log_nonlinearity(name_or_activation, *, grid=None, seed=0, rank=True
     """
     act = _as_activation(name_or_activation)
     s = _check_grid(grid)  # (m,)
-    seed = _check_int(seed, "seed", 0)
+    seed = check_int(seed, "seed", 0)
     tol = tolerances(s.dtype)
     g = _g_on(act, s)  # (m,)
     keep = g != 0
@@ -400,12 +393,12 @@ def bottleneck_rank(name_or_activation, *, n=12, d=3, samples=200, seed=0) -> di
         d + 1.
     """
     act = _as_activation(name_or_activation)
-    n = _check_int(n, "n", 3)
-    d = _check_int(d, "d", 1)
+    n = check_int(n, "n", 3)
+    d = check_int(d, "d", 1)
     if d > n - 2:
         raise ValueError(f"d: expected 1 <= d <= n - 2 = {n - 2} (so that d + 1 < n), got {d}")
-    samples = _check_int(samples, "samples", 2 * n)
-    seed = _check_int(seed, "seed", 0)
+    samples = check_int(samples, "samples", 2 * n)
+    seed = check_int(seed, "seed", 0)
     rng = np.random.default_rng(seed)
     regimes = {}
     for regime in _RANK_REGIMES:
@@ -473,9 +466,9 @@ def measure_contextual_normalisation(name_or_activation, *, seed=0, n=6, rows=8)
         rows were skipped.
     """
     act = _as_activation(name_or_activation)
-    seed = _check_int(seed, "seed", 0)
-    n = _check_int(n, "n", 2)
-    rows = _check_int(rows, "rows", 1)
+    seed = check_int(seed, "seed", 0)
+    n = check_int(n, "n", 2)
+    rows = check_int(rows, "rows", 1)
     tol = tolerances(np.float64)
     rng = np.random.default_rng(seed)
     S = 2.0 * rng.standard_normal((rows, n))  # (rows, n)
@@ -577,7 +570,7 @@ def measure(name_or_activation, *, grid=None, seed=0) -> dict:
     """
     act = _as_activation(name_or_activation)
     grid = _check_grid(grid)
-    seed = _check_int(seed, "seed", 0)
+    seed = check_int(seed, "seed", 0)
     return {
         "monotonicity": measure_monotonicity(act, grid=grid),
         "log_nonlinearity": measure_log_nonlinearity(act, grid=grid, seed=seed),
@@ -622,7 +615,7 @@ def run_properties(seed=0) -> dict:
              "criteria": {property: str},
              "tolerances": {...}, "grid": {...}, "seed": int}
     """
-    seed = _check_int(seed, "seed", 0)
+    seed = check_int(seed, "seed", 0)
     grid = default_grid()
     activations = {name: measure(name, grid=grid, seed=seed) for name in ACTIVATIONS}
     computed = {name: {p: m[p]["holds"] for p in PROPERTIES} for name, m in activations.items()}

@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from .activations import ACTIVATIONS, activation
-from .backend import check_axis, check_float_array, check_int
+from .backend import check_axis, check_float_array, check_int, check_real
 
 __all__ = [
     "tanhmax_l1_norm",
@@ -75,14 +75,6 @@ def _finite_shifts(c):
     return arr
 
 
-def _real(v, name):
-    """Raise ``TypeError`` unless ``v`` is a real (non-bool) number."""
-    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (float, int, np.floating, np.integer)):
-        raise TypeError(f"{name}: expected a float, got {type(v).__name__}")
-    return float(v)
-
-
-_int_at_least = check_int
 
 
 def _logsumexp(x, axis):
@@ -165,7 +157,7 @@ def _slack(slack, n):
     """The rounding allowance of :func:`in_tanhmax_range` for rows of length ``n``."""
     if slack is None:
         return 4.0 * n * float(np.finfo(np.float64).eps)
-    slack = _real(slack, "slack")
+    slack = check_real(slack, "slack", finite=False)
     if not 0.0 <= slack < 1.0:
         raise ValueError(f"slack: expected 0 <= slack < 1, got {slack}")
     return slack
@@ -255,10 +247,10 @@ def tanhmax_preimage(w, axis=-1, *, tol=None, maxiter=100, slack=None):
     """
     w = _finite_array(w, "w")
     ax = check_axis(axis, w.ndim)
-    tol = 4.0 * w.shape[ax] * float(np.finfo(np.float64).eps) if tol is None else _real(tol, "tol")
+    tol = 4.0 * w.shape[ax] * float(np.finfo(np.float64).eps) if tol is None else check_real(tol, "tol", finite=False)
     if not 0.0 < tol < 1.0:
         raise ValueError(f"tol: expected 0 < tol < 1, got {tol}")
-    maxiter = _int_at_least(maxiter, "maxiter")
+    maxiter = check_int(maxiter, "maxiter")
     inside = in_tanhmax_range(w, ax, slack=slack)
     if not np.all(inside):
         norms = np.sum(np.abs(w), axis=ax)
@@ -410,8 +402,8 @@ def log_rank(activation_name, n, d, m, seed=0):
     if activation_name not in ACTIVATIONS:
         raise ValueError(f"activation_name: unknown activation {activation_name!r}; "
                          f"expected one of {ACTIVATIONS}")
-    n, d, m = _int_at_least(n, "n", 2), _int_at_least(d, "d"), _int_at_least(m, "m")
-    seed = _int_at_least(seed, "seed", 0)
+    n, d, m = check_int(n, "n", 2), check_int(d, "d"), check_int(m, "m")
+    seed = check_int(seed, "seed", 0)
     rng = np.random.default_rng(seed)
     W = rng.standard_normal((n, d)) / np.sqrt(d)  # (n, d)
     H = rng.standard_normal((m, d))  # (m, d) one h_t per row

@@ -1,6 +1,6 @@
 r"""signexp at a score of 0: analytic VJP, autograd and central differences side by side.
 
-SignExp / Cog attention (Cog) is ``phi_i = sign(s_i) e^{|s_i|} / C``,
+SignExp / Cog attention is ``phi_i = sign(s_i) e^{|s_i|} / C``,
 ``C = sum_k e^{|s_k|}``. Its numerator ``g(s) = sign(s) e^{|s|}`` jumps from
 -1 to +1 at ``s = 0``; as a distribution ``g' = e^{|s|} + 2 delta(s)``. The
 library's VJP (``refattn.activations.SignExp``) and autograd both use the

@@ -127,11 +127,11 @@ def _closed_form(name, s):
     e = np.exp
     if name == "softmax":
         return e(s) / e(s).sum()
-    if name == "tanhmax":  # seed 001 Eq. 6
+    if name == "tanhmax":  # TanhMax Eq. 6
         return (e(s) - e(-s)) / (e(s) + e(-s)).sum()
-    if name == "signexp":  # seed 002 code: sign(p) * softmax(|p|)
+    if name == "signexp":  # Cog code: sign(p) * softmax(|p|)
         return np.sign(s) * e(np.abs(s)) / e(np.abs(s)).sum()
-    if name == "expressive":  # seed 004 Eq. 2
+    if name == "expressive":  # Expressive Eq. 2
         h = s**2 / (1 + s**2)
         return h / h.sum()
     if name == "sigsoftmax":  # Kanai et al. 2018

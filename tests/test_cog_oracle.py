@@ -1,7 +1,7 @@
-"""Seed 002's Cog attention example, transcribed to NumPy, as an oracle for the library.
+"""Cog's Cog attention example, transcribed to NumPy, as an oracle for the library.
 
 The oracle below (``oracle_*``) is a line-by-line transcription of the JAX code
-printed in seed 002 ("Negative Weights Transformers", section "Code"): the same
+printed in Cog ("Negative Weights Transformers", section "Code"): the same
 function names, the same einsum strings, ``jnp`` -> ``np``, ``jax.nn.softmax``
 -> a two-line softmax, ``random.normal(key, ...)`` -> ``rng.standard_normal``.
 It does not import refattn. Against it (derivations/18-decoder-and-cog.md,
@@ -28,7 +28,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 # --------------------------------------------------------------------------
-# The oracle: seed 002's JAX example in NumPy (no refattn imports here)
+# The oracle: Cog's JAX example in NumPy (no refattn imports here)
 # --------------------------------------------------------------------------
 
 
@@ -206,7 +206,7 @@ def test_displayed_numerator_is_the_codes():
 
 
 def test_displayed_signed_denominator_differs_and_can_vanish():
-    """Seed 002 displays A = SignExp / sum SignExp (a signed sum); its code divides by the
+    """Cog displays A = SignExp / sum SignExp (a signed sum); its code divides by the
     sum of absolute values. The signed version differs and blows up when the positive and
     negative parts cancel."""
     p = np.array([[1.0, -1.0 + 1e-9, 0.5, -0.5]])  # exp|p| cancels in pairs up to 1e-9

@@ -1,4 +1,4 @@
-"""Proposition 1 (seed 001, Eq. 4), TanhMax's Eqs. 7-9 and the closed forms of
+"""Proposition 1 (TanhMax, Eq. 4), TanhMax's Eqs. 7-9 and the closed forms of
 derivations/04: each checked against an independent computation (autograd's
 exact gradient-flow velocity, autograd Jacobians, the generic formula)."""
 

@@ -1,5 +1,5 @@
-"""Issue 3, items 4 and 5: expressive-attention geometry (seed 004, Fig. 1)
-and Neural Attention expressivity (seed 003, Fig. 1, Eqs. 2-4).
+"""Issue 3, items 4 and 5: expressive-attention geometry (Expressive, Fig. 1)
+and Neural Attention expressivity (NeuralAttn, Fig. 1, Eqs. 2-4).
 
 Each claim is checked against a closed form or an independent computation:
 the weights come from the registered activations, the closed forms from
@@ -180,8 +180,14 @@ def test_geometry_holds_for_every_scale(norm_q, norm_k, beta, n4):
         cos = np.cos(angles)
         key = np.abs(cos) if name == "expressive" else cos
         order = np.argsort(key, kind="stable")
-        # non-decreasing, up to rounding between keys of equal |cos| (built by different formulas)
-        assert np.all(np.diff(w[order]) >= -4 * np.finfo(float).eps * w.max())
+        # non-decreasing, up to rounding between keys of equal |cos| (built by different
+        # formulas). The reference evaluates w = exp(ell - max ell) / Z; an error of a few
+        # ulps in ell = log h becomes a relative error of about (1 + |max ell|) u in w, and
+        # for expressive max ell = log(c^2 / (1 + c^2)), c = beta |q| |k|, is far from 0
+        # when c is small (softmax's ell - max ell is exact for the top keys).
+        c = beta * norm_q * norm_k
+        digits = 1.0 if name == "softmax" else 1.0 + abs(np.log(c * c / (1.0 + c * c)))
+        assert np.all(np.diff(w[order]) >= -4 * np.finfo(float).eps * w.max() * digits)
     # EA: antipodal keys are exact negatives, so their weights are bitwise equal
     np.testing.assert_array_equal(w[: n // 2], w[n // 2:])
     assert w[n // 4] == 0.0 and w[3 * n // 4] == 0.0  # -90 and 90 degrees
@@ -192,7 +198,7 @@ def test_geometry_errors():
         geo.weight_vs_angle("softmax", norm_q=1.0, norm_k=1.0, n_keys=10)
     with pytest.raises(TypeError, match="n_keys: expected an int"):
         geo.weight_vs_angle("softmax", norm_q=1.0, norm_k=1.0, n_keys=8.0)
-    with pytest.raises(ValueError, match="norm_q: expected a positive finite number"):
+    with pytest.raises(ValueError, match="norm_q: expected a positive finite real number"):
         geo.weight_vs_angle("softmax", norm_q=0.0, norm_k=1.0, n_keys=8)
     with pytest.raises(ValueError, match="beta"):
         geo.weight_vs_angle("softmax", norm_q=1.0, norm_k=1.0, n_keys=8, beta=-1.0)

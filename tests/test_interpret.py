@@ -1,4 +1,4 @@
-"""refattn.experiments.interpret: seed 001 section 5.2's measures and its Table 1.
+"""refattn.experiments.interpret: TanhMax section 5.2's measures and its Table 1.
 
 Kendall's tau-b and its p-value against brute force (every permutation,
 n = 3..8, with and without ties) and hand examples; hypothesis properties;
@@ -12,7 +12,6 @@ SST-2 where the data is present; bad input."""
 import itertools
 import json
 import math
-import time
 
 import numpy as np
 import pytest
@@ -312,7 +311,7 @@ def test_leave_one_out_of_a_zero_weight_token_is_not_zero():
 @pytest.mark.parametrize("act", ["softmax", "tanhmax", "expressive"])
 def test_leave_one_out_closed_form(rng, act):
     """Eq. I8': removing token i changes the logit by a - a_{-i} = (g_i o_i - h_i (a - b_o)) / (C - h_i),
-    C = sum_k h_k, written from the paper's g and h (seed 001 Eq. 5), not from the code's weights."""
+    C = sum_k h_k, written from the paper's g and h (TanhMax Eq. 5), not from the code's weights."""
     from refattn.activations import activation
 
     m = tiny_model(act)
@@ -455,10 +454,8 @@ TINY = PolarityConfig(n_pos=5, n_neg=5, n_neutral=30, polar_per_sentence=2, neut
 
 
 def test_run_interpret_tiny_synthetic():
-    t0 = time.perf_counter()
     r = run_interpret(("softmax", "tanhmax"), "synthetic", seeds=2, epochs=2, n_instances=20, config=TINY,
                       n_draws=10)
-    assert time.perf_counter() - t0 < 5.0
     json.dumps(r, allow_nan=False)
     assert r["settings"]["n_instances"] == 20
     for act in ("softmax", "tanhmax"):

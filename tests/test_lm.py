@@ -152,7 +152,7 @@ def test_run_lm_on_the_generated_corpus(tmp_path):
     text = format_lm(res)
     for name in res["order"]:
         assert name in text
-    assert "seed 001 Table 4" in text and "seed 003 Table 1" in text and "3-gram ppl" in text
+    assert "TanhMax Table 4" in text and "NeuralAttn Table 1" in text and "3-gram ppl" in text
     assert [b["order"] for b in res["baselines"]] == [2, 3, 4]
     assert f"{PAPER_TABLE4['validation']['tanhmax'][0] - PAPER_TABLE4['validation']['softmax'][0]:+.1f} pp" in text
     fig = plot_lm(res)

@@ -1,4 +1,4 @@
-"""Neural Attention's cost (seed 003, sections 3.2 and 4.3, Tables 6-8):
+"""Neural Attention's cost (NeuralAttn, sections 3.2 and 4.3, Tables 6-8):
 refattn/experiments/neural_cost.py and derivations/17-neural-attention-cost.md.
 
 The three evaluations of the score matrix (concatenation, decomposition,
@@ -37,7 +37,7 @@ def _problem(rng, *, qb=(2, 3), kb=(2, 3), n_q=9, n_k=7, d=6, d_prime=3, h=5, pe
 
 
 def _pairwise_loop(q, k, P, hidden):
-    """Seed 003 Eqs. 5-9 pair by pair: concatenate [q'_i; k'_j], apply the MLP (independent of the module)."""
+    """NeuralAttn Eqs. 5-9 pair by pair: concatenate [q'_i; k'_j], apply the MLP (independent of the module)."""
     beta = 1.0 / math.sqrt(q.shape[-1])
     sigma = np.tanh if hidden == "tanh" else (lambda x: np.where(x > 0, x, 0.0))
     qp, kp = q @ P["Wq"].T, k @ P["Wk"].T
@@ -378,7 +378,7 @@ def test_run_neural_cost_reduced():
 
 
 def test_run_skips_what_would_exceed_max_mib_and_formats_paper_sizes():
-    # n = 785 (seed 003 Tables 7-8): dot (4.8 MiB) and chunked (5.9 MiB) fit 8 MiB, the others do not
+    # n = 785 (NeuralAttn Tables 7-8): dot (4.8 MiB) and chunked (5.9 MiB) fit 8 MiB, the others do not
     res = nc.run_neural_cost(ns=(785,), d_primes=(2,), d=8, hidden=2, chunk=64, budget_mib=1, repeats=1,
                              max_mib=8, verify_budget=False)
     rows = {r["method"]: r for r in res["rows"]}
@@ -390,4 +390,4 @@ def test_run_skips_what_would_exceed_max_mib_and_formats_paper_sizes():
     assert res["budgets"][0]["verified"] is None
     text = nc.format_neural_cost(res)
     assert "Tables 7-8 form: n = 785" in text and "skipped" in text
-    assert "1.57, 1.22" in text  # seed 003 Table 7: 1.1/0.7 GB and 6.6/5.4 ms beside (a)
+    assert "1.57, 1.22" in text  # NeuralAttn Table 7: 1.1/0.7 GB and 6.6/5.4 ms beside (a)

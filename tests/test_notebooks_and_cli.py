@@ -183,3 +183,18 @@ def test_rank_collapse_cli_gives_both_residual_forms(capsys):
     assert "residual_code" in text and "residual_exact" in text
     for name in ACTIVATIONS:
         assert name in text, name
+
+
+def test_bench_kernels_smoke():
+    """benchmarks/bench_kernels.py runs, times every activation and finds the fast kernels equal to the reference."""
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_kernels.py"), "--quick", "--json"],
+                       cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    assert set(res["rows"]) == set(ACTIVATIONS)
+    for name, row in res["rows"].items():
+        times = [row[k] for k in ("reference_p_ms", "fast_p_ms", "p_ratio", "reference_vjp_ms", "fast_vjp_ms",
+                                  "vjp_ratio")]
+        assert all(np.isfinite(v) and v > 0 for v in times), name
+        # norm-wise relative difference; tests/test_fast.py holds the kernels to rtol 1e-13 entry by entry
+        assert max(row["max_rel_diff"].values()) <= 1e-13, name

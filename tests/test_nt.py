@@ -1,4 +1,4 @@
-"""Tests for refattn.tasks.nt: seed 004's NT, NT-S, NT-R series and their cycles.
+"""Tests for refattn.tasks.nt: Expressive's NT, NT-S, NT-R series and their cycles.
 
 Everything the module computes is checked against something computed another
 way: the paper's printed cycle tables (Eqs. 5-7, typed in here again, not read
@@ -34,7 +34,7 @@ from refattn.tasks.nt import (
     windows,
 )
 
-# The paper's tables, {cycle length: number of cycles}, typed from seed 004.
+# The paper's tables, {cycle length: number of cycles}, typed from Expressive.
 EQ5_N2T1 = {3: 1, 1: 1}  # Eq. 5: 011011..., 000...
 EQ6_N16T3 = {120: 512, 60: 64, 30: 8, 15: 1, 1: 1}  # Eq. 6
 EQ7_N16T2 = {56: 64, 28: 16, 14: 4, 7: 1, 1: 1}  # Eq. 7
@@ -47,7 +47,7 @@ TEXT_N2T5 = {63: 1, 1: 1}  # section 5, "Binary sequences"
 
 
 def reference_next(variant, N, tau, x, t):
-    """x(t) from the list x, written straight from seed 004 Eqs. 4, 8, 9."""
+    """x(t) from the list x, written straight from Expressive Eqs. 4, 8, 9."""
     nt_value = (x[t - tau] + x[t - 1 - tau]) % N  # Eq. 4
     s_value = sum(x[t - dt] for dt in range(1, tau + 2)) % N  # Eq. 8
     if variant == "NT":

@@ -1,4 +1,4 @@
-"""Seed 001's synthetic polarity experiment (refattn.experiments.polarity, `refattn polarity`)."""
+"""TanhMax's synthetic polarity experiment (refattn.experiments.polarity, `refattn polarity`)."""
 
 import json
 

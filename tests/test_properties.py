@@ -1,11 +1,11 @@
-"""Tests for refattn.properties: the four properties of seed 001 section 4.
+"""Tests for refattn.properties: the four properties of TanhMax section 4.
 
 Each computed property is compared with an independent re-measurement written
 differently here (autograd derivatives at random points instead of steps on
 a grid, finite perturbations instead of the Jacobian, a closed-form log-softmax
 rank), with the closed-form expectations argued in
 ``derivations/06-four-properties.md``, and with the paper's Table 3 as printed
-in seed 001. A monkeypatched g shows that the table is computed, not stored.
+in TanhMax. A monkeypatched g shows that the table is computed, not stored.
 """
 
 import json
@@ -192,7 +192,7 @@ def _parse_table3(text):
 def test_paper_table3_is_the_table_printed_in_seed_001():
     files = sorted(SEEDS.glob("001_*.txt"))
     if not files:
-        pytest.skip("seed 001's text is not next to this checkout")
+        pytest.skip("TanhMax's text is not next to this checkout")
     printed = _parse_table3(files[0].read_text())
     ours = {P.PAPER_ROW_NAMES[name]: tuple(row[p] for p in P.PROPERTIES)
             for name, row in P.PAPER_TABLE3.items()}

@@ -1,4 +1,4 @@
-"""Tests for refattn.ranges: Proposition 2 of seed 001, corrected.
+"""Tests for refattn.ranges: Proposition 2 of TanhMax, corrected.
 
 The claim as printed (softmax's range is a subset of TanhMax's) must fail
 here: softmax outputs are never in TanhMax's range, and the preimage solver

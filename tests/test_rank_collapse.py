@@ -1,4 +1,4 @@
-"""Tests for refattn.experiments.rank_collapse (seed 001 Fig. 4; Dong et al. 2021).
+"""Tests for refattn.experiments.rank_collapse (TanhMax Fig. 4; Dong et al. 2021).
 
 The exact residual is checked against brute force (a closed-form candidate
 list in one dimension, a dense grid with local refinement in two and three),

@@ -1,4 +1,4 @@
-"""SST-2 training and seed 001's Figure 1 (refattn.experiments.sst2).
+"""SST-2 training and TanhMax's Figure 1 (refattn.experiments.sst2).
 
 A tiny synthetic SST-2 folder (both header orders) runs the whole pipeline in
 about a second; the real data (../shared/data/sst2 or $REFATTN_SST2) is used
@@ -8,7 +8,6 @@ only for one short run, and skipped where absent.
 import json
 import math
 import os
-import time
 
 import numpy as np
 import pytest
@@ -36,7 +35,7 @@ from refattn.tasks.sst2 import ENV_VAR
 POS = [f"good{i}" for i in range(6)]
 NEG = [f"bad{i}" for i in range(6)]
 NEU = [f"w{i}" for i in range(20)]
-# seed 001's third Figure 1 sentence, tokenised as GLUE's SST-2 is
+# TanhMax's third Figure 1 sentence, tokenised as GLUE's SST-2 is
 PAPER3 = "those who love cinema paradiso will find the new scenes interesting , but others will find the movie disappointing ."
 
 
@@ -67,9 +66,7 @@ TINY = {"seeds": 2, "epochs": 6, "batch_size": 50, "lr": 0.05}
 
 
 def test_tiny_end_to_end(tiny_sst2, tmp_path):
-    t0 = time.perf_counter()
     r = run_sst2(tiny_sst2, out=tmp_path / "figs", **TINY)
-    assert time.perf_counter() - t0 < 3.0
     back = json.loads(json.dumps(r))  # JSON-able, and unchanged by the round trip
     assert back["activations"].keys() == r["activations"].keys()
     d = r["data"]
@@ -288,12 +285,10 @@ def _real_data():
 def test_real_sst2_short_run():
     """A short run on a 5,000-sentence subset of GLUE's train split (about 5 s): it must beat
     the majority class of dev (0.509) clearly."""
-    t0 = time.perf_counter()
     r = run_sst2(activations=("softmax",), seeds=1, epochs=2, lr=1e-2, train_limit=5000)
-    assert time.perf_counter() - t0 < 20.0
     assert r["data"]["dev"] == 872 and r["data"]["train"] == 5000
     assert r["activations"]["softmax"]["dev_accuracy_mean"] > 0.6
-    # seed 001's sentences are not in GLUE's dev split
+    # TanhMax's sentences are not in GLUE's dev split
     assert not any(item["match"]["exact"] for item in r["figure1"]["sentences"])
     json.dumps(r)
 

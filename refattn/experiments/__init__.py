@@ -17,7 +17,3 @@ Training experiments (each behind a ``refattn`` command): ``score_dynamics``
 12-19 describe them.
 """
 
-from ..backend import check_int
-
-
-_int = check_int

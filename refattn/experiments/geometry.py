@@ -34,9 +34,8 @@ import math
 import numpy as np
 
 from ..activations import activation
-from ..backend import check_float_array
-from ..scores import _number, score
-from . import _int
+from ..backend import check_float_array, check_int, check_real
+from ..scores import score
 
 __all__ = [
     "CLOSED_FORMS",
@@ -91,7 +90,7 @@ def attention_weights(activation_name, query, keys, *, beta=1.0):
     if keys.shape[1] != query.shape[0]:
         raise ValueError(f"keys: expected shape (n, {query.shape[0]}) to match the query, "
                          f"got {keys.shape}")
-    beta = _number(beta, "beta", allow_none=False)
+    beta = check_real(beta, "beta", positive=True)
     z = score("scaled_dot", beta=beta).forward(query[None, :], keys)[0]  # (n,)
     return act.forward(z)  # (n,)
 
@@ -113,12 +112,12 @@ def circle_keys(n_keys, *, norm_k=1.0, dim=2):
         In radians.
     keys : ndarray, shape (n_keys, dim)
     """
-    n = _int(n_keys, "n_keys", 4)
+    n = check_int(n_keys, "n_keys", 4)
     if n % 4:
         raise ValueError(f"n_keys: expected a multiple of 4 (so 0, 90 and 180 degrees are "
                          f"on the grid), got {n}")
-    dim = _int(dim, "dim", 2)
-    norm_k = _number(norm_k, "norm_k", allow_none=False)
+    dim = check_int(dim, "dim", 2)
+    norm_k = check_real(norm_k, "norm_k", positive=True)
     m = np.arange(n // 2)  # the upper half, theta in [0, pi)
     half = 2.0 * np.pi * m / n  # (n/2,)
     cos, sin = np.cos(half), np.sin(half)
@@ -162,7 +161,7 @@ def weight_vs_angle(activation_name, *, norm_q, norm_k, n_keys, beta=1.0, dim=2)
         ``phi_j``; sums to 1 for both DPA and EA. Closed forms: Eqs. EG3-EG6 of
         ``derivations/07-expressive-geometry.md``.
     """
-    norm_q = _number(norm_q, "norm_q", allow_none=False)
+    norm_q = check_real(norm_q, "norm_q", positive=True)
     angles, keys = circle_keys(n_keys, norm_k=norm_k, dim=dim)  # (n,), (n, dim)
     query = np.zeros(keys.shape[1])
     query[0] = norm_q  # (dim,)
@@ -269,8 +268,8 @@ def random_unit_vectors(n, dim, rng):
     -------
     ndarray, shape (n, dim)
     """
-    n = _int(n, "n", 1)
-    dim = _int(dim, "dim", 2)
+    n = check_int(n, "n", 1)
+    dim = check_int(dim, "dim", 2)
     if not isinstance(rng, np.random.Generator):
         raise TypeError(f"rng: expected a numpy.random.Generator, got {type(rng).__name__}")
     x = rng.standard_normal((n, dim))  # (n, dim)
@@ -314,10 +313,10 @@ def weight_vs_cosine(activation_name, *, dim=64, n_keys=256, norm_q=1.0, norm_k=
         ``exp(-c) (1 + c^2/(2 dim))`` for DPA when ``c^2 << dim``
         (``derivations/07-expressive-geometry.md``, section 4, Eq. EG8).
     """
-    dim = _int(dim, "dim", 2)
-    n_keys = _int(n_keys, "n_keys", 1)
-    norm_q = _number(norm_q, "norm_q", allow_none=False)
-    norm_k = _number(norm_k, "norm_k", allow_none=False)
+    dim = check_int(dim, "dim", 2)
+    n_keys = check_int(n_keys, "n_keys", 1)
+    norm_q = check_real(norm_q, "norm_q", positive=True)
+    norm_k = check_real(norm_k, "norm_k", positive=True)
     planted = np.asarray(planted, dtype=np.float64).reshape(-1)
     if not np.all(np.abs(planted) <= 1.0):
         raise ValueError(f"planted: expected cosines in [-1, 1], got {planted!r}")

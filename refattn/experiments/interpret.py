@@ -44,7 +44,8 @@ import numpy as np
 from autograd import grad as _autograd_grad
 
 from ..models.polarity import PolarityClassifier
-from ..tasks.polarity import PolarityConfig, _int, make_polarity, token_polarity
+from ..backend import check_int
+from ..tasks.polarity import PolarityConfig, make_polarity, token_polarity
 from ..tasks.sst2 import Vocabulary, load_sst2
 from .polarity import train_classifier
 from .sst2 import resolve_data_dir as resolve_sst2
@@ -509,7 +510,7 @@ def _rng(rng, name="rng"):
 def _median_change(model, params, batch, n_draws, rng, draw):
     """``median_r |y_hat(w^(r)) - y_hat(w)|`` per instance, with ``w^(r) = draw(rng, w, mask, R)``."""
     fwd, tokens, mask, o = _batch(model, params, batch)
-    R = _int(n_draws, "n_draws", 1)
+    R = check_int(n_draws, "n_draws", 1)
     rng = _rng(rng)
     S, B, L = tokens.shape
     a = logit_from_weights(model, params, fwd["w"], o)  # (S, B)
@@ -815,18 +816,18 @@ def run_interpret(activations=("softmax", "tanhmax"), data="synthetic", sst2_pat
     synthetic = data == "synthetic"
     if seeds is None:
         seeds = 3 if synthetic else 1
-    seeds = tuple(range(_int(seeds, "seeds", 1))) if isinstance(seeds, (int, np.integer)) else \
-        tuple(_int(s, "seeds[i]", 0) for s in seeds)
+    seeds = tuple(range(check_int(seeds, "seeds", 1))) if isinstance(seeds, (int, np.integer)) else \
+        tuple(check_int(s, "seeds[i]", 0) for s in seeds)
     if not seeds:
         raise ValueError("seeds: expected at least one seed")
-    epochs = _int(8 if synthetic else 2, "epochs", 0) if epochs is None else _int(epochs, "epochs", 0)
-    n_draws = _int(n_draws, "n_draws", 1)
-    seed = _int(seed, "seed", 0)
+    epochs = check_int(8 if synthetic else 2, "epochs", 0) if epochs is None else check_int(epochs, "epochs", 0)
+    n_draws = check_int(n_draws, "n_draws", 1)
+    seed = check_int(seed, "seed", 0)
     if split not in ("label", "prediction"):
         raise ValueError(f"split: expected 'label' or 'prediction', got {split!r}")
     tr_tok, tr_lab, tr_mask, te_tok, te_lab, te_mask, V, desc = _load(data, sst2_path, seed, config)
     n = len(te_tok) if n_instances is None and not synthetic else (300 if n_instances is None else n_instances)
-    n = min(_int(n, "n_instances", 1), len(te_tok))
+    n = min(check_int(n, "n_instances", 1), len(te_tok))
     S = len(seeds)
     te_tok, te_lab, te_mask = te_tok[:n], te_lab[:n], te_mask[:n]
     batch = {"tokens": np.broadcast_to(te_tok, (S,) + te_tok.shape), "mask": np.broadcast_to(te_mask, (S,) + te_mask.shape)}

@@ -68,7 +68,7 @@ from ..models.decoder import DecoderLM
 from ..optim import Adam
 from ..tasks.sst2 import load_sst2
 from ..train import Progress, train
-from . import _int
+from ..backend import check_int
 from .sst2 import resolve_data_dir
 
 __all__ = [
@@ -230,7 +230,7 @@ def toy_sentences(n, seed=0):
     -------
     list of str
     """
-    n, seed = _int(n, "n", 1), _int(seed, "seed", 0)
+    n, seed = check_int(n, "n", 1), check_int(seed, "seed", 0)
     rng = np.random.default_rng(seed)
     W = {k: list(v) for k, v in _TOY_WORDS.items()}
 
@@ -295,8 +295,8 @@ def load_corpus(data=None, *, level="char", min_count=10, max_vocab=2000):
     """
     if level not in ("char", "word"):
         raise ValueError(f"level: expected 'char' or 'word', got {level!r}")
-    min_count = _int(min_count, "min_count", 1)
-    max_vocab = _int(max_vocab, "max_vocab", 1)
+    min_count = check_int(min_count, "min_count", 1)
+    max_vocab = check_int(max_vocab, "max_vocab", 1)
     if isinstance(data, str) and data == "toy":
         train_s, dev_s, source = toy_sentences(3000, seed=0), toy_sentences(300, seed=1), "toy"
     else:
@@ -386,8 +386,8 @@ def ngram_baseline(train, dev, vocab_size, order, alpha=0.1):
     dict
         ``loss`` (nats per token), ``perplexity``, ``accuracy``, ``order``, ``alpha``.
     """
-    order = _int(order, "order", 1)
-    V = _int(vocab_size, "vocab_size", 1)
+    order = check_int(order, "order", 1)
+    V = check_int(vocab_size, "vocab_size", 1)
     if not (isinstance(alpha, (int, float)) and alpha > 0):
         raise ValueError(f"alpha: expected a number > 0, got {alpha!r}")
     k = order - 1
@@ -428,9 +428,9 @@ def ngram_baseline(train, dev, vocab_size, order, alpha=0.1):
 
 def _seed_list(seeds):
     if isinstance(seeds, (int, np.integer)) and not isinstance(seeds, (bool, np.bool_)):
-        return list(range(_int(seeds, "seeds", 1)))
+        return list(range(check_int(seeds, "seeds", 1)))
     if isinstance(seeds, (list, tuple)) and seeds:
-        out = [_int(s, "seeds[]", 0) for s in seeds]
+        out = [check_int(s, "seeds[]", 0) for s in seeds]
         if len(set(out)) != len(out):
             raise ValueError(f"seeds: expected distinct seeds, got {list(seeds)}")
         return out
@@ -521,18 +521,18 @@ def run_lm(activations=DEFAULTS["activations"], data=None, seeds=DEFAULTS["seeds
     if len(set(activations)) != len(activations):
         raise ValueError(f"activations: expected distinct variants, got {activations}")
     seeds = _seed_list(seeds)
-    steps = _int(steps, "steps", 1)
-    layers, width, heads = _int(layers, "layers", 1), _int(width, "width", 1), _int(heads, "heads", 1)
-    batch_size, n_ctx = _int(batch_size, "batch_size", 1), _int(n_ctx, "n_ctx", 1)
-    eval_every = min(_int(eval_every, "eval_every", 1), steps)
-    eval_windows = _int(eval_windows, "eval_windows", 1)
+    steps = check_int(steps, "steps", 1)
+    layers, width, heads = check_int(layers, "layers", 1), check_int(width, "width", 1), check_int(heads, "heads", 1)
+    batch_size, n_ctx = check_int(batch_size, "batch_size", 1), check_int(n_ctx, "n_ctx", 1)
+    eval_every = min(check_int(eval_every, "eval_every", 1), steps)
+    eval_windows = check_int(eval_windows, "eval_windows", 1)
     if final_windows is not None:
-        final_windows = _int(final_windows, "final_windows", 1)
-    sample_chars = _int(sample_chars, "sample_chars", 0)
+        final_windows = check_int(final_windows, "final_windows", 1)
+    sample_chars = check_int(sample_chars, "sample_chars", 0)
     if dtype not in ("float32", "float64"):
         raise ValueError(f"dtype: expected 'float32' or 'float64', got {dtype!r}")
     options = {a: variant_options(a, layers) for a in activations}  # checks every name before any work
-    ngram_orders = [_int(o, "ngram_orders[]", 1) for o in ngram_orders]
+    ngram_orders = [check_int(o, "ngram_orders[]", 1) for o in ngram_orders]
     corpus = load_corpus(data, level=level, min_count=min_count, max_vocab=max_vocab)
     train_ids, dev_ids, V = corpus["train"], corpus["dev"], len(corpus["vocab"])
     baselines = [ngram_baseline(train_ids, dev_ids, V, o) for o in ngram_orders]
@@ -737,7 +737,7 @@ def format_lm(result):
         if name in v:
             da, se = _diff(result, name, "dev_accuracy")
             lines.append(f"  {name} - softmax: ours {100 * da:+.2f} ± {100 * se:.2f} pp accuracy "
-                         f"(no LM number in the seeds to compare with)")
+                         f"(no LM number in the papers to compare with)")
     bad = [n for n in result["order"] if not v[n]["finite"]]
     if bad:
         lines.append(f"  diverged (non-finite dev loss for some seed): {', '.join(bad)}")

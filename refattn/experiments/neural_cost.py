@@ -56,9 +56,8 @@ import tracemalloc
 
 import numpy as np
 
-from ..backend import check_float_array
-from ..scores import _sum_to, score
-from . import _int
+from ..backend import check_float_array, check_int, sum_to
+from ..scores import score
 
 __all__ = [
     "METHODS",
@@ -143,7 +142,7 @@ def _sigma_(z, hidden):
 
 
 def _chunk(chunk):
-    return _int(chunk, "chunk")
+    return check_int(chunk, "chunk")
 
 
 def _project(q, k, P):
@@ -391,8 +390,8 @@ def neural_vjp_chunked(q, k, params, grad_s, *, chunk=64, hidden="tanh", beta=No
     dkp = dB @ Whk  # (M, n_k, d')
     dWq = np.einsum("bie,bid->ed", dqp, qf)  # (d', d)
     dWk = np.einsum("bje,bjd->ed", dkp, kf)  # (d', d)
-    dq = _sum_to(np, (dqp @ Wq).reshape(batch + (n_q, -1)), q.shape)  # (..., n_q, d)
-    dk = _sum_to(np, (dkp @ Wk).reshape(batch + (n_k, -1)), k.shape)  # (..., n_k, d)
+    dq = sum_to(np, (dqp @ Wq).reshape(batch + (n_q, -1)), q.shape)  # (..., n_q, d)
+    dk = sum_to(np, (dkp @ Wk).reshape(batch + (n_k, -1)), k.shape)  # (..., n_k, d)
     return dq, dk, {"Wq": dWq, "Wk": dWk, "Whq": dWhq, "Whk": dWhk,
                     "bh": dbh, "wa": dwa, "ba": np.asarray(dba).reshape(np.shape(P["ba"]))}
 
@@ -432,11 +431,11 @@ def peak_bytes(method, *, n_q, n_k=None, d=64, d_prime=16, hidden=16, chunk=64, 
     """
     if method not in METHODS:
         raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
-    n_q = _int(n_q, "n_q")
-    n_k = n_q if n_k is None else _int(n_k, "n_k")
-    d, dp, h = _int(d, "d"), _int(d_prime, "d_prime"), _int(hidden, "hidden")
-    m, s = _int(batch, "batch"), _int(itemsize, "itemsize")
-    c = min(_int(chunk, "chunk"), n_q)
+    n_q = check_int(n_q, "n_q")
+    n_k = n_q if n_k is None else check_int(n_k, "n_k")
+    d, dp, h = check_int(d, "d"), check_int(d_prime, "d_prime"), check_int(hidden, "hidden")
+    m, s = check_int(batch, "batch"), check_int(itemsize, "itemsize")
+    c = min(check_int(chunk, "chunk"), n_q)
     pairs, tokens = n_q * n_k, n_q + n_k
     entries = {
         "dot": m * (pairs + n_q * d),
@@ -456,7 +455,7 @@ def max_length(method, budget_bytes, **sizes):
     increases with ``n``, so a doubling search and a bisection find the
     exact integer. Returns 0 when not even ``n = 1`` fits.
     """
-    budget = _int(budget_bytes, "budget_bytes")
+    budget = check_int(budget_bytes, "budget_bytes")
 
     def fits(n):
         return peak_bytes(method, n_q=n, **sizes) <= budget
@@ -503,7 +502,7 @@ def measure_peak(fn, *args, **kwargs):
 def measure_time(fn, *args, repeats=3, **kwargs):
     """The best (smallest) wall time in seconds of ``repeats`` calls of ``fn``
     (``time.perf_counter``); the minimum is the least disturbed by other load."""
-    repeats = _int(repeats, "repeats")
+    repeats = check_int(repeats, "repeats")
     best = math.inf
     for _ in range(repeats):
         gc.collect()
@@ -559,7 +558,7 @@ def _tuple_of_ints(values, name):
         raise TypeError(f"{name}: expected an int or a sequence of ints, got {type(values).__name__}") from None
     if not values:
         raise ValueError(f"{name}: expected at least one value")
-    return tuple(_int(v, f"{name}[{i}]") for i, v in enumerate(values))
+    return tuple(check_int(v, f"{name}[{i}]") for i, v in enumerate(values))
 
 
 def _call(method, q, k, params, chunk):
@@ -650,8 +649,8 @@ def run_neural_cost(ns=(128, 256, 512, 785, 1024), d_primes=(2, 16, 64), *, batc
     t_start = time.perf_counter()
     ns = _tuple_of_ints(ns, "ns")
     d_primes = _tuple_of_ints(d_primes, "d_primes")
-    batch, heads, d, hidden = _int(batch, "batch"), _int(heads, "heads"), _int(d, "d"), _int(hidden, "hidden")
-    chunk, repeats, seed = _chunk(chunk), _int(repeats, "repeats"), _int(seed, "seed", least=0)
+    batch, heads, d, hidden = check_int(batch, "batch"), check_int(heads, "heads"), check_int(d, "d"), check_int(hidden, "hidden")
+    chunk, repeats, seed = _chunk(chunk), check_int(repeats, "repeats"), check_int(seed, "seed", least=0)
     if isinstance(budget_mib, (int, float, np.integer, np.floating)) and not isinstance(budget_mib, bool):
         budget_mib = (budget_mib,)
     budgets = []

@@ -34,10 +34,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..backend import array_module, check_float_array
+from ..backend import array_module, check_float_array, check_int
 from ..optim import Adam
 from ..scores import Score, score
-from . import _int
 
 __all__ = [
     "DOMAIN",
@@ -140,7 +139,7 @@ def sample_pairs(n, rng):
     The data distribution of ``derivations/08-neural-attention-expressivity.md``,
     section 3 (NeuralAttn prescribes none; its Fig. 1 plots ``x, y`` in a box).
     """
-    n = _int(n, "n")
+    n = check_int(n, "n")
     if not isinstance(rng, np.random.Generator):
         raise TypeError(f"rng: expected a numpy.random.Generator, got {type(rng).__name__}")
     q = rng.uniform(-DOMAIN, DOMAIN, size=(n, 2))  # (n, 2)
@@ -190,7 +189,7 @@ def init_mlp(hidden_size, rng):
     score is NeuralAttn's Eq. 4 on ``concat(q, k)``
     (``derivations/08-neural-attention-expressivity.md``, Eq. NE8).
     """
-    params = NEURAL.init_params(2, rng, d_prime=2, hidden_size=_int(hidden_size, "hidden_size"))
+    params = NEURAL.init_params(2, rng, d_prime=2, hidden_size=check_int(hidden_size, "hidden_size"))
     params["Wq"], params["Wk"] = np.eye(2), np.eye(2)
     return params
 
@@ -295,7 +294,7 @@ def bilinear_floor_rbf(r=1.0, n_nodes=64):
     r = float(r)
     if not (math.isfinite(r) and r > 0):
         raise ValueError(f"r: expected a positive finite radius, got {r!r}")
-    n_nodes = _int(n_nodes, "n_nodes", least=2)
+    n_nodes = check_int(n_nodes, "n_nodes", least=2)
     D = DOMAIN
     t, w = np.polynomial.legendre.leggauss(n_nodes)  # nodes and weights on [-1, 1]
     u, w = D * (t + 1.0), D * w  # on [0, 2D]
@@ -416,8 +415,8 @@ def fit_relation(target="rbf", *, n_train=1000, n_test=1000, hidden_size=32, ste
     else:
         raise TypeError(f"target: expected a name in {tuple(TARGETS)} or a callable, "
                         f"got {type(target).__name__}")
-    n_train, n_test = _int(n_train, "n_train"), _int(n_test, "n_test")
-    steps = _int(steps, "steps", least=0)
+    n_train, n_test = check_int(n_train, "n_train"), check_int(n_test, "n_test")
+    steps = check_int(steps, "steps", least=0)
     rng = np.random.default_rng(seed)
     q, k = sample_pairs(n_train + n_test, rng)  # (N, 2) each
     z = np.asarray(fn(q, k), dtype=np.float64)  # (N,)

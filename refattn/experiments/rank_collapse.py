@@ -49,8 +49,7 @@ from autograd import elementwise_grad
 
 from ..activations import ACTIVATIONS, activation as _activation
 from ..attention import attention
-from ..backend import check_float_array
-from . import _int
+from ..backend import check_float_array, check_int
 
 __all__ = [
     "ARCHITECTURES",
@@ -412,10 +411,10 @@ def init_stack(architecture, depth, d, heads, rng, *, weight_std=None, ffn_mult=
     list of dict
     """
     _check_architecture(architecture)
-    depth = _int(depth, "depth", 1)
-    d = _int(d, "d", 1)
-    heads = _int(heads, "heads", 1)
-    ffn_mult = _int(ffn_mult, "ffn_mult", 1)
+    depth = check_int(depth, "depth", 1)
+    d = check_int(d, "d", 1)
+    heads = check_int(heads, "heads", 1)
+    ffn_mult = check_int(ffn_mult, "ffn_mult", 1)
     if d % heads:
         raise ValueError(f"heads: expected a divisor of d = {d}, got {heads}")
     if not isinstance(rng, np.random.Generator):
@@ -928,13 +927,13 @@ def run_rank_collapse(activations=None, depth=12, n=8, d=16, heads=2, seeds=2, i
         raise ValueError(f"architectures: expected at least one of {ARCHITECTURES}")
     for a in archs:
         _check_architecture(a)
-    depth = _int(depth, "depth", 1)
-    n = _int(n, "n", 2)
-    d = _int(d, "d", 1)
-    heads = _int(heads, "heads", 1)
-    seeds = _int(seeds, "seeds", 1)
-    inputs = _int(inputs, "inputs", 1)
-    seed = _int(seed, "seed", 0)
+    depth = check_int(depth, "depth", 1)
+    n = check_int(n, "n", 2)
+    d = check_int(d, "d", 1)
+    heads = check_int(heads, "heads", 1)
+    seeds = check_int(seeds, "seeds", 1)
+    inputs = check_int(inputs, "inputs", 1)
+    seed = check_int(seed, "seed", 0)
     if d % heads:
         raise ValueError(f"heads: expected a divisor of d = {d}, got {heads}")
     if precision not in ("split", "plain"):

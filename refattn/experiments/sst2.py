@@ -63,7 +63,7 @@ from ..activations import ACTIVATIONS
 from ..activations import activation as _get_activation
 from ..models.polarity import SCORE_KINDS
 from ..tasks.sst2 import ENV_VAR, UNK_ID, Vocabulary, load_sst2, tokenize
-from . import _int
+from ..backend import check_int
 from .polarity import OPTIMISERS, train_classifier
 
 __all__ = [
@@ -441,7 +441,7 @@ def render_sentences(sentences, weights, path, title=None, *, row_labels=None, s
     rows, arrays = _check_rows(sentences, weights, row_labels)
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path: expected a file path, got {type(path).__name__}")
-    width = _int(width, "width", 20)
+    width = check_int(width, "width", 20)
     if scale is None:
         scale = max(float(np.max(np.abs(w), initial=0.0)) for w in arrays) or 1.0
     try:
@@ -550,9 +550,9 @@ def _check_settings(activations, seeds, score, optimizer, lr, dropout):
         if a not in ACTIVATIONS:
             raise ValueError(f"activations: expected names from {ACTIVATIONS}, got {a!r}")
     if isinstance(seeds, (int, np.integer)):  # a count (a bool is rejected by _int)
-        seeds = tuple(range(_int(seeds, "seeds", 1)))
+        seeds = tuple(range(check_int(seeds, "seeds", 1)))
     else:
-        seeds = tuple(_int(s, "seeds[i]", 0) for s in seeds)
+        seeds = tuple(check_int(s, "seeds[i]", 0) for s in seeds)
         if not seeds:
             raise ValueError("seeds: expected a positive count or a non-empty sequence of seeds")
     if score not in SCORE_KINDS:
@@ -633,13 +633,13 @@ def run_sst2(data=None, *, activations=DEFAULTS["activations"], seeds=DEFAULTS["
     """
     t_start = time.perf_counter()
     activations, seeds = _check_settings(activations, seeds, score, optimizer, lr, dropout)
-    epochs = _int(epochs, "epochs", 1)
-    batch_size = _int(batch_size, "batch_size", 1)
-    min_count = _int(min_count, "min_count", 1)
+    epochs = check_int(epochs, "epochs", 1)
+    batch_size = check_int(batch_size, "batch_size", 1)
+    min_count = check_int(min_count, "min_count", 1)
     if max_len is not None:
-        max_len = _int(max_len, "max_len", 1)
+        max_len = check_int(max_len, "max_len", 1)
     if train_limit is not None:
-        train_limit = _int(train_limit, "train_limit", 1)
+        train_limit = check_int(train_limit, "train_limit", 1)
     if figure_seed is None:
         figure_seed = seeds[0]
     if figure_seed not in seeds:

@@ -147,8 +147,12 @@ class _Linear(Kernel):
 
 
 class _ReLU(Kernel):
+    # rho' = [s > 0] needs s: [phi > 0] would differ where 0 < s < n * (smallest subnormal),
+    # whose phi = s / n underflows to 0
+    needs_s = True
+
     def factors(self, s, p, phi):
-        return p * (phi > 0), None  # rho' = [s > 0] = [phi > 0] wherever p > 0
+        return p * (s > 0), None  # rho' = [s > 0], ell' = 0:  ds = u [s > 0] / n
 
 
 class _CosFormer(Kernel):

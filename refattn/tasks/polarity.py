@@ -92,7 +92,6 @@ GROUP_NAMES = ("neutral", "positive", "negative", "unassigned")
 # --------------------------------------------------------------------------
 
 
-_int = check_int
 
 
 def _int_array(x, name, ndim):
@@ -154,9 +153,9 @@ class PolarityConfig:
 
     def __post_init__(self):
         for name in ("n_pos", "n_neg", "n_neutral", "n_per_class"):
-            _int(getattr(self, name), name, 1)
+            check_int(getattr(self, name), name, 1)
         for name in ("polar_per_sentence", "neutral_per_sentence", "seed"):
-            _int(getattr(self, name), name, 0)
+            check_int(getattr(self, name), name, 0)
         if self.sentence_length < 1:
             raise ValueError("polar_per_sentence, neutral_per_sentence: expected a sentence of at least "
                              "one token, got 0 + 0")
@@ -302,7 +301,7 @@ def make_polarity(config: PolarityConfig = SEED001_SMALL, rng=None) -> PolarityD
     if rng is None:
         rng = np.random.default_rng(config.seed)
     elif isinstance(rng, (int, np.integer)) and not isinstance(rng, (bool, np.bool_)):
-        rng = np.random.default_rng(_int(rng, "rng", 0))
+        rng = np.random.default_rng(check_int(rng, "rng", 0))
     elif not isinstance(rng, np.random.Generator):
         raise TypeError(f"rng: expected a numpy.random.Generator, an int seed or None, "
                         f"got {type(rng).__name__}")
@@ -390,7 +389,7 @@ def token_polarity(tokens, labels, vocab_size, *, mask=None, count="occurrences"
                          f"got {labels.shape}")
     if not np.all((labels == 0) | (labels == 1)):
         raise ValueError("labels: expected only 0 (negative) and 1 (positive)")
-    V = _int(vocab_size, "vocab_size", 1)
+    V = check_int(vocab_size, "vocab_size", 1)
     if mask is None:
         mask = np.ones(tokens.shape, dtype=bool)
     else:
