@@ -1,8 +1,8 @@
 r"""Score functions: how attention scores ``s`` are made from queries and keys.
 
-Seed 001 (Eq. 1) writes the score as ``s_i = f(Q_i, K_i)`` and leaves ``f``
+TanhMax (Eq. 1) writes the score as ``s_i = f(Q_i, K_i)`` and leaves ``f``
 open; the activation ``phi`` (:mod:`refattn.activations`) then turns scores
-into weights. This module collects the ``f`` of every seed and baseline, each
+into weights. This module collects the ``f`` of every paper and baseline, each
 with a hand-derived vector-Jacobian product (``derivations/02-scores.md``):
 
 ============ ======== ==================================================== ===================
@@ -26,6 +26,17 @@ itself and returns ``s (..., n)``. Parameters have no batch dimensions: they
 are broadcast over the batch in the forward pass, and their gradients are
 summed over it in the VJP.
 
+The seed axis. A model trained for ``S`` random seeds at once holds ``S``
+independent copies of every parameter along a leading axis. A score with
+``seed_axis = True`` (``global``) also takes its parameters with one extra
+leading axis ``S`` (``v (S, d)`` instead of ``v (d,)``; every parameter has it,
+or none does). That axis pairs with the *first* batch axis of ``q`` and ``k``:
+``k (S, ..., n, d)`` gives ``s (S, ..., n)``, slice ``s`` computed with
+``params[...][s]`` alone (a first batch axis of size 1, or no batch axis,
+shares the inputs among the seeds). The VJP returns each parameter's gradient
+with the same leading axis: summed over the other batch axes and the tokens,
+never over the seeds. Without the extra axis nothing changes.
+
 Interface. :func:`score` returns a configured :class:`Score` with
 
 * ``init_params(d, rng, dtype=np.float64, **sizes) -> dict`` random parameters;
@@ -43,7 +54,7 @@ Conventions:
 * The additive and neural scores share one "pair MLP",
   ``t_ij = w . sigma(a_ij + b_ij + bias)``, and its VJP
   (:func:`_pair_mlp`, :func:`_pair_mlp_vjp`). Because
-  ``W_h [q'; k'] = Whq q' + Whk k'``, seed 003's ``n x n x 2d'``
+  ``W_h [q'; k'] = Whq q' + Whk k'``, NeuralAttn's ``n x n x 2d'``
   concatenation (its Eq. 7) is never formed; only the hidden pre-activation
   ``(..., n_q, n_k, h)``, which the method needs anyway, exists.
 """
@@ -55,7 +66,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from .backend import array_module, check_float_array, dtype_of, stop_gradient
+from .backend import array_module, check_float_array, check_int, check_real, dtype_of, stop_gradient, sum_to
 
 __all__ = ["Score", "SCORES", "score", "register"]
 
@@ -77,23 +88,6 @@ def _shape(x):
     return tuple(np.shape(stop_gradient(x)))
 
 
-def _sum_to(xp, x, shape):
-    """Sum ``x`` over the axes broadcasting added or stretched, leaving ``shape``.
-
-    The adjoint of broadcasting ``shape`` up to ``x.shape``: batch dimensions
-    that a parameter (or a batch-broadcast ``q``/``k``) was broadcast over are
-    summed in the VJP.
-    """
-    shape = tuple(shape)
-    lead = x.ndim - len(shape)
-    if lead > 0:
-        x = xp.sum(x, axis=tuple(range(lead)))
-    stretched = tuple(i for i, n in enumerate(shape) if n == 1 and x.shape[i] != 1)
-    if stretched:
-        x = xp.sum(x, axis=stretched, keepdims=True)
-    return xp.asarray(x).reshape(shape)
-
-
 def _flat(xp, x, batch, core):
     """Broadcast ``x`` to ``batch + x.shape[-core:]`` and merge the batch dims
     into one leading axis, so that one einsum both contracts and sums the batch."""
@@ -101,27 +95,10 @@ def _flat(xp, x, batch, core):
     return x.reshape((-1,) + tuple(x.shape[x.ndim - core:]))
 
 
-def _number(value, name, *, allow_none=True):
-    """A positive finite number (or ``None``), else a clear error naming the option."""
-    if value is None and allow_none:
-        return None
-    if isinstance(value, (bool, np.bool_)) or not isinstance(
-        value, (int, float, np.integer, np.floating)
-    ):
-        none = " or None" if allow_none else ""
-        raise TypeError(f"{name}: expected a positive number{none}, got {type(value).__name__}")
-    if not (math.isfinite(float(value)) and float(value) > 0):
-        raise ValueError(f"{name}: expected a positive finite number, got {value!r}")
-    return float(value)
-
-
-def _size(value, name):
-    """A positive int (a dimension), else a clear error naming it."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name}: expected a positive int, got {type(value).__name__}")
-    if value < 1:
-        raise ValueError(f"{name}: expected a positive int, got {value}")
-    return int(value)
+def _seed_shape(batch, core):
+    """Where a seed-axis parameter ``(S, *core)`` goes to broadcast against ``batch + core``:
+    ``(S, 1, ..., 1, *core)``, the seed axis on the first batch axis."""
+    return tuple(batch[:1]) + (1,) * (len(batch) - 1) + tuple(core)
 
 
 def _relu(xp, x):
@@ -183,7 +160,7 @@ def _pair_mlp_vjp(xp, a, b, bias, w, hidden, g):
     sigma, dsigma = _HIDDEN[hidden]
     hz = sigma(xp, z)  # (..., n_q, n_k, h)
     gz = g[..., None] * w * dsigma(z, hz)  # (..., n_q, n_k, h)
-    dw = _sum_to(xp, g[..., None] * hz, w.shape)  # (h,) or (n_q, n_k, h)
+    dw = sum_to(xp, g[..., None] * hz, w.shape)  # (h,) or (n_q, n_k, h)
     return gz, dw
     # dt/dz = w sigma'(z),  dt/dw = sigma(z);  z is linear in a, b, bias with slope 1
 
@@ -209,6 +186,9 @@ class Score:
         ``(where, why)`` for each point where ``s`` is not differentiable.
     options : dict
         The configured options (``score(name, **options)``).
+    seed_axis : bool
+        Whether the parameters may carry one extra leading seed axis ``S``
+        (module docstring, "The seed axis").
     """
 
     name: str = ""
@@ -221,6 +201,8 @@ class Score:
     size_names: tuple = ()
     #: does the score read ``q``? (``global`` does not)
     uses_q: bool = True
+    #: may the parameters carry a leading seed axis ``S``?
+    seed_axis: bool = False
 
     @property
     def options(self) -> dict:
@@ -255,7 +237,7 @@ class Score:
         **sizes
             Score-specific sizes, listed in ``size_names``.
         """
-        d = _size(d, "d")
+        d = check_int(d, "d", 1)
         if not isinstance(rng, np.random.Generator):
             raise TypeError(
                 f"rng: expected a numpy.random.Generator (numpy.random.default_rng(seed)), "
@@ -273,6 +255,17 @@ class Score:
 
     def _init(self, d, rng, dtype, **sizes) -> dict:
         return {}
+
+    def n_seeds(self, params):
+        """``S``, the length of the parameters' leading seed axis, or ``None`` without one.
+
+        ``params`` must already have passed the checks of :meth:`forward`
+        (every parameter has the seed axis, or none has).
+        """
+        for p, symbols in self.param_spec(params).items():
+            shape = _shape(params[p])
+            return shape[0] if len(shape) == len(symbols) + 1 else None
+        return None  # no parameters
 
     # --- validation ----------------------------------------------------------
     def _check(self, q, k, params):
@@ -303,6 +296,15 @@ class Score:
                 ) from None
             n_q = qs[-2]
         params = self._check_params(params, {"d": d, "n_q": n_q, "n_k": n_k})
+        S = self.n_seeds(params)
+        if S is not None:  # the seed axis pairs with the first batch axis of q and k
+            seeded = (S,) + (1,) * max(len(batch) - 1, 0)  # (S, 1, ..., 1)
+            if batch and batch[0] not in (1, S):
+                raise ValueError(
+                    f"params: the parameters' seed axis has S = {S}, but the first batch axis of "
+                    f"q and k has {batch[0]}; it must be S (one slice per seed) or 1 (shared by the seeds)"
+                )
+            batch = np.broadcast_shapes(tuple(batch), seeded)
         return tuple(batch), n_q, n_k, d, params
 
     def _check_params(self, params, known):
@@ -325,9 +327,21 @@ class Score:
             )
         sizes = dict(known)
         origin = dict.fromkeys(known, "q and k")  # where each size was read
+        first = None  # (name, has a seed axis) of the first parameter
         for p, symbols in spec.items():
             check_float_array(params[p], f"params[{p!r}]", min_ndim=0)
             shape = _shape(params[p])
+            if self.seed_axis and len(shape) == len(symbols) + 1:
+                symbols = ("S",) + tuple(symbols)  # one extra leading axis: the seeds
+            seeded = len(symbols) > len(spec[p])
+            if first is None:
+                first = (p, seeded)
+            elif seeded != first[1]:
+                with_, without = (p, first[0]) if seeded else (first[0], p)
+                raise ValueError(
+                    f"params[{p!r}]: params[{with_!r}] has a leading seed axis but "
+                    f"params[{without!r}] has none; give every parameter the seed axis or none"
+                )
             ok = len(shape) == len(symbols)
             bad = list(symbols) if not ok else []
             if ok:
@@ -340,9 +354,11 @@ class Score:
                 want = tuple(sizes.get(sym, sym) for sym in symbols)
                 read = "; ".join(f"{sym} = {sizes[sym]} from {origin[sym]}"
                                  for sym in dict.fromkeys(bad) if sym in sizes)
+                also = (f" or (S, {', '.join(symbols)}) with a leading seed axis"
+                        if self.seed_axis and not seeded else "")
                 raise ValueError(
                     f"params[{p!r}]: expected shape ({', '.join(symbols)}"
-                    f"{',' if len(symbols) == 1 else ''}) = {want}, got {shape}"
+                    f"{',' if len(symbols) == 1 else ''}) = {want}{also}, got {shape}"
                     + (f" ({read})" if read else "")
                 )
         return params
@@ -379,7 +395,7 @@ class Dot(Score):
     """Dot-product score, ``s_ij = q_i . k_j``.
 
     In matrices ``S = Q K^T``; each score sums products of matching
-    coordinates only (seed 003, Eq. 2 and its discussion).
+    coordinates only (NeuralAttn, Eq. 2 and its discussion).
 
     Source: Luong et al. (2015), "dot"; Vaswani et al. (2017), Eq. 1 without
     the scale. Derivation: ``derivations/02-scores.md`` ("dot").
@@ -388,15 +404,16 @@ class Dot(Score):
     """
 
     name = "dot"
-    source = "Luong et al. (2015) 'dot'; Vaswani et al. (2017) Eq. 1 unscaled; seed 003 Eq. 2"
+    source = "Luong et al. (2015) 'dot'; Vaswani et al. (2017) Eq. 1 unscaled; NeuralAttn Eq. 2"
 
-    def _beta(self, d):
+    def beta_for(self, d):
+        """The scale ``beta`` in ``s = beta q . k`` for feature size ``d``: 1 for ``dot``."""
         return 1.0
 
     def forward(self, q, k, params=None):
         batch, n_q, n_k, d, params = self._check(q, k, params)
         xp = array_module(q, k)
-        beta = self._beta(d)
+        beta = self.beta_for(d)
         if beta != 1.0:
             q = beta * q  # (..., n_q, d): beta (q k^T) = (beta q) k^T, cheaper than scaling s
         return q @ xp.swapaxes(k, -1, -2)  # (..., n_q, n_k)
@@ -405,13 +422,13 @@ class Dot(Score):
         batch, n_q, n_k, d, params = self._check(q, k, params)
         self._check_grad(grad_s, batch, n_q, n_k)
         xp = array_module(q, k, grad_s)
-        beta = self._beta(d)
+        beta = self.beta_for(d)
         dq = grad_s @ k  # (..., n_q, d)
         dk = xp.swapaxes(grad_s, -1, -2) @ q  # (..., n_k, d)
         if beta != 1.0:
             dq *= beta  # scale the (n, d) results, not the (n_q, n_k) gradient
             dk *= beta
-        dq, dk = _sum_to(xp, dq, q.shape), _sum_to(xp, dk, k.shape)
+        dq, dk = sum_to(xp, dq, q.shape), sum_to(xp, dk, k.shape)
         return dq, dk, {}
         # ds_ij/dq_i = beta k_j,  ds_ij/dk_j = beta q_i
 
@@ -426,23 +443,24 @@ class ScaledDot(Dot):
         The inverse temperature; ``None`` (default) means ``1/sqrt(d)`` with
         ``d = q.shape[-1]``.
 
-    Source: Vaswani et al. (2017), Eq. 1; seed 003, Eq. 1.
+    Source: Vaswani et al. (2017), Eq. 1; NeuralAttn, Eq. 1.
     Derivation: ``derivations/02-scores.md`` ("scaled_dot").
 
     VJP: ``dq = beta G K``, ``dk = beta G^T Q`` (the ``dot`` VJP, scaled).
     """
 
     name = "scaled_dot"
-    source = "Vaswani et al. (2017) Eq. 1; seed 003 Eq. 1"
+    source = "Vaswani et al. (2017) Eq. 1; NeuralAttn Eq. 1"
     option_names = ("beta",)
 
     def __init__(self, beta=None):
-        self.beta = _number(beta, "beta")
+        self.beta = check_real(beta, "beta", positive=True, allow_none=True)
 
-    def _beta(self, d):
+    def beta_for(self, d):
+        """The scale for feature size ``d``: the ``beta`` option, or ``1/sqrt(d)`` if it is None."""
         return 1.0 / math.sqrt(d) if self.beta is None else self.beta
 
-    # forward and vjp: inherited from Dot, with beta = self._beta(d)
+    # forward and vjp: inherited from Dot, with beta = self.beta_for(d)
 
 
 @register
@@ -457,7 +475,7 @@ class Additive(Score):
 
     Source: Bahdanau, Cho & Bengio (2015), Appendix A.1.2,
     ``e_ij = v_a^T tanh(W_a s_{i-1} + U_a h_j)`` (the decoder state playing
-    the query, the annotation the key); seed 003, section 2.
+    the query, the annotation the key); NeuralAttn, section 2.
     Derivation: ``derivations/02-scores.md`` ("additive").
 
     VJP, with ``Z_ij = A_i + B_j``, ``H = tanh Z`` and
@@ -467,14 +485,14 @@ class Additive(Score):
     """
 
     name = "additive"
-    source = "Bahdanau, Cho & Bengio (2015), Appendix A.1.2; seed 003 section 2"
+    source = "Bahdanau, Cho & Bengio (2015), Appendix A.1.2; NeuralAttn section 2"
     size_names = ("d_a",)
 
     def param_spec(self, params):
         return {"W_q": ("d_a", "d"), "W_k": ("d_a", "d"), "v": ("d_a",)}
 
     def _init(self, d, rng, dtype, d_a=None):
-        d_a = d if d_a is None else _size(d_a, "d_a")
+        d_a = d if d_a is None else check_int(d_a, "d_a", 1)
         return {
             "W_q": (rng.standard_normal((d_a, d)) / math.sqrt(d)).astype(dtype),
             "W_k": (rng.standard_normal((d_a, d)) / math.sqrt(d)).astype(dtype),
@@ -502,8 +520,8 @@ class Additive(Score):
         db = xp.sum(gz, axis=-3)  # (..., n_k, d_a)
         dW_q = xp.einsum("bia,bid->ad", _flat(xp, da, batch, 2), _flat(xp, q, batch, 2))  # (d_a, d)
         dW_k = xp.einsum("bja,bjd->ad", _flat(xp, db, batch, 2), _flat(xp, k, batch, 2))  # (d_a, d)
-        dq = _sum_to(xp, da @ W_q, q.shape)  # (..., n_q, d)
-        dk = _sum_to(xp, db @ W_k, k.shape)  # (..., n_k, d)
+        dq = sum_to(xp, da @ W_q, q.shape)  # (..., n_q, d)
+        dk = sum_to(xp, db @ W_k, k.shape)  # (..., n_k, d)
         return dq, dk, {"W_q": dW_q, "W_k": dW_k, "v": dv}
         # z_ij = A_i + B_j: dA_i = sum_j gz_ij, dB_j = sum_i gz_ij;
         # A = Q W_q^T: dQ = dA W_q, dW_q = dA^T Q (keys alike)
@@ -515,16 +533,16 @@ class Self(Score):
 
     Query and key come from the same token: ``Q_i = W_q x_i`` and
     ``K_i = W_k x_i`` are projected outside (by the model), so ``q`` and ``k``
-    are ``(..., n, d)`` and ``s`` is ``(..., n)``. This is the score of seed
-    001's public code; seed 001's Proposition 1 treats ``Q_i`` and ``K_i`` as
-    free per-token variables, which is exact here only when they are.
+    are ``(..., n, d)`` and ``s`` is ``(..., n)``. This is the score of
+    TanhMax's public code; TanhMax's Proposition 1 treats ``Q_i`` and ``K_i``
+    as free per-token variables, which is exact here only when they are.
 
     Parameters
     ----------
     scale : float, optional
         The divisor; ``None`` (default) means ``sqrt(d)``.
 
-    Source: seed 001, Eq. 1 (``s_i = f(Q_i, K_i)``) with ``f`` the scaled dot
+    Source: TanhMax, Eq. 1 (``s_i = f(Q_i, K_i)``) with ``f`` the scaled dot
     product, as in its public code. Derivation: ``derivations/02-scores.md``
     ("self").
 
@@ -533,11 +551,11 @@ class Self(Score):
 
     name = "self"
     pairwise = False
-    source = "seed 001 Eq. 1 with f(Q_i, K_i) = Q_i . K_i / sqrt(d), as in its public code"
+    source = "TanhMax Eq. 1 with f(Q_i, K_i) = Q_i . K_i / sqrt(d), as in its public code"
     option_names = ("scale",)
 
     def __init__(self, scale=None):
-        self.scale = _number(scale, "scale")
+        self.scale = check_real(scale, "scale", positive=True, allow_none=True)
 
     def _scale(self, d):
         return math.sqrt(d) if self.scale is None else self.scale
@@ -552,7 +570,7 @@ class Self(Score):
         self._check_grad(grad_s, batch, n_q, n_k)
         xp = array_module(q, k, grad_s)
         g = grad_s[..., None] / self._scale(d)  # (..., n, 1)
-        return _sum_to(xp, g * k, q.shape), _sum_to(xp, g * q, k.shape), {}
+        return sum_to(xp, g * k, q.shape), sum_to(xp, g * q, k.shape), {}
         # ds_i/dQ_i = K_i / scale,  ds_i/dK_i = Q_i / scale
 
 
@@ -561,8 +579,13 @@ class Global(Score):
     """Per-token score with a learned global query, ``s_i = k_i . v / lam``.
 
     One query vector ``v (d,)`` is shared by every token and instance, as in
-    Sun & Lu (2020), whose analysis seed 001 builds on. ``q`` is ignored and
+    Sun & Lu (2020), whose analysis TanhMax builds on. ``q`` is ignored and
     may be ``None``; ``k`` is ``(..., n, d)`` and ``s`` is ``(..., n)``.
+
+    With a leading seed axis, ``v (S, d)`` and ``k (S, ..., n, d)``: seed
+    ``j`` scores its keys with its own query, ``s[j, ..., i] = k[j, ..., i] .
+    v[j] / lam``, and ``dv (S, d)`` sums over the tokens and the other batch
+    axes of that seed only (module docstring, "The seed axis").
 
     Parameters
     ----------
@@ -579,11 +602,12 @@ class Global(Score):
     name = "global"
     pairwise = False
     uses_q = False
+    seed_axis = True
     source = "Sun & Lu (2020), attention score h_i^T V / lambda with a learned global V"
     option_names = ("lam",)
 
     def __init__(self, lam=10.0):
-        self.lam = _number(lam, "lam", allow_none=False)
+        self.lam = check_real(lam, "lam", positive=True)
 
     def param_spec(self, params):
         return {"v": ("d",)}
@@ -593,7 +617,12 @@ class Global(Score):
 
     def forward(self, q, k, params=None):
         batch, n_q, n_k, d, params = self._check(q, k, params)
-        return (k @ params["v"]) / self.lam  # (..., n)
+        v = params["v"]
+        if self.n_seeds(params) is None:
+            return (k @ v) / self.lam  # (..., n)
+        xp = array_module(k, v)
+        vs = xp.reshape(v, _seed_shape(batch, (1, d)))  # (S, 1, ..., 1, 1, d)
+        return xp.sum(k * vs, axis=-1) / self.lam  # (S, ..., n)
 
     def vjp(self, q, k, params, grad_s):
         batch, n_q, n_k, d, params = self._check(q, k, params)
@@ -601,18 +630,24 @@ class Global(Score):
         v = params["v"]
         xp = array_module(k, grad_s, v)
         g = grad_s / self.lam  # (..., n)
-        dk = g[..., None] * v  # (..., n, d)
-        dv = xp.einsum("bi,bid->d", _flat(xp, g, batch, 1), _flat(xp, k, batch, 2))  # (d,)
+        if self.n_seeds(params) is None:
+            dk = g[..., None] * v  # (..., n, d)
+            dv = xp.einsum("bi,bid->d", _flat(xp, g, batch, 1), _flat(xp, k, batch, 2))  # (d,)
+            return None, dk, {"v": dv}
+        dk = sum_to(xp, g[..., None] * xp.reshape(v, _seed_shape(batch, (1, d))), k.shape)  # (S, ..., n, d)
+        S = batch[0]
+        ks = xp.reshape(xp.broadcast_to(k, batch + (n_k, d)), (S, -1, d))  # (S, rest n, d)
+        dv = (xp.reshape(g, (S, 1, -1)) @ ks)[:, 0]  # (S, d): one sum per seed
         return None, dk, {"v": dv}
-        # ds_i/dk_i = v / lam,  ds_i/dv = k_i / lam
+        # ds_i/dk_i = v / lam,  ds_i/dv = k_i / lam (summed per seed with a seed axis)
 
 
 @register
 class Neural(Score):
-    """Neural Attention score (seed 003): a small MLP of each (query, key) pair.
+    """Neural Attention score (NeuralAttn): a small MLP of each (query, key) pair.
 
     ``s_ij = beta * (wa . sigma(W_h [q'_i; k'_j] + bh) + ba)`` with the
-    down-projections ``q' = Wq q``, ``k' = Wk k`` (seed 003, Eqs. 5-6; its
+    down-projections ``q' = Wq q``, ``k' = Wk k`` (NeuralAttn, Eqs. 5-6; its
     ``Q W_q`` with ``W_q (d, d')`` is our ``Wq^T``), the concatenation of
     Eq. 7, the MLP of Eqs. 3-4 and 8, and the ``1/sqrt(d)`` of Eq. 9.
 
@@ -624,7 +659,7 @@ class Neural(Score):
     ``(..., n_q, n_k, h)``, which the method needs anyway, is the largest
     tensor.
 
-    Shared or per-pair weights. Seed 003's Eq. 8 gives every pair its own
+    Shared or per-pair weights. NeuralAttn's Eq. 8 gives every pair its own
     ``W_h[i, j]`` and ``W_a[i, j]`` (so ``n`` is fixed); its authors' code
     shares one MLP across pairs and heads (with two hidden layers; here one,
     as in the equations). Shared is the default; per-pair is chosen by the
@@ -640,7 +675,7 @@ class Neural(Score):
     ba       ()           (n_q, n_k)
     ======== ============ =====================
 
-    The down-projection ``Wq, Wk`` is shared in both (Eqs. 5-6). Seed 003
+    The down-projection ``Wq, Wk`` is shared in both (Eqs. 5-6). NeuralAttn
     sometimes skips it (``d' = d``, no projection); pass identity matrices
     for that. With shared weights ``ba`` shifts every score by the same
     amount, so a shift-invariant activation (softmax) ignores it: its
@@ -649,17 +684,17 @@ class Neural(Score):
     Parameters
     ----------
     hidden : {"tanh", "relu"}
-        The hidden activation ``sigma``. Seed 003 leaves ``sigma``
+        The hidden activation ``sigma``. NeuralAttn leaves ``sigma``
         unspecified ("a nonlinear activation function", Eq. 3); tanh is the
         default here (smooth, and matches additive attention).
     beta : float, optional
         The scale; ``None`` (default) means ``1/sqrt(d)`` with
-        ``d = q.shape[-1]``, the ``sqrt(d)`` of seed 003 Eq. 9.
+        ``d = q.shape[-1]``, the ``sqrt(d)`` of NeuralAttn Eq. 9.
 
     Init sizes: ``d_prime`` (default ``min(d, 8)``), ``hidden_size`` ``h``
     (default 16), ``per_pair`` ``(n_q, n_k)`` or ``None`` (default: shared).
 
-    Source: seed 003, Eqs. 3-9 and Algorithm 1.
+    Source: NeuralAttn, Eqs. 3-9 and Algorithm 1.
     Derivation: ``derivations/02-scores.md`` ("neural").
 
     VJP, with ``G' = beta G`` and ``gz = G' wa sigma'(z)`` from the pair MLP:
@@ -670,7 +705,7 @@ class Neural(Score):
     """
 
     name = "neural"
-    source = "Neural Attention (seed 003), Eqs. 3-9 and Algorithm 1"
+    source = "Neural Attention (NeuralAttn), Eqs. 3-9 and Algorithm 1"
     option_names = ("hidden", "beta")
     size_names = ("d_prime", "hidden_size", "per_pair")
 
@@ -678,22 +713,24 @@ class Neural(Score):
         if hidden not in _HIDDEN:
             raise ValueError(f"hidden: expected one of {tuple(_HIDDEN)}, got {hidden!r}")
         self.hidden = hidden
-        self.beta = _number(beta, "beta")
+        self.beta = check_real(beta, "beta", positive=True, allow_none=True)
         self.singular = (
             (("hidden pre-activation z = 0", "relu kink: relu'(0) = 0 by convention; "
               "differences see 1/2"),)
             if hidden == "relu" else ()
         )
 
-    def _beta(self, d):
+    def beta_for(self, d):
+        """The scale for feature size ``d``: the ``beta`` option, or ``1/sqrt(d)`` if it is None."""
         return 1.0 / math.sqrt(d) if self.beta is None else self.beta
 
     @staticmethod
-    def _per_pair(params):
+    def is_per_pair(params):
+        """True when ``params`` hold per-pair weights (``Whq`` of shape ``(n_q, n_k, h, d')``)."""
         return len(_shape(params["Whq"])) == 4 if "Whq" in params else False
 
     def param_spec(self, params):
-        if self._per_pair(params):
+        if self.is_per_pair(params):
             pair = ("n_q", "n_k")
             return {"Wq": ("d'", "d"), "Wk": ("d'", "d"),
                     "Whq": pair + ("h", "d'"), "Whk": pair + ("h", "d'"),
@@ -702,14 +739,14 @@ class Neural(Score):
                 "bh": ("h",), "wa": ("h",), "ba": ()}
 
     def _init(self, d, rng, dtype, d_prime=None, hidden_size=16, per_pair=None):
-        dp = min(d, 8) if d_prime is None else _size(d_prime, "d_prime")
-        h = _size(hidden_size, "hidden_size")
+        dp = min(d, 8) if d_prime is None else check_int(d_prime, "d_prime", 1)
+        h = check_int(hidden_size, "hidden_size", 1)
         if per_pair is None:
             pair = ()
         else:
             if not (isinstance(per_pair, (tuple, list)) and len(per_pair) == 2):
                 raise ValueError(f"per_pair: expected (n_q, n_k) or None, got {per_pair!r}")
-            pair = (_size(per_pair[0], "per_pair[0]"), _size(per_pair[1], "per_pair[1]"))
+            pair = (check_int(per_pair[0], "per_pair[0]", 1), check_int(per_pair[1], "per_pair[1]", 1))
 
         def normal(shape, fan_in):
             return (rng.standard_normal(shape) / math.sqrt(fan_in)).astype(dtype)
@@ -734,26 +771,26 @@ class Neural(Score):
         batch, n_q, n_k, d, params = self._check(q, k, params)
         P = params
         xp = array_module(q, k, *P.values())
-        qp = q @ xp.swapaxes(P["Wq"], 0, 1)  # (..., n_q, d')   seed 003 Eq. 5
-        kp = k @ xp.swapaxes(P["Wk"], 0, 1)  # (..., n_k, d')   seed 003 Eq. 6
-        a, b = self._hidden_inputs(xp, qp, kp, P["Whq"], P["Whk"], self._per_pair(P))
+        qp = q @ xp.swapaxes(P["Wq"], 0, 1)  # (..., n_q, d')   NeuralAttn Eq. 5
+        kp = k @ xp.swapaxes(P["Wk"], 0, 1)  # (..., n_k, d')   NeuralAttn Eq. 6
+        a, b = self._hidden_inputs(xp, qp, kp, P["Whq"], P["Whk"], self.is_per_pair(P))
         t = _pair_mlp(xp, a, b, P["bh"], P["wa"], self.hidden)  # (..., n_q, n_k)  Eqs. 4, 8
-        return self._beta(d) * (t + P["ba"])  # (..., n_q, n_k)  Eq. 9's 1/sqrt(d)
+        return self.beta_for(d) * (t + P["ba"])  # (..., n_q, n_k)  Eq. 9's 1/sqrt(d)
 
     def vjp(self, q, k, params, grad_s):
         batch, n_q, n_k, d, params = self._check(q, k, params)
         self._check_grad(grad_s, batch, n_q, n_k)
         P = params
         xp = array_module(q, k, grad_s, *P.values())
-        per_pair = self._per_pair(P)
+        per_pair = self.is_per_pair(P)
         Wq, Wk, Whq, Whk = P["Wq"], P["Wk"], P["Whq"], P["Whk"]
         qp = q @ Wq.T  # (..., n_q, d')
         kp = k @ Wk.T  # (..., n_k, d')
         a, b = self._hidden_inputs(xp, qp, kp, Whq, Whk, per_pair)
-        g = self._beta(d) * grad_s  # (..., n_q, n_k)
+        g = self.beta_for(d) * grad_s  # (..., n_q, n_k)
         gz, dwa = _pair_mlp_vjp(xp, a, b, P["bh"], P["wa"], self.hidden, g)  # (..., n_q, n_k, h)
-        dba = _sum_to(xp, g, _shape(P["ba"]))  # () or (n_q, n_k)
-        dbh = _sum_to(xp, gz, _shape(P["bh"]))  # (h,) or (n_q, n_k, h)
+        dba = sum_to(xp, g, _shape(P["ba"]))  # () or (n_q, n_k)
+        dbh = sum_to(xp, gz, _shape(P["bh"]))  # (h,) or (n_q, n_k, h)
         if per_pair:
             gzf = _flat(xp, gz, batch, 3)  # (B, n_q, n_k, h)
             dWhq = xp.einsum("bijh,bie->ijhe", gzf, _flat(xp, qp, batch, 2))  # (n_q, n_k, h, d')
@@ -770,8 +807,8 @@ class Neural(Score):
             dkp = db @ Whk  # (..., n_k, d')
         dWq = xp.einsum("bie,bid->ed", _flat(xp, dqp, batch, 2), _flat(xp, q, batch, 2))  # (d', d)
         dWk = xp.einsum("bje,bjd->ed", _flat(xp, dkp, batch, 2), _flat(xp, k, batch, 2))  # (d', d)
-        dq = _sum_to(xp, dqp @ Wq, q.shape)  # (..., n_q, d)
-        dk = _sum_to(xp, dkp @ Wk, k.shape)  # (..., n_k, d)
+        dq = sum_to(xp, dqp @ Wq, q.shape)  # (..., n_q, d)
+        dk = sum_to(xp, dkp @ Wk, k.shape)  # (..., n_k, d)
         return dq, dk, {"Wq": dWq, "Wk": dWk, "Whq": dWhq, "Whk": dWhk,
                         "bh": dbh, "wa": dwa, "ba": dba}
         # z_ij = Whq q'_i + Whk k'_j + bh: dz/dq'_i = Whq, dz/dWhq = q'_i (summed over the
@@ -795,7 +832,7 @@ class CosFormer(Score):
     M : float, optional
         The position scale; ``None`` (default) means ``max(n_q, n_k)``.
 
-    Source: Qin et al. (2022; seed 001 cites it as 'Zhen et al.'), "cosFormer: Rethinking Softmax in Attention"
+    Source: Qin et al. (2022; TanhMax cites it as 'Zhen et al.'), "cosFormer: Rethinking Softmax in Attention"
     (ICLR), section 3, the cos-based re-weighting.
     Derivation: ``derivations/02-scores.md`` ("cosformer").
 
@@ -804,13 +841,13 @@ class CosFormer(Score):
     """
 
     name = "cosformer"
-    source = "Qin et al. (2022; seed 001 cites it as 'Zhen et al.'), cosFormer, relu kernel with cos-based re-weighting"
+    source = "Qin et al. (2022; TanhMax cites it as 'Zhen et al.'), cosFormer, relu kernel with cos-based re-weighting"
     option_names = ("M",)
     singular = (("q or k entry = 0", "relu kink: relu'(0) = 0 by convention; "
                  "differences see 1/2"),)
 
     def __init__(self, M=None):
-        self.M = _number(M, "M")
+        self.M = check_real(M, "M", positive=True, allow_none=True)
 
     def _weights(self, xp, n_q, n_k, dtype):
         """``C_ij = cos(pi (i - j) / (2 M))``, a constant ``(n_q, n_k)`` array."""
@@ -837,7 +874,7 @@ class CosFormer(Score):
         g = grad_s * self._weights(xp, n_q, n_k, dtype_of(q))  # (..., n_q, n_k)
         dq = (g @ _relu(xp, k)) * _step(q)  # (..., n_q, d)
         dk = (xp.swapaxes(g, -1, -2) @ _relu(xp, q)) * _step(k)  # (..., n_k, d)
-        return _sum_to(xp, dq, q.shape), _sum_to(xp, dk, k.shape), {}
+        return sum_to(xp, dq, q.shape), sum_to(xp, dk, k.shape), {}
         # ds_ij/dq_i = C_ij relu(k_j) relu'(q_i),  ds_ij/dk_j = C_ij relu(q_i) relu'(k_j)
 
 

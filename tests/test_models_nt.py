@@ -1,14 +1,14 @@
-"""Tests for refattn.models.nt: seed 004's one-bilayer NT transformer, batched over seeds.
+"""Tests for refattn.models.nt: Expressive's one-bilayer NT transformer, batched over seeds.
 
 What is checked, and against what (derivations/11-nt-model.md):
-* the parameter count (Eq. P1) against seed 004's 802 and "about 4e5" for every
+* the parameter count (Eq. P1) against Expressive's 802 and "about 4e5" for every
   layout, and the layout search (Eq. P2) against combinatorial counts worked out
   by hand;
 * which layouts let expressive attention see the symbols at N = 2 (section 6):
   the prediction of ea_symbol_dependence against weights measured after
   flipping one symbol, for every layout, and the 99-layout census by hand;
-* layer normalisation against its closed form on one-hot vectors, its VJP
-  against autograd and central differences;
+* (layer normalisation, Eqs. M2 and B5, is refattn.layers.layer_norm: its
+  closed form on one-hot vectors and its VJP are tested in tests/test_layers.py);
 * the forward pass against an independent per-example loop written from the
   paper's equations (Eq. 1, Eq. 2, TanhMax) with the LN closed form, for every
   layout;
@@ -38,8 +38,6 @@ from refattn.models.nt import (
     NTModel,
     count_params,
     ea_symbol_dependence,
-    layer_norm,
-    layer_norm_vjp,
     one_vector_layouts,
     search_parameterisations,
 )
@@ -202,51 +200,12 @@ def test_ea_symbol_dependence_predicts_the_weights(layout, rng):
 
 
 # --------------------------------------------------------------------------
-# layer normalisation (Eqs. M2, B5)
-# --------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("d", [2, 3, 16])
-def test_layer_norm_of_one_hot_closed_form(d):
-    eps = 1e-3
-    eye = np.eye(d)
-    expected = (d * eye - 1.0) / math.sqrt(d - 1 + d * d * eps)
-    np.testing.assert_allclose(layer_norm(eye, eps), expected, rtol=1e-14, atol=1e-15)
-
-
-def test_layer_norm_of_two_vectors_is_a_soft_sign(rng):
-    """d = 2 (derivation 11, step E8): LN(h) = (1, -1) Delta / sqrt(Delta^2 + 4 eps), Delta = h_1 - h_2."""
-    h = rng.standard_normal((50, 2)) * np.logspace(-4, 1, 50)[:, None]
-    eps = 1e-5
-    delta = h[:, 0] - h[:, 1]
-    expected = np.array([1.0, -1.0]) * (delta / np.sqrt(delta ** 2 + 4 * eps))[:, None]
-    np.testing.assert_allclose(layer_norm(h, eps), expected, rtol=1e-12, atol=1e-15)
-
-
-def test_layer_norm_moments(rng):
-    x = 3.0 * rng.standard_normal((4, 5, 7)) + 2.0
-    eps = 1e-5
-    z = layer_norm(x, eps)
-    var = x.var(axis=-1, keepdims=True)
-    np.testing.assert_allclose(z.mean(axis=-1), 0.0, atol=1e-14)
-    np.testing.assert_allclose(np.mean(z * z, axis=-1, keepdims=True), var / (var + eps), rtol=1e-13)
-
-
-def test_layer_norm_vjp_gradcheck(rng):
-    x = rng.standard_normal((3, 4, 5))
-    fun = lambda x: layer_norm(x, 1e-3)  # noqa: E731
-    vjp = lambda u, x: {"x": layer_norm_vjp(x, u, 1e-3)}  # noqa: E731
-    gradcheck(fun, {"x": x}, vjp, name="layer_norm", rtol=RTOL_AUTOGRAD, checks=("autograd",)).assert_ok()
-    gradcheck(fun, {"x": x}, vjp, name="layer_norm", rtol=RTOL_CENTRAL, checks=("central",)).assert_ok()
-
-
-# --------------------------------------------------------------------------
 # the forward pass against an independent loop (Eqs. M1-M10)
 # --------------------------------------------------------------------------
 
 
 def _reference_weights(name, z):
-    """Seed 004 Eq. 1 (beta = 1), Eq. 2 and seed 001 Eq. 6, written out for one row."""
+    """Expressive Eq. 1 (beta = 1), Eq. 2 and TanhMax Eq. 6, written out for one row."""
     if name == "softmax":
         e = np.exp(z - z.max())
         return e / e.sum()
@@ -631,14 +590,7 @@ def test_bad_symbol_dependence_input():
         ea_symbol_dependence(["b_K", "b_r"])
 
 
-def test_bad_layer_norm_and_search_input(rng):
-    x = rng.standard_normal((2, 3))
-    with pytest.raises(ValueError, match="eps"):
-        layer_norm(x, 0.0)
-    with pytest.raises(TypeError, match="x: expected a real floating dtype"):
-        layer_norm(np.ones((2, 3), dtype=int))
-    with pytest.raises(ValueError, match="grad_z: shape"):
-        layer_norm_vjp(x, x[:, :2])
+def test_bad_search_input():
     with pytest.raises(TypeError, match="about"):
         search_parameterisations(about=(16, 128))
     with pytest.raises(ValueError, match="n_params"):

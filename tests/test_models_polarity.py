@@ -1,7 +1,7 @@
-"""refattn.models.polarity: seed 001's polarity classifier batched over seeds.
+"""refattn.models.polarity: TanhMax's polarity classifier batched over seeds.
 
 The forward pass against an independent loop over tokens written from the
-paper's g/h form (seed 001 Eq. 5); the hand-derived gradient against
+paper's g/h form (TanhMax Eq. 5); the hand-derived gradient against
 autograd (1e-10, float64, every activation x every score, with padding and
 dropout) and central differences; seed independence; the sign symmetry;
 closed forms (zero gradient where the math says so); numerical edge cases
@@ -49,8 +49,8 @@ def model(act="tanhmax", score="self", **kw):
 
 
 def reference_logits(m, P, batch):
-    """Seed 001 section 5.1 written out token by token, with the paper's
-    w_i = g(s_i) / sum_k h(s_k) over the real tokens (seed 001, Eq. 5)."""
+    """TanhMax section 5.1 written out token by token, with the paper's
+    w_i = g(s_i) / sum_k h(s_k) over the real tokens (TanhMax, Eq. 5)."""
     act = activation(m.activation)
     out = np.zeros(batch["tokens"].shape[:2])
     for s in range(out.shape[0]):
@@ -218,7 +218,7 @@ def test_seed_independence(rng, score):
 
 
 def test_init_distributions():
-    """emb ~ U(-0.1, 0.1) (seed 001 section 5.1); linear layers within
+    """emb ~ U(-0.1, 0.1) (TanhMax section 5.1); linear layers within
     +-1/sqrt(fan_in); dtype as asked."""
     m = PolarityClassifier(500, "tanhmax", "self")
     P = m.init_params([0, 1], dtype=np.float32)
@@ -293,7 +293,7 @@ def test_large_and_tiny_parameters_stay_finite(act, score, score_scale, out_scal
 
 
 def test_the_issue_sizes_run(rng):
-    """S = 10, B = 100, L = 12, V = 2000 (seed 001's small synthetic set):
+    """S = 10, B = 100, L = 12, V = 2000 (TanhMax's small synthetic set):
     shapes, and a non-zero gradient in exactly the embedding rows of tokens
     that occur in a sentence whose dropout keeps at least one of its H = 10
     units (when all are dropped, about 1 sentence in 1024, the sentence's
@@ -339,9 +339,9 @@ def test_bad_construction():
         PolarityClassifier(10.0)
     with pytest.raises(TypeError, match="embed_dim: expected an int"):
         PolarityClassifier(10, embed_dim=True)
-    with pytest.raises(ValueError, match="scale: expected a positive finite number"):
+    with pytest.raises(ValueError, match="scale: expected a positive finite real number"):
         PolarityClassifier(10, scale=-3)
-    with pytest.raises(ValueError, match="lam: expected a positive finite number"):
+    with pytest.raises(ValueError, match="lam: expected a positive finite real number"):
         PolarityClassifier(10, lam=np.inf)
     with pytest.raises(ValueError, match="dropout: expected a number in \\[0, 1\\)"):
         PolarityClassifier(10, dropout=1.0)

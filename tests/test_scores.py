@@ -3,8 +3,9 @@
 Gradients are checked three ways (analytic VJP vs autograd vs central
 differences, float64, random cotangents) for q, k and every parameter; values
 against closed forms written independently here (loops over i, j; for the
-neural score, seed 003's explicit n x n x 2d' concatenation); the per-pair
-neural weights; error messages; and that the checks catch a wrong VJP.
+neural score, NeuralAttn's explicit n x n x 2d' concatenation); the per-pair
+neural weights; parameters with a leading seed axis against a loop over the
+seeds; error messages; and that the checks catch a wrong VJP.
 """
 
 import math
@@ -14,7 +15,7 @@ import pytest
 
 from refattn.backend import cupy_available
 from refattn.gradcheck import gradcheck
-from refattn.scores import SCORES, Score, score
+from refattn.scores import SCORES, Global, Score, score
 
 from conftest import RTOL_AUTOGRAD, RTOL_CENTRAL
 
@@ -218,7 +219,7 @@ def _ref_global(sc, q, k, P):
 
 
 def _ref_neural(sc, q, k, P):
-    """Seed 003 as written: Eqs. 5-6 down-projection, Eq. 7's explicit
+    """NeuralAttn as written: Eqs. 5-6 down-projection, Eq. 7's explicit
     n x n x 2d' concatenation C, Eq. 8 per pair with W_h = [Whq Whk], Eq. 9's
     1/sqrt(d)."""
     sigma = np.tanh if sc.hidden == "tanh" else _relu
@@ -275,6 +276,16 @@ def test_values_match_closed_form(name, opts, sizes, batch):
 def test_scaled_dot_default_is_one_over_sqrt_d():
     _, q, k, _ = _make("dot", {}, {}, ())
     np.testing.assert_allclose(score("scaled_dot").forward(q, k), (q @ k.T) / 2.0, rtol=1e-14)
+
+
+def test_beta_for_is_the_scale_the_forward_uses():
+    assert score("dot").beta_for(16) == 1.0
+    assert score("scaled_dot").beta_for(16) == 0.25
+    assert score("scaled_dot", beta=0.7).beta_for(16) == 0.7
+    assert score("neural").beta_for(4) == 0.5
+    assert score("neural", beta=2.0).beta_for(4) == 2.0
+    sc, q, k, _ = _make("scaled_dot", {"beta": 0.7}, {}, ())
+    np.testing.assert_allclose(sc.forward(q, k), sc.beta_for(D) * score("dot").forward(q, k), rtol=1e-14)
 
 
 def test_additive_is_neural_with_identity_projection_and_no_biases():
@@ -350,6 +361,87 @@ def test_neural_per_pair_needs_matching_lengths():
 
 
 # --------------------------------------------------------------------------
+# Parameters with a leading seed axis
+# --------------------------------------------------------------------------
+
+N_SEEDS = 3
+SEED_SCORES = [n for n in SCORES if score(n).seed_axis]
+
+
+def _seeded(name, k_batch, lam=2.0, seed=6):
+    """A score, keys ``k_batch + (n, d)`` and parameters ``(N_SEEDS,) + shape`` (one slice per seed)."""
+    rng = np.random.default_rng(seed)
+    sc = score(name, lam=lam) if name == "global" else score(name)
+    k = rng.standard_normal(k_batch + (N_K, D))
+    q = rng.standard_normal(k_batch + (N_Q if sc.pairwise else N_K, D))
+    one = [sc.init_params(D, rng) for _ in range(N_SEEDS)]
+    params = {p: np.stack([o[p] for o in one]) for p in one[0]}
+    return sc, q, k, params
+
+
+def test_only_global_takes_a_seed_axis():
+    assert SEED_SCORES == ["global"]
+
+
+@pytest.mark.parametrize("k_batch", [(N_SEEDS,), (N_SEEDS, 2), (1, 2), ()],
+                         ids=["seeds", "seeds-batch", "shared-batch", "no-batch"])
+@pytest.mark.parametrize("name", SEED_SCORES)
+def test_seed_axis_equals_a_loop_over_seeds(name, k_batch):
+    """Slice s of s and of every gradient is the unbatched score with params[...][s];
+    parameter gradients keep the seed axis (summed over the batch, not the seeds)."""
+    sc, q, k, P = _seeded(name, k_batch)
+    s = sc.forward(q, k, P)
+    u = np.random.default_rng(7).standard_normal(s.shape)
+    assert s.shape[0] == N_SEEDS
+    dq, dk, dP = sc.vjp(q, k, P, u)
+    own = bool(k_batch) and k_batch[0] == N_SEEDS  # one slice of inputs per seed, or shared
+    per = []
+    for i in range(N_SEEDS):
+        qi, ki = (q[i], k[i]) if own else ((q[0], k[0]) if k_batch else (q, k))
+        Pi = {p: v[i] for p, v in P.items()}
+        np.testing.assert_allclose(s[i], sc.forward(qi, ki, Pi), rtol=1e-13, atol=1e-13)
+        per.append(sc.vjp(qi, ki, Pi, u[i]))
+    for p in P:
+        assert dP[p].shape == P[p].shape, p
+        np.testing.assert_allclose(dP[p], np.stack([r[2][p] for r in per]), rtol=1e-13, atol=1e-13)
+    dk_loop = np.stack([r[1] for r in per])  # (S, ...) the gradient of each seed's keys
+    if not own:  # keys shared by the seeds: their gradients add up
+        dk_loop = dk_loop.sum(axis=0, keepdims=bool(k_batch))
+    np.testing.assert_allclose(dk, dk_loop, rtol=1e-13, atol=1e-13)
+    assert dq is None or dq.shape == q.shape
+
+
+@pytest.mark.parametrize("k_batch", [(N_SEEDS,), (N_SEEDS, 2), (1, 2)], ids=["seeds", "seeds-batch", "shared"])
+@pytest.mark.parametrize("name", SEED_SCORES)
+def test_seed_axis_vjp_three_ways(name, k_batch):
+    sc, q, k, P = _seeded(name, k_batch)
+    _, res_ag, res_fd = _gradcheck_both(sc, q, k, P, f"{name} seed axis k{k_batch}")
+    res_ag.assert_ok()
+    res_fd.assert_ok()
+
+
+def test_seed_axis_errors():
+    sc, q, k, P = _seeded("global", (N_SEEDS,))
+    with pytest.raises(ValueError, match=r"^params: the parameters' seed axis has S = 3, but the first batch "
+                                         r"axis of q and k has 2"):
+        sc.forward(None, k[:2], P)
+    with pytest.raises(ValueError, match=r"^params\['v'\]: expected shape \(d,\) = \(4,\) or \(S, d\) with a "
+                                         r"leading seed axis, got \(3, 4, 1\)"):
+        sc.forward(None, k, {"v": P["v"][..., None]})
+    with pytest.raises(ValueError, match=r"^params\['v'\]: expected shape \(S, d\) = \(3, 4\), got \(3, 5\)"):
+        sc.forward(None, k, {"v": np.zeros((N_SEEDS, D + 1))})
+    # a score without seed_axis keeps rejecting an extra leading axis
+    add, qa, ka, Pa = _make("additive", {}, {"d_a": 3}, (N_SEEDS,))
+    with pytest.raises(ValueError, match=r"^params\['W_q'\]: expected shape \(d_a, d\)"):
+        add.forward(qa, ka, {p: np.stack([v] * N_SEEDS) for p, v in Pa.items()})
+    # every parameter has the seed axis, or none does
+    two = type("TwoVectors", (Global,), {"param_spec": lambda self, params: {"v": ("d",), "w": ("d",)}})()
+    with pytest.raises(ValueError, match=r"^params\['w'\]: params\['v'\] has a leading seed axis but "
+                                         r"params\['w'\] has none"):
+        two.forward(None, k, {"v": P["v"], "w": np.zeros(D)})
+
+
+# --------------------------------------------------------------------------
 # Conventions and the interface
 # --------------------------------------------------------------------------
 
@@ -361,6 +453,7 @@ def test_registered_scores_describe_themselves(name):
     assert isinstance(sc.pairwise, bool)
     assert isinstance(sc.source, str) and sc.source
     assert isinstance(sc.singular, tuple)
+    assert isinstance(sc.seed_axis, bool)
     assert all(len(pair) == 2 and all(isinstance(x, str) for x in pair) for pair in sc.singular)
     assert "derivations/02-scores.md" in type(sc).__doc__
     assert repr(sc).startswith(f"score({name!r}")

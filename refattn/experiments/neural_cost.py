@@ -129,7 +129,7 @@ def _prepare(q, k, params, hidden, beta):
         if not isinstance(x, (np.ndarray, np.generic)):
             raise TypeError(f"params[{name!r}]: expected a numpy.ndarray, got {type(x).__name__}")
     dtype = np.result_type(q, k, *P.values())
-    return batch, n_q, n_k, sc._beta(d), sc._per_pair(P), P, dtype
+    return batch, n_q, n_k, sc.beta_for(d), sc.is_per_pair(P), P, dtype
 
 
 def _sigma_(z, hidden):

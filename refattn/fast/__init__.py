@@ -33,6 +33,7 @@ import math
 import numpy as np
 
 from .. import attention as reference
+from ..activations import Linear
 from ..backend import array_module, check_float_array, is_traced
 from ..scores import Dot
 from . import threads
@@ -115,7 +116,7 @@ def attention_backward(grad_out, cache):
         raise ValueError(f"grad_out: shape {np.shape(grad_out)} does not match the output's {want}")
     sc, act = cache["score"], cache["activation"]
     xp = array_module(grad_out, V)
-    if act.name == "linear" and isinstance(sc, Dot) and cache.get("mask") is None:
+    if isinstance(act, Linear) and isinstance(sc, Dot) and cache.get("mask") is None:
         return _backward_linear_dot(xp, sc, grad_out, Q, K, V)
     s = cache["s"] if kernel(act).needs_s else None  # (recomputed if the forward did not keep it)
     args = (Q, K, V, cache["params"], s, p, w)

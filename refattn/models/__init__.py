@@ -5,15 +5,17 @@ are a dict of arrays with a leading seed axis ``S`` (``S`` independent models
 trained as one array program), ``loss(params, batch)`` is written against
 :func:`refattn.backend.array_module` so that autograd can trace it, and
 ``loss_and_grad(params, batch)`` returns the same loss with its hand-derived
-gradient.
+gradient. Besides attention (:mod:`refattn.attention`, :mod:`refattn.scores`)
+they are built from the shared layers of :mod:`refattn.layers` (linear maps,
+relu, layer norm, the losses; ``derivations/21-layers.md``).
 
-* :mod:`refattn.models.polarity` -- seed 001's one-attention polarity
+* :mod:`refattn.models.polarity` -- TanhMax's one-attention polarity
   classifier (section 5.1), with the ``self``, ``global`` and ``additive``
   per-token scores and any registered activation;
-* :mod:`refattn.models.nt` -- seed 004's one-bilayer transformer for the NT
+* :mod:`refattn.models.nt` -- Expressive's one-bilayer transformer for the NT
   tasks (section 4), one attention head per context position;
 * :mod:`refattn.models.decoder` -- a multi-layer decoder language model with
-  one activation (and score) per layer: seed 002's Cog hybrid and seed 003's
+  one activation (and score) per layer: the Cog hybrid and NeuralAttn's
   Neural-Attention-in-layer-0 hybrid (``derivations/18-decoder-and-cog.md``).
 """
 

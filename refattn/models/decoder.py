@@ -1,9 +1,9 @@
 r"""A multi-layer decoder-only transformer LM, batched over seeds, with a hand-derived backward.
 
-One model for the language-model comparisons of seed 001 (section 5.3, Table
-4: the attention activation swapped inside a multi-layer transformer), seed
-002 (Cog attention: signexp in the middle layers, softmax in the first and
-the last) and seed 003 (section 4.1, Table 1: Neural Attention as the score
+One model for the language-model comparisons of TanhMax (section 5.3, Table
+4: the attention activation swapped inside a multi-layer transformer), Cog
+(signexp attention in the middle layers, softmax in the first and
+the last) and NeuralAttn (section 4.1, Table 1: Neural Attention as the score
 of the first layer only, dot products above). For a sequence of token ids
 ``x_1..x_n`` (``n <= n_ctx``), width ``D = H d_h`` (``H`` heads of size
 ``d_h``), and layers ``l = 0..L-1`` (``derivations/18-decoder-and-cog.md``,
@@ -26,9 +26,9 @@ Eqs. D1-D11)::
 per layer (``activations=[...]``), or ``"cog-hybrid"`` (:func:`cog_hybrid`:
 softmax in the first and last layers, signexp between, as the Cog authors
 run it). The score of layer ``l`` is ``"dot"`` (``s = beta q . k``, with
-``beta = 1/sqrt(d_h)`` unless given) or ``"neural"`` (seed 003's MLP of the
+``beta = 1/sqrt(d_h)`` unless given) or ``"neural"`` (NeuralAttn's MLP of the
 pair, :func:`refattn.scores.score` ``"neural"``, shared over heads and pairs);
-``scores="neural-first"`` (:func:`neural_first`) is seed 003's
+``scores="neural-first"`` (:func:`neural_first`) is NeuralAttn's
 "first-layer-only" hybrid. The readout is *untied* from the embedding: with
 a character vocabulary it costs ``V D`` parameters only, and it keeps the
 backward pass of the embedding a pure scatter (derivation 18, section 1).
@@ -42,9 +42,10 @@ every parameter has a leading axis ``S``, one slice per seed, drawn from
 that runs; :meth:`DecoderLM.loss_and_grad` is the hand-derived backward
 (derivation 18, section 2, Eqs. G1-G12). The attention step itself is
 :func:`refattn.attention.attention` and its backward
-:func:`refattn.attention.attention_backward`; layer normalisation is
-:func:`refattn.models.nt.layer_norm` with its VJP
-:func:`refattn.models.nt.layer_norm_vjp` (Eq. B5 of derivation 11).
+:func:`refattn.attention.attention_backward`; the linear maps, the relu,
+the layer normalisations and the loss are :mod:`refattn.layers`
+(``linear``, ``relu``, ``layer_norm``, ``softmax_cross_entropy``, each with
+its VJP; ``derivations/21-layers.md``).
 """
 
 from __future__ import annotations
@@ -55,15 +56,16 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from ..activations import ACTIVATIONS, Activation, activation as _activation
-from ..attention import attention, attention_backward
-from ..backend import array_module, check_float_array, check_int, dtype_of, stop_gradient
+from ..fast import attention, attention_backward  # the fast path: same numbers as refattn.attention
+from ..backend import array_module, check_float_array, check_int, check_real, stop_gradient
+from ..layers import (layer_norm, layer_norm_vjp, linear, linear_vjp, relu, relu_vjp, softmax_cross_entropy,
+                      softmax_cross_entropy_vjp)
 from ..scores import score as _score
-from .nt import _ln, _ln_back, _positive, check_seed_params, check_seeds_and_dtype
+from .nt import check_seed_params, check_seeds_and_dtype
 
-__all__ = ["DecoderLM", "cog_hybrid", "neural_first", "SCORE_KINDS", "HYBRIDS", "LAYER_PARAMS",
-           "cross_entropy"]
+__all__ = ["DecoderLM", "cog_hybrid", "neural_first", "SCORE_KINDS", "HYBRIDS", "LAYER_PARAMS"]
 
-#: Score kinds a layer may use: ``beta q . k`` or seed 003's neural score.
+#: Score kinds a layer may use: ``beta q . k`` or NeuralAttn's neural score.
 SCORE_KINDS = ("dot", "neural")
 
 #: Named per-layer recipes accepted by ``activations=`` and ``scores=``.
@@ -72,16 +74,16 @@ HYBRIDS = ("cog-hybrid", "neural-first")
 #: Parameters of every layer, in initialisation order (``h{l}.`` prefixed).
 LAYER_PARAMS = ("W_Q", "b_Q", "W_K", "b_K", "W_V", "b_V", "W_O", "b_O", "W_1", "b_1", "W_2", "b_2")
 
-#: Parameters of the neural score (seed 003), ``h{l}.neural.`` prefixed.
+#: Parameters of the neural score (NeuralAttn), ``h{l}.neural.`` prefixed.
 NEURAL_PARAMS = ("Wq", "Wk", "Whq", "Whk", "bh", "wa", "ba")
 
 
 def cog_hybrid(n_layers):
-    """Seed 002's layer recipe: softmax in the first and last layers, signexp between.
+    """Cog's layer recipe: softmax in the first and last layers, signexp between.
 
     The Cog attention authors keep softmax in the first and last layers of
     their models and use signexp (``sign(s) softmax(|s|)``) in the others
-    (seed 002 cites "More Expressive Attention with Negative Weights";
+    (Cog cites "More Expressive Attention with Negative Weights";
     ``derivations/18-decoder-and-cog.md``, section 4). With one or two layers
     there is no layer between, so the recipe is all softmax.
 
@@ -94,14 +96,14 @@ def cog_hybrid(n_layers):
     list of str
         ``["softmax", "signexp", ..., "signexp", "softmax"]``.
     """
-    n = _int(n_layers, "n_layers", 1)
+    n = check_int(n_layers, "n_layers", 1)
     return ["softmax" if l in (0, n - 1) else "signexp" for l in range(n)]
 
 
 def neural_first(n_layers):
-    """Seed 003's hybrid: the neural score in layer 0 only, dot products above.
+    """NeuralAttn's hybrid: the neural score in layer 0 only, dot products above.
 
-    Seed 003 (section 3.2) applies Neural Attention "only in the first layer
+    NeuralAttn (section 3.2) applies Neural Attention "only in the first layer
     of our transformer model, with all subsequent layers using Dot-Product
     Attention", to bound its memory (the pair MLP's hidden tensor is
     ``n x n x h`` per head).
@@ -115,16 +117,13 @@ def neural_first(n_layers):
     list of str
         ``["neural", "dot", ..., "dot"]``.
     """
-    n = _int(n_layers, "n_layers", 1)
+    n = check_int(n_layers, "n_layers", 1)
     return ["neural"] + ["dot"] * (n - 1)
 
 
 # --------------------------------------------------------------------------
 # input checks
 # --------------------------------------------------------------------------
-
-
-_int = check_int
 
 
 def _per_layer(spec, n_layers, name, known, hybrids):
@@ -143,38 +142,8 @@ def _per_layer(spec, n_layers, name, known, hybrids):
 
 
 # --------------------------------------------------------------------------
-# small pieces, each forward with its VJP beside it
+# splitting and merging heads (the layers themselves are refattn.layers)
 # --------------------------------------------------------------------------
-
-
-def _lin(x, W, b):
-    """``y[s] = x[s] W[s]^T + b[s]``: x (S, ..., i), W (S, o, i), b (S, o) -> (S, ..., o).
-
-    The rows of each seed are flattened into one ``(S, rows, i) @ (S, i, o)``
-    product: S large matrix products instead of S x B small ones.
-    """
-    xp = array_module(x, W, b)
-    shape = np.shape(stop_gradient(x))
-    S, o, i = np.shape(stop_gradient(W))
-    y = xp.reshape(x, (S, -1, i)) @ xp.swapaxes(W, -1, -2) + b[:, None, :]  # (S, rows, o)
-    return xp.reshape(y, shape[:-1] + (o,))  # (S, ..., o)
-
-
-def _lin_back(x, W, gy):
-    """VJP of :func:`_lin`: ``(dx, dW, db)`` with ``dx = gy W``, ``dW = sum gy^T x``, ``db = sum gy``."""
-    S = x.shape[0]
-    xf = x.reshape(S, -1, x.shape[-1])  # (S, B n, i)
-    gf = gy.reshape(S, -1, gy.shape[-1])  # (S, B n, o)
-    dW = np.swapaxes(gf, -1, -2) @ xf  # (S, o, i)
-    db = gf.sum(axis=1)  # (S, o)
-    dx = (gf @ W).reshape(x.shape)  # (S, ..., i)
-    return dx, dW, db
-    # y = x W^T + b:  dx = dy W,  dW = dy^T x,  db = sum dy
-
-
-def _relu(x):
-    # where, not maximum: slope exactly 0 at 0, as autograd differentiates where
-    return array_module(x).where(x > 0, x, 0.0)
 
 
 def _split_heads(x, H):
@@ -191,34 +160,6 @@ def _merge_heads(x):
     return xp.reshape(xp.transpose(x, (0, 1, 3, 2, 4)), (S, B, n, H * dh))
 
 
-def cross_entropy(logits, target):
-    """Per-seed mean next-token cross-entropy (Eq. D11) and ``softmax(logits)``.
-
-    ``L_s = mean_{b, i} [log sum_v exp(y_biv) - y_bi,target]``, evaluated with
-    the log-sum-exp shift ``max_v y`` (which carries no gradient).
-
-    Parameters
-    ----------
-    logits : ndarray (S, B, n, V)
-    target : int ndarray (S, B, n)
-
-    Returns
-    -------
-    loss : ndarray (S,)
-    probs : ndarray (S, B, n, V)
-        ``softmax(logits)`` along the vocabulary (the backward pass needs it).
-    """
-    xp = array_module(logits)
-    V = np.shape(stop_gradient(logits))[-1]
-    onehot = np.eye(V, dtype=dtype_of(logits))[target]  # (S, B, n, V) a constant
-    m = xp.max(stop_gradient(logits), axis=-1, keepdims=True)  # (S, B, n, 1) shift
-    e = xp.exp(logits - m)  # (S, B, n, V)
-    z = xp.sum(e, axis=-1, keepdims=True)  # (S, B, n, 1)
-    nll = m[..., 0] + xp.log(z[..., 0]) - xp.sum(onehot * logits, axis=-1)  # (S, B, n)
-    return xp.mean(nll, axis=(1, 2)), e / z
-    # dL/dy = (softmax(y) - onehot(target)) / (B n)     Eq. G1
-
-
 # --------------------------------------------------------------------------
 # the model
 # --------------------------------------------------------------------------
@@ -232,7 +173,7 @@ class DecoderLM:
     pre-LN layers of multi-head causal attention and a ReLU feed-forward
     layer, each with a skip connection, a final LN, an untied readout and the
     next-token cross-entropy. Layer normalisations have no gain or bias
-    (:func:`refattn.models.nt.layer_norm`); every linear map has a bias.
+    (:func:`refattn.layers.layer_norm`); every linear map has a bias.
 
     Parameters
     ----------
@@ -252,16 +193,16 @@ class DecoderLM:
         one per layer, or ``"cog-hybrid"`` (:func:`cog_hybrid`).
     scores : str or sequence
         ``"dot"`` (default), ``"neural"``, ``"neural-first"``
-        (:func:`neural_first`, seed 003's hybrid), or one of
+        (:func:`neural_first`, NeuralAttn's hybrid), or one of
         :data:`SCORE_KINDS` per layer.
     beta : float > 0, optional
         The score scale: ``s = beta q . k``, and the ``beta`` of the neural
-        score. ``None`` (default) means ``1/sqrt(d_h)`` (Vaswani et al.; seed
-        003's Eq. 9); seed 002's JAX example uses ``beta = 1`` (derivation 18,
+        score. ``None`` (default) means ``1/sqrt(d_h)`` (Vaswani et al.;
+        NeuralAttn's Eq. 9); Cog's JAX example uses ``beta = 1`` (derivation 18,
         section 3).
     neural_hidden, neural_d_prime : int
         The neural score's hidden width ``h`` and down-projection ``d'``
-        (seed 003 finds ``d' = 2`` as good as ``d' = 16``, its Table 1).
+        (NeuralAttn finds ``d' = 2`` as good as ``d' = 16``, its Table 1).
     neural_sigma : {"tanh", "relu"}
         The neural score's hidden activation.
     ln_eps : float > 0
@@ -283,20 +224,20 @@ class DecoderLM:
     def __init__(self, vocab_size, n_ctx, *, width=64, n_layers=2, n_heads=4, ffn_mult=4,
                  activations="softmax", scores="dot", beta=None, neural_hidden=8, neural_d_prime=2,
                  neural_sigma="tanh", ln_eps=1e-5, init_scale=1.0):
-        self.V = _int(vocab_size, "vocab_size", 2)
-        self.n_ctx = _int(n_ctx, "n_ctx", 1)
-        self.D = _int(width, "width", 1)
-        self.n_layers = _int(n_layers, "n_layers", 1)
-        self.n_heads = _int(n_heads, "n_heads", 1)
+        self.V = check_int(vocab_size, "vocab_size", 2)
+        self.n_ctx = check_int(n_ctx, "n_ctx", 1)
+        self.D = check_int(width, "width", 1)
+        self.n_layers = check_int(n_layers, "n_layers", 1)
+        self.n_heads = check_int(n_heads, "n_heads", 1)
         if self.D % self.n_heads:
             raise ValueError(f"width: {self.D} is not a multiple of n_heads = {self.n_heads}")
         self.d_head = self.D // self.n_heads
-        self.F = _int(ffn_mult, "ffn_mult", 1) * self.D
-        self.beta = _positive(beta, "beta", allow_none=True)
-        self.neural_hidden = _int(neural_hidden, "neural_hidden", 1)
-        self.neural_d_prime = _int(neural_d_prime, "neural_d_prime", 1)
-        self.ln_eps = _positive(ln_eps, "ln_eps")
-        self.init_scale = _positive(init_scale, "init_scale")
+        self.F = check_int(ffn_mult, "ffn_mult", 1) * self.D
+        self.beta = check_real(beta, "beta", positive=True, allow_none=True)
+        self.neural_hidden = check_int(neural_hidden, "neural_hidden", 1)
+        self.neural_d_prime = check_int(neural_d_prime, "neural_d_prime", 1)
+        self.ln_eps = check_real(ln_eps, "ln_eps", positive=True)
+        self.init_scale = check_real(init_scale, "init_scale", positive=True)
         acts = _per_layer(activations, self.n_layers, "activations", "activation names",
                           {"cog-hybrid": cog_hybrid})
         self.activations = []
@@ -322,7 +263,7 @@ class DecoderLM:
             if k == "dot":
                 self._scores.append(_score("scaled_dot", beta=b))  # s = beta q . k   (D4)
             else:
-                self._scores.append(_score("neural", hidden=neural_sigma, beta=b))  # seed 003 Eqs. 3-9
+                self._scores.append(_score("neural", hidden=neural_sigma, beta=b))  # NeuralAttn Eqs. 3-9
         self.neural_sigma = neural_sigma
 
     def __repr__(self):
@@ -481,8 +422,8 @@ class DecoderLM:
         """The attention branch of layer ``l`` on already normalised inputs (Eqs. D3-D6).
 
         ``O = W_O concat_h(phi_l(s^h) V^h) + b_O`` with ``Q = Z W_Q^T + b_Q``
-        etc.: everything of a layer except its LN and skip connection. Seed
-        002's JAX example (``tr_forward``) is exactly this map for one head
+        etc.: everything of a layer except its LN and skip connection.
+        Cog's JAX example (``tr_forward``) is exactly this map for one head
         with ``beta = 1`` and the signexp activation
         (``tests/test_cog_oracle.py``, derivation 18, section 3).
 
@@ -499,7 +440,7 @@ class DecoderLM:
         ndarray (S, B, n, D)
         """
         S = self._check_params(params)
-        l = _int(l, "l", 0)
+        l = check_int(l, "l", 0)
         if l >= self.n_layers:
             raise ValueError(f"l: expected a layer index < {self.n_layers}, got {l}")
         check_float_array(Z, "Z", ndim=4)
@@ -511,12 +452,12 @@ class DecoderLM:
     def _sublayer(self, p, l, Z):
         w = self._layer_params(p, l)
         H = self.n_heads
-        Q = _split_heads(_lin(Z, w["W_Q"], w["b_Q"]), H)  # (S, B, H, n, d_h)   D3
-        K = _split_heads(_lin(Z, w["W_K"], w["b_K"]), H)  # (S, B, H, n, d_h)
-        V = _split_heads(_lin(Z, w["W_V"], w["b_V"]), H)  # (S, B, H, n, d_h)
+        Q = _split_heads(linear(Z, w["W_Q"], w["b_Q"]), H)  # (S, B, H, n, d_h)   D3
+        K = _split_heads(linear(Z, w["W_K"], w["b_K"]), H)  # (S, B, H, n, d_h)
+        V = _split_heads(linear(Z, w["W_V"], w["b_V"]), H)  # (S, B, H, n, d_h)
         Y, caches = self._attend(p, l, Q, K, V)  # (S, B, H, n, d_h)          D4-D5
         Yc = _merge_heads(Y)  # (S, B, n, D)
-        O = _lin(Yc, w["W_O"], w["b_O"])  # (S, B, n, D)                       D6
+        O = linear(Yc, w["W_O"], w["b_O"])  # (S, B, n, D)                     D6
         return O, dict(Z1=Z, caches=caches, Yc=Yc)
 
     def _forward(self, params, x):
@@ -526,20 +467,20 @@ class DecoderLM:
         Hs = p["E"][seed_ix, x] + p["P"][:, None, :n]  # (S, B, n, D)               D1
         layers = []
         for l in range(self.n_layers):
-            Z1, r1 = _ln(Hs, self.ln_eps)  # (S, B, n, D)                          D2
+            Z1 = layer_norm(Hs, self.ln_eps)  # (S, B, n, D)                        D2
             O, c = self._sublayer(p, l, Z1)  # (S, B, n, D)                         D3-D6
-            c["r1"] = r1
+            c["H1"] = Hs  # the LN's input, for its VJP
             Hs = Hs + O  # (S, B, n, D)                                            D7
-            Z2, r2 = _ln(Hs, self.ln_eps)  # (S, B, n, D)
+            Z2 = layer_norm(Hs, self.ln_eps)  # (S, B, n, D)
             w = self._layer_params(p, l)
-            U = _lin(Z2, w["W_1"], w["b_1"])  # (S, B, n, F)                       D8
-            T = _relu(U)  # (S, B, n, F)
-            Hs = Hs + _lin(T, w["W_2"], w["b_2"])  # (S, B, n, D)                   D9
-            c.update(Z2=Z2, r2=r2, U=U, T=T)
+            U = linear(Z2, w["W_1"], w["b_1"])  # (S, B, n, F)                      D8
+            T = relu(U)  # (S, B, n, F)
+            c.update(H2=Hs, Z2=Z2, U=U, T=T)
+            Hs = Hs + linear(T, w["W_2"], w["b_2"])  # (S, B, n, D)                 D9
             layers.append(c)
-        Zf, rf = _ln(Hs, self.ln_eps)  # (S, B, n, D)
-        logits = _lin(Zf, p["W_r"], p["b_r"])  # (S, B, n, V)                     D10
-        return logits, dict(layers=layers, Zf=Zf, rf=rf)
+        Zf = layer_norm(Hs, self.ln_eps)  # (S, B, n, D)
+        logits = linear(Zf, p["W_r"], p["b_r"])  # (S, B, n, V)                    D10
+        return logits, dict(layers=layers, Hf=Hs, Zf=Zf)
 
     def forward(self, params, x):
         """Logits and attention weights for a batch of id sequences (Eqs. D1-D10).
@@ -587,7 +528,7 @@ class DecoderLM:
         """
         x, y = self._check_batch(params, batch)
         logits, _ = self._forward(params, x)
-        return cross_entropy(logits, y)[0]
+        return softmax_cross_entropy(logits, y, seed_axis=True)  # (S,)   D11
 
     def loss_and_grad(self, params, batch):
         """The loss and its hand-derived gradient ``d loss.sum() / d params``.
@@ -611,23 +552,21 @@ class DecoderLM:
         x, y = self._check_batch(params, batch)
         p = params
         logits, c = self._forward(p, x)
-        loss, probs = cross_entropy(logits, y)
+        loss = softmax_cross_entropy(logits, y, seed_axis=True)  # (S,)
         S, B, n = x.shape
+        eps = self.ln_eps
         g = {}
-        dlog = probs.copy()  # (S, B, n, V)
-        np.subtract.at(dlog, (np.arange(S)[:, None, None], np.arange(B)[None, :, None],
-                              np.arange(n)[None, None, :], y), 1.0)
-        dlog /= B * n  # G1: (softmax - onehot) / (B n)
-        dZf, g["W_r"], g["b_r"] = _lin_back(c["Zf"], p["W_r"], dlog)  # G2
-        dH = _ln_back(c["Zf"], c["rf"], dZf)  # (S, B, n, D)                      G3
+        dlog = softmax_cross_entropy_vjp(logits, y, np.ones(S, logits.dtype), seed_axis=True)  # G1
+        dZf, g["W_r"], g["b_r"] = linear_vjp(c["Zf"], p["W_r"], p["b_r"], dlog)  # G2
+        dH = layer_norm_vjp(c["Hf"], dZf, eps)  # (S, B, n, D)                    G3
         for l in reversed(range(self.n_layers)):
             cl, w = c["layers"][l], self._layer_params(p, l)
             pre = f"h{l}."
-            dT, g[pre + "W_2"], g[pre + "b_2"] = _lin_back(cl["T"], w["W_2"], dH)  # G4
-            dU = dT * (cl["U"] > 0)  # (S, B, n, F)                               G5 relu'(0) = 0
-            dZ2, g[pre + "W_1"], g[pre + "b_1"] = _lin_back(cl["Z2"], w["W_1"], dU)  # G6
-            dH = dH + _ln_back(cl["Z2"], cl["r2"], dZ2)  # both paths into H        G7
-            dYc, g[pre + "W_O"], g[pre + "b_O"] = _lin_back(cl["Yc"], w["W_O"], dH)  # G8
+            dT, g[pre + "W_2"], g[pre + "b_2"] = linear_vjp(cl["T"], w["W_2"], w["b_2"], dH)  # G4
+            dU = relu_vjp(cl["U"], dT)  # (S, B, n, F)                             G5 relu'(0) = 0
+            dZ2, g[pre + "W_1"], g[pre + "b_1"] = linear_vjp(cl["Z2"], w["W_1"], w["b_1"], dU)  # G6
+            dH = dH + layer_norm_vjp(cl["H2"], dZ2, eps)  # both paths into H       G7
+            dYc, g[pre + "W_O"], g[pre + "b_O"] = linear_vjp(cl["Yc"], w["W_O"], w["b_O"], dH)  # G8
             dY = _split_heads(dYc, self.n_heads)  # (S, B, H, n, d_h)
             caches = cl["caches"]
             if self.score_kinds[l] == "dot":
@@ -640,10 +579,10 @@ class DecoderLM:
                     g[f"{pre}neural.{k}"] = np.stack([r["params"][k] for r in parts])
             dZ1 = 0.0
             for key, dX in (("Q", dQ), ("K", dK), ("V", dV)):  # G10
-                dz, g[pre + "W_" + key], g[pre + "b_" + key] = _lin_back(cl["Z1"], w["W_" + key],
-                                                                         _merge_heads(dX))
+                dz, g[pre + "W_" + key], g[pre + "b_" + key] = linear_vjp(cl["Z1"], w["W_" + key],
+                                                                          w["b_" + key], _merge_heads(dX))
                 dZ1 = dZ1 + dz
-            dH = dH + _ln_back(cl["Z1"], cl["r1"], dZ1)  # G11
+            dH = dH + layer_norm_vjp(cl["H1"], dZ1, eps)  # G11
         dEx = dH.reshape(S, B * n, self.D)  # (S, B n, D)                          G12
         onehot = np.eye(self.V, dtype=dEx.dtype)[x.reshape(S, B * n)]  # (S, B n, V)
         g["E"] = np.swapaxes(onehot, -1, -2) @ dEx  # (S, V, D) sum of dH over the positions holding id v
@@ -679,14 +618,14 @@ class DecoderLM:
         x, y = self._check_ids(x, S, "x"), self._check_ids(y, S, "y")
         if y.shape != x.shape:
             raise ValueError(f"y: expected the shape of x {x.shape}, got {y.shape}")
-        bs = _int(batch_size, "batch_size", 1)
+        bs = check_int(batch_size, "batch_size", 1)
         total = np.zeros(S)
         correct = np.zeros(S)
         N = x.shape[1]
         for a in range(0, N, bs):
             xb, yb = x[:, a:a + bs], y[:, a:a + bs]
             logits, _ = self._forward(params, xb)
-            loss, _ = cross_entropy(logits, yb)
+            loss = softmax_cross_entropy(logits, yb, seed_axis=True)
             total += loss * xb.shape[1] * xb.shape[2]
             correct += (np.argmax(logits, axis=-1) == yb).sum(axis=(1, 2))
         count = N * x.shape[2]
@@ -721,8 +660,8 @@ class DecoderLM:
         if prompt.dtype.kind not in "iu" or prompt.min() < 0 or prompt.max() >= self.V:
             raise ValueError(f"prompt: expected integer ids in [0, {self.V})")
         seq = prompt.astype(np.int64)
-        n_new = _int(n_new, "n_new", 1)
-        t = _positive(temperature, "temperature")
+        n_new = check_int(n_new, "n_new", 1)
+        t = check_real(temperature, "temperature", positive=True)
         if rng is not None and not isinstance(rng, np.random.Generator):
             raise TypeError(f"rng: expected a numpy.random.Generator or None, got {type(rng).__name__}")
         for _ in range(n_new):

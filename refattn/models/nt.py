@@ -1,6 +1,6 @@
-r"""Seed 004's one-bilayer NT transformer, batched over seeds, with a hand-derived backward.
+r"""Expressive's one-bilayer NT transformer, batched over seeds, with a hand-derived backward.
 
-Seed 004 (Gros, section 4, "Transformer details" and "Readout & Testing")
+Expressive (Gros, section 4, "Transformer details" and "Readout & Testing")
 trains a decoder-only transformer on the NT tasks of
 :mod:`refattn.tasks.nt`. For a context of ``n = N_con`` symbols
 ``x_1, ..., x_n`` in ``{0, ..., N-1}`` and embedding size ``d = N``, with
@@ -10,7 +10,7 @@ the model computes (``derivations/11-nt-model.md``, Eqs. M1-M10)::
     X_m  = e_{x_m}                                   one-hot embedding, (d,)        M1
     Z_m  = LN(X_m)                                   pre-LN, no gain/bias            M2
     Q_m  = W_Q[m] Z_m + b_Q,  K_m = W_K[m] Z_m + b_K,  V_m = W_V[m] Z_m + b_V        M3
-    s_mk = beta Q_m . K_k                            beta = 1 (seed 004, Eq. 1)      M4
+    s_mk = beta Q_m . K_k                            beta = 1 (Expressive, Eq. 1)   M4
     A_m  = phi(s_m) over keys k <= m                 causal; softmax = Eq. 1,
                                                      expressive = Eq. 2              M5
     H_m  = X_m + sum_k A_mk V_k                      residual                        M6
@@ -26,7 +26,7 @@ position (``b[m]``) and one held once, shared; the others are absent (zero).
 position and a shared readout bias (:data:`LAYOUTS`; derivation 11, sections
 6-7). Every layout has ``n (11 d^2 + d) + n d^2 + d`` parameters: 802 for
 N2T5 at ``N_con = 16`` and 395,280 ("about 4e5") for N16T5 at
-``N_con = 128``, as seed 004 states
+``N_con = 128``, as Expressive states
 (section 5, Figs. 4-5); :func:`count_params` computes it and
 :func:`search_parameterisations` shows which other layouts also give 802.
 At ``N = 2`` expressive attention is blind to the symbols unless a query or
@@ -40,7 +40,10 @@ written against :func:`refattn.backend.array_module`, so autograd traces the
 very code that runs; :meth:`NTModel.loss_and_grad` is the hand-derived
 backward pass (``derivations/11-nt-model.md``, section 4), which reuses
 :func:`refattn.attention.attention_backward` (the value product, the
-activation's VJP with the causal mask, the dot-product score's VJP).
+activation's VJP with the causal mask, the dot-product score's VJP). Layer
+normalisation (Eqs. M2, M7) and its VJP (Eq. B5) are
+:func:`refattn.layers.layer_norm` and :func:`refattn.layers.layer_norm_vjp`
+(``derivations/21-layers.md``, section 3).
 
 Devices: the parameters may be CuPy arrays (all of them on the GPU); the
 array module follows them (:func:`refattn.backend.array_module`). Contexts
@@ -56,15 +59,16 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from numbers import Real
 
 import numpy as np
 
 from ..activations import Activation, activation as _activation
-from ..attention import attention, attention_backward
-from ..backend import array_module, check_float_array, dtype_of, is_traced, stop_gradient, to_numpy
+from ..fast import attention, attention_backward  # the fast path: same numbers as refattn.attention
+from ..backend import (array_module, check_float_array, check_int, check_real, dtype_of, is_traced, stop_gradient,
+                       to_numpy)
+from ..layers import layer_norm, layer_norm_vjp
 from ..scores import score as _score
-from ..tasks.nt import _int, _symbols as _task_symbols
+from ..tasks.nt import check_symbols
 
 __all__ = [
     "NTModel",
@@ -79,8 +83,6 @@ __all__ = [
     "count_params",
     "ea_symbol_dependence",
     "one_vector_layouts",
-    "layer_norm",
-    "layer_norm_vjp",
     "ParamLayout",
     "search_parameterisations",
 ]
@@ -106,7 +108,7 @@ CANDIDATE_LAYOUTS = ("b_2+b_r", "b_K+b_r", "b_Q+b_r", "b_V+b_r")
 
 #: The layout :class:`NTModel` uses unless told otherwise: a query bias per
 #: position and the readout bias, the candidate under which expressive attention
-#: learns N2T5 faster than dot-product attention, as seed 004's Fig. 4 reports
+#: learns N2T5 faster than dot-product attention, as Expressive's Fig. 4 reports
 #: (measurements in derivation 11, section 7).
 DEFAULT_LAYOUT = "b_Q+b_r"
 
@@ -123,31 +125,19 @@ def _param_names(layout):
 #: ``NTModel(...).param_names`` gives them for any layout.
 PARAM_NAMES = _param_names(DEFAULT_LAYOUT)
 
-#: Seed 004's model sizes: ``(N, N_con) -> number of adjustable parameters``
+#: Expressive's model sizes: ``(N, N_con) -> number of adjustable parameters``
 #: (section 5: "N_model = 802" for N2T5 at N_con = 16, Fig. 4; "about 4 * 10^5
 #: for N_con = 128" for N16T5, Fig. 5).
 PAPER_PARAM_COUNTS = {(2, 16): 802, (16, 128): 4e5}
 
 #: Hidden width of the token-wise feed-forward layer, in units of d
-#: ("expanded by a factor four", seed 004 section 4).
+#: ("expanded by a factor four", Expressive section 4).
 HIDDEN_FACTOR = 4
 
 
 # --------------------------------------------------------------------------
 # input checks
 # --------------------------------------------------------------------------
-
-
-def _positive(value, name, allow_none=False):
-    """``value`` as a float after checking that it is a finite real number > 0
-    (``None`` passes through when ``allow_none``)."""
-    if value is None and allow_none:
-        return None
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, Real):
-        raise TypeError(f"{name}: expected a finite real number > 0, got {type(value).__name__}")
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{name}: expected a finite real number > 0, got {value!r}")
-    return float(value)
 
 
 def _layout(layout):
@@ -163,38 +153,22 @@ def _layout(layout):
 
 def _symbols(x, N, name, shape):
     """``x`` as an int64 array after checking its dtype, range 0..N-1 and ``shape``."""
-    x = _task_symbols(x, N, name)  # the NT tasks' own check: integer symbols in 0..N-1
+    x = check_symbols(x, N, name)  # the NT tasks' own check: integer symbols in 0..N-1
     if x.shape != shape:
         raise ValueError(f"{name}: expected shape {shape}, got {x.shape}")
     return x
 
 
 # --------------------------------------------------------------------------
-# layer normalisation without learnable parameters (pre-LN, Eqs. M2 and M7)
+# checks shared by the models batched over seeds
 # --------------------------------------------------------------------------
-
-
-def _ln(x, eps):
-    """``(z, r)``: ``z = (x - mean x) r`` with ``r = 1 / sqrt(var x + eps)``, over the last axis."""
-    xp = array_module(x)
-    c = x - xp.mean(x, axis=-1, keepdims=True)  # (..., d) centred
-    r = 1.0 / xp.sqrt(xp.mean(c * c, axis=-1, keepdims=True) + eps)  # (..., 1)
-    return c * r, r
-
-
-def _ln_back(z, r, grad_z):
-    """Eq. B5 of the derivation: ``r (u - mean u - z mean(u z))`` with ``u = grad_z``."""
-    xp = array_module(grad_z)
-    mean_u = xp.mean(grad_z, axis=-1, keepdims=True)  # (..., 1)
-    mean_uz = xp.mean(grad_z * z, axis=-1, keepdims=True)  # (..., 1)
-    return r * (grad_z - mean_u - z * mean_uz)
 
 
 def check_seeds_and_dtype(seeds, dtype):
     """``seeds`` as a list of ints >= 0 (non-empty), after checking ``dtype`` is a real float dtype."""
     if isinstance(seeds, (str, bytes)) or not hasattr(seeds, "__len__") or len(seeds) == 0:
         raise TypeError("seeds: expected a non-empty sequence of ints >= 0, e.g. [0, 1, 2]")
-    seeds = [_int(s, "seeds[]", 0) for s in seeds]
+    seeds = [check_int(s, "seeds[]", 0) for s in seeds]
     if np.dtype(dtype).kind != "f":
         raise TypeError(f"dtype: expected a real floating dtype (float32 or float64), got {np.dtype(dtype)}")
     return seeds
@@ -225,59 +199,6 @@ def check_seed_params(params, shapes, model):
             raise ValueError(f"params[{name!r}]: expected shape (S,) + {shape} with one S for every "
                              f"parameter, got {got} ({model})")
     return S
-
-
-def layer_norm(x, eps=1e-5):
-    """Layer normalisation without gain or bias over the last axis (seed 004, section 4).
-
-    ``LN(x) = (x - mu) / sqrt(sigma^2 + eps)`` with ``mu = mean_j x_j`` and
-    ``sigma^2 = mean_j (x_j - mu)^2`` (the biased variance, as
-    ``torch.nn.LayerNorm`` uses). Seed 004 normalises "on entry" of both
-    sublayers; the parameter count leaves no room for a learnable gain or bias
-    (``derivations/11-nt-model.md``, Eq. M2 and section 2). For a one-hot
-    ``e_x`` of length ``d``: ``LN(e_x) = (d e_x - 1) / sqrt(d - 1 + d^2 eps)``.
-
-    Parameters
-    ----------
-    x : ndarray, float, shape (..., d)
-        NumPy, CuPy or traced by autograd.
-    eps : float > 0
-        Added to the variance.
-
-    Returns
-    -------
-    ndarray
-        ``LN(x)``, the shape of ``x``.
-    """
-    check_float_array(x, "x")
-    return _ln(x, _positive(eps, "eps"))[0]
-
-
-def layer_norm_vjp(x, grad_z, eps=1e-5):
-    """Hand-derived VJP of :func:`layer_norm` (``derivations/11-nt-model.md``, Eq. B5).
-
-    With ``z = LN(x)``, ``r = 1 / sqrt(sigma^2 + eps)`` and upstream gradient
-    ``u``, ``dx = r (u - mean_j u_j - z mean_j(u_j z_j))`` (means over the last
-    axis).
-
-    Parameters
-    ----------
-    x : ndarray, float, shape (..., d)
-    grad_z : ndarray, shape of ``x``
-        The upstream gradient ``u = dL/dz``.
-    eps : float > 0
-
-    Returns
-    -------
-    ndarray
-        ``dL/dx``, the shape of ``x``.
-    """
-    check_float_array(x, "x")
-    check_float_array(grad_z, "grad_z")
-    if np.shape(grad_z) != np.shape(x):
-        raise ValueError(f"grad_z: shape {np.shape(grad_z)} does not match x's shape {np.shape(x)}")
-    z, r = _ln(x, _positive(eps, "eps"))
-    return _ln_back(z, r, grad_z)
 
 
 # --------------------------------------------------------------------------
@@ -312,7 +233,7 @@ def _grad_x(W, grad_y):
 
 
 class NTModel:
-    """Seed 004's decoder-only, one-bilayer transformer for NT tasks, batched over seeds.
+    """Expressive's decoder-only, one-bilayer transformer for NT tasks, batched over seeds.
 
     The forward pass is Eqs. M1-M10 of ``derivations/11-nt-model.md`` (the
     module docstring lists them): one-hot embedding with ``d = N`` and no
@@ -323,7 +244,7 @@ class NTModel:
     residual; a ``d x (d n)`` readout of all ``n`` output vectors;
     two bias vectors placed by ``layout`` (one per position, one shared);
     squared-difference loss against the one-hot next symbol; greedy
-    (``argmax``) inference. Seed 004, section 4, "Transformer details",
+    (``argmax``) inference. Expressive, section 4, "Transformer details",
     "Training" and "Readout & Testing"; the attention weights are Eq. 1
     (``activation="softmax"``, ``beta = 1``) or Eq. 2
     (``activation="expressive"``), or any activation of
@@ -336,10 +257,10 @@ class NTModel:
     n_con : int >= 1
         The context length ``N_con``.
     activation : str or Activation
-        The attention activation, ``"softmax"`` (dot-product attention, seed
-        004 Eq. 1) by default, ``"expressive"`` for Eq. 2.
+        The attention activation, ``"softmax"`` (dot-product attention,
+        Expressive's Eq. 1) by default, ``"expressive"`` for Eq. 2.
     beta : float > 0
-        Score scale ``s_mk = beta Q_m . K_k``; seed 004 sets ``beta = 1``.
+        Score scale ``s_mk = beta Q_m . K_k``; Expressive sets ``beta = 1``.
     ln_eps : float > 0
         The ``eps`` of both layer normalisations (PyTorch's default 1e-5).
     layout : str
@@ -347,14 +268,14 @@ class NTModel:
         vector>"``, one of :data:`LAYOUTS`. The default, ``"b_Q+b_r"``
         (:data:`DEFAULT_LAYOUT`), is a query bias per position and a readout
         bias: the candidate under which EA learns N2T5 faster than DPA, as
-        seed 004's Fig. 4 reports (derivation 11, section 7).
+        Expressive's Fig. 4 reports (derivation 11, section 7).
         ``"b_2+b_r"`` (a feed-forward output bias per position; the first
         layout inferred) keeps expressive attention blind to the symbols at
         ``N = 2`` (:func:`ea_symbol_dependence`). Every layout has the same
         number of parameters (derivation 11, sections 2 and 6).
     init_scale : float > 0
         Multiplies the half-width of the uniform initialisation (1: PyTorch's
-        ``1/sqrt(fan_in)``). Seed 004 gives no initialisation.
+        ``1/sqrt(fan_in)``). Expressive gives no initialisation.
     bias_init : {"zeros", "uniform"}
         Biases start at 0, or uniform in ``init_scale * (-1/sqrt(fan_in),
         1/sqrt(fan_in))`` with the fan-in of the matrix they belong to, as
@@ -384,22 +305,22 @@ class NTModel:
 
     def __init__(self, N, n_con, activation="softmax", beta=1.0, ln_eps=1e-5, layout=DEFAULT_LAYOUT,
                  init_scale=1.0, bias_init="zeros"):
-        self.N = _int(N, "N", 2)
-        self.n_con = _int(n_con, "n_con", 1)
+        self.N = check_int(N, "N", 2)
+        self.n_con = check_int(n_con, "n_con", 1)
         if isinstance(activation, Activation):
             self.activation = activation
         else:
             self.activation = _activation(activation)
-        self.beta = _positive(beta, "beta")
-        self.ln_eps = _positive(ln_eps, "ln_eps")
+        self.beta = check_real(beta, "beta", positive=True)
+        self.ln_eps = check_real(ln_eps, "ln_eps", positive=True)
         self.per_position, self.shared = _layout(layout)
         self.layout = layout
-        self.init_scale = _positive(init_scale, "init_scale")
+        self.init_scale = check_real(init_scale, "init_scale", positive=True)
         if bias_init not in ("zeros", "uniform"):
             raise ValueError(f"bias_init: expected 'zeros' or 'uniform', got {bias_init!r}")
         self.bias_init = bias_init
         self.d = self.N
-        self._score = _score("scaled_dot", beta=self.beta)  # s_mk = beta Q_m . K_k (seed 004, Eq. 1)
+        self._score = _score("scaled_dot", beta=self.beta)  # s_mk = beta Q_m . K_k (Expressive, Eq. 1)
 
     def __repr__(self):
         return (f"NTModel(N={self.N}, n_con={self.n_con}, activation={self.activation.name!r}, "
@@ -457,7 +378,7 @@ class NTModel:
         ``init_scale * (-1/sqrt(fan_in), 1/sqrt(fan_in))`` (``fan_in`` = their
         last axis, as ``torch.nn.Linear``); biases start at 0
         (``bias_init="zeros"``) or are drawn like that with the fan-in of their
-        matrix (``"uniform"``). Seed 004 does not state its initialisation;
+        matrix (``"uniform"``). Expressive does not state its initialisation;
         this is our choice (``derivations/11-nt-model.md``, sections 1 and 7).
 
         Parameters
@@ -515,20 +436,20 @@ class NTModel:
         ctx = xp.asarray(context)  # host symbols to the parameters' device: the one explicit copy (no-op on NumPy)
         eye = xp.eye(self.d, dtype=dtype_of(p["W_Q"]))  # (d, d)
         X = eye[ctx]  # (S, B, n, d) one-hot, M1 (a constant)
-        Z1, _ = _ln(X, self.ln_eps)  # (S, B, n, d) M2 (a constant: no gradient flows into X)
+        Z1 = layer_norm(X, self.ln_eps)  # (S, B, n, d) M2 (a constant: no gradient flows into X)
         Q = self._add_bias("b_Q", _apply(p["W_Q"], Z1), p)  # (S, B, n, d) M3
         K = self._add_bias("b_K", _apply(p["W_K"], Z1), p)  # (S, B, n, d)
         V = self._add_bias("b_V", _apply(p["W_V"], Z1), p)  # (S, B, n, d)
         Y, att = attention(Q, K, V, score=self._score, activation=self.activation,
                            causal=True)  # (S, B, n, d) M4-M5: s = beta Q K^T, A = phi(s), Y = A V
         H = X + Y  # (S, B, n, d) M6
-        Z2, r2 = _ln(H, self.ln_eps)  # (S, B, n, d) M7
+        Z2 = layer_norm(H, self.ln_eps)  # (S, B, n, d) M7
         T = xp.tanh(_apply(p["W_1"], Z2))  # (S, B, n, 4d)
         G = self._add_bias("b_2", H + _apply(p["W_2"], T), p)  # (S, B, n, d) M8
         y = xp.reshape(G, (S, B, n * self.d)) @ xp.swapaxes(p["W_r"], -1, -2)  # (S, B, d) M9
         if self.shared == "b_r":
             y = y + p["b_r"][:, None]
-        return y, dict(Z1=Z1, att=att, A=att["w"], s=att["s"], Z2=Z2, r2=r2, T=T, G=G)
+        return y, dict(Z1=Z1, att=att, A=att["w"], s=att["s"], H=H, Z2=Z2, T=T, G=G)
 
     def _loss(self, y, target):
         """Eq. M10: per seed, the mean over examples and outputs of ``(y - e_target)^2``."""
@@ -563,16 +484,16 @@ class NTModel:
                 "scores": c["s"], "hidden": c["G"]}
 
     def predict(self, params, context):
-        """Greedy inference: ``argmax_j y_j`` for each context, shape (S, B) (seed 004, section 4)."""
+        """Greedy inference: ``argmax_j y_j`` for each context, shape (S, B) (Expressive, section 4)."""
         return self.forward(params, context)["prediction"]
 
     def generate(self, params, context, n_steps):
-        """Greedy autoregressive continuation of each context (seed 004, "Readout & Testing").
+        """Greedy autoregressive continuation of each context (Expressive, "Readout & Testing").
 
         Step ``t`` predicts the next symbol from the current window of
         ``n_con`` symbols, appends the prediction and drops the oldest symbol,
         so from the second step on the model reads its own predictions.
-        Seed 004 evaluates on ``N_g = 50`` successive symbols.
+        Expressive evaluates on ``N_g = 50`` successive symbols.
 
         Parameters
         ----------
@@ -587,7 +508,7 @@ class NTModel:
         """
         S = self._check_params(params)
         window = self._check_context(context, S)
-        n_steps = _int(n_steps, "n_steps", 1)
+        n_steps = check_int(n_steps, "n_steps", 1)
         out = np.empty(window.shape[:2] + (n_steps,), dtype=np.int64)  # (S, B, n_steps)
         for t in range(n_steps):
             y, _ = self._forward(params, window)
@@ -600,7 +521,7 @@ class NTModel:
 
         ``L_s = (1 / (B d)) sum_b sum_j (y_bj - [j = target_b])^2``: the mean
         squared difference between the readout and the one-hot next symbol
-        (seed 004: "the basic squared difference"; averaged over the ``d``
+        (Expressive: "the basic squared difference"; averaged over the ``d``
         outputs as well, as ``torch.nn.MSELoss`` does).
 
         Parameters
@@ -670,7 +591,7 @@ class NTModel:
         dU = dT * (1.0 - c["T"] * c["T"])  # (S, B, n, 4d)            tanh' = 1 - tanh^2
         g["W_1"] = _grad_W(dU, c["Z2"])  # (S, n, 4d, d)
         dZ2 = _grad_x(p["W_1"], dU)  # (S, B, n, d)
-        dH = dG + _ln_back(c["Z2"], c["r2"], dZ2)  # (S, B, n, d)      B5-B6: both paths into H
+        dH = dG + layer_norm_vjp(c["H"], dZ2, self.ln_eps)  # (S, B, n, d)   B5-B6: both paths into H
         d_att = attention_backward(dH, c["att"])  # B7-B9: Y = A V, A = phi(s) (Eq. R4), s = beta Q K^T
         for key in ("Q", "K", "V"):  # B10: Q = W_Q Z1 + b_Q, ...
             g["W_" + key] = _grad_W(d_att[key], c["Z1"])  # (S, n, d, d)
@@ -689,7 +610,7 @@ def count_params(N, n_con, **options):
     with ``d = N``: per position ``m`` the matrices ``W_Q, W_K, W_V`` (d x d),
     ``W_1`` (4d x d), ``W_2`` (d x 4d) and the layout's per-position bias (d),
     then the readout ``W_r`` (d x d n_con) and the layout's shared bias (d);
-    the same for every layout. Seed 004 gives 802 for
+    the same for every layout. Expressive gives 802 for
     N2T5 at ``N_con = 16`` and "about 4e5" for N16T5 at ``N_con = 128``
     (section 5); this gives 802 and 395,280 (``derivations/11-nt-model.md``,
     section 2, Eq. P1).
@@ -712,7 +633,7 @@ def count_params(N, n_con, **options):
 
 
 # --------------------------------------------------------------------------
-# which layouts give seed 004's 802 parameters? (derivation 11, section 2)
+# which layouts give Expressive's 802 parameters? (derivation 11, section 2)
 # --------------------------------------------------------------------------
 
 # Building blocks of a one-bilayer pre-LN transformer with d = N and hidden
@@ -770,7 +691,7 @@ class ParamLayout:
 
 
 def search_parameterisations(n_params=802, N=2, n_con=16, about=(16, 128, 4e5)):
-    """Every layout of the block catalogue whose count is ``n_params`` (seed 004, section 5).
+    """Every layout of the block catalogue whose count is ``n_params`` (Expressive, section 5).
 
     Each building block of a one-bilayer transformer (query, key, value,
     output projections and their biases; the two feed-forward matrices and
@@ -784,7 +705,7 @@ def search_parameterisations(n_params=802, N=2, n_con=16, about=(16, 128, 4e5)):
     every group whose count at ``(N, n_con)`` is ``n_params`` is returned; with
     ``about = (N2, n_con2, target)`` only groups whose count at
     ``(N2, n_con2)`` rounds to ``target`` at one significant figure (within
-    ``[0.875, 1.125) target`` for 4e5) are kept. Seed 004: 802 at
+    ``[0.875, 1.125) target`` for 4e5) are kept. Expressive: 802 at
     ``(2, 16)``, about 4e5 at ``(16, 128)``.
 
     Parameters
@@ -804,13 +725,13 @@ def search_parameterisations(n_params=802, N=2, n_con=16, about=(16, 128, 4e5)):
         Sorted by the number of per-position ``d^2`` blocks, most first.
     """
     if n_params is not None:
-        n_params = _int(n_params, "n_params", 1)
-    N, n_con = _int(N, "N", 2), _int(n_con, "n_con", 1)
+        n_params = check_int(n_params, "n_params", 1)
+    N, n_con = check_int(N, "N", 2), check_int(n_con, "n_con", 1)
     if about is not None:
         if not (isinstance(about, tuple) and len(about) == 3):
             raise TypeError("about: expected a tuple (N, n_con, target) or None")
-        N2, n2 = _int(about[0], "about[0]", 2), _int(about[1], "about[1]", 1)
-        target = _positive(about[2], "about[2]")
+        N2, n2 = check_int(about[0], "about[0]", 2), check_int(about[1], "about[1]", 1)
+        target = check_real(about[2], "about[2]", positive=True)
         half = 0.5 * 10.0 ** math.floor(math.log10(target))  # half a unit of the first digit
     groups = {(0, 0, 0, 0): [1, ()]}  # (pp d^2, pp d, shared d^2, shared d) -> [count, example]
     for name, unit, size, placements in _BLOCKS:
@@ -875,7 +796,7 @@ def ea_symbol_dependence(layout):
         z_mk = Q_m . K_k = sigma_m sigma_k alpha_mk + sigma_m beta_mk + sigma_k gamma_mk + c_m . b_k
 
     with ``alpha_mk = (W_Q[m] u).(W_K[k] u)``, ``beta_mk = (W_Q[m] u) . b_k``,
-    ``gamma_mk = c_m . (W_K[k] u)``. Seed 004's Eq. 2 uses ``z_mk`` only
+    ``gamma_mk = c_m . (W_K[k] u)``. Expressive's Eq. 2 uses ``z_mk`` only
     through ``z_mk^2``, so (derivation 11, section 6, Eqs. E1-E4):
 
     * no query and no key bias: ``z^2 = alpha^2``, the weights do not depend

@@ -1,17 +1,17 @@
-r"""Seed 001's polarity classifier, batched over seeds, with a hand-derived backward.
+r"""TanhMax's polarity classifier, batched over seeds, with a hand-derived backward.
 
-The model (seed 001, section 5.1, and its public code)
+The model (TanhMax, section 5.1, and its public code)
 -------------------------------------------------------
 
 One attention operation over the tokens of a sentence, then a logistic
-read-out (the model of seed 001's Proposition 1, Eqs. 1-2 with the output
+read-out (the model of TanhMax's Proposition 1, Eqs. 1-2 with the output
 ``y = sigma(V^T W)``). For a sentence of token ids ``t_1 .. t_L`` with the
 real tokens marked by ``mask`` (padding has ``mask = False``), per seed:
 
     (M1)  x_i = E[t_i]                                   embedding, (E,)
     (M2)  s_i = score(x_i), one of
             "self"     q_i = W_q x_i + b_q,  k_i = W_k x_i + b_k,
-                       s_i = q_i . k_i / scale           (seed 001's code, scale = 3)
+                       s_i = q_i . k_i / scale           (TanhMax's code, scale = 3)
             "global"   k_i = W_k x_i + b_k,  s_i = k_i . v / lam
                                                          (Sun & Lu 2020, lam = 10)
             "additive" z_i = W_a x_i + b_a,  s_i = u . tanh(z_i)
@@ -26,13 +26,13 @@ real tokens marked by ``mask`` (padding has ``mask = False``), per seed:
 and the loss of a seed is the mean of ``L`` over its ``B`` sentences. Every
 score depends on its token alone, so a vocabulary token ``e`` has one score
 (:meth:`PolarityClassifier.token_scores`) and one polarity score
-``o_e = w_o . (W_v E[e] + b_v)`` (seed 001 section 3, after Sun & Lu;
+``o_e = w_o . (W_v E[e] + b_v)`` (TanhMax section 3, after Sun & Lu;
 :meth:`PolarityClassifier.token_polarity`); the logit is ``a = sum_i w_i o_{t_i}
 + b_o`` without dropout.
 
 Where the pieces come from. Sizes ``E = 30``, ``H = 10``, the embedding
 initialised ``U(-0.1, 0.1)``, dropout 0.5 before the read-out, the sigmoid
-output and the BCE loss are seed 001's (section 5.1 and its public code,
+output and the BCE loss are TanhMax's (section 5.1 and its public code,
 ``Synthetic/TanhMax.ipynb``); the ``self`` score with ``scale = 3`` is that
 code's ``(Q*K).sum(-1) / scale``. The code's ``additive`` score is
 ``v . tanh(W_q x + b_q + W_k x + b_k)``, i.e. (M2) with ``W_a = W_q + W_k``
@@ -55,7 +55,8 @@ by many rows collects the sum of their gradients) and (S2) (``y = W x + b``:
 ``derivations/02-scores.md`` section 1.3.
 
     (B1)  da = (sigmoid(a) - y) / B          softplus' = sigmoid; 1/B from the mean
-                                             (derivations/03-proposition-1.md, step P3)
+                                             (refattn.layers.sigmoid_cross_entropy_vjp;
+                                             derivations/03-proposition-1.md, step P3)
     (B2)  dw_o = sum_b da h~,  db_o = sum_b da,  dh~ = da w_o
     (B3)  dh = dh~ * m / (1 - p)
     (B4)  dw_i = V_i . dh,  dV_i = w_i dh               (M5 is bilinear in w and V)
@@ -65,10 +66,14 @@ by many rows collects the sum of their gradients) and (S2) (``y = W x + b``:
           "global":   dk_i = ds_i v / lam,  dv = sum_i ds_i k_i / lam       (02, G2)
           "additive": du = sum_i ds_i tanh(z_i),
                       dz_i = ds_i u * (1 - tanh(z_i)^2)                     (02, P2)
+          each by the score's own VJP in refattn.scores ("self"; "global",
+          with v on the seed axis; "additive" as "global" with lam = 1 on
+          the keys tanh(z_i), then tanh' = 1 - tanh^2)
     (B7)  every affine map of (M2) and (M4) by (S2), summed over sentences and
           tokens (S1); dx_i collects W^T dy_i from each of them. The code
-          stacks the maps' weights into one (m H, E) matrix, so one matmul
-          makes every projection and two give all of (B7)
+          stacks the maps' weights into one (m H, E) matrix, so one
+          refattn.layers.linear makes every projection and one
+          refattn.layers.linear_vjp gives all of (B7)
     (B8)  dE[e] = sum of dx_i over every occurrence (b, i) of token e; rows of
           tokens that do not occur get 0 (a dense (S, V, E) array)
 
@@ -103,9 +108,9 @@ import numpy as np
 
 from ..activations import ACTIVATIONS
 from ..activations import activation as _get_activation
-from ..backend import array_module, check_float_array, dtype_of, sigmoid as _sigmoid, stop_gradient
-from ..scores import _number
-from ..tasks.polarity import _int
+from .. import scores
+from ..backend import array_module, check_float_array, check_int, check_real, dtype_of, sigmoid, stop_gradient
+from ..layers import linear, linear_vjp, sigmoid_cross_entropy, sigmoid_cross_entropy_vjp
 
 __all__ = ["SCORE_KINDS", "PolarityClassifier", "dropout_mask"]
 
@@ -136,39 +141,18 @@ _SCORE_MAPS = {"self": (("W_q", "b_q"), ("W_k", "b_k")),
 _VALUE_MAP = ("W_v", "b_v")
 
 
-def _affine(xp, x, W, b):
-    """``y = W x + b`` for every row: ``x (S, ..., E)``, ``W (S, K, E)``, ``b (S, K)`` -> ``(S, ..., K)``."""
-    S, E = x.shape[0], x.shape[-1]
-    y = xp.reshape(x, (S, -1, E)) @ xp.swapaxes(W, 1, 2) + b[:, None, :]  # (S, N, K)
-    return xp.reshape(y, tuple(x.shape[:-1]) + (W.shape[1],))
-
-
-def _affine_vjp(dy, x, W):
-    """Rule (S2) of ``derivations/02-scores.md``, per seed: ``(dx, dW, db)``.
-
-    ``dW = sum_n dy_n x_n^T``, ``db = sum_n dy_n`` (summed over every row, S1),
-    ``dx_n = W^T dy_n``.
-    """
-    S, E, K = x.shape[0], x.shape[-1], W.shape[1]
-    dy2 = dy.reshape(S, -1, K)  # (S, N, K)
-    dW = np.swapaxes(dy2, 1, 2) @ x.reshape(S, -1, E)  # (S, K, E)
-    db = dy2.sum(axis=1)  # (S, K)
-    dx = (dy2 @ W).reshape(x.shape)  # (S, ..., E)
-    return dx, dW, db
-
-
 def _project(xp, P, x, maps):
     """Apply the maps ``((W name, b name), ...)`` to every row of ``x (S, ..., E)``.
 
     The weights are stacked, ``W = [W_1; W_2; ...] (S, m H, E)``, so one
-    matmul does them all; returns ``(W, [y_1, y_2, ...])`` with each
-    ``y_j = W_j x + b_j`` of shape ``(S, ..., H)`` (a view of the one result).
+    :func:`refattn.layers.linear` does them all; returns ``(W, b, [y_1, y_2, ...])``
+    with each ``y_j = W_j x + b_j`` of shape ``(S, ..., H)`` (a view of the one result).
     """
     W = xp.concatenate([P[w] for w, _ in maps], axis=1)  # (S, m H, E)
     b = xp.concatenate([P[c] for _, c in maps], axis=1)  # (S, m H)
-    Y = _affine(xp, x, W, b)  # (S, ..., m H)
+    Y = linear(x, W, b)  # (S, ..., m H)
     H = P[maps[0][0]].shape[1]
-    return W, [Y[..., j * H:(j + 1) * H] for j in range(len(maps))]
+    return W, b, [Y[..., j * H:(j + 1) * H] for j in range(len(maps))]
 
 
 def _split_grads(maps, dW, db):
@@ -180,45 +164,50 @@ def _split_grads(maps, dW, db):
     return out
 
 
-def _per_seed(xp, vec, ndim):
-    """A per-seed vector ``(S, H)`` shaped to broadcast against ``(S, ..., H)`` of ``ndim`` axes."""
-    return xp.reshape(vec, (vec.shape[0],) + (1,) * (ndim - 2) + (vec.shape[1],))
-
-
 # --------------------------------------------------------------------------
-# The three per-token scores: forward (M2), then backward (B6) right under it
+# The three per-token scores through refattn.scores: forward (M2), backward (B6)
 # --------------------------------------------------------------------------
 
+#: The score's own vector, passed to the "global" score as its ``v`` (seed axis first).
+_VECTOR = {"global": "v", "additive": "u"}
 
-def _score_forward(xp, kind, P, parts, scale, lam):
-    """``(s, cache)`` from the projected embeddings ``parts`` (:func:`_project`); ``s (S, ...)``."""
+
+def _score_fn(kind, scale, lam):
+    """The :mod:`refattn.scores` score behind (M2).
+
+    ``self`` is ``score("self", scale=scale)`` and ``global`` is
+    ``score("global", lam=lam)`` with ``v (S, H)`` on the seed axis. The
+    ``additive`` score is the global score with ``lam = 1`` of the keys
+    ``tanh(z_i)``: ``u . tanh(z_i) = tanh(z_i) . u / 1``.
+    """
+    if kind == "self":
+        return scores.score("self", scale=scale)
+    return scores.score("global", lam=lam if kind == "global" else 1.0)
+
+
+def _score_forward(xp, kind, sc, P, parts):
+    """``(s, keys)`` from the projected embeddings ``parts`` (:func:`_project`); ``s (S, ...)``.
+
+    ``keys`` are the score's inputs, kept for its VJP: ``(q, k)``, ``(k,)`` or ``(tanh(z),)``.
+    """
     if kind == "self":
         q, k = parts  # (S, ..., H) each
-        return xp.sum(q * k, axis=-1) / scale, (q, k)  # s_i = q_i . k_i / scale
-    if kind == "global":
-        (k,) = parts
-        return xp.sum(k * _per_seed(xp, P["v"], k.ndim), axis=-1) / lam, (k,)  # s_i = k_i . v / lam
-    t = xp.tanh(parts[0])  # tanh(z_i)
-    return xp.sum(t * _per_seed(xp, P["u"], t.ndim), axis=-1), (t,)  # s_i = u . tanh(z_i)
+        return sc.forward(q, k), (q, k)  # s_i = q_i . k_i / scale
+    k = parts[0] if kind == "global" else xp.tanh(parts[0])  # (S, ..., H): k_i, or tanh(z_i)
+    return sc.forward(None, k, {"v": P[_VECTOR[kind]]}), (k,)  # s_i = k_i . v / lam, or u . tanh(z_i)
 
 
-def _score_vjp(kind, P, cache, ds, scale, lam, out):
-    """(B6): write ``ds^T d s / d y_j`` into ``out[j]`` for every map ``y_j`` of the
-    score; return the gradients of the score's own vectors (``v``, ``u``)."""
-    S = ds.shape[0]
+def _score_vjp(kind, sc, P, keys, ds):
+    """(B6): ``([dy_j], {vector: gradient})``, the gradients of the score's maps' outputs
+    ``y_j`` (in :data:`_SCORE_MAPS` order) and of its own vector (``v``, ``u``)."""
     if kind == "self":
-        q, k = cache
-        g = (ds / scale)[..., None]  # (S, B, L, 1)
-        np.multiply(g, k, out=out[0])  # dq_i = ds_i k_i / scale   (02, SE2)
-        np.multiply(g, q, out=out[1])  # dk_i = ds_i q_i / scale
-        return {}
-    if kind == "global":
-        (k,) = cache
-        np.multiply((ds / lam)[..., None], P["v"][:, None, None, :], out=out[0])  # dk_i = ds_i v / lam  (02, G2)
-        return {"v": (ds.reshape(S, 1, -1) @ k.reshape(S, -1, k.shape[-1]))[:, 0] / lam}  # sum_i ds_i k_i / lam
-    (t,) = cache
-    np.multiply(ds[..., None] * P["u"][:, None, None, :], 1.0 - t * t, out=out[0])  # dz_i = ds_i u tanh'(z_i)  (02, P2)
-    return {"u": (ds.reshape(S, 1, -1) @ t.reshape(S, -1, t.shape[-1]))[:, 0]}  # sum_i ds_i tanh(z_i)
+        dq, dk, _ = sc.vjp(*keys, None, ds)  # dq_i = ds_i k_i / scale, dk_i = ds_i q_i / scale  (02, SE2)
+        return [dq, dk], {}
+    (k,) = keys
+    _, dk, dp = sc.vjp(None, k, {"v": P[_VECTOR[kind]]}, ds)  # dk_i = ds_i v / lam, dv = sum_i ds_i k_i / lam  (02, G2)
+    if kind == "additive":
+        dk = dk * (1.0 - k * k)  # dz_i = ds_i u tanh'(z_i), tanh' = 1 - tanh^2  (02, P2)
+    return [dk], {_VECTOR[kind]: dp["v"]}
 
 
 def _scatter_rows(dx, tokens, V):
@@ -253,16 +242,16 @@ def dropout_mask(rngs, batch_size, hidden_dim, rate):
     batch_size, hidden_dim : int
         ``B`` and ``H``.
     rate : float
-        The drop probability ``p`` in ``[0, 1)`` (seed 001: 0.5).
+        The drop probability ``p`` in ``[0, 1)`` (TanhMax: 0.5).
 
-    Source: Srivastava et al. (2014), as cited by seed 001 section 5.1; the
+    Source: Srivastava et al. (2014), as cited by TanhMax section 5.1; the
     model divides the kept entries by ``1 - p`` (the inverted form), so no
     rescaling is needed at evaluation.
     """
     if not isinstance(rngs, Sequence) or not rngs or not all(
             isinstance(r, np.random.Generator) for r in rngs):
         raise TypeError("rngs: expected a non-empty sequence of numpy.random.Generator, one per seed")
-    B, H = _int(batch_size, "batch_size", 1), _int(hidden_dim, "hidden_dim", 1)
+    B, H = check_int(batch_size, "batch_size", 1), check_int(hidden_dim, "hidden_dim", 1)
     rate = _drop_rate(rate, "rate")
     return np.stack([r.random((B, H)) >= rate for r in rngs])  # (S, B, H)
 
@@ -282,7 +271,7 @@ def _drop_rate(value, name):
 
 
 class PolarityClassifier:
-    r"""Seed 001's one-attention polarity classifier, ``S`` seeds at once.
+    r"""TanhMax's one-attention polarity classifier, ``S`` seeds at once.
 
     Implements the trainer's model protocol: :meth:`init_params`,
     :meth:`loss` (traceable by autograd) and :meth:`loss_and_grad` (the
@@ -299,14 +288,14 @@ class PolarityClassifier:
     score : {"self", "global", "additive"}
         The per-token score (M2).
     embed_dim, hidden_dim : int
-        ``E`` and ``H`` (seed 001: 30 and 10).
+        ``E`` and ``H`` (TanhMax: 30 and 10).
     scale : float
-        The divisor of the ``self`` score (seed 001's code: 3, about
+        The divisor of the ``self`` score (TanhMax's code: 3, about
         ``sqrt(H)``).
     lam : float
         The divisor of the ``global`` score (Sun & Lu: 10).
     dropout : float
-        The drop probability ``p`` in ``[0, 1)`` of (M6) (seed 001: 0.5).
+        The drop probability ``p`` in ``[0, 1)`` of (M6) (TanhMax: 0.5).
         It only scales the kept entries by ``1 / (1 - p)``; the keep mask
         itself comes in ``batch["dropout"]`` (:func:`dropout_mask`).
 
@@ -318,8 +307,8 @@ class PolarityClassifier:
     ``dropout`` ``(S, B, H)`` bool (the keep mask; absent = no dropout).
     Other keys are an error (a misspelt ``"masks"`` must not pass unseen).
     Ids under the padding must still lie in ``[0, V)``; they get weight 0 and
-    no gradient. Arrays are NumPy: the backward writes into its own buffers
-    and scatters with ``numpy.bincount``; :meth:`loss` is also traced by
+    no gradient. Arrays are NumPy: the backward scatters the embedding's
+    gradient with ``numpy.bincount``; :meth:`loss` is also traced by
     autograd.
 
     **The parameters** (every array has the leading seed axis):
@@ -331,18 +320,19 @@ class PolarityClassifier:
 
     def __init__(self, vocab_size, activation="tanhmax", score="self", *, embed_dim=30,
                  hidden_dim=10, scale=3.0, lam=10.0, dropout=0.5):
-        self.vocab_size = _int(vocab_size, "vocab_size", 1)
+        self.vocab_size = check_int(vocab_size, "vocab_size", 1)
         if activation not in ACTIVATIONS:
             raise ValueError(f"activation: expected one of {ACTIVATIONS}, got {activation!r}")
         if score not in SCORE_KINDS:
             raise ValueError(f"score: expected one of {SCORE_KINDS}, got {score!r}")
         self.activation, self.score = activation, score
         self.act = _get_activation(activation)
-        self.embed_dim = _int(embed_dim, "embed_dim", 1)
-        self.hidden_dim = _int(hidden_dim, "hidden_dim", 1)
-        self.scale = _number(scale, "scale", allow_none=False)
-        self.lam = _number(lam, "lam", allow_none=False)
+        self.embed_dim = check_int(embed_dim, "embed_dim", 1)
+        self.hidden_dim = check_int(hidden_dim, "hidden_dim", 1)
+        self.scale = check_real(scale, "scale", positive=True)
+        self.lam = check_real(lam, "lam", positive=True)
         self.dropout = _drop_rate(dropout, "dropout")
+        self._score_fn = _score_fn(score, self.scale, self.lam)  # (M2), from refattn.scores
 
     def __repr__(self):
         return (f"PolarityClassifier(vocab_size={self.vocab_size}, activation={self.activation!r}, "
@@ -363,9 +353,9 @@ class PolarityClassifier:
         Seed ``s``'s slice is drawn from ``numpy.random.default_rng(s)`` alone,
         in the order of :meth:`param_shapes`, so it is the same whether the
         seed is trained alone or beside others. Distributions: ``emb``
-        ``U(-0.1, 0.1)`` (seed 001 section 5.1); weights and biases of each
+        ``U(-0.1, 0.1)`` (TanhMax section 5.1); weights and biases of each
         linear layer ``U(-1/sqrt(fan_in), 1/sqrt(fan_in))`` (PyTorch's
-        ``nn.Linear``, which seed 001's code uses; fan_in = E, or H for the
+        ``nn.Linear``, which TanhMax's code uses; fan_in = E, or H for the
         read-out ``w_o, b_o``); ``v`` and ``u`` standard normal.
 
         Parameters
@@ -384,7 +374,7 @@ class PolarityClassifier:
             raise TypeError(f"seeds: expected a sequence of ints (one per model), got {type(seeds).__name__}")
         if len(seeds) == 0:
             raise ValueError("seeds: expected at least one seed, got an empty sequence")
-        seeds = [_int(s, f"seeds[{i}]", 0) for i, s in enumerate(seeds)]
+        seeds = [check_int(s, f"seeds[{i}]", 0) for i, s in enumerate(seeds)]
         if np.dtype(dtype).kind != "f":
             raise TypeError(f"dtype: expected a real floating dtype, got {np.dtype(dtype)}")
         shapes = self.param_shapes()
@@ -495,20 +485,16 @@ class PolarityClassifier:
         rows = tokens + V * np.arange(S)[:, None, None]  # (S, B, L) rows of emb as (S V, E)
         x = xp.reshape(params["emb"], (S * V, E))[rows]  # (S, B, L, E)   (M1)
         maps = _SCORE_MAPS[self.score] + (_VALUE_MAP,)
-        W, parts = _project(xp, params, x, maps)  # the score's maps and the value's, one matmul
-        s, cache = _score_forward(xp, self.score, params, parts[:-1], self.scale, self.lam)  # (S, B, L)  (M2)
+        W, b, parts = _project(xp, params, x, maps)  # the score's maps and the value's, one matmul
+        s, keys = _score_forward(xp, self.score, self._score_fn, params, parts[:-1])  # (S, B, L)  (M2)
         w = self.act.forward(s, mask=mask)  # (S, B, L)   (M3)
         Vv = parts[-1]  # (S, B, L, H)   (M4) V_i = W_v x_i + b_v
         h = (w[..., None, :] @ Vv)[..., 0, :]  # (S, B, H)   (M5) h = sum_i w_i V_i
         drop = None if keep is None else keep * dtype_of(x).type(1.0 / (1.0 - self.dropout))  # m / (1 - p)
         hd = h if drop is None else h * drop  # (S, B, H)   (M6)
         a = (hd @ params["w_o"][:, :, None])[..., 0] + params["b_o"][:, None]  # (S, B)   (M7)
-        return {"x": x, "W": W, "maps": maps, "cache": cache, "s": s, "w": w, "V": Vv,
+        return {"x": x, "W": W, "b": b, "maps": maps, "keys": keys, "s": s, "w": w, "V": Vv,
                 "drop": drop, "h_drop": hd, "logit": a}
-
-    def _bce(self, xp, a, labels):
-        y = labels.astype(dtype_of(a))
-        return xp.mean(xp.logaddexp(0.0, a) - y * a, axis=1), y  # (S,)   (M8)
 
     def loss(self, params, batch):
         """Per-seed mean binary cross-entropy ``(S,)`` (M1)-(M8), written against ``xp``.
@@ -516,14 +502,14 @@ class PolarityClassifier:
         ``L = softplus(a) - y a = -y log sigmoid(a) - (1 - y) log(1 - sigmoid(a))``,
         evaluated with ``logaddexp`` so that no logit overflows; dropout
         applies when ``batch["dropout"]`` is given. This is the reference that
-        autograd differentiates (seed 001 Eq. 3 with the BCE loss of
+        autograd differentiates (TanhMax Eq. 3 with the BCE loss of
         section 5.1; derivation: module docstring, and
         ``derivations/03-proposition-1.md`` step P3).
         """
         S = self._check_params(params)
         tokens, labels, mask, keep = self._check_batch(batch, S, need_labels=True)
         f = self._forward(params, tokens, mask, keep)
-        return self._bce(array_module(*params.values()), f["logit"], labels)[0]
+        return sigmoid_cross_entropy(f["logit"], labels, seed_axis=True)  # (S,)   (M8)
 
     def loss_and_grad(self, params, batch):
         """The loss ``(S,)`` and its hand-derived gradient ``d loss.sum() / d params``.
@@ -548,22 +534,20 @@ class PolarityClassifier:
         P = params
         f = self._forward(P, tokens, mask, keep)
         a, hd = f["logit"], f["h_drop"]
-        loss, y = self._bce(np, a, labels)
-        B = a.shape[1]
-        da = (_sigmoid(np, a) - y) / B  # (S, B)   (B1) dL/da = sigmoid(a) - y, mean over B
+        loss = sigmoid_cross_entropy(a, labels, seed_axis=True)  # (S,)   (M8)
+        da = sigmoid_cross_entropy_vjp(a, labels, np.ones(S, a.dtype), seed_axis=True)  # (S, B)   (B1)
         grads = {"b_o": da.sum(axis=1)}  # (S,)   (B2)
         grads["w_o"] = (da[:, None, :] @ hd)[:, 0]  # (S, H)   sum_b da h~
         dh = da[..., None] * P["w_o"][:, None, :]  # (S, B, H)   dh~ = da w_o
         if f["drop"] is not None:
             dh = dh * f["drop"]  # (B3) dh = dh~ m / (1 - p)
-        H = dh.shape[-1]
-        dY = np.empty(f["V"].shape[:-1] + (len(f["maps"]) * H,), dtype=dh.dtype)  # d of every map
-        dYs = [dY[..., j * H:(j + 1) * H] for j in range(len(f["maps"]))]
         dw = (f["V"] @ dh[..., None])[..., 0]  # (S, B, L)   (B4) dw_i = V_i . dh
-        np.multiply(f["w"][..., None], dh[:, :, None, :], out=dYs[-1])  # (S, B, L, H)   dV_i = w_i dh
+        dV = f["w"][..., None] * dh[:, :, None, :]  # (S, B, L, H)   dV_i = w_i dh
         ds = self.act.vjp(f["s"], dw, mask=mask)  # (S, B, L)   (B5)
-        grads.update(_score_vjp(self.score, P, f["cache"], ds, self.scale, self.lam, dYs[:-1]))  # (B6)
-        dx, dW, db = _affine_vjp(dY, f["x"], f["W"])  # (S, B, L, E)   (B7) all maps at once
+        dys, dvec = _score_vjp(self.score, self._score_fn, P, f["keys"], ds)  # (B6)
+        grads.update(dvec)
+        dY = np.concatenate(dys + [dV], axis=-1)  # (S, B, L, m H) the stacked maps' output gradient
+        dx, dW, db = linear_vjp(f["x"], f["W"], f["b"], dY)  # (S, B, L, E)   (B7) all maps at once
         grads.update(_split_grads(f["maps"], dW, db))
         grads["emb"] = _scatter_rows(dx, tokens, self.vocab_size)  # (S, V, E)   (B8)
         aux = {"s": f["s"], "w": f["w"], "logit": a}
@@ -583,7 +567,7 @@ class PolarityClassifier:
         tokens, _, mask, _ = self._check_batch(batch, S, need_labels=False)
         f = self._forward(params, tokens, mask, None)
         xp = array_module(*params.values())
-        return {"s": f["s"], "w": f["w"], "logit": f["logit"], "prob": _sigmoid(xp, f["logit"])}
+        return {"s": f["s"], "w": f["w"], "logit": f["logit"], "prob": sigmoid(xp, f["logit"])}
 
     def predict(self, params, batch):
         """Predicted labels ``(S, B)`` int64: 1 where ``sigmoid(a) > 1/2``, i.e. ``a > 0``."""
@@ -593,21 +577,20 @@ class PolarityClassifier:
         """The score of every vocabulary token, ``(S, V)``: (M2) applied to each row of ``emb``.
 
         Scores depend on the token alone, so this is the score each token
-        gets wherever it occurs (seed 001's Figure 2 plots these).
+        gets wherever it occurs (TanhMax's Figure 2 plots these).
         """
         self._check_params(params)
         xp = array_module(*params.values())
-        parts = _project(xp, params, params["emb"], _SCORE_MAPS[self.score])[1]  # (S, V, H) each
-        return _score_forward(xp, self.score, params, parts, self.scale, self.lam)[0]
+        parts = _project(xp, params, params["emb"], _SCORE_MAPS[self.score])[2]  # (S, V, H) each
+        return _score_forward(xp, self.score, self._score_fn, params, parts)[0]
 
     def token_polarity(self, params):
         """Token polarity scores ``o_e = w_o . (W_v E[e] + b_v)``, ``(S, V)``.
 
-        Seed 001 section 3 (``o_i = V_i^T W``, after Sun & Lu 2020): the
+        TanhMax section 3 (``o_i = V_i^T W``, after Sun & Lu 2020): the
         logit without dropout is ``a = sum_i w_i o_{t_i} + b_o``
         (``derivations/03-proposition-1.md``, step P4).
         """
         self._check_params(params)
-        xp = array_module(*params.values())
-        values = _affine(xp, params["emb"], params["W_v"], params["b_v"])  # (S, V, H)
+        values = linear(params["emb"], params["W_v"], params["b_v"])  # (S, V, H)
         return (values @ params["w_o"][:, :, None])[..., 0]  # (S, V)
