@@ -7,9 +7,10 @@
 For every registered activation, on one array of scores of ``--shape``
 (default: the score array of attention at (B, H, n) = (4, 4, 256)), it times
 
-* ``p``: the reference :meth:`refattn.activations.Activation.p` (``ell`` by
-  its stable formula, then the shifted exponential) against
-  :func:`refattn.fast.kernels.p_of` (the split ``h = exp(f a) b``, in place);
+* ``forward``: the reference :meth:`refattn.activations.Activation.forward`
+  (``ell`` by its stable formula, the shifted exponential, times ``rho``)
+  against :func:`refattn.fast.kernels.forward` (the split ``h = exp(f a) b``,
+  in place, returning ``p``, the weights and what the backward needs);
 * ``vjp``: the reference :meth:`refattn.activations.Activation.vjp` (which
   computes ``p`` itself, then Eq. R4 grouped as R5), as the reference
   attention calls it, against :func:`refattn.fast.kernels.vjp_from` given the
@@ -43,17 +44,15 @@ from refattn.fast import kernels
 def candidates(name, s, u):
     """``{key: callable}`` for one activation, and the largest relative difference of each pair."""
     act = activation(name)
-    p = kernels.p_of(act, s)  # (..., n)
-    phi = p if act.rho_is_one else act.rho(s) * p  # (..., n)
-    s_kept = s if kernels.kernel(act).needs_s else None  # what the fast cache holds
+    p, phi, aux = kernels.forward(act, s)  # (..., n) each; aux: what the fast cache holds
     fns = {
-        "reference_p": lambda: act.p(s),
-        "fast_p": lambda: kernels.p_of(act, s),
+        "reference_forward": lambda: act.forward(s),
+        "fast_forward": lambda: kernels.forward(act, s)[1],
         "reference_vjp": lambda: act.vjp(s, u),
-        "fast_vjp": lambda: kernels.vjp_from(act, np, s_kept, p, u, -1, phi),
+        "fast_vjp": lambda: kernels.vjp_from(act, np, aux, p, u, -1, phi),
     }
     diff = {}
-    for what in ("p", "vjp"):
+    for what in ("forward", "vjp"):
         ref, fast = fns["reference_" + what](), fns["fast_" + what]()
         scale = max(float(np.max(np.abs(ref))), np.finfo(ref.dtype).tiny)
         diff[what] = float(np.max(np.abs(fast - ref))) / scale
@@ -116,8 +115,8 @@ def main(argv=None):
         t = run_grouped(fns, passes, repeats, pause, warmup)
         med = {k: statistics.median(x for run in v for x in run) for k, v in t.items()}
         rows[name] = {
-            "reference_p_ms": 1e3 * med["reference_p"], "fast_p_ms": 1e3 * med["fast_p"],
-            "p_ratio": _median_ratio(t["reference_p"], t["fast_p"]),
+            "reference_forward_ms": 1e3 * med["reference_forward"], "fast_forward_ms": 1e3 * med["fast_forward"],
+            "forward_ratio": _median_ratio(t["reference_forward"], t["fast_forward"]),
             "reference_vjp_ms": 1e3 * med["reference_vjp"], "fast_vjp_ms": 1e3 * med["fast_vjp"],
             "vjp_ratio": _median_ratio(t["reference_vjp"], t["fast_vjp"]),
             "max_rel_diff": diff,
@@ -131,10 +130,10 @@ def main(argv=None):
         print(json.dumps(result, indent=2))
         return result
     print(f"scores {shape} float64; median of {passes} passes x {repeats} runs; CPU {result['machine']['cpu']}")
-    print(f"{'activation':11s} {'ref p ms':>9s} {'fast p ms':>10s} {'ratio':>6s} "
+    print(f"{'activation':11s} {'ref fwd ms':>10s} {'fast fwd ms':>11s} {'ratio':>6s} "
           f"{'ref vjp ms':>11s} {'fast vjp ms':>12s} {'ratio':>6s} {'max rel diff':>13s}")
     for name, r in rows.items():
-        print(f"{name:11s} {r['reference_p_ms']:9.2f} {r['fast_p_ms']:10.2f} {r['p_ratio']:6.2f} "
+        print(f"{name:11s} {r['reference_forward_ms']:10.2f} {r['fast_forward_ms']:11.2f} {r['forward_ratio']:6.2f} "
               f"{r['reference_vjp_ms']:11.2f} {r['fast_vjp_ms']:12.2f} {r['vjp_ratio']:6.2f} "
               f"{max(r['max_rel_diff'].values()):13.1e}")
     return result

@@ -43,7 +43,7 @@ import numpy as np  # noqa: E402
 from refattn import ACTIVATIONS, activation, fast  # noqa: E402
 from refattn import attention as reference  # noqa: E402
 from refattn.fast import attention, attention_backward, threads  # noqa: E402
-from refattn.fast.kernels import Generic, kernel, p_of  # noqa: E402
+from refattn.fast.kernels import Generic, forward as kernel_forward, kernel  # noqa: E402
 from refattn.plots import save, small  # noqa: E402
 
 SMALL = small()
@@ -104,8 +104,8 @@ print(f"{'activation':11s} {'needs s':>8s} {'|a - a_def|':>12s} {'|b - b_def|':>
 for name in ACTIVATIONS:
     act = activation(name)
     k = kernel(act)
-    p, phi = p_of(act, s), act.forward(s)
-    a, b = k.factors(s if k.needs_s else None, p, phi)
+    p, phi, aux = kernel_forward(act, s)
+    a, b = k.factors(aux, p, phi)
     a0, b0 = Generic(act).factors(s, p, phi)
     db = float(np.abs(b0).max()) if b is None else float(np.abs(b - b0).max())
     print(f"{name:11s} {str(k.needs_s):>8s} {float(np.abs(a - a0).max()):12.1e} {db:12.1e}")

@@ -22,7 +22,7 @@ from hypothesis.extra import numpy as hnp
 from refattn import ACTIVATIONS, SCORES, activation, score
 from refattn import attention as reference
 from refattn.fast import AttentionCache, attention, attention_backward, set_blocking, threads
-from refattn.fast.kernels import Generic, kernel, p_of, vjp_from
+from refattn.fast.kernels import Generic, forward as kernel_forward, kernel, vjp_from
 
 from conftest import random_scores
 
@@ -374,10 +374,12 @@ def test_kernels_match_the_reference(name, axis, rng):
     if axis == -1:
         mask[3] = False  # a row with no normaliser
     u = rng.standard_normal(s.shape)
-    p = p_of(act, s, axis, mask)
+    p, phi, aux = kernel_forward(act, s, axis, mask)
     np.testing.assert_allclose(p, act.p(s, axis, mask), rtol=1e-14, atol=1e-300)
-    phi = act.forward(s, axis, mask)
-    ds = vjp_from(act, np, s if kernel(act).needs_s else None, p, u.copy(), axis, phi)
+    want = act.forward(s, axis, mask)
+    np.testing.assert_allclose(phi, want, rtol=1e-13, atol=1e-16 * np.abs(want).max())
+    assert (aux is s) == kernel(act).needs_s
+    ds = vjp_from(act, np, aux, p, u.copy(), axis, phi)
     np.testing.assert_allclose(ds, act.vjp(s, u, axis, mask), rtol=1e-13, atol=1e-15)
 
 
@@ -390,10 +392,11 @@ def test_kernels_match_the_reference_at_extremes(name, data):
     s = data.draw(hnp.arrays(np.float64, (3, 4), elements=st.floats(-1e300, 1e300)), label="s")
     mask = data.draw(hnp.arrays(bool, s.shape), label="mask")
     u = data.draw(hnp.arrays(np.float64, s.shape, elements=st.floats(-1, 1)), label="u")
-    p = p_of(act, s, -1, mask)
+    p, phi, aux = kernel_forward(act, s, -1, mask)
     np.testing.assert_allclose(p, act.p(s, -1, mask), rtol=1e-12, atol=1e-300)
-    phi = act.forward(s, -1, mask)
-    ds = vjp_from(act, np, s, p, u.copy(), -1, phi)
+    want = act.forward(s, -1, mask)
+    np.testing.assert_allclose(phi, want, rtol=1e-12, atol=1e-15 * max(1.0, float(np.abs(want).max())))
+    ds = vjp_from(act, np, aux, p, u.copy(), -1, phi)
     want = act.vjp(s, u, -1, mask)
     np.testing.assert_allclose(ds, want, rtol=1e-12, atol=1e-12 * max(1.0, float(np.abs(want).max())))
 
@@ -448,3 +451,24 @@ def test_the_reference_loads_no_speed_module():
             "or m.startswith('concurrent.futures')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+@pytest.mark.parametrize("top", [3.0, -10.0, -16.0, -17.0, -30.0, -800.0])
+@pytest.mark.parametrize("masked", [False, True])
+def test_sigmoid_kernel_on_both_sides_of_its_unshifted_route(top, masked, rng):
+    """The normalised sigmoid's kernel skips the shift where every row has sigmoid(max s)
+    >= 2^-24 (max s above about -16.6) and shifts otherwise; either way p, the weights
+    and the VJP equal the reference, entry by entry down to 1e-300, including entries
+    whose sigmoid underflows (s near -745 and below)."""
+    act = activation("sigmoid")
+    s = top - rng.random((4, 9)) * np.array([1.0, 5.0, 30.0, 800.0])[:, None]
+    s[:, 0] = top
+    mask = rng.random(s.shape) < 0.7 if masked else None
+    if masked:
+        mask[:, 0] = True
+    u = rng.standard_normal(s.shape)
+    p, phi, aux = kernel_forward(act, s.copy(), -1, mask, overwrite_s=True)
+    np.testing.assert_allclose(p, act.p(s, -1, mask), rtol=1e-13, atol=1e-300)
+    np.testing.assert_array_equal(phi, p)
+    ds = vjp_from(act, np, aux, p, u.copy(), -1, phi)
+    np.testing.assert_allclose(ds, act.vjp(s, u, -1, mask), rtol=1e-12, atol=1e-15)

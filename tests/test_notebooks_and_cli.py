@@ -193,7 +193,7 @@ def test_bench_kernels_smoke():
     res = json.loads(r.stdout)
     assert set(res["rows"]) == set(ACTIVATIONS)
     for name, row in res["rows"].items():
-        times = [row[k] for k in ("reference_p_ms", "fast_p_ms", "p_ratio", "reference_vjp_ms", "fast_vjp_ms",
+        times = [row[k] for k in ("reference_forward_ms", "fast_forward_ms", "forward_ratio", "reference_vjp_ms", "fast_vjp_ms",
                                   "vjp_ratio")]
         assert all(np.isfinite(v) and v > 0 for v in times), name
         # norm-wise relative difference; tests/test_fast.py holds the kernels to rtol 1e-13 entry by entry

@@ -37,7 +37,7 @@ from ..activations import Linear
 from ..backend import array_module, check_float_array, is_traced
 from ..scores import Dot
 from . import threads
-from .kernels import kernel, p_of, vjp_from
+from .kernels import forward as kernel_forward, kernel, vjp_from
 from .threads import blocking_enabled, num_threads, set_blocking, set_num_threads
 
 __all__ = ["attention", "attention_backward", "AttentionCache", "num_threads",
@@ -45,10 +45,11 @@ __all__ = ["attention", "attention_backward", "AttentionCache", "num_threads",
 
 
 class AttentionCache(dict):
-    """The fast path's cache: the reference's keys, plus ``p = softmax(ell(s))``.
+    """The fast path's cache: the reference's keys, plus ``p = softmax(ell(s))``
+    and, where the kernel hands its backward something else, ``aux``.
 
-    For activations whose VJP factors need only ``p`` and ``w``
-    (``kernel(act).needs_s`` false) the blocked route does not keep the scores:
+    For activations whose VJP factors do not need the scores
+    (``kernel(act).needs_s`` false) the blocked route does not keep them:
     ``cache["s"]`` (and ``cache.get("s")``) then recomputes them from ``Q`` and
     ``K`` on first access and keeps them. ``"s" in cache`` tells whether they
     are held now.
@@ -86,23 +87,25 @@ def attention(Q, K, V, *, score="scaled_dot", activation="softmax", params=None,
     shape = kshape[:-2] + ((np.shape(Q)[-2] if sc.pairwise else 1), kshape[-2])  # (..., n_q, n_k)
     size = _block_size(xp, shape, Q, K, V)
     if size is None:
-        out, s, p, w = _forward(sc, act, Q, K, V, params, keep)
+        out, s, p, w, aux = _forward(sc, act, Q, K, V, params, keep)
     else:
-        out, s, p, w = _forward_blocked(sc, act, Q, K, V, params, keep, shape, size)
+        out, s, p, w, aux = _forward_blocked(sc, act, Q, K, V, params, keep, shape, size)
     cache = AttentionCache(Q=Q, K=K, V=V, params=params, p=p, w=w, mask=keep, score=sc, activation=act)
     if s is not None:
         cache["s"] = s
+    if aux is not None and aux is not s:
+        cache["aux"] = aux
     return out, cache
 
 
 def _forward(sc, act, Q, K, V, params, keep):
-    """The reference's three steps with ``p`` by the split: ``(out, s, p, w)``."""
+    """The reference's three steps with the activation's kernel: ``(out, s, p, w, aux)``."""
     s = sc.forward(Q, K, params)  # (..., n_q, n_k) or (..., n)
     if not sc.pairwise:
         s = s[..., None, :]  # (..., 1, n)
-    p = p_of(act, s, -1, keep)  # (..., n_q, n_k)  softmax(ell(s))
-    w = p if act.rho_is_one else act.rho(s) * p  # (..., n_q, n_k)  phi = rho p
-    return w @ V, s, p, w  # out: (..., n_q, d_v)
+    kept = kernel(act).needs_s  # else s may become p's memory, and the cache recomputes it if asked
+    p, w, aux = kernel_forward(act, s, -1, keep, overwrite_s=not kept)  # softmax(ell(s)), phi = rho p
+    return w @ V, (s if kept else None), p, w, aux  # out: (..., n_q, d_v)
 
 
 def attention_backward(grad_out, cache):
@@ -118,9 +121,9 @@ def attention_backward(grad_out, cache):
     xp = array_module(grad_out, V)
     if isinstance(act, Linear) and isinstance(sc, Dot) and cache.get("mask") is None:
         return _backward_linear_dot(xp, sc, grad_out, Q, K, V)
-    s = cache["s"] if kernel(act).needs_s else None  # (recomputed if the forward did not keep it)
-    args = (Q, K, V, cache["params"], s, p, w)
-    size = _block_size(xp, np.shape(w), grad_out, Q, K, V, s, p, w)
+    aux = cache["s"] if kernel(act).needs_s else cache.get("aux")  # s: recomputed if not kept
+    args = (Q, K, V, cache["params"], aux, p, w)
+    size = _block_size(xp, np.shape(w), grad_out, Q, K, V, aux, p, w)
     if size is None:
         dQ, dK, dV, dparams = _backward(sc, act, xp, grad_out, *args)
     else:
@@ -128,11 +131,11 @@ def attention_backward(grad_out, cache):
     return {"Q": dQ, "K": dK, "V": dV, "params": dparams}
 
 
-def _backward(sc, act, xp, grad_out, Q, K, V, params, s, p, w):
+def _backward(sc, act, xp, grad_out, Q, K, V, params, aux, p, w):
     """The chain rule through the three steps, on a batch or one block: ``(dQ, dK, dV, dparams)``."""
     dV = xp.swapaxes(w, -1, -2) @ grad_out  # (..., n_k, d_v)   dV = W^T dY
     dW = grad_out @ xp.swapaxes(V, -1, -2)  # (..., n_q, n_k)   dW = dY V^T
-    ds = vjp_from(act, xp, s, p, dW, -1, w, overwrite_u=True)  # Eq. R5, into dW's memory
+    ds = vjp_from(act, xp, aux, p, dW, -1, w, overwrite_u=True)  # Eq. R5, into dW's memory
     if not sc.pairwise:
         ds = ds[..., 0, :]  # (..., n)
     dQ, dK, dparams = sc.vjp(Q, K, params, ds)
@@ -197,24 +200,26 @@ def _forward_blocked(sc, act, Q, K, V, params, keep, shape, size):
     parts = threads.Gather(slices, alone=("out",))
 
     def block(i, j):
-        out, s, p, w = _forward(sc, act, _rows(Qf, i, j), Kf[i:j], Vf[i:j], params,
-                                keep[i:j] if per_slice else keep)
+        out, s, p, w, aux = _forward(sc, act, _rows(Qf, i, j), Kf[i:j], Vf[i:j], params,
+                                     keep[i:j] if per_slice else keep)
         kept = {"out": out, "p": p}
         if w is not p:
             kept["w"] = w
         if needs_s:
             kept["s"] = s
+        elif aux is not None:
+            kept["aux"] = aux
         parts.put(i, j, kept)
 
     threads.run_blocks(block, slices, size)
-    out, s, p, w = (parts.get(k, shape[:-2]) for k in ("out", "s", "p", "w"))
-    return out, s, p, (p if w is None else w)
+    out, s, p, w, aux = (parts.get(k, shape[:-2]) for k in ("out", "s", "p", "w", "aux"))
+    return out, s, p, (p if w is None else w), (s if needs_s else aux)
 
 
-def _backward_blocked(sc, act, grad_out, Q, K, V, params, s, p, w, size):
+def _backward_blocked(sc, act, grad_out, Q, K, V, params, aux, p, w, size):
     """:func:`_backward` per block of slices; parameter gradients summed in block order."""
     lead = np.ndim(w) - 2
-    Gf, Qf, Kf, Vf, sf, pf, wf = (_merge_batch(x, lead) for x in (grad_out, Q, K, V, s, p, w))
+    Gf, Qf, Kf, Vf, sf, pf, wf = (_merge_batch(x, lead) for x in (grad_out, Q, K, V, aux, p, w))
     parts = threads.Gather(Kf.shape[0])
 
     def block(i, j):

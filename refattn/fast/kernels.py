@@ -29,15 +29,9 @@ import numpy as np
 
 from .. import activations as A
 from ..activations import sqrt_tiny
-from ..backend import array_module
+from ..backend import array_module, to_numpy
 
-__all__ = ["Kernel", "Generic", "kernel", "p_of", "vjp_from"]
-
-
-def _sigmoid_of_abs(xp, r):
-    """sigmoid(r) for r = |s| >= 0 as 0.5 (1 + tanh(r/2)): accurate there (the value
-    is at least 1/2) and cheaper than :func:`refattn.backend.sigmoid`."""
-    return 0.5 + 0.5 * xp.tanh(0.5 * r)
+__all__ = ["Kernel", "Generic", "kernel", "forward", "p_of", "vjp_from"]
 
 
 def _rowdot(xp, u, v, axis):
@@ -48,47 +42,75 @@ def _rowdot(xp, u, v, axis):
 
 
 class Generic:
-    """The reference's own functions: for an activation this module does not know."""
+    """The reference's own functions: for an activation this module does not know.
 
-    ell_factor = 1.0  # h = exp(f a) b
-    b_unbounded = False  # b is rescaled by its row maximum (cosformer)
-    needs_s = True  # the VJP factors need the scores, not only p and phi
+    A kernel has two methods. ``forward(s, axis, mask)`` returns ``(p, w, aux)``:
+    ``p = softmax(ell(s))``, the weights ``w = rho(s) p``, and ``aux``, what
+    ``factors`` needs besides ``p`` and ``w`` (the scores ``s``, something
+    cheaper computed on the way, or ``None``). ``factors(aux, p, w)`` returns
+    ``(A, B)`` of Eq. R5, ``ds = u A - B <u, w>``; ``B`` is ``None`` where
+    ``ell' = 0``, and ``A is B`` where the two coincide.
+    """
+
+    #: ``aux`` is the scores themselves (attention then keeps them for the backward pass)
+    needs_s = True
 
     def __init__(self, act):
         self.act = act
 
-    def split(self, s):
-        """``(a, b)`` with ``h = exp(f a) b``; ``None`` stands for ``a = 0`` or ``b = 1``."""
-        return None, None  # unused: :func:`p_of` calls the reference's p
+    def forward(self, s, axis=-1, mask=None, overwrite_s=False):
+        p = self.act.p(s, axis, mask)
+        return p, (p if self.act.rho_is_one else self.act.rho(s) * p), s
 
     def factors(self, s, p, phi):
-        """``(A, B)`` of Eq. R5; ``B`` is ``None`` where ``ell' = 0``, ``A is B`` where they coincide."""
         act = self.act
         b = p * act.dell(s)  # p ell'
         return act.drho(s) * p + act.rho(s) * b, b  # (rho' + rho ell') p
 
 
 class Kernel(Generic):
-    """A built-in activation's split and factors (subclasses below, one per class)."""
+    """A built-in activation: ``p`` by the split ``h = exp(f a) b`` (subclasses below, one per class)."""
 
     needs_s = False
+    ell_factor = 1.0  # f in h = exp(f a) b
+    b_unbounded = False  # b is rescaled by its row maximum (cosformer)
+
+    def split(self, s):
+        """``(a, b)`` with ``h = exp(f a) b``; ``None`` stands for ``a = 0`` or ``b = 1``."""
+        return None, None
+
+    def forward(self, s, axis=-1, mask=None, overwrite_s=False):
+        a, b = self.split(s)
+        p = _split_p(array_module(s, mask), s, a, b, self.ell_factor, self.b_unbounded, axis, mask,
+                     overwrite_s)
+        w = p if self.act.rho_is_one else self.act.rho(s) * p
+        return p, w, (s if self.needs_s else None)
 
 
 class _Softmax(Kernel):
     def split(self, s):
         return s, None  # h = e^s
 
-    def factors(self, s, p, phi):
+    def factors(self, aux, p, phi):
         return p, p  # A = B = p:  ds = p (u - <u, p>)
 
 
 class _TanhMax(Kernel):
-    def split(self, s):
-        xp = array_module(s)
+    def forward(self, s, axis=-1, mask=None, overwrite_s=False):
+        xp = array_module(s, mask)
         a = xp.abs(s)
-        return a, 0.5 + 0.5 * xp.exp(-2.0 * a)  # cosh s = e^|s| (1 + e^{-2|s|}) / 2
+        E = xp.exp(-2.0 * a)  # e^{-2|s|}, the one exponential both b and rho need
+        b = E * 0.5
+        b += 0.5  # cosh s = e^|s| (1 + e^{-2|s|}) / 2:  a = |s|, b = (1 + E) / 2
+        p = _split_p(xp, s, a, b, 1.0, False, axis, mask)
+        w = xp.subtract(1.0, E, out=E)
+        w /= b
+        w *= 0.5  # tanh|s| = (1 - E) / (1 + E), instead of a tanh (three times the cost of exp)
+        w = xp.copysign(w, s, out=w)  # tanh s (absolute error ~u: the cancellation in 1 - E)
+        w *= p  # phi = tanh(s) p
+        return p, w, None
 
-    def factors(self, s, p, phi):
+    def factors(self, aux, p, phi):
         return p, phi  # kappa = sinh'/cosh = 1, ell' p = tanh(s) p = phi
 
 
@@ -96,7 +118,7 @@ class _SignExp(Kernel):
     def split(self, s):
         return array_module(s).abs(s), None  # h = e^|s|
 
-    def factors(self, s, p, phi):
+    def factors(self, aux, p, phi):
         return array_module(phi).abs(phi), phi  # kappa p = |sign s| p = |phi|, ell' p = phi
 
 
@@ -114,35 +136,70 @@ class _Expressive(Kernel):
         return b, b
 
 
-class _SigSoftmax(Kernel):
+class _Sigmoids(Kernel):
+    """sigmoid and sigsoftmax: one exponential E = e^{-|s|} gives both b = sigmoid(|s|)
+    and ell' - (1 for sigsoftmax) = sigmoid(-s), which the forward hands the
+    backward as ``aux`` (instead of the scores, and instead of a tanh there)."""
+
+    ell_factor = 1.0
+    dell_offset = 0.0  # ell' = dell_offset + sigmoid(-s)
+
+    def forward(self, s, axis=-1, mask=None, overwrite_s=False):
+        xp = array_module(s, mask)
+        E = xp.abs(s)
+        E = xp.negative(E, out=E)
+        E = xp.exp(E, out=E)  # e^{-|s|}
+        b = E + 1.0
+        b = xp.divide(1.0, b, out=b)  # sigmoid(|s|) = 1 / (1 + E), in [1/2, 1)
+        aux = xp.multiply(E, b, out=E)  # sigmoid(-|s|) = E / (1 + E)
+        aux = xp.where(s < 0, b, aux)  # sigmoid(-s): sigmoid(|s|) where s < 0
+        # a = min(s, 0) (sigmoid) or (s + min(s, 0)) / 2 with f = 2 (sigsoftmax), which cannot overflow
+        a = xp.minimum(s, 0.0)
+        if self.ell_factor != 1.0:
+            a += s
+            a *= 0.5
+        p = _split_p(xp, s, a, b, self.ell_factor, False, axis, mask)
+        return p, p, aux
+
+    def factors(self, aux, p, phi):
+        b = p * aux if self.dell_offset == 0.0 else p * (aux + self.dell_offset)  # p ell'
+        return b, b
+
+
+class _SigSoftmax(_Sigmoids):
     ell_factor = 2.0
-    needs_s = True
-
-    def split(self, s):
-        r = array_module(s).abs(s)
-        # a = (s + min(s, 0)) / 2 = 0.75 s - 0.25 |s|; b = sigmoid(|s|) in [1/2, 1)
-        return 0.75 * s - 0.25 * r, _sigmoid_of_abs(array_module(s), r)
-
-    def factors(self, s, p, phi):
-        b = p * (1.5 - 0.5 * array_module(s).tanh(0.5 * s))  # p (1 + sigmoid(-s))
-        return b, b
+    dell_offset = 1.0  # ell' = 1 + sigmoid(-s)
 
 
-class _Sigmoid(Kernel):
-    needs_s = True
+class _Sigmoid(_Sigmoids):
+    """ell' = sigmoid(-s). Where every row has a score above about -16.6, the
+    normalised sigmoid needs no shift: ``p = sigmoid(s) / sum sigmoid(s)`` with
+    ``sigmoid(s) = 1 / (1 + e^{-s})``, one exponential and no select. An entry
+    whose sigmoid underflows then has ``p < 2^-1022 / 2^-24``, below 1e-300, as
+    in the reference. Rows below that (or fully masked) take the shifted two-
+    exponential route of :class:`_Sigmoids`."""
 
-    def split(self, s):
-        r = array_module(s).abs(s)
-        return 0.5 * s - 0.5 * r, _sigmoid_of_abs(array_module(s), r)  # min(s, 0); halves: no overflow
+    #: the least row maximum of sigmoid(s) for which the unshifted route is exact to 1e-300
+    LEAST_TOP = 2.0 ** -24
 
-    def factors(self, s, p, phi):
-        # sigmoid(-s) by the tanh form: absolute error below 2.2e-16, and it enters times p
-        b = p * (0.5 - 0.5 * array_module(s).tanh(0.5 * s))
-        return b, b
+    def forward(self, s, axis=-1, mask=None, overwrite_s=False):
+        xp = array_module(s, mask)
+        X = xp.negative(s)
+        X = xp.exp(X, out=X)  # e^{-s}; inf below -709.78, where sigmoid(s) = 0
+        X += 1.0
+        sig = xp.divide(1.0, X, out=X)  # sigmoid(s)
+        H = sig if mask is None else xp.multiply(sig, mask, out=sig)
+        top = xp.max(H, axis=axis, keepdims=True)
+        if bool(to_numpy(xp.any(top < self.LEAST_TOP))):  # a deep or fully masked row (one bool to the host)
+            return super().forward(s, axis, mask, overwrite_s)
+        aux = xp.subtract(1.0, H, out=s if overwrite_s else None)  # sigmoid(-s) (absolute error ~u)
+        z = xp.sum(H, axis=axis, keepdims=True)  # >= LEAST_TOP on every row
+        p = xp.divide(H, z, out=H)
+        return p, p, aux
 
 
 class _Linear(Kernel):
-    def factors(self, s, p, phi):
+    def factors(self, aux, p, phi):
         return p, None  # rho' = 1, ell' = 0:  ds = u / n
 
 
@@ -177,18 +234,14 @@ def kernel(act) -> Generic:
     return _KERNELS.get(type(act), Generic)(act)
 
 
-def p_of(act, s, axis=-1, mask=None):
-    """``p = softmax(ell(s))`` along ``axis``, equal to :meth:`Activation.p` (split form, in place).
+def _split_p(xp, s, a, b, f, b_unbounded, axis, mask, overwrite_s=False):
+    """``p = softmax(ell(s))`` from the split ``h = exp(f a) b`` (``a`` may be overwritten,
+    and so may ``s`` where ``a is s`` and ``overwrite_s``).
 
     ``H = exp(f (a - max a)) * b``, ``p = H / sum H``; masked entries and rows
     with no normaliser get 0, as in the reference.
     """
-    k = kernel(act)
-    if type(k) is Generic:
-        return act.p(s, axis, mask)
-    xp = array_module(s, mask)
     with np.errstate(over="ignore", under="ignore", divide="ignore"):
-        a, b = k.split(s)
         if a is None:
             H = xp.ones_like(s) if b is None else b
         else:
@@ -196,32 +249,46 @@ def p_of(act, s, axis=-1, mask=None):
                 a = xp.where(mask, a, -np.inf)  # h = 0 where masked
             m = xp.max(a, axis=axis, keepdims=True)  # log-sum-exp shift
             m = xp.where(m > -np.inf, m, 0.0)  # rows with no normaliser: any finite shift
-            H = xp.subtract(a, m, out=a if a is not s else None)  # (..., n) exponent <= 0
-            if k.ell_factor != 1.0:
-                H = xp.multiply(H, k.ell_factor, out=H)
+            H = xp.subtract(a, m, out=a if a is not s or overwrite_s else None)  # (..., n) exponent <= 0
+            if f != 1.0:
+                H = xp.multiply(H, f, out=H)
             H = xp.exp(H, out=H)
             if b is not None:
                 H = xp.multiply(H, b, out=H)
         if mask is not None and (a is None or b is not None):
             H = H * mask  # h = 0 where masked (H is finite, so no 0 * inf)
-        if k.b_unbounded:  # rescale by the row maximum: b <= 1
+        if b_unbounded:  # rescale by the row maximum: b <= 1
             top = xp.max(H, axis=axis, keepdims=True)
             H = H / xp.where(top > 0, top, 1.0)
         z = xp.sum(H, axis=axis, keepdims=True)
         z = xp.where(z > 0, z, 1.0)  # no normaliser: H = 0, so p = 0
-        if H is b or H is s:
+        if H is b or (H is s and not overwrite_s):
             return H / z
         return xp.divide(H, z, out=H)
 
 
-def vjp_from(act, xp, s, p, u, axis, phi, overwrite_u=False):
-    """Eq. R5, ``ds = u A - B <u, phi>``, given ``p`` and ``phi`` (and ``s`` if the kernel needs it).
+def forward(act, s, axis=-1, mask=None, overwrite_s=False):
+    """``(p, w, aux)`` for activation ``act``: :meth:`Activation.p`, :meth:`Activation.forward`
+    and what :func:`vjp_from` needs, by the activation's kernel. With ``overwrite_s``
+    the scores, a temporary of the caller's, may become ``p``'s memory (only where
+    the kernel does not need them: ``not kernel(act).needs_s``)."""
+    with np.errstate(over="ignore", under="ignore", divide="ignore"):
+        return kernel(act).forward(s, axis, mask, overwrite_s and not kernel(act).needs_s)
+
+
+def p_of(act, s, axis=-1, mask=None):
+    """``p = softmax(ell(s))`` along ``axis`` by the kernel, equal to :meth:`Activation.p`."""
+    return forward(act, s, axis, mask)[0]
+
+
+def vjp_from(act, xp, aux, p, u, axis, phi, overwrite_u=False):
+    """Eq. R5, ``ds = u A - B <u, phi>``, given ``p``, ``phi`` and ``aux`` from :func:`forward`.
 
     With ``overwrite_u`` the upstream gradient ``u``, a temporary of the
     caller's, becomes the output buffer. Equal to :meth:`Activation.vjp`.
     """
     with np.errstate(over="ignore", under="ignore", divide="ignore"):
-        a, b = kernel(act).factors(s, p, phi)
+        a, b = kernel(act).factors(aux, p, phi)
         if b is None:  # ell' = 0 (linear, relu): ds = u A
             return xp.multiply(u, a, out=u) if overwrite_u else u * a
         c = _rowdot(xp, u, phi, axis)  # <u, phi>, before u is overwritten

@@ -111,9 +111,6 @@ _TASK_RE = re.compile(r"N([0-9]+)T([0-9]+)(-S|-R)?")
 # --------------------------------------------------------------------------
 
 
-_int = check_int
-
-
 def _variant(task):
     if task not in VARIANTS:
         raise ValueError(f"task: expected one of {VARIANTS} or a name like 'N16T2-S', got {task!r}")
@@ -127,14 +124,14 @@ def _resolve(task, N, tau):
     if task in VARIANTS:
         if N is None or tau is None:
             raise ValueError(f"N, tau: task {task!r} needs both the basis N and the delay tau")
-        return task, _int(N, "N", 2), _int(tau, "tau", 1)
+        return task, check_int(N, "N", 2), check_int(tau, "tau", 1)
     try:
         variant, n_, tau_ = parse_task(task)
     except ValueError as err:
         raise ValueError(f"task: expected one of {VARIANTS} (with N and tau) or a task name like "
                          f"'N16T2-S'; {err}") from None
     for value, own, name in ((N, n_, "N"), (tau, tau_, "tau")):
-        if value is not None and _int(value, name, 1) != own:
+        if value is not None and check_int(value, name, 1) != own:
             raise ValueError(f"{name}: task {task!r} has {name} = {own}, but {name} = {value} was passed")
     return variant, n_, tau_
 
@@ -224,7 +221,7 @@ def format_task(variant, N, tau):
     str
     """
     _variant(variant)
-    return f"N{_int(N, 'N', 2)}T{_int(tau, 'tau', 1)}{_SUFFIX[variant]}"
+    return f"N{check_int(N, 'N', 2)}T{check_int(tau, 'tau', 1)}{_SUFFIX[variant]}"
 
 
 # --------------------------------------------------------------------------
@@ -320,14 +317,14 @@ def generate(task, N=None, tau=None, length=None, batch=1, rng=None, init=None):
     variant, N, tau = _resolve(task, N, tau)
     if length is None:
         raise TypeError("length: expected an int >= 1, got None")
-    length = _int(length, "length", 1)
+    length = check_int(length, "length", 1)
     if init is None:
-        batch = _int(batch, "batch", 1)
+        batch = check_int(batch, "batch", 1)
         start = _rng(rng).integers(0, N, size=(batch, tau + 1))  # (B, tau+1)
     else:
         start = check_symbols(init, N, "init")
         if start.ndim == 1:
-            start = np.broadcast_to(start, (_int(batch, "batch", 1), start.shape[0]))
+            start = np.broadcast_to(start, (check_int(batch, "batch", 1), start.shape[0]))
         if start.ndim != 2 or start.shape[1] != tau + 1 or start.shape[0] < 1:
             raise ValueError(f"init: expected shape (tau + 1,) or (batch, tau + 1) with tau + 1 = {tau + 1}, "
                              f"got {np.shape(init)}")
@@ -378,8 +375,8 @@ def generate_mixture(tasks, weights=None, length=None, batch=1, rng=None):
         raise ValueError(f"weights: expected finite non-negative weights, not all zero, got {p.tolist()}")
     if length is None:
         raise TypeError("length: expected an int >= 1, got None")
-    length = _int(length, "length", 1)
-    batch = _int(batch, "batch", 1)
+    length = check_int(length, "length", 1)
+    batch = check_int(batch, "batch", 1)
     rng = _rng(rng)
     which = rng.choice(len(specs), size=batch, p=p / p.sum())  # (B,)
     series = np.empty((batch, length), dtype=np.int64)  # (B, T)
@@ -416,8 +413,8 @@ def windows(series, n_con, n_predict):
     contexts : numpy.ndarray, shape (..., n_predict, n_con)
     targets : numpy.ndarray, shape (..., n_predict)
     """
-    n_con = _int(n_con, "n_con", 1)
-    n_predict = _int(n_predict, "n_predict", 1)
+    n_con = check_int(n_con, "n_con", 1)
+    n_predict = check_int(n_predict, "n_predict", 1)
     x = np.asarray(series)
     if x.dtype == bool or not np.issubdtype(x.dtype, np.integer):
         raise TypeError(f"series: expected integer symbols, got dtype {x.dtype}")
@@ -454,7 +451,7 @@ def encode_state(window, N):
     -------
     numpy.ndarray of int64, shape (...)
     """
-    N = _int(N, "N", 2)
+    N = check_int(N, "N", 2)
     w = check_symbols(window, N, "window")
     if w.ndim < 1 or w.shape[-1] < 2:
         raise ValueError(f"window: expected shape (..., tau + 1) with tau >= 1, got {w.shape}")
@@ -481,7 +478,7 @@ def decode_state(index, N, tau):
     -------
     numpy.ndarray of int64, shape (..., tau + 1)
     """
-    N, tau = _int(N, "N", 2), _int(tau, "tau", 1)
+    N, tau = check_int(N, "N", 2), check_int(tau, "tau", 1)
     i = np.asarray(index)
     if i.dtype == bool or not np.issubdtype(i.dtype, np.integer):
         raise TypeError(f"index: expected integer state indices, got dtype {i.dtype}")
@@ -494,7 +491,7 @@ def decode_state(index, N, tau):
 
 
 def _n_states(N, tau, max_states):
-    max_states = _int(max_states, "max_states", 2)
+    max_states = check_int(max_states, "max_states", 2)
     if (tau + 1) * math.log2(N) > math.log2(max_states) + 1e-9:
         raise ValueError(f"N, tau: N**(tau+1) = {N}**{tau + 1} states exceed max_states = {max_states}; "
                          f"pass a larger max_states if you have the memory (about 40 bytes per state)")
@@ -667,8 +664,8 @@ def _check_structure(structure):
     if not isinstance(structure, dict) or not structure:
         raise TypeError("structure: expected a non-empty dict {cycle length: number of cycles}")
     for L, c in structure.items():
-        _int(L, "structure key (cycle length)", 1)
-        _int(c, "structure value (number of cycles)", 0)
+        check_int(L, "structure key (cycle length)", 1)
+        check_int(c, "structure value (number of cycles)", 0)
     if sum(structure.values()) == 0:
         raise ValueError("structure: expected at least one cycle, got all counts 0")
 

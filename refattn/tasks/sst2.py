@@ -41,6 +41,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..backend import check_int
+
 __all__ = [
     "ENV_VAR",
     "SPLITS",
@@ -196,11 +198,9 @@ def tokenize(sentence, lower=False):
 
 
 def _int_or_none(value, name, minimum):
-    """Raise ``ValueError`` unless ``value`` is None or an integer (not bool) >= minimum."""
-    if value is None:
-        return
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name}: expected None or an integer >= {minimum}, got {value!r}")
+    """Raise unless ``value`` is None or an integer (not bool) >= minimum (:func:`refattn.backend.check_int`)."""
+    if value is not None:
+        check_int(value, name, minimum)
 
 
 def _bool(value, name):
