@@ -250,7 +250,7 @@ def main(argv=None):
               "rows": rows, "torch": torch_res,
               "torch_max_grad_diff": check_same_gradients(Q, K, V, G), "verdict": verdict,
               "machine": {"python": platform.python_version(), "numpy": np.__version__,
-                          "processor": platform.machine(), "cpu": _cpu_name()}}
+                          "processor": platform.machine(), "cpu": cpu_name()}}
     if args.out:
         with open(args.out, "w") as f:
             json.dump(result, f, indent=2)
@@ -296,7 +296,7 @@ def _blas_info():
     return info
 
 
-def _cpu_name():
+def cpu_name():
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:

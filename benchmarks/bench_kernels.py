@@ -37,6 +37,7 @@ import time
 
 import numpy as np
 
+from bench_attention import cpu_name, median_ratio  # this folder's timing helpers
 from refattn import ACTIVATIONS, activation
 from refattn.fast import kernels
 
@@ -78,21 +79,6 @@ def run_grouped(fns, passes, repeats, pause, warmup):
     return times
 
 
-def _median_ratio(a, b):
-    return statistics.median(statistics.median(x) / statistics.median(y) for x, y in zip(a, b))
-
-
-def _cpu_name():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or None
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shape", type=int, nargs="+", default=(16, 256, 256), help="scores' shape (default 16 256 256)")
@@ -116,16 +102,16 @@ def main(argv=None):
         med = {k: statistics.median(x for run in v for x in run) for k, v in t.items()}
         rows[name] = {
             "reference_forward_ms": 1e3 * med["reference_forward"], "fast_forward_ms": 1e3 * med["fast_forward"],
-            "forward_ratio": _median_ratio(t["reference_forward"], t["fast_forward"]),
+            "forward_ratio": median_ratio(t["reference_forward"], t["fast_forward"]),
             "reference_vjp_ms": 1e3 * med["reference_vjp"], "fast_vjp_ms": 1e3 * med["fast_vjp"],
-            "vjp_ratio": _median_ratio(t["reference_vjp"], t["fast_vjp"]),
+            "vjp_ratio": median_ratio(t["reference_vjp"], t["fast_vjp"]),
             "max_rel_diff": diff,
         }
     result = {"shape": list(shape), "dtype": "float64", "repeats": repeats, "passes": passes,
               "timing": "median of passes x repeats runs; ratio = reference / fast, median over passes",
               "rows": rows,
               "machine": {"python": platform.python_version(), "numpy": np.__version__,
-                          "processor": platform.machine(), "cpu": _cpu_name()}}
+                          "processor": platform.machine(), "cpu": cpu_name()}}
     if args.json:
         print(json.dumps(result, indent=2))
         return result

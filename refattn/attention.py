@@ -27,7 +27,7 @@ from .activations import Activation, activation as get_activation
 from .backend import array_module, check_float_array, check_mask, stop_gradient
 from .scores import Score, score as get_score
 
-__all__ = ["attention", "attention_backward", "causal_mask", "prepare"]
+__all__ = ["attention", "attention_backward", "causal_mask", "prepare", "check_grad_out"]
 
 
 def causal_mask(n_q: int, n_k: int | None = None, xp=np):
@@ -72,6 +72,14 @@ def prepare(Q, K, V, score, activation, params, mask, causal, score_options):
         tri = causal_mask(n_q, xp=array_module(Q, K, V, mask, *params.values()))
         keep = tri if keep is None else (keep & tri)
     return sc, act, params, keep
+
+
+def check_grad_out(grad_out, w, V):
+    """Raise a clear error unless ``grad_out`` is a float array of the output's shape ``(..., n_q, d_v)``."""
+    check_float_array(grad_out, "grad_out", min_ndim=2)
+    want = np.shape(w)[:-1] + (np.shape(V)[-1],)
+    if np.shape(grad_out) != want:
+        raise ValueError(f"grad_out: shape {np.shape(grad_out)} does not match the output's {want}")
 
 
 def attention(Q, K, V, *, score="scaled_dot", activation="softmax", params=None,
@@ -133,11 +141,8 @@ def attention_backward(grad_out, cache):
         ``{"Q": dQ, "K": dK, "V": dV, "params": {name: dparam}}`` (``dQ`` is
         ``None`` where ``Q`` was).
     """
-    check_float_array(grad_out, "grad_out", min_ndim=2)
     Q, K, V, s, w = (cache[k] for k in ("Q", "K", "V", "s", "w"))
-    want = np.shape(w)[:-1] + (np.shape(V)[-1],)
-    if np.shape(grad_out) != want:
-        raise ValueError(f"grad_out: shape {np.shape(grad_out)} does not match the output's {want}")
+    check_grad_out(grad_out, w, V)
     sc, act = cache["score"], cache["activation"]
     xp = array_module(grad_out, V)
     dV = xp.swapaxes(w, -1, -2) @ grad_out  # (..., n_k, d_v)  Y = W V  =>  dV = W^T dY

@@ -413,23 +413,16 @@ class Dot(Score):
     def forward(self, q, k, params=None):
         batch, n_q, n_k, d, params = self._check(q, k, params)
         xp = array_module(q, k)
-        beta = self.beta_for(d)
-        if beta != 1.0:
-            q = beta * q  # (..., n_q, d): beta (q k^T) = (beta q) k^T, cheaper than scaling s
-        return q @ xp.swapaxes(k, -1, -2)  # (..., n_q, n_k)
+        return (self.beta_for(d) * q) @ xp.swapaxes(k, -1, -2)  # (..., n_q, n_k)  beta q k^T
 
     def vjp(self, q, k, params, grad_s):
         batch, n_q, n_k, d, params = self._check(q, k, params)
         self._check_grad(grad_s, batch, n_q, n_k)
         xp = array_module(q, k, grad_s)
         beta = self.beta_for(d)
-        dq = grad_s @ k  # (..., n_q, d)
-        dk = xp.swapaxes(grad_s, -1, -2) @ q  # (..., n_k, d)
-        if beta != 1.0:
-            dq *= beta  # scale the (n, d) results, not the (n_q, n_k) gradient
-            dk *= beta
-        dq, dk = sum_to(xp, dq, q.shape), sum_to(xp, dk, k.shape)
-        return dq, dk, {}
+        dq = beta * (grad_s @ k)  # (..., n_q, d)
+        dk = beta * (xp.swapaxes(grad_s, -1, -2) @ q)  # (..., n_k, d)
+        return sum_to(xp, dq, q.shape), sum_to(xp, dk, k.shape), {}
         # ds_ij/dq_i = beta k_j,  ds_ij/dk_j = beta q_i
 
 

@@ -34,7 +34,7 @@ import numpy as np
 
 from .. import attention as reference
 from ..activations import Linear
-from ..backend import array_module, check_float_array, is_traced
+from ..backend import array_module, is_traced
 from ..scores import Dot
 from . import threads
 from .kernels import forward as kernel_forward, kernel, vjp_from
@@ -112,11 +112,8 @@ def attention_backward(grad_out, cache):
     """:func:`refattn.attention.attention_backward`, fast: same arguments, same numbers."""
     if not isinstance(cache, AttentionCache):  # the reference's cache (traced values)
         return reference.attention_backward(grad_out, cache)
-    check_float_array(grad_out, "grad_out", min_ndim=2)
     Q, K, V, p, w = (cache[k] for k in ("Q", "K", "V", "p", "w"))
-    want = np.shape(w)[:-1] + (np.shape(V)[-1],)
-    if np.shape(grad_out) != want:
-        raise ValueError(f"grad_out: shape {np.shape(grad_out)} does not match the output's {want}")
+    reference.check_grad_out(grad_out, w, V)
     sc, act = cache["score"], cache["activation"]
     xp = array_module(grad_out, V)
     if isinstance(act, Linear) and isinstance(sc, Dot) and cache.get("mask") is None:
