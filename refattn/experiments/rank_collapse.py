@@ -546,8 +546,9 @@ def _ell_second(act, c0):
 
     ``Activation.dell`` is written against the array module of its input, so
     autograd differentiates exactly that code. Where autograd cannot trace it
-    (expressive's ``copysign``), ``ell' = h'/h`` from ``dh`` and ``h`` is
-    differentiated instead; a central difference is the last resort.
+    (an activation a user wrote with an operation autograd does not know),
+    ``ell' = h'/h`` from ``dh`` and ``h`` is differentiated instead; a central
+    difference is the last resort.
     """
     x = np.array([float(c0)])
     for f in (act.dell, lambda z: act.dh(z) / act.h(z)):

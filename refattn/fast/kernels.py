@@ -288,14 +288,14 @@ def vjp_from(act, xp, aux, p, u, axis, phi, overwrite_u=False):
     caller's, becomes the output buffer. Equal to :meth:`Activation.vjp`.
     """
     with np.errstate(over="ignore", under="ignore", divide="ignore"):
-        a, b = kernel(act).factors(aux, p, phi)
-        if b is None:  # ell' = 0 (linear, relu): ds = u A
-            return xp.multiply(u, a, out=u) if overwrite_u else u * a
+        A, B = kernel(act).factors(aux, p, phi)
+        if B is None:  # ell' = 0 (linear, relu): ds = u A
+            return xp.multiply(u, A, out=u) if overwrite_u else u * A
         c = _rowdot(xp, u, phi, axis)  # <u, phi>, before u is overwritten
-        if a is b:  # ds = A (u - c)
+        if A is B:  # ds = A (u - c)
             t = xp.subtract(u, c, out=u) if overwrite_u else u - c
-            t *= a
+            t *= A
         else:  # ds = u A - B c
-            t = xp.multiply(u, a, out=u) if overwrite_u else u * a
-            t -= b * c
+            t = xp.multiply(u, A, out=u) if overwrite_u else u * A
+            t -= B * c
         return t
