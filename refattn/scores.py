@@ -268,7 +268,7 @@ class Score:
         return None  # no parameters
 
     # --- validation ----------------------------------------------------------
-    def _check(self, q, k, params):
+    def check_inputs(self, q, k, params):
         """Validate the inputs; return ``(batch, n_q, n_k, d, params)``."""
         if self.uses_q:
             check_float_array(q, "q", min_ndim=2)
@@ -411,12 +411,12 @@ class Dot(Score):
         return 1.0
 
     def forward(self, q, k, params=None):
-        batch, n_q, n_k, d, params = self._check(q, k, params)
+        batch, n_q, n_k, d, params = self.check_inputs(q, k, params)
         xp = array_module(q, k)
         return (self.beta_for(d) * q) @ xp.swapaxes(k, -1, -2)  # (..., n_q, n_k)  beta q k^T
 
     def vjp(self, q, k, params, grad_s):
-        batch, n_q, n_k, d, params = self._check(q, k, params)
+        batch, n_q, n_k, d, params = self.check_inputs(q, k, params)
         self._check_grad(grad_s, batch, n_q, n_k)
         xp = array_module(q, k, grad_s)
         beta = self.beta_for(d)
@@ -493,7 +493,7 @@ class Additive(Score):
         }
 
     def forward(self, q, k, params=None):
-        batch, n_q, n_k, d, params = self._check(q, k, params)
+        batch, n_q, n_k, d, params = self.check_inputs(q, k, params)
         W_q, W_k, v = params["W_q"], params["W_k"], params["v"]
         xp = array_module(q, k, W_q, W_k, v)
         a = q @ xp.swapaxes(W_q, 0, 1)  # (..., n_q, d_a)
@@ -502,7 +502,7 @@ class Additive(Score):
         return _pair_mlp(xp, a, b, None, v, "tanh")  # (..., n_q, n_k)
 
     def vjp(self, q, k, params, grad_s):
-        batch, n_q, n_k, d, params = self._check(q, k, params)
+        batch, n_q, n_k, d, params = self.check_inputs(q, k, params)
         self._check_grad(grad_s, batch, n_q, n_k)
         W_q, W_k, v = params["W_q"], params["W_k"], params["v"]
         xp = array_module(q, k, grad_s, W_q, W_k, v)
@@ -554,12 +554,12 @@ class Self(Score):
         return math.sqrt(d) if self.scale is None else self.scale
 
     def forward(self, q, k, params=None):
-        batch, n_q, n_k, d, params = self._check(q, k, params)
+        batch, n_q, n_k, d, params = self.check_inputs(q, k, params)
         xp = array_module(q, k)
         return xp.sum(q * k, axis=-1) / self._scale(d)  # (..., n)
 
     def vjp(self, q, k, params, grad_s):
-        batch, n_q, n_k, d, params = self._check(q, k, params)
+        batch, n_q, n_k, d, params = self.check_inputs(q, k, params)
         self._check_grad(grad_s, batch, n_q, n_k)
         xp = array_module(q, k, grad_s)
         g = grad_s[..., None] / self._scale(d)  # (..., n, 1)
@@ -609,7 +609,7 @@ class Global(Score):
         return {"v": (rng.standard_normal(d) / math.sqrt(d)).astype(dtype)}
 
     def forward(self, q, k, params=None):
-        batch, n_q, n_k, d, params = self._check(q, k, params)
+        batch, n_q, n_k, d, params = self.check_inputs(q, k, params)
         v = params["v"]
         if self.n_seeds(params) is None:
             return (k @ v) / self.lam  # (..., n)
@@ -618,7 +618,7 @@ class Global(Score):
         return xp.sum(k * vs, axis=-1) / self.lam  # (S, ..., n)
 
     def vjp(self, q, k, params, grad_s):
-        batch, n_q, n_k, d, params = self._check(q, k, params)
+        batch, n_q, n_k, d, params = self.check_inputs(q, k, params)
         self._check_grad(grad_s, batch, n_q, n_k)
         v = params["v"]
         xp = array_module(k, grad_s, v)
@@ -761,7 +761,7 @@ class Neural(Score):
         return a[..., :, None, :], b[..., None, :, :]  # (..., n_q, 1, h), (..., 1, n_k, h)
 
     def forward(self, q, k, params=None):
-        batch, n_q, n_k, d, params = self._check(q, k, params)
+        batch, n_q, n_k, d, params = self.check_inputs(q, k, params)
         P = params
         xp = array_module(q, k, *P.values())
         qp = q @ xp.swapaxes(P["Wq"], 0, 1)  # (..., n_q, d')   NeuralAttn Eq. 5
@@ -771,7 +771,7 @@ class Neural(Score):
         return self.beta_for(d) * (t + P["ba"])  # (..., n_q, n_k)  Eq. 9's 1/sqrt(d)
 
     def vjp(self, q, k, params, grad_s):
-        batch, n_q, n_k, d, params = self._check(q, k, params)
+        batch, n_q, n_k, d, params = self.check_inputs(q, k, params)
         self._check_grad(grad_s, batch, n_q, n_k)
         P = params
         xp = array_module(q, k, grad_s, *P.values())
@@ -854,14 +854,14 @@ class CosFormer(Score):
         return xp.cos((np.pi / (2.0 * M)) * (i - j)).astype(dtype)  # (n_q, n_k)
 
     def forward(self, q, k, params=None):
-        batch, n_q, n_k, d, params = self._check(q, k, params)
+        batch, n_q, n_k, d, params = self.check_inputs(q, k, params)
         xp = array_module(q, k)
         c = self._weights(xp, n_q, n_k, dtype_of(q))  # (n_q, n_k)
         s = _relu(xp, q) @ xp.swapaxes(_relu(xp, k), -1, -2)  # (..., n_q, n_k)
         return s * c  # (..., n_q, n_k)
 
     def vjp(self, q, k, params, grad_s):
-        batch, n_q, n_k, d, params = self._check(q, k, params)
+        batch, n_q, n_k, d, params = self.check_inputs(q, k, params)
         self._check_grad(grad_s, batch, n_q, n_k)
         xp = array_module(q, k, grad_s)
         g = grad_s * self._weights(xp, n_q, n_k, dtype_of(q))  # (..., n_q, n_k)

@@ -124,7 +124,7 @@ def _prepare(q, k, params, hidden, beta):
             check_float_array(x, name, min_ndim=2)  # the clear TypeError for non-arrays
             raise TypeError(f"{name}: expected a numpy.ndarray (these cost evaluations are NumPy only; "
                             f"use refattn.score('neural').forward for autograd or CuPy), got {type(x).__name__}")
-    batch, n_q, n_k, d, P = sc._check(q, k, params)
+    batch, n_q, n_k, d, P = sc.check_inputs(q, k, params)
     for name, x in P.items():
         if not isinstance(x, (np.ndarray, np.generic)):
             raise TypeError(f"params[{name!r}]: expected a numpy.ndarray, got {type(x).__name__}")
