@@ -278,22 +278,13 @@ def main(argv=None):
 
 
 def _blas_info():
-    """The OpenBLAS refattn holds at one thread in blocked runs, and the kernel it chose."""
+    """The BLAS refattn holds at one thread in blocked runs, and the kernel it chose (threadpoolctl)."""
     blas = parallel.blas_control()
     if blas is None:
         return None
-    import ctypes  # noqa: PLC0415
-
-    info = {"path": blas.path, "threads": blas.get(), "core": None}
-    lib = ctypes.CDLL(blas.path)
-    for name in ("scipy_openblas_get_corename64_", "scipy_openblas_get_corename",
-                 "openblas_get_corename64_", "openblas_get_corename"):
-        fn = getattr(lib, name, None)
-        if fn is not None:
-            fn.restype = ctypes.c_char_p
-            info["core"] = fn().decode()
-            break
-    return info
+    lib = blas.info()[0]
+    return {"path": lib.get("filepath"), "threads": blas.get(), "core": lib.get("architecture"),
+            "version": lib.get("version")}
 
 
 def cpu_name():

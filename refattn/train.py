@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 import time
 from collections.abc import Mapping
 
@@ -145,12 +146,18 @@ def save_checkpoint(path, params, optimizer, history, *, epoch, fingerprint=None
     arrays["meta"] = np.array(json.dumps(meta))
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
-    tmp = path[:-4] + ".partial.npz"
-    with open(tmp, "wb") as fh:
-        np.savez(fh, **arrays)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    # a temporary name of this process and thread: two runs sharing a checkpoint path never
+    # write into one temporary file; os.replace then makes the newest complete file the checkpoint
+    tmp = f"{path[:-4]}.partial-{os.getpid()}-{threading.get_ident()}.npz"
+    try:
+        with open(tmp, "wb") as fh:
+            np.savez(fh, **arrays)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)  # a failed write leaves no stray temporary behind
 
 
 def load_checkpoint(path):

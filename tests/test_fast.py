@@ -472,3 +472,41 @@ def test_sigmoid_kernel_on_both_sides_of_its_unshifted_route(top, masked, rng):
     np.testing.assert_array_equal(phi, p)
     ds = vjp_from(act, np, aux, p, u.copy(), -1, phi)
     np.testing.assert_allclose(ds, act.vjp(s, u, -1, mask), rtol=1e-12, atol=1e-15)
+
+
+def test_threads_calling_attention_while_another_changes_the_thread_count(rng, force_blocks, monkeypatch):
+    """Four threads run the blocked fast path while the main thread keeps changing
+    the pool's size: no call fails (a replaced pool is never shut down under a
+    user), and every result equals the reference."""
+    import threading
+
+    if threads.blas_control() is None:
+        pytest.skip("no BLAS thread control: blocks run in the calling thread, no pool")
+    monkeypatch.setattr(threads, "_threads", threads._threads)  # restored after the test
+    Q, K, V, G = _inputs(rng)
+    out0, c0 = reference.attention(Q, K, V, activation="tanhmax", causal=True)
+    g0 = reference.attention_backward(G, c0)
+    errors, running = [], []
+
+    def worker():
+        try:
+            for _ in range(25):
+                out, cache = attention(Q, K, V, activation="tanhmax", causal=True)
+                g = attention_backward(G, cache)
+                _assert_close(out, out0, np.float64, "out")
+                for k in "QKV":
+                    _assert_close(g[k], g0[k], np.float64, f"d{k}")
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    workers = [threading.Thread(target=worker) for _ in range(4)]
+    for w in workers:
+        w.start()
+    n = 0
+    while any(w.is_alive() for w in workers):
+        threads.set_num_threads(1 + n % 3)
+        n += 1
+    for w in workers:
+        w.join()
+    assert not errors, repr(errors[0])
+    assert n > 0 and len(force_blocks) >= 4 * 25 * 2  # every call ran blocked

@@ -305,3 +305,19 @@ def test_sst2_cli(tiny_sst2, tmp_path, capsys):
     assert (out / "sst2_fig1.png").is_file()
     assert main(["sst2", "--data", str(tiny_sst2), "--seeds", "1", "--activations", "tanhmax"]) == 0
     assert "Table 2" in capsys.readouterr().out
+
+
+def test_overlap_similarity_does_not_depend_on_hash_order():
+    """The sums run over sets of strings, whose order changes with PYTHONHASHSEED;
+    math.fsum makes them exact, so every hash seed gives the same bits."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("from refattn.experiments.sst2 import overlap_similarity\n"
+            "toks = [f't{i}' for i in range(200)]\n"
+            "w = {t: 3.3 / (i + 1) ** 0.5 for i, t in enumerate(toks)}\n"
+            "print(repr(overlap_similarity(toks[:150], toks[50:], w.__getitem__)))\n")
+    outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONHASHSEED": str(h)}).stdout for h in range(4)}
+    assert len(outs) == 1, outs

@@ -132,7 +132,7 @@ def test_resume_after_a_crash_inside_an_epoch(tmp_path):
         train(model, params, Adam(params, lr=0.05), batches(SEEDS), epochs=6, callbacks=[crash],
               checkpoint=ck, fingerprint={"toy": 1})
     assert load_checkpoint(ck)["epoch"] == 2  # epoch 3's update was not saved
-    assert not any(p.name.endswith(".partial.npz") for p in tmp_path.iterdir())
+    assert not any(".partial" in p.name for p in tmp_path.iterdir())
     params2 = model.init_params(SEEDS)
     out = train(model, params2, Adam(params2, lr=0.05), batches(SEEDS), epochs=6, checkpoint=ck,
                 fingerprint={"toy": 1})

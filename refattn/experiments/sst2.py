@@ -259,10 +259,11 @@ def overlap_similarity(a, b, weight):
     float
     """
     A, B = set(a), set(b)
-    wa, wb = sum(weight(t) for t in A), sum(weight(t) for t in B)
+    # math.fsum is correctly rounded, so the sums do not depend on the sets' (hash) order
+    wa, wb = math.fsum(weight(t) for t in A), math.fsum(weight(t) for t in B)
     if wa + wb <= 0.0:
         return 0.0
-    return 2.0 * sum(weight(t) for t in A & B) / (wa + wb)
+    return 2.0 * math.fsum(weight(t) for t in A & B) / (wa + wb)
 
 
 def match_sentences(targets, candidates, weight):

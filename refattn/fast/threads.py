@@ -13,9 +13,9 @@ explains each choice with the measurements behind it):
 * **Threads.** NumPy runs each ufunc on one core, but releases the GIL inside
   ufuncs and matrix products, so blocks run concurrently on a thread pool of
   :func:`num_threads` workers. While they do, the BLAS that NumPy links is
-  held at one thread (:func:`single_threaded_blas`), so that workers do not
-  compete with BLAS's own threads; where refattn cannot set BLAS's thread
-  count (a BLAS other than OpenBLAS), blocks run one after another.
+  held at one thread (:func:`single_threaded_blas`, through threadpoolctl),
+  so that workers do not compete with BLAS's own threads; where no BLAS
+  thread control is found, blocks run one after another.
 * **Few, large outputs.** Each call writes its full-size outputs once, and
   outputs of one shape (the cached ``p``, ``w`` and ``s``; the gradients
   ``dQ``, ``dK``, ``dV``) share one allocation (:class:`Gather`). A fresh
@@ -35,8 +35,6 @@ thread; :func:`set_blocking` turns the blocked path off altogether.
 from __future__ import annotations
 
 import contextvars
-import ctypes
-import glob
 import math
 import os
 import threading
@@ -129,57 +127,21 @@ def set_blocking(enabled: bool) -> None:
 # --------------------------------------------------------------------------
 
 
-class _BlasThreads:
-    """``get()``/``set(n)`` for the OpenBLAS that NumPy loaded (found with ctypes)."""
+class _Blas:
+    """``get()``/``set(n)`` for the BLAS libraries NumPy loaded, through threadpoolctl."""
 
-    _NAMES = (  # (setter, getter) in the order NumPy's wheels have shipped them
-        ("scipy_openblas_set_num_threads64_", "scipy_openblas_get_num_threads64_"),
-        ("scipy_openblas_set_num_threads", "scipy_openblas_get_num_threads"),
-        ("openblas_set_num_threads64_", "openblas_get_num_threads64_"),
-        ("openblas_set_num_threads", "openblas_get_num_threads"),
-    )
-
-    def __init__(self, setter, getter, path):
-        self._set, self._get, self.path = setter, getter, path
-        self._set.argtypes, self._set.restype = [ctypes.c_int], None
-        self._get.argtypes, self._get.restype = [], ctypes.c_int
+    def __init__(self, controller):
+        self._controller = controller  # threadpoolctl's controller, restricted to BLAS
 
     def get(self) -> int:
-        return int(self._get())
+        return max(lib.num_threads for lib in self._controller.lib_controllers)
 
     def set(self, n: int) -> None:
-        self._set(int(n))
+        self._controller.limit(limits=int(n))
 
-    @classmethod
-    def find(cls):
-        for path in _openblas_candidates():
-            try:
-                lib = ctypes.CDLL(path)
-            except OSError:
-                continue
-            for set_name, get_name in cls._NAMES:
-                setter, getter = getattr(lib, set_name, None), getattr(lib, get_name, None)
-                if setter is not None and getter is not None:
-                    return cls(setter, getter, path)
-        return None
-
-
-def _openblas_candidates():
-    """Paths of OpenBLAS libraries NumPy may have loaded: its wheel's bundled
-    copy, then whatever this process has mapped (Linux)."""
-    here = os.path.dirname(np.__file__)
-    paths = []
-    for pattern in ("numpy.libs/*openblas*", "numpy/.dylibs/*openblas*", "numpy.libs/*openblas*.dll"):
-        paths += sorted(glob.glob(os.path.join(os.path.dirname(here), pattern)))
-    try:
-        with open("/proc/self/maps") as maps:
-            for line in maps:
-                path = line.split()[-1] if "/" in line else ""
-                if "openblas" in os.path.basename(path).lower() and path not in paths:
-                    paths.append(path)
-    except OSError:
-        pass
-    return paths
+    def info(self) -> list:
+        """threadpoolctl's description of each BLAS: its file, version, kernel ("architecture")."""
+        return self._controller.info()
 
 
 _blas = None
@@ -189,13 +151,16 @@ _blas_saved = None
 
 
 def blas_control():
-    """The OpenBLAS thread control NumPy uses, or ``None`` where refattn cannot
-    set BLAS's thread count (then blocks run in the calling thread)."""
+    """The BLAS thread control (threadpoolctl's, for the BLAS NumPy loaded), or ``None``
+    where there is none to control (then blocks run in the calling thread)."""
     global _blas, _blas_checked
     if not _blas_checked:
         with _lock:
             if not _blas_checked:
-                _blas = _BlasThreads.find()
+                from threadpoolctl import ThreadpoolController  # noqa: PLC0415
+
+                controller = ThreadpoolController().select(user_api="blas")
+                _blas = _Blas(controller) if controller.lib_controllers else None
                 _blas_checked = True
     return _blas
 
@@ -266,13 +231,14 @@ def block_size(slices: int, entries_per_slice: int, itemsize: int, threads: int 
 
 def _get_pool(threads):
     """The shared pool of ``threads`` workers (made anew after a fork: a child
-    process inherits the pool object but not its threads)."""
+    process inherits the pool object but not its threads).
+
+    A pool replaced because the thread count changed is not shut down: another
+    thread may hold it and be about to submit work. It is dropped, and its
+    idle workers exit when it is garbage-collected after its last user."""
     global _pool, _pool_size, _pool_pid
     with _lock:
-        forked = _pool_pid != os.getpid()
-        if _pool is None or _pool_size != threads or forked:
-            if _pool is not None and not forked:
-                _pool.shutdown(wait=False)  # its queued work still runs
+        if _pool is None or _pool_size != threads or _pool_pid != os.getpid():
             _pool = ThreadPoolExecutor(threads, thread_name_prefix="refattn", initializer=_mark_worker)
             _pool_size, _pool_pid = threads, os.getpid()
         return _pool
