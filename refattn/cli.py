@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import sys
 
 __all__ = ["main"]
@@ -42,7 +44,7 @@ def _cmd_check(args) -> int:
 
     result = run_check(seed=args.seed)
     if args.json:
-        print(json.dumps(result, indent=2))
+        print(_dumps(result))
     else:
         print(format_table(result))
     return 0 if result["ok"] else 1
@@ -52,7 +54,7 @@ def _cmd_prop1(args) -> int:
     from .dynamics import format_prop1_table, run_prop1  # noqa: PLC0415
 
     result = run_prop1(seed=args.seed)
-    print(json.dumps(result, indent=2) if args.json else format_prop1_table(result))
+    print(_dumps(result) if args.json else format_prop1_table(result))
     return 0 if result["ok"] else 1
 
 
@@ -60,7 +62,7 @@ def _cmd_properties(args) -> int:
     from .properties import format_properties_table, run_properties  # noqa: PLC0415
 
     result = run_properties(seed=args.seed)
-    print(json.dumps(result, indent=2) if args.json else format_properties_table(result))
+    print(_dumps(result) if args.json else format_properties_table(result))
     return 0  # a disagreement with the paper is a finding, reported in the output, not an error
 
 
@@ -68,21 +70,58 @@ def _cmd_nt_cycles(args) -> int:
     from .tasks.nt import format_nt_cycles, run_nt_cycles  # noqa: PLC0415
 
     result = run_nt_cycles(args.N, args.tau, args.variant)
-    print(json.dumps(result, indent=2) if args.json else format_nt_cycles(result))
+    print(_dumps(result) if args.json else format_nt_cycles(result))
     return 0
 
 
-def _write_figure(folder, name, draw, result, key="figure"):
-    """Draw a figure with ``draw()`` (a function returning it) into ``folder/name``
-    and record the path in ``result[key]``."""
-    import os  # noqa: PLC0415
+def _json_safe(obj, path, bad):
+    """``obj`` with every non-finite float replaced by ``None``; their paths appended to ``bad``."""
+    if isinstance(obj, dict):
+        return {k: _json_safe(v, f"{path}.{k}", bad) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v, f"{path}[{i}]", bad) for i, v in enumerate(obj)]
+    if isinstance(obj, float) and not math.isfinite(obj):
+        bad.append(f"{path} = {obj}")
+        return None
+    return obj
 
+
+def _dumps(result) -> str:
+    """``result`` as strict JSON: a NaN or infinity becomes ``null``, listed under
+    ``"non_finite"`` (which value, where), so every JSON parser reads the output."""
+    bad = []
+    safe = _json_safe(json.loads(json.dumps(result)), "$", bad)  # numpy scalars -> Python first
+    if bad and isinstance(safe, dict):
+        safe["non_finite"] = bad
+    return json.dumps(safe, indent=2, allow_nan=False)
+
+
+def _check_out_folder(folder):
+    """Create ``folder`` and check that a file can be written there, before any work."""
+    if folder == "":
+        raise ValueError("--out: expected a folder name, got an empty string")
+    os.makedirs(folder, exist_ok=True)
+    probe = os.path.join(folder, f".refattn-write-test-{os.getpid()}")
+    with open(probe, "w"):
+        pass
+    os.remove(probe)
+
+
+def _write_figure(folder, name, draw, result, key="figure"):
+    """Draw a figure with ``draw()`` (a function returning it) into ``folder/name`` and
+    record the path in ``result[key]``. A figure that cannot be drawn or saved is a
+    warning on stderr and ``result[key + "_error"]``, never the loss of the run's results."""
     import matplotlib  # noqa: PLC0415
 
     matplotlib.use("Agg")
-    os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, name)
-    draw().savefig(path, dpi=110, bbox_inches="tight")
+    try:
+        os.makedirs(folder, exist_ok=True)
+        draw().savefig(path, dpi=110, bbox_inches="tight")
+    except (OSError, ValueError, RuntimeError) as exc:
+        result[key + "_error"] = f"{type(exc).__name__}: {exc}"
+        print(f"refattn: warning: figure {path} not written ({exc}); the results follow", file=sys.stderr)
+        return
     result[key] = path
 
 
@@ -94,7 +133,7 @@ def _cmd_dynamics(args) -> int:
         from .plots import plot_score_dynamics  # noqa: PLC0415
 
         _write_figure(args.out, "score_dynamics.png", lambda: plot_score_dynamics(raw), summary)
-    print(json.dumps(summary, indent=2) if args.json else format_dynamics(summary))
+    print(_dumps(summary) if args.json else format_dynamics(summary))
     return 0
 
 
@@ -118,7 +157,7 @@ def _cmd_nt(args) -> int:
 
         _write_figure(args.out, f"nt_{args.task}_{args.context}_{args.attention}_{args.layout}.png",
                       lambda: plot_nt_run(result), result)
-    print(json.dumps(result, indent=2) if args.json else format_nt(result))
+    print(_dumps(result) if args.json else format_nt(result))
     return 0
 
 
@@ -132,7 +171,7 @@ def _cmd_polarity(args) -> int:
         from .plots import plot_polarity  # noqa: PLC0415
 
         _write_figure(args.out, "polarity_fig2.png", lambda: plot_polarity(result), result)
-    print(json.dumps(result, indent=2) if args.json else format_polarity(result))
+    print(_dumps(result) if args.json else format_polarity(result))
     return 0
 
 
@@ -146,7 +185,7 @@ def _cmd_interpret(args) -> int:
         from .plots import plot_interpret  # noqa: PLC0415
 
         _write_figure(args.out, f"interpret_{args.data}.png", lambda: plot_interpret(result), result)
-    print(json.dumps(result, indent=2) if args.json else format_interpret(result))
+    print(_dumps(result) if args.json else format_interpret(result))
     return 0
 
 
@@ -156,7 +195,7 @@ def _cmd_sst2(args) -> int:
     result = run_sst2(args.data, activations=tuple(args.activations.split(",")), seeds=args.seeds,
                       epochs=args.epochs, figure_seed=args.figure_seed, checkpoint_dir=args.checkpoint_dir,
                       out=args.out, progress=None if not args.json else False)
-    print(json.dumps(result, indent=2) if args.json else format_sst2(result))
+    print(_dumps(result) if args.json else format_sst2(result))
     return 0
 
 
@@ -171,8 +210,12 @@ def _csv(text):
     return tuple(x for x in text.split(",") if x)
 
 
-def _ints(text):
-    return tuple(int(x) for x in _csv(text))
+def _ints(text, option):
+    """Comma-separated integers, or a clear error naming the option."""
+    try:
+        return tuple(int(x) for x in _csv(text))
+    except ValueError:
+        raise ValueError(f"{option}: expected comma-separated integers, got {text!r}") from None
 
 
 def _cmd_nt_figure(args) -> int:
@@ -184,7 +227,7 @@ def _cmd_nt_figure(args) -> int:
     result = run_nt_figure(args.figure, progress=None if not args.json else False, device=args.device, **options)
     if args.out:
         _write_figure(args.out, f"nt_{args.figure}.png", lambda: plot_nt_figure(result), result, key="figure_file")
-    print(json.dumps(result, indent=2) if args.json else format_nt_figure(result))
+    print(_dumps(result) if args.json else format_nt_figure(result))
     return 0
 
 
@@ -197,19 +240,19 @@ def _cmd_rank_collapse(args) -> int:
                                progress=None if not args.json else False)
     if args.out:
         _write_figure(args.out, "rank_collapse.png", lambda: plot_rank_collapse(result), result)
-    print(json.dumps(result, indent=2) if args.json else format_rank_collapse(result))
+    print(_dumps(result) if args.json else format_rank_collapse(result))
     return 0
 
 
 def _cmd_neural_cost(args) -> int:
     from .experiments.neural_cost import format_neural_cost, plot_neural_cost, run_neural_cost  # noqa: PLC0415
 
-    result = run_neural_cost(_ints(args.ns), _ints(args.d_primes), batch=args.batch, heads=args.heads,
-                             hidden=args.hidden, chunk=args.chunk, budget_mib=_ints(args.budget_mib),
+    result = run_neural_cost(_ints(args.ns, "--ns"), _ints(args.d_primes, "--d-primes"), batch=args.batch, heads=args.heads,
+                             hidden=args.hidden, chunk=args.chunk, budget_mib=_ints(args.budget_mib, "--budget-mib"),
                              repeats=args.repeats, seed=args.seed, progress=None if not args.json else False)
     if args.out:
         _write_figure(args.out, "neural_cost.png", lambda: plot_neural_cost(result), result)
-    print(json.dumps(result, indent=2) if args.json else format_neural_cost(result))
+    print(_dumps(result) if args.json else format_neural_cost(result))
     return 0
 
 
@@ -221,7 +264,7 @@ def _cmd_lm(args) -> int:
                     progress=None if not args.json else False)
     if args.out:
         _write_figure(args.out, "lm.png", lambda: plot_lm(result), result)
-    print(json.dumps(result, indent=2) if args.json else format_lm(result))
+    print(_dumps(result) if args.json else format_lm(result))
     return 0
 
 
@@ -232,6 +275,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="refattn",
         description="refattn: attention beyond softmax, with hand-derived gradients checked three ways.",
     )
+    parser.add_argument("--debug", action="store_true",
+                        help="show the full traceback of an error instead of one line")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("check", help="check every hand-derived gradient against autograd and "
                                      "central differences (float64)")
@@ -378,8 +423,33 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
-    return args.func(args)
+    """Run one command. Bad input from the library (``ValueError``, ``TypeError``,
+    ``OSError``) becomes one line on stderr and exit code 2 (``--debug`` shows the
+    traceback); a closed output pipe (``refattn ... | head``) ends quietly."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if getattr(args, "out", None) is not None:
+            _check_out_folder(args.out)
+        code = args.func(args)
+        sys.stdout.flush()  # a closed pipe shows here, inside the try, not at interpreter exit
+        return code
+    except (ValueError, TypeError, OSError) as exc:
+        if args.debug or isinstance(exc, BrokenPipeError):
+            if isinstance(exc, BrokenPipeError):
+                return _quiet_broken_pipe()
+            raise
+        where = f" {exc.filename}:" if isinstance(exc, OSError) and exc.filename else ""
+        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        print(f"refattn {args.command}: error:{where} {message}", file=sys.stderr)
+        return 2
+
+
+def _quiet_broken_pipe() -> int:
+    """The reader of stdout went away: send what is left to /dev/null and stop quietly."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -198,3 +198,61 @@ def test_bench_kernels_smoke():
         assert all(np.isfinite(v) and v > 0 for v in times), name
         # norm-wise relative difference; tests/test_fast.py holds the kernels to rtol 1e-13 entry by entry
         assert max(row["max_rel_diff"].values()) <= 1e-13, name
+
+
+# --------------------------------------------------------------------------
+# One error style, output safety, strict JSON (issue 15)
+# --------------------------------------------------------------------------
+
+TINY_POLARITY = ["polarity", "--activations", "softmax", "--seeds", "1", "--epochs", "1"]
+
+
+@pytest.mark.parametrize("argv, names", [
+    (["polarity", "--activations", "softmax", "--seeds", "1", "--epochs", "0"], "epochs: expected an int >= 1"),
+    (["neural-cost", "--ns", "abc"], "--ns: expected comma-separated integers"),
+])
+def test_bad_input_is_one_line_and_exit_code_2(argv, names, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err and names in err, err
+    with pytest.raises((ValueError, TypeError)):
+        main(["--debug"] + argv)  # --debug shows the exception itself
+
+
+def test_an_output_folder_that_cannot_be_written_is_refused_before_any_work(tmp_path, capsys):
+    (tmp_path / "afile").write_text("")
+    assert main(TINY_POLARITY + ["--out", str(tmp_path / "afile" / "sub")]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "afile" in captured.err and "Traceback" not in captured.err
+    assert main(TINY_POLARITY + ["--out", ""]) == 2
+    assert "--out: expected a folder name" in capsys.readouterr().err
+
+
+def test_a_figure_that_cannot_be_written_is_a_warning_and_the_results_still_come(tmp_path, capsys):
+    (tmp_path / "polarity_fig2.png").mkdir()  # the figure's path is taken by a folder
+    assert main(TINY_POLARITY + ["--out", str(tmp_path), "--json"]) == 0
+    captured = capsys.readouterr()
+    result = json.loads(captured.out)
+    assert "figure_error" in result and result["activations"]["softmax"]["per_seed"]
+    assert "warning: figure" in captured.err
+
+
+def test_json_output_is_strict_even_with_non_finite_numbers():
+    from refattn.cli import _dumps
+
+    text = _dumps({"loss": [float("inf"), float("nan"), 1.0], "ok": np.float64(2.0)})
+
+    def refuse(constant):
+        raise ValueError(f"non-standard JSON constant {constant}")
+
+    parsed = json.loads(text, parse_constant=refuse)
+    assert parsed["loss"] == [None, None, 1.0] and parsed["ok"] == 2.0
+    assert parsed["non_finite"] == ["$.loss[0] = inf", "$.loss[1] = nan"]
+
+
+def test_a_closed_output_pipe_ends_quietly():
+    proc = subprocess.Popen([sys.executable, "-m", "refattn", "check", "--json"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, cwd=pathlib.Path(__file__).resolve().parents[1])
+    proc.stdout.close()  # the reader is gone before the command writes (like `| head -0`)
+    err = proc.stderr.read().decode()
+    assert proc.wait() in (0, 1) and "Traceback" not in err and "BrokenPipe" not in err, err

@@ -20,6 +20,8 @@ import time
 
 import numpy as np
 
+from ..backend import check_int
+
 from ..models.polarity import PolarityClassifier, dropout_mask
 from ..optim import SGD, Adadelta, Adagrad, Adam
 from ..tasks.polarity import (
@@ -129,6 +131,7 @@ def run_polarity(activations=("softmax", "tanhmax", "signexp", "expressive"), *,
     seeds = tuple(range(seeds)) if isinstance(seeds, (int, np.integer)) else tuple(int(s) for s in seeds)
     if not seeds:
         raise ValueError("seeds: expected at least one seed")
+    epochs = check_int(epochs, "epochs", 1)
     if optimizer not in OPTIMISERS:
         raise ValueError(f"optimizer: expected one of {tuple(OPTIMISERS)}, got {optimizer!r}")
     t_start = time.perf_counter()
