@@ -52,6 +52,11 @@ def prepare(Q, K, V, score, activation, params, mask, causal, score_options):
     kshape, vshape = np.shape(stop_gradient(K)), np.shape(stop_gradient(V))
     if kshape[:-1] != vshape[:-1]:
         raise ValueError(f"V: shape {vshape} must match K's {kshape} in every axis but the last")
+    if not isinstance(causal, (bool, np.bool_)):
+        raise TypeError(f"causal: expected True or False, got {type(causal).__name__}")
+    if Q is None and sc.uses_q:
+        raise ValueError(f"Q: the score {sc.name!r} needs queries; only a score with no query "
+                         f"input (such as 'global') takes Q=None")
     n_q = 1
     if Q is not None:
         check_float_array(Q, "Q", min_ndim=2)

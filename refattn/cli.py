@@ -164,7 +164,7 @@ def _cmd_nt(args) -> int:
 def _cmd_polarity(args) -> int:
     from .experiments.polarity import format_polarity, run_polarity  # noqa: PLC0415
 
-    result = run_polarity(tuple(args.activations.split(",")), seeds=args.seeds, score=args.score,
+    result = run_polarity(_names(args.activations, "--activations"), seeds=args.seeds, score=args.score,
                           epochs=args.epochs, optimizer=args.optimizer, lr=args.lr,
                           progress=None if not args.json else False, checkpoint_dir=args.checkpoint_dir)
     if args.out:
@@ -178,7 +178,8 @@ def _cmd_polarity(args) -> int:
 def _cmd_interpret(args) -> int:
     from .experiments.interpret import format_interpret, run_interpret  # noqa: PLC0415
 
-    result = run_interpret(tuple(args.activations.split(",")), args.data, sst2_path=args.sst2, seeds=args.seeds,
+    result = run_interpret(_names(args.activations, "--activations"), args.data, sst2_path=args.sst2,
+                           seeds=args.seeds,
                            epochs=args.epochs, n_instances=args.n_instances, seed=args.seed, n_draws=args.draws,
                            split=args.split, progress=None if not args.json else False)
     if args.out:
@@ -192,7 +193,7 @@ def _cmd_interpret(args) -> int:
 def _cmd_sst2(args) -> int:
     from .experiments.sst2 import format_sst2, run_sst2  # noqa: PLC0415
 
-    result = run_sst2(args.data, activations=tuple(args.activations.split(",")), seeds=args.seeds,
+    result = run_sst2(args.data, activations=_names(args.activations, "--activations"), seeds=args.seeds,
                       epochs=args.epochs, figure_seed=args.figure_seed, checkpoint_dir=args.checkpoint_dir,
                       out=args.out, progress=None if not args.json else False)
     print(_dumps(result) if args.json else format_sst2(result))
@@ -208,6 +209,17 @@ def _output_args(parser, figure=None):
 
 def _csv(text):
     return tuple(x for x in text.split(",") if x)
+
+
+def _names(text, option):
+    """Comma-separated names, checked before any work: none empty, none twice."""
+    names = tuple(x.strip() for x in text.split(","))
+    if not names or any(not x for x in names):
+        raise ValueError(f"{option}: expected comma-separated names with none empty, got {text!r}")
+    twice = sorted({x for x in names if names.count(x) > 1})
+    if twice:
+        raise ValueError(f"{option}: {twice[0]!r} is given twice in {text!r}")
+    return names
 
 
 def _ints(text, option):
@@ -234,7 +246,8 @@ def _cmd_nt_figure(args) -> int:
 def _cmd_rank_collapse(args) -> int:
     from .experiments.rank_collapse import format_rank_collapse, plot_rank_collapse, run_rank_collapse  # noqa: PLC0415
 
-    result = run_rank_collapse(None if args.activations is None else _csv(args.activations), depth=args.depth,
+    names = None if args.activations is None else _names(args.activations, "--activations")
+    result = run_rank_collapse(names, depth=args.depth,
                                n=args.n, d=args.d, heads=args.heads, seeds=args.seeds, inputs=args.inputs,
                                architectures=_csv(args.architectures), seed=args.seed, rescale=args.rescale,
                                progress=None if not args.json else False)
@@ -259,7 +272,8 @@ def _cmd_neural_cost(args) -> int:
 def _cmd_lm(args) -> int:
     from .experiments.lm import format_lm, plot_lm, run_lm  # noqa: PLC0415
 
-    result = run_lm(_csv(args.activations), data=args.data, seeds=args.seeds, steps=args.steps, layers=args.layers,
+    result = run_lm(_names(args.activations, "--activations"), data=args.data, seeds=args.seeds, steps=args.steps,
+                    layers=args.layers,
                     width=args.width, level=args.level, lr=args.lr, checkpoint_dir=args.checkpoint_dir,
                     progress=None if not args.json else False)
     if args.out:

@@ -16,8 +16,15 @@ __all__ = ["small", "figdir", "save", "plot_score_dynamics", "plot_nt_run", "plo
 
 
 def small() -> bool:
-    """True when ``REFATTN_SMALL=1``: run at the small size the test suite uses."""
-    return os.environ.get("REFATTN_SMALL", "") == "1"
+    """True when ``REFATTN_SMALL=1``: run at the small size the test suite uses.
+
+    ``REFATTN_SMALL`` may be unset, empty, ``0`` or ``1``; anything else is an
+    error naming the variable (``yes`` would otherwise silently mean "not small").
+    """
+    value = os.environ.get("REFATTN_SMALL", "")
+    if value not in ("", "0", "1"):
+        raise ValueError(f"REFATTN_SMALL: expected 0 or 1, got {value!r}")
+    return value == "1"
 
 
 def figdir():

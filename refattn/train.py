@@ -171,18 +171,24 @@ def load_checkpoint(path):
         (the last completed epoch) and ``fingerprint``.
     """
     path = os.fspath(path)
-    with np.load(path, allow_pickle=False) as data:
-        if "meta" not in data.files:
-            raise ValueError(f"path: {path!r} is not a refattn checkpoint (no 'meta' entry)")
-        meta = json.loads(str(data["meta"]))
-        if meta.get("format") != _FORMAT:
-            raise ValueError(f"path: {path!r} has format {meta.get('format')!r}, expected {_FORMAT!r}")
-        params = {k[len("param/"):]: data[k] for k in data.files if k.startswith("param/")}
-        bufs: dict = {}
-        for k in data.files:
-            if k.startswith("opt/"):
-                _, buf, name = k.split("/", 2)
-                bufs.setdefault(buf, {})[name] = data[k]
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            if "meta" not in data.files:
+                raise ValueError("no 'meta' entry")
+            meta = json.loads(str(data["meta"]))
+            if meta.get("format") != _FORMAT:
+                raise ValueError(f"format {meta.get('format')!r}, expected {_FORMAT!r}")
+            params = {k[len("param/"):]: data[k] for k in data.files if k.startswith("param/")}
+            bufs: dict = {}
+            for k in data.files:
+                if k.startswith("opt/"):
+                    _, buf, name = k.split("/", 2)
+                    bufs.setdefault(buf, {})[name] = data[k]
+    except FileNotFoundError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a truncated zip, a pickle, bad JSON: one message naming the file
+        raise ValueError(f"checkpoint {path!r}: not a readable refattn checkpoint ({type(exc).__name__}: "
+                         f"{exc}); it is left as it is: move it away or pass another path") from None
     opt = dict(meta["optimizer"])
     opt["state"] = bufs
     for key in ("betas",):  # tuples were stored as JSON lists

@@ -197,3 +197,11 @@ def test_sgd_step_on_score_parameters_keeps_forward_working(rng):
     stepped = {n: params[n] - 0.1 * g[n] for n in params}
     out2, _ = attention(Q, K, V, score=sc, params=stepped, activation="tanhmax")
     assert out2.shape == out.shape and np.all(np.isfinite(out2))
+
+
+def test_missing_queries_and_a_non_bool_causal_are_named(rng):
+    Q, K, V = _qkv(rng)
+    with pytest.raises(ValueError, match="Q: the score 'scaled_dot' needs queries"):
+        attention(None, K, V)
+    with pytest.raises(TypeError, match="causal: expected True or False, got str"):
+        attention(Q, K, V, causal="yes")

@@ -210,6 +210,8 @@ TINY_POLARITY = ["polarity", "--activations", "softmax", "--seeds", "1", "--epoc
 @pytest.mark.parametrize("argv, names", [
     (["polarity", "--activations", "softmax", "--seeds", "1", "--epochs", "0"], "epochs: expected an int >= 1"),
     (["neural-cost", "--ns", "abc"], "--ns: expected comma-separated integers"),
+    (["polarity", "--activations", "softmax,,tanhmax"], "--activations: expected comma-separated names"),
+    (["polarity", "--activations", "softmax,softmax"], "--activations: 'softmax' is given twice"),
 ])
 def test_bad_input_is_one_line_and_exit_code_2(argv, names, capsys):
     assert main(argv) == 2
@@ -256,3 +258,14 @@ def test_a_closed_output_pipe_ends_quietly():
     proc.stdout.close()  # the reader is gone before the command writes (like `| head -0`)
     err = proc.stderr.read().decode()
     assert proc.wait() in (0, 1) and "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+def test_refattn_small_accepts_only_0_or_1(monkeypatch):
+    from refattn.plots import small
+
+    for value, want in (("", False), ("0", False), ("1", True)):
+        monkeypatch.setenv("REFATTN_SMALL", value)
+        assert small() is want
+    monkeypatch.setenv("REFATTN_SMALL", "yes")
+    with pytest.raises(ValueError, match="REFATTN_SMALL: expected 0 or 1, got 'yes'"):
+        small()

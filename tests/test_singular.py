@@ -174,6 +174,16 @@ def test_other_entry_and_row_length():
     assert r1["central"][1] == 0.0 == r1["analytic"][1]
 
 
+def _vjp_rounding(r):
+    """Rounding bound of ds_0 = u_0 |phi_0| - phi_0 <u, phi> (Eq. R5 for signexp): two
+    evaluations of a few roundings each on terms no larger than |u_0| and max|u|
+    (|phi| <= 1, |<u, phi>| <= max|u|), so the analytic VJP and autograd, which
+    evaluate it in different orders, differ by at most about 8 u (|u_0| + max|u|)
+    however much the two terms cancel."""
+    u = np.abs(np.asarray(r["u"], dtype=float))
+    return 8 * np.finfo(float).eps / 2 * (u[0] + u.max())
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.floats(-0.999, 0.999), st.integers(0, 10_000))
 def test_straddling_windows_property(t, seed):
@@ -185,7 +195,7 @@ def test_straddling_windows_property(t, seed):
     np.testing.assert_allclose(r["central"], r["central_predicted"], rtol=1e-8,
                                atol=_fd_rounding_bound(r))
     if t * eps == 0.0 or abs(t * eps) >= TINY:  # autograd's abs loses digits at subnormals (below)
-        assert r["analytic"][0] == pytest.approx(r["autograd"][0], rel=1e-13, abs=0)
+        assert r["analytic"][0] == pytest.approx(r["autograd"][0], rel=1e-13, abs=_vjp_rounding(r))
 
 
 @settings(max_examples=60, deadline=None)
@@ -195,7 +205,7 @@ def test_analytic_autograd_and_limits_property(delta, seed):
     a = r["analytic"][0]
     assert np.isfinite(a)
     if delta == 0.0 or abs(delta) >= TINY:
-        assert a == pytest.approx(r["autograd"][0], rel=1e-13, abs=0)
+        assert a == pytest.approx(r["autograd"][0], rel=1e-13, abs=_vjp_rounding(r))
     if delta == 0.0:
         assert a == 0.0
     elif abs(delta) < 1e-12:  # the analytic VJP sits at its one-sided limit

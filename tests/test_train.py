@@ -197,3 +197,14 @@ def test_bad_input_is_named(tmp_path):
     with pytest.raises(ValueError, match="not a refattn checkpoint"):
         load_checkpoint(bogus)
     assert os.path.exists(bogus)
+
+
+@pytest.mark.parametrize("content", [b"", b"PK\x03\x04 truncated", b"not a zip at all"])
+def test_a_corrupt_checkpoint_is_named_and_left_alone(content, tmp_path):
+    from refattn.train import load_checkpoint
+
+    path = tmp_path / "run.npz"
+    path.write_bytes(content)
+    with pytest.raises(ValueError, match=r"checkpoint '.*run\.npz': not a readable refattn checkpoint"):
+        load_checkpoint(path)
+    assert path.read_bytes() == content  # never overwritten
