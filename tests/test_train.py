@@ -194,7 +194,7 @@ def test_bad_input_is_named(tmp_path):
         batch_iterator(0, 4, seeds=(0,), epoch=0)
     bogus = tmp_path / "bogus.npz"
     np.savez(bogus, a=np.zeros(2))
-    with pytest.raises(ValueError, match="not a refattn checkpoint"):
+    with pytest.raises(ValueError, match="not a readable refattn checkpoint"):
         load_checkpoint(bogus)
     assert os.path.exists(bogus)
 
