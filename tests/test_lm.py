@@ -213,3 +213,17 @@ def test_sst2_corpus_and_a_short_run():
     res = run_lm(["softmax"], data=str(SST2), **(TINY | {"steps": 2, "eval_every": 2}))
     assert res["data"]["source"] == str(SST2) and res["variants"]["softmax"]["finite"]
     assert "SST-2" in format_lm(res)
+
+
+def test_a_diverged_lm_run_is_reported_not_a_crash():
+    """Adam at lr 1e9 sends the dev loss to NaN or a huge value: the run finishes, marks
+    the variant not finite, and its perplexity is inf or NaN instead of an OverflowError."""
+    from refattn.cli import _dumps
+    from refattn.experiments.lm import run_lm
+
+    with np.errstate(all="ignore"):
+        result = run_lm(("softmax",), data="toy", seeds=1, steps=20, layers=1, width=8, lr=1e9)
+    entry = result["variants"]["softmax"]
+    ppl = entry["per_seed"][0]["dev_perplexity"]
+    assert not entry["finite"] or not np.isfinite(ppl)
+    json.loads(_dumps(result), parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))

@@ -74,3 +74,17 @@ def test_classifier_trains_the_same_with_analytic_and_autograd_gradients(act, sc
         moved = max(moved, float(np.abs(pa[k] - start[k]).max()))
     assert moved > 1e-3  # training moved the parameters: the agreement is over a real trajectory
     np.testing.assert_allclose(oa["history"][-1]["loss"], ob["history"][-1]["loss"], rtol=1e-10)
+
+
+def test_a_diverged_run_is_reported_not_a_crash():
+    """SGD with lr 10 sends the loss to NaN: every seed is reported as diverged, with the
+    first epoch whose loss is not finite; the means skip it; the text report prints."""
+    from refattn.experiments.polarity import format_polarity, run_polarity
+
+    with np.errstate(all="ignore"):
+        result = run_polarity(("softmax",), seeds=2, epochs=2, optimizer="sgd", lr=10.0)
+    r = result["activations"]["softmax"]
+    assert r["diverged_seeds"] == [0, 1] and r["patterns"]["diverged"] == 2
+    assert all(row["diverged_at_epoch"] == 1 and not row["converged"] for row in r["per_seed"])
+    assert r["mean"]["weight_positive"] is None
+    assert "diverged at epoch 1" in format_polarity(result)

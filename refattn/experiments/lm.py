@@ -588,7 +588,7 @@ def run_lm(activations=DEFAULTS["activations"], data=None, seeds=DEFAULTS["seeds
                  "train_loss": np.array([h["loss"] for h in hist]).T.tolist()}
         loss = [float(v) for v in final["loss"]]
         acc = [float(v) for v in final["accuracy"]]
-        ppl = [float(math.exp(v)) for v in loss]
+        ppl = [float(np.exp(np.float64(v))) if np.isfinite(v) and v < 709.0 else float("inf") for v in loss]  # e^loss
         finite = bool(np.all(np.isfinite(loss)))
         entry = {"layers": [{"activation": a.name, "score": k}
                             for a, k in zip(model.activations, model.score_kinds)],

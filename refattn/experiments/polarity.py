@@ -61,7 +61,23 @@ def _per_token_mean(values, tokens, mask, V):
     return out
 
 
+def _finite_mean(values):
+    """The mean of the finite numbers among ``values`` (None where there is none)."""
+    vals = [v for v in values if v is not None and np.isfinite(v)]
+    return float(np.mean(vals)) if vals else None
+
+
+def _first_non_finite_epoch(history, k):
+    """The first epoch (1-based) whose training loss of seed ``k`` is not finite, or None."""
+    for i, h in enumerate(history, 1):
+        if not np.isfinite(h["loss"][k]):
+            return i
+    return None
+
+
 def _pattern(wp, wn):
+    if wp is None or wn is None or not (np.isfinite(wp) and np.isfinite(wn)):
+        return "undefined"  # a diverged run, or a group never seen in the test split
     if wp > 0 and wn < 0 or wp < 0 and wn > 0:
         return "opposite"
     if wp > 0 and wn > 0:
@@ -166,16 +182,19 @@ def run_polarity(activations=("softmax", "tanhmax", "signexp", "expressive"), *,
                 row[f"score_{name}"] = float(np.mean(s_tok[k, sel])) if sel.any() else None
                 row[f"weight_{name}"] = float(np.mean(w_tok[k, sel])) if sel.any() else None
                 row[f"contribution_{name}"] = float(np.mean(c_tok[k, sel])) if sel.any() else None
-            row["pattern"] = _pattern(row["weight_positive"], row["weight_negative"])
-            row["converged"] = bool(acc[k] >= converged)
+            row["diverged_at_epoch"] = _first_non_finite_epoch(out["history"], k)
+            row["pattern"] = ("diverged" if row["diverged_at_epoch"] is not None
+                              else _pattern(row["weight_positive"], row["weight_negative"]))
+            row["converged"] = bool(acc[k] >= converged) and row["diverged_at_epoch"] is None
             per_seed.append(row)
         conv = [r for r in per_seed if r["converged"]]
         keys = [f"{q}_{g}" for q in ("score", "weight", "contribution") for g, _ in _GROUPS]
         results[act] = {
             "per_seed": per_seed,
-            "mean": {k: float(np.mean([r[k] for r in per_seed])) for k in keys + ["test_accuracy"]},
+            "mean": {k: _finite_mean([r[k] for r in per_seed]) for k in keys + ["test_accuracy"]},
             "patterns": {p: sum(r["pattern"] == p for r in per_seed)
-                         for p in ("opposite", "both positive", "both negative", "zero")},
+                         for p in ("opposite", "both positive", "both negative", "zero", "undefined", "diverged")},
+            "diverged_seeds": [r["seed"] for r in per_seed if r["diverged_at_epoch"] is not None],
             "opposite_fraction": float(np.mean([r["pattern"] == "opposite" for r in per_seed])),
             "converged_seeds": len(conv),
             "contributions_signed_as_polarity": (float(np.mean([r["contribution_positive"] > 0 > r["contribution_negative"]
@@ -198,6 +217,11 @@ def run_polarity(activations=("softmax", "tanhmax", "signexp", "expressive"), *,
     }
 
 
+def _num(value, spec):
+    """``value`` formatted with ``spec``, or "n/a" (a diverged seed, an unseen group)."""
+    return "n/a" if value is None or not np.isfinite(value) else format(value, spec)
+
+
 def format_polarity(result):
     """``run_polarity``'s result: per activation the means, patterns and the paper's numbers."""
     lines = [f"synthetic polarity ({result['settings']['data']}), {len(result['settings']['seeds'])} seeds, "
@@ -205,17 +229,21 @@ def format_polarity(result):
              f"{result['settings']['lr']}; {result['seconds']:.1f} s", ""]
     for act, r in result["activations"].items():
         m = r["mean"]
-        lines.append(f"{act}: test accuracy {m['test_accuracy']:.4f}; patterns {r['patterns']}; "
+        lines.append(f"{act}: test accuracy {_num(m['test_accuracy'], '.4f')}; patterns {r['patterns']}; "
                      f"opposite fraction {r['opposite_fraction']:.2f}; converged {r['converged_seeds']}; "
                      f"contributions signed as polarity {r['contributions_signed_as_polarity']}")
+        if r["diverged_seeds"]:
+            lines.append(f"    diverged (training loss not finite): seeds {r['diverged_seeds']}")
         for q in ("score", "weight", "contribution"):
-            vals = "  ".join(f"{g} {m[f'{q}_{g}']:+.3f}" for g, _ in _GROUPS)
+            vals = "  ".join(f"{g} {_num(m[f'{q}_{g}'], '+.3f')}" for g, _ in _GROUPS)
             paper = result["paper"].get(act, {}).get(q)
             extra = ("   paper: " + "  ".join(f"{g} {v:+.2f}" for g, v in paper.items())) if paper else ""
             lines.append(f"    mean {q:<12} {vals}{extra}")
         for row in r["per_seed"]:
-            lines.append(f"    seed {row['seed']:>2}: acc {row['test_accuracy']:.3f}  w+ {row['weight_positive']:+.3f}  "
-                         f"w- {row['weight_negative']:+.3f}  s+ {row['score_positive']:+.2f}  "
-                         f"s- {row['score_negative']:+.2f}  c+ {row['contribution_positive']:+.3f}  "
-                         f"c- {row['contribution_negative']:+.3f}  {row['pattern']}")
+            div = f"  diverged at epoch {row['diverged_at_epoch']}" if row["diverged_at_epoch"] is not None else ""
+            lines.append(f"    seed {row['seed']:>2}: acc {row['test_accuracy']:.3f}  "
+                         f"w+ {_num(row['weight_positive'], '+.3f')}  w- {_num(row['weight_negative'], '+.3f')}  "
+                         f"s+ {_num(row['score_positive'], '+.2f')}  s- {_num(row['score_negative'], '+.2f')}  "
+                         f"c+ {_num(row['contribution_positive'], '+.3f')}  "
+                         f"c- {_num(row['contribution_negative'], '+.3f')}  {row['pattern']}{div}")
     return "\n".join(lines)
