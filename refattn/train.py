@@ -281,6 +281,10 @@ def train(model, params, optimizer, make_batches, *, epochs, grad="analytic", ca
                                  f"expected {v.shape}")
             xp = array_module(v)
             v[...] = xp.asarray(ck["params"][k], dtype=v.dtype)
+        if ck["epoch"] + 1 > epochs:
+            raise ValueError(f"epochs: the checkpoint {os.fspath(checkpoint)!r} already holds {ck['epoch'] + 1} "
+                             f"epochs, more than the {epochs} asked; ask for at least {ck['epoch'] + 1} (a run "
+                             f"may extend a checkpoint, never report fewer epochs than it trained)")
         optimizer.load_state_dict(ck["optimizer"])
         history = list(ck["history"])
         start = ck["epoch"] + 1

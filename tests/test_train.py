@@ -208,3 +208,14 @@ def test_a_corrupt_checkpoint_is_named_and_left_alone(content, tmp_path):
     with pytest.raises(ValueError, match=r"checkpoint '.*run\.npz': not a readable refattn checkpoint"):
         load_checkpoint(path)
     assert path.read_bytes() == content  # never overwritten
+
+
+def test_resuming_with_fewer_epochs_than_the_checkpoint_holds_is_refused(tmp_path):
+    """A checkpoint of 6 epochs and a request for 4 would report 4 with 6 trained: refused,
+    naming the option; asking for more extends the run."""
+    ck = tmp_path / "run.npz"
+    run(epochs=6, checkpoint=ck)
+    with pytest.raises(ValueError, match="epochs: the checkpoint .* already holds 6 epochs, more than the 4"):
+        run(epochs=4, checkpoint=ck)
+    _, out = run(epochs=8, checkpoint=ck)
+    assert out["resumed_from"] == 5 and len(out["history"]) == 8
