@@ -151,7 +151,8 @@ def _cmd_nt(args) -> int:
                     eval_every=args.eval_every, n_test=args.n_test, checkpoint=args.checkpoint,
                     progress=None if not args.json else False, layout=args.layout, init_scale=args.init_scale,
                     bias_init=args.bias_init, device=args.device,
-                    lr_drop=None if args.lr_drop is None else (int(args.lr_drop[0]), args.lr_drop[1]))
+                    lr_drop=None if args.lr_drop is None else (_whole(args.lr_drop[0], "--lr-drop EPOCH"),
+                                                               args.lr_drop[1]))
     if args.out:
         from .plots import plot_nt_run  # noqa: PLC0415
 
@@ -209,6 +210,13 @@ def _output_args(parser, figure=None):
 
 def _csv(text):
     return tuple(x for x in text.split(",") if x)
+
+
+def _whole(value, option):
+    """A float that is a whole number, as an int, or a clear error naming the option."""
+    if not float(value).is_integer():
+        raise ValueError(f"{option}: expected a whole number, got {value:g}")
+    return int(value)
 
 
 def _names(text, option):

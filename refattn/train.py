@@ -39,7 +39,7 @@ from collections.abc import Mapping
 import numpy as np
 from autograd import value_and_grad
 
-from .backend import array_module, to_numpy
+from .backend import array_module, check_int, to_numpy
 from .optim import Optimizer
 
 __all__ = ["GRADS", "gradient", "train", "batch_iterator", "save_checkpoint", "load_checkpoint", "Progress"]
@@ -258,6 +258,9 @@ def train(model, params, optimizer, make_batches, *, epochs, grad="analytic", ca
         raise TypeError("make_batches: expected a callable epoch -> iterable of batches")
     if not (isinstance(checkpoint_every, (int, np.integer)) and checkpoint_every >= 1):
         raise ValueError(f"checkpoint_every: expected a positive integer, got {checkpoint_every!r}")
+    epochs = check_int(epochs, "epochs", 0)  # 0: no training (the initial parameters, evaluated)
+    if checkpoint is not None and not os.fspath(checkpoint).endswith(".npz"):
+        raise ValueError(f"checkpoint: a checkpoint is a .npz file, got {os.fspath(checkpoint)!r}")
     callbacks = tuple(callbacks)
     for cb in callbacks:
         if not callable(cb):

@@ -212,6 +212,9 @@ TINY_POLARITY = ["polarity", "--activations", "softmax", "--seeds", "1", "--epoc
     (["neural-cost", "--ns", "abc"], "--ns: expected comma-separated integers"),
     (["polarity", "--activations", "softmax,,tanhmax"], "--activations: expected comma-separated names"),
     (["polarity", "--activations", "softmax,softmax"], "--activations: 'softmax' is given twice"),
+    (["nt", "--seeds", "1", "--epochs", "0"], "epochs: expected an int >= 1"),
+    (["nt", "--seeds", "1", "--epochs", "2", "--checkpoint", "run.txt"], "checkpoint: a checkpoint is a .npz file"),
+    (["nt", "--seeds", "1", "--epochs", "2", "--lr-drop", "1.5", "2"], "--lr-drop EPOCH: expected a whole number"),
 ])
 def test_bad_input_is_one_line_and_exit_code_2(argv, names, capsys):
     assert main(argv) == 2

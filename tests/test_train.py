@@ -188,7 +188,7 @@ def test_bad_input_is_named(tmp_path):
         train(model, params, opt, [], epochs=1)
     with pytest.raises(TypeError, match="callbacks"):
         train(model, params, opt, batches(SEEDS), epochs=1, callbacks=[3])
-    with pytest.raises(ValueError, match="path"):
+    with pytest.raises(ValueError, match="checkpoint: a checkpoint is a .npz file"):
         run(epochs=1, checkpoint=tmp_path / "x.pkl")
     with pytest.raises(ValueError, match="n_examples"):
         batch_iterator(0, 4, seeds=(0,), epoch=0)

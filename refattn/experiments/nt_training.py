@@ -47,7 +47,7 @@ import numpy as np
 from numbers import Real
 
 from .. import backend as _backend
-from ..backend import cupy_available, to_numpy
+from ..backend import check_int, cupy_available, to_numpy
 from ..models.nt import CANDIDATE_LAYOUTS, DEFAULT_LAYOUT, NTModel, ea_symbol_dependence
 from ..optim import SGD
 from ..tasks.nt import generate, generate_mixture, parse_task, windows
@@ -347,6 +347,7 @@ def run_nt(task="N2T5", n_con=16, attention="expressive", *, seeds=16, epochs=20
         ``snapshot_epochs``, ``snapshots``: ``epochs``, ``context`` and
         ``attention`` (snapshots x seeds x n_con x n_con).
     """
+    epochs = check_int(epochs, "epochs", 1)
     seeds = tuple(range(seeds)) if isinstance(seeds, (int, np.integer)) else tuple(int(s) for s in seeds)
     if not seeds:
         raise ValueError("seeds: expected at least one seed")
