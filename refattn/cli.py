@@ -96,6 +96,17 @@ def _dumps(result) -> str:
     return json.dumps(safe, indent=2, allow_nan=False)
 
 
+def _check_environment():
+    """The environment variables refattn reads, checked before any work (not at the first
+    large call, deep in a run): ``REFATTN_NUM_THREADS`` and ``REFATTN_SMALL``."""
+    value = os.environ.get("REFATTN_NUM_THREADS")
+    if value is not None and not (value.strip().isdigit() and int(value) >= 1):
+        raise ValueError(f"REFATTN_NUM_THREADS: expected a positive integer, got {value!r}")
+    from .plots import small  # noqa: PLC0415
+
+    small()  # raises for anything but unset, 0 or 1
+
+
 def _check_out_folder(folder):
     """Create ``folder`` and check that a file can be written there, before any work."""
     if folder == "":
@@ -451,6 +462,7 @@ def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        _check_environment()
         if getattr(args, "out", None) is not None:
             _check_out_folder(args.out)
         code = args.func(args)

@@ -272,3 +272,12 @@ def test_refattn_small_accepts_only_0_or_1(monkeypatch):
     monkeypatch.setenv("REFATTN_SMALL", "yes")
     with pytest.raises(ValueError, match="REFATTN_SMALL: expected 0 or 1, got 'yes'"):
         small()
+
+
+@pytest.mark.parametrize("var, value", [("REFATTN_NUM_THREADS", "two"), ("REFATTN_NUM_THREADS", "0"),
+                                        ("REFATTN_SMALL", "yes")])
+def test_environment_variables_are_checked_before_any_work(var, value, monkeypatch, capsys):
+    monkeypatch.setenv(var, value)
+    assert main(["nt-cycles", "--N", "2", "--tau", "2"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and f"{var}: expected" in captured.err
