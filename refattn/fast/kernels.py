@@ -31,7 +31,7 @@ from .. import activations as A
 from ..activations import sqrt_tiny
 from ..backend import array_module, to_numpy
 
-__all__ = ["Kernel", "Generic", "kernel", "forward", "p_of", "vjp_from"]
+__all__ = ["Kernel", "Generic", "kernel", "forward", "vjp_from"]
 
 
 def _rowdot(xp, u, v, axis):
@@ -274,11 +274,6 @@ def forward(act, s, axis=-1, mask=None, overwrite_s=False):
     the kernel does not need them: ``not kernel(act).needs_s``)."""
     with np.errstate(over="ignore", under="ignore", divide="ignore"):
         return kernel(act).forward(s, axis, mask, overwrite_s and not kernel(act).needs_s)
-
-
-def p_of(act, s, axis=-1, mask=None):
-    """``p = softmax(ell(s))`` along ``axis`` by the kernel, equal to :meth:`Activation.p`."""
-    return forward(act, s, axis, mask)[0]
 
 
 def vjp_from(act, xp, aux, p, u, axis, phi, overwrite_u=False):
