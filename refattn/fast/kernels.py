@@ -273,7 +273,8 @@ def forward(act, s, axis=-1, mask=None, overwrite_s=False):
     the scores, a temporary of the caller's, may become ``p``'s memory (only where
     the kernel does not need them: ``not kernel(act).needs_s``)."""
     with np.errstate(over="ignore", under="ignore", divide="ignore"):
-        return kernel(act).forward(s, axis, mask, overwrite_s and not kernel(act).needs_s)
+        k = kernel(act)
+        return k.forward(s, axis, mask, overwrite_s and not k.needs_s)
 
 
 def vjp_from(act, xp, aux, p, u, axis, phi, overwrite_u=False):
