@@ -12,9 +12,9 @@ For every registered activation, on one array of scores of ``--shape``
   against :func:`refattn.fast.kernels.forward` (the split ``h = exp(f a) b``,
   in place, returning ``p``, the weights and what the backward needs);
 * ``vjp``: the reference :meth:`refattn.activations.Activation.vjp` (which
-  computes ``p`` itself, then Eq. R4 grouped as R5), as the reference
+  computes ``p`` itself, then Eq. 01.R4 grouped as 01.R5), as the reference
   attention calls it, against :func:`refattn.fast.kernels.vjp_from` given the
-  ``p`` and ``phi`` that the fast forward keeps (Eq. R5 by the kernel's
+  ``p`` and ``phi`` that the fast forward keeps (Eq. 01.R5 by the kernel's
   factors; ``overwrite_u=False``, so it allocates its output as the
   reference does);
 

@@ -13,7 +13,7 @@
 #
 # $$\phi(s)_i = \frac{g(s_i)}{\sum_k h(s_k)},$$
 #
-# and is evaluated as a *reweighted softmax* (Eq. R1 of
+# and is evaluated as a *reweighted softmax* (Eq. 01.R1 of
 # `derivations/01-reweighted-softmax.md`):
 #
 # $$\phi(s) = \rho(s)\odot\mathrm{softmax}(\ell(s)), \qquad \rho = g/h,\quad \ell = \log h.$$
@@ -71,9 +71,11 @@ for name in ACTIVATIONS:
 # One row of small panels per activation: the paper's pair $(g, h)$ on the
 # left, the reweighted pair $(\rho, \ell)$ on the right. The grid has an even
 # number of points, so it does not contain $s = 0$ exactly; the jumps and
-# kinks there (signexp's $\rho$, relu, cosformer) show up as steep segments,
-# and expressive's and cosformer's $\ell = -\infty$ shows up as a line
-# plunging to the bottom of the panel (clipped at $-9$).
+# kinks there (signexp's $\rho$, relu, cosformer) show up as steep segments.
+# Expressive's $\ell$ plunges towards $-\infty$ near $s = 0$ (where it is
+# $-\infty$ exactly, off the grid). Cosformer's $\ell$ is $-\infty$ for every
+# $s \le 0$: no curve can be drawn there, so its panel leaves a gap, marked
+# $-\infty$ at the bottom edge.
 
 # %%
 n_grid = 80 if SMALL else 400
@@ -88,8 +90,15 @@ for r, name in enumerate(ACTIVATIONS):
         ax = axes[r, c]
         with np.errstate(divide="ignore"):
             y = getattr(a, method)(grid)  # (n_grid,)
-        y = np.maximum(y, -9.0) if method == "ell" else y  # -inf -> bottom edge
-        ax.plot(grid, y, color=f"C{c}", lw=1.5)
+        minus_inf = np.isneginf(y)  # ell = log h = -inf where h = 0
+        ax.plot(grid, np.where(minus_inf, np.nan, y), color=f"C{c}", lw=1.5)  # a gap where -inf
+        if minus_inf.any():
+            x_inf = grid[minus_inf]
+            marks = x_inf[:: max(1, len(x_inf) // 6)]  # a few arrows along the gap, at the bottom edge
+            ax.plot(marks, np.full(len(marks), 0.04), "v", color=f"C{c}", ms=4,
+                    transform=ax.get_xaxis_transform())
+            ax.text(x_inf.mean(), 0.14, "$-\\infty$", color=f"C{c}", fontsize=9, ha="center",
+                    transform=ax.get_xaxis_transform())
         ax.axhline(0.0, color="0.8", lw=0.6, zorder=0)
         ax.axvline(0.0, color="0.8", lw=0.6, zorder=0)
         ax.tick_params(labelsize=7)
@@ -109,9 +118,9 @@ save(fig, "01_g_h_rho_ell")
 # * tanhmax's $g = \sinh$ and $h = \cosh$ grow like $e^{|s|}$ and overflow
 #   near $|s| \approx 710$, but $\rho = \tanh$ is bounded and
 #   $\ell = \log\cosh s \approx |s| - \log 2$ grows only linearly (section 3.2);
-# * signexp's $\rho = \mathrm{sign}\,s$ jumps at 0 (section 5.1);
+# * signexp's $\rho = \mathrm{sign}\,s$ jumps at 0 (section 4.1);
 # * sigsoftmax's $\ell$ has slope 2 on the left and 1 on the right, which is
-#   why the code stores half the exponent, $a = (s + \min(s, 0))/2$ with $f = 2$ (section 3.5);
+#   why the code stores half the exponent, $a = (s + \min(s, 0))/2$ with $f = 2$ (appendix A, Step E);
 # * linear and relu have $h = 1$, $\ell = 0$: all the work is in $\rho$.
 
 # %% [markdown]
@@ -128,7 +137,7 @@ save(fig, "01_g_h_rho_ell")
 s_row = np.array([-2.0, -1.1, -0.3, 0.2, 0.6, 1.0, 1.7, 2.4])  # (8,)
 ncol = 3
 nrow = -(-len(ACTIVATIONS) // ncol)
-fig, axes = plt.subplots(nrow, ncol, figsize=(10, 2.3 * nrow), sharex=True, squeeze=False)
+fig, axes = plt.subplots(nrow, ncol, figsize=(10, 2.3 * nrow), sharex=True, sharey=True, squeeze=False)
 for ax, name in zip(axes.flat, ACTIVATIONS):
     phi = activation(name).forward(s_row)  # (8,)
     ax.bar(np.arange(len(s_row)), phi, color=np.where(phi >= 0, "C0", "C3"))
@@ -137,18 +146,21 @@ for ax, name in zip(axes.flat, ACTIVATIONS):
     ax.tick_params(labelsize=7)
 for ax in axes.flat[len(ACTIVATIONS):]:
     ax.axis("off")
+for ax in axes[:, 0]:
+    ax.set_ylabel("weight $\\phi_i$", fontsize=8)
 for ax in axes[-1]:
     ax.set_xticks(np.arange(len(s_row)))
     ax.set_xticklabels([f"{v:g}" for v in s_row], fontsize=7)
     ax.set_xlabel("score s_i", fontsize=8)
-fig.suptitle("phi(s) for s = " + np.array2string(s_row, precision=1), fontsize=10)
+fig.suptitle("phi(s) for s = " + np.array2string(s_row, precision=1) + " (one y-scale for all panels)",
+             fontsize=10)
 fig.tight_layout()
 save(fig, "01_weights_bars")
 
 # %% [markdown]
 # ## The Jacobian of tanhmax
 #
-# Eq. R3 of the derivation: $J = \mathrm{diag}(\rho'\odot p + \phi\odot\ell') - \phi\,(p\odot\ell')^T$,
+# Eq. 01.R3 of the derivation: $J = \mathrm{diag}(\rho'\odot p + \phi\odot\ell') - \phi\,(p\odot\ell')^T$,
 # a diagonal plus a rank-one matrix. `Activation.jacobian` builds it for a
 # 1-D row (only for teaching: the VJP never forms it). We compare it with
 # autograd's Jacobian, built column by column from VJPs of the forward code.
@@ -186,7 +198,7 @@ save(fig, "01_tanhmax_jacobian")
 # %% [markdown]
 # ## One VJP by hand
 #
-# Eq. R4: $ds_j = u_j\rho'_j p_j + p_j\ell'_j\,(u_j\rho_j - \sum_i u_i\phi_i)$.
+# Eq. 01.R4: $ds_j = u_j\rho'_j p_j + p_j\ell'_j\,(u_j\rho_j - \sum_i u_i\phi_i)$.
 # Below, each ingredient comes from the activation's own elementwise
 # functions, the formula is assembled in plain NumPy, and the result is
 # compared with `Activation.vjp` and with `jacobian(s).T @ u`.
@@ -199,13 +211,13 @@ p = tanhmax.p(s_row)  # softmax(ell(s))
 rho, drho, dell = tanhmax.rho(s_row), tanhmax.drho(s_row), tanhmax.dell(s_row)
 phi = rho * p
 c = np.sum(u * phi)  # sum_i u_i phi_i
-ds_by_hand = u * drho * p + p * dell * (u * rho - c)  # Eq. R4
+ds_by_hand = u * drho * p + p * dell * (u * rho - c)  # Eq. 01.R4
 
 ds_library = tanhmax.vjp(s_row, u)
 ds_jacobian = J.T @ u
-print("ds by hand (R4)   :", ds_by_hand)
-print("Activation.vjp    :", ds_library)
-print("jacobian(s).T @ u :", ds_jacobian)
+print("ds by hand (01.R4):", ds_by_hand)
+print("Activation.vjp   :", ds_library)
+print("jacobian(s).T @ u:", ds_jacobian)
 print("max |hand - vjp|      =", np.max(np.abs(ds_by_hand - ds_library)))
 print("max |hand - J^T u|    =", np.max(np.abs(ds_by_hand - ds_jacobian)))
 
@@ -214,7 +226,7 @@ print("max |hand - J^T u|    =", np.max(np.abs(ds_by_hand - ds_jacobian)))
 #
 # For a normalised activation ($\rho = 1$) the weights sum to 1 for every
 # $s$, so every column of $J$ sums to zero and the VJP of the all-ones
-# cotangent is exactly 0 (section 4 of the derivation). A *wrong* backward
+# cotangent is exactly 0 (section 2 of the derivation). A *wrong* backward
 # pass that forgets the chain-rule factor $\ell'$ (it uses the plain softmax
 # backward $p\,(u - \langle u,p\rangle)$ for sigsoftmax) also returns 0
 # there, so an all-ones test cannot tell them apart. A random $u$ can.
@@ -242,7 +254,7 @@ print("row sums of sigsoftmax's J   :", sig.jacobian(s_row).sum(axis=1))
 #
 # `refattn.gradcheck.gradcheck` compares the analytic VJP with autograd
 # (which traces the same forward code) and with central differences, in
-# float64, with a random cotangent (section 6 of the derivation). The
+# float64, with a random cotangent (section 5 of the derivation). The
 # columns are the norm-wise relative errors
 # $\max_i|a_i - r_i| / \max_i|r_i|$. Each activation is checked on a batch
 # of rows (normalised along the last axis), once without a mask and once
@@ -280,9 +292,12 @@ for name in ACTIVATIONS:
 # signexp's $\rho = \mathrm{sign}\,s$ jumps from $-1$ to $+1$ at $s = 0$.
 # The analytic VJP and autograd both use $\rho'(0) = 0$, $\ell'(0) = 0$ and
 # agree with each other. Central differences see the jump of $\phi_k$,
-# $2p_k$ spread over a window $2\varepsilon$: section 5.1 derives
+# $2p_k$ spread over a window $2\varepsilon$: section 4.1 derives
 # $ds_k^{\mathrm{FD}} = u_k\,p_k(s+\varepsilon e_k)/\varepsilon \approx u_k p_k/\varepsilon$
-# at the zero entry, and exact agreement at every other entry.
+# at the zero entry. At every other entry the difference quotient agrees with
+# the analytic VJP as it does anywhere else: up to its truncation error
+# $O(\varepsilon^2)$ and its rounding error $O(\epsilon_{\mathrm{mach}}/\varepsilon)$
+# (the last column below).
 
 # %%
 signexp = activation("signexp")
@@ -317,10 +332,12 @@ print(res)
 fig, ax = plt.subplots(figsize=(4.8, 3.4))
 eps_arr = np.array(eps_list)
 ax.loglog(eps_arr, np.abs(spikes), "o", label="central differences, |ds_0|")
-ax.loglog(eps_arr, np.abs(u0[0]) * p0[0] / eps_arr, "-", lw=1, label="|u_0| p_0 / eps (section 5.1)")
+ax.loglog(eps_arr, np.abs(u0[0]) * p0[0] / eps_arr, "-", lw=1, label="|u_0| p_0 / eps (section 4.1)")
 ax.set_xlabel("step eps", fontsize=8)
 ax.set_ylabel("|ds_0|", fontsize=8)
-ax.set_title("signexp at s_0 = 0: analytic and autograd give 0", fontsize=9)
+ax.set_title("signexp at s_0 = 0: central differences grow like 1/eps", fontsize=9)
+ax.text(0.03, 0.05, f"analytic VJP: ds_0 = {signexp.vjp(s0, u0)[0] + 0.0:g}; autograd: ds_0 = {vjp_fn(u0)[0] + 0.0:g}\n"
+        "(no step involved; 0 has no place on a log axis)", transform=ax.transAxes, fontsize=7)
 ax.legend(fontsize=7)
 ax.tick_params(labelsize=7)
 fig.tight_layout()
@@ -329,7 +346,7 @@ save(fig, "01_signexp_spike")
 # %% [markdown]
 # The spike grows like $1/\varepsilon$ and sits on the predicted line; the
 # other entries agree to the usual central-difference accuracy. The kinks
-# of relu and cosformer (section 5.3) are milder: differences there see the
+# of relu and cosformer (section 4.3) are milder: differences there see the
 # average of the two one-sided slopes, a finite number, not a spike.
 
 # %%
@@ -342,7 +359,7 @@ for name in ("relu", "cosformer"):
           f"central ds_0 = {ds_fd0: .4f}")
 n = len(s0)
 C = np.sum(np.maximum(s0, 0.0))
-print(f"predicted (section 5.3): relu u_0/(2n) = {u0[0] / (2 * n): .4f}, "
+print(f"predicted (section 4.3): relu u_0/(2n) = {u0[0] / (2 * n): .4f}, "
       f"cosformer (u_0 - <u, phi>)/(2C) = {(u0[0] - u0 @ activation('cosformer').forward(s0)) / (2 * C): .4f}")
 
 # %% [markdown]
@@ -350,7 +367,7 @@ print(f"predicted (section 5.3): relu u_0/(2n) = {u0[0] / (2 * n): .4f}, "
 #
 # * Every activation is $\rho\odot\mathrm{softmax}(\ell)$; the plots show
 #   that $\rho$ and $\ell$ stay tame where $g$ and $h$ do not.
-# * One VJP (Eq. R4) serves all of them; it matches `jacobian(s).T @ u`,
+# * One VJP (Eq. 01.R4) serves all of them; it matches `jacobian(s).T @ u`,
 #   autograd, and central differences, with a random cotangent.
 # * At singular points the checks disagree in the way the derivation
 #   predicts: a $1/\varepsilon$ spike for signexp's jump, half-slopes for the

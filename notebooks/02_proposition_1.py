@@ -15,7 +15,7 @@
 # $$\frac{ds_i}{d\tau} = -\,\Delta_{I,i}\;\Delta_{II,i}\;c, \qquad
 # \Delta_{II,i} = \sum_j \pi_{ij}\,o_j .$$
 #
-# `derivations/03-proposition-1.md` proves it step by step (P1–P7) and
+# `derivations/03-proposition-1.md` proves it step by step (03.P1–03.P7) and
 # `derivations/04-score-dynamics-closed-forms.md` works out $\Delta_{II}$ for
 # every activation. This notebook steps through the same chain with numbers:
 #
@@ -37,6 +37,7 @@ import matplotlib
 
 matplotlib.use(os.environ.get("MPLBACKEND", "Agg"))
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.colors import BoundaryNorm, ListedColormap  # noqa: E402
 import numpy as np  # noqa: E402
 
 from refattn.plots import save, small  # noqa: E402
@@ -70,7 +71,7 @@ print("scores s:", s)
 print("polarity o:", o)
 
 # %% [markdown]
-# **Step P5**: the paper's $\pi_{ij} = [j=i]\,g'(s_i)/C - w_j h'(s_i)/C$,
+# **Step 03.P5**: the paper's $\pi_{ij} = [j=i]\,g'(s_i)/C - w_j h'(s_i)/C$,
 # straight from $g = \sinh$, $h = \cosh$. It is the transposed Jacobian of
 # the activation.
 
@@ -80,7 +81,7 @@ print(pi)
 print("max |pi - J^T| =", np.max(np.abs(pi - activation("tanhmax").jacobian(s).T)))
 
 # %% [markdown]
-# **Step P6**: $\Delta_{II} = \pi\,o$, which is the activation's VJP with
+# **Step 03.P6**: $\Delta_{II} = \pi\,o$, which is the activation's VJP with
 # cotangent $o$; and $\sum_j w_j o_j$ is the logit $a$ itself.
 
 # %%
@@ -93,11 +94,13 @@ print("sum_j w_j o_j =", w @ o, "  logit a =", model.logits(params, tokens[:1])[
 # %% [markdown]
 # ## 2. The formula against the exact velocity
 #
-# Step P1: under gradient flow the exact velocity of every score is
+# Step 03.P1: under gradient flow the exact velocity of every score is
 # $-J\,\nabla_\vartheta R$ with $J = \partial s/\partial\vartheta$.
 # `velocity_decomposition` computes it with autograd, independently of the
-# formula. Tokens repeat across instances here, so the formula is (P'): a sum
-# over every occurrence of the token.
+# formula. Tokens repeat across instances here, so the formula is (03.P'): a sum
+# over every occurrence of the token. A vocabulary token that occurs in no
+# instance gets no gradient, so both velocities are exactly 0 there (the
+# crosses in the figure).
 
 # %%
 r = dyn.velocity_decomposition(model, params, tokens, target)
@@ -108,8 +111,12 @@ print("relative error of Proposition 1 (all tokens):", err)
 fig, ax = plt.subplots(figsize=(7, 3))
 idx = np.arange(len(present))
 ax.bar(idx - 0.2, r["exact"], width=0.4, label="exact: $-J\\,\\nabla R$ (autograd)")
-ax.bar(idx + 0.2, r["formula"], width=0.4, label="Proposition 1 (P')")
+ax.bar(idx + 0.2, r["formula"], width=0.4, label="Proposition 1 (03.P')")
+absent = idx[~present]  # tokens that occur in no instance: no gradient reaches their scores
+ax.plot(absent, np.zeros(len(absent)), "x", color="0.4", ms=7, ls="none",
+        label="token not in the batch: velocity 0")
 ax.axhline(0, color="k", lw=0.5)
+ax.set_xticks(idx)
 ax.set_xlabel("vocabulary token t")
 ax.set_ylabel("$ds_t/d\\tau$")
 ax.set_title(f"tanhmax, free Q, K: relative error {err:.1e}")
@@ -129,7 +136,9 @@ print(dyn.format_prop1_table(res))
 #
 # With every token occurring once, $ds_i/d\tau = -\Delta_I\,\Delta'_{II}\,c$
 # with $\Delta'_{II} = \tilde w_i o_i - \hat w_i\sum_j \hat w_j o_j$ (Eqs.
-# 7–9). The printed Eq. 7 has no minus sign.
+# 7–9; their printed denominators are corrected to $\sum_k\cosh s_k$, see
+# derivation 04, section 2). The printed Eq. 7 has no minus sign: the "as
+# printed" points below take that sign, with the corrected weights.
 
 # %%
 N, n = 4, 6
@@ -148,7 +157,7 @@ fig, ax = plt.subplots(figsize=(4.2, 4))
 lim = np.max(np.abs(exact)) * 1.1
 ax.plot([-lim, lim], [-lim, lim], color="0.7", lw=0.8)
 ax.scatter(exact.ravel(), fixed.ravel(), s=18, label="Eq. 7 with $-$ (corrected)")
-ax.scatter(exact.ravel(), printed.ravel(), s=18, marker="x", label="Eq. 7 as printed")
+ax.scatter(exact.ravel(), printed.ravel(), s=18, marker="x", label="Eq. 7 with the printed sign")
 ax.set_xlabel("exact velocity (autograd)")
 ax.set_ylabel("Eq. 7")
 ax.legend(fontsize=8)
@@ -172,7 +181,7 @@ print("printed:   fraction of tokens with the wrong sign",
 # boundary is flat.)
 
 # %%
-m = 61 if SMALL else 161
+m = 60 if SMALL else 160  # even: s_0 = 0 (signexp's jump, expressive's zero) is not on the grid
 s_grid = np.linspace(-3, 3, m)
 o_grid = np.linspace(-2, 2, m)
 SS, OO = np.meshgrid(s_grid, o_grid)
@@ -182,10 +191,15 @@ rows_s = np.concatenate([SS.reshape(-1, 1), np.broadcast_to(ctx_s, (SS.size, 7))
 rows_o = np.concatenate([OO.reshape(-1, 1), np.broadcast_to(ctx_o, (OO.size, 7))], axis=1)
 c_pos = -np.ones(SS.size)  # -c > 0: a positive instance, under-predicted
 
+sign_cmap = ListedColormap(["#d6604d", "#f7f7f7", "#4393c3"])  # falls, exactly 0, rises
+sign_norm = BoundaryNorm([-1.5, -0.5, 0.5, 1.5], sign_cmap.N)
 fig, axes = plt.subplots(3, 3, figsize=(10, 9), sharex=True, sharey=True)
 for ax, name in zip(axes.ravel(), ACTIVATIONS):
     v = dyn.score_velocity(name, rows_s, rows_o, c_pos, np.ones_like(rows_s))[:, 0].reshape(SS.shape)
-    ax.contourf(SS, OO, np.sign(v), levels=[-1.5, -0.5, 0.5, 1.5], colors=["#d6604d", "#f7f7f7", "#4393c3"])
+    ax.pcolormesh(SS, OO, np.sign(v), cmap=sign_cmap, norm=sign_norm, shading="nearest")
+    # the boundary itself: the zero level of the velocity, interpolated (not of its sign);
+    # where the velocity is exactly 0 on a whole region (relu, cosformer for s_0 < 0) there is none
+    ax.contour(SS, OO, np.ma.masked_equal(v, 0.0), levels=[0.0], colors="k", linewidths=0.9)
     ax.set_title(name)
     ax.axhline(0, color="k", lw=0.4)
     ax.axvline(0, color="k", lw=0.4)
@@ -193,7 +207,8 @@ for ax in axes[-1]:
     ax.set_xlabel("score $s_0$")
 for ax in axes[:, 0]:
     ax.set_ylabel("polarity $o_0$")
-fig.suptitle("sign of $ds_0/d\\tau$ (blue: rises, red: falls, white: does not move)")
+fig.suptitle("sign of $ds_0/d\\tau$ (blue: rises, red: falls, white: exactly 0, does not move);"
+             " black: $ds_0/d\\tau = 0$", fontsize=11)
 fig.tight_layout()
 save(fig, "02_which_scores_rise")
 
@@ -210,9 +225,11 @@ save(fig, "02_which_scores_rise")
 # ## 5. Shared projections: an approximation
 #
 # TanhMax's public code builds $Q_t = W_q E_t$, $K_t = W_k E_t$ with shared
-# $W_q, W_k$; Sun & Lu use one global query $q$. Then (P7):
+# $W_q, W_k$; Sun & Lu use one global query $q$. Then (03.P7):
 # exact $=$ diagonal $+$ cross-token $+$ other-path terms, and Proposition 1
-# keeps only the first (with its own $\Delta_I$).
+# keeps only the first (with its own $\Delta_I$). The panel titles give the
+# two neglected terms together, exact $-$ diagonal; the next figure shows them
+# one by one.
 
 # %%
 fig, axes = plt.subplots(1, 2, figsize=(8.5, 3.8))
@@ -223,9 +240,11 @@ for ax, kind in zip(axes, ["shared", "global"]):
     lim = np.max(np.abs(rr["exact"])) * 1.1
     ax.plot([-lim, lim], [-lim, lim], color="0.7", lw=0.8)
     ax.scatter(rr["exact"], rr["formula"], s=18, label="Proposition 1 (paper's $\\Delta_I$)")
-    ax.scatter(rr["exact"], rr["diagonal"], s=18, marker="x", label="diagonal term of (P7)")
+    ax.scatter(rr["exact"], rr["diagonal"], s=18, marker="x", label="diagonal term of (03.P7)")
     ax.set_xlabel("exact velocity")
-    ax.set_title(f"{kind}: cross {np.max(np.abs(rr['exact'] - rr['diagonal'])) / lim * 1.1:.2f} of max|exact|")
+    neglected = np.max(np.abs(rr["exact"] - rr["diagonal"])) / np.max(np.abs(rr["exact"]))
+    ax.set_title(f"{kind}: neglected (cross-token + other path)\nup to {neglected:.2f} of max|exact|",
+                 fontsize=9)
     ax.legend(fontsize=7)
 axes[0].set_ylabel("approximation")
 fig.tight_layout()

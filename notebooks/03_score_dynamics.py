@@ -46,7 +46,7 @@ SMALL = small()
 # Taylor's theorem $\Delta s/\eta = ds/d\tau + O(\eta)$. With free per-token
 # $Q, K$ the prediction of Proposition 1 *is* $ds/d\tau$, so the error shrinks
 # tenfold with each tenfold smaller step. With TanhMax's shared projections it
-# does not (the neglected terms of (P7) and the wrong $\Delta_I$), while the
+# does not (the neglected terms of (03.P7) and the wrong $\Delta_I$), while the
 # exact velocity $-J\nabla R$ still agrees to first order.
 
 # %%

@@ -61,7 +61,7 @@ tanhmax, softmax = activation("tanhmax"), activation("softmax")
 #
 # $\cosh x - |\sinh x| = e^{-|x|} > 0$, so
 # $1 - \sum_i|\mathrm{tanhmax}(s)_i| = \sum_i e^{-|s_i|}/\sum_k\cosh s_k > 0$
-# (Eq. P3 of the derivation). Take any $z\in S$, for instance $z = 0$:
+# (Eq. 05.P3 of the derivation). Take any $z\in S$, for instance $z = 0$:
 # $\mathrm{softmax}(0) = \mathbf 1/n$ has $\ell_1$ norm 1 and is not a TanhMax
 # output. `tanhmax_preimage` refuses it.
 
@@ -69,7 +69,7 @@ tanhmax, softmax = activation("tanhmax"), activation("softmax")
 s = np.array([0.3, -1.2, 2.0, 0.0])
 print("sum|tanhmax(s)|         =", tanhmax_l1_norm(s))
 print("1 - sum|tanhmax(s)|     =", 1 - tanhmax_l1_norm(s))
-print("margin, closed form P3  =", tanhmax_l1_margin(s))
+print("margin, closed form 05.P3  =", tanhmax_l1_margin(s))
 
 p0 = softmax.forward(np.zeros(4))
 print("softmax(0) =", p0, "in TanhMax's range:", bool(in_tanhmax_range(p0)))
@@ -120,7 +120,7 @@ save(fig, "05_tanhmax_image_n2")
 # ## (a) Every point of the ball has exactly one preimage
 #
 # `tanhmax_preimage` solves $G(x) = \sum_k\sqrt{x^2 + w_k^2} - 1 = 0$ for
-# $x = 1/\sum_k\cosh s_k$ (Eqs. P4-P6) and sets $s_i = \operatorname{asinh}(w_i/x)$.
+# $x = 1/\sum_k\cosh s_k$ (Eqs. 05.P4-05.P6) and sets $s_i = \operatorname{asinh}(w_i/x)$.
 # Near the boundary the scores grow like $\log(1/(1 - \|w\|_1))$; the round
 # trip stays exact to rounding.
 
@@ -140,7 +140,7 @@ for gap in (0.5, 1e-3, 1e-6, 1e-9, 1e-12):
 # For $n = 2$ and three score vectors, the points $\mathrm{tanhmax}(s + c\mathbf 1)$
 # for $c$ from $-3$ to $6$ trace a path through the diamond that ends on
 # softmax's segment, at $\mathrm{softmax}(s)$ (the red dot), as $c\to\infty$.
-# The path is straight: Eq. P8 of the derivation writes it as
+# The path is straight: Eq. 05.P9 of the derivation writes it as
 # $(1-\lambda)\,\mathrm{softmax}(s) - \lambda\,\mathrm{softmax}(-s)$ with
 # $\lambda = q/(1+q)$, the open segment from $-\mathrm{softmax}(-s)$ (the
 # black dot, $c\to-\infty$) to $\mathrm{softmax}(s)$. Every entry of
@@ -167,7 +167,7 @@ save(fig, "05_closure_paths")
 # ## (b) The gap against the closed form
 #
 # $\|\mathrm{tanhmax}(s + c\mathbf 1) - \mathrm{softmax}(s)\|_1 = 2q/(1+q)$,
-# $q = e^{-2c}B/A$, $A = \sum_k e^{s_k}$, $B = \sum_k e^{-s_k}$ (Eq. P9).
+# $q = e^{-2c}B/A$, $A = \sum_k e^{s_k}$, $B = \sum_k e^{-s_k}$ (Eq. 05.P10).
 # `closure_gap` computes the left side from the two forward passes,
 # `closure_gap_closed_form` the right side. On a log scale the gap is a
 # line of slope $-2$; the numerical gap leaves the line only where it

@@ -24,7 +24,7 @@
 #
 # `refattn.singular.signexp_near_zero` moves one entry $s_j = \delta$ of a
 # random row through 0 and records all three, with the closed-form
-# predictions of `derivations/09-signexp-at-zero.md` (Eqs. Z3-Z8).
+# predictions of `derivations/09-signexp-at-zero.md` (Eqs. 09.Z3-09.Z8).
 # `REFATTN_SMALL=1` makes the sweeps short; `REFATTN_FIGDIR` is where the
 # figures go.
 
@@ -86,7 +86,7 @@ sides = {"delta > 0": signexp_near_zero(mag, eps=eps), "delta < 0": signexp_near
 fig, axes = plt.subplots(1, 2, figsize=(9.0, 3.5), sharey=True)
 for ax, (label, r) in zip(axes, sides.items()):
     ax.loglog(mag, np.abs(r["central"]), "o", ms=4, mfc="none", label="central differences")
-    ax.loglog(mag, np.abs(r["central_predicted"]), "-", lw=1, color="k", label="prediction (Z8)")
+    ax.loglog(mag, np.abs(r["central_predicted"]), "-", lw=1, color="k", label="prediction (09.Z8)")
     ax.loglog(mag, np.abs(r["analytic"]), "s", ms=3, label="analytic VJP")
     ax.loglog(mag, np.abs(r["autograd"]), "x", ms=4, label="autograd")
     ax.axvline(eps, color="gray", lw=0.6, ls="--")
@@ -107,7 +107,7 @@ print(f"one-sided limits: L+ = {res['limit_plus']:.6g}, L- = {res['limit_minus']
 #
 # For each step $\varepsilon$, the central difference against $\delta/\varepsilon$.
 # Inside the window ($|\delta| < \varepsilon$) it sits on a plateau of
-# height $J/(2\varepsilon)$ plus an $O(1)$ term (Eq. Z8); outside it drops to the
+# height $J/(2\varepsilon)$ plus an $O(1)$ term (Eq. 09.Z8); outside it drops to the
 # ordinary derivative. Multiplying the plateau by $2\varepsilon$ recovers the
 # jump $J$ for every step: the spike is the finite-difference image of the
 # Dirac mass $J\,\delta(s_j)$, spread over a window of width $2\varepsilon$.
@@ -118,14 +118,15 @@ fig, ax = plt.subplots(figsize=(5.2, 3.6))
 for eps_k in (1e-2, 1e-4, 1e-6):
     r = signexp_near_zero(t * eps_k, eps=eps_k)
     ax.semilogy(t, np.abs(r["central"]), "-", lw=1.2, label=f"eps = {eps_k:g}")
-    ax.axhline(abs(r["jump"]) / (2 * eps_k), color="gray", lw=0.5, ls=":")
+    ax.axhline(abs(r["jump"]) / (2 * eps_k), color="gray", lw=0.5, ls=":",
+               label="J/(2 eps), each step" if eps_k == 1e-6 else None)
     inside = np.abs(t) < 1
     print(f"eps = {eps_k:g}: 2 eps * central inside the window: "
           f"{np.min(2 * eps_k * r['central'][inside]):.6f} .. {np.max(2 * eps_k * r['central'][inside]):.6f}"
           f"  (J = {r['jump']:.6f})")
 ax.set_xlabel("delta / eps", fontsize=8)
 ax.set_ylabel("|central difference|", fontsize=8)
-ax.set_title("signexp: the spike J/(2 eps) inside the window |delta| < eps", fontsize=9)
+ax.set_title("signexp: central differences spike to about J/(2 eps) for |delta| < eps", fontsize=9)
 ax.legend(fontsize=7)
 ax.tick_params(labelsize=7)
 fig.tight_layout()

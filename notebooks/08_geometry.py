@@ -105,7 +105,7 @@ save(fig, "08_polar")
 # %% [markdown]
 # ## 2. How the contrast depends on $c = \beta|q||k|$
 #
-# The closed forms of the derivation (Eqs. EG3-EG6), next to the same numbers
+# The closed forms of the derivation (Eqs. 07.EG3-07.EG6), next to the same numbers
 # measured on the circle of keys (which go through the activations' forward
 # code):
 #
@@ -138,7 +138,7 @@ axes[0].semilogx(cs, np.degrees(geo.dpa_half_width(cs)), label="DPA peak around 
 axes[0].semilogx(cs, np.degrees(geo.ea_notch_half_width(cs)), label="EA notch around 90 deg")
 axes[0].set_xlabel("c = beta |q| |k|")
 axes[0].set_ylabel("half-width (degrees)")
-axes[0].set_title("where the weight is half the top weight (Eqs. EG5, EG6)", fontsize=9)
+axes[0].set_title("where the weight is half the top weight (Eqs. 07.EG5, 07.EG6)", fontsize=9)
 axes[0].legend(fontsize=8)
 for cos_b, style in ((math.cos(math.radians(45)), "-"), (math.cos(math.radians(80)), "--")):
     deg_b = round(math.degrees(math.acos(cos_b)))
@@ -147,7 +147,7 @@ for cos_b, style in ((math.cos(math.radians(45)), "-"), (math.cos(math.radians(8
     axes[1].loglog(cs, geo.weight_ratio("expressive", 1.0, cos_b, c=cs), "C1" + style,
                    label=f"EA a(0)/a({deg_b})")
 axes[1].set_xlabel("c = beta |q| |k|")
-axes[1].set_title("contrast against a fixed angle (Eqs. EG3, EG4)", fontsize=9)
+axes[1].set_title("contrast against a fixed angle (Eqs. 07.EG3, 07.EG4)", fontsize=9)
 axes[1].legend(fontsize=7)
 fig.tight_layout()
 save(fig, "08_contrast")
@@ -156,7 +156,7 @@ save(fig, "08_contrast")
 # ## 3. High dimension: random keys are nearly orthogonal
 #
 # In $\mathbb{R}^d$ the cosine between a fixed direction and a random one has
-# mean 0 and variance exactly $1/d$ (Eq. EG7), so for $d = 64$ a typical random
+# mean 0 and variance exactly $1/d$ (Eq. 07.EG7), so for $d = 64$ a typical random
 # key sits within a few degrees of 90°. EA puts its low weights exactly
 # there; DPA gives such keys a middling weight $\approx e^{0}$.
 
@@ -198,7 +198,7 @@ save(fig, "08_high_dim_scatter")
 # random key $\cos^2\theta$ averages $1/d$, and for $c^2/d \ll 1$ the
 # derivation (section 4) gives
 #
-# * EA: $\approx (1 + c^2)/d$ (the $\cos^2$ regime of Eq. EG4);
+# * EA: $\approx (1 + c^2)/d$ (the $\cos^2$ regime of Eq. 07.EG4);
 # * DPA: $\approx e^{-c}\,(1 + c^2/(2d))$.
 #
 # So EA's suppression of random keys holds while $c \ll \sqrt{d}$; DPA's

@@ -75,7 +75,7 @@ print("S shape", S_a.shape)
 # ## 2. The byte count, checked
 #
 # `peak_bytes` counts the arrays alive at each method's high-water mark
-# (derivation 17, Eqs. M0-M4). Per batch element, in entries:
+# (derivation 17, Eqs. 17.M0-17.M4). Per batch element, in entries:
 # dot $n^2 + nd$; (a) $n^2(2d' + h) + 2nd'$; (b) $n^2(h+1) + 2n(d'+h)$;
 # (c) $n^2 + c\,n(h+1) + 2n(d'+h)$; library $(2h+1)n^2 + 2n(d'+h) + nh$.
 # `measure_peak` gives what `tracemalloc` saw during one call.

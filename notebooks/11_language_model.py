@@ -105,7 +105,7 @@ save(fig, "11_cog_example_weights")
 # ## 2. The decoder's backward pass against autograd
 #
 # `DecoderLM.loss` is written against `array_module`, so autograd traces the
-# very code that runs; `loss_and_grad` is the derivation's G1-G12. A random
+# very code that runs; `loss_and_grad` is the derivation's 18.G1-18.G12. A random
 # cotangent over the seeds, random parameters, float64.
 
 # %%

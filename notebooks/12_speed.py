@@ -18,7 +18,7 @@
 #
 # 1. the fast path's blocked, threaded route and its whole-batch route
 #    against the reference, for every activation;
-# 2. the VJP in the factored form R5, $ds = u\odot a - b\,\langle u,\phi\rangle$,
+# 2. the VJP in the factored form 01.R5, $ds = u\odot a - b\,\langle u,\phi\rangle$,
 #    against its definition, and what it lets the cache leave out;
 # 3. linear attention's backward pass by associativity, against the general
 #    route, and its cost as $n$ grows;
@@ -86,8 +86,8 @@ for act in ACTIVATIONS:
 # %% [markdown]
 # ## 2. The VJP in two factors
 #
-# Regrouping Eq. R4 by $u$ and by $\langle u,\phi\rangle$ gives (derivation
-# 01, section 4, Step 9)
+# Regrouping Eq. 01.R4 by $u$ and by $\langle u,\phi\rangle$ gives (derivation
+# 01, section 2, Step 8)
 #
 # $$ds = u\odot a - b\,\langle u,\phi\rangle,\qquad a = (\rho' + \rho\ell')\,p,\quad b = \ell' p.$$
 #

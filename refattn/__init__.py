@@ -7,9 +7,10 @@ differences (``derivations/01-reweighted-softmax.md``); every score function
 """
 
 from .activations import ACTIVATIONS, Activation, activation
+from .custom import define_activation
 from .scores import SCORES, Score, score
 
 __version__ = "0.1.0"
 
-__all__ = ["ACTIVATIONS", "Activation", "activation", "SCORES", "Score", "score",
+__all__ = ["ACTIVATIONS", "Activation", "activation", "define_activation", "SCORES", "Score", "score",
            "__version__"]

@@ -4,12 +4,12 @@ TanhMax (Eq. 5) writes a generic attention activation as
 
     phi(s)_i = g(s_i) / sum_k h(s_k).
 
-Every activation here is evaluated in the equivalent, stable form (Eq. R1 of
+Every activation here is evaluated in the equivalent, stable form (Eq. 01.R1 of
 ``derivations/01-reweighted-softmax.md``)
 
     phi(s) = rho(s) * softmax(ell(s)),     rho = g / h,   ell = log h,
 
-and one hand-derived vector-Jacobian product serves them all (Eq. R4):
+and one hand-derived vector-Jacobian product serves them all (Eq. 01.R4):
 
     ds_j = u_j rho'(s_j) p_j + p_j ell'(s_j) (u_j rho(s_j) - sum_i u_i phi_i),
 
@@ -47,10 +47,15 @@ Conventions (each pinned by a test in ``tests/test_activations.py``):
   a score below ``sqrt(tiny)`` of its dtype (1.5e-154 in float64, 1.1e-19 in
   float32), whose ``h`` would underflow, counts as 0. This keeps ``ell'``
   finite (at most ``2 / sqrt(tiny)``).
-* **Singular points.** signexp's ``rho = sign s`` jumps at 0, relu and
-  cosformer have a kink at 0: there the library uses ``rho'(0) = 0`` (and
-  ``ell'(0) = 0`` for signexp), which is also what autograd computes. Central
-  differences see the jump instead.
+* **Singular points.** At a score of 0 signexp's ``rho = sign s`` jumps and
+  relu and cosformer have a kink. There the library takes, and autograd
+  computes: for signexp ``rho'(0) = 0`` and ``ell'(0) = sign(0) = 0`` (a
+  convention, neither one-sided derivative); for relu the left derivative,
+  ``rho'(0) = 0``; for cosformer the left derivative too, through
+  ``ell(0) = -inf`` (so ``p = 0``) and ``ell'(0) = 0`` (its ``rho'`` is 0
+  everywhere). Central differences see signexp's jump as a spike of size
+  about ``u p / eps`` and each kink as the mean of its two one-sided slopes
+  (``derivations/01-reweighted-softmax.md``, section 4).
 """
 
 from __future__ import annotations
@@ -110,8 +115,8 @@ class Activation:
 
     A subclass writes the paper's form ``g, h, dg, dh`` and the reweighted
     form ``rho, ell, drho, dell`` (``derivations/01-reweighted-softmax.md``,
-    section 3 checks every row); :meth:`forward` (Eq. R1), :meth:`vjp`
-    (Eq. R4) and :meth:`jacobian` (Eq. R3) are written once, here.
+    section 3 checks every row); :meth:`forward` (Eq. 01.R1), :meth:`vjp`
+    (Eq. 01.R4) and :meth:`jacobian` (Eq. 01.R3) are written once, here.
 
     Attributes
     ----------
@@ -182,7 +187,7 @@ class Activation:
         """``ell' = h'/h``, finite (0 where ``h = 0``, by the underflow convention)."""
         raise NotImplementedError
 
-    # --- Eq. R1: phi = rho * softmax(ell) ------------------------------------
+    # --- Eq. 01.R1: phi = rho * softmax(ell) ------------------------------------
     def _check(self, s, axis, mask):
         check_float_array(s, "s")
         axis = check_axis(axis, len(np.shape(stop_gradient(s))))
@@ -191,10 +196,10 @@ class Activation:
 
     @_quiet
     def p(self, s, axis=-1, mask=None):
-        """``p = softmax(ell(s))`` along ``axis``: the ``p`` of Eq. R1, not the weights.
+        """``p = softmax(ell(s))`` along ``axis``: the ``p`` of Eq. 01.R1, not the weights.
 
         Masked entries and rows with no normaliser get ``p = 0``
-        (``derivations/01-reweighted-softmax.md``, section 2).
+        (``derivations/01-reweighted-softmax.md``, appendix A).
         """
         xp = array_module(s, mask)
         l = self.scaled_ell(s)  # ell / c, finite or -inf
@@ -207,7 +212,7 @@ class Activation:
         return e / xp.where(z > 0, z, 1.0)  # no normaliser: e = 0, so p = 0
 
     def forward(self, s, axis=-1, mask=None):
-        """Attention weights ``phi(s) = rho(s) * softmax(ell(s))`` along ``axis`` (Eq. R1).
+        """Attention weights ``phi(s) = rho(s) * softmax(ell(s))`` along ``axis`` (Eq. 01.R1).
 
         Parameters
         ----------
@@ -229,10 +234,10 @@ class Activation:
 
     __call__ = forward
 
-    # --- Eq. R4: the one VJP ----------------------------------------------------
+    # --- Eq. 01.R4: the one VJP ----------------------------------------------------
     @_quiet
     def vjp(self, s, grad_out, axis=-1, mask=None):
-        """Hand-derived vector-Jacobian product ``u^T d phi / d s`` (Eq. R4).
+        """Hand-derived vector-Jacobian product ``u^T d phi / d s`` (Eq. 01.R4).
 
         Parameters
         ----------
@@ -247,8 +252,8 @@ class Activation:
         -------
         ndarray
             ``ds_j = u_j rho'_j p_j + p_j ell'_j (u_j rho_j - sum_i u_i phi_i)``
-            (``derivations/01-reweighted-softmax.md``, section 4), evaluated
-            grouped by ``u_j`` and ``<u, phi>`` as Eq. R5,
+            (``derivations/01-reweighted-softmax.md``, section 2), evaluated
+            grouped by ``u_j`` and ``<u, phi>`` as Eq. 01.R5,
             ``ds_j = u_j (rho'_j + rho_j ell'_j) p_j - ell'_j p_j <u, phi>``, so
             that no difference of two large terms is formed; 0 at masked entries
             and on rows with no normaliser (every term carries ``p_j``).
@@ -263,14 +268,14 @@ class Activation:
         p, rho = self.p(s, axis, mask), self.rho(s)
         pl = p * self.dell(s)  # p_j ell'_j
         c = xp.sum(u * rho * p, axis=axis, keepdims=True)  # <u, phi>
-        return u * (self.drho(s) * p + rho * pl) - pl * c  # Eq. R4, grouped as R5
+        return u * (self.drho(s) * p + rho * pl) - pl * c  # Eq. 01.R4, grouped as 01.R5
 
     @_quiet
     def jacobian(self, s):
         """The explicit Jacobian ``J[j, k] = d phi_j / d s_k`` of a 1-D row.
 
         ``J = diag(rho' p + phi ell') - phi (p ell')^T``
-        (``derivations/01-reweighted-softmax.md``, Eq. R3), for teaching;
+        (``derivations/01-reweighted-softmax.md``, Eq. 01.R3), for teaching;
         :meth:`vjp` never forms it.
         """
         check_float_array(s, "s", ndim=1)
@@ -393,7 +398,7 @@ class SignExp(Activation):
     autograd computes too. Consequence: a row of scores that are all exactly 0
     (e.g. zero-initialised queries) has weights 0 and gradient 0, so gradient
     descent cannot leave it -- unlike softmax.
-    Derivation: ``derivations/01-reweighted-softmax.md`` sections 3.3 and 5.1,
+    Derivation: ``derivations/01-reweighted-softmax.md`` sections 3.3 and 4.1,
     and ``derivations/09-signexp-at-zero.md``.
     """
 
@@ -442,7 +447,7 @@ class Expressive(Activation):
     an isolated zero. A score whose h would underflow (|z| < sqrt(tiny))
     counts as 0; a row of zeros has no normaliser (module docstring).
     ell' = 2 / (z (1 + z^2)).
-    Derivation: ``derivations/01-reweighted-softmax.md`` sections 3.4 and 5.2.
+    Derivation: ``derivations/01-reweighted-softmax.md`` sections 3.4 and 4.2.
     """
 
     name = "expressive"
@@ -519,7 +524,7 @@ class SigSoftmax(Activation):
         return 0.5 * s + 0.5 * xp.minimum(s, 0.0) - 0.5 * xp.log1p(xp.exp(-xp.abs(s)))  # ell / 2
 
     def ell(self, s):
-        return 2.0 * self.scaled_ell(s)  # s - softplus(-s); -inf below half the dtype's minimum
+        return 2.0 * self.scaled_ell(s)  # s - softplus(-s); -inf for s below half the most negative float
 
     def dell(self, s):
         return 1.0 + sigmoid(array_module(s), -s)
@@ -629,7 +634,7 @@ class ReLU(_Unnormalised):
     name = "relu"
     g_text = rho_text = "max(s, 0)"
     source = "TanhMax Tables 3-4 (ReLU), scaled by 1/n as the non-local form"
-    singular = (("s = 0", "kink: rho'(0) = 0 by convention; differences see 1/2"),)
+    singular = (("s = 0", "kink: rho'(0) = 0, the left slope; differences see 1/2, the mean of the two"),)
     singular_scores = (0.0,)
     regularity = "kink"
 

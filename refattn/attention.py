@@ -8,7 +8,7 @@ with ``phi`` from :mod:`refattn.activations` and the score from
 :mod:`refattn.scores`. :func:`attention` returns the output and a cache;
 :func:`attention_backward` returns the gradients for Q, K, V and every score
 parameter from the cache, by the chain rule through the three steps
-(``derivations/01-reweighted-softmax.md`` section 4 for phi,
+(``derivations/01-reweighted-softmax.md`` section 2 for phi,
 ``derivations/02-scores.md`` for the scores).
 
 Per-token scores (``"self"``, ``"global"``) give one score per key,
@@ -152,7 +152,7 @@ def attention_backward(grad_out, cache):
     xp = array_module(grad_out, V)
     dV = xp.swapaxes(w, -1, -2) @ grad_out  # (..., n_k, d_v)  Y = W V  =>  dV = W^T dY
     dW = grad_out @ xp.swapaxes(V, -1, -2)  # (..., n_q, n_k)               dW = dY V^T
-    ds = act.vjp(s, dW, axis=-1, mask=cache["mask"])  # (..., n_q, n_k)  Eq. R4
+    ds = act.vjp(s, dW, axis=-1, mask=cache["mask"])  # (..., n_q, n_k)  Eq. 01.R4
     if not sc.pairwise:
         ds = ds[..., 0, :]  # (..., n)
     dQ, dK, dparams = sc.vjp(Q, K, cache["params"], ds)  # derivations/02-scores.md

@@ -2,6 +2,8 @@
 
     refattn check          table of gradient errors for every activation and score
     refattn check --json   the same as one JSON object
+    refattn check --activation FILE.py:NAME
+                           the same checks for one user activation (refattn.define_activation)
     refattn prop1 [--json] Proposition 1 (TanhMax, Eq. 4) against autograd's exact velocity
     refattn properties [--json]
                            the four properties of TanhMax section 4, measured, beside its Table 3
@@ -26,6 +28,9 @@
     refattn lm [--data DIR|toy] [--json] [--out DIR]
                            toy character language model on SST-2 sentences, every activation (TanhMax
                            Table 4, NeuralAttn Table 1)
+    refattn exercises [--json]
+                           the exercises (statements in exercises/); 'exercises check NAME FILE.py'
+                           grades an answer: exit 0 correct, 1 wrong, 2 bad input
 """
 
 from __future__ import annotations
@@ -42,12 +47,23 @@ __all__ = ["main"]
 def _cmd_check(args) -> int:
     from .check import format_table, run_check  # noqa: PLC0415
 
-    result = run_check(seed=args.seed)
+    if args.activation is not None:  # one user activation: refattn/custom.py
+        from .custom import run_check_file  # noqa: PLC0415
+
+        result = run_check_file(args.activation, seed=args.seed)
+    else:
+        result = run_check(seed=args.seed)
     if args.json:
         print(_dumps(result))
     else:
         print(format_table(result))
     return 0 if result["ok"] else 1
+
+
+def _cmd_exercises(args) -> int:
+    from .exercises import command_from_args  # noqa: PLC0415
+
+    return command_from_args(args)
 
 
 def _cmd_prop1(args) -> int:
@@ -74,26 +90,26 @@ def _cmd_nt_cycles(args) -> int:
     return 0
 
 
-def _json_safe(obj, path, bad):
-    """``obj`` with every non-finite float replaced by ``None``; their paths appended to ``bad``."""
-    if isinstance(obj, dict):
-        return {k: _json_safe(v, f"{path}.{k}", bad) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_json_safe(v, f"{path}[{i}]", bad) for i, v in enumerate(obj)]
-    if isinstance(obj, float) and not math.isfinite(obj):
-        bad.append(f"{path} = {obj}")
-        return None
-    return obj
-
-
 def _dumps(result) -> str:
-    """``result`` as strict JSON: a NaN or infinity becomes ``null``, listed under
-    ``"non_finite"`` (which value, where), so every JSON parser reads the output."""
-    bad = []
-    safe = _json_safe(json.loads(json.dumps(result)), "$", bad)  # numpy scalars -> Python first
-    if bad and isinstance(safe, dict):
-        safe["non_finite"] = bad
-    return json.dumps(safe, indent=2, allow_nan=False)
+    """``result`` as strict JSON (:func:`refattn.runs.dumps`): a NaN or infinity becomes
+    ``null``, listed under ``"non_finite"``, so every JSON parser reads the output."""
+    from .runs import dumps  # noqa: PLC0415
+
+    return dumps(result)
+
+
+def _emit(args, result, fmt) -> int:
+    """Save ``result`` in the results file (with ``--out``) and print it: JSON or ``fmt(result)``."""
+    if getattr(args, "results", None) is not None:
+        args.results.complete(result)
+    print(_dumps(result) if args.json else fmt(result))
+    return 0
+
+
+def _on_result(args):
+    """``on_result(key, piece)`` for a run: each finished piece into the results file (with ``--out``)."""
+    results = getattr(args, "results", None)
+    return None if results is None else results.add
 
 
 def _check_environment():
@@ -118,12 +134,17 @@ def _check_out_folder(folder):
     os.remove(probe)
 
 
+_RESULTS_FILE = [None]  # this command's results file (with --out), for _write_figure
+
+
 def _write_figure(folder, name, draw, result, key="figure"):
     """Draw a figure with ``draw()`` (a function returning it) into ``folder/name`` and
     record the path in ``result[key]``. A figure that cannot be drawn or saved is a
     warning on stderr and ``result[key + "_error"]``, never the loss of the run's results."""
     import matplotlib  # noqa: PLC0415
 
+    if _RESULTS_FILE[0] is not None:
+        _RESULTS_FILE[0].complete(result)  # the numbers are on disk before any drawing is tried
     matplotlib.use("Agg")
     path = os.path.join(folder, name)
     try:
@@ -144,8 +165,7 @@ def _cmd_dynamics(args) -> int:
         from .plots import plot_score_dynamics  # noqa: PLC0415
 
         _write_figure(args.out, "score_dynamics.png", lambda: plot_score_dynamics(raw), summary)
-    print(_dumps(summary) if args.json else format_dynamics(summary))
-    return 0
+    return _emit(args, summary, format_dynamics)
 
 
 def _cmd_nt(args) -> int:
@@ -161,7 +181,7 @@ def _cmd_nt(args) -> int:
     result = run_nt(args.task, args.context, args.attention, seeds=args.seeds, epochs=args.epochs,
                     eval_every=args.eval_every, n_test=args.n_test, checkpoint=args.checkpoint,
                     progress=None if not args.json else False, layout=args.layout, init_scale=args.init_scale,
-                    bias_init=args.bias_init, device=args.device,
+                    bias_init=args.bias_init, device=args.device, max_memory=args.max_memory,
                     lr_drop=None if args.lr_drop is None else (_whole(args.lr_drop[0], "--lr-drop EPOCH"),
                                                                args.lr_drop[1]))
     if args.out:
@@ -169,8 +189,7 @@ def _cmd_nt(args) -> int:
 
         _write_figure(args.out, f"nt_{args.task}_{args.context}_{args.attention}_{args.layout}.png",
                       lambda: plot_nt_run(result), result)
-    print(_dumps(result) if args.json else format_nt(result))
-    return 0
+    return _emit(args, result, format_nt)
 
 
 def _cmd_polarity(args) -> int:
@@ -178,13 +197,13 @@ def _cmd_polarity(args) -> int:
 
     result = run_polarity(_names(args.activations, "--activations"), seeds=args.seeds, score=args.score,
                           epochs=args.epochs, optimizer=args.optimizer, lr=args.lr,
-                          progress=None if not args.json else False, checkpoint_dir=args.checkpoint_dir)
+                          progress=None if not args.json else False, checkpoint_dir=args.checkpoint_dir,
+                          on_result=_on_result(args), max_memory=args.max_memory)
     if args.out:
         from .plots import plot_polarity  # noqa: PLC0415
 
         _write_figure(args.out, "polarity_fig2.png", lambda: plot_polarity(result), result)
-    print(_dumps(result) if args.json else format_polarity(result))
-    return 0
+    return _emit(args, result, format_polarity)
 
 
 def _cmd_interpret(args) -> int:
@@ -198,8 +217,7 @@ def _cmd_interpret(args) -> int:
         from .plots import plot_interpret  # noqa: PLC0415
 
         _write_figure(args.out, f"interpret_{args.data}.png", lambda: plot_interpret(result), result)
-    print(_dumps(result) if args.json else format_interpret(result))
-    return 0
+    return _emit(args, result, format_interpret)
 
 
 def _cmd_sst2(args) -> int:
@@ -207,9 +225,8 @@ def _cmd_sst2(args) -> int:
 
     result = run_sst2(args.data, activations=_names(args.activations, "--activations"), seeds=args.seeds,
                       epochs=args.epochs, figure_seed=args.figure_seed, checkpoint_dir=args.checkpoint_dir,
-                      out=args.out, progress=None if not args.json else False)
-    print(_dumps(result) if args.json else format_sst2(result))
-    return 0
+                      out=args.out, progress=None if not args.json else False, on_result=_on_result(args))
+    return _emit(args, result, format_sst2)
 
 
 def _output_args(parser, figure=None):
@@ -217,6 +234,12 @@ def _output_args(parser, figure=None):
     parser.add_argument("--json", action="store_true", help="print the results as one JSON object")
     if figure is not None:
         parser.add_argument("--out", help=f"folder to write {figure} into")
+
+
+def _memory_arg(parser):
+    parser.add_argument("--max-memory", type=float, metavar="GIB",
+                        help="GiB the run may use (default: the memory available now); a run estimated "
+                             "to need more is refused before any work")
 
 
 def _csv(text):
@@ -258,8 +281,7 @@ def _cmd_nt_figure(args) -> int:
     result = run_nt_figure(args.figure, progress=None if not args.json else False, device=args.device, **options)
     if args.out:
         _write_figure(args.out, f"nt_{args.figure}.png", lambda: plot_nt_figure(result), result, key="figure_file")
-    print(_dumps(result) if args.json else format_nt_figure(result))
-    return 0
+    return _emit(args, result, format_nt_figure)
 
 
 def _cmd_rank_collapse(args) -> int:
@@ -272,8 +294,7 @@ def _cmd_rank_collapse(args) -> int:
                                progress=None if not args.json else False)
     if args.out:
         _write_figure(args.out, "rank_collapse.png", lambda: plot_rank_collapse(result), result)
-    print(_dumps(result) if args.json else format_rank_collapse(result))
-    return 0
+    return _emit(args, result, format_rank_collapse)
 
 
 def _cmd_neural_cost(args) -> int:
@@ -284,8 +305,7 @@ def _cmd_neural_cost(args) -> int:
                              repeats=args.repeats, seed=args.seed, progress=None if not args.json else False)
     if args.out:
         _write_figure(args.out, "neural_cost.png", lambda: plot_neural_cost(result), result)
-    print(_dumps(result) if args.json else format_neural_cost(result))
-    return 0
+    return _emit(args, result, format_neural_cost)
 
 
 def _cmd_lm(args) -> int:
@@ -294,11 +314,11 @@ def _cmd_lm(args) -> int:
     result = run_lm(_names(args.activations, "--activations"), data=args.data, seeds=args.seeds, steps=args.steps,
                     layers=args.layers,
                     width=args.width, level=args.level, lr=args.lr, checkpoint_dir=args.checkpoint_dir,
-                    progress=None if not args.json else False)
+                    progress=None if not args.json else False, on_result=_on_result(args),
+                    max_memory=args.max_memory)
     if args.out:
         _write_figure(args.out, "lm.png", lambda: plot_lm(result), result)
-    print(_dumps(result) if args.json else format_lm(result))
-    return 0
+    return _emit(args, result, format_lm)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -315,6 +335,9 @@ def build_parser() -> argparse.ArgumentParser:
                                      "central differences (float64)")
     _output_args(p)
     p.add_argument("--seed", type=int, default=0, help="seed of the random check points (default 0)")
+    p.add_argument("--activation", metavar="FILE.py:NAME",
+                   help="check only the activation NAME defined in FILE.py: an Activation (e.g. from "
+                        "refattn.define_activation) or a dict with keys 'g', 'h' (optionally 'dg', 'dh')")
     p.set_defaults(func=_cmd_check)
     p = sub.add_parser("prop1", help="Proposition 1 (TanhMax, Eq. 4) for every activation: error against "
                                      "the exact gradient-flow velocity, and the cross terms under shared "
@@ -362,6 +385,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu", choices=["cpu", "gpu"], help="NumPy on the CPU or CuPy on the GPU")
     p.add_argument("--count-params", action="store_true", help="print only the parameter count")
     _output_args(p, "nt_<task>_<context>_<attention>_<layout>.png")
+    _memory_arg(p)
     p.set_defaults(func=_cmd_nt)
     p = sub.add_parser("polarity", help="TanhMax's synthetic polarity experiment (Fig. 2) over many seeds: "
                                          "scores, weights, logit contributions and sign patterns per group")
@@ -374,6 +398,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lr", type=float, default=1e-2, help="learning rate (default 0.01)")
     p.add_argument("--checkpoint-dir", help="folder for resumable checkpoints, one per activation")
     _output_args(p, "polarity_fig2.png")
+    _memory_arg(p)
     p.set_defaults(func=_cmd_polarity)
     p = sub.add_parser("interpret", help="TanhMax Table 1: Kendall tau of attention weights against gradient "
                                           "and leave-one-out importance, permutation and random-weight tests")
@@ -451,24 +476,38 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lr", type=float, default=LM["lr"], help=f"Adam learning rate (default {LM['lr']})")
     p.add_argument("--checkpoint-dir", help="folder for resumable checkpoints, one per variant")
     _output_args(p, "lm.png")
+    _memory_arg(p)
     p.set_defaults(func=_cmd_lm)
+    from .exercises import add_arguments as exercise_arguments  # noqa: PLC0415
+
+    p = sub.add_parser("exercises", help="list the exercises (statements in exercises/), or grade an answer "
+                                         "with 'exercises check NAME FILE.py' (exit 0 correct, 1 wrong)")
+    exercise_arguments(p)
+    p.set_defaults(func=_cmd_exercises)
     return parser
 
 
 def main(argv=None) -> int:
     """Run one command. Bad input from the library (``ValueError``, ``TypeError``,
-    ``OSError``) becomes one line on stderr and exit code 2 (``--debug`` shows the
-    traceback); a closed output pipe (``refattn ... | head``) ends quietly."""
+    ``OSError``, and ``MemoryError`` for a run estimated too large) becomes one line on
+    stderr and exit code 2 (``--debug`` shows the traceback); a closed output pipe
+    (``refattn ... | head``) ends quietly. With ``--out DIR`` the results go to
+    ``DIR/<command>.json`` as they are produced (:class:`refattn.runs.ResultsFile`)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         _check_environment()
+        args.results = _RESULTS_FILE[0] = None
         if getattr(args, "out", None) is not None:
             _check_out_folder(args.out)
+            from .runs import ResultsFile  # noqa: PLC0415
+
+            args.results = _RESULTS_FILE[0] = ResultsFile(os.path.join(args.out, f"{args.command}.json"),
+                                                          ["refattn"] + list(sys.argv[1:] if argv is None else argv))
         code = args.func(args)
         sys.stdout.flush()  # a closed pipe shows here, inside the try, not at interpreter exit
         return code
-    except (ValueError, TypeError, OSError) as exc:
+    except (ValueError, TypeError, OSError, MemoryError) as exc:
         if args.debug or isinstance(exc, BrokenPipeError):
             if isinstance(exc, BrokenPipeError):
                 return _quiet_broken_pipe()

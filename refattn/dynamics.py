@@ -18,7 +18,7 @@ depends on no other parameter),
 ``pi_ij`` is ``d w_j / d s_i``, so ``sum_j pi_ij o_j`` is the vector-Jacobian
 product of the activation with cotangent ``o``: the same VJP that
 :mod:`refattn.activations` derives by hand (``derivations/01-reweighted-softmax.md``,
-Eq. R4). Everything here is derived line by line in
+Eq. 01.R4). Everything here is derived line by line in
 ``derivations/03-proposition-1.md``; the TanhMax specialisation (Eqs. 7-9) and
 the analogous closed forms for the other activations in
 ``derivations/04-score-dynamics-closed-forms.md``.
@@ -104,7 +104,7 @@ def pi_matrix(act, s):
 
     ``pi_ij = [j = i] g'(s_i) / C - w_j h'(s_i) / C`` with ``C = sum_k h(s_k)`` and
     ``w_j = g(s_j) / C``, computed from the activation's ``g, h, dg, dh`` exactly as
-    printed (``derivations/03-proposition-1.md``, step P5). This is the transpose of
+    printed (``derivations/03-proposition-1.md``, step 03.P5). This is the transpose of
     the Jacobian ``d phi_j / d s_i`` (:meth:`refattn.activations.Activation.jacobian`).
     For teaching: ``g`` and ``h`` are evaluated directly, so large ``|s|``
     overflows; :func:`delta_II` is the stable route.
@@ -134,7 +134,7 @@ def delta_II(act, s, o, axis=-1, mask=None):
     r"""``Delta_II,i = sum_j pi_ij o_j``, the context-dependent factor of Eq. 4.
 
     Because ``pi_ij = d w_j / d s_i``, this is the activation's vector-Jacobian
-    product with cotangent ``o`` (``derivations/03-proposition-1.md``, step P6),
+    product with cotangent ``o`` (``derivations/03-proposition-1.md``, step 03.P6),
 
         Delta_II,i = p_i [ (rho'_i + rho_i ell'_i) o_i - ell'_i sum_j w_j o_j ],
 
@@ -169,7 +169,7 @@ def output_factor(a, target, *, output="sigmoid", loss="bce", n_instances=None):
       with ``sigma' = y (1 - y)`` (sigmoid) or 1 (identity).
 
     Each is divided by ``N`` (``n_instances``, default ``len(a)``), the ``1/N`` of Eq. 3.
-    ``derivations/03-proposition-1.md``, step P3.
+    ``derivations/03-proposition-1.md``, step 03.P3.
     """
     if output not in OUTPUTS:
         raise ValueError(f"output: expected one of {OUTPUTS}, got {output!r}")
@@ -205,7 +205,7 @@ def score_velocity(act, s, o, c, delta_I, axis=-1, mask=None):
         The velocity of each score, exact when every token's ``Q_i, K_i`` are its
         own free parameters and no token occurs twice (otherwise sum over
         occurrences: :meth:`OneLayerModel.formula_velocity`).
-        ``derivations/03-proposition-1.md``, Eq. P.
+        ``derivations/03-proposition-1.md``, Eq. 03.P.
     """
     check_float_array(delta_I, "delta_I")
     _same_shape(delta_I, s, "delta_I", "s")
@@ -256,8 +256,11 @@ def tanhmax_velocity(s, o, c, delta_I, axis=-1):
 
 
 def tanhmax_velocity_as_printed(s, o, c, delta_I, axis=-1):
-    """TanhMax Eq. 7 exactly as printed (no minus sign): the negative of
-    :func:`tanhmax_velocity`. Kept to show the discrepancy, not to be used."""
+    """TanhMax Eq. 7 with its sign as printed (no minus sign): the negative of
+    :func:`tanhmax_velocity`. Only the sign is as printed; the weights are those
+    of :func:`tanhmax_weights`, whose denominators are corrected to
+    ``sum_k cosh s_k`` (as printed, Eqs. 8-9 would make ``w_tilde`` the constant
+    ``1/n``). Kept to show the sign discrepancy, not to be used."""
     return -tanhmax_velocity(s, o, c, delta_I, axis)
 
 
@@ -418,7 +421,7 @@ class OneLayerModel:
     def delta_I(self, params):
         r"""``Delta_I,t = |ds_t/dQ_t|^2 + |ds_t/dK_t|^2`` with ``Q_t, K_t`` taken as
         free variables (``(|K_t|^2 + |Q_t|^2) / scale^2``; Sun & Lu's global query:
-        ``(|E_t|^2 + |q|^2) / lam^2``), ``(T,)``. Step P2 of the derivation."""
+        ``(|E_t|^2 + |q|^2) / lam^2``), ``(T,)``. Step 03.P2 of the derivation."""
         if self.kind == "free":
             Q, K = params["Q"], params["K"]
         elif self.kind == "shared":
@@ -430,7 +433,7 @@ class OneLayerModel:
     def dR_ds(self, params, tokens, target):
         r"""``dR/ds_t`` through the attention weights, by the formula: the sum over
         every occurrence ``(k, i)`` of token ``t`` of ``c_k Delta_II,i^(k)``
-        (steps P3-P6 of the derivation), ``(T,)``."""
+        (steps 03.P3-03.P6 of the derivation), ``(T,)``."""
         s = self.vocab_scores(params)
         o = self.polarity(params)
         S, O = s[tokens], o[tokens]  # (N, n)
@@ -468,8 +471,8 @@ def velocity_decomposition(model, params, tokens, target):
     With ``J = ds/dtheta`` (``T x P``, every parameter of the model) and
     ``dtheta/dtau = -dR/dtheta``, the exact velocity of the vocabulary scores is
 
-        ds/dtau = -J (dR/dtheta)^T                                          (exact)
-                = -diag(J J^T) dR/ds  -  offdiag(J J^T) dR/ds  -  J r       (P7)
+        ds/dtau = -J (dR/dtheta)^T                                          (03.exact)
+                = -diag(J J^T) dR/ds  -  offdiag(J J^T) dR/ds  -  J r       (03.P7)
 
     where ``dR/ds`` is the derivative through the attention weights (scores as
     independent inputs) and ``r = dR/dtheta - J^T dR/ds`` is the part of the

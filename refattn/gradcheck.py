@@ -5,7 +5,7 @@ argument. :func:`gradcheck` compares it, in float64, with
 
 1. **autograd** differentiating ``fun`` itself: because ``fun`` is written
    against :func:`refattn.backend.array_module`, autograd traces the very code
-   that runs (``derivations/01-reweighted-softmax.md``, section 6);
+   that runs (``derivations/01-reweighted-softmax.md``, section 5);
 2. **central differences** ``D_i = <u, fun(x + h e_i) - fun(x - h e_i)> / (2 h)``
    for every coordinate ``i`` (or a random subset of them, for large inputs).
 

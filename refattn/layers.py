@@ -10,15 +10,15 @@ then its hand-derived VJP, then one comment naming the derivative
 line; ``tests/test_layers.py`` checks each one three ways (analytic, autograd,
 central differences).
 
-========================= ============================================= ========== ==========
-layer                     forward                                       forward    VJP
-========================= ============================================= ========== ==========
-linear                    y = x W^T + b                                 L0         L1-L3
-relu                      y = max(x, 0)                                 R0         R1
-layer_norm                z = (x - mean x) / sqrt(var x + eps)          N1-N4      N5-N6
-softmax_cross_entropy     L = mean_t [logsumexp(y_t) - y_t[target_t]]   C0         C1
-sigmoid_cross_entropy     L = mean_t [softplus(a_t) - l_t a_t]          C2         C3
-========================= ============================================= ========== ==========
+========================= ============================================= ============= =============
+layer                     forward                                       forward       VJP
+========================= ============================================= ============= =============
+linear                    y = x W^T + b                                 21.L0         21.L1-21.L3
+relu                      y = max(x, 0)                                 21.R0         21.R1
+layer_norm                z = (x - mean x) / sqrt(var x + eps)          21.N1-21.N4   21.N5-21.N6
+softmax_cross_entropy     L = mean_t [logsumexp(y_t) - y_t[target_t]]   21.C0         21.C1
+sigmoid_cross_entropy     L = mean_t [softplus(a_t) - l_t a_t]          21.C2         21.C3
+========================= ============================================= ============= =============
 
 (equation labels of ``derivations/21-layers.md``)
 
@@ -160,7 +160,7 @@ def linear_vjp(x, W, b, grad_y):
     db = None if b is None else xp.sum(gf, axis=-2)  # (S, o)
     dx = xp.reshape(gf @ W, _shape(x))  # (S, ..., i)
     return dx, dW, db
-    # y_n = W x_n + b:  dy_n/dx_n = W,  dy_nk/dW_kj = x_nj,  dy_n/db = I   (L1-L3)
+    # y_n = W x_n + b:  dy_n/dx_n = W,  dy_nk/dW_kj = x_nj,  dy_n/db = I   (21.L1-21.L3)
 
 
 # --------------------------------------------------------------------------
@@ -195,7 +195,7 @@ def relu_vjp(x, grad_y):
     check_float_array(x, "x", min_ndim=0)
     _check_grad(grad_y, "grad_y", _shape(x))
     return grad_y * (x > 0)
-    # relu'(x) = 1 for x > 0, 0 for x < 0; at the kink x = 0 we take 0   (R1)
+    # relu'(x) = 1 for x > 0, 0 for x < 0; at the kink x = 0 we take 0   (21.R1)
 
 
 # --------------------------------------------------------------------------
@@ -233,7 +233,7 @@ def layer_norm(x, eps=1e-5):
     ndarray, the shape of ``x``
 
     Derivation: ``derivations/21-layers.md``, section 3 (and
-    ``derivations/11-nt-model.md``, Eq. M2). Tests:
+    ``derivations/11-nt-model.md``, Eq. 11.M2). Tests:
     ``tests/test_layers.py::test_layer_norm_vjp_gradcheck``,
     ``test_layer_norm_moments``.
     """
@@ -266,7 +266,7 @@ def layer_norm_vjp(x, grad_z, eps=1e-5):
     mean_u = xp.mean(grad_z, axis=-1, keepdims=True)  # (..., 1)
     mean_uz = xp.mean(grad_z * z, axis=-1, keepdims=True)  # (..., 1)
     return r * (grad_z - mean_u - z * mean_uz)  # (..., d)
-    # dz_i/dx_k = r (delta_ik - 1/d - z_i z_k / d), contracted with u   (N5, N6)
+    # dz_i/dx_k = r (delta_ik - 1/d - z_i z_k / d), contracted with u   (21.N5, 21.N6)
 
 
 # --------------------------------------------------------------------------
@@ -380,7 +380,7 @@ def softmax_cross_entropy_vjp(logits, target, grad_loss, *, seed_axis=False):
     onehot = xp.eye(V, dtype=dtype_of(logits))[xp.asarray(target)]  # (..., V)
     g = xp.reshape(grad_loss, _shape(grad_loss) + (1,) * (len(shape) + 1 - len(_shape(grad_loss))))  # (S, 1, .., 1)
     return (p - onehot) * g / _tokens(shape, seed_axis)  # (..., V)
-    # d logsumexp(y)/dy = softmax(y),  d y_target/dy = e_target,  d mean/d term = 1/T   (C1)
+    # d logsumexp(y)/dy = softmax(y),  d y_target/dy = e_target,  d mean/d term = 1/T   (21.C1)
 
 
 def sigmoid_cross_entropy(logits, labels, *, seed_axis=False):
@@ -451,4 +451,4 @@ def sigmoid_cross_entropy_vjp(logits, labels, grad_loss, *, seed_axis=False):
     xp = array_module(logits, grad_loss)
     g = xp.reshape(grad_loss, _shape(grad_loss) + (1,) * (len(shape) - len(_shape(grad_loss))))  # (S, 1, .., 1)
     return (sigmoid(xp, logits) - y) * g / _tokens(shape, seed_axis)  # (...)
-    # d softplus(a)/da = sigmoid(a),  d (l a)/da = l,  d mean/d term = 1/T   (C3)
+    # d softplus(a)/da = sigmoid(a),  d (l a)/da = l,  d mean/d term = 1/T   (21.C3)

@@ -442,7 +442,7 @@ def measure_contextual_normalisation(name_or_activation, *, seed=0, n=6, rows=8)
     Criterion: for phi_i = g(s_i) / C(s), C(s) = sum_k h(s_k), the weight of
     token j responds to another token's score, d phi_j / d s_k != 0 for some
     k != j. On ``rows`` random rows s ~ N(0, 4) of length n, the Jacobian
-    ``J = Activation.jacobian(s)`` (derivation 01, Eq. R3) gives the ratio
+    ``J = Activation.jacobian(s)`` (derivation 01, Eq. 01.R3) gives the ratio
     ``max_{j != k} |J[j, k]| / max_j |J[j, j]|``; the property holds when the
     largest ratio over the rows exceeds sqrt(eps). Where h is constant
     (linear, relu: C = n) the off-diagonal part is exactly 0:

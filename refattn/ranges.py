@@ -93,7 +93,7 @@ def tanhmax_l1_norm(s, axis=-1):
 
     Computed from the library's stable forward pass (TanhMax, Eq. 6), so any
     finite ``s`` is accepted. In exact arithmetic the result is below 1
-    (``derivations/05-proposition-2.md``, Eq. P2); in floating point it can
+    (``derivations/05-proposition-2.md``, Eq. 05.P2); in floating point it can
     round to exactly 1 once the margin :func:`tanhmax_l1_margin` drops below
     about 1e-16 (every ``|s_i|`` above ~19).
 
@@ -118,7 +118,7 @@ def tanhmax_l1_margin(s, axis=-1, *, log=False):
     """How far TanhMax's output is from the l1 unit sphere, in closed form.
 
     ``1 - sum_i |tanhmax(s)_i| = sum_i e^{-|s_i|} / sum_k cosh s_k``
-    (``derivations/05-proposition-2.md``, Eq. P3), which follows from
+    (``derivations/05-proposition-2.md``, Eq. 05.P3), which follows from
     ``cosh x - |sinh x| = e^{-|x|}``. The right-hand side is positive for
     every finite ``s``: this is the strict inequality that makes the range
     of TanhMax (TanhMax, Eq. 6) miss every softmax output, and so makes
@@ -210,7 +210,7 @@ def tanhmax_preimage(w, axis=-1, *, tol=None, maxiter=100, slack=None):
 
     ``G`` is increasing and convex on ``x > 0``, ``G(0+) = sum|w| - 1 < 0``
     and ``G(1/n) >= 0``, so there is exactly one root in ``(0, 1/n]``
-    (``derivations/05-proposition-2.md``, Eqs. P4-P6). It is found by
+    (``derivations/05-proposition-2.md``, Eqs. 05.P4-05.P6). It is found by
     Newton's method started at ``x = 1/n`` and safeguarded by bisection on
     the bracket ``[lo, hi]`` (a Newton step that leaves the bracket is
     replaced by its midpoint). Then ``s_i = asinh(w_i / x)``, and
@@ -301,7 +301,7 @@ def closure_gap(s, c, axis=-1):
 
     Both activations come from the library's stable forward passes (TanhMax,
     Eqs. 5 and 6); :func:`closure_gap_closed_form` is the formula this
-    should match (``derivations/05-proposition-2.md``, Eq. P10). In float64
+    should match (``derivations/05-proposition-2.md``, Eq. 05.P10). In float64
     the difference is accurate to a few units of 1e-16 in absolute terms,
     so its *relative* accuracy degrades once the gap itself is below ~1e-4.
 
@@ -336,7 +336,7 @@ def closure_gap_closed_form(s, c, axis=-1):
 
         2 eps B / (A + eps B) = 2 q / (1 + q),   q = eps B / A
 
-    (``derivations/05-proposition-2.md``, Eqs. P8-P10; TanhMax, Eqs. 6 and
+    (``derivations/05-proposition-2.md``, Eqs. 05.P8-05.P10; TanhMax, Eqs. 6 and
     10). For large ``c`` it is ``~ 2 (B/A) e^{-2c}``. Valid for every real
     ``c``; evaluated from ``log q = lse(-s) - lse(s) - 2c`` so that nothing
     overflows.
@@ -427,7 +427,7 @@ def _report():  # pragma: no cover - exercised by the derivation's commands
           " in_tanhmax_range:", bool(in_tanhmax_range(sm)))
     s = np.array([0.3, -1.2, 2.0, 0.0])
     print("s =", s, " sum|tanhmax(s)| =", repr(float(tanhmax_l1_norm(s))),
-          " margin (P3) =", repr(float(tanhmax_l1_margin(s))))
+          " margin (05.P3) =", repr(float(tanhmax_l1_margin(s))))
     w = np.array([0.5, -0.25, 0.125, 0.0])
     z = tanhmax_preimage(w)
     print("w =", w, " preimage =", z, " tanhmax(preimage) =", activation("tanhmax").forward(z))

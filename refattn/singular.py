@@ -59,19 +59,19 @@ def signexp_near_zero(offsets=DEFAULT_OFFSETS, *, n=5, eps=1e-6, seed=0, j=0):
     Write ``F(x) = u . phi(s with s_j = x)``, ``R = sum_{i != j} e^{|s_i|}``
     and ``V = sum_{i != j} u_i sign(s_i) e^{|s_i|}``, so that
 
-        F(x) = (u_j sign(x) e^{|x|} + V) / (R + e^{|x|})      (Cog; Eq. Z2)
+        F(x) = (u_j sign(x) e^{|x|} + V) / (R + e^{|x|})      (Cog; Eq. 09.Z2)
 
     (``derivations/09-signexp-at-zero.md``). For each ``delta`` the function
     records
 
     * ``analytic``: ``activation("signexp").vjp(s, u)[j]``, the hand-derived
-      VJP (``derivations/01-reweighted-softmax.md``, Eq. R4);
+      VJP (``derivations/01-reweighted-softmax.md``, Eq. 01.R4);
     * ``autograd``: autograd's VJP of ``activation("signexp").forward``;
     * ``central``: ``(F(delta + eps) - F(delta - eps)) / (2 eps)`` with the
       library's forward;
-    * ``central_exact``: the same difference quotient from Eq. Z2 in closed
-      form (Eq. Z6), an independent evaluation;
-    * ``central_predicted``: the first-order prediction (Eq. Z8). Where the
+    * ``central_exact``: the same difference quotient from Eq. 09.Z2 in closed
+      form (Eq. 09.Z6), an independent evaluation;
+    * ``central_predicted``: the first-order prediction (Eq. 09.Z8). Where the
       window straddles 0 (``|delta| < eps``) it is
       ``J / (2 eps) + ((eps + delta) L+ + (eps - delta) L-) / (2 eps)``, with
       the jump ``J = F(0+) - F(0-) = 2 u_j / (R + 1)`` and the one-sided
@@ -101,8 +101,8 @@ def signexp_near_zero(offsets=DEFAULT_OFFSETS, *, n=5, eps=1e-6, seed=0, j=0):
         ``central_predicted`` and the list ``regime`` (``"straddles"``,
         ``"touches"`` or ``"one side"``); the scalars ``R``, ``V``, ``jump``,
         ``limit_plus``, ``limit_minus`` (one-sided limits of the analytic
-        VJP, Eq. Z4) and ``at_zero`` (the library's value at exactly 0,
-        Eq. Z5).
+        VJP, Eq. 09.Z4) and ``at_zero`` (the library's value at exactly 0,
+        Eq. 09.Z5).
     """
     off, j = _check_inputs(offsets, n, eps, seed, j)
     eps = float(eps)
@@ -113,8 +113,8 @@ def signexp_near_zero(offsets=DEFAULT_OFFSETS, *, n=5, eps=1e-6, seed=0, j=0):
     others = np.arange(n) != j
     R = float(np.sum(np.exp(np.abs(s0[others]))))  # sum_{i != j} e^{|s_i|}
     V = float(np.sum(u[others] * np.sign(s0[others]) * np.exp(np.abs(s0[others]))))
-    jump = 2.0 * u[j] / (R + 1.0)  # F(0+) - F(0-), Eq. Z3
-    lim_p = (u[j] * R - V) / (R + 1.0) ** 2  # Eq. Z4
+    jump = 2.0 * u[j] / (R + 1.0)  # F(0+) - F(0-), Eq. 09.Z3
+    lim_p = (u[j] * R - V) / (R + 1.0) ** 2  # Eq. 09.Z4
     lim_m = (u[j] * R + V) / (R + 1.0) ** 2
 
     def row(x):
@@ -152,7 +152,7 @@ def signexp_near_zero(offsets=DEFAULT_OFFSETS, *, n=5, eps=1e-6, seed=0, j=0):
 
 
 def _quotient_closed_form(xp, xm, eps, uj, R, V):
-    """``(F(xp) - F(xm)) / (2 eps)`` from Eq. Z2, brought to one fraction (Eq. Z6).
+    """``(F(xp) - F(xm)) / (2 eps)`` from Eq. 09.Z2, brought to one fraction (Eq. 09.Z6).
 
     With ``e+- = e^{|x+-|}``, ``C+- = R + e+-`` and ``sign+- = sign(x+-)``:
 
@@ -176,7 +176,7 @@ def near_zero_table(result):
              f"eps = {result['eps']:g}; jump J = {result['jump']:.6g}, one-sided limits "
              f"L+ = {result['limit_plus']:.6g}, L- = {result['limit_minus']:.6g}",
              "",
-             "| delta | regime | analytic | autograd | central | predicted (Z8) | exact quotient (Z6) |",
+             "| delta | regime | analytic | autograd | central | predicted (09.Z8) | exact quotient (09.Z6) |",
              "|---:|---|---:|---:|---:|---:|---:|"]
     cols = ("analytic", "autograd", "central", "central_predicted", "central_exact")
     for i, d in enumerate(result["offsets"]):

@@ -29,24 +29,29 @@ rounding, which is the end-to-end check of a model's backward pass.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Mapping
 
 import numpy as np
 from autograd import value_and_grad
+from threadpoolctl import threadpool_limits
 
 from .backend import array_module, check_int, to_numpy
 from .optim import Optimizer
 
-__all__ = ["GRADS", "gradient", "train", "batch_iterator", "save_checkpoint", "load_checkpoint", "Progress"]
+__all__ = ["GRADS", "gradient", "train", "batch_iterator", "save_checkpoint", "load_checkpoint",
+           "check_checkpoint", "history_path", "Progress"]
 
 #: How gradients are computed: the model's hand-derived backward, or autograd.
 GRADS = ("analytic", "autograd")
-_FORMAT = "refattn-checkpoint-1"
+_FORMAT = "refattn-checkpoint-2"
+_READABLE = ("refattn-checkpoint-1", _FORMAT)  # 1 kept the history inside the .npz
 
 
 def gradient(model, params, batch, grad="analytic"):
@@ -123,15 +128,80 @@ def _jsonable(x):
     return x
 
 
-def save_checkpoint(path, params, optimizer, history, *, epoch, fingerprint=None):
-    """Write params, optimizer state, history and the epoch to ``path`` (.npz), atomically.
+def history_path(path):
+    """The history file beside a checkpoint: ``run.npz`` -> ``run.history.jsonl``."""
+    return os.fspath(path)[:-4] + ".history.jsonl"
 
-    The file is first written beside ``path`` and then moved over it with
-    :func:`os.replace`, so an interrupted write leaves the previous checkpoint intact.
+
+def _atomic_write(path, write):
+    """Call ``write(fh)`` on a temporary file beside ``path``, then move it over ``path``.
+
+    The temporary name is this process's and thread's, so two runs sharing a
+    path never write into one temporary file; :func:`os.replace` makes the
+    newest complete file the one at ``path``, and an interrupted write leaves
+    the previous file intact."""
+    tmp = f"{path}.partial-{os.getpid()}-{threading.get_ident()}"
+    try:
+        with open(tmp, "wb") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)  # a failed write leaves no stray temporary behind
+
+
+def _history_lines(records, run):
+    return "".join(json.dumps({"run": run, "record": _jsonable(r)}) + "\n" for r in records).encode()
+
+
+def save_checkpoint(path, params, optimizer, history, *, epoch, fingerprint=None, saved=0, run=None):
+    """Write a checkpoint: params, optimizer state, the epoch and the history.
+
+    Two files: ``path`` (.npz) holds the parameters, the optimiser's state, the
+    epoch and the number of history records; :func:`history_path` beside it
+    holds the history, one JSON record per line. The history file is only
+    *appended to* (the records after the first ``saved``), so a long run does
+    not rewrite its whole history every epoch; the .npz is written to a
+    temporary file and moved over ``path``, so an interrupted write leaves the
+    previous checkpoint intact. Each history line carries the id ``run`` of
+    the call that wrote it, and the .npz names its run: lines from another run
+    sharing the path are never read as this run's.
+
+    Parameters
+    ----------
+    saved : int
+        How many leading records of ``history`` an earlier call with the same
+        ``run`` already wrote (what that call returned). ``0`` writes the
+        history file anew.
+    run : str, optional
+        An id of the writing run (default: a fresh one, which needs ``saved=0``).
+
+    Returns
+    -------
+    (int, str)
+        ``len(history)`` and ``run``: pass them as ``saved`` and ``run`` next time.
     """
     path = os.fspath(path)
     if not path.endswith(".npz"):
         raise ValueError(f"path: a checkpoint is a .npz file, got {path!r}")
+    if run is None:
+        if saved:
+            raise ValueError("saved: records can only be appended for a named run; pass run= as well")
+        run = uuid.uuid4().hex
+    if not (isinstance(saved, (int, np.integer)) and 0 <= saved <= len(history)):
+        raise ValueError(f"saved: expected an integer in [0, {len(history)}], got {saved!r}")
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    lines = _history_lines(history[saved:], run)
+    hpath = history_path(path)
+    if saved == 0:
+        _atomic_write(hpath, lambda fh: fh.write(lines))
+    elif lines:
+        with open(hpath, "ab") as fh:  # append only: the records of the epochs since the last save
+            fh.write(lines)
+            fh.flush()
+            os.fsync(fh.fileno())
     state = optimizer.state_dict()
     arrays = {f"param/{k}": to_numpy(v) for k, v in params.items()}
     for buf, values in state["state"].items():
@@ -140,24 +210,33 @@ def save_checkpoint(path, params, optimizer, history, *, epoch, fingerprint=None
         "format": _FORMAT,
         "epoch": int(epoch),
         "fingerprint": _jsonable(fingerprint),
-        "history": _jsonable(history),
+        "history_records": len(history),
+        "run": run,
         "optimizer": {k: _jsonable(v) for k, v in state.items() if k != "state"},
     }
     arrays["meta"] = np.array(json.dumps(meta))
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    # a temporary name of this process and thread: two runs sharing a checkpoint path never
-    # write into one temporary file; os.replace then makes the newest complete file the checkpoint
-    tmp = f"{path[:-4]}.partial-{os.getpid()}-{threading.get_ident()}.npz"
-    try:
-        with open(tmp, "wb") as fh:
-            np.savez(fh, **arrays)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)  # a failed write leaves no stray temporary behind
+    _atomic_write(path, lambda fh: np.savez(fh, **arrays))  # last: the history it names is on disk
+    return len(history), run
+
+
+def _read_history(path, meta):
+    """The first ``meta["history_records"]`` records of run ``meta["run"]`` from the history file."""
+    hpath = history_path(path)
+    want, run = meta["history_records"], meta["run"]
+    records = []
+    with open(hpath, encoding="utf-8") as fh:
+        for line in fh:
+            if len(records) == want:
+                break
+            if not line.endswith("\n"):
+                break  # a line cut by an interrupted append
+            entry = json.loads(line)
+            if entry.get("run") == run:
+                records.append(entry["record"])
+    if len(records) != want:
+        raise ValueError(f"history file {hpath!r} holds {len(records)} records of this checkpoint's run, "
+                         f"expected {want}")
+    return records
 
 
 def load_checkpoint(path):
@@ -169,6 +248,13 @@ def load_checkpoint(path):
         ``params`` (NumPy arrays), ``optimizer`` (a ``state_dict`` for
         :meth:`refattn.optim.Optimizer.load_state_dict`), ``history``, ``epoch``
         (the last completed epoch) and ``fingerprint``.
+
+    Raises
+    ------
+    ValueError
+        Naming the file, for anything that is not a complete refattn
+        checkpoint (a truncated zip, a pickle, another format, a missing or
+        short history file). The file is left as it is.
     """
     path = os.fspath(path)
     try:
@@ -176,7 +262,7 @@ def load_checkpoint(path):
             if "meta" not in data.files:
                 raise ValueError("no 'meta' entry")
             meta = json.loads(str(data["meta"]))
-            if meta.get("format") != _FORMAT:
+            if meta.get("format") not in _READABLE:
                 raise ValueError(f"format {meta.get('format')!r}, expected {_FORMAT!r}")
             params = {k[len("param/"):]: data[k] for k in data.files if k.startswith("param/")}
             bufs: dict = {}
@@ -184,8 +270,12 @@ def load_checkpoint(path):
                 if k.startswith("opt/"):
                     _, buf, name = k.split("/", 2)
                     bufs.setdefault(buf, {})[name] = data[k]
-    except FileNotFoundError:
-        raise
+        history = meta["history"] if "history" in meta else _read_history(path, meta)  # format 1 kept it inline
+    except FileNotFoundError as exc:
+        if exc.filename is not None and os.fspath(exc.filename) == path:
+            raise
+        raise ValueError(f"checkpoint {path!r}: its history file {history_path(path)!r} is missing; "
+                         f"the checkpoint is left as it is: move it away or pass another path") from None
     except Exception as exc:  # noqa: BLE001 - a truncated zip, a pickle, bad JSON: one message naming the file
         raise ValueError(f"checkpoint {path!r}: not a readable refattn checkpoint ({type(exc).__name__}: "
                          f"{exc}); it is left as it is: move it away or pass another path") from None
@@ -194,8 +284,23 @@ def load_checkpoint(path):
     for key in ("betas",):  # tuples were stored as JSON lists
         if isinstance(opt.get(key), list):
             opt[key] = tuple(opt[key])
-    return {"params": params, "optimizer": opt, "history": meta["history"], "epoch": meta["epoch"],
+    return {"params": params, "optimizer": opt, "history": history, "epoch": meta["epoch"],
             "fingerprint": meta["fingerprint"]}
+
+
+def check_checkpoint(path, option="checkpoint"):
+    """Check, before any work, that ``path`` can be a checkpoint: a ``.npz`` name, and,
+    if the file exists, a readable refattn checkpoint (else one line naming it and ``option``)."""
+    if path is None:
+        return
+    name = os.fspath(path)
+    if not name.endswith(".npz"):
+        raise ValueError(f"{option}: a checkpoint is a .npz file, got {name!r}")
+    if os.path.exists(name):
+        try:
+            load_checkpoint(name)
+        except ValueError as exc:
+            raise ValueError(f"{option}: {exc}") from None
 
 
 # --------------------------------------------------------------------------
@@ -205,7 +310,7 @@ def load_checkpoint(path):
 
 def train(model, params, optimizer, make_batches, *, epochs, grad="analytic", callbacks=(),
           checkpoint=None, checkpoint_every=1, resume=True, fingerprint=None, progress=None,
-          stop_after=None):
+          stop_after=None, blas_threads=1):
     r"""Train ``model`` for ``epochs`` epochs, updating ``params`` in place.
 
     Parameters
@@ -238,6 +343,12 @@ def train(model, params, optimizer, make_batches, *, epochs, grad="analytic", ca
         Show a progress bar (default: only on a terminal).
     stop_after : int, optional
         Stop after this epoch index (as if interrupted), for tests and demos.
+    blas_threads : int or None
+        BLAS threads while training (default 1, through threadpoolctl; ``None``
+        leaves BLAS as it is). The models here are small: a BLAS call on a
+        16 x 16 matrix gains nothing from threads, and the idle workers of a
+        threaded BLAS spin and slow everything else on a loaded machine. One
+        thread also makes every reduction's order the same on every machine.
 
     Returns
     -------
@@ -261,6 +372,8 @@ def train(model, params, optimizer, make_batches, *, epochs, grad="analytic", ca
     epochs = check_int(epochs, "epochs", 0)  # 0: no training (the initial parameters, evaluated)
     if checkpoint is not None and not os.fspath(checkpoint).endswith(".npz"):
         raise ValueError(f"checkpoint: a checkpoint is a .npz file, got {os.fspath(checkpoint)!r}")
+    if blas_threads is not None:
+        blas_threads = check_int(blas_threads, "blas_threads", 1)
     callbacks = tuple(callbacks)
     for cb in callbacks:
         if not callable(cb):
@@ -296,7 +409,11 @@ def train(model, params, optimizer, make_batches, *, epochs, grad="analytic", ca
     bar = progress if isinstance(progress, Progress) else Progress(epochs, enabled=progress)
     t0 = time.perf_counter()
     last = epochs - 1 if stop_after is None else min(epochs - 1, stop_after)
-    try:
+    saved, run = 0, None  # the first save writes the history file anew, later ones append to it
+    with contextlib.ExitStack() as stack:
+        if blas_threads is not None:
+            stack.enter_context(threadpool_limits(limits=blas_threads, user_api="blas"))
+        stack.callback(bar.close)
         for epoch in range(start, last + 1):
             batches = make_batches(epoch)
             batches = list(batches) if not isinstance(batches, list) else batches
@@ -315,9 +432,8 @@ def train(model, params, optimizer, make_batches, *, epochs, grad="analytic", ca
             history.append(record)
             if checkpoint is not None and ((epoch + 1) % checkpoint_every == 0 or epoch == epochs - 1
                                            or epoch == last):
-                save_checkpoint(checkpoint, params, optimizer, history, epoch=epoch, fingerprint=fp)
-    finally:
-        bar.close()
+                saved, run = save_checkpoint(checkpoint, params, optimizer, history, epoch=epoch,
+                                             fingerprint=fp, saved=saved, run=run)
     return {"history": history, "resumed_from": resumed_from, "seconds": time.perf_counter() - t0}
 
 

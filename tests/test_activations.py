@@ -282,7 +282,7 @@ def test_expressive_underflow_threshold():
 def test_signexp_at_zero_convention_and_dirac_spike():
     """At s_j = 0 the analytic VJP equals autograd (rho'(0) = 0), while central
     differences see the jump of rho = sign: about u_j * 2 p_j / (2 eps) with
-    p_j = e^0 / sum e^|s| (derivations/01-reweighted-softmax.md section 5.1)."""
+    p_j = e^0 / sum e^|s| (derivations/01-reweighted-softmax.md section 4.1)."""
     act = activation("signexp")
     s = np.array([0.0, 0.5, -1.0, 2.0])
     u = np.array([1.0, 0.3, -0.2, 0.1])

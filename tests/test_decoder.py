@@ -7,7 +7,7 @@ What is checked, and against what (derivations/18-decoder-and-cog.md):
   in a higher layer, for mixed per-layer lists and for sequences shorter than
   n_ctx; against central differences for two configurations;
 * the forward pass against an independent per-seed, per-example, per-head loop
-  written from Eqs. D1-D11 with the activation's g/h form (TanhMax Eq. 5);
+  written from Eqs. 18.D1-18.D11 with the activation's g/h form (TanhMax Eq. 5);
 * causality, seed independence, the recipes cog_hybrid / neural_first;
 * training with the hand-derived gradient follows the autograd trajectory;
 * evaluation, generation, and bad input.
@@ -151,7 +151,7 @@ def test_softmax_ignores_key_bias_but_tanhmax_does_not(rng):
 
 
 # --------------------------------------------------------------------------
-# the forward pass against an independent loop (Eqs. D1-D11)
+# the forward pass against an independent loop (Eqs. 18.D1-18.D11)
 # --------------------------------------------------------------------------
 
 

@@ -59,7 +59,7 @@ def test_dpa_maximum_at_0_minimum_at_180_ratio_exp_2c(norm_q, norm_k, beta):
 @pytest.mark.parametrize("name", geo.CLOSED_FORMS)
 @pytest.mark.parametrize("norm_q, norm_k", NORMS)
 def test_every_ratio_on_the_circle_matches_the_closed_form(name, norm_q, norm_k):
-    """phi_a / phi_b from the activation's forward vs Eqs. EG3 / EG4, for every
+    """phi_a / phi_b from the activation's forward vs Eqs. 07.EG3 / 07.EG4, for every
     pair of keys not orthogonal to the query."""
     angles, w = geo.weight_vs_angle(name, norm_q=norm_q, norm_k=norm_k, n_keys=24, beta=0.7)
     cos = np.cos(angles)
@@ -76,7 +76,7 @@ def test_closed_form_ratios_at_special_angles():
     assert geo.weight_ratio("expressive", 1.0, 0.0, c=c) == np.inf
     assert np.isnan(geo.weight_ratio("expressive", 0.0, 0.0, c=c))
     np.testing.assert_allclose(geo.weight_ratio("softmax", 1.0, -1.0, c=c), math.exp(2 * c), rtol=1e-15)
-    # EA's contrast against a fixed angle falls with c, from 1/cos^2 to 1 (Eq. EG4)
+    # EA's contrast against a fixed angle falls with c, from 1/cos^2 to 1 (Eq. 07.EG4)
     cos45 = math.sqrt(0.5)
     c = np.array([1e-4, 1.0, 10.0, 1e4])
     r = geo.weight_ratio("expressive", 1.0, cos45, c=c)
@@ -92,7 +92,7 @@ def test_the_dimension_does_not_matter():
 
 @pytest.mark.parametrize("c", [0.5, 1.0, 3.0, 20.0])
 def test_half_widths_halve_the_weight(c):
-    """At the closed-form half-widths (Eqs. EG5, EG6), a two-key row computed by
+    """At the closed-form half-widths (Eqs. 07.EG5, 07.EG6), a two-key row computed by
     the registered activation has exactly the ratio 1/2."""
     theta_ea = math.pi / 2 - geo.ea_notch_half_width(c)  # the edge of the notch
     ea = activation("expressive").forward(np.array([c, c * math.cos(theta_ea)]))
@@ -128,7 +128,7 @@ def test_high_dim_weights_are_functions_of_cos_and_abs_cos():
 
 
 def test_random_keys_are_nearly_orthogonal_in_high_dimension(rng):
-    """The cosine of a random direction with a fixed one has variance 1/d (Eq. EG7)."""
+    """The cosine of a random direction with a fixed one has variance 1/d (Eq. 07.EG7)."""
     for d in (4, 64, 256):
         u = geo.random_unit_vectors(20000, d, rng)
         np.testing.assert_allclose(np.linalg.norm(u, axis=1), 1.0, rtol=1e-14)
@@ -279,7 +279,7 @@ def test_bilinear_fit_is_exact_on_a_bilinear_target(rng):
 
 
 def test_bilinear_floor_on_the_rbf_target():
-    """The population optimum (quadrature, Eqs. NE5-NE7) against least squares on
+    """The population optimum (quadrature, Eqs. 08.NE5-08.NE7) against least squares on
     a large sample, and I0 against its closed form with erf."""
     floor = ns.bilinear_floor_rbf()
     rng = np.random.default_rng(7)

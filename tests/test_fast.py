@@ -1,6 +1,6 @@
 """Tests for refattn.fast: the fast path equals the reference.
 
-The fast path computes ``p`` by the split, the VJP by the factors of Eq. R5,
+The fast path computes ``p`` by the split, the VJP by the factors of Eq. 01.R5,
 and, on NumPy inputs large enough to be worth it, runs the same per-batch
 code block by block on a thread pool. These tests check that both of its
 routes (whole batch, and blocks forced on small shapes by ``force_blocks``)

@@ -310,7 +310,7 @@ def test_leave_one_out_of_a_zero_weight_token_is_not_zero():
 
 @pytest.mark.parametrize("act", ["softmax", "tanhmax", "expressive"])
 def test_leave_one_out_closed_form(rng, act):
-    """Eq. I8': removing token i changes the logit by a - a_{-i} = (g_i o_i - h_i (a - b_o)) / (C - h_i),
+    """Eq. 13.I8': removing token i changes the logit by a - a_{-i} = (g_i o_i - h_i (a - b_o)) / (C - h_i),
     C = sum_k h_k, written from the paper's g and h (TanhMax Eq. 5), not from the code's weights."""
     from refattn.activations import activation
 
@@ -378,7 +378,7 @@ def test_sign_symmetry_negates_signed_taus_only(rng, act):
     for k in ("grad_signed", "grad_norm", "loo"):
         assert np.allclose(a[k], b[k], rtol=1e-9, atol=1e-14), k
     for k in ("tau_g", "tau_loo"):
-        assert np.allclose(a[k], -b[k], equal_nan=True), k  # (I10)
+        assert np.allclose(a[k], -b[k], equal_nan=True), k  # (13.I10)
     for k in ("tau_g_norm", "tau_loo_abs", "p_g", "p_loo"):
         assert np.allclose(a[k], b[k], equal_nan=True), k
     assert np.allclose(a["permutation"], b["permutation"], rtol=1e-9, atol=1e-14)

@@ -156,7 +156,7 @@ def test_layer_norm_moments(rng):
 
 @pytest.mark.parametrize("d", [2, 3, 16])
 def test_layer_norm_of_one_hot_closed_form(d):
-    """derivations/11-nt-model.md (M2'): LN(e_x) = (d e_x - 1) / sqrt(d - 1 + d^2 eps)."""
+    """derivations/11-nt-model.md (11.M2'): LN(e_x) = (d e_x - 1) / sqrt(d - 1 + d^2 eps)."""
     eps = 1e-3
     eye = np.eye(d)
     expected = (d * eye - 1.0) / math.sqrt(d - 1 + d * d * eps)
@@ -164,7 +164,7 @@ def test_layer_norm_of_one_hot_closed_form(d):
 
 
 def test_layer_norm_of_two_vectors_is_a_soft_sign(rng):
-    """d = 2 (derivation 11, step E8): LN(h) = (1, -1) Delta / sqrt(Delta^2 + 4 eps), Delta = h_1 - h_2."""
+    """d = 2 (derivation 11, step 11.E8): LN(h) = (1, -1) Delta / sqrt(Delta^2 + 4 eps), Delta = h_1 - h_2."""
     h = rng.standard_normal((50, 2)) * np.logspace(-4, 1, 50)[:, None]
     eps = 1e-5
     delta = h[:, 0] - h[:, 1]
@@ -173,7 +173,7 @@ def test_layer_norm_of_two_vectors_is_a_soft_sign(rng):
 
 
 def test_layer_norm_vjp_rows_sum_to_zero(rng):
-    """Shifting a row by a constant does not change its LN, so dx sums to 0 per row (N5)."""
+    """Shifting a row by a constant does not change its LN, so dx sums to 0 per row (21.N5)."""
     x, u = rng.standard_normal((4, 6)), rng.standard_normal((4, 6))
     np.testing.assert_allclose(layer_norm_vjp(x, u).sum(axis=-1), 0.0, atol=1e-14)
 
@@ -274,7 +274,7 @@ def test_sigmoid_cross_entropy_closed_form(rng):
 
 
 def test_sigmoid_is_softmax_cross_entropy_of_two_logits(rng):
-    """Two algorithms for one thing: with 0/1 labels, (C2) is (C0) on the logits (0, a)."""
+    """Two algorithms for one thing: with 0/1 labels, (21.C2) is (21.C0) on the logits (0, a)."""
     a = 4.0 * rng.standard_normal((S, 5))
     labels = rng.integers(0, 2, (S, 5))
     two = np.stack([np.zeros_like(a), a], axis=-1)  # (S, 5, 2)

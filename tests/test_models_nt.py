@@ -1,13 +1,13 @@
 """Tests for refattn.models.nt: Expressive's one-bilayer NT transformer, batched over seeds.
 
 What is checked, and against what (derivations/11-nt-model.md):
-* the parameter count (Eq. P1) against Expressive's 802 and "about 4e5" for every
-  layout, and the layout search (Eq. P2) against combinatorial counts worked out
+* the parameter count (Eq. 11.P1) against Expressive's 802 and "about 4e5" for every
+  layout, and the layout search (Eq. 11.P2) against combinatorial counts worked out
   by hand;
 * which layouts let expressive attention see the symbols at N = 2 (section 6):
   the prediction of ea_symbol_dependence against weights measured after
   flipping one symbol, for every layout, and the 99-layout census by hand;
-* (layer normalisation, Eqs. M2 and B5, is refattn.layers.layer_norm: its
+* (layer normalisation, Eqs. 11.M2 and 11.B5, is refattn.layers.layer_norm: its
   closed form on one-hot vectors and its VJP are tested in tests/test_layers.py);
 * the forward pass against an independent per-example loop written from the
   paper's equations (Eq. 1, Eq. 2, TanhMax) with the LN closed form, for every
@@ -200,7 +200,7 @@ def test_ea_symbol_dependence_predicts_the_weights(layout, rng):
 
 
 # --------------------------------------------------------------------------
-# the forward pass against an independent loop (Eqs. M1-M10)
+# the forward pass against an independent loop (Eqs. 11.M1-11.M10)
 # --------------------------------------------------------------------------
 
 
@@ -448,7 +448,7 @@ def test_counter_model_forward_loss_and_generate(read, rng):
     ctx = rng.integers(0, N, (2, 5, n_con))
     res = model.forward(params, ctx)
     np.testing.assert_array_equal(res["out"], np.eye(N)[(ctx[..., read] + 1) % N])  # exact
-    # Eq. M10: a wrong target costs two unit errors out of d outputs
+    # Eq. 11.M10: a wrong target costs two unit errors out of d outputs
     target = (ctx[..., read] + 1 + (np.arange(5) % 2)) % N  # every other example wrong
     wrong = (np.arange(5) % 2).sum()
     np.testing.assert_allclose(model.loss(params, {"context": ctx, "target": target}), 2.0 * wrong / (5 * N))

@@ -96,7 +96,7 @@ def test_slack_is_the_rounding_allowance():
 
 
 # --------------------------------------------------------------------------
-# (a) every TanhMax output is inside the open ball, with the margin of Eq. P3
+# (a) every TanhMax output is inside the open ball, with the margin of Eq. 05.P3
 # --------------------------------------------------------------------------
 
 
@@ -275,7 +275,7 @@ def test_every_entry_of_the_difference_is_negative(rng):
 
 
 def test_closure_path_is_a_straight_segment(rng):
-    # Eq. P8: tanhmax(s + c 1) = (1 - lam) softmax(s) - lam softmax(-s), lam = q / (1 + q)
+    # Eq. 05.P9: tanhmax(s + c 1) = (1 - lam) softmax(s) - lam softmax(-s), lam = q / (1 + q)
     s = rng.standard_normal(5)
     B_over_A = np.sum(np.exp(-s)) / np.sum(np.exp(s))
     for c in (-4.0, -1.0, 0.0, 0.7, 3.0):

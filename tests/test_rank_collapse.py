@@ -178,7 +178,7 @@ def test_invariances():
 
 @pytest.mark.parametrize("name", ["softmax", "sigmoid", "sigsoftmax", "expressive"])
 def test_row_stochastic_attention_contracts_the_residual(name):
-    """Y = P V with P >= 0 and P 1 = 1 (derivations/16-rank-collapse.md, Eq. RC9):
+    """Y = P V with P >= 0 and P 1 = 1 (derivations/16-rank-collapse.md, Eq. 16.RC9):
     each column of Y lies in the range of that column of V; for any x,
     ||Y - 1x^T||_inf <= ||V - 1x^T||_inf and ||Y - 1x^T||_1 <= ||P||_1 ||V - 1x^T||_1, so
     res(Y) <= sqrt(||P||_1) res(V) <= sqrt(n) res(V) in the composite norm."""

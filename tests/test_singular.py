@@ -56,8 +56,8 @@ def test_differences_agree_when_the_window_misses_zero(result):
     np.testing.assert_allclose(result["central"][one], result["analytic"][one],
                                rtol=0, atol=_fd_rounding_bound(result))
     np.testing.assert_allclose(result["central"][one], result["analytic"][one], rtol=1e-8)
-    # and the closed-form quotient (Z6) tracks the library's quotient to the same bound;
-    # Z6 itself has no cancellation, so it matches the derivative to truncation, eps^2 ~ 1e-12
+    # and the closed-form quotient (09.Z6) tracks the library's quotient to the same bound;
+    # 09.Z6 itself has no cancellation, so it matches the derivative to truncation, eps^2 ~ 1e-12
     np.testing.assert_allclose(result["central_exact"][one], result["central"][one],
                                rtol=0, atol=_fd_rounding_bound(result))
     np.testing.assert_allclose(result["central_exact"][one], result["analytic"][one], rtol=1e-10)
@@ -67,7 +67,7 @@ def test_differences_spike_when_the_window_straddles_zero(result):
     st_ = np.array(result["regime"]) == "straddles"
     assert st_.sum() == 5  # 0, +-1e-8, +-1e-7 with eps = 1e-6
     central = result["central"][st_]
-    # exact algebra (Z6) and first-order prediction (Z8), relative to a spike of ~5e4
+    # exact algebra (09.Z6) and first-order prediction (09.Z8), relative to a spike of ~5e4
     np.testing.assert_allclose(central, result["central_exact"][st_], rtol=1e-9)
     np.testing.assert_allclose(central, result["central_predicted"][st_], rtol=1e-9)
     spike = result["jump"] / (2 * result["eps"])
@@ -113,7 +113,7 @@ def test_value_at_exactly_zero_is_the_documented_convention(result):
     ds = SIGNEXP.vjp(s, u)
     assert ds[j] == 0.0 == result["at_zero"]
     assert result["analytic"][list(result["offsets"]).index(0.0)] == 0.0
-    # Eq. R4 by hand with sign(0) = 0: ds_i = p_i sign(s_i) (u_i sign(s_i) - sum_k u_k phi_k)
+    # Eq. 01.R4 by hand with sign(0) = 0: ds_i = p_i sign(s_i) (u_i sign(s_i) - sum_k u_k phi_k)
     p = np.exp(np.abs(s)) / np.sum(np.exp(np.abs(s)))
     phi = np.sign(s) * p
     by_hand = p * np.sign(s) * (u * np.sign(s) - u @ phi)
@@ -153,7 +153,7 @@ def test_a_row_of_exact_zeros_gets_no_gradient(rng):
 
 
 def test_prediction_error_is_first_order_in_eps():
-    """Z8 drops O(eps) terms: shrinking eps tenfold shrinks the error about tenfold."""
+    """09.Z8 drops O(eps) terms: shrinking eps tenfold shrinks the error about tenfold."""
     errs = []
     for eps in (1e-2, 1e-3, 1e-4):
         r = signexp_near_zero([0.3 * eps, -0.6 * eps], eps=eps, seed=3)
@@ -175,7 +175,7 @@ def test_other_entry_and_row_length():
 
 
 def _vjp_rounding(r):
-    """Rounding bound of ds_0 = u_0 |phi_0| - phi_0 <u, phi> (Eq. R5 for signexp): two
+    """Rounding bound of ds_0 = u_0 |phi_0| - phi_0 <u, phi> (Eq. 01.R5 for signexp): two
     evaluations of a few roundings each on terms no larger than |u_0| and max|u|
     (|phi| <= 1, |<u, phi>| <= max|u|), so the analytic VJP and autograd, which
     evaluate it in different orders, differ by at most about 8 u (|u_0| + max|u|)

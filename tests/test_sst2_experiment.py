@@ -104,7 +104,7 @@ def test_checkpoint_resume_gives_the_same_numbers(tiny_sst2, tmp_path):
 
 def test_figure_weights_are_the_models_weights(tiny_sst2):
     """Figure 1 weights: softmax's are positive and sum to 1 per sentence; an odd
-    activation's sign follows Eq. (O1)."""
+    activation's sign follows Eq. (14.O1)."""
     r = run_sst2(tiny_sst2, **TINY)
     for item in r["figure1"]["sentences"]:
         for source in ("matched", "paper"):
@@ -119,7 +119,7 @@ def test_figure_weights_are_the_models_weights(tiny_sst2):
 
 
 def test_orientation_matches_the_symmetric_twin():
-    """(O1): a flipped seed shows exactly the weights of model.symmetric(params)."""
+    """(14.O1): a flipped seed shows exactly the weights of model.symmetric(params)."""
     model = PolarityClassifier(12, activation="tanhmax")
     params = model.init_params([3, 4])
     rng = np.random.default_rng(1)

@@ -82,7 +82,7 @@ def attention_weights(activation_name, query, keys, *, beta=1.0):
     ndarray, shape (n,)
         ``phi(z)`` with ``z_j = beta q . k_j`` from ``score("scaled_dot", beta=beta)``
         and ``phi = activation(activation_name).forward``
-        (``derivations/07-expressive-geometry.md``, Eqs. EG1-EG2).
+        (``derivations/07-expressive-geometry.md``, Eqs. 07.EG1-07.EG2).
     """
     act = activation(activation_name)
     check_float_array(query, "query", ndim=1)
@@ -158,7 +158,7 @@ def weight_vs_angle(activation_name, *, norm_q, norm_k, n_keys, beta=1.0, dim=2)
     angles : ndarray, shape (n_keys,)
         Radians in ``[-pi, pi)``.
     weights : ndarray, shape (n_keys,)
-        ``phi_j``; sums to 1 for both DPA and EA. Closed forms: Eqs. EG3-EG6 of
+        ``phi_j``; sums to 1 for both DPA and EA. Closed forms: Eqs. 07.EG3-07.EG6 of
         ``derivations/07-expressive-geometry.md``.
     """
     norm_q = check_real(norm_q, "norm_q", positive=True)
@@ -174,9 +174,9 @@ def weight_ratio(activation_name, cos_a, cos_b, *, c):
     With ``z = c cos(theta)``, ``c = beta |q| |k|``, the normaliser cancels:
 
     * ``"softmax"`` (DPA): ``exp(c (cos_a - cos_b))``
-      (``derivations/07-expressive-geometry.md``, Eq. EG3);
+      (``derivations/07-expressive-geometry.md``, Eq. 07.EG3);
     * ``"expressive"`` (EA): ``[x_a / (1 + x_a)] / [x_b / (1 + x_b)]`` with
-      ``x = c^2 cos^2`` (Eq. EG4); ``inf`` where ``cos_b = 0`` and ``cos_a != 0``
+      ``x = c^2 cos^2`` (Eq. 07.EG4); ``inf`` where ``cos_b = 0`` and ``cos_a != 0``
       (an orthogonal key has weight exactly 0), ``nan`` where both are 0.
 
     Parameters
@@ -200,12 +200,12 @@ def weight_ratio(activation_name, cos_a, cos_b, *, c):
             raise ValueError(f"{name}: expected cosines in [-1, 1], got {x!r}")
     c = _c_array(c)
     if activation_name == "softmax":
-        return np.exp(c * (ca - cb))[()]  # EG3
+        return np.exp(c * (ca - cb))[()]  # 07.EG3
     xa, xb = (c * ca) ** 2, (c * cb) ** 2
     num, den = xa / (1.0 + xa), xb / (1.0 + xb)  # z^2 / (1 + z^2)
     num, den = np.broadcast_arrays(num, den)
     out = np.where(num > 0, np.inf, np.nan)  # the value where den = 0
-    return np.divide(num, den, out=out, where=den > 0)[()]  # EG4
+    return np.divide(num, den, out=out, where=den > 0)[()]  # 07.EG4
 
 
 def dpa_half_width(c):
@@ -213,7 +213,7 @@ def dpa_half_width(c):
 
     ``a(theta) / a(0) = exp(-c (1 - cos theta)) = 1/2`` gives
     ``theta = arccos(1 - ln 2 / c)`` (``derivations/07-expressive-geometry.md``,
-    Eq. EG5), about ``sqrt(2 ln 2 / c)`` for large ``c``. For
+    Eq. 07.EG5), about ``sqrt(2 ln 2 / c)`` for large ``c``. For
     ``c < ln(2) / 2`` even the antiparallel key keeps more than half the top
     weight, and the result is ``nan``.
 
@@ -238,7 +238,7 @@ def ea_notch_half_width(c):
     ``a(theta) / a(0) = (1 + c^2) cos^2 / (1 + c^2 cos^2) = 1/2`` gives
     ``cos^2 theta = 1 / (2 + c^2)``, so the keys within
     ``delta = arcsin(1 / sqrt(2 + c^2))`` of 90 degrees get less than half of
-    the top weight (``derivations/07-expressive-geometry.md``, Eq. EG6):
+    the top weight (``derivations/07-expressive-geometry.md``, Eq. 07.EG6):
     45 degrees as ``c -> 0`` (the ``cos^2`` profile), about ``1/c`` for large
     ``c``.
 
@@ -262,7 +262,7 @@ def random_unit_vectors(n, dim, rng):
     Normalised standard normal vectors (the normal law is rotation
     invariant). The cosine of one of them with a fixed unit vector has mean 0
     and variance exactly ``1/dim`` (``derivations/07-expressive-geometry.md``,
-    Eq. EG7): in high dimension random keys are nearly orthogonal to the query.
+    Eq. 07.EG7): in high dimension random keys are nearly orthogonal to the query.
 
     Returns
     -------
@@ -311,7 +311,7 @@ def weight_vs_cosine(activation_name, *, dim=64, n_keys=256, norm_q=1.0, norm_k=
         for DPA of ``cos``; the mean weight of a random key relative to the
         aligned one is about ``(1 + c^2)/dim`` for EA and
         ``exp(-c) (1 + c^2/(2 dim))`` for DPA when ``c^2 << dim``
-        (``derivations/07-expressive-geometry.md``, section 4, Eq. EG8).
+        (``derivations/07-expressive-geometry.md``, section 4, Eq. 07.EG8).
     """
     dim = check_int(dim, "dim", 2)
     n_keys = check_int(n_keys, "n_keys", 1)

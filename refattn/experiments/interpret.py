@@ -17,7 +17,7 @@ without dropout):
 reported per true class as mean +- std over instances, with the fraction of
 instances whose tau is significant at ``p < 0.01``. Every definition, and
 the readings chosen where the paper is ambiguous or degenerate, is in
-``derivations/13-interpretability.md``; the equations (I1)-(I9) cited below
+``derivations/13-interpretability.md``; the equations (13.I1)-(13.I9) cited below
 are that file's.
 
 What this module does differently from the authors' evaluation code (the
@@ -31,7 +31,7 @@ classifier's logit without dropout is ``a = sum_i w_i o_i + b_o`` with the
 token polarity score ``o_i = w_o . (W_v x_i + b_v)``
 (:meth:`~refattn.models.polarity.PolarityClassifier.token_polarity`), so
 occlusion, permutation and randomisation only need the scores, the mask and
-``o`` (derivation, Eq. I1).
+``o`` (derivation, Eq. 13.I1).
 """
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ def _inversion_cdf(n):
 
     The counts (Mahonian numbers) by the recursion ``N_m(k) = sum_{j=0}^{m-1} N_{m-1}(k - j)``:
     the m-th item inserted at any of m places adds 0 .. m-1 inversions
-    (derivation, Eq. I7). Exact integers.
+    (derivation, Eq. 13.I7). Exact integers.
     """
     counts = [1]
     for m in range(2, n + 1):
@@ -133,7 +133,7 @@ def _inversion_cdf(n):
 
 
 def _exact_pvalue(S, n):
-    """Two-sided ``P(|S'| >= |S|)`` under independence, no ties (Eq. I7)."""
+    """Two-sided ``P(|S'| >= |S|)`` under independence, no ties (Eq. 13.I7)."""
     n0 = n * (n - 1) // 2
     S = abs(int(S))
     if S == 0:
@@ -176,7 +176,7 @@ def _kendall_rows(x, y, mask):
     both = mask[:, :, None] & mask[:, None, :]  # (M, n, n) pairs of real entries
     upper = np.triu(np.ones(x.shape[1:] * 2, dtype=bool), k=1)
     pairs = both & upper  # each unordered pair once
-    S = np.sum(dx * dy * pairs, axis=(1, 2))  # (M,) concordant - discordant   (I4)
+    S = np.sum(dx * dy * pairs, axis=(1, 2))  # (M,) concordant - discordant   (13.I4)
     n = mask.sum(axis=1).astype(float)  # (M,)
     n0 = n * (n - 1) / 2
     n1 = np.sum((dx == 0) & pairs, axis=(1, 2))  # pairs tied in x
@@ -184,7 +184,7 @@ def _kendall_rows(x, y, mask):
     denom = (n0 - n1) * (n0 - n2)
     tau = np.full(len(S), np.nan)
     ok = denom > 0
-    tau[ok] = S[ok] / np.sqrt(denom[ok])  # (I5)
+    tau[ok] = S[ok] / np.sqrt(denom[ok])  # (13.I5)
     # tie groups: c_i = size of the group of entry i; sum_i f(c_i) / c_i = sum_groups f(t)
     cx = np.sum((dx == 0) & both, axis=2)  # (M, n), 0 at masked rows
     cy = np.sum((dy == 0) & both, axis=2)
@@ -202,7 +202,7 @@ def _kendall_rows(x, y, mask):
     with np.errstate(divide="ignore", invalid="ignore"):  # n < 3 rows: those terms are 0 / 0, set to 0 below
         t2 = np.where(n > 1, ax * ay / (2 * n * (n - 1)), 0.0)
         t3 = np.where(n > 2, bx * by / (9 * n * (n - 1) * (n - 2)), 0.0)
-    var = (n * (n - 1) * (2 * n + 5) - vx - vy) / 18 + t2 + t3  # (I6)
+    var = (n * (n - 1) * (2 * n + 5) - vx - vy) / 18 + t2 + t3  # (13.I6)
     return tau, S, var, n.astype(int), (n1 > 0) | (n2 > 0)
 
 
@@ -231,7 +231,7 @@ def kendall_tau_b(x, y, mask=None):
     values; this is the exact permutation variance of ``S``. Used by
     TanhMax section 5.2 (after Jain & Wallace 2019) for ``tau_g`` and
     ``tau_loo``; derivation: ``derivations/13-interpretability.md``,
-    section 3, Eqs. I4-I7.
+    section 3, Eqs. 13.I4-13.I7.
 
     Parameters
     ----------
@@ -310,7 +310,7 @@ def logit_from_weights(model, params, weights, o=None, tokens=None):
 
     The logit without dropout is ``a = w_o . sum_i w_i V_i + b_o = sum_i w_i
     o_i + b_o`` with ``o_i = w_o . (W_v x_i + b_v)`` (TanhMax section 3,
-    ``o_i = V_i^T W``; derivation Eq. I1), so replacing the attention
+    ``o_i = V_i^T W``; derivation Eq. 13.I1), so replacing the attention
     weights by others (occlusion, permutation, randomisation) is this one sum;
     ``y_hat = sigmoid(a)``.
 
@@ -345,7 +345,7 @@ def logit_from_weights(model, params, weights, o=None, tokens=None):
                          f"L = {o.shape[-1]}, got {weights.shape}")
     oo = o.reshape(o.shape[:2] + (1,) * extra + o.shape[2:])
     b_o = params["b_o"].reshape((-1,) + (1,) * (weights.ndim - 2))
-    return np.sum(weights * oo, axis=-1) + b_o  # (S, B, ...)   (I1)
+    return np.sum(weights * oo, axis=-1) + b_o  # (S, B, ...)   (13.I1)
 
 
 def _log_cosh(x):
@@ -362,7 +362,7 @@ def sigmoid_difference(a1, a2):
 
         sigmoid(a1) - sigmoid(a2) = sinh(d/2) / (2 cosh(a1/2) cosh(a2/2))
                                   = sinh(d/2) / (cosh m + cosh(d/2))
-                                  = tanh(d/2) / (1 + cosh m / cosh(d/2))            (I11)
+                                  = tanh(d/2) / (1 + cosh m / cosh(d/2))            (13.I11)
 
     and the last factor is ``sigmoid(-x)`` with ``x = log cosh m - log cosh(d/2)``,
     evaluated as ``exp(-logaddexp(0, x))``: no overflow, ``|result| <= 1``,
@@ -385,7 +385,7 @@ def sigmoid_difference(a1, a2):
     d = a1 - a2
     half = 0.5 * np.abs(d)
     x = _log_cosh(0.5 * a1 + 0.5 * a2) - _log_cosh(half)  # log(cosh m / cosh(d/2))
-    return np.sign(d) * np.tanh(half) * np.exp(-np.logaddexp(0.0, x))  # (I11)
+    return np.sign(d) * np.tanh(half) * np.exp(-np.logaddexp(0.0, x))  # (13.I11)
 
 
 def sigmoid_slope(a):
@@ -419,10 +419,10 @@ def gradient_importance(model, params, batch):
     A fresh gradient of the trained model's output for each instance, model
     without dropout, nothing label-dependent (TanhMax section 5.2: the
     partial derivative ``d y_hat / d x_i``, after Samek et al. 2019;
-    derivation section 2.1, Eqs. I2-I3). Two scalars per token:
+    derivation section 2.1, Eqs. 13.I2-13.I3). Two scalars per token:
 
-        norm_i   = || d y_hat / d x_i ||_2                     (I2, magnitude)
-        signed_i = < d y_hat / d x_i , x_i >                   (I3, gradient x input)
+        norm_i   = || d y_hat / d x_i ||_2                     (13.I2, magnitude)
+        signed_i = < d y_hat / d x_i , x_i >                   (13.I3, gradient x input)
 
     Since ``y_hat = sigmoid(a)``, ``d y_hat / d x_i = sigmoid'(a) da / dx_i``
     with one positive factor per instance (Eq. I2'): the logit's gradient is
@@ -461,8 +461,8 @@ def gradient_importance(model, params, batch):
     g = _autograd_grad(total_logit)(x).reshape(S, B, L, -1)  # (S, B, L, E)   da / dx_i
     g = np.where(mask[..., None], g, 0.0)
     xs = x.reshape(S, B, L, -1)
-    norm = np.sqrt(np.sum(g * g, axis=-1))  # (S, B, L)   (I2) for the logit
-    signed = np.sum(g * xs, axis=-1)  # (S, B, L)   (I3) for the logit
+    norm = np.sqrt(np.sum(g * g, axis=-1))  # (S, B, L)   (13.I2) for the logit
+    signed = np.sum(g * xs, axis=-1)  # (S, B, L)   (13.I3) for the logit
     slope = sigmoid_slope(fwd["logit"])[..., None]  # (S, B, 1)   (I2')
     return {"grad": g * slope[..., None], "norm": norm * slope, "signed": signed * slope,
             "norm_logit": norm, "signed_logit": signed}
@@ -473,7 +473,7 @@ def leave_one_out(model, params, batch):
 
     ``x_{-i}`` removes token ``i``: it is masked, so its weight is zero and
     its ``h(s_i)`` leaves the normaliser, exactly as a shorter sentence
-    (TanhMax section 5.2; derivation section 2.2, Eq. I8):
+    (TanhMax section 5.2; derivation section 2.2, Eq. 13.I8):
 
         y_hat(x_{-i}) = sigmoid(sum_{j != i} phi(s; mask without i)_j o_j + b_o).
 
@@ -495,7 +495,7 @@ def leave_one_out(model, params, batch):
     w_minus = model.act.forward(s, mask=keep)  # (S, B, L, L)
     a_minus = logit_from_weights(model, params, w_minus, o)  # (S, B, L)
     a_full = logit_from_weights(model, params, fwd["w"], o)  # (S, B)
-    return np.where(mask, sigmoid_difference(a_full[..., None], a_minus), 0.0)  # (I8) by (I11)
+    return np.where(mask, sigmoid_difference(a_full[..., None], a_minus), 0.0)  # (13.I8) by (13.I11)
 
 
 def _rng(rng, name="rng"):
@@ -541,7 +541,7 @@ def permutation_change(model, params, batch, n_draws=100, rng=0):
     The weights of each instance are permuted among its real tokens
     (padding keeps weight 0), and ``y_hat_perm = sigmoid(sum_i w_{pi(i)} o_i
     + b_o)`` (TanhMax section 5.2, measure 3, after Jain & Wallace 2019;
-    derivation section 2.3, Eq. I9). Deterministic given ``rng``.
+    derivation section 2.3, Eq. 13.I9). Deterministic given ``rng``.
 
     Returns
     -------
@@ -592,7 +592,7 @@ def orientation(model, params, tokens, labels, mask=None):
     ``derivations/12-score-dynamics-experiment.md`` section 4). We fix it
     with the training data, never the measures: with ``rho = g / h`` (the
     sign-carrying factor of the weight, ``phi_i = rho(s_i) p_i``,
-    ``derivations/01-reweighted-softmax.md`` Eq. R1),
+    ``derivations/01-reweighted-softmax.md`` Eq. 01.R1),
 
         c = sum_e (f_e^+ - f_e^-) rho(s_e),
 
@@ -649,11 +649,11 @@ def interpret_measures(model, params, batch, n_draws=100, rng=0):
     between (derivation section 2):
 
     * ``tau_g``: the weights ``w_i`` and the signed gradient x input
-      ``<d y_hat / d x_i, x_i>`` (Eq. I3; the Table 1 column);
-    * ``tau_g_norm``: ``|w_i|`` and the gradient norm (Eq. I2, Jain &
+      ``<d y_hat / d x_i, x_i>`` (Eq. 13.I3; the Table 1 column);
+    * ``tau_g_norm``: ``|w_i|`` and the gradient norm (Eq. 13.I2, Jain &
       Wallace's magnitude reading);
     * ``tau_loo``: ``w_i`` and the signed occlusion ``y_hat(x) -
-      y_hat(x_{-i})`` (Eq. I8; the Table 1 column ``tau_loo^sgn``);
+      y_hat(x_{-i})`` (Eq. 13.I8; the Table 1 column ``tau_loo^sgn``);
     * ``tau_loo_abs``: ``|w_i|`` and ``TVD^abs = 2 |y_hat(x) - y_hat(x_{-i})|``;
 
     each with its p-value (``p_g``, ...); and the median changes under
@@ -844,7 +844,7 @@ def run_interpret(activations=("softmax", "tanhmax"), data="synthetic", sst2_pat
         acc = np.mean((m["prob"] > 0.5) == (te_lab[None] == 1), axis=1)  # (S,)
         per_seed = []
         for j, sd in enumerate(seeds):
-            sign = -1.0 if flip[j] else 1.0  # tau is odd in w: the unflipped model's tau is -tau (Eq. I10)
+            sign = -1.0 if flip[j] else 1.0  # tau is odd in w: the unflipped model's tau is -tau (Eq. 13.I10)
             row = {"seed": sd, "test_accuracy": float(acc[j]), "flipped": bool(flip[j])}
             for c in (0, 1):
                 sel = te_lab == c

@@ -67,8 +67,9 @@ from ..activations import ACTIVATIONS
 from ..models.decoder import DecoderLM
 from ..optim import Adam
 from ..tasks.sst2 import load_sst2
-from ..train import Progress, train
 from ..backend import check_int
+from ..runs import check_memory
+from ..train import Progress, check_checkpoint, train
 from .sst2 import resolve_data_dir
 
 __all__ = [
@@ -306,6 +307,10 @@ def load_corpus(data=None, *, level="char", min_count=10, max_vocab=2000):
         train_s = maximal_phrases(train_raw)
         dev_s = [" ".join(s.split()) for s in dev_raw if s.strip()]
         source = str(folder)
+        for split, sents in (("train", train_s), ("dev", dev_s)):
+            if not sents:
+                raise ValueError(f"data: {str(folder / f'{split}.tsv')!r} has no non-empty sentence "
+                                 f"(a header line only?)")
     if level == "char":
         train_text, dev_text = "\n".join(train_s) + "\n", "\n".join(dev_s) + "\n"
         vocab = _char_vocab(train_text, min_count)
@@ -437,6 +442,21 @@ def _seed_list(seeds):
     raise TypeError(f"seeds: expected a count or a non-empty list of ints, got {seeds!r}")
 
 
+def memory_estimate(seeds, *, layers, width, heads, n_ctx, batch_size, vocab, itemsize=4):
+    """Bytes :func:`run_lm` needs at its peak, estimated before training.
+
+    Per seed, for ``B = max(batch_size, 64)`` windows (a training batch or an
+    evaluation batch): about three ``(B, H, n, n)`` attention arrays per
+    layer, forty ``(B, n, width)`` activations per layer (the 4x feed-forward
+    layer, layer norms and their caches) and six ``(B, n, V)`` logit arrays;
+    16 MiB besides. It bounds what tracemalloc measures by a factor 1.2 to 3
+    (``tests/test_runs.py::test_memory_estimates_bound_the_measured_peaks``).
+    """
+    B = max(int(batch_size), 64)
+    per_seed = (3 * layers * B * heads * n_ctx**2 + 40 * layers * B * n_ctx * width + 6 * B * n_ctx * vocab)
+    return int(seeds) * itemsize * per_seed + 16 * 2**20
+
+
 def _mean_std(values):
     v = np.asarray(values, dtype=float)
     return float(v.mean()), (float(v.std(ddof=1)) if v.size > 1 else None)
@@ -448,7 +468,8 @@ def run_lm(activations=DEFAULTS["activations"], data=None, seeds=DEFAULTS["seeds
            lr=DEFAULTS["lr"], eval_every=DEFAULTS["eval_every"], eval_windows=DEFAULTS["eval_windows"],
            final_windows=None, min_count=DEFAULTS["min_count"], max_vocab=DEFAULTS["max_vocab"],
            neural_d_prime=DEFAULTS["neural_d_prime"], neural_hidden=DEFAULTS["neural_hidden"],
-           dtype=DEFAULTS["dtype"], ngram_orders=(2, 3, 4), checkpoint_dir=None, progress=None, sample_chars=0):
+           dtype=DEFAULTS["dtype"], ngram_orders=(2, 3, 4), checkpoint_dir=None, progress=None, sample_chars=0,
+           on_result=None, max_memory=None):
     """Train the toy LM once per variant, all seeds batched; validation loss, perplexity, accuracy.
 
     Steps (``derivations/19-toy-lm.md``): read and encode the corpus
@@ -498,6 +519,12 @@ def run_lm(activations=DEFAULTS["activations"], data=None, seeds=DEFAULTS["seeds
     sample_chars : int
         If > 0, greedy continuation of this many tokens from the first dev
         sentence's first 20 tokens, per seed (for a look at what was learned).
+    on_result : callable, optional
+        Called as ``on_result(variant, entry)`` as each variant finishes (the
+        command line writes it to disk, so a later failure loses nothing).
+    max_memory : float, optional
+        GiB the run may use; a larger :func:`memory_estimate` is refused before
+        training (default: the memory available now).
 
     Returns
     -------
@@ -520,7 +547,8 @@ def run_lm(activations=DEFAULTS["activations"], data=None, seeds=DEFAULTS["seeds
         raise ValueError("activations: expected at least one variant")
     if len(set(activations)) != len(activations):
         raise ValueError(f"activations: expected distinct variants, got {activations}")
-    seeds = _seed_list(seeds)
+    # a count of seeds becomes a list only after the memory estimate (range(10**9) is not listed)
+    n_seeds = check_int(seeds, "seeds", 1) if isinstance(seeds, (int, np.integer)) else len(_seed_list(seeds))
     steps = check_int(steps, "steps", 1)
     layers, width, heads = check_int(layers, "layers", 1), check_int(width, "width", 1), check_int(heads, "heads", 1)
     batch_size, n_ctx = check_int(batch_size, "batch_size", 1), check_int(n_ctx, "n_ctx", 1)
@@ -538,6 +566,13 @@ def run_lm(activations=DEFAULTS["activations"], data=None, seeds=DEFAULTS["seeds
     baselines = [ngram_baseline(train_ids, dev_ids, V, o) for o in ngram_orders]
     if len(train_ids) < n_ctx + 2:
         raise ValueError(f"n_ctx: the training text ({len(train_ids)} tokens) is shorter than one window")
+    check_memory(memory_estimate(n_seeds, layers=layers, width=width, heads=heads, n_ctx=n_ctx,
+                                 batch_size=batch_size, vocab=V, itemsize=np.dtype(dtype).itemsize),
+                 f"{n_seeds} seeds of a {layers}-layer, width-{width} model at context {n_ctx}", max_memory)
+    seeds = _seed_list(seeds)
+    if checkpoint_dir is not None:  # every checkpoint this run would resume from, before the first step
+        for name in activations:
+            check_checkpoint(_checkpoint_path(checkpoint_dir, name), "--checkpoint-dir")
     curve_starts = _dev_windows(dev_ids, n_ctx, eval_windows)
     final_starts = _dev_windows(dev_ids, n_ctx, final_windows)
     cx, cy = windows(dev_ids, n_ctx, starts=curve_starts[None])  # (1, N, n_ctx)
@@ -572,9 +607,7 @@ def run_lm(activations=DEFAULTS["activations"], data=None, seeds=DEFAULTS["seeds
         fingerprint = {"variant": name, "model": repr(model), "seeds": seeds, "steps": steps,
                        "batch_size": batch_size, "lr": lr, "eval_every": eval_every, "dtype": dtype,
                        "data": corpus["fingerprint"], "eval_windows": eval_windows}
-        ckpt = None
-        if checkpoint_dir is not None:
-            ckpt = os.path.join(os.fspath(checkpoint_dir), f"lm_{name}.npz")
+        ckpt = None if checkpoint_dir is None else _checkpoint_path(checkpoint_dir, name)
         bar = Progress(epochs, enabled=progress, label=f"lm {name}")
         t0 = time.perf_counter()
         run = train(model, params, opt, make_batches, epochs=epochs, callbacks=[evaluate], checkpoint=ckpt,
@@ -602,6 +635,8 @@ def run_lm(activations=DEFAULTS["activations"], data=None, seeds=DEFAULTS["seeds
         if sample_chars:
             entry["samples"] = _samples(model, params, corpus, n_ctx, sample_chars)
         results[name] = entry
+        if on_result is not None:
+            on_result(name, entry)
     return {
         "settings": {"seeds": seeds, "steps": steps, "batch_size": batch_size, "n_ctx": n_ctx,
                      "tokens_per_seed": steps * batch_size * n_ctx, "layers": layers, "width": width,
@@ -618,6 +653,10 @@ def run_lm(activations=DEFAULTS["activations"], data=None, seeds=DEFAULTS["seeds
         "paper": {"seed001_table4": PAPER_TABLE4, "seed003_table1": PAPER_NEURAL_TABLE1},
         "seconds": time.perf_counter() - t_start,
     }
+
+
+def _checkpoint_path(folder, variant):
+    return os.path.join(os.fspath(folder), f"lm_{variant}.npz")
 
 
 def _samples(model, params, corpus, n_ctx, n_new):

@@ -170,7 +170,7 @@ def neural_scores_concat(q, k, params, *, hidden="tanh", beta=None):
     ``C (..., n_q, n_k, 2d')`` (Eq. 7, step 6: stored), then
     ``s_ij = beta (wa . sigma(W_h C[i, j] + bh) + ba)`` with
     ``W_h = [Whq Whk]`` (Eq. 8, steps 7-10; ``beta = 1/sqrt(d)`` of Eq. 9).
-    ``derivations/17-neural-attention-cost.md``, section 2.1, Eq. M1.
+    ``derivations/17-neural-attention-cost.md``, section 2.1, Eq. 17.M1.
 
     Parameters
     ----------
@@ -219,8 +219,8 @@ def neural_scores_decomposed(q, k, params, *, hidden="tanh", beta=None, inplace=
 
     Splitting ``W_h = [Whq Whk]`` by columns, the pre-activation of pair
     ``(i, j)`` is ``z_ij = (Whq q'_i + bh) + Whk k'_j``: a per-query vector
-    plus a per-key vector (``derivations/02-scores.md``, Eq. N2;
-    ``derivations/17-neural-attention-cost.md``, Eq. D2 and section 2.2). The bias is
+    plus a per-key vector (``derivations/02-scores.md``, Eq. 02.N2;
+    ``derivations/17-neural-attention-cost.md``, Eq. 17.D2 and section 2.2). The bias is
     folded into the per-query half, so the pairs cost one addition each; the
     only pairwise array is ``z (..., n_q, n_k, h)``, updated in place.
 
@@ -255,7 +255,7 @@ def neural_scores_decomposed(q, k, params, *, hidden="tanh", beta=None, inplace=
         a = qp @ P["Whq"].T  # (..., n_q, h)
         a += P["bh"]  # the bias, once per query instead of once per pair
         b = kp @ P["Whk"].T  # (..., n_k, h)
-        z = a[..., :, None, :] + b[..., None, :, :]  # (..., n_q, n_k, h)  Eq. N2, the one pair array
+        z = a[..., :, None, :] + b[..., None, :, :]  # (..., n_q, n_k, h)  Eq. 02.N2, the one pair array
     _sigma_(z, hidden)
     t = np.einsum("...ijh,ijh->...ij", z, P["wa"]) if per_pair else _contract(z, P["wa"])
     del z
@@ -328,7 +328,7 @@ def neural_vjp_chunked(q, k, params, grad_s, *, chunk=64, hidden="tanh", beta=No
     ``(..., n_q, n_k, h)`` pre-activation: for each block of query rows it
     *recomputes* ``z_Ij = a_I + b_j``, turns the buffer in place into
     ``sigma(z)`` (for ``dwa``) and then into
-    ``gz = G' wa sigma'(z)`` (Eq. P2), and accumulates
+    ``gz = G' wa sigma'(z)`` (Eq. 02.P2), and accumulates
     ``dA_I = sum_j gz``, ``dB += sum_i gz``. What is left is per-token
     (``derivations/17-neural-attention-cost.md``, section 4).
 
@@ -379,7 +379,7 @@ def neural_vjp_chunked(q, k, params, grad_s, *, chunk=64, hidden="tanh", beta=No
         else:
             np.sign(z, out=z)  # relu' = [z > 0] = sign(relu(z)), relu'(0) = 0
         z *= wa
-        z *= gI[..., None]  # gz = G' wa sigma'(z)   (P2)
+        z *= gI[..., None]  # gz = G' wa sigma'(z)   (02.P2)
         dA[:, i0:i1, :] = z.sum(axis=2)  # sum over keys
         dB += z.sum(axis=1)  # sum over the block's queries
     dbh = dA.sum(axis=(0, 1))  # (h,)
@@ -415,7 +415,7 @@ def peak_bytes(method, *, n_q, n_k=None, d=64, d_prime=16, hidden=16, chunk=64, 
     r"""Analytical peak bytes allocated by one call of ``method`` (shared weights).
 
     Counts every array alive at the call's high-water mark
-    (``derivations/17-neural-attention-cost.md``, section 2, Eqs. M0-M4),
+    (``derivations/17-neural-attention-cost.md``, section 2, Eqs. 17.M0-17.M4),
     with ``m = batch`` batch elements (batch x heads), ``c = min(chunk, n_q)``:
 
     ========== ===========================================================

@@ -167,7 +167,7 @@ EXAMPLE_B = 0.25
 def example_bilinear(q, k):
     """A relation that *is* bilinear, ``z = q^T A k + b`` with :data:`EXAMPLE_A`,
     :data:`EXAMPLE_B`: the least-squares fit must recover it exactly
-    (``derivations/08-neural-attention-expressivity.md``, Eq. NE1)."""
+    (``derivations/08-neural-attention-expressivity.md``, Eq. 08.NE1)."""
     _pairs(q, k)
     return np.einsum("ni,ij,nj->n", q, EXAMPLE_A, k) + EXAMPLE_B  # (n,)
 
@@ -187,7 +187,7 @@ def init_mlp(hidden_size, rng):
     The other weights come from ``NEURAL.init_params`` (normal, scaled by
     ``1/sqrt(fan-in)``); see :mod:`refattn.scores`. With ``Wq = Wk = I`` the
     score is NeuralAttn's Eq. 4 on ``concat(q, k)``
-    (``derivations/08-neural-attention-expressivity.md``, Eq. NE8).
+    (``derivations/08-neural-attention-expressivity.md``, Eq. 08.NE8).
     """
     params = NEURAL.init_params(2, rng, d_prime=2, hidden_size=check_int(hidden_size, "hidden_size"))
     params["Wq"], params["Wk"] = np.eye(2), np.eye(2)
@@ -196,7 +196,7 @@ def init_mlp(hidden_size, rng):
 
 def mlp_predict(params, q, k):
     """``z_n = NEURAL(q_n, k_n)`` for each pair: NeuralAttn, Eq. 4 with ``beta = 1``
-    (``derivations/08-neural-attention-expressivity.md``, Eq. NE8).
+    (``derivations/08-neural-attention-expressivity.md``, Eq. 08.NE8).
 
     Returns shape ``(n,)``. Written against the array module of its inputs,
     so autograd can trace it.
@@ -207,7 +207,7 @@ def mlp_predict(params, q, k):
 def squared_loss(params, q, k, z):
     """Mean squared error ``L = (1/n) sum_n (s_n - z_n)^2`` of the MLP's scores ``s``.
 
-    ``derivations/08-neural-attention-expressivity.md``, Eq. NE9. Traceable by
+    ``derivations/08-neural-attention-expressivity.md``, Eq. 08.NE9. Traceable by
     autograd (the reference for :func:`squared_loss_grad`).
     """
     _pairs(q, k, z)
@@ -219,7 +219,7 @@ def squared_loss(params, q, k, z):
 def squared_loss_grad(params, q, k, z):
     """``L`` and ``dL/dparams`` through the score's hand-derived VJP.
 
-    ``dL/ds_n = 2 (s_n - z_n) / n`` (Eq. NE10 of
+    ``dL/ds_n = 2 (s_n - z_n) / n`` (Eq. 08.NE10 of
     ``derivations/08-neural-attention-expressivity.md``), then
     ``NEURAL.vjp(q, k, params, dL/ds)`` (``derivations/02-scores.md``,
     "neural") gives the gradient of every parameter, ``Wq`` and ``Wk``
@@ -251,7 +251,7 @@ def fit_bilinear(q, k, z):
     with features ``q_i k_j`` and 1, so ordinary least squares finds the global
     optimum in closed form (``numpy.linalg.lstsq``). Every dot product of
     linear projections, ``(W_q q) . (W_k k) = q^T (W_q^T W_k) k``, is of this
-    form (``derivations/08-neural-attention-expressivity.md``, Eqs. NE1-NE3).
+    form (``derivations/08-neural-attention-expressivity.md``, Eqs. 08.NE1-08.NE3).
 
     Returns
     -------
@@ -273,7 +273,7 @@ def bilinear_floor_rbf(r=1.0, n_nodes=64):
     mean 0, variance ``sigma^4`` (``sigma^2 = D^2 / 3``) and are mutually
     uncorrelated, so the population least-squares optimum of
     ``q^T A k + b`` against ``z = exp(-gamma |q - k|^2)``, ``gamma = 1/(2 r^2)``,
-    is (``derivations/08-neural-attention-expressivity.md``, Eqs. NE5-NE7)
+    is (``derivations/08-neural-attention-expressivity.md``, Eqs. 08.NE5-08.NE7)
 
         b* = I0(gamma)^2,   A* = a I,   a = I0(gamma) I1(gamma) / sigma^4,
         RMSE*^2 = I0(2 gamma)^2 - I0(gamma)^4 - 2 a^2 sigma^4,
@@ -316,14 +316,14 @@ def bilinear_floor_rbf(r=1.0, n_nodes=64):
 
 def bilinear_predict(A, b, q, k):
     """``z_n = q_n^T A k_n + b`` for each pair; shape ``(n,)``
-    (``derivations/08-neural-attention-expressivity.md``, Eq. NE1)."""
+    (``derivations/08-neural-attention-expressivity.md``, Eq. 08.NE1)."""
     _pairs(q, k)
     return np.einsum("ni,ij,nj->n", q, A, k) + b
 
 
 def rmse(pred, z):
     """Root mean squared error ``sqrt(mean((pred - z)^2))``, the square root of
-    the loss NE9 of ``derivations/08-neural-attention-expressivity.md``."""
+    the loss 08.NE9 of ``derivations/08-neural-attention-expressivity.md``."""
     pred, z = np.asarray(pred), np.asarray(z)
     if pred.shape != z.shape:
         raise ValueError(f"pred: shape {pred.shape} does not match the targets' {z.shape}")

@@ -51,7 +51,8 @@ from ..backend import check_int, cupy_available, to_numpy
 from ..models.nt import CANDIDATE_LAYOUTS, DEFAULT_LAYOUT, NTModel, ea_symbol_dependence
 from ..optim import SGD
 from ..tasks.nt import generate, generate_mixture, parse_task, windows
-from ..train import Progress, train
+from ..runs import check_memory
+from ..train import Progress, check_checkpoint, train
 
 __all__ = ["PAPER", "DEVICES", "parse_mixture", "array_module_for", "make_batches", "evaluate", "evaluate_tasks",
            "snapshot_context", "run_nt", "batched_speedup", "seed_scaling", "format_seed_scaling",
@@ -279,11 +280,27 @@ def _snapshot_epochs(epochs_, total):
     return tuple(sorted(set(out)))
 
 
+def memory_estimate(n_con, seeds, *, n_test=PAPER["n_test"], n_predict=PAPER["n_batch"]):
+    """Bytes :func:`run_nt` needs at its peak (on the CPU, float64), estimated before any work.
+
+    The largest arrays are the attention arrays of one step, ``(S, B, N_con,
+    N_con)`` for ``B = max(n_test, n_predict)`` rows per seed (a training batch
+    or an evaluation), a few of them alive at once, and the ``(S, B, N_con, d)``
+    activations. The constants bound the peaks tracemalloc measures
+    (``tests/test_runs.py::test_memory_estimates_bound_the_measured_peaks``):
+    4.2 to 4.6 attention arrays' worth at N_con >= 128, more at small N_con,
+    where the ``N_con * d`` terms and a fixed part dominate.
+    """
+    seeds = seeds if isinstance(seeds, (int, np.integer)) else len(tuple(seeds))
+    rows = int(seeds) * max(int(n_test), int(n_predict))
+    return 5 * rows * n_con**2 * 8 + 100 * rows * n_con * 8 + 2 * 2**20
+
+
 def run_nt(task="N2T5", n_con=16, attention="expressive", *, seeds=16, epochs=200, eval_every=10,
            n_test=PAPER["n_test"], n_g=PAPER["n_g"], lr=PAPER["lr"], momentum=PAPER["momentum"],
            checkpoint=None, progress=None, grad="analytic", stop_after=None, layout=DEFAULT_LAYOUT,
            init_scale=1.0, bias_init="zeros", lr_drop=None, snapshot_epochs=None, snapshot_index=0,
-           device="cpu"):
+           device="cpu", max_memory=None):
     """Train ``seeds`` runs of the NT model together and evaluate them.
 
     Parameters
@@ -326,6 +343,9 @@ def run_nt(task="N2T5", n_con=16, attention="expressive", *, seeds=16, epochs=20
         (:func:`snapshot_context`; Expressive, Fig. 4, bottom).
     snapshot_index : int
         Which fixed context (:func:`snapshot_context`'s ``index``).
+    max_memory : float, optional
+        GiB the run may use; a run whose :func:`memory_estimate` is larger is
+        refused before any work (default: the memory available now).
     device : {"cpu", "gpu"}
         ``"gpu"`` runs the same program on CuPy (:func:`array_module_for`):
         the parameters are copied to the GPU once after initialisation (the
@@ -348,6 +368,9 @@ def run_nt(task="N2T5", n_con=16, attention="expressive", *, seeds=16, epochs=20
         ``attention`` (snapshots x seeds x n_con x n_con).
     """
     epochs = check_int(epochs, "epochs", 1)
+    n_con = check_int(n_con, "n_con", 1)
+    if isinstance(seeds, (int, np.integer)):  # the estimate first: range(10**9) is not made into a tuple
+        check_memory(memory_estimate(n_con, seeds, n_test=n_test), f"{seeds} seeds at context {n_con}", max_memory)
     seeds = tuple(range(seeds)) if isinstance(seeds, (int, np.integer)) else tuple(int(s) for s in seeds)
     if not seeds:
         raise ValueError("seeds: expected at least one seed")
@@ -362,6 +385,9 @@ def run_nt(task="N2T5", n_con=16, attention="expressive", *, seeds=16, epochs=20
     if device == "gpu" and checkpoint is not None:
         raise ValueError("checkpoint: resuming is supported on device='cpu' only (the optimiser's saved "
                          "buffers are host arrays); drop checkpoint or use device='cpu'")
+    check_memory(memory_estimate(n_con, seeds, n_test=n_test), f"{len(seeds)} seeds at context {n_con}",
+                 max_memory)
+    check_checkpoint(checkpoint)  # an existing file must be a readable refattn checkpoint, before any work
     model = NTModel(N, n_con, activation=attention, layout=layout, init_scale=init_scale, bias_init=bias_init)
     params = {k: xp.asarray(v) for k, v in model.init_params(seeds).items()}  # explicit copy (no-op on NumPy)
     optimizer = SGD(params, lr=lr, momentum=momentum)

@@ -16,6 +16,7 @@ thresholds, on the training split; :func:`refattn.tasks.polarity.polarity_groups
 
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
@@ -33,7 +34,8 @@ from ..tasks.polarity import (
     polarity_groups,
     token_polarity,
 )
-from ..train import Progress, batch_iterator, train
+from ..runs import check_memory
+from ..train import Progress, batch_iterator, check_checkpoint, train
 
 __all__ = ["PAPER_FIG2", "OPTIMISERS", "train_classifier", "run_polarity", "format_polarity"]
 
@@ -128,10 +130,32 @@ def train_classifier(tokens, labels, vocab_size, activation, *, seeds, mask=None
     return model, params, out
 
 
+def memory_estimate(seeds, config=SEED001_SMALL):
+    """Bytes :func:`run_polarity` needs at its peak, estimated before any work.
+
+    Every array of the run carries the seed axis; the largest are the test
+    forward pass and the per-token means, about 240 bytes per token of the data
+    set and seed as tracemalloc measures them (27-29 MB per seed for
+    ``SEED001_SMALL``'s 120,000 tokens); the estimate allows 300
+    (``tests/test_runs.py::test_memory_estimates_bound_the_measured_peaks``).
+    """
+    tokens = 2 * config.n_per_class * (config.polar_per_sentence + config.neutral_per_sentence)
+    return int(seeds) * tokens * 300 + 8 * 2**20
+
+
 def run_polarity(activations=("softmax", "tanhmax", "signexp", "expressive"), *, seeds=10, config=SEED001_SMALL,
                  score="self", epochs=8, batch_size=100, optimizer="adam", lr=1e-2, dropout=0.5,
-                 converged=0.99, progress=None, checkpoint_dir=None):
+                 converged=0.99, progress=None, checkpoint_dir=None, on_result=None, max_memory=None):
     """Train every activation over ``seeds`` seeds; read out what Fig. 2 shows, per seed.
+
+    Parameters
+    ----------
+    on_result : callable, optional
+        Called as ``on_result(activation, result)`` as each activation finishes
+        (the command line writes it to disk, so a later failure loses nothing).
+    max_memory : float, optional
+        GiB the run may use; a larger :func:`memory_estimate` is refused before
+        any work (default: the memory available now).
 
     Returns
     -------
@@ -144,12 +168,17 @@ def run_polarity(activations=("softmax", "tanhmax", "signexp", "expressive"), *,
         positive tokens contribute positively and negative tokens negatively);
         ``paper`` (the authors' numbers) and ``seconds``.
     """
-    seeds = tuple(range(seeds)) if isinstance(seeds, (int, np.integer)) else tuple(int(s) for s in seeds)
-    if not seeds:
-        raise ValueError("seeds: expected at least one seed")
     epochs = check_int(epochs, "epochs", 1)
     if optimizer not in OPTIMISERS:
         raise ValueError(f"optimizer: expected one of {tuple(OPTIMISERS)}, got {optimizer!r}")
+    n_seeds = seeds if isinstance(seeds, (int, np.integer)) else len(tuple(seeds))
+    check_memory(memory_estimate(n_seeds, config), f"{n_seeds} seeds", max_memory)
+    seeds = tuple(range(seeds)) if isinstance(seeds, (int, np.integer)) else tuple(int(s) for s in seeds)
+    if not seeds:
+        raise ValueError("seeds: expected at least one seed")
+    if checkpoint_dir is not None:  # every checkpoint this run would resume from, before the first epoch
+        for act in activations:
+            check_checkpoint(_checkpoint_path(checkpoint_dir, act), "--checkpoint-dir")
     t_start = time.perf_counter()
     data = make_polarity(config)
     tr_tok, tr_lab = data.tokens[data.train_idx].astype(np.int64), data.labels[data.train_idx].astype(float)
@@ -159,7 +188,7 @@ def run_polarity(activations=("softmax", "tanhmax", "signexp", "expressive"), *,
     groups = polarity_groups(pol.gamma, pol.f_pos, pol.f_neg)
     results = {}
     for act in activations:
-        ck = None if checkpoint_dir is None else f"{checkpoint_dir}/polarity_{act}.npz"
+        ck = None if checkpoint_dir is None else _checkpoint_path(checkpoint_dir, act)
         model, params, out = train_classifier(tr_tok, tr_lab, V, act, seeds=seeds, score=score, epochs=epochs,
                                               batch_size=batch_size, optimizer=optimizer, lr=lr, dropout=dropout,
                                               checkpoint=ck, progress=progress,
@@ -203,6 +232,8 @@ def run_polarity(activations=("softmax", "tanhmax", "signexp", "expressive"), *,
             "tokens_first_seed": {"score": s_tok[0].tolist(), "weight": np.nan_to_num(w_tok[0]).tolist(),
                                   "seen": np.isfinite(w_tok[0]).tolist()},
         }
+        if on_result is not None:
+            on_result(act, results[act])
     return {
         "settings": {"activations": list(activations), "seeds": list(seeds), "score": score, "epochs": epochs,
                      "batch_size": batch_size, "optimizer": optimizer, "lr": lr, "dropout": dropout,
@@ -215,6 +246,10 @@ def run_polarity(activations=("softmax", "tanhmax", "signexp", "expressive"), *,
         "groups": groups.tolist(),
         "seconds": time.perf_counter() - t_start,
     }
+
+
+def _checkpoint_path(folder, activation):
+    return os.path.join(os.fspath(folder), f"polarity_{activation}.npz")
 
 
 def _num(value, spec):

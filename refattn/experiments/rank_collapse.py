@@ -17,12 +17,12 @@ This module measures the relative residual ``||res(X_l)|| / ||X_l||`` per layer
 ``l`` in two forms (``derivations/16-rank-collapse.md``):
 
 * **code form** (:func:`code_residual_ratio`): ``x`` = the token mean, as
-  Dong et al.'s public code computes it (Eq. RC2);
+  Dong et al.'s public code computes it (Eq. 16.RC2);
 * **exact form** (:func:`exact_residual`, :func:`exact_residual_ratio`): the
-  true minimum over ``x`` (Eq. RC1). The token mean is *not* the minimiser in
+  true minimum over ``x`` (Eq. 16.RC1). The token mean is *not* the minimiser in
   this norm; the minimum is found exactly by tracing the lower-left boundary
   of the set of achievable pairs ``(||.||_1, ||.||_inf)`` with a small
-  simplex method (Eqs. RC4-RC7), because ``sqrt(a b)`` is minimised at one of
+  simplex method (Eqs. 16.RC4-16.RC7), because ``sqrt(a b)`` is minimised at one of
   that boundary's corners.
 
 and runs three random-initialisation stacks (:func:`init_stack`) for every
@@ -32,7 +32,7 @@ token matrix with :func:`refattn.attention.attention`; its ratios stop at a
 rounding floor near 1e-16. :func:`forward_stack_split` carries ``X = 1 m^T + R``
 and propagates the deviations ``R`` without cancellation, so that the doubly
 exponential collapse can be followed down to float64 underflow (Eqs.
-RC10-RC13).
+16.RC10-16.RC13).
 :func:`run_rank_collapse`, :func:`format_rank_collapse` and
 :func:`plot_rank_collapse` are the command-line entry points.
 """
@@ -77,7 +77,7 @@ LOG10_ZERO = -324.0
 
 
 # --------------------------------------------------------------------------
-# The composite norm and the code-form residual (Eq. RC2)
+# The composite norm and the code-form residual (Eq. 16.RC2)
 # --------------------------------------------------------------------------
 
 
@@ -102,7 +102,7 @@ def _norm_inf(A):
 
 
 def composite_norm(A):
-    """``sqrt(||A||_1 ||A||_inf)``, Dong et al.'s norm (Eq. RC0).
+    """``sqrt(||A||_1 ||A||_inf)``, Dong et al.'s norm (Eq. 16.RC0).
 
     Parameters
     ----------
@@ -121,10 +121,10 @@ def composite_norm(A):
 
 
 def code_residual(X):
-    """``X - 1 mean(X)^T``: the token matrix minus its mean row (Eq. RC2).
+    """``X - 1 mean(X)^T``: the token matrix minus its mean row (Eq. 16.RC2).
 
     The residual Dong et al.'s public code measures: ``x`` is the mean over
-    tokens (rows), not the minimiser of Eq. RC1.
+    tokens (rows), not the minimiser of Eq. 16.RC1.
 
     Parameters
     ----------
@@ -139,7 +139,7 @@ def code_residual(X):
 
 
 def code_residual_ratio(X):
-    """``||X - 1 mean(X)^T|| / ||X||`` in the composite norm (Eq. RC2).
+    """``||X - 1 mean(X)^T|| / ||X||`` in the composite norm (Eq. 16.RC2).
 
     Returns ``nan`` for ``X = 0`` (no direction to compare with). Invariant
     under ``X -> c X`` (``c != 0``); the numerator, not the ratio, is
@@ -151,7 +151,7 @@ def code_residual_ratio(X):
 
 
 # --------------------------------------------------------------------------
-# The exact residual (Eqs. RC1, RC5-RC8): a small dense simplex method
+# The exact residual (Eqs. 16.RC1, 16.RC5-16.RC8): a small dense simplex method
 # --------------------------------------------------------------------------
 
 
@@ -163,7 +163,7 @@ class _FrontierLP:
 
     ``z`` (d), ``P`` (n d), ``N`` (n d), ``a``, ``b``, ``s_col`` (d), ``s_row`` (n),
 
-    all ``>= 0``, with the equalities (``derivations/16-rank-collapse.md``, Eq. RC6)
+    all ``>= 0``, with the equalities (``derivations/16-rank-collapse.md``, Eq. 16.RC6)
 
     * ``z_j + P_ij - N_ij = D_ij``                    (so ``P - N = X - 1 x^T``),
     * ``sum_i (P_ij + N_ij) - a + s_col_j = 0``       (column sums <= a),
@@ -297,7 +297,7 @@ class _FrontierLP:
 
 
 def exact_residual(X, *, tol=1e-10, return_details=False):
-    r"""``min_x || X - 1 x^T ||`` in the composite norm, exactly (Eq. RC1).
+    r"""``min_x || X - 1 x^T ||`` in the composite norm, exactly (Eq. 16.RC1).
 
     With ``f1(x) = ||X - 1 x^T||_1`` (largest column sum; separable: column j
     depends only on ``x_j``) and ``finf(x) = ||X - 1 x^T||_inf`` (largest row
@@ -306,13 +306,13 @@ def exact_residual(X, *, tol=1e-10, return_details=False):
     polygon in the plane, and ``a b`` is concave along each edge of its
     lower-left boundary (the Pareto frontier), so the minimum of
     ``sqrt(a b)`` over ``E`` is at a corner of that boundary
-    (``derivations/16-rank-collapse.md``, Eqs. RC4-RC5, Lemmas 1-2). The corners are
+    (``derivations/16-rank-collapse.md``, Eqs. 16.RC4-16.RC5, Lemmas 1-2). The corners are
     traced by the Eisner-Severance recursion: the two end corners by
     lexicographic minimisation (``a`` then ``b``; ``b`` then ``a``), and
     between two known corners ``P, Q`` the weighted programme
     ``min (b_P - b_Q) a + (a_Q - a_P) b`` either finds a new corner strictly
     below the chord ``PQ`` (recurse on both halves) or proves that ``PQ`` is
-    an edge (Eqs. RC6-RC7, section 4.3). Each weighted programme is a linear programme
+    an edge (Eqs. 16.RC6-16.RC7, section 4.3). Each weighted programme is a linear programme
     solved by :class:`_FrontierLP` (a dense simplex method, warm-started).
 
     Parameters
@@ -367,7 +367,7 @@ def exact_residual(X, *, tol=1e-10, return_details=False):
 
 
 def exact_residual_ratio(X, **options):
-    """``min_x ||X - 1 x^T|| / ||X||`` in the composite norm (Eq. RC1); ``nan`` for ``X = 0``."""
+    """``min_x ||X - 1 x^T|| / ||X||`` in the composite norm (Eq. 16.RC1); ``nan`` for ``X = 0``."""
     X = _matrix(X)
     den = composite_norm(X)
     return exact_residual(X, **options) / den if den > 0 else float("nan")
@@ -588,12 +588,12 @@ def _row_deviations(act, c0, v, u, w, shift_invariant):
     (n, n). Returns ``(phi_ref, dphi, dsum)``: ``phi(s_ref)`` (n,),
     ``dphi[i] = phi(s_i) - phi(s_ref)`` (n, n) and
     ``dsum[i] = sum_j dphi[i, j]`` (n,), each accurate relative to its own size
-    however small (``derivations/16-rank-collapse.md``, Eqs. RC11-RC13):
+    however small (``derivations/16-rank-collapse.md``, Eqs. 16.RC11-16.RC13):
 
     * small perturbations (``|u|, |w|`` below :func:`_split_radius`): the
       first-order expansion
       ``dphi_j = rho'_j p_j t_j + rho_j p_j sum_k p_k (ell'_j t_j - ell'_k t_k)``
-      (the Jacobian of Eq. R3 applied to ``t_ij = u_i + w_ij``, written with
+      (the Jacobian of Eq. 01.R3 applied to ``t_ij = u_i + w_ij``, written with
       pairwise differences, ``ell'_j t_j - ell'_k t_k = u (ell'_j - ell'_k) +
       (ell'_j w_j - ell'_k w_k)``, so that a constant ``t`` cancels exactly
       where ``ell'`` is constant; ``ell'_j - ell'_k`` from

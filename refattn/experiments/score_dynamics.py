@@ -9,11 +9,11 @@ sentences from :mod:`refattn.tasks.polarity`) moves every token's score by
     Delta s / eta = ds/dtau + O(eta).
 
 * :func:`step_check` measures ``Delta s / eta`` for a range of step sizes and
-  compares it with Proposition 1's prediction (``formula_velocity``, Eq. P' of
+  compares it with Proposition 1's prediction (``formula_velocity``, Eq. 03.P' of
   ``derivations/03-proposition-1.md``) and with the exact velocity ``-J grad R``.
   With free per-token ``Q, K`` (the proposition's assumption) both errors
   shrink like ``eta``; with shared projections the error against the
-  proposition stops at the size of the neglected cross terms (P7), while the
+  proposition stops at the size of the neglected cross terms (03.P7), while the
   error against ``-J grad R`` still shrinks like ``eta``.
 * :func:`trajectories` trains for many small steps and integrates the predicted
   velocity along the actual parameter path, ``s_pred(t+1) = s_pred(t) +
@@ -65,7 +65,7 @@ def step_check(kind="free", act="tanhmax", *, etas=(1e-1, 1e-2, 1e-3, 1e-4), see
 
     Returns a dict with ``etas`` and, per step size, ``vs_prop1`` and
     ``vs_exact`` (norm-wise relative errors over the tokens that occur), plus
-    ``cross_terms`` (the size of P7's neglected terms at the start, relative
+    ``cross_terms`` (the size of 03.P7's neglected terms at the start, relative
     to the exact velocity) and the fraction of tokens whose measured score
     change has the sign Proposition 1 predicts at the smallest step.
     """
@@ -83,7 +83,7 @@ def step_check(kind="free", act="tanhmax", *, etas=(1e-1, 1e-2, 1e-3, 1e-4), see
         out["vs_exact"].append(_rel(measured[m], r["exact"][m]))
     moving = m & (np.abs(measured) > 1e-9 * np.max(np.abs(measured)))
     out["sign_agreement"] = float(np.mean(np.sign(measured[moving]) == np.sign(r["formula"][moving])))
-    out["cross_terms"] = _rel(r["diagonal"][m], r["exact"][m])  # P7's neglected terms; 0 for "free"
+    out["cross_terms"] = _rel(r["diagonal"][m], r["exact"][m])  # 03.P7's neglected terms; 0 for "free"
     return out
 
 

@@ -38,7 +38,7 @@ that makes exactly the same predictions when the activation is odd
 therefore mean nothing until one of the two twins is chosen. Here the twin is
 the one in which weights go with the label on the dev split:
 
-    c = sum_b (2 y_b - 1) * sum_i w_bi  >= 0                      (O1)
+    c = sum_b (2 y_b - 1) * sum_i w_bi  >= 0                      (14.O1)
 
 (:func:`orient_weights`); a seed with ``c < 0`` is shown through its twin,
 whose weights are exactly ``-w``. For an activation that is not odd nothing
@@ -64,6 +64,7 @@ from ..activations import activation as _get_activation
 from ..models.polarity import SCORE_KINDS
 from ..tasks.sst2 import ENV_VAR, UNK_ID, Vocabulary, load_sst2, tokenize
 from ..backend import check_int
+from ..train import check_checkpoint
 from .polarity import OPTIMISERS, train_classifier
 
 __all__ = [
@@ -307,7 +308,7 @@ def is_odd(name):
     """Whether activation ``name`` is odd, ``phi(-s) = -phi(s)``, tested on a fixed vector.
 
     True for tanhmax (sinh / cosh), signexp (sign e^|s| / e^|s|) and linear
-    (s / n); only then does the sign symmetry (O1) of the module docstring
+    (s / n); only then does the sign symmetry (14.O1) of the module docstring
     hold.
     """
     s = np.array([-1.5, -0.3, 0.7, 2.1, 0.2])  # no zero, no symmetric pair
@@ -316,7 +317,7 @@ def is_odd(name):
 
 
 def orient_weights(name, w, labels):
-    """Choose the sign-symmetric twin in which weights go with the label, Eq. (O1).
+    """Choose the sign-symmetric twin in which weights go with the label, Eq. (14.O1).
 
     ``c_k = sum_b (2 y_b - 1) sum_i w_kbi`` for every seed ``k``; where the
     activation is odd and ``c_k < 0`` the seed's weights are replaced by
@@ -336,7 +337,7 @@ def orient_weights(name, w, labels):
     sign : ndarray of float, shape (S,)
         +1 or -1: multiply seed ``k``'s weights by ``sign[k]``.
     c : ndarray, shape (S,)
-        The statistic of (O1) before orientation.
+        The statistic of (14.O1) before orientation.
     """
     w = np.asarray(w, dtype=float)
     y = 2.0 * np.asarray(labels, dtype=float) - 1.0  # (B,)
@@ -498,7 +499,7 @@ def render_figure1(result, path):
 
     Rows: for each of TanhMax's four sentences, the closest dev sentence and
     then the paper's own text, each under every activation (weights of
-    ``result["figure1"]["seed"]``, oriented by (O1)). Each activation has its own colour scale,
+    ``result["figure1"]["seed"]``, oriented by (14.O1)). Each activation has its own colour scale,
     its largest ``|w|`` in the figure (softmax weights of a 20-token sentence
     are near 1/20, TanhMax's need not be). Returns the path written.
     """
@@ -532,6 +533,10 @@ def _nonempty(sentences, labels):
     """Drop sentences with no token (an all-padding attention row has no normaliser)."""
     keep = np.array([bool(s.split()) for s in sentences], dtype=bool)
     return [s for s, k in zip(sentences, keep) if k], labels[keep], int((~keep).sum())
+
+
+def _checkpoint_path(folder, activation):
+    return os.path.join(os.fspath(folder), f"sst2_{activation}.npz")
 
 
 def _fingerprint(ids, labels):
@@ -580,7 +585,7 @@ def run_sst2(data=None, *, activations=DEFAULTS["activations"], seeds=DEFAULTS["
              epochs=DEFAULTS["epochs"], batch_size=DEFAULTS["batch_size"], optimizer=DEFAULTS["optimizer"],
              lr=DEFAULTS["lr"], dropout=DEFAULTS["dropout"], max_len=DEFAULTS["max_len"],
              min_count=DEFAULTS["min_count"], train_limit=None, figure_seed=None, checkpoint_dir=None, out=None,
-             progress=None):
+             progress=None, on_result=None):
     """Train TanhMax's classifier on SST-2 per activation; dev accuracy and Figure 1's weights.
 
     Steps (``derivations/14-sst2.md``): read both splits (:func:`resolve_data_dir`);
@@ -590,7 +595,7 @@ def run_sst2(data=None, *, activations=DEFAULTS["activations"], seeds=DEFAULTS["
     is TanhMax section 5.1's, Eqs. 1-3 with the BCE loss); evaluate dev
     accuracy (prediction ``logit > 0``); match TanhMax's Figure 1 sentences
     to dev (:func:`match_sentences`) and record one seed's weights
-    (``figure_seed``), oriented by (O1), on both the match and the paper's
+    (``figure_seed``), oriented by (14.O1), on both the match and the paper's
     own text.
 
     Parameters
@@ -618,6 +623,9 @@ def run_sst2(data=None, *, activations=DEFAULTS["activations"], seeds=DEFAULTS["
         Folder to write ``sst2_fig1.png`` into (:func:`render_figure1`).
     progress : bool, optional
         Progress bar (default: only on a terminal).
+    on_result : callable, optional
+        Called as ``on_result(activation, result)`` as each activation finishes
+        (the command line writes it to disk, so a later failure loses nothing).
 
     Returns
     -------
@@ -646,6 +654,9 @@ def run_sst2(data=None, *, activations=DEFAULTS["activations"], seeds=DEFAULTS["
     if figure_seed not in seeds:
         raise ValueError(f"figure_seed: expected one of the seeds {list(seeds)}, got {figure_seed!r}")
     fk = seeds.index(figure_seed)
+    if checkpoint_dir is not None:  # every checkpoint this run would resume from, before any work
+        for act in activations:
+            check_checkpoint(_checkpoint_path(checkpoint_dir, act), "--checkpoint-dir")
     folder = resolve_data_dir(data)
     tr_text, tr_y = load_sst2(folder, "train")
     dev_text, dev_y = load_sst2(folder, "dev")
@@ -691,7 +702,7 @@ def run_sst2(data=None, *, activations=DEFAULTS["activations"], seeds=DEFAULTS["
 
     results = {}
     for act in activations:
-        ck = None if checkpoint_dir is None else os.path.join(os.fspath(checkpoint_dir), f"sst2_{act}.npz")
+        ck = None if checkpoint_dir is None else _checkpoint_path(checkpoint_dir, act)
         model, params, trained = train_classifier(
             tr_ids, tr_y, len(vocab), act, seeds=seeds, mask=tr_mask, score=score, epochs=epochs,
             batch_size=batch_size, optimizer=optimizer, lr=lr, dropout=dropout, checkpoint=ck,
@@ -718,6 +729,8 @@ def run_sst2(data=None, *, activations=DEFAULTS["activations"], seeds=DEFAULTS["
             for i, item in enumerate(fig_items):
                 item["activations"].setdefault(act, {})[source] = {
                     "weights": (sign[fk] * w[fk, i, mask[i]]).tolist(), "prob": float(prob[fk, i])}
+        if on_result is not None:
+            on_result(act, results[act])
 
     result = {
         "settings": {"activations": list(activations), "seeds": list(seeds), "score": score, "epochs": epochs,

@@ -8,7 +8,7 @@ to 1e-13 in float64). What they add, each measured in
 ``derivations/20-speed.md`` and ``benchmarks/bench_attention.py``:
 
 * **Fewer passes** (:mod:`refattn.fast.kernels`): ``p`` by the split
-  ``h = exp(f a) b`` (no logarithm), the VJP in the two factors of Eq. R5,
+  ``h = exp(f a) b`` (no logarithm), the VJP in the two factors of Eq. 01.R5,
   in-place buffers; the cache keeps ``p`` and ``w`` and, for most
   activations, not the scores (recomputed on first access of ``cache["s"]``).
 * **Blocks and threads** (:mod:`refattn.fast.threads`): on plain NumPy
@@ -132,7 +132,7 @@ def _backward(sc, act, xp, grad_out, Q, K, V, params, aux, p, w):
     """The chain rule through the three steps, on a batch or one block: ``(dQ, dK, dV, dparams)``."""
     dV = xp.swapaxes(w, -1, -2) @ grad_out  # (..., n_k, d_v)   dV = W^T dY
     dW = grad_out @ xp.swapaxes(V, -1, -2)  # (..., n_q, n_k)   dW = dY V^T
-    ds = vjp_from(act, xp, aux, p, dW, -1, w, overwrite_u=True)  # Eq. R5, into dW's memory
+    ds = vjp_from(act, xp, aux, p, dW, -1, w, overwrite_u=True)  # Eq. 01.R5, into dW's memory
     if not sc.pairwise:
         ds = ds[..., 0, :]  # (..., n)
     dQ, dK, dparams = sc.vjp(Q, K, params, ds)

@@ -1,7 +1,7 @@
 r"""Fewer passes for the built-in activations: the split evaluation of ``p`` and the VJP factors.
 
 The reference (:meth:`refattn.activations.Activation.p` and ``vjp``) computes
-``ell = log h``, exponentiates it, and evaluates Eq. R4 term by term. That is
+``ell = log h``, exponentiates it, and evaluates Eq. 01.R4 term by term. That is
 the formula; it is not the cheapest way to get the same numbers. This module
 is (``derivations/20-speed.md`` sections 2-3 measure each choice):
 
@@ -9,9 +9,9 @@ is (``derivations/20-speed.md`` sections 2-3 measure each choice):
   cheap, overflow-free exponent ``a`` and a bounded factor ``0 <= b <= 1``,
   so ``p = exp(f (a - max a)) * b`` normalised, with no logarithm: one
   exponential for softmax and signexp, none at all for expressive, linear,
-  relu and cosformer (``derivations/01-reweighted-softmax.md``, section 2,
+  relu and cosformer (``derivations/01-reweighted-softmax.md``, appendix A,
   shows the two forms agree).
-* **The VJP factors (Eq. R5).** ``ds = u * A - B * <u, phi>`` with
+* **The VJP factors (Eq. 01.R5).** ``ds = u * A - B * <u, phi>`` with
   ``A = (rho' + rho ell') p`` and ``B = ell' p``. For most activations
   ``A`` and ``B`` follow from ``p`` and ``phi`` alone (softmax: ``A = B = p``;
   tanhmax: ``A = p, B = phi``), so attention need not keep the scores.
@@ -48,7 +48,7 @@ class Generic:
     ``p = softmax(ell(s))``, the weights ``w = rho(s) p``, and ``aux``, what
     ``factors`` needs besides ``p`` and ``w`` (the scores ``s``, something
     cheaper computed on the way, or ``None``). ``factors(aux, p, w)`` returns
-    ``(A, B)`` of Eq. R5, ``ds = u A - B <u, w>``; ``B`` is ``None`` where
+    ``(A, B)`` of Eq. 01.R5, ``ds = u A - B <u, w>``; ``B`` is ``None`` where
     ``ell' = 0``, and ``A is B`` where the two coincide.
     """
 
@@ -278,7 +278,7 @@ def forward(act, s, axis=-1, mask=None, overwrite_s=False):
 
 
 def vjp_from(act, xp, aux, p, u, axis, phi, overwrite_u=False):
-    """Eq. R5, ``ds = u A - B <u, phi>``, given ``p``, ``phi`` and ``aux`` from :func:`forward`.
+    """Eq. 01.R5, ``ds = u A - B <u, phi>``, given ``p``, ``phi`` and ``aux`` from :func:`forward`.
 
     With ``overwrite_u`` the upstream gradient ``u``, a temporary of the
     caller's, becomes the output buffer. Equal to :meth:`Activation.vjp`.

@@ -7,20 +7,20 @@ the last) and NeuralAttn (section 4.1, Table 1: Neural Attention as the score
 of the first layer only, dot products above). For a sequence of token ids
 ``x_1..x_n`` (``n <= n_ctx``), width ``D = H d_h`` (``H`` heads of size
 ``d_h``), and layers ``l = 0..L-1`` (``derivations/18-decoder-and-cog.md``,
-Eqs. D1-D11)::
+Eqs. 18.D1-18.D11)::
 
-    H^0_i = E[x_i] + P[i]                           token + learned position     D1
+    H^0_i = E[x_i] + P[i]                           token + learned position     18.D1
     for each layer l:
-      Z_i  = LN(H_i)                                pre-LN, no gain/bias         D2
-      Q = Z W_Q^T + b_Q,  K = ..., V = ...          then split into H heads      D3
-      s^h_ij = beta q^h_i . k^h_j   (or neural)     per head, causal j <= i      D4
-      A^h = phi_l(s^h) V^h                          phi_l: layer l's activation  D5
-      O_i = W_O concat_h(A^h_i) + b_O                                             D6
-      H_i <- H_i + O_i                              skip                         D7
-      U_i = W_1 LN(H_i) + b_1,  T_i = relu(U_i)     feed-forward, width F        D8
-      H_i <- H_i + W_2 T_i + b_2                    skip                         D9
-    y_i = W_r LN(H_i) + b_r                         untied readout, (V,)         D10
-    L = mean_i [logsumexp(y_i) - y_i[x_{i+1}]]      next-token cross-entropy     D11
+      Z_i  = LN(H_i)                                pre-LN, no gain/bias         18.D2
+      Q = Z W_Q^T + b_Q,  K = ..., V = ...          then split into H heads      18.D3
+      s^h_ij = beta q^h_i . k^h_j   (or neural)     per head, causal j <= i      18.D4
+      A^h = phi_l(s^h) V^h                          phi_l: layer l's activation  18.D5
+      O_i = W_O concat_h(A^h_i) + b_O                                             18.D6
+      H_i <- H_i + O_i                              skip                         18.D7
+      U_i = W_1 LN(H_i) + b_1,  T_i = relu(U_i)     feed-forward, width F        18.D8
+      H_i <- H_i + W_2 T_i + b_2                    skip                         18.D9
+    y_i = W_r LN(H_i) + b_r                         untied readout, (V,)         18.D10
+    L = mean_i [logsumexp(y_i) - y_i[x_{i+1}]]      next-token cross-entropy     18.D11
 
 ``phi_l`` is any activation of :data:`refattn.activations.ACTIVATIONS`, one
 per layer (``activations=[...]``), or ``"cog-hybrid"`` (:func:`cog_hybrid`:
@@ -40,7 +40,7 @@ every parameter has a leading axis ``S``, one slice per seed, drawn from
 :meth:`DecoderLM.loss` is written against
 :func:`refattn.backend.array_module` so that autograd traces the very code
 that runs; :meth:`DecoderLM.loss_and_grad` is the hand-derived backward
-(derivation 18, section 2, Eqs. G1-G12). The attention step itself is
+(derivation 18, section 2, Eqs. 18.G1-18.G12). The attention step itself is
 :func:`refattn.attention.attention` and its backward
 :func:`refattn.attention.attention_backward`; the linear maps, the relu,
 the layer normalisations and the loss are :mod:`refattn.layers`
@@ -168,7 +168,7 @@ def _merge_heads(x):
 class DecoderLM:
     """Decoder-only transformer LM with per-layer attention, batched over seeds.
 
-    Eqs. D1-D11 of ``derivations/18-decoder-and-cog.md`` (the module
+    Eqs. 18.D1-18.D11 of ``derivations/18-decoder-and-cog.md`` (the module
     docstring lists them): token and learned positional embeddings, ``L``
     pre-LN layers of multi-head causal attention and a ReLU feed-forward
     layer, each with a skip connection, a final LN, an untied readout and the
@@ -261,7 +261,7 @@ class DecoderLM:
         self._scores = []
         for k in self.score_kinds:
             if k == "dot":
-                self._scores.append(_score("scaled_dot", beta=b))  # s = beta q . k   (D4)
+                self._scores.append(_score("scaled_dot", beta=b))  # s = beta q . k   (18.D4)
             else:
                 self._scores.append(_score("neural", hidden=neural_sigma, beta=b))  # NeuralAttn Eqs. 3-9
         self.neural_sigma = neural_sigma
@@ -390,7 +390,7 @@ class DecoderLM:
             raise ValueError(f"batch['y']: expected the shape of batch['x'] {x.shape}, got {y.shape}")
         return x, y
 
-    # --- forward (Eqs. D1-D10), one source for NumPy and autograd ---------------
+    # --- forward (Eqs. 18.D1-18.D10), one source for NumPy and autograd ---------------
     def _layer_params(self, p, l):
         return {k: p[f"h{l}.{k}"] for k in LAYER_PARAMS}
 
@@ -398,7 +398,7 @@ class DecoderLM:
         return {k: p[f"h{l}.neural.{k}"][s] for k in NEURAL_PARAMS}
 
     def _attend(self, p, l, Q, K, V):
-        """Eqs. D4-D5 for layer ``l``: (S, B, H, n, d_h) each -> output and caches.
+        """Eqs. 18.D4-18.D5 for layer ``l``: (S, B, H, n, d_h) each -> output and caches.
 
         Dot scores carry no parameters, so all seeds go through one call to
         :func:`refattn.attention.attention`. The neural score's parameters
@@ -419,7 +419,7 @@ class DecoderLM:
         return xp.stack(outs), caches
 
     def attention_sublayer(self, params, l, Z):
-        """The attention branch of layer ``l`` on already normalised inputs (Eqs. D3-D6).
+        """The attention branch of layer ``l`` on already normalised inputs (Eqs. 18.D3-18.D6).
 
         ``O = W_O concat_h(phi_l(s^h) V^h) + b_O`` with ``Q = Z W_Q^T + b_Q``
         etc.: everything of a layer except its LN and skip connection.
@@ -452,38 +452,38 @@ class DecoderLM:
     def _sublayer(self, p, l, Z):
         w = self._layer_params(p, l)
         H = self.n_heads
-        Q = _split_heads(linear(Z, w["W_Q"], w["b_Q"]), H)  # (S, B, H, n, d_h)   D3
+        Q = _split_heads(linear(Z, w["W_Q"], w["b_Q"]), H)  # (S, B, H, n, d_h)   18.D3
         K = _split_heads(linear(Z, w["W_K"], w["b_K"]), H)  # (S, B, H, n, d_h)
         V = _split_heads(linear(Z, w["W_V"], w["b_V"]), H)  # (S, B, H, n, d_h)
-        Y, caches = self._attend(p, l, Q, K, V)  # (S, B, H, n, d_h)          D4-D5
+        Y, caches = self._attend(p, l, Q, K, V)  # (S, B, H, n, d_h)          18.D4-18.D5
         Yc = _merge_heads(Y)  # (S, B, n, D)
-        O = linear(Yc, w["W_O"], w["b_O"])  # (S, B, n, D)                     D6
+        O = linear(Yc, w["W_O"], w["b_O"])  # (S, B, n, D)                     18.D6
         return O, dict(Z1=Z, caches=caches, Yc=Yc)
 
     def _forward(self, params, x):
         p = params
         S, B, n = x.shape
         seed_ix = np.arange(S)[:, None, None]
-        Hs = p["E"][seed_ix, x] + p["P"][:, None, :n]  # (S, B, n, D)               D1
+        Hs = p["E"][seed_ix, x] + p["P"][:, None, :n]  # (S, B, n, D)               18.D1
         layers = []
         for l in range(self.n_layers):
-            Z1 = layer_norm(Hs, self.ln_eps)  # (S, B, n, D)                        D2
-            O, c = self._sublayer(p, l, Z1)  # (S, B, n, D)                         D3-D6
+            Z1 = layer_norm(Hs, self.ln_eps)  # (S, B, n, D)                        18.D2
+            O, c = self._sublayer(p, l, Z1)  # (S, B, n, D)                         18.D3-18.D6
             c["H1"] = Hs  # the LN's input, for its VJP
-            Hs = Hs + O  # (S, B, n, D)                                            D7
+            Hs = Hs + O  # (S, B, n, D)                                            18.D7
             Z2 = layer_norm(Hs, self.ln_eps)  # (S, B, n, D)
             w = self._layer_params(p, l)
-            U = linear(Z2, w["W_1"], w["b_1"])  # (S, B, n, F)                      D8
+            U = linear(Z2, w["W_1"], w["b_1"])  # (S, B, n, F)                      18.D8
             T = relu(U)  # (S, B, n, F)
             c.update(H2=Hs, Z2=Z2, U=U, T=T)
-            Hs = Hs + linear(T, w["W_2"], w["b_2"])  # (S, B, n, D)                 D9
+            Hs = Hs + linear(T, w["W_2"], w["b_2"])  # (S, B, n, D)                 18.D9
             layers.append(c)
         Zf = layer_norm(Hs, self.ln_eps)  # (S, B, n, D)
-        logits = linear(Zf, p["W_r"], p["b_r"])  # (S, B, n, V)                    D10
+        logits = linear(Zf, p["W_r"], p["b_r"])  # (S, B, n, V)                    18.D10
         return logits, dict(layers=layers, Hf=Hs, Zf=Zf)
 
     def forward(self, params, x):
-        """Logits and attention weights for a batch of id sequences (Eqs. D1-D10).
+        """Logits and attention weights for a batch of id sequences (Eqs. 18.D1-18.D10).
 
         Parameters
         ----------
@@ -513,7 +513,7 @@ class DecoderLM:
         return {"logits": logits, "attention": att, "scores": sco}
 
     def loss(self, params, batch):
-        """Per-seed next-token cross-entropy (Eq. D11), traceable by autograd.
+        """Per-seed next-token cross-entropy (Eq. 18.D11), traceable by autograd.
 
         Parameters
         ----------
@@ -528,19 +528,19 @@ class DecoderLM:
         """
         x, y = self._check_batch(params, batch)
         logits, _ = self._forward(params, x)
-        return softmax_cross_entropy(logits, y, seed_axis=True)  # (S,)   D11
+        return softmax_cross_entropy(logits, y, seed_axis=True)  # (S,)   18.D11
 
     def loss_and_grad(self, params, batch):
         """The loss and its hand-derived gradient ``d loss.sum() / d params``.
 
         The backward pass of ``derivations/18-decoder-and-cog.md``, section 2
-        (Eqs. G1-G12): the cross-entropy (G1), the readout and the final LN
-        (G2-G3), then, from the last layer down, the feed-forward branch
-        (G4-G6), the second LN (G7), the output projection (G8),
+        (Eqs. 18.G1-18.G12): the cross-entropy (18.G1), the readout and the final LN
+        (18.G2-18.G3), then, from the last layer down, the feed-forward branch
+        (18.G4-18.G6), the second LN (18.G7), the output projection (18.G8),
         :func:`refattn.attention.attention_backward` for the values, the
         activation's VJP with the causal mask (``derivations/01-reweighted-softmax.md``,
-        Eq. R4) and the score's VJP (G9), the projections (G10), the first LN
-        (G11), and last the embeddings (G12).
+        Eq. 01.R4) and the score's VJP (18.G9), the projections (18.G10), the first LN
+        (18.G11), and last the embeddings (18.G12).
 
         Returns
         -------
@@ -556,34 +556,34 @@ class DecoderLM:
         S, B, n = x.shape
         eps = self.ln_eps
         g = {}
-        dlog = softmax_cross_entropy_vjp(logits, y, np.ones(S, logits.dtype), seed_axis=True)  # G1
-        dZf, g["W_r"], g["b_r"] = linear_vjp(c["Zf"], p["W_r"], p["b_r"], dlog)  # G2
-        dH = layer_norm_vjp(c["Hf"], dZf, eps)  # (S, B, n, D)                    G3
+        dlog = softmax_cross_entropy_vjp(logits, y, np.ones(S, logits.dtype), seed_axis=True)  # 18.G1
+        dZf, g["W_r"], g["b_r"] = linear_vjp(c["Zf"], p["W_r"], p["b_r"], dlog)  # 18.G2
+        dH = layer_norm_vjp(c["Hf"], dZf, eps)  # (S, B, n, D)                    18.G3
         for l in reversed(range(self.n_layers)):
             cl, w = c["layers"][l], self._layer_params(p, l)
             pre = f"h{l}."
-            dT, g[pre + "W_2"], g[pre + "b_2"] = linear_vjp(cl["T"], w["W_2"], w["b_2"], dH)  # G4
-            dU = relu_vjp(cl["U"], dT)  # (S, B, n, F)                             G5 relu'(0) = 0
-            dZ2, g[pre + "W_1"], g[pre + "b_1"] = linear_vjp(cl["Z2"], w["W_1"], w["b_1"], dU)  # G6
-            dH = dH + layer_norm_vjp(cl["H2"], dZ2, eps)  # both paths into H       G7
-            dYc, g[pre + "W_O"], g[pre + "b_O"] = linear_vjp(cl["Yc"], w["W_O"], w["b_O"], dH)  # G8
+            dT, g[pre + "W_2"], g[pre + "b_2"] = linear_vjp(cl["T"], w["W_2"], w["b_2"], dH)  # 18.G4
+            dU = relu_vjp(cl["U"], dT)  # (S, B, n, F)                             18.G5 relu'(0) = 0
+            dZ2, g[pre + "W_1"], g[pre + "b_1"] = linear_vjp(cl["Z2"], w["W_1"], w["b_1"], dU)  # 18.G6
+            dH = dH + layer_norm_vjp(cl["H2"], dZ2, eps)  # both paths into H       18.G7
+            dYc, g[pre + "W_O"], g[pre + "b_O"] = linear_vjp(cl["Yc"], w["W_O"], w["b_O"], dH)  # 18.G8
             dY = _split_heads(dYc, self.n_heads)  # (S, B, H, n, d_h)
             caches = cl["caches"]
             if self.score_kinds[l] == "dot":
-                d_att = attention_backward(dY, caches[0])  # G9: Y = A V, A = phi(s), s = beta Q K^T
+                d_att = attention_backward(dY, caches[0])  # 18.G9: Y = A V, A = phi(s), s = beta Q K^T
                 dQ, dK, dV = d_att["Q"], d_att["K"], d_att["V"]
             else:
-                parts = [attention_backward(dY[s], caches[s]) for s in range(S)]  # G9, neural score
+                parts = [attention_backward(dY[s], caches[s]) for s in range(S)]  # 18.G9, neural score
                 dQ, dK, dV = (np.stack([r[k] for r in parts]) for k in ("Q", "K", "V"))
                 for k in NEURAL_PARAMS:
                     g[f"{pre}neural.{k}"] = np.stack([r["params"][k] for r in parts])
             dZ1 = 0.0
-            for key, dX in (("Q", dQ), ("K", dK), ("V", dV)):  # G10
+            for key, dX in (("Q", dQ), ("K", dK), ("V", dV)):  # 18.G10
                 dz, g[pre + "W_" + key], g[pre + "b_" + key] = linear_vjp(cl["Z1"], w["W_" + key],
                                                                           w["b_" + key], _merge_heads(dX))
                 dZ1 = dZ1 + dz
-            dH = dH + layer_norm_vjp(cl["H1"], dZ1, eps)  # G11
-        dEx = dH.reshape(S, B * n, self.D)  # (S, B n, D)                          G12
+            dH = dH + layer_norm_vjp(cl["H1"], dZ1, eps)  # 18.G11
+        dEx = dH.reshape(S, B * n, self.D)  # (S, B n, D)                          18.G12
         onehot = np.eye(self.V, dtype=dEx.dtype)[x.reshape(S, B * n)]  # (S, B n, V)
         g["E"] = np.swapaxes(onehot, -1, -2) @ dEx  # (S, V, D) sum of dH over the positions holding id v
         g["P"] = np.zeros_like(p["P"])

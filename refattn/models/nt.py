@@ -5,19 +5,19 @@ trains a decoder-only transformer on the NT tasks of
 :mod:`refattn.tasks.nt`. For a context of ``n = N_con`` symbols
 ``x_1, ..., x_n`` in ``{0, ..., N-1}`` and embedding size ``d = N``, with
 every position ``m`` owning its weights ("one attention head per token"),
-the model computes (``derivations/11-nt-model.md``, Eqs. M1-M10)::
+the model computes (``derivations/11-nt-model.md``, Eqs. 11.M1-11.M10)::
 
-    X_m  = e_{x_m}                                   one-hot embedding, (d,)        M1
-    Z_m  = LN(X_m)                                   pre-LN, no gain/bias            M2
-    Q_m  = W_Q[m] Z_m + b_Q,  K_m = W_K[m] Z_m + b_K,  V_m = W_V[m] Z_m + b_V        M3
-    s_mk = beta Q_m . K_k                            beta = 1 (Expressive, Eq. 1)   M4
+    X_m  = e_{x_m}                                   one-hot embedding, (d,)        11.M1
+    Z_m  = LN(X_m)                                   pre-LN, no gain/bias            11.M2
+    Q_m  = W_Q[m] Z_m + b_Q,  K_m = W_K[m] Z_m + b_K,  V_m = W_V[m] Z_m + b_V        11.M3
+    s_mk = beta Q_m . K_k                            beta = 1 (Expressive, Eq. 1)   11.M4
     A_m  = phi(s_m) over keys k <= m                 causal; softmax = Eq. 1,
-                                                     expressive = Eq. 2              M5
-    H_m  = X_m + sum_k A_mk V_k                      residual                        M6
-    U_m  = W_1[m] LN(H_m),  T_m = tanh(U_m)          hidden width 4d                 M7
-    G_m  = H_m + W_2[m] T_m + b_2                    residual                        M8
-    y    = W_r [G_1; ...; G_n] + b_r                 readout, (d,)                   M9
-    L    = mean over examples and the d outputs of (y - e_target)^2                 M10
+                                                     expressive = Eq. 2              11.M5
+    H_m  = X_m + sum_k A_mk V_k                      residual                        11.M6
+    U_m  = W_1[m] LN(H_m),  T_m = tanh(U_m)          hidden width 4d                 11.M7
+    G_m  = H_m + W_2[m] T_m + b_2                    residual                        11.M8
+    y    = W_r [G_1; ...; G_n] + b_r                 readout, (d,)                   11.M9
+    L    = mean over examples and the d outputs of (y - e_target)^2                 11.M10
 
 and predicts ``argmax_j y_j`` (greedy inference). Of the five bias vectors
 ``b_Q, b_K, b_V, b_2, b_r`` a *layout* keeps exactly two: one held by every
@@ -41,7 +41,7 @@ very code that runs; :meth:`NTModel.loss_and_grad` is the hand-derived
 backward pass (``derivations/11-nt-model.md``, section 4), which reuses
 :func:`refattn.attention.attention_backward` (the value product, the
 activation's VJP with the causal mask, the dot-product score's VJP). Layer
-normalisation (Eqs. M2, M7) and its VJP (Eq. B5) are
+normalisation (Eqs. 11.M2, 11.M7) and its VJP (Eq. 11.B5) are
 :func:`refattn.layers.layer_norm` and :func:`refattn.layers.layer_norm_vjp`
 (``derivations/21-layers.md``, section 3).
 
@@ -217,12 +217,12 @@ def _apply(W, x):
 
 
 def _grad_W(grad_y, x):
-    """Eq. B2 for ``y = _apply(W, x)``: ``dW[s, m] = sum_b dy[s, b, m] x[s, b, m]^T``, (S, n, o, i)."""
+    """Eq. 11.B2 for ``y = _apply(W, x)``: ``dW[s, m] = sum_b dy[s, b, m] x[s, b, m]^T``, (S, n, o, i)."""
     return grad_y.transpose(0, 2, 3, 1) @ x.transpose(0, 2, 1, 3)  # (S, n, o, B) @ (S, n, B, i)
 
 
 def _grad_x(W, grad_y):
-    """Eq. B2 for ``y = _apply(W, x)``: ``dx[s, b, m] = W[s, m]^T dy[s, b, m]``, (S, B, n, i)."""
+    """Eq. 11.B2 for ``y = _apply(W, x)``: ``dx[s, b, m] = W[s, m]^T dy[s, b, m]``, (S, B, n, i)."""
     xp = array_module(W, grad_y)
     return xp.swapaxes(xp.swapaxes(grad_y, 1, 2) @ W, 1, 2)  # (S, n, B, o) @ (S, n, o, i)
 
@@ -235,7 +235,7 @@ def _grad_x(W, grad_y):
 class NTModel:
     """Expressive's decoder-only, one-bilayer transformer for NT tasks, batched over seeds.
 
-    The forward pass is Eqs. M1-M10 of ``derivations/11-nt-model.md`` (the
+    The forward pass is Eqs. 11.M1-11.M10 of ``derivations/11-nt-model.md`` (the
     module docstring lists them): one-hot embedding with ``d = N`` and no
     positional encoding; pre-LN (no gain or bias) causal attention whose
     queries, keys and values at position ``m`` use position ``m``'s own
@@ -288,18 +288,18 @@ class NTModel:
     ======== =============== ===============================================
     name     shape           role
     ======== =============== ===============================================
-    W_Q      (S, n, d, d)    query matrix of each position (Eq. M3)
+    W_Q      (S, n, d, d)    query matrix of each position (Eq. 11.M3)
     W_K      (S, n, d, d)    key matrix of each position
     W_V      (S, n, d, d)    value matrix of each position
-    W_1      (S, n, 4d, d)   feed-forward input matrix of each position (M7)
-    W_2      (S, n, d, 4d)   feed-forward output matrix of each position (M8)
-    W_r      (S, d, n d)     readout of the concatenated outputs (M9)
-    b_Q      (S, n, d)       per position, or (S, d) shared: query bias (M3)
+    W_1      (S, n, 4d, d)   feed-forward input matrix of each position (11.M7)
+    W_2      (S, n, d, 4d)   feed-forward output matrix of each position (11.M8)
+    W_r      (S, d, n d)     readout of the concatenated outputs (11.M9)
+    b_Q      (S, n, d)       per position, or (S, d) shared: query bias (11.M3)
     b_K      (S, n, d)       per position, or (S, d) shared: key bias
     b_V      (S, n, d)       per position, or (S, d) shared: value bias
     b_2      (S, n, d)       per position, or (S, d) shared: feed-forward
-                             output bias (M8)
-    b_r      (S, d)          readout bias (M9), shared only
+                             output bias (11.M8)
+    b_r      (S, d)          readout bias (11.M9), shared only
     ======== =============== ===============================================
     """
 
@@ -427,38 +427,38 @@ class NTModel:
         target = _symbols(batch["target"], self.N, "target", context.shape[:2])
         return context, target
 
-    # --- forward (Eqs. M1-M9), one source for NumPy and autograd ---------------
+    # --- forward (Eqs. 11.M1-11.M9), one source for NumPy and autograd ---------------
     def _forward(self, params, context):
-        """Eqs. M1-M9 with everything the backward pass needs; ``xp`` follows ``params``."""
+        """Eqs. 11.M1-11.M9 with everything the backward pass needs; ``xp`` follows ``params``."""
         p = params
         xp = array_module(*(p[k] for k in self.param_names))
         S, B, n = context.shape
         ctx = xp.asarray(context)  # host symbols to the parameters' device: the one explicit copy (no-op on NumPy)
         eye = xp.eye(self.d, dtype=dtype_of(p["W_Q"]))  # (d, d)
-        X = eye[ctx]  # (S, B, n, d) one-hot, M1 (a constant)
-        Z1 = layer_norm(X, self.ln_eps)  # (S, B, n, d) M2 (a constant: no gradient flows into X)
-        Q = self._add_bias("b_Q", _apply(p["W_Q"], Z1), p)  # (S, B, n, d) M3
+        X = eye[ctx]  # (S, B, n, d) one-hot, 11.M1 (a constant)
+        Z1 = layer_norm(X, self.ln_eps)  # (S, B, n, d) 11.M2 (a constant: no gradient flows into X)
+        Q = self._add_bias("b_Q", _apply(p["W_Q"], Z1), p)  # (S, B, n, d) 11.M3
         K = self._add_bias("b_K", _apply(p["W_K"], Z1), p)  # (S, B, n, d)
         V = self._add_bias("b_V", _apply(p["W_V"], Z1), p)  # (S, B, n, d)
         Y, att = attention(Q, K, V, score=self._score, activation=self.activation,
-                           causal=True)  # (S, B, n, d) M4-M5: s = beta Q K^T, A = phi(s), Y = A V
-        H = X + Y  # (S, B, n, d) M6
-        Z2 = layer_norm(H, self.ln_eps)  # (S, B, n, d) M7
+                           causal=True)  # (S, B, n, d) 11.M4-11.M5: s = beta Q K^T, A = phi(s), Y = A V
+        H = X + Y  # (S, B, n, d) 11.M6
+        Z2 = layer_norm(H, self.ln_eps)  # (S, B, n, d) 11.M7
         T = xp.tanh(_apply(p["W_1"], Z2))  # (S, B, n, 4d)
-        G = self._add_bias("b_2", H + _apply(p["W_2"], T), p)  # (S, B, n, d) M8
-        y = xp.reshape(G, (S, B, n * self.d)) @ xp.swapaxes(p["W_r"], -1, -2)  # (S, B, d) M9
+        G = self._add_bias("b_2", H + _apply(p["W_2"], T), p)  # (S, B, n, d) 11.M8
+        y = xp.reshape(G, (S, B, n * self.d)) @ xp.swapaxes(p["W_r"], -1, -2)  # (S, B, d) 11.M9
         if self.shared == "b_r":
             y = y + p["b_r"][:, None]
         return y, dict(Z1=Z1, att=att, A=att["w"], s=att["s"], H=H, Z2=Z2, T=T, G=G)
 
     def _loss(self, y, target):
-        """Eq. M10: per seed, the mean over examples and outputs of ``(y - e_target)^2``."""
+        """Eq. 11.M10: per seed, the mean over examples and outputs of ``(y - e_target)^2``."""
         xp = array_module(y)
         err = y - xp.eye(self.d, dtype=dtype_of(y))[xp.asarray(target)]  # (S, B, d)
         return xp.mean(err * err, axis=(1, 2)), err  # (S,)
 
     def forward(self, params, context):
-        """The model's outputs for a batch of contexts (Eqs. M1-M9), for evaluation.
+        """The model's outputs for a batch of contexts (Eqs. 11.M1-11.M9), for evaluation.
 
         Parameters
         ----------
@@ -470,11 +470,11 @@ class NTModel:
         Returns
         -------
         dict
-            ``out`` (S, B, d): the prediction ``y`` (Eq. M9); ``prediction``
+            ``out`` (S, B, d): the prediction ``y`` (Eq. 11.M9); ``prediction``
             (S, B): ``argmax_j y_j``; ``attention`` (S, B, n, n): the weights
-            ``A_mk`` (0 above the diagonal, Eq. M5); ``scores`` (S, B, n, n):
-            ``s_mk`` (Eq. M4, also above the diagonal, where they are unused);
-            ``hidden`` (S, B, n, d): the last layer ``G`` (Eq. M8), whose row
+            ``A_mk`` (0 above the diagonal, Eq. 11.M5); ``scores`` (S, B, n, n):
+            ``s_mk`` (Eq. 11.M4, also above the diagonal, where they are unused);
+            ``hidden`` (S, B, n, d): the last layer ``G`` (Eq. 11.M8), whose row
             ``m`` depends on the symbols ``x_1..x_m`` only.
         """
         S = self._check_params(params)
@@ -517,7 +517,7 @@ class NTModel:
         return out
 
     def loss(self, params, batch):
-        """Per-seed loss (Eq. M10), written against ``xp`` so that autograd can trace it.
+        """Per-seed loss (Eq. 11.M10), written against ``xp`` so that autograd can trace it.
 
         ``L_s = (1 / (B d)) sum_b sum_j (y_bj - [j = target_b])^2``: the mean
         squared difference between the readout and the one-hot next symbol
@@ -543,13 +543,13 @@ class NTModel:
         """The loss and its hand-derived gradient ``d loss.sum() / d params``.
 
         The backward pass of ``derivations/11-nt-model.md``, section 4 (Eqs.
-        B1-B10): readout, residual, feed-forward layer with ``tanh``, the second
-        layer normalisation (Eq. B5), then
+        11.B1-11.B10): readout, residual, feed-forward layer with ``tanh``, the second
+        layer normalisation (Eq. 11.B5), then
         :func:`refattn.attention.attention_backward` for the attention values,
         the activation's VJP with the causal mask
-        (``derivations/01-reweighted-softmax.md``, Eq. R4) and the bilinear
+        (``derivations/01-reweighted-softmax.md``, Eq. 01.R4) and the bilinear
         score, and last the per-position query, key and value matrices (Eq.
-        B10) and their biases where the layout has them (Eq. B11: a bias's
+        11.B10) and their biases where the layout has them (Eq. 11.B11: a bias's
         gradient is the sum of its output's gradient over the examples, and
         over the positions if it is shared). The first layer normalisation
         acts on the fixed one-hot embedding and needs no backward pass.
@@ -578,24 +578,24 @@ class NTModel:
         S, B, n = context.shape
         d = self.d
         g = {}
-        dy = (2.0 / (B * d)) * err  # (S, B, d)                     B1: dL/dy
+        dy = (2.0 / (B * d)) * err  # (S, B, d)                     11.B1: dL/dy
         G_flat = c["G"].reshape(S, B, n * d)  # (S, B, n d)
         xp = array_module(y)
-        g["W_r"] = xp.swapaxes(dy, -1, -2) @ G_flat  # (S, d, n d)   B3: y = W_r G + b_r
+        g["W_r"] = xp.swapaxes(dy, -1, -2) @ G_flat  # (S, d, n d)   11.B3: y = W_r G + b_r
         if self.shared == "b_r":
             g["b_r"] = dy.sum(axis=1)  # (S, d)
         dG = (dy @ p["W_r"]).reshape(S, B, n, d)  # (S, B, n, d)
-        self._bias_grad("b_2", dG, g)  # (S, n, d) or (S, d)          B4: G = H + W_2 T + b_2
-        g["W_2"] = _grad_W(dG, c["T"])  # (S, n, d, 4d)                 B2 rule
+        self._bias_grad("b_2", dG, g)  # (S, n, d) or (S, d)          11.B4: G = H + W_2 T + b_2
+        g["W_2"] = _grad_W(dG, c["T"])  # (S, n, d, 4d)                 11.B2 rule
         dT = _grad_x(p["W_2"], dG)  # (S, B, n, 4d)
         dU = dT * (1.0 - c["T"] * c["T"])  # (S, B, n, 4d)            tanh' = 1 - tanh^2
         g["W_1"] = _grad_W(dU, c["Z2"])  # (S, n, 4d, d)
         dZ2 = _grad_x(p["W_1"], dU)  # (S, B, n, d)
-        dH = dG + layer_norm_vjp(c["H"], dZ2, self.ln_eps)  # (S, B, n, d)   B5-B6: both paths into H
-        d_att = attention_backward(dH, c["att"])  # B7-B9: Y = A V, A = phi(s) (Eq. R4), s = beta Q K^T
-        for key in ("Q", "K", "V"):  # B10: Q = W_Q Z1 + b_Q, ...
+        dH = dG + layer_norm_vjp(c["H"], dZ2, self.ln_eps)  # (S, B, n, d)   11.B5-11.B6: both paths into H
+        d_att = attention_backward(dH, c["att"])  # 11.B7-11.B9: Y = A V, A = phi(s) (Eq. 01.R4), s = beta Q K^T
+        for key in ("Q", "K", "V"):  # 11.B10: Q = W_Q Z1 + b_Q, ...
             g["W_" + key] = _grad_W(d_att[key], c["Z1"])  # (S, n, d, d)
-            self._bias_grad("b_" + key, d_att[key], g)  # (S, n, d) or (S, d)   B11
+            self._bias_grad("b_" + key, d_att[key], g)  # (S, n, d) or (S, d)   11.B11
         grads = {name: g[name] for name in self.param_names}
         pred = xp.argmax(y, axis=-1)  # (S, B), on the parameters' device
         aux = {"out": y, "prediction": pred, "correct": pred == xp.asarray(target),
@@ -613,7 +613,7 @@ def count_params(N, n_con, **options):
     the same for every layout. Expressive gives 802 for
     N2T5 at ``N_con = 16`` and "about 4e5" for N16T5 at ``N_con = 128``
     (section 5); this gives 802 and 395,280 (``derivations/11-nt-model.md``,
-    section 2, Eq. P1).
+    section 2, Eq. 11.P1).
 
     Parameters
     ----------
@@ -684,7 +684,7 @@ class ParamLayout:
     example: tuple
 
     def count(self, N, n_con):
-        """``n_con (a d^2 + b d) + c d^2 + e d + n_con d^2`` at ``d = N`` (Eq. P2)."""
+        """``n_con (a d^2 + b d) + c d^2 + e d + n_con d^2`` at ``d = N`` (Eq. 11.P2)."""
         d = N
         return (n_con * (self.per_position_d2 * d * d + self.per_position_d * d)
                 + self.shared_d2 * d * d + self.shared_d * d + n_con * d * d)
@@ -699,7 +699,7 @@ def search_parameterisations(n_params=802, N=2, n_con=16, about=(16, 128, 4e5)):
     bias; a learned embedding) is absent, held once ("shared") or held by every
     position ("one attention head per token"); ``W_Q, W_K, W_V, W_1, W_2`` are
     always present and the readout ``W_r`` (``d x d n_con``) always is. The
-    count of a layout depends only on four numbers (Eq. P2 of
+    count of a layout depends only on four numbers (Eq. 11.P2 of
     ``derivations/11-nt-model.md``), so the 90,699,264 assignments are
     grouped by those by dynamic programming (a convolution of counts) and
     every group whose count at ``(N, n_con)`` is ``n_params`` is returned; with
@@ -797,7 +797,7 @@ def ea_symbol_dependence(layout):
 
     with ``alpha_mk = (W_Q[m] u).(W_K[k] u)``, ``beta_mk = (W_Q[m] u) . b_k``,
     ``gamma_mk = c_m . (W_K[k] u)``. Expressive's Eq. 2 uses ``z_mk`` only
-    through ``z_mk^2``, so (derivation 11, section 6, Eqs. E1-E4):
+    through ``z_mk^2``, so (derivation 11, section 6, Eqs. 11.E1-11.E4):
 
     * no query and no key bias: ``z^2 = alpha^2``, the weights do not depend
       on the symbols at all (content-blind);

@@ -49,28 +49,28 @@ The backward pass, step by step
 -------------------------------
 
 The gradient of ``sum over seeds of loss_s``; seeds share nothing, so each
-seed's slice is the gradient of its own loss. Rules (S1) (a parameter used
-by many rows collects the sum of their gradients) and (S2) (``y = W x + b``:
+seed's slice is the gradient of its own loss. Rules (02.S1) (a parameter used
+by many rows collects the sum of their gradients) and (02.S2) (``y = W x + b``:
 ``dW = sum dy x^T``, ``db = sum dy``, ``dx = W^T dy``) are those of
 ``derivations/02-scores.md`` section 1.3.
 
     (B1)  da = (sigmoid(a) - y) / B          softplus' = sigmoid; 1/B from the mean
                                              (refattn.layers.sigmoid_cross_entropy_vjp;
-                                             derivations/03-proposition-1.md, step P3)
+                                             derivations/03-proposition-1.md, step 03.P3)
     (B2)  dw_o = sum_b da h~,  db_o = sum_b da,  dh~ = da w_o
     (B3)  dh = dh~ * m / (1 - p)
     (B4)  dw_i = V_i . dh,  dV_i = w_i dh               (M5 is bilinear in w and V)
     (B5)  ds = activation(name).vjp(s, dw, mask=mask)
-                                  (derivations/01-reweighted-softmax.md, Eq. R4)
-    (B6)  "self":     dq_i = ds_i k_i / scale,  dk_i = ds_i q_i / scale    (02, SE2)
-          "global":   dk_i = ds_i v / lam,  dv = sum_i ds_i k_i / lam       (02, G2)
+                                  (derivations/01-reweighted-softmax.md, Eq. 01.R4)
+    (B6)  "self":     dq_i = ds_i k_i / scale,  dk_i = ds_i q_i / scale    (02.SE2)
+          "global":   dk_i = ds_i v / lam,  dv = sum_i ds_i k_i / lam       (02.G2)
           "additive": du = sum_i ds_i tanh(z_i),
-                      dz_i = ds_i u * (1 - tanh(z_i)^2)                     (02, P2)
+                      dz_i = ds_i u * (1 - tanh(z_i)^2)                     (02.P2)
           each by the score's own VJP in refattn.scores ("self"; "global",
           with v on the seed axis; "additive" as "global" with lam = 1 on
           the keys tanh(z_i), then tanh' = 1 - tanh^2)
-    (B7)  every affine map of (M2) and (M4) by (S2), summed over sentences and
-          tokens (S1); dx_i collects W^T dy_i from each of them. The code
+    (B7)  every affine map of (M2) and (M4) by (02.S2), summed over sentences and
+          tokens (02.S1); dx_i collects W^T dy_i from each of them. The code
           stacks the maps' weights into one (m H, E) matrix, so one
           refattn.layers.linear makes every projection and one
           refattn.layers.linear_vjp gives all of (B7)
@@ -130,7 +130,7 @@ _BATCH_KEYS = ("tokens", "labels", "mask", "dropout")
 
 
 # --------------------------------------------------------------------------
-# The linear maps of the embeddings, all in one matmul: (M2), (M4), rule (S2)
+# The linear maps of the embeddings, all in one matmul: (M2), (M4), rule (02.S2)
 # --------------------------------------------------------------------------
 
 #: The linear maps ``y = W x + b`` each score applies to a token's embedding
@@ -201,12 +201,12 @@ def _score_vjp(kind, sc, P, keys, ds):
     """(B6): ``([dy_j], {vector: gradient})``, the gradients of the score's maps' outputs
     ``y_j`` (in :data:`_SCORE_MAPS` order) and of its own vector (``v``, ``u``)."""
     if kind == "self":
-        dq, dk, _ = sc.vjp(*keys, None, ds)  # dq_i = ds_i k_i / scale, dk_i = ds_i q_i / scale  (02, SE2)
+        dq, dk, _ = sc.vjp(*keys, None, ds)  # dq_i = ds_i k_i / scale, dk_i = ds_i q_i / scale  (02.SE2)
         return [dq, dk], {}
     (k,) = keys
-    _, dk, dp = sc.vjp(None, k, {"v": P[_VECTOR[kind]]}, ds)  # dk_i = ds_i v / lam, dv = sum_i ds_i k_i / lam  (02, G2)
+    _, dk, dp = sc.vjp(None, k, {"v": P[_VECTOR[kind]]}, ds)  # dk_i = ds_i v / lam, dv = sum_i ds_i k_i / lam  (02.G2)
     if kind == "additive":
-        dk = dk * (1.0 - k * k)  # dz_i = ds_i u tanh'(z_i), tanh' = 1 - tanh^2  (02, P2)
+        dk = dk * (1.0 - k * k)  # dz_i = ds_i u tanh'(z_i), tanh' = 1 - tanh^2  (02.P2)
     return [dk], {_VECTOR[kind]: dp["v"]}
 
 
@@ -504,7 +504,7 @@ class PolarityClassifier:
         applies when ``batch["dropout"]`` is given. This is the reference that
         autograd differentiates (TanhMax Eq. 3 with the BCE loss of
         section 5.1; derivation: module docstring, and
-        ``derivations/03-proposition-1.md`` step P3).
+        ``derivations/03-proposition-1.md`` step 03.P3).
         """
         S = self._check_params(params)
         tokens, labels, mask, keep = self._check_batch(batch, S, need_labels=True)
@@ -516,8 +516,8 @@ class PolarityClassifier:
 
         Steps (B1)-(B8) of the module docstring, in order; the activation's
         VJP is :meth:`refattn.activations.Activation.vjp`
-        (``derivations/01-reweighted-softmax.md``, Eq. R4), the score's
-        backward follows ``derivations/02-scores.md`` (SE2, G2, P2, S1, S2).
+        (``derivations/01-reweighted-softmax.md``, Eq. 01.R4), the score's
+        backward follows ``derivations/02-scores.md`` (02.SE2, 02.G2, 02.P2, 02.S1, 02.S2).
 
         Returns
         -------
@@ -589,7 +589,7 @@ class PolarityClassifier:
 
         TanhMax section 3 (``o_i = V_i^T W``, after Sun & Lu 2020): the
         logit without dropout is ``a = sum_i w_i o_{t_i} + b_o``
-        (``derivations/03-proposition-1.md``, step P4).
+        (``derivations/03-proposition-1.md``, step 03.P4).
         """
         self._check_params(params)
         values = linear(params["emb"], params["W_v"], params["b_v"])  # (S, V, H)

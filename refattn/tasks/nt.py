@@ -612,12 +612,12 @@ def state_cycles(task, N=None, tau=None, *, max_states=DEFAULT_MAX_STATES):
     f = successor_map(variant, N, tau, max_states=max_states)  # (n,)
     n = f.size
     invertible = bool(np.all(np.bincount(f, minlength=n) == 1))
-    m = np.arange(n, dtype=f.dtype)  # m_k: smallest state in the next 2**k steps (D2)
-    p = f  # p_k = f**(2**k) (D1)
+    m = np.arange(n, dtype=f.dtype)  # m_k: smallest state in the next 2**k steps (10.D2)
+    p = f  # p_k = f**(2**k) (10.D1)
     on_cycle = np.ones(n, dtype=bool)  # image of p_k; every state when f is a permutation
     while True:
-        m_next = np.minimum(m, m[p])  # (D2)
-        p = p[p]  # (D1)
+        m_next = np.minimum(m, m[p])  # (10.D2)
+        p = p[p]  # (10.D1)
         shrunk = False
         if not invertible:
             image = np.zeros(n, dtype=bool)

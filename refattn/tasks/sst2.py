@@ -155,10 +155,15 @@ def load_sst2(path=None, split="train"):
     file = folder / f"{split}.tsv"
     if not file.is_file():
         raise FileNotFoundError(f"path: {str(file)!r} does not exist (split {split!r})")
-    # newline=None: universal newlines, so CRLF and LF files read alike;
-    # utf-8-sig: a leading byte-order mark is dropped, not glued to the header.
-    with open(file, encoding="utf-8-sig", newline=None) as handle:
-        lines = handle.read().split("\n")
+    raw = file.read_bytes()
+    try:  # utf-8-sig: a leading byte-order mark is dropped, not glued to the header
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise ValueError(f"{file}, line {line}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at column "
+                         f"{column}); save the file as UTF-8") from None
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")  # CRLF and LF files read alike
     header = lines[0].split("\t")
     label_col = _column(header, ("label",), file, "label")
     text_col = _column(header, TEXT_COLUMNS, file, "text")

@@ -1,0 +1,159 @@
+"""What a long run needs around its numbers: strict JSON, results that reach disk as
+they are produced, and a memory estimate checked before any work.
+
+* :func:`dumps` writes a result as JSON that every parser reads: a NaN or an
+  infinity becomes ``null`` and is listed under ``"non_finite"``.
+* :class:`ResultsFile` keeps a run's finished pieces (one per activation, or
+  per variant) in one JSON file, rewritten atomically after each piece, so a
+  failure later in the run (a figure, a crash, Ctrl-C) never takes the
+  finished pieces with it.
+* :func:`check_memory` refuses a run whose estimated peak memory exceeds what
+  the machine has, before the first array is allocated, with the estimate in
+  the message (``--max-memory`` on the command line overrides).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+
+__all__ = ["dumps", "ResultsFile", "available_memory", "check_memory", "format_bytes"]
+
+
+def _json_safe(obj, path, bad):
+    """``obj`` with every non-finite float replaced by ``None``; their paths appended to ``bad``."""
+    if isinstance(obj, dict):
+        return {k: _json_safe(v, f"{path}.{k}", bad) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v, f"{path}[{i}]", bad) for i, v in enumerate(obj)]
+    if isinstance(obj, float) and not math.isfinite(obj):
+        bad.append(f"{path} = {obj}")
+        return None
+    return obj
+
+
+def _plain(obj):
+    """NumPy scalars and arrays as Python numbers and lists (``json`` reads neither)."""
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if hasattr(obj, "tolist"):  # a NumPy scalar or array
+        return obj.tolist()
+    return obj
+
+
+def dumps(result, indent=2) -> str:
+    """``result`` as strict JSON: a NaN or infinity becomes ``null``, listed under
+    ``"non_finite"`` (which value, where), so every JSON parser reads the output."""
+    bad = []
+    safe = _json_safe(_plain(result), "$", bad)
+    if bad and isinstance(safe, dict):
+        safe["non_finite"] = bad
+    return json.dumps(safe, indent=indent, allow_nan=False)
+
+
+def _write_atomically(path, text):
+    tmp = f"{path}.partial-{os.getpid()}-{threading.get_ident()}"
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+class ResultsFile:
+    """A JSON file that holds a run's finished pieces as they finish.
+
+    ``{"command": ..., "complete": false, "finished": {key: result, ...}}``
+    while the run goes on; :meth:`complete` replaces it with
+    ``{"command": ..., "complete": true, "result": ...}``. Every write goes to
+    a temporary file first and is moved over ``path`` (:func:`os.replace`), so
+    the file is always whole: the last finished piece, never half of one.
+
+    Parameters
+    ----------
+    path : str or path
+        The file (its folder must exist and be writable).
+    command : list of str
+        The command line, stored so the file says how it was made.
+    """
+
+    def __init__(self, path, command):
+        self.path = os.fspath(path)
+        self.command = list(command)
+        self.finished: dict = {}
+        self._lock = threading.Lock()
+        self._write({"command": self.command, "complete": False, "finished": {}})
+
+    def _write(self, obj):
+        _write_atomically(self.path, dumps(obj) + "\n")
+
+    def add(self, key, result):
+        """Record the finished piece ``key`` (an activation's results, say) and write the file."""
+        with self._lock:
+            self.finished[str(key)] = result
+            self._write({"command": self.command, "complete": False, "finished": self.finished})
+
+    def complete(self, result):
+        """The whole run's result: the file now holds it instead of the pieces."""
+        with self._lock:
+            self._write({"command": self.command, "complete": True, "result": result})
+
+
+def available_memory():
+    """Bytes of memory available to a new allocation now (Linux's ``MemAvailable``), else
+    the machine's physical memory, else ``None`` where neither can be read."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def format_bytes(n) -> str:
+    """``n`` bytes in MiB or GiB, for messages."""
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
+
+
+def check_memory(estimate, what, limit=None):
+    """Refuse, before any work, a run whose estimated peak memory exceeds the limit.
+
+    Parameters
+    ----------
+    estimate : int
+        The run's estimated peak, in bytes.
+    what : str
+        The sizes that make it, for the message (``"--seeds 1000 --context 4096"``).
+    limit : float, optional
+        The limit in GiB (the command line's ``--max-memory``); default: the
+        memory available now (:func:`available_memory`).
+
+    Raises
+    ------
+    MemoryError
+        With the estimate, the limit and how to override it.
+    """
+    if limit is not None:
+        if not (isinstance(limit, (int, float)) and math.isfinite(limit) and limit > 0):
+            raise ValueError(f"--max-memory: expected a positive number of GiB, got {limit!r}")
+        cap, source, advice = limit * 2**30, "allowed by --max-memory", "raise --max-memory"
+    else:
+        cap, source, advice = available_memory(), "available now", "pass --max-memory GIB to run anyway"
+        if cap is None:
+            return
+    if estimate > cap:
+        raise MemoryError(f"{what} needs about {format_bytes(estimate)} of memory, more than the "
+                          f"{format_bytes(cap)} {source}; ask for less, or {advice}")

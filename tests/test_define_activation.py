@@ -1,0 +1,379 @@
+"""refattn.define_activation: an activation from a user's g and h works wherever a built-in does.
+
+Two activations no paper here uses, defined from g and h alone, are compared
+with an independent reference (phi written directly with autograd.numpy,
+autograd's VJP of it, and attention written out by hand) in the forward pass,
+the VJP and the attention output and gradients, to 1e-10:
+
+* softplus-max: g = h = softplus(s) = log(1 + e^s)  (rho = 1);
+* algebraic sign-max: g(s) = s, h(s) = sqrt(1 + s^2)  (rho = s / sqrt(1 + s^2),
+  odd like TanhMax's tanh, with a normaliser that grows like |s| instead of e^|s|).
+"""
+
+import json
+import warnings
+
+import autograd.numpy as anp
+import matplotlib
+import numpy as np
+import pytest
+from autograd import make_vjp
+
+matplotlib.use("Agg")
+
+import refattn  # noqa: E402
+from refattn import fast  # noqa: E402
+from refattn.activations import Activation, activation  # noqa: E402
+from refattn.attention import attention, attention_backward  # noqa: E402
+from refattn.cli import main as cli_main  # noqa: E402
+from refattn.custom import NonFiniteError, define_activation, unregister  # noqa: E402
+from refattn.dynamics import closed_form_delta_II, delta_II, pi_matrix, score_velocity  # noqa: E402
+from refattn.fast.kernels import Generic, kernel  # noqa: E402
+from refattn.gradcheck import gradcheck  # noqa: E402
+from refattn.properties import measure  # noqa: E402
+
+TOL = 1e-10
+
+
+def softplus(s):
+    return anp.logaddexp(0.0, s)
+
+
+def identity(s):
+    return s
+
+
+def root(s):
+    return anp.sqrt(1.0 + s * s)
+
+
+#: name -> (g, h): the two activations under test.
+PAIRS = {"softplus-max": (softplus, softplus), "algebraic": (identity, root)}
+
+
+@pytest.fixture(params=sorted(PAIRS))
+def case(request):
+    g, h = PAIRS[request.param]
+    return define_activation(request.param, g, h), g, h
+
+
+def reference_phi(g, h):
+    """phi written directly: g(s) / sum_k h(s_k) along the last axis (no reweighting)."""
+    return lambda s: g(s) / anp.sum(h(s), axis=-1, keepdims=True)
+
+
+def close(a, b, tol=TOL):
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.shape == b.shape
+    err = np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-300)
+    assert err <= tol, f"relative error {err:.3e} > {tol:g}"
+
+
+def test_is_an_activation_with_every_attribute(case):
+    act, g, h = case
+    assert isinstance(act, Activation)
+    for attr in ("g", "h", "dg", "dh", "rho", "drho", "ell", "dell", "scaled_ell", "p", "forward",
+                 "vjp", "jacobian", "delta_II"):
+        assert callable(getattr(act, attr))
+    assert act.name in repr(act) and act.source
+    assert act.rho_is_one == (g is h)
+    assert act.shift_invariant is False and act.ell_scale == 1.0
+    assert act.regularity == "log" and act.singular == () and act.singular_scores == ()
+    assert act.given == ()  # both derivatives from autograd
+
+
+@pytest.mark.parametrize("shape", [(7,), (3, 5), (2, 3, 4)])
+def test_forward_and_vjp_match_the_direct_reference(case, shape, rng):
+    act, g, h = case
+    phi = reference_phi(g, h)
+    s, u = 2.0 * rng.standard_normal(shape), rng.standard_normal(shape)
+    close(act.forward(s), phi(s))
+    vjp_fn, _ = make_vjp(phi)(s)
+    close(act.vjp(s, u), vjp_fn(u))
+    close(act.delta_II(s, u), vjp_fn(u))  # Proposition 1's closed form is the VJP with cotangent o
+    if len(shape) == 1:
+        J = np.stack([vjp_fn(e) for e in np.eye(shape[0])])  # J[j, k] = d phi_j / d s_k
+        close(act.jacobian(s), J)
+
+
+def test_other_axis_and_mask_match_the_reference(case, rng):
+    act, g, h = case
+    s, u = 2.0 * rng.standard_normal((5, 4)), rng.standard_normal((5, 4))
+    mask = rng.random((5, 4)) < 0.7
+    mask[:, 0] = True
+
+    def phi(s):  # masked entries have h = 0 and no weight, along axis 0
+        hs = anp.where(mask, h(s), 0.0)
+        return anp.where(mask, g(s), 0.0) / anp.sum(hs, axis=0, keepdims=True)
+
+    close(act.forward(s, axis=0, mask=mask), phi(s))
+    close(act.vjp(s, u, axis=0, mask=mask), make_vjp(phi)(s)[0](u))
+
+
+def test_gradcheck_passes(case, rng):
+    act, _, _ = case
+    s = 2.0 * rng.standard_normal((3, 6))
+    gradcheck(act.forward, {"s": s}, lambda u, s: {"s": act.vjp(s, u)}, name=act.name).assert_ok()
+
+
+def _attention_reference(g, h, Q, K, V):
+    S = Q @ anp.swapaxes(K, -1, -2) / np.sqrt(Q.shape[-1])  # scaled dot product
+    return reference_phi(g, h)(S) @ V
+
+
+def test_attention_reference_and_fast_match_the_direct_reference(case, rng):
+    act, g, h = case
+    Q, K, V = (rng.standard_normal((2, 3, 5, 4)) for _ in range(3))
+    want = _attention_reference(g, h, Q, K, V)
+    dY = rng.standard_normal(want.shape)
+    grads = {}
+    for name, i in (("Q", 0), ("K", 1), ("V", 2)):
+        def f(x, i=i):
+            args = [Q, K, V]
+            args[i] = x
+            return _attention_reference(g, h, *args)
+        grads[name] = make_vjp(f)((Q, K, V)[i])[0](dY)
+    assert type(kernel(act)) is Generic  # the fast path's route for an activation it does not know
+    for module in (refattn.attention, fast):
+        out, cache = module.attention(Q, K, V, activation=act)
+        close(out, want)
+        back = module.attention_backward(dY, cache)
+        for name in "QKV":
+            close(back[name], grads[name])
+
+
+def test_fast_blocked_route_matches_reference(case, rng):
+    """Large enough for the fast path's blocks and threads."""
+    act, _, _ = case
+    Q, K, V = (rng.standard_normal((8, 4, 64, 8)) for _ in range(3))
+    out, cache = attention(Q, K, V, activation=act, causal=True)
+    out_f, cache_f = fast.attention(Q, K, V, activation=act, causal=True)
+    close(out_f, out, 1e-12)
+    dY = rng.standard_normal(out.shape)
+    b, b_f = attention_backward(dY, cache), fast.attention_backward(dY, cache_f)
+    for name in "QKV":
+        close(b_f[name], b[name], 1e-12)
+
+
+def test_proposition_1_and_properties(case, rng):
+    act, g, h = case
+    s, o = rng.standard_normal((4, 6)), rng.standard_normal((4, 6))
+    close(closed_form_delta_II(act, s, o), delta_II(act, s, o))
+    c, dI = rng.standard_normal(4), rng.standard_normal((4, 6))
+    close(score_velocity(act, s, o, c, dI), -dI * delta_II(act, s, o) * c[:, None])
+    row = s[0]
+    close(pi_matrix(act, row), act.jacobian(row).T)  # pi_ij = d w_j / d s_i from g, h, dg, dh
+    m = measure(act)
+    holds = {k: v["holds"] for k, v in m.items() if isinstance(v, dict) and "holds" in v}
+    assert holds["monotonicity"] and holds["contextual_normalisation"]
+    assert holds["origin_symmetry"] == (act.name == "algebraic")  # g(s) = s is odd, softplus is not
+
+
+def test_notebook_01_figures_draw(case, tmp_path, monkeypatch):
+    """The panels notebook 01 draws for every built-in, drawn for a user activation."""
+    import matplotlib.pyplot as plt
+
+    from refattn.plots import save
+
+    monkeypatch.setenv("REFATTN_FIGDIR", str(tmp_path))
+    act, _, _ = case
+    grid = np.linspace(-4.0, 4.0, 80)
+    fig, axes = plt.subplots(1, 5, figsize=(10, 2))
+    for ax, method in zip(axes, ("g", "h", "rho", "ell")):
+        y = getattr(act, method)(grid)
+        assert np.all(np.isfinite(y))
+        ax.plot(grid, y)
+    s_row = np.array([-2.0, -1.1, -0.3, 0.2, 0.6, 1.0, 1.7, 2.4])
+    axes[4].bar(np.arange(8), act.forward(s_row))
+    assert save(fig, f"custom_{act.name}") is not None
+    plt.close(fig)
+    assert (tmp_path / f"custom_{act.name}.png").is_file()
+
+
+def test_float32_keeps_its_dtype(case, rng):
+    act, _, _ = case
+    s = rng.standard_normal((3, 5)).astype(np.float32)
+    w = act.forward(s)
+    assert w.dtype == np.float32
+    assert act.vjp(s, np.ones_like(s)).dtype == np.float32
+
+
+# ------------------------------------------------------------------------------
+# Hand-given derivatives
+# ------------------------------------------------------------------------------
+
+
+def test_correct_hand_derivatives_are_accepted_and_used():
+    def dsoftplus(s):
+        return 0.5 * (1.0 + anp.tanh(0.5 * s))  # sigmoid
+
+    act = define_activation("softplus-max-hand", softplus, softplus, dg=dsoftplus, dh=dsoftplus)
+    assert act.given == ("dg", "dh")
+    s = np.linspace(-3, 3, 7)
+    close(act.dh(s), dsoftplus(s))
+
+
+def test_wrong_hand_derivative_is_refused_naming_function_and_worst_point():
+    def dh_wrong(s):  # right for s < 2, 10% off beyond
+        return anp.where(s < 2.0, s / anp.sqrt(1.0 + s * s), 1.1 * s / anp.sqrt(1.0 + s * s))
+
+    with pytest.raises(ValueError) as info:
+        define_activation("algebraic-bad", identity, root, dh=dh_wrong)
+    msg = str(info.value)
+    assert len(msg.splitlines()) == 1
+    assert msg.startswith("dh (dh_wrong): does not match autograd's derivative of h (root)")
+    worst = float(msg.split("worst at s = ")[1].split(",")[0])
+    assert worst >= 2.0  # the worst point is where it is wrong
+    with pytest.raises(ValueError, match=r"^dg: does not match autograd's derivative of g"):
+        define_activation("x", identity, root, dg=lambda s: 1.0 + 0.0 * s + 1e-3 * s * s)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"name": ""}, r"^name: expected a non-empty string"),
+    ({"name": "softmax"}, r"^name: 'softmax' is a built-in activation"),
+    ({"g": 3.0}, r"^g: expected a function"),
+    ({"h": lambda s: s}, r"^h: must be >= 0"),
+    ({"h": lambda s: anp.sum(s * s) + 0.0 * s}, r"^h: is not elementwise"),
+    ({"g": lambda s: anp.sqrt(s)}, r"^g: is NaN at s = "),
+    ({"g": lambda s: s, "h": lambda s: anp.maximum(s, 0.0)}, r"^g: is .* where h = 0"),
+    ({"regularity": "wild"}, r"^regularity: expected one of"),
+    ({"singular_scores": [float("nan")]}, r"^singular_scores: expected finite"),
+])
+def test_bad_definitions_are_one_line_naming_the_argument(kwargs, match):
+    args = {"name": "user", "g": identity, "h": root, **kwargs}
+    with pytest.raises((ValueError, TypeError), match=match) as info:
+        define_activation(args.pop("name"), args.pop("g"), args.pop("h"), **args)
+    assert len(str(info.value).splitlines()) == 1
+
+
+# ------------------------------------------------------------------------------
+# Non-finite results are reported, never returned
+# ------------------------------------------------------------------------------
+
+
+def test_non_finite_results_raise_naming_the_activation_and_the_score():
+    act = define_activation("algebraic", identity, root)  # 1 + s^2 overflows beyond 1.3e154
+    s = np.array([0.5, 1e200, -1.0])
+    for call in (lambda: act.forward(s), lambda: act.vjp(s, np.array([1.0, -2.0, 0.5])),
+                 lambda: attention(np.array([[1e100]]), np.array([[1e100], [1.0]]),
+                                   np.ones((2, 1)), score="dot", activation=act)):
+        with pytest.raises(NonFiniteError) as info:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")  # no NumPy warning on the way either
+                call()
+        msg = str(info.value)
+        assert msg.startswith("activation 'algebraic': ")
+        assert "s = 1e+200" in msg and ("not finite" in msg or "+inf" in msg)
+    exp_act = define_activation("exp-max", anp.exp, anp.exp)  # softmax written naively
+    with pytest.raises(NonFiniteError, match=r"'exp-max': ell = log h is \+inf .* at s = 800.0"):
+        exp_act.forward(np.array([0.0, 800.0]))
+    assert isinstance(NonFiniteError("x"), ValueError)  # the command line's one-line errors
+
+
+def test_h_zero_everywhere_is_the_no_normaliser_convention():
+    act = define_activation("softplus-max", softplus, softplus)
+    s = np.array([[-800.0, -900.0, -1000.0], [0.0, 1.0, -800.0]])  # softplus underflows to 0
+    w = act.forward(s)
+    assert np.all(w[0] == 0.0) and np.isclose(w[1].sum(), 1.0) and w[1, 2] == 0.0
+    assert np.all(act.vjp(s, np.array([[1.0, 2.0, 3.0], [1.0, -1.0, 2.0]]))[0] == 0.0)
+
+
+def test_cupy_arrays_are_refused_clearly(monkeypatch):
+    import refattn.custom as custom
+
+    act = define_activation("softplus-max", softplus, softplus)
+    monkeypatch.setattr(custom, "_is_cupy_array", lambda x: True)  # as if s were a CuPy array
+    with pytest.raises(TypeError, match="runs on NumPy arrays only"):
+        act.g(np.zeros(3))
+
+
+# ------------------------------------------------------------------------------
+# Registration and the command line
+# ------------------------------------------------------------------------------
+
+
+def test_register_makes_the_name_resolve_but_not_the_builtin_tuple(rng):
+    act = define_activation("softplus-max-reg", softplus, softplus, register=True)
+    try:
+        assert activation("softplus-max-reg") is act
+        assert "softplus-max-reg" not in refattn.ACTIVATIONS
+        Q, K, V = (rng.standard_normal((3, 2)) for _ in range(3))
+        close(attention(Q, K, V, activation="softplus-max-reg")[0], attention(Q, K, V, activation=act)[0])
+        with pytest.raises(ValueError, match="already registered"):
+            define_activation("softplus-max-reg", softplus, softplus, register=True)
+    finally:
+        unregister("softplus-max-reg")
+    with pytest.raises(ValueError, match="unknown activation"):
+        activation("softplus-max-reg")
+    with pytest.raises(ValueError, match="built-in"):
+        unregister("softmax")
+
+
+USER_FILE = '''
+import autograd.numpy as anp
+from refattn.custom import define_activation
+
+def softplus(s):
+    return anp.logaddexp(0.0, s)
+
+SOFTPLUS_MAX = define_activation("softplus-max", softplus, softplus)
+ALGEBRAIC = {"g": lambda s: s, "h": lambda s: anp.sqrt(1.0 + s * s)}
+KINKED = {"g": lambda s: anp.maximum(s, 0.0), "h": lambda s: 1.0 + 0.0 * s, "singular_scores": [0.0],
+          "regularity": "kink"}
+BROKEN = {"g": lambda s: s, "h": lambda s: anp.sqrt(1.0 + s * s), "dh": lambda s: 2.0 * s}
+NOT_ONE = 42
+'''
+
+
+@pytest.mark.parametrize("name", ["SOFTPLUS_MAX", "ALGEBRAIC", "KINKED"])
+def test_check_activation_from_a_file(tmp_path, capsys, name):
+    path = tmp_path / "mine.py"
+    path.write_text(USER_FILE)
+    assert cli_main(["check", "--activation", f"{path}:{name}"]) == 0
+    out = capsys.readouterr().out
+    assert "all checks passed" in out
+    assert cli_main(["check", "--json", "--activation", f"{path}:{name}"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["ok"] and result["rows"][0]["status"] == "ok"
+    assert [r["singular"] for r in result["rows"]] == ([False, True] if name == "KINKED" else [False])
+
+
+@pytest.mark.parametrize("spec, match", [
+    ("{path}", "expected FILE.py:NAME"),
+    ("{path}:NOPE", "defines no 'NOPE'"),
+    ("{path}:NOT_ONE", "is a int; expected an Activation"),
+    ("{path}:BROKEN", "dh: does not match autograd's derivative of h"),
+    ("{tmp}/missing.py:X", "no such file"),
+])
+def test_check_activation_bad_input_is_one_line_exit_2(tmp_path, capsys, spec, match):
+    path = tmp_path / "mine.py"
+    path.write_text(USER_FILE)
+    code = cli_main(["check", "--activation", spec.format(path=path, tmp=tmp_path)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and match in err, err
+
+
+def test_check_activation_reports_a_non_finite_activation_as_a_failure(tmp_path, capsys):
+    path = tmp_path / "bad.py"
+    path.write_text("import autograd.numpy as anp\n"
+                    "NAN_AT_3 = {'g': lambda s: s, 'h': lambda s: anp.where(s > 3.5, anp.nan, 1.0 + s * s)}\n")
+    # NaN beyond 3.5 only: the definition's grid is [-10, 10], so it is refused at once
+    assert cli_main(["check", "--activation", f"{path}:NAN_AT_3"]) == 2
+    assert "h: is NaN at s = " in capsys.readouterr().err
+
+
+def test_check_activation_reports_overflow_during_the_check_as_a_failed_row(tmp_path, capsys):
+    path = tmp_path / "steep.py"
+    path.write_text("import autograd.numpy as anp\n"
+                    "def h(s):\n    return anp.exp(300.0 * s)\n"
+                    "STEEP = {'g': h, 'h': h}\n")  # h = e^{300 s} overflows for s > 2.37
+    assert cli_main(["check", "--json", "--activation", f"{path}:STEEP"]) == 1
+    row = json.loads(capsys.readouterr().out)["rows"][0]
+    assert row["status"] == "FAIL: not finite" and not row["ok"]
+    assert row["note"].startswith("activation 'STEEP': ell = log h is +inf")
+
+
+def test_a_convention_broken_beyond_the_check_grid_is_caught_when_it_happens():
+    act = define_activation("sign-flip", identity, lambda s: anp.where(s > 50.0, -1.0, 1.0 + s * s))
+    with pytest.raises(ValueError, match=r"^activation 'sign-flip': h is negative .* at s = 60.0"):
+        act.forward(np.array([0.0, 60.0]))
