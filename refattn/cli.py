@@ -127,11 +127,14 @@ def _check_out_folder(folder):
     """Create ``folder`` and check that a file can be written there, before any work."""
     if folder == "":
         raise ValueError("--out: expected a folder name, got an empty string")
-    os.makedirs(folder, exist_ok=True)
     probe = os.path.join(folder, f".refattn-write-test-{os.getpid()}")
-    with open(probe, "w"):
-        pass
-    os.remove(probe)
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with open(probe, "w"):
+            pass
+        os.remove(probe)
+    except OSError as exc:
+        raise ValueError(f"--out: cannot write into {folder!r} ({exc.strerror or exc})") from None
 
 
 _RESULTS_FILE = [None]  # this command's results file (with --out), for _write_figure

@@ -300,7 +300,9 @@ def check_checkpoint(path, option="checkpoint"):
         try:
             load_checkpoint(name)
         except ValueError as exc:
-            raise ValueError(f"{option}: {exc}") from None
+            message = str(exc)
+            message = message[len("checkpoint "):] if message.startswith("checkpoint ") else message
+            raise ValueError(f"{option}: {message}") from None
 
 
 # --------------------------------------------------------------------------
