@@ -215,7 +215,8 @@ def _cmd_interpret(args) -> int:
     result = run_interpret(_names(args.activations, "--activations"), args.data, sst2_path=args.sst2,
                            seeds=args.seeds,
                            epochs=args.epochs, n_instances=args.n_instances, seed=args.seed, n_draws=args.draws,
-                           split=args.split, progress=None if not args.json else False)
+                           split=args.split, progress=None if not args.json else False,
+                           on_result=_on_result(args))
     if args.out:
         from .plots import plot_interpret  # noqa: PLC0415
 
@@ -294,7 +295,7 @@ def _cmd_rank_collapse(args) -> int:
     result = run_rank_collapse(names, depth=args.depth,
                                n=args.n, d=args.d, heads=args.heads, seeds=args.seeds, inputs=args.inputs,
                                architectures=_csv(args.architectures), seed=args.seed, rescale=args.rescale,
-                               progress=None if not args.json else False)
+                               progress=None if not args.json else False, on_result=_on_result(args))
     if args.out:
         _write_figure(args.out, "rank_collapse.png", lambda: plot_rank_collapse(result), result)
     return _emit(args, result, format_rank_collapse)

@@ -759,7 +759,8 @@ def _load(data, sst2_path, seed, config):
 
 def run_interpret(activations=("softmax", "tanhmax"), data="synthetic", sst2_path=None, seeds=None, epochs=None,
                   n_instances=None, seed=0, *, n_draws=100, score="self", config=SYNTHETIC_SMALL, orient_signed=True,
-                  optimizer="adam", lr=1e-2, batch_size=100, dropout=0.5, split="label", progress=None):
+                  optimizer="adam", lr=1e-2, batch_size=100, dropout=0.5, split="label", progress=None,
+                  on_result=None):
     r"""Train the classifier and measure TanhMax Table 1's quantities on test instances.
 
     For each activation: train ``seeds`` models at once
@@ -795,6 +796,8 @@ def run_interpret(activations=("softmax", "tanhmax"), data="synthetic", sst2_pat
     orient_signed : bool
         Apply :func:`orientation` to signed activations (default). The raw
         per-seed taus are reported either way (``per_seed``).
+    on_result : callable, optional
+        Called as ``on_result(activation, result)`` as each activation finishes.
     split : {"label", "prediction"}
         Split the instances by their true label (default; Table 1's "dataset
         with class c") or by the model's predicted class (Jain & Wallace's
@@ -857,6 +860,8 @@ def run_interpret(activations=("softmax", "tanhmax"), data="synthetic", sst2_pat
         results[act] = {"signed": signed_activation(act), "classes": summarise(m, classes),
                         "per_seed": per_seed, "train_seconds": t1 - t0,
                         "measure_seconds": time.perf_counter() - t1}
+        if on_result is not None:  # the command line writes it to disk: a later failure loses nothing
+            on_result(act, results[act])
     return {
         "settings": {"activations": list(activations), "data": desc, "seeds": list(seeds), "epochs": epochs,
                      "n_instances": int(n), "n_draws": n_draws, "seed": seed, "score": score,

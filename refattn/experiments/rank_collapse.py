@@ -866,7 +866,7 @@ def _summarise(code, exa, norm):
 
 def run_rank_collapse(activations=None, depth=12, n=8, d=16, heads=2, seeds=2, inputs=2,
                       architectures=ARCHITECTURES, seed=0, weight_std=None, rescale=False, exact=True,
-                      precision="split", progress=None):
+                      precision="split", progress=None, on_result=None):
     r"""Residual ratio against depth for every activation and architecture (TanhMax Fig. 4).
 
     For each weight seed ``s < seeds`` one stack per architecture is drawn
@@ -902,6 +902,8 @@ def run_rank_collapse(activations=None, depth=12, n=8, d=16, heads=2, seeds=2, i
         whose ratios stop at a rounding floor near 1e-16.
     progress : bool, optional
         Print one line per activation to stderr.
+    on_result : callable, optional
+        Called as ``on_result(activation, curves)`` as each activation finishes.
 
     Returns
     -------
@@ -958,6 +960,8 @@ def run_rank_collapse(activations=None, depth=12, n=8, d=16, heads=2, seeds=2, i
                     for key in rows:
                         rows[key].append(r[key])
             curves[a][arch] = _summarise(rows["log10_code"], rows["log10_exact"], rows["log10_norm"])
+        if on_result is not None:  # the command line writes it to disk: a later failure loses nothing
+            on_result(a, curves[a])
         if progress:
             print(f"rank collapse: {a} done ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
     return {
