@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from .activations import Activation, activation as get_activation
-from .backend import array_module, check_float_array, check_mask, stop_gradient
+from .backend import array_module, check_float_array, check_mask, stop_gradient, sum_to
 from .scores import Score, score as get_score
 
 __all__ = ["attention", "attention_backward", "causal_mask", "prepare", "check_grad_out"]
@@ -150,7 +150,7 @@ def attention_backward(grad_out, cache):
     check_grad_out(grad_out, w, V)
     sc, act = cache["score"], cache["activation"]
     xp = array_module(grad_out, V)
-    dV = xp.swapaxes(w, -1, -2) @ grad_out  # (..., n_k, d_v)  Y = W V  =>  dV = W^T dY
+    dV = sum_to(xp, xp.swapaxes(w, -1, -2) @ grad_out, np.shape(V))  # (..., n_k, d_v)  Y = W V  =>  dV = W^T dY
     dW = grad_out @ xp.swapaxes(V, -1, -2)  # (..., n_q, n_k)               dW = dY V^T
     ds = act.vjp(s, dW, axis=-1, mask=cache["mask"])  # (..., n_q, n_k)  Eq. 01.R4
     if not sc.pairwise:

@@ -510,3 +510,24 @@ def test_threads_calling_attention_while_another_changes_the_thread_count(rng, f
         w.join()
     assert not errors, repr(errors[0])
     assert n > 0 and len(force_blocks) >= 4 * 25 * 2  # every call ran blocked
+
+
+@pytest.mark.parametrize("n_k", [6, 20000])  # whole batch, and large enough for the blocked route
+def test_keys_broadcast_against_a_seed_axis_give_gradients_of_their_own_shape(n_k):
+    """The global score's query ``v`` has a seed axis (S, d) and K, V one batch (1, n, d):
+    dK and dV have K's and V's shapes (summed over the seeds), on both paths, and agree."""
+    rng = np.random.default_rng(0)
+    K, V = rng.standard_normal((1, n_k, 8)), rng.standard_normal((1, n_k, 3))
+    params = {"v": rng.standard_normal((4, 8))}
+    out, cache = reference.attention(None, K, V, score="global", params=params)
+    g = rng.standard_normal(out.shape)
+    want = reference.attention_backward(g, cache)
+    assert want["K"].shape == K.shape and want["V"].shape == V.shape
+    per_seed = [reference.attention_backward(g[i:i + 1], reference.attention(
+        None, K, V, score="global", params={"v": params["v"][i:i + 1]})[1]) for i in range(4)]
+    np.testing.assert_allclose(want["V"], sum(p["V"] for p in per_seed), rtol=1e-12, atol=1e-14)
+    fast_out, fast_cache = attention(None, K, V, score="global", params=params)
+    got = attention_backward(g, fast_cache)
+    for k in ("K", "V"):
+        np.testing.assert_allclose(got[k], want[k], rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(got["params"]["v"], want["params"]["v"], rtol=1e-12, atol=1e-14)

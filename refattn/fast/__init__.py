@@ -34,7 +34,7 @@ import numpy as np
 
 from .. import attention as reference
 from ..activations import Linear
-from ..backend import array_module, is_traced
+from ..backend import array_module, is_traced, sum_to
 from ..scores import Dot
 from . import threads
 from .kernels import forward as kernel_forward, kernel, vjp_from
@@ -130,7 +130,7 @@ def attention_backward(grad_out, cache):
 
 def _backward(sc, act, xp, grad_out, Q, K, V, params, aux, p, w):
     """The chain rule through the three steps, on a batch or one block: ``(dQ, dK, dV, dparams)``."""
-    dV = xp.swapaxes(w, -1, -2) @ grad_out  # (..., n_k, d_v)   dV = W^T dY
+    dV = sum_to(xp, xp.swapaxes(w, -1, -2) @ grad_out, np.shape(V))  # (..., n_k, d_v)   dV = W^T dY
     dW = grad_out @ xp.swapaxes(V, -1, -2)  # (..., n_q, n_k)   dW = dY V^T
     ds = vjp_from(act, xp, aux, p, dW, -1, w, overwrite_u=True)  # Eq. 01.R5, into dW's memory
     if not sc.pairwise:
@@ -173,6 +173,8 @@ def _block_size(xp, shape, *arrays):
     """Slices per block for scores of ``shape``, or None to run the whole batch at once."""
     if xp is not np or any(a is not None and type(a) is not np.ndarray for a in arrays):
         return None
+    if any(a is not None and a.shape[:-2] != tuple(shape[:-2]) for a in arrays):
+        return None  # K, V broadcast against a parameter's seed axis (the global score): one batch
     itemsize = max(a.dtype.itemsize for a in arrays if a is not None)
     return threads.block_size(math.prod(shape[:-2]), shape[-2] * shape[-1], itemsize)
 

@@ -1,0 +1,426 @@
+"""Tests for refattn.streaming: attention block by block, equal to the dense reference.
+
+Every comparison is with :func:`refattn.attention.attention` and
+:func:`refattn.attention.attention_backward` on the same inputs; float64
+results must agree to 1e-12 of their scale (norm-wise: ``max |a - b| <=
+1e-12 * max(1, max |b|)``), which is a few hundred ulps of the largest
+entry: the streaming and dense paths add the same terms in another order
+and rescale by ``e^(m_old - m_new)`` instead of subtracting the final
+maximum once (``derivations/23-streaming.md``, section 4).
+"""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+import hypothesis.extra.numpy as hnp
+
+from refattn import ACTIVATIONS, SCORES, score
+from refattn.activations import Activation
+from refattn.attention import attention, attention_backward
+from refattn.backend import to_numpy
+from refattn.gradcheck import gradcheck
+from refattn.streaming import _Blocks, streaming_attention, streaming_attention_backward
+
+from conftest import RTOL_AUTOGRAD, RTOL_CENTRAL
+
+B, H, D, DV = 2, 2, 3, 2
+TOL = 1e-12
+MASKINGS = ("none", "mask", "causal", "both")
+
+
+def _assert_close(got, want, what, tol=TOL):
+    got, want = to_numpy(got), to_numpy(want)
+    assert got.shape == want.shape, f"{what}: shape {got.shape}, reference {want.shape}"
+    assert got.dtype == want.dtype, f"{what}: dtype {got.dtype}, reference {want.dtype}"
+    err = float(np.max(np.abs(got - want), initial=0.0))
+    scale = max(1.0, float(np.max(np.abs(want), initial=0.0)))
+    assert err <= tol * scale, f"{what}: max |streaming - dense| = {err:.3e} > {tol:g} * {scale:.3e}"
+
+
+def _mask(rng, n_q, n_k, lead=(B, 1)):
+    """A random keep-mask broadcastable to (B, H, n_q, n_k), with one fully masked row."""
+    mask = rng.random(lead + (n_q, n_k)) < 0.6
+    mask[0, ..., 1, :] = False  # a row with no normaliser
+    return mask
+
+
+def _both(Q, K, V, G, **kw):
+    """Dense and streaming forward + backward on the same inputs."""
+    block_size = kw.pop("block_size")
+    out0, c0 = attention(Q, K, V, **kw)
+    out1, c1 = streaming_attention(Q, K, V, block_size=block_size, **kw)
+    return (out0, attention_backward(G, c0)), (out1, streaming_attention_backward(G, c1))
+
+
+def _assert_same(dense, stream, what):
+    (out0, g0), (out1, g1) = dense, stream
+    _assert_close(out1, out0, f"{what}: out")
+    for k in ("Q", "K", "V"):
+        if g0[k] is None:
+            assert g1[k] is None, f"{what}: d{k} should be None"
+        else:
+            _assert_close(g1[k], g0[k], f"{what}: d{k}")
+    assert set(g1["params"]) == set(g0["params"]), what
+    for k in g0["params"]:
+        _assert_close(g1["params"][k], g0["params"][k], f"{what}: d{k}")
+
+
+# --------------------------------------------------------------------------
+# Equal to the dense reference
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("masking", MASKINGS)
+@pytest.mark.parametrize("act", ACTIVATIONS)
+def test_every_activation_equals_the_dense_reference(act, masking, rng):
+    """Output and dQ, dK, dV to 1e-12, at block sizes that divide n (4), do not (5, 7),
+    are 1 (every key its own block) and exceed n (one block); n_q != n_k without causal."""
+    causal = masking in ("causal", "both")
+    shapes = [(12, 12)] if causal else [(12, 12), (9, 14)]
+    for n_q, n_k in shapes:
+        Q, K, V = (rng.standard_normal((B, H, n, d)) for n, d in ((n_q, D), (n_k, D), (n_k, DV)))
+        G = rng.standard_normal((B, H, n_q, DV))
+        mask = _mask(rng, n_q, n_k) if masking in ("mask", "both") else None
+        for bs in (1, 4, 5, 7, 64):
+            _assert_same(*_both(Q, K, V, G, activation=act, mask=mask, causal=causal, block_size=bs),
+                         f"{act}, {masking}, n_q={n_q}, n_k={n_k}, block_size={bs}")
+
+
+@pytest.mark.parametrize("sc", SCORES)
+@pytest.mark.parametrize("act", ACTIVATIONS)
+def test_every_score_equals_the_dense_reference(sc, act, rng):
+    """Every score with every activation, a random mask and (pairwise scores) causal:
+    Q, K, V and every score parameter's gradient to 1e-12."""
+    s_obj = score(sc)
+    params = s_obj.init_params(D, rng)
+    n = 10
+    Q, K, V = (rng.standard_normal((B, H, n, d)) for d in (D, D, DV))
+    q = None if sc == "global" else Q
+    if s_obj.pairwise:
+        mask, G = _mask(rng, n, n), rng.standard_normal((B, H, n, DV))
+    else:  # one query row pools every token
+        mask, G = rng.random((B, 1, 1, n)) < 0.7, rng.standard_normal((B, H, 1, DV))
+    for causal in (False, True) if s_obj.pairwise else (False,):
+        _assert_same(*_both(q, K, V, G, score=s_obj, activation=act, params=params, mask=mask,
+                            causal=causal, block_size=3), f"{sc}/{act}, causal={causal}")
+
+
+@pytest.mark.parametrize("act", ["tanhmax", "expressive"])
+def test_neural_per_pair_weights_stream_by_their_slices(act, rng):
+    """Per-pair weights (n_q, n_k, ...): each block reads its slice and writes its gradient there."""
+    n_q, n_k = 7, 11
+    s_obj = score("neural")
+    params = s_obj.init_params(D, rng, per_pair=(n_q, n_k))
+    Q, K, V = rng.standard_normal((B, n_q, D)), rng.standard_normal((B, n_k, D)), rng.standard_normal((B, n_k, DV))
+    G = rng.standard_normal((B, n_q, DV))
+    mask = rng.random((n_q, n_k)) < 0.7
+    _assert_same(*_both(Q, K, V, G, score=s_obj, activation=act, params=params, mask=mask, block_size=3),
+                 f"neural per-pair/{act}")
+
+
+def test_cosformer_positions_are_absolute_across_blocks(rng):
+    """cosFormer's cos(pi (i - j) / 2M) uses the positions in the whole sequence, and its M option."""
+    Q, K, V = (rng.standard_normal((1, 2, 9, d)) for d in (D, D, DV))
+    G = rng.standard_normal((1, 2, 9, DV))
+    for opts in ({}, {"M": 30.0}):
+        _assert_same(*_both(Q, K, V, G, score=score("cosformer", **opts), activation="cosformer",
+                            block_size=4), f"cosformer {opts}")
+    with pytest.raises(ValueError, match="M: 5 is smaller than the sequence length 9"):
+        streaming_attention(Q, K, V, score=score("cosformer", M=5.0))
+
+
+@pytest.mark.parametrize("act", ["softmax", "expressive", "cosformer", "relu"])
+def test_rows_with_no_normaliser_give_zero_output_and_gradient(act, rng):
+    """A fully masked row, an all-zero expressive row and a cosformer row with no positive
+    score have no normaliser: output 0 and gradient 0, as the reference (derivation 01, 5.4)."""
+    n = 6
+    Q, K, V = (rng.standard_normal((1, n, d)) for d in (D, D, DV))
+    Q[0, 2] = 0.0  # every score of row 2 is 0
+    Q[0, 3] = -np.abs(Q[0, 3])
+    K = np.abs(K)  # row 3: every score < 0
+    mask = np.ones((n, n), bool)
+    mask[4] = False  # row 4: fully masked
+    G = rng.standard_normal((1, n, DV))
+    dense, stream = _both(Q, K, V, G, score="dot", activation=act, mask=mask, block_size=4)
+    _assert_same(dense, stream, act)
+    out, g = stream
+    assert np.all(out[0, 4] == 0) and np.all(g["Q"][0, 4] == 0)
+    if act in ("expressive", "cosformer"):
+        assert np.all(out[0, 2] == 0) and np.all(g["Q"][0, 2] == 0)
+    if act == "cosformer":
+        assert np.all(out[0, 3] == 0) and np.all(g["Q"][0, 3] == 0)
+
+
+@settings(max_examples=25, deadline=None)
+@given(data=st.data())
+def test_property_streaming_equals_dense(data):
+    """Any activation, any (n_q, n_k), block size, mask shape and causal: the dense numbers."""
+    act = data.draw(st.sampled_from(ACTIVATIONS), label="activation")
+    causal = data.draw(st.booleans(), label="causal")
+    n_q = data.draw(st.integers(1, 9), label="n_q")
+    n_k = n_q if causal else data.draw(st.integers(1, 9), label="n_k")
+    bs = data.draw(st.integers(1, 10), label="block_size")
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
+    Q, K, V = (rng.standard_normal((2, n, d)) for n, d in ((n_q, D), (n_k, D), (n_k, DV)))
+    G = rng.standard_normal((2, n_q, DV))
+    mshape = data.draw(st.sampled_from([None, (n_q, n_k), (2, n_q, n_k), (n_k,), (2, 1, n_k), (n_q, 1), ()]),
+                       label="mask shape")
+    mask = None if mshape is None else np.asarray(rng.random(mshape) < 0.6)
+    _assert_same(*_both(Q, K, V, G, activation=act, mask=mask, causal=causal, block_size=bs),
+                 f"{act}, causal={causal}, mask {mshape}, block_size={bs}")
+
+
+def test_a_users_own_activation_streams(rng):
+    """An Activation subclass the library has never seen: rho = s, ell = s (g = s e^s, h = e^s)."""
+
+    class SExp(Activation):
+        name = "s_exp"
+
+        def g(self, s):
+            return s * np.exp(s)
+
+        def h(self, s):
+            return np.exp(s)
+
+        def rho(self, s):
+            return s
+
+        def drho(self, s):
+            return np.ones_like(s)
+
+        def ell(self, s):
+            return s
+
+        def dell(self, s):
+            return np.ones_like(s)
+
+    Q, K, V = (rng.standard_normal((B, 8, d)) for d in (D, D, DV))
+    G = rng.standard_normal((B, 8, DV))
+    _assert_same(*_both(Q, K, V, G, activation=SExp(), causal=True, block_size=3), "s_exp")
+
+
+# --------------------------------------------------------------------------
+# The streaming backward, checked three ways
+# --------------------------------------------------------------------------
+
+
+def _gradcheck_streaming(rng, act, sc="scaled_dot", mask=None, causal=False, n=5, block_size=2):
+    """Streaming's backward against autograd through streaming's own forward and against
+    central differences of it, with a random cotangent (gradcheck draws it)."""
+    s_obj = score(sc)
+    params = s_obj.init_params(D, rng)
+    Q, K, V = (rng.standard_normal((1, 2, n, d)) for d in (D, D, DV))
+    names = list(params)
+    args = {"Q": Q, "K": K, "V": V, **params}
+    if sc == "global":
+        args.pop("Q")
+
+    def run(a):
+        return streaming_attention(a.get("Q"), a["K"], a["V"], score=s_obj, activation=act,
+                                   params={p: a[p] for p in names}, mask=mask, causal=causal,
+                                   block_size=block_size)
+
+    def vjp(u, **a):
+        g = streaming_attention_backward(u, run(a)[1])
+        out = {"K": g["K"], "V": g["V"], **g["params"]}
+        if "Q" in a:
+            out["Q"] = g["Q"]
+        return out
+
+    for check, rtol, atol in (("autograd", RTOL_AUTOGRAD, 1e-12), ("central", RTOL_CENTRAL, 1e-8)):
+        gradcheck(lambda **a: run(a)[0], args, vjp, name=f"streaming {act}/{sc}", checks=(check,),
+                  rtol=rtol, atol=atol, seed=int(rng.integers(1000))).assert_ok()
+
+
+@pytest.mark.parametrize("act", ACTIVATIONS)
+def test_streaming_backward_gradcheck_every_activation(act, rng):
+    mask = rng.random((1, 1, 5, 5)) < 0.7
+    mask[..., 0] = True
+    _gradcheck_streaming(rng, act, mask=mask, causal=True)
+
+
+@pytest.mark.parametrize("sc", SCORES)
+def test_streaming_backward_gradcheck_every_score(sc, rng):
+    _gradcheck_streaming(rng, "tanhmax", sc=sc)
+
+
+def test_a_wrong_backward_is_caught(rng, monkeypatch):
+    """The checks can fail: drop the D_i term of Step 10 and gradcheck reports it."""
+    import refattn.streaming as streaming
+
+    real = streaming._backward_blocks
+
+    def no_D(xp, blocks, act, grad_out, cache):
+        return real(xp, blocks, act, grad_out, {**cache, "out": 0.0 * cache["out"]})
+
+    monkeypatch.setattr(streaming, "_backward_blocks", no_D)
+    with pytest.raises(AssertionError, match="analytic VJP vs autograd"):
+        _gradcheck_streaming(rng, "softmax")
+
+
+# --------------------------------------------------------------------------
+# O(n) memory, skipped blocks, float32, devices, errors
+# --------------------------------------------------------------------------
+
+
+def _arrays(x):
+    if isinstance(x, dict):
+        for v in x.values():
+            yield from _arrays(v)
+    elif hasattr(x, "shape") and hasattr(x, "dtype"):
+        yield x
+
+
+@pytest.mark.parametrize("act", ["tanhmax", "expressive"])
+def test_the_cache_holds_no_n_q_by_n_k_array(act, rng):
+    """The cache keeps the inputs, the output and two numbers per query row, nothing pairwise."""
+    n = 24
+    Q, K, V = (rng.standard_normal((B, H, n, d)) for d in (D, D, DV))
+    out, cache = streaming_attention(Q, K, V, activation=act, causal=True, block_size=5)
+    arrays = list(_arrays(cache))
+    assert arrays, "no arrays in the cache?"
+    for a in arrays:
+        assert tuple(a.shape[-2:]) != (n, n) and a.size < B * H * n * n, f"an array of shape {a.shape}"
+    assert cache["m"].shape == cache["z"].shape == (B, H, n)
+    n_q, n_k = 20, 16  # and with n_q != n_k and a mask over keys only
+    Q = rng.standard_normal((B, H, n_q, D))
+    _, cache = streaming_attention(Q, K[..., :n_k, :], V[..., :n_k, :], activation=act,
+                                   mask=rng.random((B, 1, 1, n_k)) < 0.7, block_size=6)
+    for a in _arrays(cache):
+        assert tuple(a.shape[-2:]) != (n_q, n_k) and a.size < B * H * n_q * n_k, f"an array of shape {a.shape}"
+
+
+def test_causal_skips_the_blocks_above_the_diagonal(rng, monkeypatch):
+    """n = 8 in blocks of 2: 4 x 4 blocks, of which 10 are on or below the diagonal."""
+    calls = []
+    real = _Blocks.scores
+
+    def counted(self, rows, cols):
+        calls.append((rows, cols))
+        return real(self, rows, cols)
+
+    monkeypatch.setattr(_Blocks, "scores", counted)
+    Q, K, V = (rng.standard_normal((8, d)) for d in (D, D, DV))
+    out, cache = streaming_attention(Q, K, V, causal=True, block_size=2)
+    assert len(calls) == 10 and all(c.start <= r.stop - 1 for r, c in calls)
+    streaming_attention_backward(rng.standard_normal(out.shape), cache)
+    assert len(calls) == 20
+
+
+@pytest.mark.parametrize("act", ACTIVATIONS)
+def test_float32_stays_float32_and_close(act, rng):
+    Q, K, V = (rng.standard_normal((B, H, 10, d)).astype(np.float32) for d in (D, D, DV))
+    G = rng.standard_normal((B, H, 10, DV)).astype(np.float32)
+    mask = _mask(rng, 10, 10)
+    (out0, g0), (out1, g1) = _both(Q, K, V, G, activation=act, mask=mask, causal=True, block_size=3)
+    assert out1.dtype == np.float32 and all(g1[k].dtype == np.float32 for k in "QKV")
+    _assert_close(out1, out0, "out", tol=1e-5)
+    for k in "QKV":
+        _assert_close(g1[k], g0[k], f"d{k}", tol=1e-5)
+
+
+def _identity_keys(scores, dtype):
+    """Q = the scores, K = I: with the dot score, s = Q K^T reproduces any score rows exactly."""
+    n_k = scores.shape[-1]
+    return scores.astype(dtype), np.eye(n_k, dtype=dtype)
+
+
+def _finite_where_the_reference_is(Q, K, V, G, tol, **kw):
+    """Run both; wherever the dense reference's result is finite, streaming's must be finite
+    and close to it (at these scores linear's rho = s can overflow the reference's sums: those
+    entries are the ones the reference does not handle). Returns how many entries were compared."""
+    with np.errstate(all="ignore"):
+        dense, stream = _both(Q, K, V, G, score="dot", **kw)
+    compared = 0
+    pairs = [("out", stream[0], dense[0])] + [(f"d{k}", stream[1][k], dense[1][k]) for k in "QKV"]
+    for name, got, want in pairs:
+        assert got.dtype == want.dtype, name
+        ok = np.isfinite(want)
+        assert np.all(np.isfinite(got[ok])), f"{name}: streaming {got[ok]}, reference {want[ok]}"
+        if name in ("out", "dQ"):  # dQ = ds exactly, since K = I
+            _assert_close(np.where(ok, got, 0), np.where(ok, want, 0), name, tol=tol)
+        compared += int(ok.sum())
+    return compared
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("act", ACTIVATIONS)
+def test_extreme_scores_stay_finite(act, dtype, rng):
+    """Scores at the dtype's limits, rescaled across blocks of one key: finite wherever
+    the reference is, and equal to it (every entry for all but linear)."""
+    big = np.finfo(dtype).max
+    s = np.array([[-big, -big, 1.0], [big, -big, 0.0], [big, big, big], [-big, 0.0, big],
+                  [1e-30, -big / 3, big / 2]])
+    Q, K = _identity_keys(s, dtype)
+    V = rng.uniform(-1, 1, (3, 2)).astype(dtype)
+    G = rng.uniform(-1, 1, (5, 2)).astype(dtype)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    n = _finite_where_the_reference_is(Q, K, V, G, tol, activation=act, block_size=1)
+    if act != "linear":
+        assert n == 5 * 2 + 5 * 3 + 3 * 3 + 3 * 2, "the reference is finite everywhere here"
+
+
+@pytest.mark.parametrize("act", ACTIVATIONS)
+@settings(max_examples=30, deadline=None)
+@given(data=st.data())
+def test_any_float32_scores_stay_finite(act, data):
+    """Every finite float32 score row (up to the largest float32), random masks and block
+    sizes: wherever the reference is finite, streaming is finite and close to it."""
+    n_q, n_k = data.draw(st.integers(1, 4), label="n_q"), data.draw(st.integers(1, 5), label="n_k")
+    top = float(np.finfo(np.float32).max)
+    elems = st.floats(-top, top, allow_nan=False, allow_infinity=False, width=32)
+    s = data.draw(hnp.arrays(np.float32, (n_q, n_k), elements=elems), label="s")
+    mask = data.draw(hnp.arrays(bool, (n_q, n_k)), label="mask") if data.draw(st.booleans()) else None
+    unit = st.floats(-1, 1, width=32)
+    V = data.draw(hnp.arrays(np.float32, (n_k, 2), elements=unit), label="V")
+    G = data.draw(hnp.arrays(np.float32, (n_q, 2), elements=unit), label="G")
+    bs = data.draw(st.integers(1, n_k), label="block_size")
+    Q, K = _identity_keys(s, np.float32)
+    _finite_where_the_reference_is(Q, K, V, G, 1e-5, activation=act, mask=mask, block_size=bs)
+
+
+def test_device_arrays_run_the_same_code(xp, rng):
+    """NumPy, the fake device (the CuPy branch on the CPU) and CuPy where present: same numbers."""
+    Q, K, V = (rng.standard_normal((B, 9, d)) for d in (D, D, DV))
+    G = rng.standard_normal((B, 9, DV))
+    mask = rng.random((B, 9, 9)) < 0.7
+    sc = score("neural")
+    params = sc.init_params(D, rng)
+    kw = dict(score=sc, activation="tanhmax", causal=True, block_size=4)
+    out0, c0 = streaming_attention(Q, K, V, params=params, mask=mask, **kw)
+    g0 = streaming_attention_backward(G, c0)
+    dev = {k: xp.array(v) for k, v in params.items()}
+    out1, c1 = streaming_attention(xp.array(Q), xp.array(K), xp.array(V), params=dev, mask=xp.array(mask), **kw)
+    g1 = streaming_attention_backward(xp.array(G), c1)
+    assert isinstance(out1, xp.ndarray) and isinstance(g1["Q"], xp.ndarray)
+    _assert_close(out1, out0, "out")
+    for k in "QKV":
+        _assert_close(g1[k], g0[k], f"d{k}")
+    for k in params:
+        _assert_close(g1["params"][k], g0["params"][k], f"d{k}")
+
+
+def test_errors_name_the_argument(rng):
+    Q, K, V = (rng.standard_normal((6, d)) for d in (D, D, DV))
+    with pytest.raises(ValueError, match=r"block_size: expected an int >= 1, got 0"):
+        streaming_attention(Q, K, V, block_size=0)
+    for bad in (2.5, True, "8", None):
+        with pytest.raises(TypeError, match=r"block_size: expected an int >= 1"):
+            streaming_attention(Q, K, V, block_size=bad)
+    with pytest.raises(TypeError, match="causal: expected True or False"):
+        streaming_attention(Q, K, V, causal="yes")
+    with pytest.raises(ValueError, match="causal: needs as many queries as keys"):
+        streaming_attention(Q[:4], K, V, causal=True)
+    with pytest.raises(ValueError, match="causal: a per-token score"):
+        streaming_attention(Q, K, V, score="self", causal=True)
+    with pytest.raises(ValueError, match="mask: shape"):
+        streaming_attention(Q, K, V, mask=np.ones((5, 6), bool))
+    with pytest.raises(ValueError, match="name: unknown activation"):
+        streaming_attention(Q, K, V, activation="nope")
+    with pytest.raises(TypeError, match="Q: expected a floating-point array"):
+        streaming_attention(Q.tolist(), K, V)
+    out, cache = streaming_attention(Q, K, V)
+    with pytest.raises(ValueError, match=r"grad_out: shape \(6, 1\) does not match the output's \(6, 2\)"):
+        streaming_attention_backward(out[:, :1], cache)
+    with pytest.raises(TypeError, match="grad_out: expected a real floating dtype"):
+        streaming_attention_backward(out.astype(int), cache)
