@@ -281,3 +281,14 @@ def test_environment_variables_are_checked_before_any_work(var, value, monkeypat
     assert main(["nt-cycles", "--N", "2", "--tau", "2"]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and f"{var}: expected" in captured.err
+
+
+def test_bench_nt_smoke():
+    """benchmarks/bench_nt.py --quick runs and reports both dtypes' times and the verdict check."""
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_nt.py"), "--quick"],
+                       cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    for dt in ("float64", "float32"):
+        assert res["times"][dt]["train_seconds_per_epoch_median"] > 0
+    assert set(res["epochs_to_100_identical"]) == {"expressive", "softmax"}

@@ -386,3 +386,21 @@ def test_series_of_all_seeds_equal_one_generate_call_per_seed(task):
     for i, s in enumerate(seeds):
         np.testing.assert_array_equal(test[i], generate(task, length=10, batch=3,
                                                         rng=np.random.default_rng([s, epoch, 1, 2])))
+
+
+def test_float32_training_runs_in_float32_and_resumes_only_as_float32(tmp_path):
+    """``dtype="float32"`` trains float32 parameters (the same initial values, rounded) and
+    is part of the checkpoint's fingerprint: a float64 run does not resume a float32 one."""
+    from refattn.experiments.nt_training import run_nt
+
+    ck = tmp_path / "e.npz"
+    r32 = run_nt("N2T5", 8, "expressive", seeds=2, epochs=2, eval_every=1, n_test=5, progress=False,
+                 dtype="float32", checkpoint=ck)
+    assert r32["dtype"] == "float32"
+    from refattn.train import load_checkpoint
+
+    assert all(v.dtype == np.float32 for v in load_checkpoint(ck)["params"].values())
+    with pytest.raises(ValueError, match="belongs to another run"):
+        run_nt("N2T5", 8, "expressive", seeds=2, epochs=3, eval_every=1, n_test=5, progress=False, checkpoint=ck)
+    with pytest.raises(ValueError, match="dtype: expected 'float64' or 'float32'"):
+        run_nt("N2T5", 8, "expressive", seeds=2, epochs=1, dtype="float16")

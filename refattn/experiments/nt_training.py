@@ -280,8 +280,8 @@ def _snapshot_epochs(epochs_, total):
     return tuple(sorted(set(out)))
 
 
-def memory_estimate(n_con, seeds, *, n_test=PAPER["n_test"], n_predict=PAPER["n_batch"]):
-    """Bytes :func:`run_nt` needs at its peak (on the CPU, float64), estimated before any work.
+def memory_estimate(n_con, seeds, *, n_test=PAPER["n_test"], n_predict=PAPER["n_batch"], itemsize=8):
+    """Bytes :func:`run_nt` needs at its peak (on the CPU; ``itemsize`` 8 for float64), estimated before any work.
 
     The largest arrays are the attention arrays of one step, ``(S, B, N_con,
     N_con)`` for ``B = max(n_test, n_predict)`` rows per seed (a training batch
@@ -293,14 +293,14 @@ def memory_estimate(n_con, seeds, *, n_test=PAPER["n_test"], n_predict=PAPER["n_
     """
     seeds = seeds if isinstance(seeds, (int, np.integer)) else len(tuple(seeds))
     rows = int(seeds) * max(int(n_test), int(n_predict))
-    return 5 * rows * n_con**2 * 8 + 100 * rows * n_con * 8 + 2 * 2**20
+    return 5 * rows * n_con**2 * itemsize + 100 * rows * n_con * itemsize + 2 * 2**20
 
 
 def run_nt(task="N2T5", n_con=16, attention="expressive", *, seeds=16, epochs=200, eval_every=10,
            n_test=PAPER["n_test"], n_g=PAPER["n_g"], lr=PAPER["lr"], momentum=PAPER["momentum"],
            checkpoint=None, progress=None, grad="analytic", stop_after=None, layout=DEFAULT_LAYOUT,
            init_scale=1.0, bias_init="zeros", lr_drop=None, snapshot_epochs=None, snapshot_index=0,
-           device="cpu", max_memory=None):
+           device="cpu", max_memory=None, dtype="float64"):
     """Train ``seeds`` runs of the NT model together and evaluate them.
 
     Parameters
@@ -346,6 +346,10 @@ def run_nt(task="N2T5", n_con=16, attention="expressive", *, seeds=16, epochs=20
     max_memory : float, optional
         GiB the run may use; a run whose :func:`memory_estimate` is larger is
         refused before any work (default: the memory available now).
+    dtype : {"float64", "float32"}
+        The parameters' and activations' precision. float32 halves the time
+        of a step on the CPU (``benchmarks/bench_nt.py``); the initial values
+        are float64's, rounded.
     device : {"cpu", "gpu"}
         ``"gpu"`` runs the same program on CuPy (:func:`array_module_for`):
         the parameters are copied to the GPU once after initialisation (the
@@ -369,8 +373,11 @@ def run_nt(task="N2T5", n_con=16, attention="expressive", *, seeds=16, epochs=20
     """
     epochs = check_int(epochs, "epochs", 1)
     n_con = check_int(n_con, "n_con", 1)
+    if dtype not in ("float64", "float32"):
+        raise ValueError(f"dtype: expected 'float64' or 'float32', got {dtype!r}")
     if isinstance(seeds, (int, np.integer)):  # the estimate first: range(10**9) is not made into a tuple
-        check_memory(memory_estimate(n_con, seeds, n_test=n_test), f"{seeds} seeds at context {n_con}", max_memory)
+        check_memory(memory_estimate(n_con, seeds, n_test=n_test, itemsize=np.dtype(dtype).itemsize),
+                     f"{seeds} seeds at context {n_con}", max_memory)
     seeds = tuple(range(seeds)) if isinstance(seeds, (int, np.integer)) else tuple(int(s) for s in seeds)
     if not seeds:
         raise ValueError("seeds: expected at least one seed")
@@ -385,11 +392,12 @@ def run_nt(task="N2T5", n_con=16, attention="expressive", *, seeds=16, epochs=20
     if device == "gpu" and checkpoint is not None:
         raise ValueError("checkpoint: resuming is supported on device='cpu' only (the optimiser's saved "
                          "buffers are host arrays); drop checkpoint or use device='cpu'")
-    check_memory(memory_estimate(n_con, seeds, n_test=n_test), f"{len(seeds)} seeds at context {n_con}",
+    check_memory(memory_estimate(n_con, seeds, n_test=n_test, itemsize=np.dtype(dtype).itemsize),
+                 f"{len(seeds)} seeds at context {n_con}",
                  max_memory)
     check_checkpoint(checkpoint)  # an existing file must be a readable refattn checkpoint, before any work
     model = NTModel(N, n_con, activation=attention, layout=layout, init_scale=init_scale, bias_init=bias_init)
-    params = {k: xp.asarray(v) for k, v in model.init_params(seeds).items()}  # explicit copy (no-op on NumPy)
+    params = {k: xp.asarray(v) for k, v in model.init_params(seeds, dtype=np.dtype(dtype)).items()}  # explicit copy
     optimizer = SGD(params, lr=lr, momentum=momentum)
     ctx = None
     if snaps:
@@ -419,6 +427,8 @@ def run_nt(task="N2T5", n_con=16, attention="expressive", *, seeds=16, epochs=20
     fingerprint = {"task": name, "n_con": n_con, "attention": attention, "seeds": list(seeds), "lr": lr,
                    "momentum": momentum, "eval_every": eval_every, "n_test": n_test, "n_g": n_g, "grad": grad,
                    "layout": layout, "init_scale": model.init_scale, "bias_init": bias_init}
+    if dtype != "float64":  # float64 runs keep the fingerprint they always had: their checkpoints resume
+        fingerprint["dtype"] = dtype
     if mixture:
         fingerprint["weights"] = list(weights)
     if lr_drop is not None:
@@ -443,7 +453,7 @@ def run_nt(task="N2T5", n_con=16, attention="expressive", *, seeds=16, epochs=20
         "tasks": list(tasks), "weights": list(weights),
         "seeds": list(seeds), "epochs": epochs, "eval_every": eval_every, "n_test": n_test, "n_g": n_g,
         "lr": lr, "momentum": momentum, "lr_drop": None if lr_drop is None else list(lr_drop),
-        "layout": layout, "init_scale": model.init_scale, "bias_init": bias_init, "device": device,
+        "layout": layout, "init_scale": model.init_scale, "bias_init": bias_init, "device": device, "dtype": dtype,
         "n_params": model.n_params,
         "epochs_to_100": to100,
         "reached_100": int(sum(e is not None for e in to100)),
