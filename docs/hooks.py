@@ -49,11 +49,68 @@ ROOT = Path(__file__).resolve().parents[1]
 API_MODULES = ["backend", "activations", "scores", "attention", "gradcheck", "layers", "custom",
                "runs", "train", "dynamics", "properties", "ranges", "singular", "streaming"]
 
-#: Figures embedded in derivations: derivation file -> list of
-#: (heading the figure closes, notebook stem, figure name, caption).
-#: The figure goes at the end of the section whose heading starts with the
-#: given text (before the next heading of the same or a higher level).
-FIGURES: dict[str, list[tuple[str, str, str, str]]] = {}
+#: Figures embedded in derivations, where the derivation states what the
+#: figure shows: derivation file -> [(section heading, figure names)]. Each
+#: figure goes at the end of the section whose heading starts with the text
+#: given; the notebook that draws it is found from the build's own run.
+FIGURES: dict[str, list[tuple[str, list[str]]]] = {
+    "01-reweighted-softmax.md": [
+        ("2. The Jacobian and the single VJP", ["01_tanhmax_jacobian"]),
+        ("3. Every row of the registry", ["01_g_h_rho_ell", "01_weights_bars"]),
+        ("4.1 signexp", ["01_signexp_spike"]),
+    ],
+    "03-proposition-1.md": [
+        ("2. Proof, one step at a time", ["02_prop1_formula_vs_exact"]),
+        ("4. When the assumption fails", ["02_shared_projections", "02_cross_terms_vs_dim"]),
+    ],
+    "04-score-dynamics-closed-forms.md": [
+        ("2. TanhMax: its Eqs. 7", ["02_tanhmax_eq7_sign"]),
+        ("4. What each says", ["02_which_scores_rise"]),
+    ],
+    "05-proposition-2.md": [
+        ("3. (a)", ["05_tanhmax_image_n2"]),
+        ("4. (b)", ["05_closure_paths", "05_closure_gap"]),
+        ("5. (c)", ["05_log_rank"]),
+    ],
+    "06-four-properties.md": [
+        ("2. Property 1", ["05_g_and_half_turn"]),
+        ("3.1 The criterion", ["05_log_abs_g"]),
+        ("3.2 A second measurement", ["07_bottleneck_rank"]),
+        ("7. Comparison with the paper", ["07_table_vs_paper"]),
+    ],
+    "07-expressive-geometry.md": [
+        ("1. The two weights", ["08_weight_vs_angle", "08_polar"]),
+        ("2. The contrast", ["08_contrast"]),
+        ("4. High dimension", ["08_cosine_histograms", "08_high_dim_scatter"]),
+    ],
+    "08-neural-attention-expressivity.md": [
+        ("1. The diagonal picture", ["08_diagonal_surfaces"]),
+        ("3. A relation that is not bilinear", ["08_fixed_query_slices"]),
+        ("4. What the MLP adds", ["08_fit_scatter"]),
+    ],
+    "09-signexp-at-zero.md": [("8. The side-by-side table", ["06_three_estimates", "06_spike_vs_eps"])],
+    "10-nt-tasks.md": [("1. The task family", ["04_nt_series"]), ("5. Finding every cycle", ["04_nt_cycles"])],
+    "12-score-dynamics-experiment.md": [
+        ("2. Trajectories", ["03_score_dynamics"]),
+        ("4. A symmetry of the classifier", ["03_polarity_fig2", "03_opposite_fraction"]),
+    ],
+    "13-interpretability.md": [("6. Our numbers beside Table 1", ["03_interpret_table1"])],
+    "15-nt-experiments.md": [("5. Fig. 4", ["04_nt_fig4", "04_nt_attention_log10"])],
+    "16-rank-collapse.md": [
+        ("2. The mean is not the minimiser", ["09_frontier"]),
+        ("7. What we measured", ["09_rank_collapse", "09_rank_collapse_rescaled"]),
+    ],
+    "17-neural-attention-cost.md": [
+        ("3. What chunking buys", ["10_chunk_size"]),
+        ("5. Measured", ["10_neural_cost_vs_n", "10_max_n_vs_budget"]),
+    ],
+    "18-decoder-and-cog.md": [("3. Cog's JAX example", ["11_cog_example_weights"])],
+    "19-toy-lm.md": [("4. Results", ["11_lm_curves", "11_cog_trained_weights"])],
+    "20-speed.md": [
+        ("4. Linear attention by associativity", ["12_linear_associativity"]),
+        ("6. The result", ["12_benchmark"]),
+    ],
+}
 
 _RUN_TIMEOUT_S = 900
 
@@ -242,10 +299,13 @@ def on_files(files, config):
     for stem, run in runs.items():
         add(f"notebooks/{stem}.md", content=_notebook_page(stem, run))
         add(f"notebooks/{stem}.py", abs_src_path=str(ROOT / "notebooks" / f"{stem}.py"))
+        section = ""
         for cell in run["cells"]:
+            heading = re.search(r"^#{1,6} (.+)$", cell["source"], re.M) if cell["type"] == "markdown" else None
+            section = heading.group(1).strip() if heading else section
             for fig in cell.get("figures", []):
                 add(f"notebooks/{stem}/{fig}", abs_src_path=str(_state["tmp"] / stem / fig))
-                _state["figures"][fig[:-4]] = stem
+                _state["figures"][fig[:-4]] = (stem, section)
 
     modules = _api_modules()
     for m in modules:
@@ -372,12 +432,11 @@ def _fix_links(text: str, page_uri: str) -> str:
 
 
 def _embed_figures(text: str, name: str) -> str:
-    """Put each figure of ``FIGURES[name]`` at the end of its section."""
+    """Put the figures of ``FIGURES[name]`` at the end of their sections, each
+    with a caption naming the notebook section that draws it."""
     from mkdocs.exceptions import PluginError  # noqa: PLC0415
 
-    for heading, stem, fig, caption in FIGURES.get(name, []):
-        if _state["figures"].get(fig) != stem:
-            raise PluginError(f"FIGURES: notebook {stem} drew no figure {fig!r} for derivations/{name}")
+    for heading, figs in FIGURES.get(name, []):
         lines = text.splitlines(keepends=True)
         start = next((i for i, ln in enumerate(lines) if re.match(r"#{1,6} ", ln)
                       and ln.lstrip("#").strip().startswith(heading)), None)
@@ -388,13 +447,40 @@ def _embed_figures(text: str, name: str) -> str:
                     if re.match(r"#{1,%d} " % level, lines[i])), len(lines))
         while end > start + 1 and lines[end - 1].strip() in ("", "---"):
             end -= 1
-        block = (f'\n<figure class="book-figure" markdown>\n'
-                 f"![{fig}](../notebooks/{stem}/{fig}.png)\n"
-                 f"<figcaption markdown>{caption} Drawn by [notebook {stem[:2]}](../notebooks/{stem}.md)"
-                 f" when the book was built.</figcaption>\n</figure>\n\n")
-        lines.insert(end, block)
+        blocks = []
+        for fig in figs:
+            if fig not in _state["figures"]:
+                raise PluginError(f"FIGURES: no notebook drew {fig!r} (wanted in derivations/{name})")
+            stem, section = _state["figures"][fig]
+            blocks.append(f'<figure class="book-figure" markdown>\n'
+                          f"![{fig}](../notebooks/{stem}/{fig}.png)\n\n"
+                          f"<figcaption markdown>`{fig}`: drawn by [notebook {stem[:2]}](../notebooks/{stem}.md)"
+                          f" (section \"{section}\") when the book was built, at the size the tests use."
+                          f"</figcaption>\n</figure>\n")
+        lines.insert(end, "\n\n" + "\n".join(blocks) + "\n")
         text = "".join(lines)
     return text
+
+
+_DISPLAY_LINE = re.compile(r"^\s*\$\$.*\$\$\s*$")
+
+
+def _split_displays(text: str) -> str:
+    """Blank lines around each line that is one ``$$...$$`` display: GitHub
+    shows such a line as a display wherever it stands (inside a paragraph,
+    after another display); arithmatex needs it to be a block of its own."""
+    lines = text.split("\n")
+    out: list[str] = []
+    for i, line in enumerate(lines):
+        if _DISPLAY_LINE.match(line):
+            if out and out[-1].strip():
+                out.append("")
+            out.append(line)
+            if i + 1 < len(lines) and lines[i + 1].strip():
+                out.append("")
+        else:
+            out.append(line)
+    return "\n".join(out)
 
 
 def on_page_markdown(markdown, page, config, files):
@@ -404,6 +490,7 @@ def on_page_markdown(markdown, page, config, files):
     if uri.startswith("derivations/"):
         markdown = _embed_figures(markdown, Path(uri).name)
     markdown = _fix_links(markdown, uri)
+    markdown = _outside_fences(markdown, _split_displays)
     return _link_code_spans(markdown, uri)
 
 

@@ -12,7 +12,8 @@ window.MathJax = {
   },
   options: {
     ignoreHtmlClass: ".*|",
-    processHtmlClass: "arithmatex"
+    // the math in headings shows in the navigation, the table of contents and the header
+    processHtmlClass: "arithmatex|md-ellipsis"
   },
   svg: { fontCache: "global" },
   loader: { load: [] }
