@@ -1,0 +1,523 @@
+"""MkDocs hooks that assemble the refattn book from the repository.
+
+Nothing in ``docs/`` duplicates the repository's text. At build time this
+module adds to the site, as generated files:
+
+* ``index.md``: the README (the reading path and the measured numbers);
+* ``derivations/*.md``: every derivation, with the figures of ``FIGURES``
+  embedded where the derivation states what they show;
+* ``notebooks/*.md``: every ``notebooks/*.py`` (jupytext percent format),
+  executed in its own process with ``REFATTN_SMALL=1`` (``REFATTN_BOOK_SMALL=0``
+  runs them at full size), with printed output and saved figures under each
+  cell, and the source ``.py`` beside it;
+* ``exercises/*.md``: the statements (never ``exercises/solutions/``);
+* ``api/*.md``: one mkdocstrings page per reference module;
+* ``assets/mathjax/tex-svg-full.js``: MathJax 3 from the django-static-mathjax
+  wheel, so that math is typeset with no network.
+
+While pages are rendered, code spans that name a repository path
+(``derivations/01-reweighted-softmax.md``, ``notebooks/01_activations_tour.py``,
+``refattn/activations.py``) or a documented object
+(``refattn.activations.Softmax``) become links, and links to files that are
+not in the site (``exercises/solutions/``) become plain text.
+
+Run as a script, ``python docs/hooks.py NOTEBOOK OUTDIR`` executes one
+notebook and writes ``OUTDIR/cells.json``; the build runs it once per
+notebook, two at a time.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import importlib
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: The reference modules that get an API page, in reading order; a module
+#: that does not exist (yet) is left out.
+API_MODULES = ["backend", "activations", "scores", "attention", "gradcheck", "layers", "custom",
+               "runs", "train", "dynamics", "properties", "ranges", "singular", "streaming"]
+
+#: Figures embedded in derivations, where the derivation states what the
+#: figure shows: derivation file -> [(section heading, figure names)]. Each
+#: figure goes at the end of the section whose heading starts with the text
+#: given; the notebook that draws it is found from the build's own run.
+FIGURES: dict[str, list[tuple[str, list[str]]]] = {
+    "01-reweighted-softmax.md": [
+        ("2. The Jacobian and the single VJP", ["01_tanhmax_jacobian"]),
+        ("3. Every row of the registry", ["01_g_h_rho_ell", "01_weights_bars"]),
+        ("4.1 signexp", ["01_signexp_spike"]),
+    ],
+    "03-proposition-1.md": [
+        ("2. Proof, one step at a time", ["02_prop1_formula_vs_exact"]),
+        ("4. When the assumption fails", ["02_shared_projections", "02_cross_terms_vs_dim"]),
+    ],
+    "04-score-dynamics-closed-forms.md": [
+        ("2. TanhMax: its Eqs. 7", ["02_tanhmax_eq7_sign"]),
+        ("4. What each says", ["02_which_scores_rise"]),
+    ],
+    "05-proposition-2.md": [
+        ("3. (a)", ["05_tanhmax_image_n2"]),
+        ("4. (b)", ["05_closure_paths", "05_closure_gap"]),
+        ("5. (c)", ["05_log_rank"]),
+    ],
+    "06-four-properties.md": [
+        ("2. Property 1", ["05_g_and_half_turn"]),
+        ("3.1 The criterion", ["05_log_abs_g"]),
+        ("3.2 A second measurement", ["07_bottleneck_rank"]),
+        ("7. Comparison with the paper", ["07_table_vs_paper"]),
+    ],
+    "07-expressive-geometry.md": [
+        ("1. The two weights", ["08_weight_vs_angle", "08_polar"]),
+        ("2. The contrast", ["08_contrast"]),
+        ("4. High dimension", ["08_cosine_histograms", "08_high_dim_scatter"]),
+    ],
+    "08-neural-attention-expressivity.md": [
+        ("1. The diagonal picture", ["08_diagonal_surfaces"]),
+        ("3. A relation that is not bilinear", ["08_fixed_query_slices"]),
+        ("4. What the MLP adds", ["08_fit_scatter"]),
+    ],
+    "09-signexp-at-zero.md": [("8. The side-by-side table", ["06_three_estimates", "06_spike_vs_eps"])],
+    "10-nt-tasks.md": [("1. The task family", ["04_nt_series"]), ("5. Finding every cycle", ["04_nt_cycles"])],
+    "12-score-dynamics-experiment.md": [
+        ("2. Trajectories", ["03_score_dynamics"]),
+        ("4. A symmetry of the classifier", ["03_polarity_fig2", "03_opposite_fraction"]),
+    ],
+    "13-interpretability.md": [("6. Our numbers beside Table 1", ["03_interpret_table1"])],
+    "15-nt-experiments.md": [("5. Fig. 4", ["04_nt_fig4", "04_nt_attention_log10"])],
+    "16-rank-collapse.md": [
+        ("2. The mean is not the minimiser", ["09_frontier"]),
+        ("7. What we measured", ["09_rank_collapse", "09_rank_collapse_rescaled"]),
+    ],
+    "17-neural-attention-cost.md": [
+        ("3. What chunking buys", ["10_chunk_size"]),
+        ("5. Measured", ["10_neural_cost_vs_n", "10_max_n_vs_budget"]),
+    ],
+    "18-decoder-and-cog.md": [("3. Cog's JAX example", ["11_cog_example_weights"])],
+    "19-toy-lm.md": [("4. Results", ["11_lm_curves", "11_cog_trained_weights"])],
+    "20-speed.md": [
+        ("4. Linear attention by associativity", ["12_linear_associativity"]),
+        ("6. The result", ["12_benchmark"]),
+    ],
+}
+
+_RUN_TIMEOUT_S = 900
+
+
+# --------------------------------------------------------------------------
+# Executing one notebook (in a child process)
+# --------------------------------------------------------------------------
+
+def run_notebook(src: str, out: str) -> None:
+    """Execute the code cells of ``src`` in order in one namespace, as a kernel
+    would, and write ``out/cells.json``: each cell with its source and, for
+    code cells, what it printed and the figures it saved (``REFATTN_FIGDIR``)."""
+    import jupytext  # noqa: PLC0415
+
+    name = Path(src).name
+    nb = jupytext.read(src)
+    namespace = {"__name__": "__main__"}
+    seen: set[str] = set()
+    cells = []
+    t0 = time.perf_counter()
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "markdown":
+            cells.append({"type": "markdown", "source": cell.source})
+            continue
+        if cell.cell_type != "code":
+            continue
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
+            exec(compile(cell.source, f"{name}[cell {i}]", "exec"), namespace)  # noqa: S102
+        new = sorted((p for p in Path(out).glob("*.png") if p.name not in seen),
+                     key=lambda p: (p.stat().st_mtime_ns, p.name))
+        seen.update(p.name for p in new)
+        cells.append({"type": "code", "source": cell.source, "output": buf.getvalue(),
+                      "figures": [p.name for p in new]})
+    result = {"cells": cells, "seconds": time.perf_counter() - t0}
+    (Path(out) / "cells.json").write_text(json.dumps(result), encoding="utf-8")
+
+
+# --------------------------------------------------------------------------
+# The build
+# --------------------------------------------------------------------------
+
+_state: dict = {}
+
+
+def _log():
+    import logging  # noqa: PLC0415
+
+    return logging.getLogger("mkdocs.hooks.refattn")
+
+
+def _notebooks() -> list[Path]:
+    return sorted((ROOT / "notebooks").glob("[0-9]*.py"))
+
+
+def _derivations() -> list[Path]:
+    return sorted((ROOT / "derivations").glob("[0-9]*.md"))
+
+
+def _exercises() -> list[Path]:
+    return sorted((ROOT / "exercises").glob("[0-9]*.md"))
+
+
+def _api_modules() -> list[str]:
+    return [m for m in API_MODULES if (ROOT / "refattn" / f"{m}.py").exists()
+            or (ROOT / "refattn" / m / "__init__.py").exists()]
+
+
+def on_config(config):
+    """The navigation, from what is in the repository now (a new notebook or
+    derivation appears without editing mkdocs.yml)."""
+    config["nav"] = [
+        {"Home": "index.md"},
+        {"Derivations": ["derivations/00-overview.md", "derivations/index.md"]
+            + [f"derivations/{p.name}" for p in _derivations() if not p.name.startswith("00-")]},
+        {"Notebooks": [f"notebooks/{p.stem}.md" for p in _notebooks()]},
+        {"Exercises": ["exercises/README.md"] + [f"exercises/{p.name}" for p in _exercises()]},
+        {"API reference": ["api/index.md"] + [f"api/{m}.md" for m in _api_modules()]},
+    ]
+    return config
+
+
+def _execute_all() -> dict[str, dict]:
+    """Run every notebook in its own process, two at a time; return its cells."""
+    from mkdocs.exceptions import PluginError  # noqa: PLC0415
+
+    tmp = Path(tempfile.mkdtemp(prefix="refattn-book-"))
+    _state["tmp"] = tmp
+    small = os.environ.get("REFATTN_BOOK_SMALL", "1")
+    env = {**os.environ, "REFATTN_SMALL": "0" if small == "0" else "1", "MPLBACKEND": "Agg",
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+
+    def one(path: Path):
+        out = tmp / path.stem
+        out.mkdir()
+        r = subprocess.run([sys.executable, __file__, str(path), str(out)], cwd=ROOT,
+                           env={**env, "REFATTN_FIGDIR": str(out)}, capture_output=True, text=True,
+                           timeout=_RUN_TIMEOUT_S, check=False)
+        if r.returncode != 0:
+            raise PluginError(f"notebooks/{path.name} failed while building the book:\n"
+                              + (r.stderr or r.stdout)[-4000:])
+        return path.stem, json.loads((out / "cells.json").read_text(encoding="utf-8"))
+
+    t0 = time.perf_counter()
+    workers = max(1, min(len(_notebooks()), os.cpu_count() or 1))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+        results = dict(pool.map(one, _notebooks()))
+    _log().info("refattn book: executed %d notebooks in %.1f s (REFATTN_SMALL=%s)",
+                len(results), time.perf_counter() - t0, env["REFATTN_SMALL"])
+    return results
+
+
+def _fence(text: str, lang: str = "") -> str:
+    """A fenced block that no backtick run inside ``text`` can close."""
+    ticks = "`" * max(3, 1 + max((len(m) for m in re.findall(r"`+", text)), default=0))
+    return f"{ticks}{lang}\n{text.rstrip()}\n{ticks}\n"
+
+
+def _notebook_page(stem: str, run: dict) -> str:
+    parts = []
+    note = (f'!!! info "Executed when this book was built"\n'
+            f"    Source: [`notebooks/{stem}.py`]({stem}.py) (a jupytext percent-format script; run it with\n"
+            f"    `PYTHONPATH=. python notebooks/{stem}.py` or open it with jupytext).\n"
+            f"    The code below ran at the size the tests use (`REFATTN_SMALL=1`) in "
+            f"{run['seconds']:.1f} s; the output and figures under each cell are what it printed and drew.\n")
+    placed = False
+    for cell in run["cells"]:
+        if cell["type"] == "markdown":
+            parts.append(cell["source"].strip() + "\n")
+            if not placed:  # the note goes under the notebook's title cell
+                parts.append(note)
+                placed = True
+            continue
+        if not placed:
+            parts.append(note)
+            placed = True
+        parts.append(_fence(cell["source"], "python"))
+        if cell["output"].strip() or cell["figures"]:
+            out = ['<div class="nb-output" markdown>\n']
+            if cell["output"].strip():
+                out.append(_fence(cell["output"], "text"))
+            for fig in cell["figures"]:
+                out.append(f"![{fig[:-4]}]({stem}/{fig})\n")
+            out.append("</div>\n")
+            parts.append("\n".join(out))
+    return "\n".join(parts)
+
+
+def _api_page(module: str, citing: list[str]) -> str:
+    lines = [f"# refattn.{module}\n"]
+    if citing:
+        links = ", ".join(f"[{c[:-3]}](../derivations/{c})" for c in citing)
+        lines.append(f"Derivations that use this module: {links}.\n")
+    lines.append(f"::: refattn.{module}\n")
+    return "\n".join(lines)
+
+
+def _api_index(modules: list[str]) -> str:
+    rows = ["# API reference\n",
+            "The reference modules, generated from their numpydoc docstrings. Each page says "
+            "which derivations use the module; each derivation links the functions it names "
+            "to their entries here.\n",
+            "| module | what it holds |", "|---|---|"]
+    for m in modules:
+        doc = (importlib.import_module(f"refattn.{m}").__doc__ or "").strip().splitlines()
+        first = doc[0].strip().rstrip(".") if doc else ""
+        rows.append(f"| [`refattn.{m}`]({m}.md) | {first.replace('|', '&#124;')} |")
+    return "\n".join(rows) + "\n"
+
+
+def on_files(files, config):
+    """Add every page, figure and script of the book as a generated file."""
+    from mkdocs.structure.files import File  # noqa: PLC0415
+
+    def add(src_uri, **kw):
+        files.append(File.generated(config, src_uri, **kw))
+
+    add("index.md", content=(ROOT / "README.md").read_text(encoding="utf-8"))
+    for p in sorted((ROOT / "derivations").glob("*.md")):
+        add(f"derivations/{p.name}", content=p.read_text(encoding="utf-8"))
+    for p in [ROOT / "exercises" / "README.md", *_exercises()]:
+        add(f"exercises/{p.name}", content=p.read_text(encoding="utf-8"))
+
+    runs = _execute_all()
+    _state["figures"] = {}
+    for stem, run in runs.items():
+        add(f"notebooks/{stem}.md", content=_notebook_page(stem, run))
+        add(f"notebooks/{stem}.py", abs_src_path=str(ROOT / "notebooks" / f"{stem}.py"))
+        section = ""
+        for cell in run["cells"]:
+            heading = re.search(r"^#{1,6} (.+)$", cell["source"], re.M) if cell["type"] == "markdown" else None
+            section = heading.group(1).strip() if heading else section
+            for fig in cell.get("figures", []):
+                add(f"notebooks/{stem}/{fig}", abs_src_path=str(_state["tmp"] / stem / fig))
+                _state["figures"][fig[:-4]] = (stem, section)
+
+    modules = _api_modules()
+    for m in modules:
+        pattern = re.compile(rf"refattn[./]{m}\b")
+        citing = [p.name for p in _derivations() if pattern.search(p.read_text(encoding="utf-8"))]
+        add(f"api/{m}.md", content=_api_page(m, citing))
+    add("api/index.md", content=_api_index(modules))
+
+    import mathjax  # noqa: PLC0415  (the django-static-mathjax wheel)
+
+    es5 = Path(mathjax.__file__).parent / "static" / "mathjax" / "es5"
+    add("assets/mathjax/tex-svg-full.js", abs_src_path=str(es5 / "tex-svg-full.js"))
+    _state["files"] = {f.src_uri for f in files}
+    _state["modules"] = set(modules)
+    return files
+
+
+# --------------------------------------------------------------------------
+# Rewriting each page's markdown
+# --------------------------------------------------------------------------
+
+_FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})")
+_LINK = re.compile(r"(!?)\[((?:[^\[\]]|\[[^\[\]]*\])*)\]\(([^()\s]*)\)")
+_CODE = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
+
+
+def _outside_fences(md: str, fn) -> str:
+    """Apply ``fn`` to the text outside fenced code blocks."""
+    out, chunk, fence = [], [], None
+    for line in md.splitlines(keepends=True):
+        m = _FENCE.match(line)
+        if fence is None and m:
+            out.append(fn("".join(chunk)))
+            chunk, fence = [line], m.group(2)[0] * len(m.group(2))
+        elif fence is not None:
+            chunk.append(line)
+            if line.strip().startswith(fence) and line.strip() == line.strip()[0] * len(line.strip()):
+                out.append("".join(chunk))
+                chunk, fence = [], None
+        else:
+            chunk.append(line)
+    out.append(fn("".join(chunk)) if fence is None else "".join(chunk))
+    return "".join(out)
+
+
+def _rel(page_uri: str, target_uri: str) -> str:
+    return os.path.relpath(target_uri, os.path.dirname(page_uri) or ".").replace(os.sep, "/")
+
+
+def _resolves(dotted: str) -> bool:
+    """True when ``refattn.MODULE.NAME[.ATTR]`` is an object that the API pages
+    render (as griffe sees it, the way mkdocstrings does): in a documented
+    module, defined there, public, with a docstring."""
+    parts = dotted.split(".")
+    if len(parts) < 3 or parts[1] not in _state.get("modules", ()) or any(p.startswith("_") for p in parts):
+        return False
+    if "griffe" not in _state:
+        import griffe  # noqa: PLC0415
+
+        _state["griffe"] = griffe.load("refattn", search_paths=[str(ROOT)], allow_inspection=False)
+    try:
+        obj = _state["griffe"][".".join(parts[1:])]
+    except (KeyError, ValueError, AttributeError):
+        return False
+    return not obj.is_alias and obj.docstring is not None
+
+
+def _link_code_spans(text: str, page_uri: str) -> str:
+    files = _state["files"]
+
+    def path_target(path: str):
+        if path.startswith("derivations/") and path in files:
+            return path
+        if path.startswith("exercises/") and path.endswith(".md") and path in files:
+            return path
+        m = re.fullmatch(r"notebooks/([0-9][\w-]*)\.py", path)
+        if m and f"notebooks/{m.group(1)}.md" in files:
+            return f"notebooks/{m.group(1)}.md"
+        m = re.fullmatch(r"refattn/(\w+)\.py", path)
+        if m and f"api/{m.group(1)}.md" in files:
+            return f"api/{m.group(1)}.md"
+        return None
+
+    def one(seg: str) -> str:
+        # leave code spans that are already inside a link's text alone
+        protected = [(m.start(), m.end()) for m in _LINK.finditer(seg)]
+
+        def repl(m):
+            if any(a <= m.start() < b for a, b in protected):
+                return m.group(0)
+            code = m.group(1)
+            mp = re.match(r"((?:derivations|notebooks|exercises|refattn)/[\w./-]+?)(#[\w-]+)?$", code)
+            if mp and (target := path_target(mp.group(1))):
+                return f"[{m.group(0)}]({_rel(page_uri, target)}{mp.group(2) or ''})"
+            md = re.match(r"refattn(?:\.\w+)+", code)
+            if md and _resolves(md.group(0)):
+                return f"[{m.group(0)}][{md.group(0)}]"
+            return m.group(0)
+
+        return _CODE.sub(repl, seg)
+
+    return _outside_fences(text, one)
+
+
+def _fix_links(text: str, page_uri: str) -> str:
+    """Links to files the site does not hold become plain text (or point at
+    the page that renders them: a notebook's page for its ``.py``)."""
+    files = _state["files"]
+
+    def repl(m):
+        bang, label, target = m.groups()
+        if bang or not target or re.match(r"[a-z]+:", target) or target.startswith("#"):
+            return m.group(0)
+        path, _, anchor = target.partition("#")
+        uri = os.path.normpath(os.path.join(os.path.dirname(page_uri), path)).replace(os.sep, "/")
+        if uri in files or f"{uri}/index.md" in files or f"{uri}/README.md" in files:
+            return m.group(0)
+        nb = re.fullmatch(r"notebooks/([0-9][\w-]*)\.py", uri)
+        if nb and f"notebooks/{nb.group(1)}.md" in files:
+            return f"[{label}]({_rel(page_uri, f'notebooks/{nb.group(1)}.md')})"
+        return label
+
+    return _outside_fences(text, lambda seg: _LINK.sub(repl, seg))
+
+
+def _embed_figures(text: str, name: str) -> str:
+    """Put the figures of ``FIGURES[name]`` at the end of their sections, each
+    with a caption naming the notebook section that draws it."""
+    from mkdocs.exceptions import PluginError  # noqa: PLC0415
+
+    for heading, figs in FIGURES.get(name, []):
+        lines = text.splitlines(keepends=True)
+        start = next((i for i, ln in enumerate(lines) if re.match(r"#{1,6} ", ln)
+                      and ln.lstrip("#").strip().startswith(heading)), None)
+        if start is None:
+            raise PluginError(f"FIGURES: derivations/{name} has no heading starting {heading!r}")
+        level = len(lines[start]) - len(lines[start].lstrip("#"))
+        end = next((i for i in range(start + 1, len(lines))
+                    if re.match(r"#{1,%d} " % level, lines[i])), len(lines))
+        while end > start + 1 and lines[end - 1].strip() in ("", "---"):
+            end -= 1
+        blocks = []
+        for fig in figs:
+            if fig not in _state["figures"]:
+                raise PluginError(f"FIGURES: no notebook drew {fig!r} (wanted in derivations/{name})")
+            stem, section = _state["figures"][fig]
+            blocks.append(f'<figure class="book-figure" markdown>\n'
+                          f"![{fig}](../notebooks/{stem}/{fig}.png)\n\n"
+                          f"<figcaption markdown>`{fig}`: drawn by [notebook {stem[:2]}](../notebooks/{stem}.md)"
+                          f" (section \"{section}\") when the book was built, at the size the tests use."
+                          f"</figcaption>\n</figure>\n")
+        lines.insert(end, "\n\n" + "\n".join(blocks) + "\n")
+        text = "".join(lines)
+    return text
+
+
+_DISPLAY_LINE = re.compile(r"^\s*\$\$.*\$\$\s*$")
+
+
+def _split_displays(text: str) -> str:
+    """Blank lines around each line that is one ``$$...$$`` display: GitHub
+    shows such a line as a display wherever it stands (inside a paragraph,
+    after another display); arithmatex needs it to be a block of its own."""
+    lines = text.split("\n")
+    out: list[str] = []
+    for i, line in enumerate(lines):
+        if _DISPLAY_LINE.match(line):
+            if out and out[-1].strip():
+                out.append("")
+            out.append(line)
+            if i + 1 < len(lines) and lines[i + 1].strip():
+                out.append("")
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
+def on_page_markdown(markdown, page, config, files):
+    uri = page.file.src_uri
+    if uri.startswith("api/"):
+        return markdown
+    if uri.startswith("derivations/"):
+        markdown = _embed_figures(markdown, Path(uri).name)
+    markdown = _fix_links(markdown, uri)
+    markdown = _outside_fences(markdown, _split_displays)
+    return _link_code_spans(markdown, uri)
+
+
+_DOC_CITE = re.compile(r"(<a\b[^>]*>\s*)?<code>(derivations/[0-9][\w-]*\.md)</code>")
+
+
+def on_page_content(html, page, config, files):
+    """In API pages, the derivation paths that docstrings cite become links."""
+    if not page.file.src_uri.startswith("api/"):
+        return html
+
+    def repl(m):
+        if m.group(1) or m.group(2) not in _state["files"]:
+            if not m.group(1):
+                _log().warning("%s: a docstring cites %s, which does not exist", page.file.src_uri, m.group(2))
+            return m.group(0)
+        href = _rel(page.file.src_uri, m.group(2))[:-3] + ".html"
+        return f'<a href="{href}"><code>{m.group(2)}</code></a>'
+
+    return _DOC_CITE.sub(repl, html)
+
+
+def on_post_build(config):
+    tmp = _state.pop("tmp", None)
+    if tmp:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    run_notebook(sys.argv[1], sys.argv[2])

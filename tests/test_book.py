@@ -1,0 +1,185 @@
+"""The book (mkdocs.yml, docs/hooks.py) builds with ``mkdocs build --strict``
+and every page works in a real browser opened from disk with no network.
+
+Headless Chromium (Debian's ``chromium``, driven by Playwright's Python
+client) opens each page of the built site and the test fails on: a
+JavaScript error or a console error, a request for anything but a local
+file, math that MathJax left as raw TeX or could not typeset, an image that
+does not load, an internal link to a missing file or to a missing anchor.
+It saves a screenshot of derivation 01 and of notebook 01 and prints where.
+
+It skips, saying why, when mkdocs (``pip install ".[docs]"``), Playwright
+(``".[browser]"``) or a Chromium executable is missing, unless
+``REFATTN_BOOK_REQUIRED=1`` (set by ``.ci/run``), where a missing piece is a
+failure. ``REFATTN_BOOK_SITE=DIR`` checks a site already built there instead
+of building one; ``REFATTN_BOOK_SHOTS=DIR`` says where the screenshots go
+(default: a temporary folder); ``REFATTN_CHROMIUM`` names the browser.
+"""
+
+from __future__ import annotations
+
+import html
+import importlib.util
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import time
+from urllib.parse import unquote, urlsplit
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+REQUIRED = os.environ.get("REFATTN_BOOK_REQUIRED") == "1"
+
+
+def _chromium():
+    named = os.environ.get("REFATTN_CHROMIUM")
+    if named:
+        return named if os.access(named, os.X_OK) else None
+    return next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
+
+
+def _missing():
+    if importlib.util.find_spec("mkdocs") is None or importlib.util.find_spec("material") is None:
+        return 'mkdocs is not installed (pip install ".[docs]")'
+    if importlib.util.find_spec("playwright") is None:
+        return 'playwright is not installed (pip install ".[browser]")'
+    if _chromium() is None:
+        return "no chromium executable (apt-get install chromium, or set REFATTN_CHROMIUM)"
+    return None
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    why = _missing()
+    if why:
+        if REQUIRED:
+            pytest.fail(f"REFATTN_BOOK_REQUIRED=1 but {why}")
+        pytest.skip(why)
+    given = os.environ.get("REFATTN_BOOK_SITE")
+    if given:
+        return pathlib.Path(given).resolve()
+    out = tmp_path_factory.mktemp("book") / "site"
+    t0 = time.perf_counter()
+    r = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(out)], cwd=ROOT,
+                       capture_output=True, text=True, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+                       check=False)
+    assert r.returncode == 0, "mkdocs build --strict failed:\n" + r.stderr[-6000:]
+    print(f"\nbook: mkdocs build --strict took {time.perf_counter() - t0:.1f} s, site in {out}")
+    return out
+
+
+_IDS = re.compile(r"""\bid=["']([^"']+)["']""")
+
+
+def _ids(path: pathlib.Path, cache: dict) -> set[str]:
+    if path not in cache:
+        cache[path] = {html.unescape(i) for i in _IDS.findall(path.read_text(encoding="utf-8"))}
+    return cache[path]
+
+
+_CHECK_PAGE = r"""() => {
+  const out = {unrendered: [], errors: [], raw: [], images: [], broken: [], links: []};
+  for (const el of document.querySelectorAll('.arithmatex'))
+    if (!el.querySelector('mjx-container')) out.unrendered.push(el.textContent.slice(0, 80));
+  for (const el of document.querySelectorAll('[data-mjx-error], mjx-merror'))
+    out.errors.push(el.getAttribute('data-mjx-error') || el.textContent.slice(0, 80));
+  const root = document.querySelector('article') || document.body;
+  const walk = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  while (walk.nextNode()) {
+    const n = walk.currentNode;
+    if (n.parentElement.closest('pre, code, mjx-container, script, style, .arithmatex')) continue;
+    const t = n.textContent;
+    if (/\\[a-zA-Z]{2,}|\$\$|\\\(|\\\[|\$[^$\s][^$]*\$/.test(t)) out.raw.push(t.trim().slice(0, 100));
+  }
+  for (const img of root.querySelectorAll('img')) {
+    out.images.push(img.getAttribute('src'));
+    if (!img.complete || img.naturalWidth === 0) out.broken.push(img.getAttribute('src'));
+  }
+  for (const a of document.querySelectorAll('a[href]')) out.links.push(a.href);
+  return out;
+}"""
+
+
+def test_book_pages_in_chromium(site, tmp_path_factory):
+    from playwright.sync_api import sync_playwright
+
+    # 404.html is for a web server (absolute URLs from the site root); not a page of the book
+    pages = sorted(p for p in site.rglob("*.html") if p.name != "404.html")
+    rel = {p.relative_to(site).as_posix() for p in pages}
+    # every derivation, notebook and exercise statement has its page; no solution does
+    for src, page in ([(p, f"derivations/{p.stem}.html") for p in (ROOT / "derivations").glob("*.md")]
+                      + [(p, f"notebooks/{p.stem}.html") for p in (ROOT / "notebooks").glob("[0-9]*.py")]
+                      + [(p, f"exercises/{p.stem}.html") for p in (ROOT / "exercises").glob("[0-9]*.md")]):
+        assert page in rel, f"{src.relative_to(ROOT)} has no page {page} in the book"
+    assert not any("solution" in r for r in rel), "exercise solutions must stay out of the book"
+
+    shots = pathlib.Path(os.environ.get("REFATTN_BOOK_SHOTS") or tmp_path_factory.mktemp("book-shots"))
+    shots.mkdir(parents=True, exist_ok=True)
+    problems, figures, ids_cache = [], {}, {}
+    t0 = time.perf_counter()
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=_chromium(), args=["--no-sandbox"])
+        context = browser.new_context(viewport={"width": 1280, "height": 1000}, offline=True)
+        network = []
+
+        def route(r):
+            url = r.request.url
+            if url.startswith(("file://", "data:", "blob:", "about:")):
+                r.continue_()
+            else:
+                network.append(url)
+                r.abort()
+
+        context.route("**/*", route)
+        page = context.new_page()
+        events = []
+        page.on("pageerror", lambda e: events.append(f"JavaScript error: {e}"))
+        page.on("console", lambda m: events.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+        # ERR_ABORTED: a load cut short by the next navigation (the favicon), not a missing file
+        page.on("requestfailed", lambda q: None if "ERR_ABORTED" in (q.failure or "")
+                else events.append(f"request failed: {q.url} ({q.failure})"))
+        for path in pages:
+            name = path.relative_to(site).as_posix()
+            events.clear()
+            network.clear()
+            page.goto(path.as_uri(), wait_until="load")
+            if page.evaluate("() => !!(window.MathJax && MathJax.startup)"):
+                page.evaluate("() => MathJax.startup.promise")
+            got = page.evaluate(_CHECK_PAGE)
+            here = [*events, *(f"network request: {u}" for u in network)]
+            here += [f"math not typeset: {t!r}" for t in got["unrendered"]]
+            here += [f"TeX error: {t!r}" for t in got["errors"]]
+            here += [f"raw TeX in the text: {t!r}" for t in got["raw"]]
+            here += [f"image does not load: {s}" for s in got["broken"]]
+            for url in got["links"]:
+                parts = urlsplit(url)
+                if parts.scheme != "file":
+                    continue
+                target = pathlib.Path(unquote(parts.path))
+                if target.is_dir():
+                    target = target / "index.html"
+                if not target.exists():
+                    here.append(f"broken link: {url}")
+                elif parts.fragment and target.suffix == ".html" \
+                        and unquote(parts.fragment) not in _ids(target, ids_cache):
+                    here.append(f"broken anchor: {url}")
+            if name.startswith("notebooks/"):
+                figures[name] = len(got["images"])
+            if name == "derivations/01-reweighted-softmax.html":
+                page.screenshot(path=str(shots / "derivation-01.png"))
+            if name == "notebooks/01_activations_tour.html":
+                page.locator("article img").nth(0).scroll_into_view_if_needed()
+                page.evaluate("() => window.scrollBy(0, -120)")
+                page.screenshot(path=str(shots / "notebook-01.png"))
+            problems += [f"{name}: {p}" for p in here]
+        browser.close()
+    print(f"\nbook: {len(pages)} pages checked in Chromium in {time.perf_counter() - t0:.1f} s; "
+          f"{sum(figures.values())} figures on {len(figures)} notebook pages")
+    print(f"book: screenshots in {shots}")
+    assert not problems, f"{len(problems)} problems:\n" + "\n".join(problems[:60])
+    assert all(n > 0 for n in figures.values()), f"a notebook page shows no figure: {figures}"
+    assert sum(figures.values()) >= 20, figures
