@@ -54,6 +54,10 @@ API_MODULES = ["backend", "activations", "scores", "attention", "gradcheck", "la
 #: figure goes at the end of the section whose heading starts with the text
 #: given; the notebook that draws it is found from the build's own run.
 FIGURES: dict[str, list[tuple[str, list[str]]]] = {
+    "23-streaming.md": [
+        ("2. The online update", ["13_one_row_block_by_block"]),
+        ("8. Cost, and one thread for BLAS", ["13_memory_and_time"]),
+    ],
     "01-reweighted-softmax.md": [
         ("2. The Jacobian and the single VJP", ["01_tanhmax_jacobian"]),
         ("3. Every row of the registry", ["01_g_h_rho_ell", "01_weights_bars"]),

@@ -176,6 +176,15 @@ def test_book_pages_in_chromium(site, tmp_path_factory):
                 page.evaluate("() => window.scrollBy(0, -120)")
                 page.screenshot(path=str(shots / "notebook-01.png"))
             problems += [f"{name}: {p}" for p in here]
+        # search runs from file:// through docs/assets/iframe-worker/worker.js, offline
+        events.clear()
+        page.goto((site / "index.html").as_uri(), wait_until="load")
+        try:
+            page.fill("input.md-search__input", "tanhmax", timeout=15000)
+            page.wait_for_selector(".md-search-result__item", timeout=15000)
+        except Exception:  # noqa: BLE001 - a timeout is the failure reported below
+            problems.append("search: no result for 'tanhmax' within 15 s, offline from file://")
+        problems += [f"search: {e}" for e in events]
         browser.close()
     print(f"\nbook: {len(pages)} pages checked in Chromium in {time.perf_counter() - t0:.1f} s; "
           f"{sum(figures.values())} figures on {len(figures)} notebook pages")
