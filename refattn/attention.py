@@ -36,11 +36,13 @@ def causal_mask(n_q: int, n_k: int | None = None, xp=np):
     return xp.tril(xp.ones((n_q, n_k), dtype=bool))
 
 
-def prepare(Q, K, V, score, activation, params, mask, causal, score_options):
+def prepare(Q, K, V, score, activation, params, mask, causal, score_options, causal_in_mask=True):
     """Check the arguments of :func:`attention`; return ``(score, activation, params, keep)``.
 
     ``keep`` is the user's mask combined with the causal one (``None`` for no
-    mask), broadcastable to the scores' shape ``(..., n_q, n_k)``.
+    mask), broadcastable to the scores' shape ``(..., n_q, n_k)``. With
+    ``causal_in_mask=False`` ``causal`` is checked but left out of ``keep``
+    (streaming attention applies it block by block, never as an n x n array).
     """
     if score_options and isinstance(score, Score):
         raise ValueError("score_options: give options only with a score name, not a Score instance")
@@ -74,8 +76,9 @@ def prepare(Q, K, V, score, activation, params, mask, causal, score_options):
             raise ValueError("causal: a per-token score has no query positions to be causal about")
         if n_q != kshape[-2]:
             raise ValueError(f"causal: needs as many queries as keys, got n_q={n_q}, n_k={kshape[-2]}")
-        tri = causal_mask(n_q, xp=array_module(Q, K, V, mask, *params.values()))
-        keep = tri if keep is None else (keep & tri)
+        if causal_in_mask:
+            tri = causal_mask(n_q, xp=array_module(Q, K, V, mask, *params.values()))
+            keep = tri if keep is None else (keep & tri)
     return sc, act, params, keep
 
 

@@ -123,35 +123,31 @@ def _check_environment():
     small()  # raises for anything but unset, 0 or 1
 
 
-def _check_out_folder(folder):
-    """Create ``folder`` and check that a file can be written there, before any work."""
-    if folder == "":
+def _open_results(args, argv):
+    """With ``--out DIR``: create DIR and its results file ``DIR/<command>.json`` now, before
+    any work, so an output folder that cannot be written is refused at once (one line)."""
+    from .runs import ResultsFile  # noqa: PLC0415
+
+    if args.out == "":
         raise ValueError("--out: expected a folder name, got an empty string")
-    probe = os.path.join(folder, f".refattn-write-test-{os.getpid()}")
     try:
-        os.makedirs(folder, exist_ok=True)
-        with open(probe, "w"):
-            pass
-        os.remove(probe)
+        os.makedirs(args.out, exist_ok=True)
+        return ResultsFile(os.path.join(args.out, f"{args.command}.json"), ["refattn"] + list(argv))
     except OSError as exc:
-        raise ValueError(f"--out: cannot write into {folder!r} ({exc.strerror or exc})") from None
+        raise ValueError(f"--out: cannot write into {args.out!r} ({exc.strerror or exc})") from None
 
 
-_RESULTS_FILE = [None]  # this command's results file (with --out), for _write_figure
-
-
-def _write_figure(folder, name, draw, result, key="figure"):
-    """Draw a figure with ``draw()`` (a function returning it) into ``folder/name`` and
-    record the path in ``result[key]``. A figure that cannot be drawn or saved is a
-    warning on stderr and ``result[key + "_error"]``, never the loss of the run's results."""
+def _write_figure(args, name, draw, result, key="figure"):
+    """Draw a figure with ``draw()`` (a function returning it) into ``args.out/name`` and
+    record the path in ``result[key]``. The results file gets ``result`` first; a figure
+    that cannot be drawn or saved is a warning on stderr and ``result[key + "_error"]``,
+    never the loss of the run's results."""
     import matplotlib  # noqa: PLC0415
 
-    if _RESULTS_FILE[0] is not None:
-        _RESULTS_FILE[0].complete(result)  # the numbers are on disk before any drawing is tried
+    args.results.complete(result)  # the numbers are on disk before any drawing is tried
     matplotlib.use("Agg")
-    path = os.path.join(folder, name)
+    path = os.path.join(args.out, name)
     try:
-        os.makedirs(folder, exist_ok=True)
         draw().savefig(path, dpi=110, bbox_inches="tight")
     except (OSError, ValueError, RuntimeError) as exc:
         result[key + "_error"] = f"{type(exc).__name__}: {exc}"
@@ -167,7 +163,7 @@ def _cmd_dynamics(args) -> int:
     if args.out:
         from .plots import plot_score_dynamics  # noqa: PLC0415
 
-        _write_figure(args.out, "score_dynamics.png", lambda: plot_score_dynamics(raw), summary)
+        _write_figure(args, "score_dynamics.png", lambda: plot_score_dynamics(raw), summary)
     return _emit(args, summary, format_dynamics)
 
 
@@ -190,7 +186,7 @@ def _cmd_nt(args) -> int:
     if args.out:
         from .plots import plot_nt_run  # noqa: PLC0415
 
-        _write_figure(args.out, f"nt_{args.task}_{args.context}_{args.attention}_{args.layout}.png",
+        _write_figure(args, f"nt_{args.task}_{args.context}_{args.attention}_{args.layout}.png",
                       lambda: plot_nt_run(result), result)
     return _emit(args, result, format_nt)
 
@@ -205,7 +201,7 @@ def _cmd_polarity(args) -> int:
     if args.out:
         from .plots import plot_polarity  # noqa: PLC0415
 
-        _write_figure(args.out, "polarity_fig2.png", lambda: plot_polarity(result), result)
+        _write_figure(args, "polarity_fig2.png", lambda: plot_polarity(result), result)
     return _emit(args, result, format_polarity)
 
 
@@ -220,7 +216,7 @@ def _cmd_interpret(args) -> int:
     if args.out:
         from .plots import plot_interpret  # noqa: PLC0415
 
-        _write_figure(args.out, f"interpret_{args.data}.png", lambda: plot_interpret(result), result)
+        _write_figure(args, f"interpret_{args.data}.png", lambda: plot_interpret(result), result)
     return _emit(args, result, format_interpret)
 
 
@@ -284,7 +280,7 @@ def _cmd_nt_figure(args) -> int:
         options["lr"] = args.lr
     result = run_nt_figure(args.figure, progress=None if not args.json else False, device=args.device, **options)
     if args.out:
-        _write_figure(args.out, f"nt_{args.figure}.png", lambda: plot_nt_figure(result), result, key="figure_file")
+        _write_figure(args, f"nt_{args.figure}.png", lambda: plot_nt_figure(result), result, key="figure_file")
     return _emit(args, result, format_nt_figure)
 
 
@@ -297,7 +293,7 @@ def _cmd_rank_collapse(args) -> int:
                                architectures=_csv(args.architectures), seed=args.seed, rescale=args.rescale,
                                progress=None if not args.json else False, on_result=_on_result(args))
     if args.out:
-        _write_figure(args.out, "rank_collapse.png", lambda: plot_rank_collapse(result), result)
+        _write_figure(args, "rank_collapse.png", lambda: plot_rank_collapse(result), result)
     return _emit(args, result, format_rank_collapse)
 
 
@@ -308,7 +304,7 @@ def _cmd_neural_cost(args) -> int:
                              hidden=args.hidden, chunk=args.chunk, budget_mib=_ints(args.budget_mib, "--budget-mib"),
                              repeats=args.repeats, seed=args.seed, progress=None if not args.json else False)
     if args.out:
-        _write_figure(args.out, "neural_cost.png", lambda: plot_neural_cost(result), result)
+        _write_figure(args, "neural_cost.png", lambda: plot_neural_cost(result), result)
     return _emit(args, result, format_neural_cost)
 
 
@@ -321,7 +317,7 @@ def _cmd_lm(args) -> int:
                     progress=None if not args.json else False, on_result=_on_result(args),
                     max_memory=args.max_memory)
     if args.out:
-        _write_figure(args.out, "lm.png", lambda: plot_lm(result), result)
+        _write_figure(args, "lm.png", lambda: plot_lm(result), result)
     return _emit(args, result, format_lm)
 
 
@@ -503,13 +499,9 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         _check_environment()
-        args.results = _RESULTS_FILE[0] = None
+        args.results = None
         if getattr(args, "out", None) is not None:
-            _check_out_folder(args.out)
-            from .runs import ResultsFile  # noqa: PLC0415
-
-            args.results = _RESULTS_FILE[0] = ResultsFile(os.path.join(args.out, f"{args.command}.json"),
-                                                          ["refattn"] + list(sys.argv[1:] if argv is None else argv))
+            args.results = _open_results(args, sys.argv[1:] if argv is None else argv)
         code = args.func(args)
         sys.stdout.flush()  # a closed pipe shows here, inside the try, not at interpreter exit
         return code

@@ -18,8 +18,27 @@ import json
 import math
 import os
 import threading
+from collections.abc import Mapping
 
-__all__ = ["dumps", "ResultsFile", "available_memory", "check_memory", "format_bytes"]
+import numpy as np
+
+from .backend import to_numpy
+
+__all__ = ["jsonable", "dumps", "atomic_write", "ResultsFile", "available_memory", "check_memory",
+           "format_bytes"]
+
+
+def jsonable(x):
+    """Plain Python data: arrays (NumPy or CuPy) become lists, NumPy scalars numbers."""
+    if isinstance(x, Mapping):
+        return {str(k): jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [jsonable(v) for v in x]
+    if hasattr(x, "shape") and hasattr(x, "dtype"):
+        return to_numpy(x).tolist()
+    if isinstance(x, np.generic):
+        return x.item()
+    return x
 
 
 def _json_safe(obj, path, bad):
@@ -34,32 +53,27 @@ def _json_safe(obj, path, bad):
     return obj
 
 
-def _plain(obj):
-    """NumPy scalars and arrays as Python numbers and lists (``json`` reads neither)."""
-    if isinstance(obj, dict):
-        return {str(k): _plain(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_plain(v) for v in obj]
-    if hasattr(obj, "tolist"):  # a NumPy scalar or array
-        return obj.tolist()
-    return obj
-
-
 def dumps(result, indent=2) -> str:
     """``result`` as strict JSON: a NaN or infinity becomes ``null``, listed under
     ``"non_finite"`` (which value, where), so every JSON parser reads the output."""
     bad = []
-    safe = _json_safe(_plain(result), "$", bad)
+    safe = _json_safe(jsonable(result), "$", bad)
     if bad and isinstance(safe, dict):
         safe["non_finite"] = bad
     return json.dumps(safe, indent=indent, allow_nan=False)
 
 
-def _write_atomically(path, text):
+def atomic_write(path, write):
+    """Call ``write(fh)`` on a binary temporary file beside ``path``, then move it over ``path``.
+
+    The temporary name is this process's and thread's, so two writers sharing a
+    path never write into one temporary file; :func:`os.replace` makes the
+    newest complete file the one at ``path``, and an interrupted write leaves
+    the previous file intact (and no temporary behind)."""
     tmp = f"{path}.partial-{os.getpid()}-{threading.get_ident()}"
     try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        with open(tmp, "wb") as fh:
+            write(fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -93,7 +107,8 @@ class ResultsFile:
         self._write({"command": self.command, "complete": False, "finished": {}})
 
     def _write(self, obj):
-        _write_atomically(self.path, dumps(obj) + "\n")
+        text = (dumps(obj) + "\n").encode("utf-8")
+        atomic_write(self.path, lambda fh: fh.write(text))
 
     def add(self, key, result):
         """Record the finished piece ``key`` (an activation's results, say) and write the file."""

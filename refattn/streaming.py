@@ -176,18 +176,6 @@ def _one_blas_thread(xp):
 # --------------------------------------------------------------------------
 
 
-def _check_causal(causal, sc, Q, K):
-    if not isinstance(causal, (bool, np.bool_)):
-        raise TypeError(f"causal: expected True or False, got {type(causal).__name__}")
-    if not causal:
-        return
-    if not sc.pairwise:
-        raise ValueError("causal: a per-token score has no query positions to be causal about")
-    n_q, n_k = np.shape(stop_gradient(Q))[-2], np.shape(stop_gradient(K))[-2]
-    if n_q != n_k:
-        raise ValueError(f"causal: needs as many queries as keys, got n_q={n_q}, n_k={n_k}")
-
-
 @_quiet
 def _stream_rows(xp, blocks, act, V, rows):
     """Steps 1-6 of ``derivations/23-streaming.md``: the output rows ``rows``.
@@ -281,8 +269,8 @@ def streaming_attention(Q, K, V, *, score="scaled_dot", activation="softmax", pa
         As :func:`refattn.attention.attention`; and for a ``block_size`` that
         is not a positive int.
     """
-    sc, act, params, mask = prepare(Q, K, V, score, activation, params, mask, False, score_options)
-    _check_causal(causal, sc, Q, K)
+    sc, act, params, mask = prepare(Q, K, V, score, activation, params, mask, causal, score_options,
+                                    causal_in_mask=False)  # causal: per block, in _Blocks.keep
     block_size = check_int(block_size, "block_size", 1)
     blocks = _Blocks(sc, Q, K, params, mask, bool(causal), block_size)
     xp = array_module(Q, K, V, mask, *params.values())

@@ -33,10 +33,8 @@ import contextlib
 import json
 import os
 import sys
-import threading
 import time
 import uuid
-from collections.abc import Mapping
 
 import numpy as np
 from autograd import value_and_grad
@@ -44,9 +42,10 @@ from threadpoolctl import threadpool_limits
 
 from .backend import array_module, check_int, to_numpy
 from .optim import Optimizer
+from .runs import atomic_write, jsonable
 
 __all__ = ["GRADS", "gradient", "train", "batch_iterator", "save_checkpoint", "load_checkpoint",
-           "check_checkpoint", "history_path", "Progress"]
+           "check_checkpoint", "checkpoint_paths", "history_path", "Progress"]
 
 #: How gradients are computed: the model's hand-derived backward, or autograd.
 GRADS = ("analytic", "autograd")
@@ -115,45 +114,13 @@ class Progress:
 # --------------------------------------------------------------------------
 
 
-def _jsonable(x):
-    """Plain Python data for the history: arrays become lists, NumPy scalars numbers."""
-    if isinstance(x, Mapping):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    if hasattr(x, "shape") and hasattr(x, "dtype"):
-        return to_numpy(x).tolist()
-    if isinstance(x, np.generic):
-        return x.item()
-    return x
-
-
 def history_path(path):
     """The history file beside a checkpoint: ``run.npz`` -> ``run.history.jsonl``."""
     return os.fspath(path)[:-4] + ".history.jsonl"
 
 
-def _atomic_write(path, write):
-    """Call ``write(fh)`` on a temporary file beside ``path``, then move it over ``path``.
-
-    The temporary name is this process's and thread's, so two runs sharing a
-    path never write into one temporary file; :func:`os.replace` makes the
-    newest complete file the one at ``path``, and an interrupted write leaves
-    the previous file intact."""
-    tmp = f"{path}.partial-{os.getpid()}-{threading.get_ident()}"
-    try:
-        with open(tmp, "wb") as fh:
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)  # a failed write leaves no stray temporary behind
-
-
 def _history_lines(records, run):
-    return "".join(json.dumps({"run": run, "record": _jsonable(r)}) + "\n" for r in records).encode()
+    return "".join(json.dumps({"run": run, "record": jsonable(r)}) + "\n" for r in records).encode()
 
 
 def save_checkpoint(path, params, optimizer, history, *, epoch, fingerprint=None, saved=0, run=None):
@@ -196,7 +163,7 @@ def save_checkpoint(path, params, optimizer, history, *, epoch, fingerprint=None
     lines = _history_lines(history[saved:], run)
     hpath = history_path(path)
     if saved == 0:
-        _atomic_write(hpath, lambda fh: fh.write(lines))
+        atomic_write(hpath, lambda fh: fh.write(lines))
     elif lines:
         with open(hpath, "ab") as fh:  # append only: the records of the epochs since the last save
             fh.write(lines)
@@ -209,13 +176,13 @@ def save_checkpoint(path, params, optimizer, history, *, epoch, fingerprint=None
     meta = {
         "format": _FORMAT,
         "epoch": int(epoch),
-        "fingerprint": _jsonable(fingerprint),
+        "fingerprint": jsonable(fingerprint),
         "history_records": len(history),
         "run": run,
-        "optimizer": {k: _jsonable(v) for k, v in state.items() if k != "state"},
+        "optimizer": {k: jsonable(v) for k, v in state.items() if k != "state"},
     }
     arrays["meta"] = np.array(json.dumps(meta))
-    _atomic_write(path, lambda fh: np.savez(fh, **arrays))  # last: the history it names is on disk
+    atomic_write(path, lambda fh: np.savez(fh, **arrays))  # last: the history it names is on disk
     return len(history), run
 
 
@@ -305,6 +272,17 @@ def check_checkpoint(path, option="checkpoint"):
             raise ValueError(f"{option}: {message}") from None
 
 
+def checkpoint_paths(folder, prefix, names, option="--checkpoint-dir"):
+    """``{name: <folder>/<prefix>_<name>.npz}`` for a run's pieces (every path ``None``
+    without a folder), each existing file checked by :func:`check_checkpoint` now,
+    before the first piece trains."""
+    paths = {name: None if folder is None else os.path.join(os.fspath(folder), f"{prefix}_{name}.npz")
+             for name in names}
+    for path in paths.values():
+        check_checkpoint(path, option)
+    return paths
+
+
 # --------------------------------------------------------------------------
 # The loop
 # --------------------------------------------------------------------------
@@ -384,7 +362,7 @@ def train(model, params, optimizer, make_batches, *, epochs, grad="analytic", ca
     history: list = []
     start = 0
     resumed_from = None
-    fp = _jsonable(fingerprint)
+    fp = jsonable(fingerprint)
     if checkpoint is not None and resume and os.path.exists(checkpoint):
         ck = load_checkpoint(checkpoint)
         if ck["fingerprint"] != fp:
@@ -426,11 +404,11 @@ def train(model, params, optimizer, make_batches, *, epochs, grad="analytic", ca
                 total = loss if total is None else total + loss
                 bar.update(epoch, b, len(batches), loss)
             mean = total / len(batches) if batches else None
-            record = {"epoch": epoch, "loss": _jsonable(mean)}
+            record = {"epoch": epoch, "loss": jsonable(mean)}
             for cb in callbacks:
                 out = cb(epoch, params)
                 if out:
-                    record.update(_jsonable(out))
+                    record.update(jsonable(out))
             history.append(record)
             if checkpoint is not None and ((epoch + 1) % checkpoint_every == 0 or epoch == epochs - 1
                                            or epoch == last):

@@ -69,7 +69,7 @@ from ..optim import Adam
 from ..tasks.sst2 import load_sst2
 from ..backend import check_int
 from ..runs import check_memory
-from ..train import Progress, check_checkpoint, train
+from ..train import Progress, checkpoint_paths, train
 from .sst2 import resolve_data_dir
 
 __all__ = [
@@ -570,9 +570,7 @@ def run_lm(activations=DEFAULTS["activations"], data=None, seeds=DEFAULTS["seeds
                                  batch_size=batch_size, vocab=V, itemsize=np.dtype(dtype).itemsize),
                  f"{n_seeds} seeds of a {layers}-layer, width-{width} model at context {n_ctx}", max_memory)
     seeds = _seed_list(seeds)
-    if checkpoint_dir is not None:  # every checkpoint this run would resume from, before the first step
-        for name in activations:
-            check_checkpoint(_checkpoint_path(checkpoint_dir, name), "--checkpoint-dir")
+    checkpoints = checkpoint_paths(checkpoint_dir, "lm", activations)  # checked before the first step
     curve_starts = _dev_windows(dev_ids, n_ctx, eval_windows)
     final_starts = _dev_windows(dev_ids, n_ctx, final_windows)
     cx, cy = windows(dev_ids, n_ctx, starts=curve_starts[None])  # (1, N, n_ctx)
@@ -607,7 +605,7 @@ def run_lm(activations=DEFAULTS["activations"], data=None, seeds=DEFAULTS["seeds
         fingerprint = {"variant": name, "model": repr(model), "seeds": seeds, "steps": steps,
                        "batch_size": batch_size, "lr": lr, "eval_every": eval_every, "dtype": dtype,
                        "data": corpus["fingerprint"], "eval_windows": eval_windows}
-        ckpt = None if checkpoint_dir is None else _checkpoint_path(checkpoint_dir, name)
+        ckpt = checkpoints[name]
         bar = Progress(epochs, enabled=progress, label=f"lm {name}")
         t0 = time.perf_counter()
         run = train(model, params, opt, make_batches, epochs=epochs, callbacks=[evaluate], checkpoint=ckpt,
@@ -654,9 +652,6 @@ def run_lm(activations=DEFAULTS["activations"], data=None, seeds=DEFAULTS["seeds
         "seconds": time.perf_counter() - t_start,
     }
 
-
-def _checkpoint_path(folder, variant):
-    return os.path.join(os.fspath(folder), f"lm_{variant}.npz")
 
 
 def _samples(model, params, corpus, n_ctx, n_new):

@@ -375,9 +375,9 @@ def run_nt(task="N2T5", n_con=16, attention="expressive", *, seeds=16, epochs=20
     n_con = check_int(n_con, "n_con", 1)
     if dtype not in ("float64", "float32"):
         raise ValueError(f"dtype: expected 'float64' or 'float32', got {dtype!r}")
-    if isinstance(seeds, (int, np.integer)):  # the estimate first: range(10**9) is not made into a tuple
-        check_memory(memory_estimate(n_con, seeds, n_test=n_test, itemsize=np.dtype(dtype).itemsize),
-                     f"{seeds} seeds at context {n_con}", max_memory)
+    n_seeds = seeds if isinstance(seeds, (int, np.integer)) else len(tuple(seeds))
+    check_memory(memory_estimate(n_con, n_seeds, n_test=n_test, itemsize=np.dtype(dtype).itemsize),
+                 f"{n_seeds} seeds at context {n_con}", max_memory)  # before range(10**9) becomes a tuple
     seeds = tuple(range(seeds)) if isinstance(seeds, (int, np.integer)) else tuple(int(s) for s in seeds)
     if not seeds:
         raise ValueError("seeds: expected at least one seed")
@@ -392,9 +392,6 @@ def run_nt(task="N2T5", n_con=16, attention="expressive", *, seeds=16, epochs=20
     if device == "gpu" and checkpoint is not None:
         raise ValueError("checkpoint: resuming is supported on device='cpu' only (the optimiser's saved "
                          "buffers are host arrays); drop checkpoint or use device='cpu'")
-    check_memory(memory_estimate(n_con, seeds, n_test=n_test, itemsize=np.dtype(dtype).itemsize),
-                 f"{len(seeds)} seeds at context {n_con}",
-                 max_memory)
     check_checkpoint(checkpoint)  # an existing file must be a readable refattn checkpoint, before any work
     model = NTModel(N, n_con, activation=attention, layout=layout, init_scale=init_scale, bias_init=bias_init)
     params = {k: xp.asarray(v) for k, v in model.init_params(seeds, dtype=np.dtype(dtype)).items()}  # explicit copy

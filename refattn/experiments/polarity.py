@@ -16,7 +16,6 @@ thresholds, on the training split; :func:`refattn.tasks.polarity.polarity_groups
 
 from __future__ import annotations
 
-import os
 import time
 
 import numpy as np
@@ -35,7 +34,7 @@ from ..tasks.polarity import (
     token_polarity,
 )
 from ..runs import check_memory
-from ..train import Progress, batch_iterator, check_checkpoint, train
+from ..train import Progress, batch_iterator, checkpoint_paths, train
 
 __all__ = ["PAPER_FIG2", "OPTIMISERS", "train_classifier", "run_polarity", "format_polarity"]
 
@@ -176,9 +175,7 @@ def run_polarity(activations=("softmax", "tanhmax", "signexp", "expressive"), *,
     seeds = tuple(range(seeds)) if isinstance(seeds, (int, np.integer)) else tuple(int(s) for s in seeds)
     if not seeds:
         raise ValueError("seeds: expected at least one seed")
-    if checkpoint_dir is not None:  # every checkpoint this run would resume from, before the first epoch
-        for act in activations:
-            check_checkpoint(_checkpoint_path(checkpoint_dir, act), "--checkpoint-dir")
+    checkpoints = checkpoint_paths(checkpoint_dir, "polarity", activations)  # checked before the first epoch
     t_start = time.perf_counter()
     data = make_polarity(config)
     tr_tok, tr_lab = data.tokens[data.train_idx].astype(np.int64), data.labels[data.train_idx].astype(float)
@@ -188,7 +185,7 @@ def run_polarity(activations=("softmax", "tanhmax", "signexp", "expressive"), *,
     groups = polarity_groups(pol.gamma, pol.f_pos, pol.f_neg)
     results = {}
     for act in activations:
-        ck = None if checkpoint_dir is None else _checkpoint_path(checkpoint_dir, act)
+        ck = checkpoints[act]
         model, params, out = train_classifier(tr_tok, tr_lab, V, act, seeds=seeds, score=score, epochs=epochs,
                                               batch_size=batch_size, optimizer=optimizer, lr=lr, dropout=dropout,
                                               checkpoint=ck, progress=progress,
@@ -247,9 +244,6 @@ def run_polarity(activations=("softmax", "tanhmax", "signexp", "expressive"), *,
         "seconds": time.perf_counter() - t_start,
     }
 
-
-def _checkpoint_path(folder, activation):
-    return os.path.join(os.fspath(folder), f"polarity_{activation}.npz")
 
 
 def _num(value, spec):

@@ -64,7 +64,7 @@ from ..activations import activation as _get_activation
 from ..models.polarity import SCORE_KINDS
 from ..tasks.sst2 import ENV_VAR, UNK_ID, Vocabulary, load_sst2, tokenize
 from ..backend import check_int
-from ..train import check_checkpoint
+from ..train import checkpoint_paths
 from .polarity import OPTIMISERS, train_classifier
 
 __all__ = [
@@ -535,9 +535,6 @@ def _nonempty(sentences, labels):
     return [s for s, k in zip(sentences, keep) if k], labels[keep], int((~keep).sum())
 
 
-def _checkpoint_path(folder, activation):
-    return os.path.join(os.fspath(folder), f"sst2_{activation}.npz")
-
 
 def _fingerprint(ids, labels):
     """A short hash of the encoded training data, so a checkpoint never resumes on other data."""
@@ -654,9 +651,7 @@ def run_sst2(data=None, *, activations=DEFAULTS["activations"], seeds=DEFAULTS["
     if figure_seed not in seeds:
         raise ValueError(f"figure_seed: expected one of the seeds {list(seeds)}, got {figure_seed!r}")
     fk = seeds.index(figure_seed)
-    if checkpoint_dir is not None:  # every checkpoint this run would resume from, before any work
-        for act in activations:
-            check_checkpoint(_checkpoint_path(checkpoint_dir, act), "--checkpoint-dir")
+    checkpoints = checkpoint_paths(checkpoint_dir, "sst2", activations)  # checked before any work
     folder = resolve_data_dir(data)
     tr_text, tr_y = load_sst2(folder, "train")
     dev_text, dev_y = load_sst2(folder, "dev")
@@ -702,7 +697,7 @@ def run_sst2(data=None, *, activations=DEFAULTS["activations"], seeds=DEFAULTS["
 
     results = {}
     for act in activations:
-        ck = None if checkpoint_dir is None else _checkpoint_path(checkpoint_dir, act)
+        ck = checkpoints[act]
         model, params, trained = train_classifier(
             tr_ids, tr_y, len(vocab), act, seeds=seeds, mask=tr_mask, score=score, epochs=epochs,
             batch_size=batch_size, optimizer=optimizer, lr=lr, dropout=dropout, checkpoint=ck,
