@@ -21,6 +21,9 @@
                            TanhMax Table 2 (dev accuracy over seeds) and its Figure 1 on SST-2
     refattn nt-figure {fig3,fig4,fig6,fig7} [--json] [--out DIR]
                            Expressive's figures (N16T2 plateaus, N2T5, the mixture, NT-R), ours beside the paper's
+    refattn nt-sensitivity {fig3,fig4,fig5,fig6,fig7,fig7-128} [--results FILE.json] [--json]
+                           EA against DPA over initialisation scale x learning rate, 16 seeds per cell,
+                           each finished cell saved (and resumed) in FILE.json
     refattn rank-collapse [--json] [--out DIR]
                            residual ratio against depth for every activation (TanhMax Fig. 4), two forms
     refattn neural-cost [--json] [--out DIR]
@@ -272,6 +275,31 @@ def _ints(text, option):
         raise ValueError(f"{option}: expected comma-separated integers, got {text!r}") from None
 
 
+def _floats(text, option):
+    """A comma-separated list of numbers, e.g. ``"0.5,1,2"``; one line naming ``option`` otherwise."""
+    try:
+        values = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        raise ValueError(f"{option}: expected comma-separated numbers such as 0.5,1,2, got {text!r}") from None
+    if not all(math.isfinite(v) and v > 0 for v in values):
+        raise ValueError(f"{option}: expected numbers > 0, got {text!r}")
+    return values
+
+
+def _cmd_nt_sensitivity(args) -> int:
+    from .experiments.nt_sensitivity import GRID, format_sensitivity, run_sensitivity  # noqa: PLC0415
+
+    argv = ["refattn"] + [a for a in (sys.argv[1:] if args.argv is None else args.argv) if a != "--json"]
+    result = run_sensitivity(args.figure, seeds=args.seeds, epochs=args.epochs,
+                             eval_every=args.eval_every,
+                             init_scales=_floats(args.init_scales, "--init-scales") if args.init_scales
+                             else GRID["init_scale"],
+                             lrs=_floats(args.lrs, "--lrs") if args.lrs else GRID["lr"], n_test=args.n_test,
+                             dtype=args.dtype, results=args.results_file, command=" ".join(argv),
+                             progress=None if not args.json else False)
+    return _emit(args, result, format_sensitivity)
+
+
 def _cmd_nt_figure(args) -> int:
     from .experiments.nt_figures import format_nt_figure, plot_nt_figure, run_nt_figure  # noqa: PLC0415
 
@@ -438,6 +466,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu", choices=["cpu", "gpu"], help="NumPy on the CPU or CuPy on the GPU")
     _output_args(p, "nt_<figure>.png")
     p.set_defaults(func=_cmd_nt_figure)
+    from .experiments.nt_sensitivity import SETTINGS as SENSITIVITY  # noqa: PLC0415
+
+    p = sub.add_parser("nt-sensitivity", help="EA against DPA over initialisation scale x learning rate "
+                                              "(Expressive Figs. 3-7), each finished cell saved and resumed")
+    p.add_argument("figure", choices=tuple(SENSITIVITY), help="the figure's task and length "
+                                                             "(refattn.experiments.nt_sensitivity.SETTINGS)")
+    p.add_argument("--seeds", type=int, default=16, help="seeds per cell (default 16)")
+    p.add_argument("--epochs", type=int, default=None, help="epochs (default: the figure's)")
+    p.add_argument("--eval-every", type=int, default=None, help="epochs between evaluations (default: the figure's)")
+    p.add_argument("--init-scales", default=None, help="comma-separated (default 0.5,1,2)")
+    p.add_argument("--lrs", default=None, help="comma-separated learning rates (default 0.02,0.32)")
+    p.add_argument("--n-test", type=int, default=100, help="test series per seed (default 100)")
+    p.add_argument("--dtype", default="float32", choices=["float32", "float64"], help="default float32")
+    p.add_argument("--results", dest="results_file", default=None,
+                   help="JSON file written after every cell and resumed if it exists")
+    p.add_argument("--json", action="store_true", help="print the whole result as JSON")
+    p.set_defaults(func=_cmd_nt_sensitivity)
     p = sub.add_parser("rank-collapse", help="residual ratio against depth for every activation, pure attention, "
                                              "with skips and with feed-forward layers (TanhMax Fig. 4)")
     p.add_argument("--activations", default=None, help="comma-separated (default: every registered activation)")
@@ -497,8 +542,12 @@ def main(argv=None) -> int:
     ``DIR/<command>.json`` as they are produced (:class:`refattn.runs.ResultsFile`)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = argv
     try:
         _check_environment()
+        from .fast.memory import retain_freed_memory  # noqa: PLC0415
+
+        retain_freed_memory()  # a command is its own process: keep freed memory for the next epoch's arrays
         args.results = None
         if getattr(args, "out", None) is not None:
             args.results = _open_results(args, sys.argv[1:] if argv is None else argv)

@@ -461,6 +461,8 @@ def run_nt(task="N2T5", n_con=16, attention="expressive", *, seeds=16, epochs=20
         "eval_epochs": eval_epochs,
         "accuracy": acc.tolist(),
         "loss": [float(np.mean(h["loss"])) for h in hist],
+        "final_loss": [float(v) for v in np.asarray(hist[-1]["loss"])] if hist else [],
+        "diverged": [not np.isfinite(v) for v in np.asarray(hist[-1]["loss"])] if hist else [],
         "resumed_from": out["resumed_from"],
         "seconds": out["seconds"],
         "seconds_per_epoch": out["seconds"] / max(done, 1),

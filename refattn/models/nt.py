@@ -64,9 +64,10 @@ import numpy as np
 
 from ..activations import Activation, activation as _activation
 from ..fast import attention, attention_backward  # the fast path: same numbers as refattn.attention
+from ..fast.layers import layer_norm, layer_norm_vjp  # the reference's formulas, row sums as products
+from ..fast.threads import num_threads, run_blocks
 from ..backend import (array_module, check_float_array, check_int, check_real, dtype_of, is_traced, stop_gradient,
                        to_numpy)
-from ..layers import layer_norm, layer_norm_vjp
 from ..scores import score as _score
 from ..tasks.nt import check_symbols
 
@@ -225,6 +226,24 @@ def _grad_x(W, grad_y):
     """Eq. 11.B2 for ``y = _apply(W, x)``: ``dx[s, b, m] = W[s, m]^T dy[s, b, m]``, (S, B, n, i)."""
     xp = array_module(W, grad_y)
     return xp.swapaxes(xp.swapaxes(grad_y, 1, 2) @ W, 1, 2)  # (S, n, B, o) @ (S, n, o, i)
+
+
+def _seed_blocks(params, S):
+    """Seeds per thread for :func:`refattn.fast.threads.run_blocks`, or ``None`` to run all in this thread.
+
+    Seeds never meet in the model, so a block of seeds computes exactly what
+    the whole batch computes for them. NumPy arrays only (autograd's traced
+    values and CuPy arrays run whole), at least two seeds and two threads.
+    """
+    threads = num_threads()
+    if threads < 2 or S < 2 or any(type(v) is not np.ndarray for v in params.values()):
+        return None
+    return math.ceil(S / threads)
+
+
+def _rows(params, i, j):
+    """Seeds ``i:j`` of every parameter (views)."""
+    return {k: v[i:j] for k, v in params.items()}
 
 
 # --------------------------------------------------------------------------
@@ -436,10 +455,13 @@ class NTModel:
         ctx = xp.asarray(context)  # host symbols to the parameters' device: the one explicit copy (no-op on NumPy)
         eye = xp.eye(self.d, dtype=dtype_of(p["W_Q"]))  # (d, d)
         X = eye[ctx]  # (S, B, n, d) one-hot, 11.M1 (a constant)
-        Z1 = layer_norm(X, self.ln_eps)  # (S, B, n, d) 11.M2 (a constant: no gradient flows into X)
-        Q = self._add_bias("b_Q", _apply(p["W_Q"], Z1), p)  # (S, B, n, d) 11.M3
-        K = self._add_bias("b_K", _apply(p["W_K"], Z1), p)  # (S, B, n, d)
-        V = self._add_bias("b_V", _apply(p["W_V"], Z1), p)  # (S, B, n, d)
+        Z1 = layer_norm(eye, self.ln_eps)[ctx]  # (S, B, n, d) 11.M2: LN(e_x) is row x of LN(I), looked up
+        W_QKV = xp.concatenate([p["W_Q"], p["W_K"], p["W_V"]], axis=-2)  # (S, n, 3d, d): one product, not three
+        QKV = _apply(W_QKV, Z1)  # (S, B, n, 3d) = [W_Q Z1, W_K Z1, W_V Z1]
+        d = self.d
+        Q = self._add_bias("b_Q", QKV[..., :d], p)  # (S, B, n, d) 11.M3
+        K = self._add_bias("b_K", QKV[..., d:2 * d], p)  # (S, B, n, d)
+        V = self._add_bias("b_V", QKV[..., 2 * d:], p)  # (S, B, n, d)
         Y, att = attention(Q, K, V, score=self._score, activation=self.activation,
                            causal=True)  # (S, B, n, d) 11.M4-11.M5: s = beta Q K^T, A = phi(s), Y = A V
         H = X + Y  # (S, B, n, d) 11.M6
@@ -509,6 +531,14 @@ class NTModel:
         S = self._check_params(params)
         window = self._check_context(context, S)
         n_steps = check_int(n_steps, "n_steps", 1)
+        blocks = _seed_blocks(params, S)
+        if blocks is not None:  # seeds are independent: a block of them per thread, the same numbers
+            return np.concatenate(run_blocks(lambda i, j: self._generate(_rows(params, i, j), window[i:j], n_steps),
+                                             S, blocks))
+        return self._generate(params, window, n_steps)
+
+    def _generate(self, params, window, n_steps):
+        """:meth:`generate` on checked arguments, in the calling thread."""
         out = np.empty(window.shape[:2] + (n_steps,), dtype=np.int64)  # (S, B, n_steps)
         for t in range(n_steps):
             y, _ = self._forward(params, window)
@@ -572,7 +602,18 @@ class NTModel:
             ``correct`` (S, B) bool, ``scores`` and ``attention`` (S, B, n, n).
         """
         context, target = self._check_batch(params, batch)
-        p = params
+        blocks = _seed_blocks(params, context.shape[0])
+        if blocks is None:
+            return self._loss_and_grad(params, context, target)
+        # seeds are independent: a block of them per thread (refattn.fast.threads.run_blocks), the same numbers
+        parts = run_blocks(lambda i, j: self._loss_and_grad(_rows(params, i, j), context[i:j], target[i:j]),
+                           context.shape[0], blocks)
+        loss = np.concatenate([part[0] for part in parts])
+        grads, aux = ({k: np.concatenate([part[m][k] for part in parts]) for k in parts[0][m]} for m in (1, 2))
+        return loss, grads, aux
+
+    def _loss_and_grad(self, p, context, target):
+        """:meth:`loss_and_grad` on checked arguments, in the calling thread."""
         y, c = self._forward(p, context)
         loss, err = self._loss(y, target)
         S, B, n = context.shape
@@ -593,8 +634,9 @@ class NTModel:
         dZ2 = _grad_x(p["W_1"], dU)  # (S, B, n, d)
         dH = dG + layer_norm_vjp(c["H"], dZ2, self.ln_eps)  # (S, B, n, d)   11.B5-11.B6: both paths into H
         d_att = attention_backward(dH, c["att"])  # 11.B7-11.B9: Y = A V, A = phi(s) (Eq. 01.R4), s = beta Q K^T
-        for key in ("Q", "K", "V"):  # 11.B10: Q = W_Q Z1 + b_Q, ...
-            g["W_" + key] = _grad_W(d_att[key], c["Z1"])  # (S, n, d, d)
+        dW_QKV = _grad_W(xp.concatenate([d_att["Q"], d_att["K"], d_att["V"]], axis=-1), c["Z1"])  # (S, n, 3d, d)
+        for i, key in enumerate(("Q", "K", "V")):  # 11.B10: Q = W_Q Z1 + b_Q, ...
+            g["W_" + key] = dW_QKV[:, :, i * d:(i + 1) * d]  # (S, n, d, d)
             self._bias_grad("b_" + key, d_att[key], g)  # (S, n, d) or (S, d)   11.B11
         grads = {name: g[name] for name in self.param_names}
         pred = xp.argmax(y, axis=-1)  # (S, B), on the parameters' device

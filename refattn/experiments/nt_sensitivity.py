@@ -1,0 +1,403 @@
+r"""How Expressive's NT claims depend on settings the paper does not give: a grid, not one point.
+
+Expressive (section 5) compares expressive attention (EA, Eq. 2) with
+dot-product attention (DPA, Eq. 1) on the NT tasks but states neither the
+initialisation of its model nor, for every figure, how long it trained. A
+single run of ours at one initialisation scale could show either outcome
+(issue 19: at N16T2, N_con = 32, DPA stays trapped at init x0.5 and escapes
+at x1). So each figure's claim is rerun over a grid
+
+* initialisation scale ``init_scale`` in {0.5, 1, 2} (the half-width of the
+  uniform initialisation in units of ``1/sqrt(fan_in)``,
+  :class:`refattn.models.nt.NTModel`);
+* learning rate ``lr`` in {0.02 (the paper's), 0.32};
+
+with 16 seeds per cell, EA and DPA on the same seeds and data, and every
+cell summarised by the medians of the claim's measure with their
+interquartile range and a two-sided rank test of the difference
+(:func:`rank_test`). The measure follows the claim (:data:`MEASURES`): the
+final greedy accuracy for Figs. 3 and 7, the final accuracy on the N16T2
+half of the mixture for Fig. 6 (where the paper says DPA fails), and the
+epochs to 100 % for Fig. 4 (a claim about speed; a seed that never reaches
+100 % counts as slower than every seed that does).
+
+Whether a run has *settled* is read off its own curve: the change of the
+mean accuracy over its last third (:func:`late_change`); a cell whose
+change exceeds :data:`SETTLED` (0.02) in either attention is marked "still
+moving" and its verdict read as provisional.
+
+Every finished cell is written at once to the results file, which a rerun
+with the same settings resumes (finished cells are kept, not recomputed);
+the file records the command, the settings, the code's commit and, per
+cell, the thinned curves. ``derivations/15-nt-experiments.md`` discusses the
+results, ``notebooks/14_nt_sensitivity.py`` draws them from the committed
+files in ``derivations/data/``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import numpy as np
+
+from ..runs import atomic_write, dumps, jsonable
+from .nt_training import PAPER, parse_mixture, run_nt
+
+__all__ = ["SETTINGS", "GRID", "MEASURES", "SETTLED", "cell_key", "rank_test", "late_change", "run_sensitivity",
+           "summarise", "format_sensitivity", "plot_sensitivity", "code_commit"]
+
+#: The grid of issue 19: initialisation scales and learning rates.
+GRID = {"init_scale": (0.5, 1.0, 2.0), "lr": (0.02, 0.32)}
+
+#: Each figure's task and the length we run it (the paper's axes are mostly unstated; derivation 15 says why).
+SETTINGS = {
+    "fig3": {"task": "N16T2", "n_con": 32, "epochs": 3000, "eval_every": 100, "lr_drop": None},
+    "fig4": {"task": "N2T5", "n_con": 16, "epochs": 2000, "eval_every": 20, "lr_drop": None},
+    "fig5": {"task": "N16T5", "n_con": 128, "epochs": 300, "eval_every": 50, "lr_drop": None},
+    "fig6": {"task": "N16T2+N16T2-S", "n_con": 32, "epochs": 3000, "eval_every": 150, "lr_drop": (2500, 4)},
+    "fig7": {"task": "N16T2-R", "n_con": 64, "epochs": 1000, "eval_every": 100, "lr_drop": None},
+    "fig7-128": {"task": "N16T2-R", "n_con": 128, "epochs": 300, "eval_every": 50, "lr_drop": None},
+}
+
+#: What each figure claims about EA against DPA, as ``(measure, better)``: the
+#: measure compared and whether "higher" or "lower" is better.
+MEASURES = {
+    "fig3": ("final_accuracy", "higher"),
+    "fig4": ("epochs_to_100", "lower"),
+    "fig5": ("final_accuracy", "higher"),
+    "fig6": ("final_accuracy_N16T2", "higher"),
+    "fig7": ("final_accuracy", "higher"),
+    "fig7-128": ("final_accuracy", "higher"),
+}
+
+#: A run whose mean accuracy moved more than this over its last third has not settled.
+SETTLED = 0.02
+
+ATTENTIONS = ("expressive", "softmax")
+
+
+def cell_key(init_scale, lr, attention):
+    """The results file's name for one cell and attention, e.g. ``"init=0.5 lr=0.02 expressive"``."""
+    return f"init={float(init_scale):g} lr={float(lr):g} {attention}"
+
+
+def code_commit():
+    """The git commit of the code that runs (``"<hash>-dirty"`` with uncommitted changes), or None."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        head = subprocess.run(["git", "-C", here, "rev-parse", "HEAD"], capture_output=True, text=True,
+                              check=True, timeout=30).stdout.strip()
+        dirty = subprocess.run(["git", "-C", here, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, check=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head + ("-dirty" if dirty else "")
+
+
+def rank_test(a, b, *, permutations=20000, seed=0):
+    """Two-sided permutation test of the rank sums of ``a`` and ``b`` (Mann-Whitney's statistic).
+
+    The ranks of the pooled values (ties get their mean rank) are split at
+    random ``permutations`` times (``default_rng(seed)``, so the p-value is
+    reproducible); the p-value is the fraction of splits whose rank-sum
+    difference is at least as far from its mean as the observed one, counting
+    the observed split (so it is never 0). Its Monte Carlo standard error is
+    at most ``0.5 / sqrt(permutations)``, 0.0035 here.
+
+    Returns
+    -------
+    float
+        The p-value; 1.0 when every value is tied.
+    """
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a.size == 0 or b.size == 0:
+        raise ValueError("rank_test: expected two non-empty samples")
+    pooled = np.concatenate([a, b])
+    order = np.argsort(pooled, kind="stable")
+    ranks = np.empty(pooled.size)
+    ranks[order] = np.arange(1, pooled.size + 1)
+    for v in np.unique(pooled):  # mean rank for ties
+        tied = pooled == v
+        ranks[tied] = ranks[tied].mean()
+    if np.all(ranks == ranks[0]):
+        return 1.0
+    expected = a.size * (pooled.size + 1) / 2.0
+    observed = abs(ranks[:a.size].sum() - expected)
+    rng = np.random.default_rng(seed)
+    shuffled = rng.permuted(np.broadcast_to(ranks, (int(permutations), pooled.size)), axis=1)
+    sums = shuffled[:, :a.size].sum(axis=1)
+    return float((1 + np.sum(np.abs(sums - expected) >= observed - 1e-9)) / (permutations + 1))
+
+
+def late_change(accuracy, fraction=1 / 3):
+    """The change of the mean (over seeds) accuracy over the last ``fraction`` of the evaluations.
+
+    ``accuracy`` is seeds x evaluations; the change is ``mean[-1] - mean[k]``
+    with ``k`` the evaluation a ``fraction`` of the way back from the end.
+    """
+    acc = np.asarray(accuracy, dtype=float)
+    if acc.ndim != 2 or acc.shape[1] < 2:
+        return None
+    mean = acc.mean(axis=0)
+    k = max(0, int(round((1 - fraction) * (mean.size - 1))))
+    return float(mean[-1] - mean[k])
+
+
+def _thin(values, points=60):
+    """About ``points`` values of a long curve, evenly spaced, the last one kept: ``(indices, values)``."""
+    values = np.asarray(values, dtype=float)
+    idx = np.unique(np.linspace(0, values.size - 1, min(points, values.size)).round().astype(int))
+    return idx.tolist(), values[idx].round(6).tolist()
+
+
+def _cell_record(r, figure):
+    """What the results file keeps of one :func:`run_nt` result: settings, per-seed numbers, thinned curves."""
+    loss_epochs, loss = _thin(r["loss"])
+    rec = {
+        "epochs_to_100": r["epochs_to_100"],
+        "final_accuracy": np.round(r["final_accuracy"], 4).tolist(),
+        "eval_epochs": r["eval_epochs"],
+        "accuracy": np.round(r["accuracy"], 4).tolist(),
+        "loss_epochs": [e + 1 for e in loss_epochs], "loss": loss,
+        "diverged": r["diverged"],
+        "late_change": late_change(r["accuracy"]),
+        "seconds": round(r["seconds"], 1),
+    }
+    if "accuracy_by_task" in r:
+        rec["accuracy_by_task"] = {t: np.round(a, 4).tolist() for t, a in r["accuracy_by_task"].items()}
+        rec["final_accuracy_by_task"] = {t: np.round(np.asarray(a)[:, -1], 4).tolist()
+                                         for t, a in r["accuracy_by_task"].items()}
+        rec["late_change_by_task"] = {t: late_change(a) for t, a in r["accuracy_by_task"].items()}
+    return rec
+
+
+def _settings(figure, seeds, epochs, eval_every, init_scales, lrs, n_test, dtype):
+    if figure not in SETTINGS:
+        raise ValueError(f"figure: expected one of {tuple(SETTINGS)}, got {figure!r}")
+    s = dict(SETTINGS[figure])
+    if epochs is not None:
+        s["epochs"] = epochs
+    if eval_every is not None:
+        s["eval_every"] = eval_every
+    s["lr_drop"] = None if s["lr_drop"] is None else list(s["lr_drop"])
+    s.update(figure=figure, seeds=list(range(seeds)) if isinstance(seeds, (int, np.integer)) else list(seeds),
+             init_scales=[float(v) for v in init_scales], lrs=[float(v) for v in lrs], n_test=int(n_test),
+             dtype=dtype, attentions=list(ATTENTIONS), momentum=PAPER["momentum"], layout="b_Q+b_r",
+             bias_init="zeros")
+    if not s["seeds"] or not s["init_scales"] or not s["lrs"]:
+        raise ValueError("seeds, init_scales, lrs: expected at least one value each")
+    return s
+
+
+def _load(path, settings):
+    """The cells already finished in ``path`` under the same settings; ``{}`` if none."""
+    if path is None or not os.path.exists(path):
+        return {}
+    with open(path, encoding="utf-8") as fh:
+        try:
+            old = json.load(fh)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"results: {path} is not a results file of run_sensitivity ({exc})") from None
+    if not isinstance(old, dict) or "settings" not in old or "cells" not in old:
+        raise ValueError(f"results: {path} is not a results file of run_sensitivity")
+    new = jsonable(settings)
+    changed = sorted(k for k in set(old["settings"]) | set(new)
+                     if k not in ("init_scales", "lrs") and old["settings"].get(k) != new.get(k))
+    if changed:
+        raise ValueError(f"results: {path} holds a run with other settings ({', '.join(changed)} differ); "
+                         f"use another file or the same settings")
+    for key in ("init_scales", "lrs"):  # a grid may grow: the cells already run are kept
+        settings[key] = sorted(set(settings[key]) | set(old["settings"][key]))
+    return old["cells"]
+
+
+def run_sensitivity(figure="fig3", *, seeds=16, epochs=None, eval_every=None, init_scales=GRID["init_scale"],
+                    lrs=GRID["lr"], n_test=PAPER["n_test"], dtype="float32", results=None, command=None,
+                    progress=None):
+    """Train EA and DPA over the grid for one figure; each finished cell into ``results`` at once.
+
+    Parameters
+    ----------
+    figure : str
+        A key of :data:`SETTINGS`: ``"fig3"``, ``"fig4"``, ``"fig5"``,
+        ``"fig6"``, ``"fig7"`` or ``"fig7-128"``.
+    seeds : int or sequence of int
+        16 (the paper's runs) by default; EA and DPA share them.
+    epochs, eval_every : int, optional
+        Override :data:`SETTINGS`.
+    init_scales, lrs : sequences of float
+        The grid (:data:`GRID`).
+    dtype : {"float32", "float64"}
+        float32 by default (``benchmarks/bench_nt.py`` checks that it changes
+        no verdict where this can be checked quickly).
+    results : path, optional
+        JSON file written after every cell; an existing file with the same
+        settings is resumed (its finished cells are kept; the grid may grow),
+        one with other settings refused.
+    command : str, optional
+        The command line to record (the CLI passes its own).
+
+    Returns
+    -------
+    dict
+        ``settings``, ``commit``, ``command``, ``cells`` ({:func:`cell_key`:
+        record}) and ``summary`` (:func:`summarise`).
+    """
+    settings = _settings(figure, seeds, epochs, eval_every, init_scales, lrs, n_test, dtype)
+    cells = _load(results, settings)
+    out = {"command": command, "settings": settings, "commit": code_commit(), "cells": cells}
+
+    def save():
+        if results is not None:
+            out["summary"] = summarise(out)
+            text = (dumps(out) + "\n").encode("utf-8")
+            atomic_write(results, lambda fh: fh.write(text))
+
+    for init in settings["init_scales"]:
+        for lr in settings["lrs"]:
+            for att in ATTENTIONS:
+                key = cell_key(init, lr, att)
+                if key in cells:
+                    continue
+                with np.errstate(all="ignore"):  # a diverging seed is recorded ("diverged"), not warned about
+                    r = run_nt(settings["task"], settings["n_con"], att, seeds=settings["seeds"],
+                               epochs=settings["epochs"], eval_every=settings["eval_every"],
+                               n_test=settings["n_test"], lr=lr, init_scale=init,
+                               lr_drop=None if settings["lr_drop"] is None else tuple(settings["lr_drop"]),
+                               dtype=dtype, progress=progress)
+                cells[key] = _cell_record(r, figure)
+                save()
+    out["summary"] = summarise(out)
+    save()
+    return out
+
+
+def _measure(rec, figure, epochs, eval_every):
+    """The per-seed values of the figure's measure (:data:`MEASURES`) in one cell record."""
+    name, _ = MEASURES[figure]
+    if name == "epochs_to_100":  # never reached: later than every seed that did (a tie at the top)
+        return np.array([epochs + eval_every if e is None else e for e in rec["epochs_to_100"]], dtype=float)
+    if name == "final_accuracy_N16T2":
+        return np.asarray(rec["final_accuracy_by_task"]["N16T2"], dtype=float)
+    return np.asarray(rec["final_accuracy"], dtype=float)
+
+
+def _quartiles(x):
+    q1, med, q3 = np.percentile(x, [25, 50, 75])
+    return {"median": float(med), "q1": float(q1), "q3": float(q3)}
+
+
+def summarise(result):
+    """One row per grid cell with both attentions finished: medians, spread, difference and test.
+
+    Each row: ``init_scale``, ``lr``, the measure's ``expressive`` and
+    ``softmax`` quartiles, ``difference`` (EA median minus DPA median),
+    ``p`` (:func:`rank_test`), ``winner`` ("EA", "DPA" or "neither" at
+    p >= 0.05), ``reached_100`` per attention, and ``settled`` (every
+    ``late_change`` within :data:`SETTLED`, or every seed at 100 %).
+    """
+    s = result["settings"]
+    figure = s["figure"]
+    _, better = MEASURES[figure]
+    rows = []
+    for init in s["init_scales"]:
+        for lr in s["lrs"]:
+            recs = {att: result["cells"].get(cell_key(init, lr, att)) for att in ATTENTIONS}
+            if any(r is None for r in recs.values()):
+                continue
+            vals = {att: _measure(recs[att], figure, s["epochs"], s["eval_every"]) for att in ATTENTIONS}
+            q = {att: _quartiles(vals[att]) for att in ATTENTIONS}
+            diff = q["expressive"]["median"] - q["softmax"]["median"]
+            p = rank_test(vals["expressive"], vals["softmax"])
+            ea_ahead = np.mean(vals["expressive"]) > np.mean(vals["softmax"])
+            if better == "lower":
+                ea_ahead = np.mean(vals["expressive"]) < np.mean(vals["softmax"])
+            winner = "neither" if p >= 0.05 else ("EA" if ea_ahead else "DPA")
+            changes = []
+            for r in recs.values():
+                changes += [r["late_change"]] + list((r.get("late_change_by_task") or {}).values())
+            all_solved = all(e is not None for r in recs.values() for e in r["epochs_to_100"])
+            settled = all_solved or all(c is not None and abs(c) <= SETTLED for c in changes)
+            rows.append({"init_scale": init, "lr": lr, "measure": MEASURES[figure][0], "better": better,
+                         "expressive": q["expressive"], "softmax": q["softmax"], "difference": diff, "p": p,
+                         "winner": winner,
+                         "reached_100": {att: sum(e is not None for e in recs[att]["epochs_to_100"])
+                                         for att in ATTENTIONS},
+                         "diverged": {att: int(sum(recs[att].get("diverged", ()))) for att in ATTENTIONS},
+                         "late_change": {att: recs[att]["late_change"] for att in ATTENTIONS},
+                         "settled": bool(settled)})
+    return rows
+
+
+def format_sensitivity(result):
+    """:func:`summarise`'s rows as a Markdown table."""
+    s = result["settings"]
+    name, better = MEASURES[s["figure"]]
+    lines = [f"{s['figure']}: {s['task']}, N_con = {s['n_con']}, {len(s['seeds'])} seeds, {s['epochs']} epochs, "
+             f"{s['dtype']}; measure: {name} ({better} is better); median [IQR]",
+             "| init | lr | EA | DPA | EA - DPA | p | winner | 100 % (EA/DPA) | diverged (EA/DPA) | settled |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    fmt = "{:.0f}" if name == "epochs_to_100" else "{:.3f}"
+    for r in summarise(result):
+        cell = {att: f"{fmt.format(r[att]['median'])} [{fmt.format(r[att]['q1'])}, {fmt.format(r[att]['q3'])}]"
+                for att in ATTENTIONS}
+        lines.append(f"| x{r['init_scale']:g} | {r['lr']:g} | {cell['expressive']} | {cell['softmax']} | "
+                     f"{fmt.format(r['difference'])} | {r['p']:.3f} | {r['winner']} | "
+                     f"{r['reached_100']['expressive']}/{r['reached_100']['softmax']} | "
+                     f"{r['diverged']['expressive']}/{r['diverged']['softmax']} | "
+                     f"{'yes' if r['settled'] else 'still moving'} |")
+    return "\n".join(lines)
+
+
+def plot_sensitivity(result, *, axes=None):
+    """Two panels: the measure per seed and its median for EA and DPA over the grid; mean curves per cell.
+
+    Left: for every (init, lr) cell, the per-seed values of the figure's
+    measure (dots) and their medians (bars), EA beside DPA. Right: the mean
+    accuracy (over seeds) against epochs for every cell, EA solid, DPA
+    dashed, one colour per cell.
+    """
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    s = result["settings"]
+    figure = s["figure"]
+    if axes is None:
+        fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+    else:
+        fig = axes[0].figure
+    ax, ax2 = axes
+    colours = {"expressive": "tab:red", "softmax": "tab:blue"}
+    labels, x = [], 0
+    rng = np.random.default_rng(0)  # horizontal jitter of the dots only
+    cmap = plt.get_cmap("viridis")
+    ncells = len(s["init_scales"]) * len(s["lrs"])
+    for ci, (init, lr) in enumerate((i, l) for i in s["init_scales"] for l in s["lrs"]):
+        for j, att in enumerate(ATTENTIONS):
+            rec = result["cells"].get(cell_key(init, lr, att))
+            if rec is None:
+                continue
+            v = _measure(rec, figure, s["epochs"], s["eval_every"])
+            pos = x + 0.35 * (j - 0.5)
+            ax.scatter(pos + rng.uniform(-0.08, 0.08, v.size), v, s=9, color=colours[att], alpha=0.6,
+                       label=("EA" if att == "expressive" else "DPA") if ci == 0 else None)
+            ax.hlines(np.median(v), pos - 0.15, pos + 0.15, color="k", lw=2)
+            acc = np.asarray(rec["accuracy_by_task"]["N16T2"] if MEASURES[figure][0] == "final_accuracy_N16T2"
+                             else rec["accuracy"])
+            ax2.plot(rec["eval_epochs"], acc.mean(axis=0), "-" if att == "expressive" else "--",
+                     color=cmap(ci / max(1, ncells - 1)),
+                     label=f"x{init:g}, lr {lr:g}" if att == "expressive" else None)
+        labels.append(f"x{init:g}\nlr {lr:g}")
+        x += 1
+    ax.set_xticks(range(len(labels)), labels)
+    name, better = MEASURES[figure]
+    ax.set_ylabel(name.replace("_", " ") + f" ({better} is better)")
+    ax.set_title(f"{s['task']}, N_con = {s['n_con']}: per seed (dots), median (bar)")
+    ax.legend(fontsize=8)
+    ax2.set_xlabel("epoch")
+    ax2.set_ylabel("mean accuracy" + (" on N16T2" if name == "final_accuracy_N16T2" else ""))
+    ax2.set_title("EA solid, DPA dashed")
+    ax2.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    return fig
