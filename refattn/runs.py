@@ -7,6 +7,9 @@ they are produced, and a memory estimate checked before any work.
   per variant) in one JSON file, rewritten atomically after each piece, so a
   failure later in the run (a figure, a crash, Ctrl-C) never takes the
   finished pieces with it.
+* :class:`CellStore` is the file of a study made of many runs ("cells"),
+  each saved as it finishes and kept when the study is run again with the
+  same settings, so an interrupted study resumes where it stopped.
 * :func:`check_memory` refuses a run whose estimated peak memory exceeds what
   the machine has, before the first array is allocated, with the estimate in
   the message (``--max-memory`` on the command line overrides).
@@ -24,7 +27,7 @@ import numpy as np
 
 from .backend import to_numpy
 
-__all__ = ["jsonable", "dumps", "atomic_write", "ResultsFile", "available_memory", "check_memory",
+__all__ = ["jsonable", "dumps", "atomic_write", "ResultsFile", "CellStore", "available_memory", "check_memory",
            "format_bytes"]
 
 
@@ -120,6 +123,57 @@ class ResultsFile:
         """The whole run's result: the file now holds it instead of the pieces."""
         with self._lock:
             self._write({"command": self.command, "complete": True, "result": result})
+
+
+class CellStore:
+    """A study's results file: named cells under fixed settings, resumed, never mixed.
+
+    The file is ``{"settings": ..., "cells": {name: record}, ...}``. Opening
+    an existing file with the same settings resumes it (:attr:`cells` holds
+    what is finished); settings that differ are refused with the keys that
+    differ, so cells of two setups never share a file. Keys listed in
+    ``grow`` (a grid's axes, lists of values) may differ: the stored lists
+    become the sorted union, so a grid can be extended.
+
+    Parameters
+    ----------
+    path : str or path, optional
+        The file; None keeps everything in memory.
+    settings : dict
+        JSON-able; ``settings`` itself is updated for the ``grow`` keys.
+    grow : sequence of str
+    what : str
+        The study's name, for messages.
+    """
+
+    def __init__(self, path, settings, grow=(), what="this study"):
+        self.path = None if path is None else os.fspath(path)
+        self.settings = settings
+        self.cells: dict = {}
+        if self.path is None or not os.path.exists(self.path):
+            return
+        with open(self.path, encoding="utf-8") as fh:
+            try:
+                old = json.load(fh)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"results: {self.path} is not a results file of {what} ({exc})") from None
+        if not isinstance(old, dict) or not isinstance(old.get("settings"), dict) or "cells" not in old:
+            raise ValueError(f"results: {self.path} is not a results file of {what}")
+        new = jsonable(settings)
+        changed = sorted(k for k in set(old["settings"]) | set(new)
+                         if k not in grow and old["settings"].get(k) != new.get(k))
+        if changed:
+            raise ValueError(f"results: {self.path} holds a run with other settings ({', '.join(changed)} "
+                             f"differ); use another file or the same settings")
+        for key in grow:  # a grid may grow: the cells already run are kept
+            settings[key] = sorted(set(settings[key]) | set(old["settings"][key]))
+        self.cells = old["cells"]
+
+    def save(self, document):
+        """Write ``document`` (which holds ``settings`` and ``cells``) atomically, if there is a file."""
+        if self.path is not None:
+            text = (dumps(document) + "\n").encode("utf-8")
+            atomic_write(self.path, lambda fh: fh.write(text))
 
 
 def available_memory():

@@ -128,7 +128,7 @@ def run_fig3(n_cons=(32, 52, 56), *, task="N16T2", seeds=4, epochs=None, eval_ev
     Default size (4 seeds; about 5 minutes of one core per attention at
     ``N_con = 32``, about 30 s at 52 and 56 on an idle machine): 12,000 epochs at ``N_con = 32``
     (evaluated every 500), 600 at 52 and 56 (every 25). The paper's 16 runs:
-    ``run_fig3(seeds=16, epochs={32: 20000, 52: 1000, 56: 1000})`` (its epoch
+    ``run_fig3(seeds=16, epochs={32: 20000, 52: 3000, 56: 1000})`` (its epoch
     axis is not stated; 20,000 is our guess at "long enough to see EA escape").
 
     Parameters

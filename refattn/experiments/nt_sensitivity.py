@@ -36,13 +36,12 @@ files in ``derivations/data/``.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 
 import numpy as np
 
-from ..runs import atomic_write, dumps, jsonable
+from ..runs import CellStore
 from .nt_training import PAPER, parse_mixture, run_nt
 
 __all__ = ["SETTINGS", "GRID", "MEASURES", "SETTLED", "cell_key", "rank_test", "late_change", "run_sensitivity",
@@ -191,28 +190,6 @@ def _settings(figure, seeds, epochs, eval_every, init_scales, lrs, n_test, dtype
     return s
 
 
-def _load(path, settings):
-    """The cells already finished in ``path`` under the same settings; ``{}`` if none."""
-    if path is None or not os.path.exists(path):
-        return {}
-    with open(path, encoding="utf-8") as fh:
-        try:
-            old = json.load(fh)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"results: {path} is not a results file of run_sensitivity ({exc})") from None
-    if not isinstance(old, dict) or "settings" not in old or "cells" not in old:
-        raise ValueError(f"results: {path} is not a results file of run_sensitivity")
-    new = jsonable(settings)
-    changed = sorted(k for k in set(old["settings"]) | set(new)
-                     if k not in ("init_scales", "lrs") and old["settings"].get(k) != new.get(k))
-    if changed:
-        raise ValueError(f"results: {path} holds a run with other settings ({', '.join(changed)} differ); "
-                         f"use another file or the same settings")
-    for key in ("init_scales", "lrs"):  # a grid may grow: the cells already run are kept
-        settings[key] = sorted(set(settings[key]) | set(old["settings"][key]))
-    return old["cells"]
-
-
 def run_sensitivity(figure="fig3", *, seeds=16, epochs=None, eval_every=None, init_scales=GRID["init_scale"],
                     lrs=GRID["lr"], n_test=PAPER["n_test"], dtype="float32", results=None, command=None,
                     progress=None):
@@ -246,14 +223,13 @@ def run_sensitivity(figure="fig3", *, seeds=16, epochs=None, eval_every=None, in
         record}) and ``summary`` (:func:`summarise`).
     """
     settings = _settings(figure, seeds, epochs, eval_every, init_scales, lrs, n_test, dtype)
-    cells = _load(results, settings)
+    store = CellStore(results, settings, grow=("init_scales", "lrs"), what="run_sensitivity")
+    cells = store.cells
     out = {"command": command, "settings": settings, "commit": code_commit(), "cells": cells}
 
     def save():
-        if results is not None:
-            out["summary"] = summarise(out)
-            text = (dumps(out) + "\n").encode("utf-8")
-            atomic_write(results, lambda fh: fh.write(text))
+        out["summary"] = summarise(out)
+        store.save(out)
 
     for init in settings["init_scales"]:
         for lr in settings["lrs"]:

@@ -1,0 +1,258 @@
+"""Issue 19: the faster NT step gives the reference's numbers; the sensitivity grid's statistics and files."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+from hypothesis.extra import numpy as hnp
+
+from refattn import layers as reference_layers
+from refattn.cli import main
+from refattn.experiments import nt_sensitivity as sens
+from refattn.experiments.nt_training import make_batches
+from refattn.fast import layers as fast_layers, threads
+from refattn.fast.memory import retain_freed_memory
+from refattn.models import nt
+
+
+# --------------------------------------------------------------------------
+# refattn.fast.layers: the reference's layer norm, row sums as products
+# --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("shape", [(5, 16), (2, 3, 4, 7), (1, 1)])
+def test_fast_layer_norm_matches_reference(shape, dtype, rng):
+    x = (rng.standard_normal(shape) * 3 + 1).astype(dtype)
+    u = rng.standard_normal(shape).astype(dtype)
+    d = shape[-1]
+    # the two differ only in the order of d additions per row: |error| <= d u |terms|, terms O(1) after LN
+    tol = 8 * d * np.finfo(dtype).eps * (1 + np.abs(u).max())
+    z_ref, z = reference_layers.layer_norm(x), fast_layers.layer_norm(x)
+    assert z.dtype == z_ref.dtype and z.shape == z_ref.shape
+    np.testing.assert_allclose(z, z_ref, rtol=0, atol=tol)
+    np.testing.assert_allclose(fast_layers.layer_norm_vjp(x, u), reference_layers.layer_norm_vjp(x, u),
+                               rtol=0, atol=tol * (1 + 1 / np.sqrt(np.var(x, axis=-1).min() + 1e-5)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(hnp.arrays(np.float64, st.tuples(st.integers(1, 4), st.integers(2, 20)),
+                  elements=st.floats(-1e6, 1e6, allow_nan=False)))
+def test_fast_layer_norm_rows_have_mean_zero(x):
+    z = fast_layers.layer_norm(x)
+    assert np.all(np.isfinite(z))
+    # mean(z) = r (mean x - computed mean) + rounding: |.| <= d u (|x| r + |z|), r <= 1 / sqrt(eps); the same
+    # bound holds for the reference (a constant row of 2e5 gives z = 9e-9 in both)
+    d, u = x.shape[-1], 2.0 ** -53
+    bound = 4 * d * u * (np.abs(x).max(axis=-1) / np.sqrt(1e-5) + np.abs(z).max(axis=-1) + 1)
+    assert np.all(np.abs(z.mean(axis=-1)) <= bound)
+
+
+def test_fast_layer_norm_refuses_bad_input_and_traced_values_use_the_reference():
+    with pytest.raises(ValueError, match="eps"):
+        fast_layers.layer_norm(np.ones((2, 3)), eps=0.0)
+    with pytest.raises(ValueError, match="grad_z"):
+        fast_layers.layer_norm_vjp(np.ones((2, 3)), np.ones((2, 4)))
+    import autograd  # noqa: PLC0415
+    import autograd.numpy as anp  # noqa: PLC0415
+
+    x = np.random.default_rng(0).standard_normal((3, 5))
+    u = np.random.default_rng(1).standard_normal((3, 5))
+    g = autograd.grad(lambda v: anp.sum(fast_layers.layer_norm(v) * u))(x)
+    np.testing.assert_allclose(g, reference_layers.layer_norm_vjp(x, u), rtol=1e-12, atol=1e-12)
+
+
+# --------------------------------------------------------------------------
+# the NT step: fused Q/K/V, LN(e_x) looked up, seeds split over threads
+# --------------------------------------------------------------------------
+
+def _model_and_batch(dtype="float64", S=4, activation="expressive"):
+    model = nt.NTModel(16, 8, activation=activation)
+    seeds = tuple(range(S))
+    return model, model.init_params(seeds, dtype=dtype), make_batches("N16T2", 8, seeds)(0)[0]
+
+
+def test_the_fused_forward_is_the_textbook_forward(rng):
+    """Q = W_Q LN(e_x) + b_Q etc. computed position by position with the reference's layer norm."""
+    model, p, batch = _model_and_batch()
+    ctx = batch["context"]
+    _, c = model._forward(p, ctx)
+    S, B, n = ctx.shape
+    X = np.eye(16)[ctx]
+    Z1 = reference_layers.layer_norm(X)
+    np.testing.assert_allclose(c["Z1"], Z1, rtol=0, atol=1e-13)
+    Q = np.einsum("smoi,sbmi->sbmo", p["W_Q"], Z1) + p["b_Q"][:, None]
+    np.testing.assert_allclose(c["att"]["Q"], Q, rtol=0, atol=1e-12)
+    V = np.einsum("smoi,sbmi->sbmo", p["W_V"], Z1)
+    np.testing.assert_allclose(c["att"]["V"], V, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("activation", ["expressive", "softmax"])
+def test_seed_blocks_on_threads_give_the_same_numbers_bit_for_bit(dtype, activation, monkeypatch):
+    model, p, batch = _model_and_batch(dtype, S=5, activation=activation)
+    monkeypatch.setattr(threads, "_threads", 1)
+    assert nt._seed_blocks(p, 5) is None
+    one = model.loss_and_grad(p, batch)
+    gen_one = model.generate(p, batch["context"], 4)
+    monkeypatch.setattr(threads, "_threads", 2)
+    assert nt._seed_blocks(p, 5) == 3
+    two = model.loss_and_grad(p, batch)
+    gen_two = model.generate(p, batch["context"], 4)
+    np.testing.assert_array_equal(one[0], two[0])
+    for k in one[1]:
+        assert one[1][k].shape == two[1][k].shape and one[1][k].dtype == two[1][k].dtype
+        np.testing.assert_array_equal(one[1][k], two[1][k])
+    for k in one[2]:
+        np.testing.assert_array_equal(one[2][k], two[2][k])
+    np.testing.assert_array_equal(gen_one, gen_two)
+
+
+def test_seed_blocks_are_not_used_for_one_seed_or_traced_values(monkeypatch):
+    monkeypatch.setattr(threads, "_threads", 2)
+    model, p, _ = _model_and_batch(S=1)
+    assert nt._seed_blocks(p, 1) is None
+    model, p, _ = _model_and_batch(S=2)
+    assert nt._seed_blocks({k: v.tolist() for k, v in p.items()}, 2) is None
+
+
+def test_the_hand_gradient_still_matches_autograd_with_seed_blocks(monkeypatch):
+    import autograd  # noqa: PLC0415
+
+    monkeypatch.setattr(threads, "_threads", 2)
+    model, p, batch = _model_and_batch(S=3)
+    cot = np.random.default_rng(7).standard_normal(3)
+    _, grads, _ = model.loss_and_grad(p, batch)
+    auto = autograd.grad(lambda q: (model.loss(q, batch) * cot).sum())(p)
+    for k in p:  # the hand gradient is of loss.sum(); scale each seed's slice by its cotangent
+        hand = grads[k] * cot.reshape((3,) + (1,) * (grads[k].ndim - 1))
+        scale = np.abs(auto[k]).max() + 1e-300
+        assert np.abs(hand - auto[k]).max() <= 1e-9 * scale, k
+
+
+def test_retain_freed_memory_answers_the_same_each_time():
+    first = retain_freed_memory()
+    assert isinstance(first, bool)
+    assert retain_freed_memory() is first
+
+
+# --------------------------------------------------------------------------
+# statistics of the sensitivity study
+# --------------------------------------------------------------------------
+
+def _exact_rank_p(a, b):
+    """The exact two-sided permutation p-value of the rank sum, by enumerating every split."""
+    pooled = np.concatenate([a, b]).astype(float)
+    from refattn.experiments.nt_sensitivity import rank_test  # noqa: F401,PLC0415
+
+    order = np.argsort(pooled, kind="stable")
+    ranks = np.empty(pooled.size)
+    ranks[order] = np.arange(1, pooled.size + 1)
+    for v in np.unique(pooled):
+        ranks[pooled == v] = ranks[pooled == v].mean()
+    expected = len(a) * (pooled.size + 1) / 2
+    observed = abs(ranks[:len(a)].sum() - expected)
+    splits = list(itertools.combinations(range(pooled.size), len(a)))
+    extreme = sum(abs(ranks[list(s)].sum() - expected) >= observed - 1e-9 for s in splits)
+    return extreme / len(splits)
+
+
+@pytest.mark.parametrize("a, b", [
+    ([1, 2, 3, 4, 5], [6, 7, 8, 9, 10]),
+    ([0.5, 0.55, 0.6, 1.0, 1.0], [0.54, 0.55, 0.56, 0.57, 0.55]),
+    ([3, 1, 4, 1, 5, 9], [2, 6, 5, 3, 5]),
+])
+def test_rank_test_agrees_with_the_exact_permutation_p_value(a, b):
+    exact = _exact_rank_p(np.array(a), np.array(b))
+    p = sens.rank_test(a, b, permutations=20000)
+    # Monte Carlo standard error <= 0.5 / sqrt(20000) = 0.0035; 5 standard errors, plus the 1/(P+1) term
+    assert abs(p - exact) <= 5 * math.sqrt(exact * (1 - exact) / 20000) + 2e-4
+    assert sens.rank_test(a, b, permutations=20000) == p  # reproducible
+
+
+def test_rank_test_edge_cases():
+    assert sens.rank_test([1, 1, 1], [1, 1]) == 1.0
+    # completely separated samples of 16: the exact p is 2 / C(32, 16), far below 1/(P+1)
+    assert sens.rank_test(np.arange(16), np.arange(16) + 100, permutations=1000) == pytest.approx(1 / 1001)
+    with pytest.raises(ValueError, match="non-empty"):
+        sens.rank_test([], [1.0])
+
+
+def test_late_change():
+    acc = np.array([[0.1, 0.2, 0.5, 0.6, 0.7, 0.9, 1.0], [0.1, 0.2, 0.5, 0.6, 0.7, 0.7, 0.8]])
+    # last third of 7 evaluations: from index round(2/3 * 6) = 4 to 6
+    assert sens.late_change(acc) == pytest.approx(np.mean([1.0, 0.8]) - np.mean([0.7, 0.7]))
+    assert sens.late_change(np.ones((3, 1))) is None
+
+
+# --------------------------------------------------------------------------
+# the results file: written per cell, resumed, refused with other settings
+# --------------------------------------------------------------------------
+
+SMALL = dict(seeds=2, epochs=20, eval_every=10, init_scales=(0.5,), lrs=(0.32,), n_test=4)
+
+
+def test_sensitivity_cells_summary_and_resume(tmp_path, monkeypatch):
+    path = tmp_path / "fig4.json"
+    r = sens.run_sensitivity("fig4", results=path, progress=False, **SMALL)
+    saved = json.loads(path.read_text())
+    assert sorted(saved["cells"]) == ["init=0.5 lr=0.32 expressive", "init=0.5 lr=0.32 softmax"]
+    assert saved["settings"]["task"] == "N2T5" and saved["settings"]["epochs"] == 20
+    assert saved["summary"] == json.loads(json.dumps(r["summary"]))
+    row = r["summary"][0]
+    assert row["measure"] == "epochs_to_100" and row["winner"] in ("EA", "DPA", "neither")
+    cell = saved["cells"]["init=0.5 lr=0.32 expressive"]
+    assert len(cell["final_accuracy"]) == 2 and cell["eval_epochs"] == [10, 20]
+    assert "| x0.5 | 0.32 |" in sens.format_sensitivity(r)
+    # resumed: the finished cells are not trained again, and a larger grid keeps them
+    calls = []
+    real = sens.run_nt
+    monkeypatch.setattr(sens, "run_nt", lambda *a, **k: calls.append(k["init_scale"]) or real(*a, **k))
+    again = sens.run_sensitivity("fig4", results=path, progress=False, **SMALL)
+    assert calls == [] and again["cells"] == saved["cells"]
+    grown = sens.run_sensitivity("fig4", results=path, progress=False, **{**SMALL, "init_scales": (2.0,)})
+    assert calls == [2.0, 2.0] and grown["settings"]["init_scales"] == [0.5, 2.0]
+    assert len(grown["summary"]) == 2
+    with pytest.raises(ValueError, match="other settings.*epochs"):
+        sens.run_sensitivity("fig4", results=path, progress=False, **{**SMALL, "epochs": 30})
+
+
+def test_sensitivity_mixture_measure_and_figure(tmp_path):
+    r = sens.run_sensitivity("fig6", progress=False, **{**SMALL, "epochs": 10, "eval_every": 5})
+    cell = r["cells"]["init=0.5 lr=0.32 softmax"]
+    assert set(cell["final_accuracy_by_task"]) == {"N16T2", "N16T2-S"}
+    assert r["summary"][0]["measure"] == "final_accuracy_N16T2"
+    import matplotlib  # noqa: PLC0415
+
+    matplotlib.use("Agg")
+    fig = sens.plot_sensitivity(r)
+    assert len(fig.axes) == 2
+
+
+def test_sensitivity_bad_input(tmp_path):
+    with pytest.raises(ValueError, match="figure"):
+        sens.run_sensitivity("fig9")
+    bad = tmp_path / "x.json"
+    bad.write_text("{not json")
+    with pytest.raises(ValueError, match="not a results file"):
+        sens.run_sensitivity("fig4", results=bad, **SMALL)
+    bad.write_text("[]")
+    with pytest.raises(ValueError, match="not a results file"):
+        sens.run_sensitivity("fig4", results=bad, **SMALL)
+
+
+def test_sensitivity_cli(tmp_path, capsys):
+    path = tmp_path / "r.json"
+    assert main(["nt-sensitivity", "fig4", "--seeds", "2", "--epochs", "10", "--eval-every", "5",
+                 "--init-scales", "0.5", "--lrs", "0.32", "--n-test", "3", "--results", str(path)]) == 0
+    saved = json.loads(path.read_text())
+    assert saved["command"].startswith("refattn nt-sensitivity fig4 --seeds 2")
+    assert "| x0.5 | 0.32 |" in capsys.readouterr().out
+    assert main(["nt-sensitivity", "fig4", "--lrs", "0.1,x"]) == 2
+    assert "--lrs: expected comma-separated numbers" in capsys.readouterr().err
+    assert main(["nt-sensitivity", "fig4", "--init-scales", "-1"]) == 2
+    assert "--init-scales: expected numbers > 0" in capsys.readouterr().err
