@@ -366,28 +366,46 @@ class Adadelta(Optimizer):
     eps : float
         ``> 0`` (default 1e-7, Keras's; Zeiler's experiments use 1e-6, as
         PyTorch's default does).
+    loss_scale : float
+        ``> 0``: the gradients are multiplied by it first, as training on
+        ``loss_scale`` times the loss does (default 1). Adadelta's step is a
+        ratio of root-mean-squares, so the scale matters only against
+        ``eps``, which it does not scale: on the first step a coordinate moves
+        ``lr sqrt(eps) c g / sqrt((1 - rho) c^2 g^2 + eps)`` with ``c =
+        loss_scale``, nearly ``lr sqrt(eps / (1 - rho))`` once ``c |g| >>
+        sqrt(eps)``.
 
     TanhMax's public code (``Synthetic/TanhMax.ipynb``) trains its
     classifier with PyTorch's ``Adadelta(lr=0.05)``, i.e. ``rho = 0.9``,
-    ``eps = 1e-6``, on 100 times the mean BCE; the paper's text (section
-    5.1) says Adam. No paper equation and no derivation file: the update is
+    ``eps = 1e-6``, on 100 times the mean BCE: ``Adadelta(params, 0.05,
+    rho=0.9, eps=1e-6, loss_scale=100)`` (the optimiser ``"adadelta-code"``
+    of :data:`refattn.experiments.polarity.OPTIMISERS`); the paper's text
+    (section 5.1) says Adam. No paper equation and no derivation file: the update is
     the definition, checked against the formula written out in
     ``tests/test_optim_adaptive.py``.
     """
 
     buffer_names = ("square_avg", "delta_avg")
-    hyper_names = ("lr", "rho", "eps")
+    hyper_names = ("lr", "rho", "eps", "loss_scale")
 
-    def __init__(self, params, lr=1.0, rho=0.95, eps=1e-7):
+    def __init__(self, params, lr=1.0, rho=0.95, eps=1e-7, loss_scale=1.0):
         super().__init__(params, lr)
-        self._set_hyper(**self._parse_hyper(lr=lr, rho=rho, eps=eps))
+        self._set_hyper(**self._parse_hyper(lr=lr, rho=rho, eps=eps, loss_scale=loss_scale))
+
+    def load_state_dict(self, state):
+        if isinstance(state, Mapping) and "loss_scale" not in state:  # saved before loss_scale existed
+            state = {**state, "loss_scale": 1.0}
+        return super().load_state_dict(state)
 
     def _parse_hyper(self, **hyper):
         return {"lr": _rate(hyper["lr"], "lr"),
                 "rho": _rate(hyper["rho"], "rho", low_open=False, high=1.0),
-                "eps": _rate(hyper["eps"], "eps")}
+                "eps": _rate(hyper["eps"], "eps"),
+                "loss_scale": _rate(hyper["loss_scale"], "loss_scale")}
 
     def _update(self, xp, key, p, g):
+        if self.loss_scale != 1.0:
+            g = self.loss_scale * g  # the gradient of loss_scale * loss
         a, d = self.state["square_avg"][key], self.state["delta_avg"][key]
         a *= self.rho
         a += (1.0 - self.rho) * (g * g)  # a <- rho a + (1 - rho) g^2

@@ -260,3 +260,31 @@ def test_cupy_matches_numpy(rng):
         for k in P:
             assert isinstance(Pc[k], cp.ndarray)
             np.testing.assert_allclose(cp.asnumpy(Pc[k]), P[k], rtol=1e-12, atol=1e-14)
+
+
+def test_adadelta_loss_scale_is_training_on_the_scaled_loss(rng):
+    """loss_scale c: the same steps as plain Adadelta fed c g, and the first step's closed form."""
+    lr, rho, eps, c = 0.05, 0.9, 1e-6, 100.0
+    P, Q = make_params(rng), None
+    Q = copy(P)
+    P0 = copy(P)
+    g1, g2 = make_grads(rng, P), make_grads(rng, P)
+    scaled = Adadelta(P, lr=lr, rho=rho, eps=eps, loss_scale=c)
+    plain = Adadelta(Q, lr=lr, rho=rho, eps=eps)
+    scaled.step(g1)
+    for k in P:  # first step: lr sqrt(eps) c g / sqrt((1 - rho) c^2 g^2 + eps)
+        want = P0[k] - lr * np.sqrt(eps) * c * g1[k] / np.sqrt((1 - rho) * c * c * g1[k] ** 2 + eps)
+        np.testing.assert_allclose(P[k], want, rtol=1e-13, atol=1e-15)
+    scaled.step(g2)
+    plain.step({k: c * v for k, v in g1.items()})
+    plain.step({k: c * v for k, v in g2.items()})
+    for k in P:
+        np.testing.assert_allclose(P[k], Q[k], rtol=1e-13, atol=1e-15)
+    state = scaled.state_dict()
+    assert state["loss_scale"] == c
+    old = {k: v for k, v in state.items() if k != "loss_scale"}  # a state saved before loss_scale existed
+    other = Adadelta(copy(P), lr=lr)
+    other.load_state_dict(old)
+    assert other.loss_scale == 1.0
+    with pytest.raises(ValueError, match="loss_scale"):
+        Adadelta(copy(P), loss_scale=0.0)

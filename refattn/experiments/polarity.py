@@ -46,7 +46,13 @@ PAPER_FIG2 = {
     "softmax": {"weight": {"positive": 0.48, "negative": 0.48}},
 }
 
-OPTIMISERS = {"adam": Adam, "adadelta": Adadelta, "adagrad": Adagrad, "sgd": SGD}
+def _adadelta_code(params, lr=0.05):
+    """TanhMax's public code: PyTorch's ``Adadelta(lr=0.05)`` (rho 0.9, eps 1e-6) on 100 x the mean BCE."""
+    return Adadelta(params, lr=lr, rho=0.9, eps=1e-6, loss_scale=100.0)
+
+
+#: Optimisers by name (``optimizer=``); ``"adadelta-code"`` is the setting of TanhMax's public code.
+OPTIMISERS = {"adam": Adam, "adadelta": Adadelta, "adadelta-code": _adadelta_code, "adagrad": Adagrad, "sgd": SGD}
 _GROUPS = (("positive", POSITIVE), ("negative", NEGATIVE), ("neutral", NEUTRAL))
 
 
@@ -90,14 +96,17 @@ def _pattern(wp, wn):
 
 def train_classifier(tokens, labels, vocab_size, activation, *, seeds, mask=None, score="self", epochs=8,
                      batch_size=100, optimizer="adam", lr=1e-2, dropout=0.5, checkpoint=None, progress=None,
-                     fingerprint_extra=None, grad="analytic"):
+                     fingerprint_extra=None, grad="analytic", embed_dim=30, callbacks=()):
     """Train TanhMax's classifier on ``tokens (n, L)``, ``labels (n,)`` for every seed at once.
 
     Batches come from :func:`refattn.train.batch_iterator` (order seeded by
     (seed, epoch)); dropout masks from ``(seed, epoch, batch)``. ``mask (n, L)``
     marks real tokens (padding False). ``grad="autograd"`` differentiates the
     model's loss with autograd instead of its hand-derived backward (the same
-    trajectory to rounding; ``tests/test_polarity_experiment.py``). Returns
+    trajectory to rounding; ``tests/test_polarity_experiment.py``).
+    ``embed_dim`` is the embedding size (TanhMax's 30 by default);
+    ``callbacks`` go to :func:`refattn.train.train` (``cb(epoch, params)``
+    after every epoch, its dict into the history). Returns
     ``(model, params, train_output)``.
     """
     seeds = tuple(int(s) for s in seeds)
@@ -105,7 +114,7 @@ def train_classifier(tokens, labels, vocab_size, activation, *, seeds, mask=None
         raise ValueError(f"optimizer: expected one of {tuple(OPTIMISERS)}, got {optimizer!r}")
     tokens = np.asarray(tokens, dtype=np.int64)
     labels = np.asarray(labels, dtype=float)
-    model = PolarityClassifier(vocab_size, activation=activation, score=score, dropout=dropout)
+    model = PolarityClassifier(vocab_size, activation=activation, score=score, dropout=dropout, embed_dim=embed_dim)
     params = model.init_params(seeds)
     opt = OPTIMISERS[optimizer](params, lr=lr)
 
@@ -123,8 +132,9 @@ def train_classifier(tokens, labels, vocab_size, activation, *, seeds, mask=None
 
     fp = {"activation": activation, "seeds": list(seeds), "score": score, "epochs": epochs, "lr": lr,
           "optimizer": optimizer, "batch_size": batch_size, "dropout": dropout, "n": int(len(tokens)),
-          **(fingerprint_extra or {})}
+          **({"embed_dim": embed_dim} if embed_dim != 30 else {}), **(fingerprint_extra or {})}
     out = train(model, params, opt, make_batches, epochs=epochs, checkpoint=checkpoint, fingerprint=fp, grad=grad,
+                callbacks=list(callbacks),
                 progress=Progress(epochs, enabled=progress, label=f"{activation}"))
     return model, params, out
 
