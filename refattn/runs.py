@@ -150,6 +150,7 @@ class CellStore:
         self.path = None if path is None else os.fspath(path)
         self.settings = settings
         self.cells: dict = {}
+        self.previous: dict = {}  # the document found in the file, if any
         if self.path is None or not os.path.exists(self.path):
             return
         with open(self.path, encoding="utf-8") as fh:
@@ -168,6 +169,15 @@ class CellStore:
         for key in grow:  # a grid may grow: the cells already run are kept
             settings[key] = sorted(set(settings[key]) | set(old["settings"][key]))
         self.cells = old["cells"]
+        self.previous = old
+
+    def runs(self, command, commit):
+        """The list of ``{"command", "commit"}`` that made the file, this one appended if it is new."""
+        done = list(self.previous.get("runs", []))
+        if not done and "command" in self.previous:
+            done = [{"command": self.previous["command"], "commit": self.previous.get("commit")}]
+        this = {"command": command, "commit": commit}
+        return done if this in done else done + [this]
 
     def save(self, document):
         """Write ``document`` (which holds ``settings`` and ``cells``) atomically, if there is a file."""

@@ -147,8 +147,6 @@ def test_retain_freed_memory_answers_the_same_each_time():
 def _exact_rank_p(a, b):
     """The exact two-sided permutation p-value of the rank sum, by enumerating every split."""
     pooled = np.concatenate([a, b]).astype(float)
-    from refattn.experiments.nt_sensitivity import rank_test  # noqa: F401,PLC0415
-
     order = np.argsort(pooled, kind="stable")
     ranks = np.empty(pooled.size)
     ranks[order] = np.arange(1, pooled.size + 1)
@@ -252,6 +250,13 @@ def test_sensitivity_cli(tmp_path, capsys):
     saved = json.loads(path.read_text())
     assert saved["command"].startswith("refattn nt-sensitivity fig4 --seeds 2")
     assert "| x0.5 | 0.32 |" in capsys.readouterr().out
+    # a second command grows the grid; the file lists both commands
+    assert main(["nt-sensitivity", "fig4", "--seeds", "2", "--epochs", "10", "--eval-every", "5",
+                 "--init-scales", "0.5", "--lrs", "0.04", "--n-test", "3", "--results", str(path)]) == 0
+    saved = json.loads(path.read_text())
+    assert [r["command"].split("--lrs ")[1].split()[0] for r in saved["runs"]] == ["0.32", "0.04"]
+    assert saved["settings"]["lrs"] == [0.04, 0.32] and len(saved["cells"]) == 4
+    capsys.readouterr()
     assert main(["nt-sensitivity", "fig4", "--lrs", "0.1,x"]) == 2
     assert "--lrs: expected comma-separated numbers" in capsys.readouterr().err
     assert main(["nt-sensitivity", "fig4", "--init-scales", "-1"]) == 2

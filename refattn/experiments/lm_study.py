@@ -131,6 +131,7 @@ def run_lm_study(*, variants=FOCUS, lrs=LRS, seeds=DEFAULTS["seeds"], steps=DEFA
     store = CellStore(results, settings, what="run_lm_study")
     cells = store.cells
     out = {"command": command, "settings": settings, "commit": code_commit(), "cells": cells}
+    out["runs"] = store.runs(command, out["commit"])  # every command that added cells to the file
 
     def run(key, variant, lr, n_steps, eval_every):
         if key not in cells:

@@ -42,7 +42,7 @@ import subprocess
 import numpy as np
 
 from ..runs import CellStore
-from .nt_training import PAPER, parse_mixture, run_nt
+from .nt_training import PAPER, run_nt
 
 __all__ = ["SETTINGS", "GRID", "MEASURES", "SETTLED", "cell_key", "rank_test", "late_change", "run_sensitivity",
            "summarise", "format_sensitivity", "plot_sensitivity", "code_commit"]
@@ -226,6 +226,7 @@ def run_sensitivity(figure="fig3", *, seeds=16, epochs=None, eval_every=None, in
     store = CellStore(results, settings, grow=("init_scales", "lrs"), what="run_sensitivity")
     cells = store.cells
     out = {"command": command, "settings": settings, "commit": code_commit(), "cells": cells}
+    out["runs"] = store.runs(command, out["commit"])  # every command that added cells to the file
 
     def save():
         out["summary"] = summarise(out)
@@ -307,6 +308,11 @@ def summarise(result):
     return rows
 
 
+def _p(p):
+    """A p-value for a table: three decimals, or "< 0.001" below (the permutation test's floor is 1/20001)."""
+    return "< 0.001" if p < 0.001 else f"{p:.3f}"
+
+
 def format_sensitivity(result):
     """:func:`summarise`'s rows as a Markdown table."""
     s = result["settings"]
@@ -320,7 +326,7 @@ def format_sensitivity(result):
         cell = {att: f"{fmt.format(r[att]['median'])} [{fmt.format(r[att]['q1'])}, {fmt.format(r[att]['q3'])}]"
                 for att in ATTENTIONS}
         lines.append(f"| x{r['init_scale']:g} | {r['lr']:g} | {cell['expressive']} | {cell['softmax']} | "
-                     f"{fmt.format(r['difference'])} | {r['p']:.3f} | {r['winner']} | "
+                     f"{fmt.format(r['difference'])} | {_p(r['p'])} | {r['winner']} | "
                      f"{r['reached_100']['expressive']}/{r['reached_100']['softmax']} | "
                      f"{r['diverged']['expressive']}/{r['diverged']['softmax']} | "
                      f"{'yes' if r['settled'] else 'still moving'} |")

@@ -110,6 +110,7 @@ def run_sst2_sweep(data=None, *, activations=DEFAULTS["activations"], seeds=5, s
     store = CellStore(results, settings, what="run_sst2_sweep")
     cells = store.cells
     out = {"command": command, "settings": settings, "commit": code_commit(), "cells": cells}
+    out["runs"] = store.runs(command, out["commit"])  # every command that added cells to the file
     folder = resolve_data_dir(data)
     phrases, labels = load_sst2(folder, "train")
     dev_text, dev_y = load_sst2(folder, "dev")
