@@ -144,9 +144,12 @@ class CellStore:
     grow : sequence of str
     what : str
         The study's name, for messages.
+    free : sequence of str
+        Keys that may differ without a refusal (settings that only some
+        cells use and that those cells' names record, such as a run's length).
     """
 
-    def __init__(self, path, settings, grow=(), what="this study"):
+    def __init__(self, path, settings, grow=(), what="this study", free=()):
         self.path = None if path is None else os.fspath(path)
         self.settings = settings
         self.cells: dict = {}
@@ -162,7 +165,7 @@ class CellStore:
             raise ValueError(f"results: {self.path} is not a results file of {what}")
         new = jsonable(settings)
         changed = sorted(k for k in set(old["settings"]) | set(new)
-                         if k not in grow and old["settings"].get(k) != new.get(k))
+                         if k not in grow and k not in free and old["settings"].get(k) != new.get(k))
         if changed:
             raise ValueError(f"results: {self.path} holds a run with other settings ({', '.join(changed)} "
                              f"differ); use another file or the same settings")

@@ -44,8 +44,9 @@ FOCUS = ("softmax", "tanhmax", "cog-hybrid", "neural-first")
 LRS = (1e-3, 3e-3, 1e-2)
 
 
-def _key(phase, variant, lr):
-    return f"{phase} {variant} lr={lr:g}"
+def _key(phase, variant, lr, steps=None):
+    """A cell's name; a long run's names its length, so runs of several lengths can share a file."""
+    return f"{phase} {variant} lr={lr:g}" + ("" if steps is None else f" steps={steps}")
 
 
 def _record(entry):
@@ -91,7 +92,7 @@ def gap_curve(rec, ref, key="dev_loss"):
             "settled": settled}
 
 
-def run_lm_study(*, variants=FOCUS, lrs=LRS, seeds=DEFAULTS["seeds"], steps=DEFAULTS["steps"], long_steps=2400,
+def run_lm_study(*, variants=FOCUS, lrs=LRS, seeds=DEFAULTS["seeds"], steps=DEFAULTS["steps"], long_steps=1200,
                  long_evals=12, data=None, phases=("table", "tune", "long"), results=None, command=None,
                  progress=None):
     """Run the study's phases (module docstring); each finished run is saved at once.
@@ -128,7 +129,7 @@ def run_lm_study(*, variants=FOCUS, lrs=LRS, seeds=DEFAULTS["seeds"], steps=DEFA
     settings = {"variants": variants, "lrs": lrs, "seeds": seeds, "steps": steps, "long_steps": long_steps,
                 "long_evals": long_evals, "data": None if data is None else str(data),
                 "model": {k: DEFAULTS[k] for k in ("layers", "width", "heads", "n_ctx", "batch_size", "dtype")}}
-    store = CellStore(results, settings, what="run_lm_study")
+    store = CellStore(results, settings, what="run_lm_study", free=("long_steps", "long_evals"))
     cells = store.cells
     out = {"command": command, "settings": settings, "commit": code_commit(), "cells": cells}
     out["runs"] = store.runs(command, out["commit"])  # every command that added cells to the file
@@ -143,9 +144,9 @@ def run_lm_study(*, variants=FOCUS, lrs=LRS, seeds=DEFAULTS["seeds"], steps=DEFA
     def finish():
         out["best_lr"] = best_lrs(cells, variants, lrs)
         out["gaps"] = {}
-        ref = cells.get(_key("long", "softmax", out["best_lr"].get("softmax", -1)))
+        ref = cells.get(_key("long", "softmax", out["best_lr"].get("softmax", -1), long_steps))
         for v, lr in out["best_lr"].items():
-            rec = cells.get(_key("long", v, lr))
+            rec = cells.get(_key("long", v, lr, long_steps))
             if v != "softmax" and rec is not None and ref is not None:
                 out["gaps"][v] = {"dev_loss": gap_curve(rec, ref, "dev_loss"),
                                   "dev_accuracy": gap_curve(rec, ref, "dev_accuracy")}
@@ -164,7 +165,7 @@ def run_lm_study(*, variants=FOCUS, lrs=LRS, seeds=DEFAULTS["seeds"], steps=DEFA
                 run(key, v, lr, steps, DEFAULTS["eval_every"])
     if "long" in phases:
         for v, lr in best_lrs(cells, variants, lrs).items():
-            run(_key("long", v, lr), v, lr, long_steps, max(1, long_steps // long_evals))
+            run(_key("long", v, lr, long_steps), v, lr, long_steps, max(1, long_steps // long_evals))
     finish()
     return out
 
@@ -192,7 +193,7 @@ def format_lm_study(result):
               "| variant | lr | accuracy % | loss | gap accuracy pp | gap loss | settled |",
               "|---|---|---|---|---|---|---|"]
     for v, lr in result.get("best_lr", {}).items():
-        rec = cells.get(_key("long", v, lr))
+        rec = cells.get(_key("long", v, lr, s["long_steps"]))
         if rec is None:
             continue
         g = result.get("gaps", {}).get(v)

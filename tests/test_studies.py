@@ -1,0 +1,106 @@
+"""Issue 19: the LM study and the SST sweep, at toy size: files, resume, selection, paired gaps."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from refattn.experiments import lm_study, sst2_sweep
+
+
+def test_gap_curve_by_hand():
+    rec = {"curve": {"step": [1, 2, 3, 4, 5], "dev_loss": [[5, 4, 3, 2.0, 2.0], [5, 4, 3, 2.2, 2.4]]}}
+    ref = {"curve": {"step": [1, 2, 3, 4, 5], "dev_loss": [[5, 4, 3, 2.5, 2.5], [5, 4, 3, 2.5, 2.5]]}}
+    g = lm_study.gap_curve(rec, ref)
+    np.testing.assert_allclose(g["mean"], [0, 0, 0, -0.4, -0.3])
+    np.testing.assert_allclose(g["se"][-1], np.std([-0.5, -0.1], ddof=1) / np.sqrt(2))
+    # index round(0.75 * 4) = 3: change = mean[4] - mean[3] = -0.3 + 0.4
+    assert g["change"] == pytest.approx(0.1)
+    assert g["settled"] == (abs(0.1) <= 2 * np.hypot(g["se"][-1], g["se"][3]))
+
+
+def test_best_lrs_picks_the_lowest_finite_loss():
+    cells = {"tune softmax lr=0.001": {"finite": True, "dev_loss_mean": 2.0},
+             "tune softmax lr=0.003": {"finite": True, "dev_loss_mean": 1.5},
+             "tune softmax lr=0.01": {"finite": False, "dev_loss_mean": float("nan")}}
+    assert lm_study.best_lrs(cells, ["softmax", "tanhmax"], [1e-3, 3e-3, 1e-2]) == {"softmax": 3e-3}
+
+
+def test_lm_study_toy_runs_resumes_and_refuses_other_settings(tmp_path, monkeypatch):
+    path = tmp_path / "lm.json"
+    kw = dict(variants=("softmax", "tanhmax"), lrs=(3e-3, 1e-2), seeds=2, steps=4, long_steps=6, long_evals=3,
+              data="toy", results=path, progress=False)
+    monkeypatch.setattr(lm_study, "VARIANTS", ("softmax", "tanhmax"))  # a short table
+    r = lm_study.run_lm_study(**kw)
+    saved = json.loads(path.read_text())
+    assert set(saved["cells"]) >= {"table softmax lr=0.003", "tune tanhmax lr=0.01"}
+    assert saved["cells"]["tune softmax lr=0.003"] == saved["cells"]["table softmax lr=0.003"]  # one run, reused
+    best = r["best_lr"]["tanhmax"]
+    long = saved["cells"][f"long tanhmax lr={best:g} steps=6"]
+    assert long["curve"]["step"] == [2, 4, 6]
+    gap = r["gaps"]["tanhmax"]["dev_loss"]
+    ref = saved["cells"][f"long softmax lr={r['best_lr']['softmax']:g} steps=6"]
+    want = np.asarray(long["curve"]["dev_loss"]) - np.asarray(ref["curve"]["dev_loss"])
+    np.testing.assert_allclose(gap["mean"], want.mean(axis=0), rtol=1e-12)
+    assert "| tanhmax |" in lm_study.format_lm_study(r)
+    calls = []
+    real_run_lm = lm_study.run_lm
+    monkeypatch.setattr(lm_study, "run_lm", lambda *a, **k: calls.append(a) or None)
+    again = lm_study.run_lm_study(**kw)
+    assert calls == [] and again["cells"] == saved["cells"]
+    with pytest.raises(ValueError, match="other settings.*steps"):
+        lm_study.run_lm_study(**{**kw, "steps": 5})
+    # a longer long run shares the file: only the long runs are new
+    calls.clear()
+    monkeypatch.setattr(lm_study, "run_lm", real_run_lm)
+    longer = lm_study.run_lm_study(**{**kw, "long_steps": 8, "long_evals": 2})
+    assert {k for k in longer["cells"] if k.endswith("steps=8")} == {
+        f"long {v} lr={lr:g} steps=8" for v, lr in longer["best_lr"].items()}
+    assert set(longer["gaps"]) == {"tanhmax"}
+    with pytest.raises(ValueError, match="softmax"):
+        lm_study.run_lm_study(**{**kw, "variants": ("tanhmax",)})
+    with pytest.raises(ValueError, match="phases"):
+        lm_study.run_lm_study(**{**kw, "phases": ("warmup",)})
+
+
+@pytest.fixture
+def tiny_folder(tmp_path):
+    """Phrases that nest (so the maximal ones are fewer), with separable labels."""
+    rng = np.random.default_rng(0)
+    rows = []
+    for i in range(60):
+        y = int(rng.integers(2))
+        words = [("good" if y else "bad") + str(rng.integers(3)), f"w{i}", "film", f"v{i}"]
+        sentence = " ".join(words)
+        rows += [(y, sentence), (y, " ".join(words[:2])), (y, words[0])]
+    (tmp_path / "train.tsv").write_text("sentence\tlabel\n" + "".join(f"{s}\t{y}\n" for y, s in rows))
+    dev = [(y, ("good" if y else "bad") + "1 x film") for y in (0, 1) * 10]
+    (tmp_path / "dev.tsv").write_text("sentence\tlabel\n" + "".join(f"{s}\t{y}\n" for y, s in dev))
+    return tmp_path
+
+
+def test_sentences_of_keeps_the_maximal_phrases_with_their_labels():
+    phrases = ["a good film", "good film", "good", "a bad one", "bad"]
+    labels = np.array([1, 1, 1, 0, 0])
+    text, y = sst2_sweep.sentences_of(phrases, labels)
+    assert text == ["a good film", "a bad one"] and y.tolist() == [1, 0]
+
+
+def test_sst2_sweep_tiny(tiny_folder, tmp_path):
+    path = tmp_path / "sst.json"
+    kw = dict(seeds=2, sweep={"embed_dim": (8,), "training": (("adam", "sentences"),)},
+              epochs={"adam/sentences": 3}, results=path, progress=False)
+    r = sst2_sweep.run_sst2_sweep(tiny_folder, **kw)
+    saved = json.loads(path.read_text())
+    cell = saved["cells"]["embed=8 adam sentences softmax"]
+    assert cell["n_train"] == 60 and np.shape(cell["dev_accuracy"]) == (2, 3)
+    best = r["best"]["softmax"]
+    acc = np.asarray(cell["dev_accuracy"])
+    assert best["mean"] == pytest.approx(acc.mean(axis=0).max()) and best["epoch"] == acc.mean(axis=0).argmax() + 1
+    assert "p_tanhmax_vs_softmax" in r["best"]["by_setting"]["embed=8 adam sentences"]
+    assert "best tanhmax" in sst2_sweep.format_sst2_sweep(r)
+    with pytest.raises(ValueError, match="unknown"):
+        sst2_sweep.run_sst2_sweep(tiny_folder, **{**kw, "sweep": {"embed_dim": (8,), "training": (("rmsprop",
+                                                                                                    "phrases"),)}})
