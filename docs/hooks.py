@@ -99,7 +99,12 @@ FIGURES: dict[str, list[tuple[str, list[str]]]] = {
         ("4. A symmetry of the classifier", ["03_polarity_fig2", "03_opposite_fraction"]),
     ],
     "13-interpretability.md": [("6. Our numbers beside Table 1", ["03_interpret_table1"])],
-    "15-nt-experiments.md": [("5. Fig. 4", ["04_nt_fig4", "04_nt_attention_log10"])],
+    "15-nt-experiments.md": [
+        ("5. Fig. 4", ["04_nt_fig4", "04_nt_attention_log10"]),
+        ("11. The grid", ["14_sensitivity_fig3", "14_sensitivity_fig4", "14_sensitivity_fig6",
+                          "14_sensitivity_fig7"]),
+    ],
+    "14-sst2.md": [("9. A sweep", ["14_sst2_sweep"])],
     "16-rank-collapse.md": [
         ("2. The mean is not the minimiser", ["09_frontier"]),
         ("7. What we measured", ["09_rank_collapse", "09_rank_collapse_rescaled"]),
@@ -109,10 +114,12 @@ FIGURES: dict[str, list[tuple[str, list[str]]]] = {
         ("5. Measured", ["10_neural_cost_vs_n", "10_max_n_vs_budget"]),
     ],
     "18-decoder-and-cog.md": [("3. Cog's JAX example", ["11_cog_example_weights"])],
-    "19-toy-lm.md": [("4. Results", ["11_lm_curves", "11_cog_trained_weights"])],
+    "19-toy-lm.md": [("4. Results", ["11_lm_curves", "11_cog_trained_weights"]),
+                     ("8. A tuned learning rate", ["14_lm_gaps"])],
     "20-speed.md": [
         ("4. Linear attention by associativity", ["12_linear_associativity"]),
         ("6. The result", ["12_benchmark"]),
+        ("8. The NT training step", ["14_nt_speed"]),
     ],
 }
 

@@ -423,7 +423,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", type=int, default=10, help="number of seeds (default 10)")
     p.add_argument("--score", default="self", choices=["self", "global", "additive"], help="score (default self)")
     p.add_argument("--epochs", type=int, default=20, help="epochs (default 20)")
-    p.add_argument("--optimizer", default="adam", choices=["adam", "adadelta", "adagrad", "sgd"])
+    p.add_argument("--optimizer", default="adam", choices=["adam", "adadelta", "adadelta-code", "adagrad", "sgd"],
+                   help="optimiser (default adam; adadelta-code: TanhMax's public code, Adadelta(0.05) on 100 x BCE)")
     p.add_argument("--lr", type=float, default=1e-2, help="learning rate (default 0.01)")
     p.add_argument("--checkpoint-dir", help="folder for resumable checkpoints, one per activation")
     _output_args(p, "polarity_fig2.png")
