@@ -261,3 +261,14 @@ def test_sensitivity_cli(tmp_path, capsys):
     assert "--lrs: expected comma-separated numbers" in capsys.readouterr().err
     assert main(["nt-sensitivity", "fig4", "--init-scales", "-1"]) == 2
     assert "--init-scales: expected numbers > 0" in capsys.readouterr().err
+
+
+def test_a_cell_is_the_same_with_one_thread_or_two(monkeypatch):
+    """Rerunning a committed command reproduces its cells whatever REFATTN_NUM_THREADS is."""
+    kw = dict(seeds=3, epochs=30, eval_every=10, init_scales=(0.5,), lrs=(0.32,), n_test=4, progress=False)
+    runs = []
+    for n in (1, 2):
+        monkeypatch.setattr(threads, "_threads", n)
+        cells = sens.run_sensitivity("fig3", **kw)["cells"]
+        runs.append({k: {f: v for f, v in c.items() if f != "seconds"} for k, c in cells.items()})
+    assert runs[0] == runs[1]

@@ -4,7 +4,7 @@ r"""The toy language model's verdicts with a tuned learning rate and a run long 
 learning rate (Adam, 3e-3) for 600 steps, less than one pass over the
 training text; a variant that wants another learning rate or more steps is
 handicapped, so its gap to softmax says little (issue 19). This study,
-``derivations/19-toy-lm.md`` section 7, does three things with the same
+``derivations/19-toy-lm.md`` section 8, does three things with the same
 model, data and seeds:
 
 1. **Table** (``phase="table"``): every variant of
@@ -23,7 +23,7 @@ model, data and seeds:
    (:func:`gap_curve`).
 
 Every finished run goes into the results file at once (:class:`refattn.runs.CellStore`);
-a rerun with the same settings resumes. ``notebooks/11_language_model.py``
+a rerun with the same settings resumes. ``notebooks/14_settling_the_claims.py``
 draws the committed file ``derivations/data/19-lm-study.json``.
 """
 
