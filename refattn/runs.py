@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import threading
 from collections.abc import Mapping
 
@@ -183,10 +184,22 @@ class CellStore:
         return done if this in done else done + [this]
 
     def save(self, document):
-        """Write ``document`` (which holds ``settings`` and ``cells``) atomically, if there is a file."""
+        """Write ``document`` (which holds ``settings`` and ``cells``) atomically, if there is a file.
+
+        Lists of plain values (numbers, booleans, nulls) go on one line each,
+        so that a file of curves stays small and still reads and diffs by line.
+        """
         if self.path is not None:
-            text = (dumps(document) + "\n").encode("utf-8")
+            text = (_flat_lists(dumps(document, indent=1)) + "\n").encode("utf-8")
             atomic_write(self.path, lambda fh: fh.write(text))
+
+
+_PLAIN_LIST = re.compile(r"\[\s*((?:-?[\d.eE+-]+|null|true|false)(?:,\s*(?:-?[\d.eE+-]+|null|true|false))*)\s*\]")
+
+
+def _flat_lists(text):
+    """JSON text with every list of plain values on one line (the values themselves untouched)."""
+    return _PLAIN_LIST.sub(lambda m: "[" + ", ".join(v.strip() for v in m.group(1).split(",")) + "]", text)
 
 
 def available_memory():

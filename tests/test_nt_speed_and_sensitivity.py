@@ -272,3 +272,30 @@ def test_a_cell_is_the_same_with_one_thread_or_two(monkeypatch):
         cells = sens.run_sensitivity("fig3", **kw)["cells"]
         runs.append({k: {f: v for f, v in c.items() if f != "seconds"} for k, c in cells.items()})
     assert runs[0] == runs[1]
+
+
+def test_thin_record_keeps_the_ends_and_every_summary(tmp_path):
+    rng = np.random.default_rng(3)
+    n = 101
+    acc = np.cumsum(rng.uniform(0, 0.01, (4, n)), axis=1)
+    rec = {"eval_epochs": list(range(20, 20 * n + 1, 20)), "accuracy": acc.round(4).tolist(),
+           "epochs_to_100": [None] * 4, "final_accuracy": acc[:, -1].round(4).tolist(),
+           "late_change": sens.late_change(acc), "diverged": [False] * 4,
+           "accuracy_by_task": {"A": acc.tolist()}}
+    thin = sens.thin_record(rec)
+    assert len(thin["eval_epochs"]) <= sens.CURVE_POINTS
+    assert thin["eval_epochs"][0] == 20 and thin["eval_epochs"][-1] == 20 * n
+    assert [row[-1] for row in thin["accuracy"]] == rec["final_accuracy"]
+    assert len(thin["accuracy_by_task"]["A"][0]) == len(thin["eval_epochs"])
+    assert sens.thin_record(thin) == thin  # idempotent
+    for key in ("epochs_to_100", "final_accuracy", "late_change", "diverged"):
+        assert thin[key] == rec[key]
+    # the study file: plain lists on one line, the same JSON when read back
+    from refattn.runs import CellStore  # noqa: PLC0415
+
+    doc = {"settings": {"a": [1, 2]}, "cells": {"x": thin}, "nested": [[1.5, None, True], {"k": [-2e-05, 3]}]}
+    path = tmp_path / "f.json"
+    CellStore(path, {"a": [1, 2]}).save(doc)
+    text = path.read_text()
+    assert json.loads(text) == json.loads(json.dumps(doc))
+    assert "[1.5, null, true]" in text and "[-2e-05, 3]" in text

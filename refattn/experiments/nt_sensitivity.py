@@ -44,7 +44,8 @@ import numpy as np
 from ..runs import CellStore
 from .nt_training import PAPER, run_nt
 
-__all__ = ["SETTINGS", "GRID", "MEASURES", "SETTLED", "cell_key", "rank_test", "late_change", "run_sensitivity",
+__all__ = ["SETTINGS", "GRID", "MEASURES", "SETTLED", "CURVE_POINTS", "cell_key", "rank_test", "late_change",
+           "thin_record", "run_sensitivity",
            "summarise", "format_sensitivity", "plot_sensitivity", "code_commit"]
 
 #: The grid of issue 19: initialisation scales and learning rates.
@@ -151,6 +152,27 @@ def _thin(values, points=60):
     return idx.tolist(), values[idx].round(6).tolist()
 
 
+#: The most evaluations a stored accuracy curve keeps (the last one always; the summaries are computed first).
+CURVE_POINTS = 40
+
+
+def thin_record(rec, points=CURVE_POINTS):
+    """A cell record with its accuracy curves thinned to about ``points`` evaluations (idempotent).
+
+    The per-seed summaries (``epochs_to_100``, ``final_accuracy``,
+    ``late_change``) are computed from the full curve before this, so
+    thinning changes no number in a table, only the curves drawn.
+    """
+    if len(rec["eval_epochs"]) <= points:
+        return rec
+    idx, _ = _thin(np.arange(len(rec["eval_epochs"])), points)
+    out = dict(rec, eval_epochs=[rec["eval_epochs"][i] for i in idx],
+               accuracy=[[row[i] for i in idx] for row in rec["accuracy"]])
+    if "accuracy_by_task" in rec:
+        out["accuracy_by_task"] = {t: [[row[i] for i in idx] for row in a] for t, a in rec["accuracy_by_task"].items()}
+    return out
+
+
 def _cell_record(r, figure):
     """What the results file keeps of one :func:`run_nt` result: settings, per-seed numbers, thinned curves."""
     loss_epochs, loss = _thin(r["loss"])
@@ -169,7 +191,7 @@ def _cell_record(r, figure):
         rec["final_accuracy_by_task"] = {t: np.round(np.asarray(a)[:, -1], 4).tolist()
                                          for t, a in r["accuracy_by_task"].items()}
         rec["late_change_by_task"] = {t: late_change(a) for t, a in r["accuracy_by_task"].items()}
-    return rec
+    return thin_record(rec)
 
 
 def _settings(figure, seeds, epochs, eval_every, init_scales, lrs, n_test, dtype):
@@ -225,6 +247,8 @@ def run_sensitivity(figure="fig3", *, seeds=16, epochs=None, eval_every=None, in
     settings = _settings(figure, seeds, epochs, eval_every, init_scales, lrs, n_test, dtype)
     store = CellStore(results, settings, grow=("init_scales", "lrs"), what="run_sensitivity")
     cells = store.cells
+    for key in cells:  # cells saved before the curves were thinned
+        cells[key] = thin_record(cells[key])
     out = {"command": command, "settings": settings, "commit": code_commit(), "cells": cells}
     out["runs"] = store.runs(command, out["commit"])  # every command that added cells to the file
 
