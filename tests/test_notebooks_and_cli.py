@@ -291,4 +291,7 @@ def test_bench_nt_smoke():
     res = json.loads(r.stdout)
     for dt in ("float64", "float32"):
         assert res["times"][dt]["train_seconds_per_epoch_median"] > 0
-    assert set(res["epochs_to_100_identical"]) == {"expressive", "softmax"}
+    assert res["speedup_over_baseline"]["float32"]["train_seconds_per_epoch"] > 0
+    (check,) = res["verdicts"]
+    assert set(check["epochs_to_100_identical"]) == {"expressive", "softmax"}
+    assert set(check["rows"]) == {f"{a}/{d}" for a in ("expressive", "softmax") for d in ("float64", "float32")}
