@@ -101,8 +101,10 @@ FIGURES: dict[str, list[tuple[str, list[str]]]] = {
     "13-interpretability.md": [("6. Our numbers beside Table 1", ["03_interpret_table1"])],
     "15-nt-experiments.md": [
         ("5. Fig. 4", ["04_nt_fig4", "04_nt_attention_log10"]),
-        ("11. The grid", ["14_sensitivity_fig3", "14_sensitivity_fig4", "14_sensitivity_fig6",
-                          "14_sensitivity_fig7"]),
+        ("11. The grid", ["14_sensitivity_fig3", "14_sensitivity_fig3_long", "14_sensitivity_fig3_16",
+                          "14_sensitivity_fig4",
+                          "14_sensitivity_fig6", "14_sensitivity_fig6_long", "14_sensitivity_fig7",
+                          "14_sensitivity_fig7_long"]),
     ],
     "14-sst2.md": [("9. A sweep", ["14_sst2_sweep"])],
     "16-rank-collapse.md": [

@@ -15,12 +15,12 @@
 # notebook draws them without retraining:
 #
 # 1. the speed that made the grids affordable (`benchmarks/results/nt_epoch.json`);
-# 2. Expressive's Figs. 3, 4, 6 and 7 over initialisation scale × learning
-#    rate, EA against DPA, 16 seeds per cell
-#    (`refattn.experiments.nt_sensitivity`; `derivations/15-nt-experiments.md`,
-#    section 10);
+# 2. Expressive's Figs. 3-7 over initialisation scale × learning rate, EA
+#    against DPA, 16 seeds per cell, and the long runs where a verdict
+#    hinged (`refattn.experiments.nt_sensitivity`;
+#    `derivations/15-nt-experiments.md`, section 11);
 # 3. the toy language model with a tuned learning rate and longer runs
-#    (`refattn.experiments.lm_study`; `derivations/19-toy-lm.md`, section 7);
+#    (`refattn.experiments.lm_study`; `derivations/19-toy-lm.md`, section 8);
 # 4. TanhMax's Table 2 over a small sweep (`refattn.experiments.sst2_sweep`;
 #    `derivations/14-sst2.md`, section 9).
 #
@@ -90,17 +90,56 @@ for v in bench["verdicts"]:
 # difference of medians, the rank test's p-value (a permutation test of
 # Mann–Whitney's statistic, 20,000 splits) and whether each run had settled
 # (its mean accuracy moved less than 0.02 over its last third); then the
-# per-seed values and the mean curves.
+# per-seed values and the mean curves. Beside the grids (`fig3`, `fig4`,
+# `fig6`, `fig7`): the cells where the verdict hinged, run longer
+# (`fig3-long` 12,000 epochs, `fig3-30k` 30,000, `fig6-long` 15,000,
+# `fig7-long` 3,000); the text's other context lengths (`fig3-16`,
+# `fig3-52`, `fig7-128`); Fig. 5 (`fig5`, N16T5 at the paper's 2,000
+# epochs); and the score scale $\beta = 1/\sqrt{N_\text{con}}$ (`fig3-beta`).
+# Derivation 15, section 11, reads them.
 
 # %%
-for fig_name in ("fig3", "fig4", "fig6", "fig7"):
+FILES = ("fig4", "fig3", "fig3-long", "fig3-30k", "fig3-52", "fig3-16", "fig3-beta", "fig5", "fig5-256",
+         "fig6", "fig6-long", "fig7", "fig7-long", "fig7-128")
+studies = {}
+for fig_name in FILES:
     result = load(f"15-sensitivity-{fig_name}.json")
     if result is None:
         continue
-    print(result["command"])
+    studies[fig_name] = result
+    print(result["runs"][-1]["command"])
     print(nt_sensitivity.format_sensitivity(result))
     print()
-    save(nt_sensitivity.plot_sensitivity(result), f"14_sensitivity_{fig_name}")
+    save(nt_sensitivity.plot_sensitivity(result), "14_sensitivity_" + fig_name.replace("-", "_"))
+
+# %% [markdown]
+# Where both attentions end at 100 %, the final accuracy cannot separate
+# them; the epochs to 100 % can (Fig. 3's learning rate 0.32, and the long
+# runs):
+
+# %%
+for fig_name in ("fig3", "fig3-long", "fig3-52", "fig6-long"):
+    if fig_name in studies:
+        print(nt_sensitivity.format_sensitivity(studies[fig_name], measure="epochs_to_100"))
+        print()
+
+# %% [markdown]
+# ### The verdicts at a glance
+#
+# One panel per claim: each grid cell red where EA is significantly ahead
+# (p < 0.05), blue where DPA is, white where neither; "~" marks a cell whose
+# curves were still moving at the end of the run.
+
+# %%
+PANELS = (("fig3", None, "Fig. 3: final accuracy"), ("fig3", "epochs_to_100", "Fig. 3: epochs to 100 %"),
+          ("fig4", None, "Fig. 4: epochs to 100 %"), ("fig6", None, "Fig. 6: final accuracy on N16T2"),
+          ("fig7", None, "Fig. 7: final accuracy"))
+panels = [p for p in PANELS if p[0] in studies]
+if panels:
+    fig = nt_sensitivity.plot_verdict_map([studies[name] for name, _, _ in panels],
+                                          measures=[measure for _, measure, _ in panels],
+                                          titles=[title for _, _, title in panels])
+    save(fig, "14_verdict_map")
 
 # %% [markdown]
 # The same code path, live and tiny (2 seeds, 20 epochs; in CI this checks

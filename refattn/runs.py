@@ -20,16 +20,19 @@ from __future__ import annotations
 import json
 import math
 import os
+import platform
 import re
 import threading
+import warnings
 from collections.abc import Mapping
 
 import numpy as np
+from threadpoolctl import threadpool_info
 
 from .backend import to_numpy
 
-__all__ = ["jsonable", "dumps", "atomic_write", "ResultsFile", "CellStore", "available_memory", "check_memory",
-           "format_bytes"]
+__all__ = ["jsonable", "dumps", "atomic_write", "ResultsFile", "CellStore", "machine_info", "available_memory",
+           "check_memory", "format_bytes"]
 
 
 def jsonable(x):
@@ -176,11 +179,22 @@ class CellStore:
         self.previous = old
 
     def runs(self, command, commit):
-        """The list of ``{"command", "commit"}`` that made the file, this one appended if it is new."""
+        """The list of ``{"command", "commit", "machine"}`` that made the file, this one appended if it is new.
+
+        ``machine`` is :func:`machine_info`: float32 training is chaotic, so a
+        cell rerun on a machine whose BLAS kernel or vectorised ``exp`` rounds
+        differently follows the same curve for a while and then drifts
+        (derivation 15, section 11); the record says where each run was made.
+        """
         done = list(self.previous.get("runs", []))
         if not done and "command" in self.previous:
             done = [{"command": self.previous["command"], "commit": self.previous.get("commit")}]
-        this = {"command": command, "commit": commit}
+        this = {"command": command, "commit": commit, "machine": machine_info()}
+        other = sorted({b for r in done for b in (r.get("machine") or {}).get("blas", [])} - set(this["machine"]["blas"]))
+        if other and self.path is not None:
+            warnings.warn(f"results: {self.path} has cells made with BLAS {', '.join(other)}; this run uses "
+                          f"{', '.join(this['machine']['blas']) or 'none found'}, so new cells will not match "
+                          f"them bit for bit (OPENBLAS_CORETYPE selects OpenBLAS's kernel)", stacklevel=3)
         return done if this in done else done + [this]
 
     def save(self, document):
@@ -192,6 +206,28 @@ class CellStore:
         if self.path is not None:
             text = (_flat_lists(dumps(document, indent=1)) + "\n").encode("utf-8")
             atomic_write(self.path, lambda fh: fh.write(text))
+
+
+def machine_info():
+    """What decides a float run's rounding: CPU, NumPy version and the BLAS NumPy loaded.
+
+    Returns
+    -------
+    dict
+        ``cpu`` (the model name Linux reports, else :func:`platform.processor`
+        or the architecture), ``numpy``, and ``blas``: one
+        ``"library version (kernel)"`` string per BLAS that threadpoolctl sees.
+    """
+    cpu = None
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            cpu = next((line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), None)
+    except OSError:
+        pass
+    cpu = cpu or platform.processor() or platform.machine()
+    blas = [f"{i.get('internal_api')} {i.get('version')} ({i.get('architecture')})"
+            for i in threadpool_info() if i.get("user_api") == "blas"]
+    return {"cpu": cpu, "numpy": np.__version__, "blas": blas}
 
 
 _PLAIN_LIST = re.compile(r"\[\s*((?:-?[\d.eE+-]+|null|true|false)(?:,\s*(?:-?[\d.eE+-]+|null|true|false))*)\s*\]")

@@ -19,7 +19,6 @@ import numpy as np
 import pytest
 from autograd import grad
 
-from refattn import activation
 from refattn.activations import ACTIVATIONS
 from refattn.models.decoder import DecoderLM, cog_hybrid, neural_first
 from refattn.optim import Adam

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -231,6 +232,19 @@ def test_sensitivity_mixture_measure_and_figure(tmp_path):
     assert len(fig.axes) == 2
 
 
+def test_every_setting_has_a_measure_and_runs_its_own_context(tmp_path):
+    assert set(sens.MEASURES) == set(sens.SETTINGS)
+    for name, setting in sens.SETTINGS.items():
+        measure, better = sens.MEASURES[name]
+        assert measure in ("final_accuracy", "final_accuracy_N16T2", "epochs_to_100"), name
+        assert better in ("higher", "lower"), name
+        assert setting["epochs"] % setting["eval_every"] == 0, name
+    # the text's N_con = 16 statement and Fig. 3's N_con = 52: the same task, another context
+    for name, n_con in (("fig3-16", 16), ("fig3-52", 52)):
+        r = sens.run_sensitivity(name, results=tmp_path / f"{name}.json", **SMALL)
+        assert r["settings"]["n_con"] == n_con and r["settings"]["task"] == "N16T2"
+
+
 def test_sensitivity_bad_input(tmp_path):
     with pytest.raises(ValueError, match="figure"):
         sens.run_sensitivity("fig9")
@@ -299,3 +313,144 @@ def test_thin_record_keeps_the_ends_and_every_summary(tmp_path):
     text = path.read_text()
     assert json.loads(text) == json.loads(json.dumps(doc))
     assert "[1.5, null, true]" in text and "[-2e-05, 3]" in text
+
+
+# --------------------------------------------------------------------------
+# beta (Expressive, Eq. 1): the text says its value does not affect results
+# --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("activation", ["softmax", "expressive"])
+def test_beta_is_a_rescaled_query(activation, rng):
+    """s = beta (W_Q z + b_Q) . K: beta = b equals beta = 1 with W_Q and b_Q multiplied by b."""
+    b = 1 / math.sqrt(8)
+    scaled = nt.NTModel(16, 8, activation=activation, beta=b)
+    plain = nt.NTModel(16, 8, activation=activation)
+    params = plain.init_params((0, 1))
+    for name in ("W_K", "W_V"):  # away from the tiny initial scores, so a missing beta would show
+        params[name] = params[name] * 4
+    context = rng.integers(0, 16, size=(2, 3, 8))
+    folded = dict(params, W_Q=b * params["W_Q"], b_Q=b * params["b_Q"] + rng.standard_normal(params["b_Q"].shape))
+    with_beta = dict(params, b_Q=folded["b_Q"] / b)
+    out_scaled = scaled.forward(with_beta, context)
+    out_plain = plain.forward(folded, context)
+    # the two differ only by where one product by b is rounded: relative error a few float64 ulps
+    np.testing.assert_allclose(out_scaled["out"], out_plain["out"], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(out_scaled["attention"], out_plain["attention"], rtol=1e-12, atol=1e-12)
+    assert not np.allclose(scaled.forward(params, context)["attention"], plain.forward(params, context)["attention"])
+
+
+def test_fig3_beta_runs_its_cells_at_its_beta(tmp_path, monkeypatch):
+    seen = []
+    real = sens.run_nt
+    monkeypatch.setattr(sens, "run_nt", lambda *a, **k: seen.append(k["beta"]) or real(*a, **k))
+    r = sens.run_sensitivity("fig3-beta", results=tmp_path / "b.json", progress=False, **SMALL)
+    assert seen == [pytest.approx(1 / math.sqrt(32))] * 2
+    assert r["settings"]["beta"] == pytest.approx(1 / math.sqrt(32))
+    assert "beta = 0.1768" in sens.format_sensitivity(r)
+    sens.run_sensitivity("fig3", progress=False, **SMALL)
+    assert seen[-1] == 1.0  # a setting without beta runs Expressive's beta = 1
+
+
+def test_results_file_records_the_machine_of_each_run(tmp_path):
+    from refattn.runs import machine_info  # noqa: PLC0415
+
+    info = machine_info()
+    assert set(info) == {"cpu", "numpy", "blas"} and info["numpy"] == np.__version__
+    assert isinstance(info["cpu"], str) and isinstance(info["blas"], list)
+    path = tmp_path / "fig4.json"
+    sens.run_sensitivity("fig4", results=path, progress=False, command="first", **SMALL)
+    sens.run_sensitivity("fig4", results=path, progress=False, command="first", **SMALL)  # nothing new
+    runs = json.loads(path.read_text())["runs"]
+    assert runs == [{"command": "first", "commit": sens.code_commit(), "machine": info}]
+
+
+def test_resuming_a_file_made_with_another_blas_kernel_warns(tmp_path):
+    path = tmp_path / "fig4.json"
+    sens.run_sensitivity("fig4", results=path, progress=False, command="here", **SMALL)
+    doc = json.loads(path.read_text())
+    doc["runs"][0]["machine"]["blas"] = ["openblas 0.0 (SomeOtherKernel)"]
+    path.write_text(json.dumps(doc))
+    with pytest.warns(UserWarning, match=r"SomeOtherKernel.*OPENBLAS_CORETYPE"):
+        sens.run_sensitivity("fig4", results=path, progress=False, command="here", **SMALL)
+    import warnings  # noqa: PLC0415
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sens.run_sensitivity("fig4", results=tmp_path / "new.json", progress=False, **SMALL)  # nothing to compare
+
+
+def _fake_study(values, figure="fig3", epochs=100):
+    """A results document with made-up per-seed values in one grid cell (x1, lr 0.02)."""
+    cells = {}
+    for att, (final, e100) in values.items():
+        n = len(final)
+        cells[sens.cell_key(1.0, 0.02, att)] = {
+            "final_accuracy": final, "epochs_to_100": e100, "accuracy": [[0.5, f] for f in final],
+            "eval_epochs": [50, 100], "late_change": 0.0, "diverged": [False] * n}
+    return {"settings": {"figure": figure, "task": "N16T2", "n_con": 32, "epochs": epochs, "eval_every": 50,
+                         "init_scales": [1.0], "lrs": [0.02], "seeds": list(range(n)), "dtype": "float32"},
+            "cells": cells}
+
+
+def test_summarise_with_another_measure_compares_speed():
+    # both end at 100 %: the final accuracy ties, the epochs to 100 % do not (EA is faster on every seed)
+    study = _fake_study({"expressive": ([1.0] * 6, [10, 20, 20, 30, 30, 40]),
+                         "softmax": ([1.0] * 6, [60, 70, 70, 80, 90, None])})
+    row = sens.summarise(study)[0]
+    assert row["measure"] == "final_accuracy" and row["winner"] == "neither" and row["p"] == 1.0
+    speed = sens.summarise(study, measure="epochs_to_100")[0]
+    assert speed["measure"] == "epochs_to_100" and speed["better"] == "lower"
+    assert speed["winner"] == "EA" and speed["p"] < 0.01
+    # a seed that never reaches 100 % counts as epochs + eval_every = 150: DPA's values 60, 70, 70, 80, 90, 150
+    # have median 75 and quartiles 70 and 87.5 (linear interpolation)
+    assert speed["softmax"]["median"] == 75 and speed["difference"] == 25 - 75
+    assert speed["softmax"]["q3"] == 87.5
+    assert "| x1 | 0.02 | 25 [20, 30] | 75 [70, 88] |" in sens.format_sensitivity(study, measure="epochs_to_100")
+    with pytest.raises(ValueError, match="measure"):
+        sens.summarise(study, measure="loss")
+
+
+def test_verdict_map_colours_only_significant_cells():
+    import matplotlib  # noqa: PLC0415
+
+    matplotlib.use("Agg")
+    ahead = _fake_study({"expressive": ([0.9, 0.95, 1.0, 0.92, 0.97, 0.99], [None] * 6),
+                         "softmax": ([0.5, 0.55, 0.52, 0.51, 0.54, 0.53], [None] * 6)})
+    tie = _fake_study({"expressive": ([0.5, 0.6, 0.7, 0.5, 0.6, 0.7], [None] * 6),
+                       "softmax": ([0.6, 0.5, 0.7, 0.6, 0.5, 0.7], [None] * 6)})
+    fig = sens.plot_verdict_map([ahead, tie], titles=["EA ahead", "tie"])
+    (image_a,), (image_t,) = fig.axes[0].get_images(), fig.axes[1].get_images()
+    assert image_a.get_array()[0, 0] == pytest.approx(np.median([0.9, 0.95, 1.0, 0.92, 0.97, 0.99]) - 0.525)
+    assert image_t.get_array()[0, 0] == 0.0  # neither: white, whatever the difference of medians
+    # EA median 0.96, DPA 0.525: 43.5 points ahead
+    assert fig.axes[0].texts[0].get_text().split("\n")[:2] in (["EA", "+43 pts"], ["EA", "+44 pts"])
+    with pytest.raises(ValueError, match="titles"):
+        sens.plot_verdict_map([ahead], titles=["a", "b"])
+    with pytest.raises(ValueError, match="results"):
+        sens.plot_verdict_map([])
+
+
+def test_compare_results_finds_where_a_rerun_departs(tmp_path):
+    first = sens.run_sensitivity("fig4", progress=False, **SMALL)
+    again = sens.run_sensitivity("fig4", progress=False, **SMALL)  # the same program: the same numbers
+    rows = sens.compare_results(again, first)
+    assert [r["cell"] for r in rows] == sorted(first["cells"])
+    assert all(r["identical"] and r["first_loss_difference"] is None and r["same_epochs_to_100"] == 2
+               for r in rows)
+    drifted = json.loads(json.dumps(again))
+    cell = drifted["cells"]["init=0.5 lr=0.32 softmax"]
+    i = len(cell["loss"]) // 2
+    cell["loss"][i] = (cell["loss"][i] or 1.0) * (1 + 1e-6)
+    cell["epochs_to_100"][1] = 999
+    cell["final_accuracy"][0] = cell["final_accuracy"][0] - 0.25
+    row = {r["cell"]: r for r in sens.compare_results(drifted, first)}["init=0.5 lr=0.32 softmax"]
+    assert not row["identical"] and row["first_loss_difference"] == cell["loss_epochs"][i]
+    assert row["same_epochs_to_100"] == 1 and row["largest_final_difference"] == pytest.approx(0.25)
+    with pytest.raises(ValueError, match="fig4"):
+        sens.compare_results(sens.run_sensitivity("fig3", progress=False, **SMALL), first)
+
+
+def test_code_commit_names_a_commit():
+    commit = sens.code_commit()
+    # None outside a git checkout (an installed copy); else 40 hex digits, "-dirty" if refattn/ has changes
+    assert commit is None or re.fullmatch(r"[0-9a-f]{40}(-dirty)?", commit)

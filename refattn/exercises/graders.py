@@ -437,7 +437,7 @@ def grade_closure_witness(m, report):
                  f"the gap ||tanhmax(s + c) - softmax(s)||_1 at c = ANSWER = {c:.10g} is {gap:.4g}"
                  + (" <= 1e-6" if gap <= CLOSURE_TOL * (1 + 1e-9) else " > 1e-6: c is too small"))
     report.check(c <= best + 0.01 * abs(best),
-                 f"ANSWER is within 1% of the smallest such c" if c <= best + 0.01 * abs(best) else
+                 "ANSWER is within 1% of the smallest such c" if c <= best + 0.01 * abs(best) else
                  f"ANSWER = {c:.6g} is more than 1% above the smallest c with gap <= 1e-6")
 
 

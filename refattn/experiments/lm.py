@@ -47,7 +47,8 @@ What is run
 
 Variants (:data:`VARIANTS`): an activation name of
 :data:`refattn.activations.ACTIVATIONS` in every layer, ``"cog-hybrid"``
-(softmax first and last, signexp between: Cog) and ``"neural-first"``
+(softmax first and last, signexp between: the layout of the paper Cog
+summarises, which Cog's text does not state) and ``"neural-first"``
 (the neural score in layer 0, scaled dot products above, softmax everywhere:
 NeuralAttn).
 """
@@ -56,10 +57,8 @@ from __future__ import annotations
 
 import hashlib
 import math
-import os
 import time
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 
@@ -576,7 +575,6 @@ def run_lm(activations=DEFAULTS["activations"], data=None, seeds=DEFAULTS["seeds
     cx, cy = windows(dev_ids, n_ctx, starts=curve_starts[None])  # (1, N, n_ctx)
     fx, fy = windows(dev_ids, n_ctx, starts=final_starts[None])
     epochs = math.ceil(steps / eval_every)
-    S = len(seeds)
     hi = len(train_ids) - n_ctx - 1
 
     def make_batches(epoch):

@@ -30,12 +30,13 @@ Every finished cell is written at once to the results file, which a rerun
 with the same settings resumes (finished cells are kept, not recomputed);
 the file records the command, the settings, the code's commit and, per
 cell, the thinned curves. ``derivations/15-nt-experiments.md`` discusses the
-results, ``notebooks/14_nt_sensitivity.py`` draws them from the committed
+results, ``notebooks/14_settling_the_claims.py`` draws them from the committed
 files in ``derivations/data/``.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 
@@ -44,9 +45,9 @@ import numpy as np
 from ..runs import CellStore
 from .nt_training import PAPER, run_nt
 
-__all__ = ["SETTINGS", "GRID", "MEASURES", "SETTLED", "CURVE_POINTS", "cell_key", "rank_test", "late_change",
+__all__ = ["SETTINGS", "GRID", "MEASURES", "MEASURE_DIRECTIONS", "SETTLED", "CURVE_POINTS", "cell_key", "rank_test", "late_change",
            "thin_record", "run_sensitivity",
-           "summarise", "format_sensitivity", "plot_sensitivity", "code_commit"]
+           "summarise", "compare_results", "format_sensitivity", "plot_sensitivity", "plot_verdict_map", "code_commit"]
 
 #: The grid of issue 19: initialisation scales and learning rates.
 GRID = {"init_scale": (0.5, 1.0, 2.0), "lr": (0.02, 0.32)}
@@ -54,19 +55,29 @@ GRID = {"init_scale": (0.5, 1.0, 2.0), "lr": (0.02, 0.32)}
 #: Each figure's task and the length we run it (the paper's axes are mostly unstated; derivation 15 says why).
 SETTINGS = {
     "fig3": {"task": "N16T2", "n_con": 32, "epochs": 3000, "eval_every": 100, "lr_drop": None},
+    "fig3-16": {"task": "N16T2", "n_con": 16, "epochs": 4000, "eval_every": 100, "lr_drop": None},
+    "fig3-52": {"task": "N16T2", "n_con": 52, "epochs": 3000, "eval_every": 100, "lr_drop": None},
     "fig4": {"task": "N2T5", "n_con": 16, "epochs": 2000, "eval_every": 20, "lr_drop": None},
-    "fig5": {"task": "N16T5", "n_con": 128, "epochs": 300, "eval_every": 50, "lr_drop": None},
+    "fig5": {"task": "N16T5", "n_con": 128, "epochs": 2000, "eval_every": 250, "lr_drop": None},
+    "fig5-256": {"task": "N16T5", "n_con": 256, "epochs": 2000, "eval_every": 250, "lr_drop": None},
     "fig6": {"task": "N16T2+N16T2-S", "n_con": 32, "epochs": 3000, "eval_every": 150, "lr_drop": (2500, 4)},
     "fig7": {"task": "N16T2-R", "n_con": 64, "epochs": 1000, "eval_every": 100, "lr_drop": None},
-    "fig7-128": {"task": "N16T2-R", "n_con": 128, "epochs": 300, "eval_every": 50, "lr_drop": None},
+    "fig7-128": {"task": "N16T2-R", "n_con": 128, "epochs": 2000, "eval_every": 250, "lr_drop": None},
+    # the text's "we tested that the value of beta does not affect results", at its named 1/sqrt(N_con)
+    "fig3-beta": {"task": "N16T2", "n_con": 32, "epochs": 3000, "eval_every": 100, "lr_drop": None,
+                  "beta": 1 / math.sqrt(32)},
 }
 
 #: What each figure claims about EA against DPA, as ``(measure, better)``: the
 #: measure compared and whether "higher" or "lower" is better.
 MEASURES = {
     "fig3": ("final_accuracy", "higher"),
+    "fig3-16": ("final_accuracy", "higher"),
+    "fig3-52": ("final_accuracy", "higher"),
     "fig4": ("epochs_to_100", "lower"),
     "fig5": ("final_accuracy", "higher"),
+    "fig5-256": ("final_accuracy", "higher"),
+    "fig3-beta": ("final_accuracy", "higher"),
     "fig6": ("final_accuracy_N16T2", "higher"),
     "fig7": ("final_accuracy", "higher"),
     "fig7-128": ("final_accuracy", "higher"),
@@ -84,12 +95,17 @@ def cell_key(init_scale, lr, attention):
 
 
 def code_commit():
-    """The git commit of the code that runs (``"<hash>-dirty"`` with uncommitted changes), or None."""
-    here = os.path.dirname(os.path.abspath(__file__))
+    """The git commit of the code that runs, or None outside a checkout.
+
+    ``"<hash>-dirty"`` when the package itself (``refattn/``) differs from
+    that commit; changed documents and result files (a study rewrites its
+    own file in ``derivations/data/`` as it runs) do not count.
+    """
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # refattn/
     try:
-        head = subprocess.run(["git", "-C", here, "rev-parse", "HEAD"], capture_output=True, text=True,
+        head = subprocess.run(["git", "-C", package, "rev-parse", "HEAD"], capture_output=True, text=True,
                               check=True, timeout=30).stdout.strip()
-        dirty = subprocess.run(["git", "-C", here, "status", "--porcelain", "--untracked-files=no"],
+        dirty = subprocess.run(["git", "-C", package, "status", "--porcelain", "--untracked-files=no", "--", "."],
                                capture_output=True, text=True, check=True, timeout=30).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
@@ -220,8 +236,13 @@ def run_sensitivity(figure="fig3", *, seeds=16, epochs=None, eval_every=None, in
     Parameters
     ----------
     figure : str
-        A key of :data:`SETTINGS`: ``"fig3"``, ``"fig4"``, ``"fig5"``,
-        ``"fig6"``, ``"fig7"`` or ``"fig7-128"``.
+        A key of :data:`SETTINGS`: ``"fig3"``, ``"fig3-16"`` (the text's
+        N16T2 at N_con = 16, beside Fig. 3), ``"fig3-52"`` (Fig. 3's
+        N_con = 52), ``"fig3-beta"`` (Fig. 3 with the score scale
+        ``beta = 1/sqrt(N_con)`` instead of 1), ``"fig4"``, ``"fig5"``
+        (N16T5 at N_con = 128), ``"fig5-256"`` (the text's N16T5 at
+        N_con = 256), ``"fig6"``, ``"fig7"`` or ``"fig7-128"``. A setting
+        with a ``"beta"`` runs every cell at that score scale.
     seeds : int or sequence of int
         16 (the paper's runs) by default; EA and DPA share them.
     epochs, eval_every : int, optional
@@ -267,7 +288,7 @@ def run_sensitivity(figure="fig3", *, seeds=16, epochs=None, eval_every=None, in
                                epochs=settings["epochs"], eval_every=settings["eval_every"],
                                n_test=settings["n_test"], lr=lr, init_scale=init,
                                lr_drop=None if settings["lr_drop"] is None else tuple(settings["lr_drop"]),
-                               dtype=dtype, progress=progress)
+                               beta=settings.get("beta", 1.0), dtype=dtype, progress=progress)
                 cells[key] = _cell_record(r, figure)
                 save()
     out["summary"] = summarise(out)
@@ -275,9 +296,21 @@ def run_sensitivity(figure="fig3", *, seeds=16, epochs=None, eval_every=None, in
     return out
 
 
-def _measure(rec, figure, epochs, eval_every):
-    """The per-seed values of the figure's measure (:data:`MEASURES`) in one cell record."""
-    name, _ = MEASURES[figure]
+#: Every measure a cell record supports, and which direction is better.
+MEASURE_DIRECTIONS = {"final_accuracy": "higher", "final_accuracy_N16T2": "higher", "epochs_to_100": "lower"}
+
+
+def _measure_of(figure, measure):
+    """``(name, better)``: the figure's own measure (:data:`MEASURES`), or ``measure`` if given."""
+    if measure is None:
+        return MEASURES[figure]
+    if measure not in MEASURE_DIRECTIONS:
+        raise ValueError(f"measure: expected one of {tuple(MEASURE_DIRECTIONS)}, got {measure!r}")
+    return measure, MEASURE_DIRECTIONS[measure]
+
+
+def _measure(rec, name, epochs, eval_every):
+    """The per-seed values of the measure ``name`` in one cell record."""
     if name == "epochs_to_100":  # never reached: later than every seed that did (a tie at the top)
         return np.array([epochs + eval_every if e is None else e for e in rec["epochs_to_100"]], dtype=float)
     if name == "final_accuracy_N16T2":
@@ -290,8 +323,13 @@ def _quartiles(x):
     return {"median": float(med), "q1": float(q1), "q3": float(q3)}
 
 
-def summarise(result):
+def summarise(result, measure=None):
     """One row per grid cell with both attentions finished: medians, spread, difference and test.
+
+    ``measure`` replaces the figure's own (:data:`MEASURES`) by another of
+    :data:`MEASURE_DIRECTIONS`: ``"epochs_to_100"`` compares speed in cells
+    where both attentions end at 100 % and the final accuracy cannot tell
+    them apart.
 
     Each row: ``init_scale``, ``lr``, the measure's ``expressive`` and
     ``softmax`` quartiles, ``difference`` (EA median minus DPA median),
@@ -300,15 +338,14 @@ def summarise(result):
     ``late_change`` within :data:`SETTLED`, or every seed at 100 %).
     """
     s = result["settings"]
-    figure = s["figure"]
-    _, better = MEASURES[figure]
+    name, better = _measure_of(s["figure"], measure)
     rows = []
     for init in s["init_scales"]:
         for lr in s["lrs"]:
             recs = {att: result["cells"].get(cell_key(init, lr, att)) for att in ATTENTIONS}
             if any(r is None for r in recs.values()):
                 continue
-            vals = {att: _measure(recs[att], figure, s["epochs"], s["eval_every"]) for att in ATTENTIONS}
+            vals = {att: _measure(recs[att], name, s["epochs"], s["eval_every"]) for att in ATTENTIONS}
             q = {att: _quartiles(vals[att]) for att in ATTENTIONS}
             diff = q["expressive"]["median"] - q["softmax"]["median"]
             p = rank_test(vals["expressive"], vals["softmax"])
@@ -321,7 +358,7 @@ def summarise(result):
                 changes += [r["late_change"]] + list((r.get("late_change_by_task") or {}).values())
             all_solved = all(e is not None for r in recs.values() for e in r["epochs_to_100"])
             settled = all_solved or all(c is not None and abs(c) <= SETTLED for c in changes)
-            rows.append({"init_scale": init, "lr": lr, "measure": MEASURES[figure][0], "better": better,
+            rows.append({"init_scale": init, "lr": lr, "measure": name, "better": better,
                          "expressive": q["expressive"], "softmax": q["softmax"], "difference": diff, "p": p,
                          "winner": winner,
                          "reached_100": {att: sum(e is not None for e in recs[att]["epochs_to_100"])
@@ -332,21 +369,68 @@ def summarise(result):
     return rows
 
 
+def compare_results(rerun, committed):
+    """How closely a rerun of a study matches a committed file, cell by cell.
+
+    Float32 training is chaotic: two machines whose BLAS kernels round one
+    product differently follow the same curve for a while and then drift
+    apart, seed by seed (derivation 15, section 11). This says where.
+
+    Parameters
+    ----------
+    rerun, committed : dict
+        :func:`run_sensitivity` results (or loaded files) with the same settings.
+
+    Returns
+    -------
+    list of dict
+        One per cell present in both: ``cell``, ``identical`` (every stored
+        number of the two records equal), ``first_loss_difference`` (the
+        first stored epoch at which the mean loss differs, None if none),
+        ``same_epochs_to_100`` (seeds reaching 100 % at the same evaluation,
+        or never in both), ``seeds``, ``largest_final_difference`` (over seeds)
+        and, per record, the ``median`` of the figure's measure.
+    """
+    figure = committed["settings"]["figure"]
+    if rerun["settings"]["figure"] != figure:
+        raise ValueError(f"rerun: expected a result of {figure!r}, got {rerun['settings']['figure']!r}")
+    name, _ = MEASURES[figure]
+    s = committed["settings"]
+    rows = []
+    for key, old in committed["cells"].items():
+        new = rerun["cells"].get(key)
+        if new is None:
+            continue
+        a, b = np.asarray(new["loss"], dtype=float), np.asarray(old["loss"], dtype=float)
+        differ = [e for e, x, y in zip(old["loss_epochs"], a, b) if not (x == y or (np.isnan(x) and np.isnan(y)))]
+        fa, fb = (np.asarray(_measure(r, "final_accuracy", s["epochs"], s["eval_every"])) for r in (new, old))
+        rows.append({"cell": key,
+                     "identical": all(new.get(k) == old.get(k) for k in old if k != "seconds"),
+                     "first_loss_difference": differ[0] if differ else None,
+                     "same_epochs_to_100": sum(x == y for x, y in zip(new["epochs_to_100"], old["epochs_to_100"])),
+                     "seeds": len(old["epochs_to_100"]),
+                     "largest_final_difference": float(np.max(np.abs(fa - fb))),
+                     "median": {"rerun": float(np.median(_measure(new, name, s["epochs"], s["eval_every"]))),
+                                "committed": float(np.median(_measure(old, name, s["epochs"], s["eval_every"])))}})
+    return rows
+
+
 def _p(p):
     """A p-value for a table: three decimals, or "< 0.001" below (the permutation test's floor is 1/20001)."""
     return "< 0.001" if p < 0.001 else f"{p:.3f}"
 
 
-def format_sensitivity(result):
-    """:func:`summarise`'s rows as a Markdown table."""
+def format_sensitivity(result, measure=None):
+    """:func:`summarise`'s rows as a Markdown table (``measure`` as there)."""
     s = result["settings"]
-    name, better = MEASURES[s["figure"]]
-    lines = [f"{s['figure']}: {s['task']}, N_con = {s['n_con']}, {len(s['seeds'])} seeds, {s['epochs']} epochs, "
-             f"{s['dtype']}; measure: {name} ({better} is better); median [IQR]",
+    name, better = _measure_of(s["figure"], measure)
+    beta = f", beta = {s['beta']:.4g}" if "beta" in s else ""
+    lines = [f"{s['figure']}: {s['task']}, N_con = {s['n_con']}{beta}, {len(s['seeds'])} seeds, {s['epochs']} "
+             f"epochs, {s['dtype']}; measure: {name} ({better} is better); median [IQR]",
              "| init | lr | EA | DPA | EA - DPA | p | winner | 100 % (EA/DPA) | diverged (EA/DPA) | settled |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     fmt = "{:.0f}" if name == "epochs_to_100" else "{:.3f}"
-    for r in summarise(result):
+    for r in summarise(result, measure):
         cell = {att: f"{fmt.format(r[att]['median'])} [{fmt.format(r[att]['q1'])}, {fmt.format(r[att]['q3'])}]"
                 for att in ATTENTIONS}
         lines.append(f"| x{r['init_scale']:g} | {r['lr']:g} | {cell['expressive']} | {cell['softmax']} | "
@@ -384,7 +468,7 @@ def plot_sensitivity(result, *, axes=None):
             rec = result["cells"].get(cell_key(init, lr, att))
             if rec is None:
                 continue
-            v = _measure(rec, figure, s["epochs"], s["eval_every"])
+            v = _measure(rec, MEASURES[figure][0], s["epochs"], s["eval_every"])
             pos = x + 0.35 * (j - 0.5)
             ax.scatter(pos + rng.uniform(-0.08, 0.08, v.size), v, s=9, color=colours[att], alpha=0.6,
                        label=("EA" if att == "expressive" else "DPA") if ci == 0 else None)
@@ -405,5 +489,64 @@ def plot_sensitivity(result, *, axes=None):
     ax2.set_ylabel("mean accuracy" + (" on N16T2" if name == "final_accuracy_N16T2" else ""))
     ax2.set_title("EA solid, DPA dashed")
     ax2.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    return fig
+
+
+def plot_verdict_map(results, *, measures=None, titles=None, axes=None):
+    """One panel per result: which attention wins each grid cell, and by how much.
+
+    Each panel is the (initialisation scale x learning rate) grid of one
+    figure's study. A cell with a winner (:func:`summarise`, p < 0.05) is
+    coloured by the difference of the medians, red where EA is ahead and
+    blue where DPA is (accuracy in points; epochs to 100 % as a fraction of
+    the run's length); a cell without one stays white. The text gives the
+    winner, the difference and the p-value; "~" marks a cell that had not
+    settled.
+
+    Parameters
+    ----------
+    results : sequence of dict
+        :func:`run_sensitivity` results (the committed files, loaded).
+    measures : sequence of str or None, optional
+        One per result: the measure to compare (:func:`summarise`), None for
+        the figure's own.
+    titles : sequence of str, optional
+        One per result (default: the figure's task, context and length).
+    """
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    results = list(results)
+    if not results:
+        raise ValueError("results: expected at least one run_sensitivity result")
+    measures = list(measures) if measures is not None else [None] * len(results)
+    titles = list(titles) if titles is not None else [None] * len(results)
+    for arg, values in (("measures", measures), ("titles", titles)):
+        if len(values) != len(results):
+            raise ValueError(f"{arg}: expected one per result ({len(results)}), got {len(values)}")
+    if axes is None:
+        fig, axes = plt.subplots(1, len(results), figsize=(3.3 * len(results), 3.2), squeeze=False)
+        axes = axes[0]
+    else:
+        fig = axes[0].figure
+    for ax, result, measure, title in zip(axes, results, measures, titles):
+        s = result["settings"]
+        name, better = _measure_of(s["figure"], measure)
+        inits, lrs = s["init_scales"], s["lrs"]
+        grid = np.full((len(inits), len(lrs)), np.nan)
+        for r in summarise(result, measure):
+            i, j = inits.index(r["init_scale"]), lrs.index(r["lr"])
+            ea_lead = r["difference"] if better == "higher" else -r["difference"] / s["epochs"]
+            grid[i, j] = 0.0 if r["winner"] == "neither" else ea_lead
+            unit = f"{r['difference']:+.0f} ep" if name == "epochs_to_100" else f"{100 * r['difference']:+.0f} pts"
+            ax.text(j, i, f"{r['winner']}\n{unit}\np {_p(r['p'])}" + ("" if r["settled"] else " ~"),
+                    ha="center", va="center", fontsize=7)
+        ax.imshow(grid, cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto")
+        ax.set_xticks(range(len(lrs)), [f"lr {v:g}" for v in lrs])
+        ax.set_yticks(range(len(inits)), [f"x{v:g}" for v in inits])
+        what = "epochs to 100 %" if name == "epochs_to_100" else name.replace("_", " ")
+        ax.set_title(title or f"{s['task']}, N_con {s['n_con']}, {s['epochs']} ep: {what}", fontsize=8)
+    axes[0].set_ylabel("initialisation scale")
+    fig.suptitle("EA ahead (red) or DPA ahead (blue), p < 0.05; white: neither; ~ still moving", fontsize=9)
     fig.tight_layout()
     return fig

@@ -299,7 +299,7 @@ def memory_estimate(n_con, seeds, *, n_test=PAPER["n_test"], n_predict=PAPER["n_
 def run_nt(task="N2T5", n_con=16, attention="expressive", *, seeds=16, epochs=200, eval_every=10,
            n_test=PAPER["n_test"], n_g=PAPER["n_g"], lr=PAPER["lr"], momentum=PAPER["momentum"],
            checkpoint=None, progress=None, grad="analytic", stop_after=None, layout=DEFAULT_LAYOUT,
-           init_scale=1.0, bias_init="zeros", lr_drop=None, snapshot_epochs=None, snapshot_index=0,
+           init_scale=1.0, bias_init="zeros", beta=1.0, lr_drop=None, snapshot_epochs=None, snapshot_index=0,
            device="cpu", max_memory=None, dtype="float64"):
     """Train ``seeds`` runs of the NT model together and evaluate them.
 
@@ -328,6 +328,11 @@ def run_nt(task="N2T5", n_con=16, attention="expressive", *, seeds=16, epochs=20
         The initialisation (:class:`refattn.models.nt.NTModel`); Expressive
         gives none. EA's lead over DPA on N2T5 grows as ``init_scale``
         shrinks (derivation 11, section 7).
+    beta : float > 0
+        The score scale ``s_mk = beta Q_m . K_k`` of Expressive's Eq. 1 (and
+        of ``z`` in Eq. 2); the paper sets ``beta = 1`` and says it "tested
+        that the value of beta does not affect results" (derivation 15,
+        section 11.6, checks that against ``1/sqrt(N_con)``).
     checkpoint : path, optional
         Resume from / save to this ``.npz`` (:func:`refattn.train.train`).
         Not with ``device="gpu"``.
@@ -393,7 +398,8 @@ def run_nt(task="N2T5", n_con=16, attention="expressive", *, seeds=16, epochs=20
         raise ValueError("checkpoint: resuming is supported on device='cpu' only (the optimiser's saved "
                          "buffers are host arrays); drop checkpoint or use device='cpu'")
     check_checkpoint(checkpoint)  # an existing file must be a readable refattn checkpoint, before any work
-    model = NTModel(N, n_con, activation=attention, layout=layout, init_scale=init_scale, bias_init=bias_init)
+    model = NTModel(N, n_con, activation=attention, beta=beta, layout=layout, init_scale=init_scale,
+                    bias_init=bias_init)
     params = {k: xp.asarray(v) for k, v in model.init_params(seeds, dtype=np.dtype(dtype)).items()}  # explicit copy
     optimizer = SGD(params, lr=lr, momentum=momentum)
     ctx = None

@@ -24,8 +24,9 @@ Eqs. 18.D1-18.D11)::
 
 ``phi_l`` is any activation of :data:`refattn.activations.ACTIVATIONS`, one
 per layer (``activations=[...]``), or ``"cog-hybrid"`` (:func:`cog_hybrid`:
-softmax in the first and last layers, signexp between, as the Cog authors
-run it). The score of layer ``l`` is ``"dot"`` (``s = beta q . k``, with
+softmax in the first and last layers, signexp between, as the paper that
+Cog summarises runs it; Cog's own text does not give this layout). The
+score of layer ``l`` is ``"dot"`` (``s = beta q . k``, with
 ``beta = 1/sqrt(d_h)`` unless given) or ``"neural"`` (NeuralAttn's MLP of the
 pair, :func:`refattn.scores.score` ``"neural"``, shared over heads and pairs);
 ``scores="neural-first"`` (:func:`neural_first`) is NeuralAttn's
@@ -79,12 +80,13 @@ NEURAL_PARAMS = ("Wq", "Wk", "Whq", "Whk", "bh", "wa", "ba")
 
 
 def cog_hybrid(n_layers):
-    """Cog's layer recipe: softmax in the first and last layers, signexp between.
+    """The Cog hybrid: softmax in the first and last layers, signexp between.
 
-    The Cog attention authors keep softmax in the first and last layers of
-    their models and use signexp (``sign(s) softmax(|s|)``) in the others
-    (Cog cites "More Expressive Attention with Negative Weights";
-    ``derivations/18-decoder-and-cog.md``, section 4). With one or two layers
+    Cog's text (the blog post) does not give this layout; the paper it
+    summarises ("More Expressive Attention with Negative Weights", arXiv
+    2411.07176) keeps softmax in the first and last layers of its models and
+    uses signexp (``sign(s) softmax(|s|)``) in the others
+    (``derivations/18-decoder-and-cog.md``, section 4). With one or two layers
     there is no layer between, so the recipe is all softmax.
 
     Parameters
