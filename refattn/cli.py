@@ -25,6 +25,8 @@
                            [--results FILE.json] [--json]
                            EA against DPA over initialisation scale x learning rate, 16 seeds per cell,
                            each finished cell saved (and resumed) in FILE.json
+    refattn lm-study [--long-steps N] [--results FILE.json] [--json]
+                           the toy LM with a tuned learning rate per variant and long runs, gaps to softmax
     refattn rank-collapse [--json] [--out DIR]
                            residual ratio against depth for every activation (TanhMax Fig. 4), two forms
     refattn neural-cost [--json] [--out DIR]
@@ -286,16 +288,20 @@ def _floats(text, option):
     return values
 
 
+def _command_line(args):
+    """The command as typed (without ``--json``), for a results file's record of what made it."""
+    return " ".join(["refattn"] + [a for a in (sys.argv[1:] if args.argv is None else args.argv) if a != "--json"])
+
+
 def _cmd_nt_sensitivity(args) -> int:
     from .experiments.nt_sensitivity import GRID, format_sensitivity, run_sensitivity  # noqa: PLC0415
 
-    argv = ["refattn"] + [a for a in (sys.argv[1:] if args.argv is None else args.argv) if a != "--json"]
     result = run_sensitivity(args.figure, seeds=args.seeds, epochs=args.epochs,
                              eval_every=args.eval_every,
                              init_scales=_floats(args.init_scales, "--init-scales") if args.init_scales
                              else GRID["init_scale"],
                              lrs=_floats(args.lrs, "--lrs") if args.lrs else GRID["lr"], n_test=args.n_test,
-                             dtype=args.dtype, results=args.results_file, command=" ".join(argv),
+                             dtype=args.dtype, results=args.results_file, command=_command_line(args),
                              progress=None if not args.json else False)
     return _emit(args, result, format_sensitivity)
 
@@ -347,6 +353,15 @@ def _cmd_lm(args) -> int:
     if args.out:
         _write_figure(args, "lm.png", lambda: plot_lm(result), result)
     return _emit(args, result, format_lm)
+
+
+def _cmd_lm_study(args) -> int:
+    from .experiments.lm_study import format_lm_study, run_lm_study  # noqa: PLC0415
+
+    result = run_lm_study(data=args.data, long_steps=args.long_steps, long_evals=args.long_evals,
+                          phases=_names(args.phases, "--phases"), results=args.results_file,
+                          command=_command_line(args), progress=None if not args.json else False)
+    return _emit(args, result, format_lm_study)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -526,6 +541,18 @@ def build_parser() -> argparse.ArgumentParser:
     _output_args(p, "lm.png")
     _memory_arg(p)
     p.set_defaults(func=_cmd_lm)
+    p = sub.add_parser("lm-study", help="the toy LM's verdicts: the table, the learning rate tuned per variant "
+                                        "(same budget), long runs with the gap to softmax against steps; "
+                                        "each finished run saved and resumed")
+    p.add_argument("--data", default=None, help="SST-2 folder (default $REFATTN_SST2, else ../shared/data/sst2), "
+                                                "or 'toy' for generated sentences")
+    p.add_argument("--long-steps", type=int, default=1200, help="length of the long runs (default 1200)")
+    p.add_argument("--long-evals", type=int, default=12, help="evaluations along a long run (default 12)")
+    p.add_argument("--phases", default="table,tune,long", help="comma-separated (default table,tune,long)")
+    p.add_argument("--results", dest="results_file", default=None,
+                   help="JSON file written after every run and resumed if it exists")
+    p.add_argument("--json", action="store_true", help="print the whole result as JSON")
+    p.set_defaults(func=_cmd_lm_study)
     from .exercises import add_arguments as exercise_arguments  # noqa: PLC0415
 
     p = sub.add_parser("exercises", help="list the exercises (statements in exercises/), or grade an answer "

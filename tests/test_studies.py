@@ -104,3 +104,29 @@ def test_sst2_sweep_tiny(tiny_folder, tmp_path):
     with pytest.raises(ValueError, match="unknown"):
         sst2_sweep.run_sst2_sweep(tiny_folder, **{**kw, "sweep": {"embed_dim": (8,), "training": (("rmsprop",
                                                                                                     "phrases"),)}})
+
+
+def test_lm_study_cli_records_its_command_and_resumes(tmp_path, monkeypatch, capsys):
+    from refattn.cli import main  # noqa: PLC0415
+
+    monkeypatch.setattr(lm_study, "VARIANTS", ("softmax", "tanhmax"))  # a short table
+    real = lm_study.run_lm_study
+    seen = []
+
+    def small(**k):  # the command line's own arguments, on a model and grid small enough for a test
+        seen.append(k)
+        return real(**{**k, "variants": ("softmax", "tanhmax"), "lrs": (3e-3, 1e-2), "seeds": 2, "steps": 4})
+
+    monkeypatch.setattr(lm_study, "run_lm_study", small)
+    path = tmp_path / "lm.json"
+    argv = ["lm-study", "--data", "toy", "--long-steps", "6", "--long-evals", "3", "--results", str(path)]
+    assert main(argv) == 0
+    assert "| tanhmax |" in capsys.readouterr().out
+    assert seen[0]["long_steps"] == 6 and seen[0]["long_evals"] == 3 and seen[0]["phases"] == ("table", "tune", "long")
+    saved = json.loads(path.read_text())
+    assert saved["runs"][0]["command"] == "refattn " + " ".join(argv)
+    assert any(k.endswith("steps=6") for k in saved["cells"])
+    assert main(argv + ["--json"]) == 0  # resumed: nothing new, the same cells
+    assert json.loads(capsys.readouterr().out)["cells"] == saved["cells"]
+    assert main(["lm-study", "--phases", "table,,long"]) == 2
+    assert "--phases" in capsys.readouterr().err
