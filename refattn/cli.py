@@ -548,7 +548,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                 "or 'toy' for generated sentences")
     p.add_argument("--long-steps", type=int, default=1200, help="length of the long runs (default 1200)")
     p.add_argument("--long-evals", type=int, default=12, help="evaluations along a long run (default 12)")
-    p.add_argument("--phases", default="table,tune,long", help="comma-separated (default table,tune,long)")
+    p.add_argument("--phases", default="table,tune,long,control",
+                   help="comma-separated (default table,tune,long,control)")
     p.add_argument("--results", dest="results_file", default=None,
                    help="JSON file written after every run and resumed if it exists")
     p.add_argument("--json", action="store_true", help="print the whole result as JSON")

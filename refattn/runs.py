@@ -190,7 +190,8 @@ class CellStore:
         if not done and "command" in self.previous:
             done = [{"command": self.previous["command"], "commit": self.previous.get("commit")}]
         this = {"command": command, "commit": commit, "machine": machine_info()}
-        other = sorted({b for r in done for b in (r.get("machine") or {}).get("blas", [])} - set(this["machine"]["blas"]))
+        seen = {b for r in done for b in (r.get("machine") or {}).get("blas", [])}
+        other = sorted(seen - set(this["machine"]["blas"]))
         if other and self.path is not None:
             warnings.warn(f"results: {self.path} has cells made with BLAS {', '.join(other)}; this run uses "
                           f"{', '.join(this['machine']['blas']) or 'none found'}, so new cells will not match "

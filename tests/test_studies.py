@@ -56,13 +56,45 @@ def test_lm_study_toy_runs_resumes_and_refuses_other_settings(tmp_path, monkeypa
     calls.clear()
     monkeypatch.setattr(lm_study, "run_lm", real_run_lm)
     longer = lm_study.run_lm_study(**{**kw, "long_steps": 8, "long_evals": 2})
-    assert {k for k in longer["cells"] if k.endswith("steps=8")} == {
-        f"long {v} lr={lr:g} steps=8" for v, lr in longer["best_lr"].items()}
-    assert set(longer["gaps"]) == {"tanhmax"}
+    runs = lm_study._long_runs(longer["best_lr"])  # the best rates, and the control where tanhmax's differs
+    assert {k for k in longer["cells"] if k.endswith("steps=8")} == {f"long {v} lr={lr:g} steps=8" for _, v, lr in runs}
+    assert set(longer["gaps"]) == {name for name, v, _ in runs if v != "softmax"}
     with pytest.raises(ValueError, match="softmax"):
         lm_study.run_lm_study(**{**kw, "variants": ("tanhmax",)})
     with pytest.raises(ValueError, match="phases"):
         lm_study.run_lm_study(**{**kw, "phases": ("warmup",)})
+
+
+def test_long_runs_add_a_control_at_softmaxs_rate_only_where_the_best_rate_differs():
+    best = {"softmax": 3e-3, "tanhmax": 1e-2, "cog-hybrid": 1e-2, "neural-first": 3e-3}
+    assert lm_study._long_runs(best) == [
+        ("softmax", "softmax", 3e-3), ("tanhmax", "tanhmax", 1e-2), ("cog-hybrid", "cog-hybrid", 1e-2),
+        ("neural-first", "neural-first", 3e-3), ("tanhmax lr=0.003", "tanhmax", 3e-3),
+        ("cog-hybrid lr=0.003", "cog-hybrid", 3e-3)]
+    assert lm_study._long_runs({"tanhmax": 1e-2}) == [("tanhmax", "tanhmax", 1e-2)]  # no softmax, no control
+
+
+def test_control_phase_runs_only_when_asked(tmp_path, monkeypatch):
+    monkeypatch.setattr(lm_study, "VARIANTS", ("softmax", "tanhmax"))
+    # tuning made tanhmax's best rate differ from softmax's: fake the tuning cells' losses
+    real = lm_study.run_lm
+    calls = []
+    monkeypatch.setattr(lm_study, "run_lm",
+                        lambda *a, **k: calls.append((a[0][0], k["lr"], k["steps"])) or real(*a, **k))
+    kw = dict(variants=("softmax", "tanhmax"), lrs=(3e-3, 1e-2), seeds=2, steps=4, long_steps=6, long_evals=3,
+              data="toy", results=tmp_path / "lm.json", progress=False)
+    r = lm_study.run_lm_study(**kw, phases=("table", "tune"))
+    doc = json.loads((tmp_path / "lm.json").read_text())
+    doc["cells"]["tune tanhmax lr=0.01"]["dev_loss_mean"] = -1.0  # tanhmax's best is now 1e-2
+    doc["cells"]["tune softmax lr=0.01"]["dev_loss_mean"] = 99.0  # softmax's 3e-3
+    (tmp_path / "lm.json").write_text(json.dumps(doc))
+    calls.clear()
+    r = lm_study.run_lm_study(**kw, phases=("long",))
+    assert sorted(calls) == [("softmax", 3e-3, 6), ("tanhmax", 1e-2, 6)] and "tanhmax lr=0.003" not in r["gaps"]
+    calls.clear()
+    r = lm_study.run_lm_study(**kw, phases=("control",))
+    assert calls == [("tanhmax", 3e-3, 6)] and set(r["gaps"]) == {"tanhmax", "tanhmax lr=0.003"}
+    assert "| tanhmax | 0.003 |" in lm_study.format_lm_study(r)
 
 
 @pytest.fixture
@@ -122,7 +154,7 @@ def test_lm_study_cli_records_its_command_and_resumes(tmp_path, monkeypatch, cap
     argv = ["lm-study", "--data", "toy", "--long-steps", "6", "--long-evals", "3", "--results", str(path)]
     assert main(argv) == 0
     assert "| tanhmax |" in capsys.readouterr().out
-    assert seen[0]["long_steps"] == 6 and seen[0]["long_evals"] == 3 and seen[0]["phases"] == ("table", "tune", "long")
+    assert seen[0]["long_steps"] == 6 and seen[0]["long_evals"] == 3 and seen[0]["phases"] == lm_study.PHASES
     saved = json.loads(path.read_text())
     assert saved["runs"][0]["command"] == "refattn " + " ".join(argv)
     assert any(k.endswith("steps=6") for k in saved["cells"])

@@ -21,6 +21,10 @@ model, data and seeds:
    differences are paired) with its standard error. A gap has *settled* when
    its change over the last quarter of the run is within two standard errors
    (:func:`gap_curve`).
+4. **Control** (``phase="control"``): each focus variant whose best rate is
+   not softmax's also runs long at softmax's best rate, so that a gap can be
+   read at one shared rate too: a rate chosen after a short run need not be
+   the best one for a long run (``gaps["<variant> lr=<rate>"]``).
 
 Every finished run goes into the results file at once (:class:`refattn.runs.CellStore`);
 a rerun with the same settings resumes. ``notebooks/14_settling_the_claims.py``
@@ -35,13 +39,16 @@ from ..runs import CellStore
 from .lm import DEFAULTS, VARIANTS, run_lm
 from .nt_sensitivity import code_commit
 
-__all__ = ["FOCUS", "LRS", "run_lm_study", "best_lrs", "gap_curve", "format_lm_study"]
+__all__ = ["FOCUS", "LRS", "PHASES", "run_lm_study", "best_lrs", "gap_curve", "format_lm_study"]
 
 #: The variants whose verdicts the papers state: TanhMax Table 4, Cog, NeuralAttn Table 1.
 FOCUS = ("softmax", "tanhmax", "cog-hybrid", "neural-first")
 
 #: The learning-rate grid (Adam): the default 3e-3 and a factor of about 3 either side.
 LRS = (1e-3, 3e-3, 1e-2)
+
+#: The study's phases, in the order they run.
+PHASES = ("table", "tune", "long", "control")
 
 
 def _key(phase, variant, lr, steps=None):
@@ -93,7 +100,7 @@ def gap_curve(rec, ref, key="dev_loss"):
 
 
 def run_lm_study(*, variants=FOCUS, lrs=LRS, seeds=DEFAULTS["seeds"], steps=DEFAULTS["steps"], long_steps=1200,
-                 long_evals=12, data=None, phases=("table", "tune", "long"), results=None, command=None,
+                 long_evals=12, data=None, phases=PHASES, results=None, command=None,
                  progress=None):
     """Run the study's phases (module docstring); each finished run is saved at once.
 
@@ -109,7 +116,7 @@ def run_lm_study(*, variants=FOCUS, lrs=LRS, seeds=DEFAULTS["seeds"], steps=DEFA
         Length of the long runs and the evaluations along them.
     data : optional
         As :func:`refattn.experiments.lm.load_corpus` (``"toy"`` for a test).
-    phases : sequence of {"table", "tune", "long"}
+    phases : sequence of {"table", "tune", "long", "control"}
     results : path, optional
         The results file (:class:`refattn.runs.CellStore`).
 
@@ -123,9 +130,9 @@ def run_lm_study(*, variants=FOCUS, lrs=LRS, seeds=DEFAULTS["seeds"], steps=DEFA
     variants, lrs = list(variants), [float(v) for v in lrs]
     if "softmax" not in variants:
         raise ValueError(f"variants: expected softmax among them (the gaps are to softmax), got {variants}")
-    bad = [p for p in phases if p not in ("table", "tune", "long")]
+    bad = [p for p in phases if p not in PHASES]
     if bad or not phases:
-        raise ValueError(f"phases: expected some of 'table', 'tune', 'long', got {list(phases)}")
+        raise ValueError(f"phases: expected some of {', '.join(map(repr, PHASES))}, got {list(phases)}")
     settings = {"variants": variants, "lrs": lrs, "seeds": seeds, "steps": steps, "long_steps": long_steps,
                 "long_evals": long_evals, "data": None if data is None else str(data),
                 "model": {k: DEFAULTS[k] for k in ("layers", "width", "heads", "n_ctx", "batch_size", "dtype")}}
@@ -145,11 +152,11 @@ def run_lm_study(*, variants=FOCUS, lrs=LRS, seeds=DEFAULTS["seeds"], steps=DEFA
         out["best_lr"] = best_lrs(cells, variants, lrs)
         out["gaps"] = {}
         ref = cells.get(_key("long", "softmax", out["best_lr"].get("softmax", -1), long_steps))
-        for v, lr in out["best_lr"].items():
+        for name, v, lr in _long_runs(out["best_lr"]):
             rec = cells.get(_key("long", v, lr, long_steps))
             if v != "softmax" and rec is not None and ref is not None:
-                out["gaps"][v] = {"dev_loss": gap_curve(rec, ref, "dev_loss"),
-                                  "dev_accuracy": gap_curve(rec, ref, "dev_accuracy")}
+                out["gaps"][name] = {"dev_loss": gap_curve(rec, ref, "dev_loss"),
+                                     "dev_accuracy": gap_curve(rec, ref, "dev_accuracy")}
         store.save(out)
 
     if "table" in phases:
@@ -163,11 +170,21 @@ def run_lm_study(*, variants=FOCUS, lrs=LRS, seeds=DEFAULTS["seeds"], steps=DEFA
                     cells[key] = cells[_key("table", v, lr)]  # the same run: the table's default rate
                     continue
                 run(key, v, lr, steps, DEFAULTS["eval_every"])
-    if "long" in phases:
-        for v, lr in best_lrs(cells, variants, lrs).items():
+    for name, v, lr in _long_runs(best_lrs(cells, variants, lrs)):
+        if ("control" if " lr=" in name else "long") in phases:
             run(_key("long", v, lr, long_steps), v, lr, long_steps, max(1, long_steps // long_evals))
     finish()
     return out
+
+
+def _long_runs(best):
+    """``(name, variant, lr)`` of every long run: each variant at its best rate (named by the variant), then
+    the control runs at softmax's best rate of those whose best rate differs (named ``"<variant> lr=<rate>"``)."""
+    runs = [(v, v, lr) for v, lr in best.items()]
+    shared = best.get("softmax")
+    if shared is not None:
+        runs += [(f"{v} lr={shared:g}", v, shared) for v, lr in best.items() if v != "softmax" and lr != shared]
+    return runs
 
 
 def format_lm_study(result):
@@ -188,15 +205,15 @@ def format_lm_study(result):
                for lr in s["lrs"]]
         best = result.get("best_lr", {}).get(v)
         lines.append(f"| {v} | " + " | ".join(row) + f" | {'-' if best is None else f'{best:g}'} |")
-    lines += ["", f"Long runs ({s['long_steps']} steps at the best rate): final accuracy and loss; gap to softmax "
-                  f"(paired over seeds, ± standard error) and whether it settled",
+    lines += ["", f"Long runs ({s['long_steps']} steps at the best rate, then the controls at softmax's): final "
+                  f"accuracy and loss; gap to softmax (paired over seeds, ± standard error) and whether it settled",
               "| variant | lr | accuracy % | loss | gap accuracy pp | gap loss | settled |",
               "|---|---|---|---|---|---|---|"]
-    for v, lr in result.get("best_lr", {}).items():
+    for name, v, lr in _long_runs(result.get("best_lr", {})):
         rec = cells.get(_key("long", v, lr, s["long_steps"]))
         if rec is None:
             continue
-        g = result.get("gaps", {}).get(v)
+        g = result.get("gaps", {}).get(name)
         gap = ("-", "-", "-") if g is None else (
             f"{100 * g['dev_accuracy']['mean'][-1]:+.2f} ± {100 * g['dev_accuracy']['se'][-1]:.2f}",
             f"{g['dev_loss']['mean'][-1]:+.4f} ± {g['dev_loss']['se'][-1]:.4f}",

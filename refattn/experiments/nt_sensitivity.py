@@ -45,7 +45,8 @@ import numpy as np
 from ..runs import CellStore
 from .nt_training import PAPER, run_nt
 
-__all__ = ["SETTINGS", "GRID", "MEASURES", "MEASURE_DIRECTIONS", "SETTLED", "CURVE_POINTS", "cell_key", "rank_test", "late_change",
+__all__ = ["SETTINGS", "GRID", "MEASURES", "MEASURE_DIRECTIONS", "SETTLED", "CURVE_POINTS", "cell_key", "rank_test",
+           "late_change",
            "thin_record", "run_sensitivity",
            "summarise", "compare_results", "format_sensitivity", "plot_sensitivity", "plot_verdict_map", "code_commit"]
 
