@@ -454,3 +454,18 @@ def test_code_commit_names_a_commit():
     commit = sens.code_commit()
     # None outside a git checkout (an installed copy); else 40 hex digits, "-dirty" if refattn/ has changes
     assert commit is None or re.fullmatch(r"[0-9a-f]{40}(-dirty)?", commit)
+
+
+def test_the_winner_follows_the_ranks_not_a_mean_a_diverged_seed_can_drag():
+    # DPA is ahead on 14 of 16 seeds; two of its seeds diverged to chance, which pulls its mean below EA's
+    ea = [0.95] * 15 + [0.06]
+    dpa = [0.985] * 14 + [0.06, 0.06]
+    assert np.mean(dpa) < np.mean(ea)
+    assert sens.rank_shift(dpa, ea) > 0 and sens.rank_shift(ea, dpa) == -sens.rank_shift(dpa, ea)
+    study = _fake_study({"expressive": (ea, [None] * 16), "softmax": (dpa, [None] * 16)})
+    row = sens.summarise(study)[0]
+    assert row["p"] < 0.05 and row["winner"] == "DPA"
+    # for a measure where lower is better the direction flips: fewer epochs to 100 % wins
+    fast, slow = [100, 120, 140, 160, 180, 200], [400, 420, 440, 460, 480, 500]
+    speed = _fake_study({"expressive": ([1.0] * 6, fast), "softmax": ([1.0] * 6, slow)}, epochs=1000)
+    assert sens.summarise(speed, measure="epochs_to_100")[0]["winner"] == "EA"
