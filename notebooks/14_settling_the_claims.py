@@ -95,12 +95,15 @@ for v in bench["verdicts"]:
 # (`fig3-long` 12,000 epochs, `fig3-30k` 30,000, `fig6-long` 15,000,
 # `fig7-long` 3,000); the text's other context lengths (`fig3-16`,
 # `fig3-52`, `fig7-128`); Fig. 5 (`fig5`, N16T5 at the paper's 2,000
-# epochs); and the score scale $\beta = 1/\sqrt{N_\text{con}}$ (`fig3-beta`).
+# epochs; `fig5-256` and `fig5-256-lr0.32` the text's $N_\text{con} = 256$,
+# one learning rate each); the score scale
+# $\beta = 1/\sqrt{N_\text{con}}$ (`fig3-beta`); and Fig. 3's ×0.5 cells
+# in float64 (`fig3-float64`), to show float32 changes no verdict.
 # Derivation 15, section 11, reads them.
 
 # %%
-FILES = ("fig4", "fig3", "fig3-long", "fig3-30k", "fig3-52", "fig3-16", "fig3-beta", "fig5", "fig5-256",
-         "fig6", "fig6-long", "fig7", "fig7-long", "fig7-128")
+FILES = ("fig4", "fig3", "fig3-long", "fig3-30k", "fig3-52", "fig3-16", "fig3-beta", "fig3-float64", "fig5",
+         "fig5-256", "fig5-256-lr0.32", "fig6", "fig6-long", "fig7", "fig7-long", "fig7-128")
 studies = {}
 for fig_name in FILES:
     result = load(f"15-sensitivity-{fig_name}.json")
@@ -110,7 +113,7 @@ for fig_name in FILES:
     print(result["runs"][-1]["command"])
     print(nt_sensitivity.format_sensitivity(result))
     print()
-    save(nt_sensitivity.plot_sensitivity(result), "14_sensitivity_" + fig_name.replace("-", "_"))
+    save(nt_sensitivity.plot_sensitivity(result), "14_sensitivity_" + fig_name.replace("-", "_").replace(".", ""))
 
 # %% [markdown]
 # Where both attentions end at 100 %, the final accuracy cannot separate
@@ -132,13 +135,19 @@ for fig_name in ("fig3", "fig3-long", "fig3-52", "fig6-long"):
 
 # %%
 PANELS = (("fig3", None, "Fig. 3: final accuracy"), ("fig3", "epochs_to_100", "Fig. 3: epochs to 100 %"),
-          ("fig4", None, "Fig. 4: epochs to 100 %"), ("fig6", None, "Fig. 6: final accuracy on N16T2"),
-          ("fig7", None, "Fig. 7: final accuracy"))
+          ("fig3-beta", None, "Fig. 3 at beta = 1/sqrt(32): final acc."),
+          ("fig4", None, "Fig. 4: epochs to 100 %"), ("fig5", None, "Fig. 5: final accuracy"),
+          ("fig6", None, "Fig. 6: final accuracy on N16T2"), ("fig7", None, "Fig. 7: final accuracy"))
 panels = [p for p in PANELS if p[0] in studies]
 if panels:
-    fig = nt_sensitivity.plot_verdict_map([studies[name] for name, _, _ in panels],
-                                          measures=[measure for _, measure, _ in panels],
-                                          titles=[title for _, _, title in panels])
+    cols = min(4, len(panels))
+    rows = -(-len(panels) // cols)
+    fig, grid_axes = plt.subplots(rows, cols, figsize=(3.3 * cols, 3.0 * rows), squeeze=False)
+    for ax in grid_axes.flat[len(panels):]:
+        ax.axis("off")
+    nt_sensitivity.plot_verdict_map([studies[name] for name, _, _ in panels],
+                                    measures=[measure for _, measure, _ in panels],
+                                    titles=[title for _, _, title in panels], axes=list(grid_axes.flat[:len(panels)]))
     save(fig, "14_verdict_map")
 
 # %% [markdown]

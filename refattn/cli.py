@@ -21,7 +21,7 @@
                            TanhMax Table 2 (dev accuracy over seeds) and its Figure 1 on SST-2
     refattn nt-figure {fig3,fig4,fig6,fig7} [--json] [--out DIR]
                            Expressive's figures (N16T2 plateaus, N2T5, the mixture, NT-R), ours beside the paper's
-    refattn nt-sensitivity {fig3,fig3-16,fig3-52,fig3-beta,fig4,fig5,fig5-256,fig6,fig7,fig7-128}
+    refattn nt-sensitivity {fig3,fig3-16,fig3-52,fig3-beta,fig4,fig5,fig5-256,fig5-512,fig6,fig7,fig7-128}
                            [--results FILE.json] [--json]
                            EA against DPA over initialisation scale x learning rate, 16 seeds per cell,
                            each finished cell saved (and resumed) in FILE.json

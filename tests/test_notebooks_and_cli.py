@@ -295,3 +295,20 @@ def test_bench_nt_smoke():
     (check,) = res["verdicts"]
     assert set(check["epochs_to_100_identical"]) == {"expressive", "softmax"}
     assert set(check["rows"]) == {f"{a}/{d}" for a in ("expressive", "softmax") for d in ("float64", "float32")}
+
+
+def test_bench_nt_cost_smoke(tmp_path):
+    """benchmarks/bench_nt_cost.py --quick times both attentions and writes the cost of a cell."""
+    out = tmp_path / "cost.json"
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_nt_cost.py"), "--quick", "--epochs", "2",
+                        "--out", str(out)], cwd=ROOT, capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0, r.stderr
+    res = json.loads(out.read_text())
+    assert [row["attention"] for row in res["rows"]] == ["expressive", "softmax"]
+    for row in res["rows"]:
+        assert row["n_con"] == 32 and row["n_params"] == 98832  # n (11 d^2 + d) + n d^2 + d at d = 16, n = 32
+        assert row["train_seconds_per_epoch"] > 0 and row["peak_rss_gib"] > 0
+        cell = row["minutes_per_attention_and_cell"] * 60
+        assert cell == pytest.approx(2000 * row["train_seconds_per_epoch"] + 8 * row["eval_seconds"])
+    assert res["command"].endswith("--quick --epochs 2 --out " + str(out))

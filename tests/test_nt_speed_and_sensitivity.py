@@ -339,6 +339,37 @@ def test_beta_is_a_rescaled_query(activation, rng):
     assert not np.allclose(scaled.forward(params, context)["attention"], plain.forward(params, context)["attention"])
 
 
+@pytest.mark.parametrize("activation", ["softmax", "expressive"])
+def test_beta_changes_the_training_dynamics(activation, rng):
+    """Derivation 15, section 11.6: the same function, not the same gradient descent.
+
+    With W_Q, b_Q folded (times b), every gradient but the query's is the
+    same, and the query's is b times the folded one's; so a step of size lr
+    at beta = b is a step of size b^2 lr on the folded query at beta = 1.
+    """
+    b = 1 / math.sqrt(8)
+    scaled = nt.NTModel(16, 8, activation=activation, beta=b)
+    plain = nt.NTModel(16, 8, activation=activation)
+    params = plain.init_params((0, 1))
+    params = dict(params, W_K=4 * params["W_K"], b_Q=rng.standard_normal(params["b_Q"].shape))
+    folded = dict(params, W_Q=b * params["W_Q"], b_Q=b * params["b_Q"])
+    batch = {"context": rng.integers(0, 16, size=(2, 5, 8)), "target": rng.integers(0, 16, size=(2, 5))}
+    loss_b, g_b, _ = scaled.loss_and_grad(params, batch)
+    loss_1, g_1, _ = plain.loss_and_grad(folded, batch)
+    np.testing.assert_allclose(loss_b, loss_1, rtol=1e-12)
+    for name in g_b:
+        factor = b if name in ("W_Q", "b_Q") else 1.0
+        # rounding only: both sides are float64 and differ in where one product by b happens
+        np.testing.assert_allclose(g_b[name], factor * g_1[name], rtol=1e-9, atol=1e-13 * np.abs(g_b[name]).max(),
+                                   err_msg=name)
+    # and the step: lr at beta = b moves the folded query by b^2 lr times its own gradient
+    lr = 0.32
+    step_b = b * (params["W_Q"] - lr * g_b["W_Q"])  # W_Q after one plain SGD step, then folded
+    step_1 = folded["W_Q"] - b**2 * lr * g_1["W_Q"]
+    np.testing.assert_allclose(step_b, step_1, rtol=1e-12, atol=1e-15)
+    assert not np.allclose(g_b["W_Q"], g_1["W_Q"])  # so beta is not neutral at a fixed learning rate
+
+
 def test_fig3_beta_runs_its_cells_at_its_beta(tmp_path, monkeypatch):
     seen = []
     real = sens.run_nt
