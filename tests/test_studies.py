@@ -83,7 +83,7 @@ def test_control_phase_runs_only_when_asked(tmp_path, monkeypatch):
                         lambda *a, **k: calls.append((a[0][0], k["lr"], k["steps"])) or real(*a, **k))
     kw = dict(variants=("softmax", "tanhmax"), lrs=(3e-3, 1e-2), seeds=2, steps=4, long_steps=6, long_evals=3,
               data="toy", results=tmp_path / "lm.json", progress=False)
-    r = lm_study.run_lm_study(**kw, phases=("table", "tune"))
+    lm_study.run_lm_study(**kw, phases=("table", "tune"))
     doc = json.loads((tmp_path / "lm.json").read_text())
     doc["cells"]["tune tanhmax lr=0.01"]["dev_loss_mean"] = -1.0  # tanhmax's best is now 1e-2
     doc["cells"]["tune softmax lr=0.01"]["dev_loss_mean"] = 99.0  # softmax's 3e-3
