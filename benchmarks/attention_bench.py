@@ -8,10 +8,10 @@
 For every registered activation (scaled dot-product score, no mask) and for
 float32 and float64 it times one forward and backward pass,
 
-* ``numpy``: :func:`refattn.attention.attention` then
-  :func:`refattn.attention.attention_backward` on NumPy arrays (CPU);
+* ``numpy``: :func:`refattn.core.attention.attention` then
+  :func:`refattn.core.attention.attention_backward` on NumPy arrays (CPU);
 * ``cupy``: the same two calls on CuPy arrays (GPU): the same code, which
-  picks CuPy from its inputs (:func:`refattn.backend.array_module`);
+  picks CuPy from its inputs (:func:`refattn.core.backend.array_module`);
 
 and, once per dtype, the reference
 
@@ -57,7 +57,7 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
 
 from refattn import ACTIVATIONS  # noqa: E402
 from refattn.fast import attention, attention_backward  # noqa: E402
-from refattn.backend import cupy_available, to_numpy  # noqa: E402
+from refattn.core.backend import cupy_available, to_numpy  # noqa: E402
 
 __all__ = ["SIZES", "DEFAULT_OUT", "run_attention_bench", "format_attention_bench", "main"]
 

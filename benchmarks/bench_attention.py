@@ -13,7 +13,7 @@ For every registered activation with the scaled dot-product score it times
 * ``unblocked``: the same two calls with ``refattn.fast.set_blocking(False)``,
   the whole-batch code on one core (plus BLAS's own threads), to show what
   blocks and threads buy;
-* ``reference``: the textbook reference, :func:`refattn.attention.attention`
+* ``reference``: the textbook reference, :func:`refattn.core.attention.attention`
   and its backward, to show what the fast path buys altogether;
 * ``autograd``: the reference forward traced by autograd, then autograd's
   backward (``make_vjp``), i.e. the same forward differentiated automatically;
@@ -51,7 +51,7 @@ import numpy as np
 from autograd import make_vjp
 
 from refattn import ACTIVATIONS
-from refattn import attention as reference
+from refattn.core import attention as reference
 from refattn.fast import attention, attention_backward, set_blocking, threads as parallel
 
 

@@ -7,11 +7,11 @@
 For every registered activation, on one array of scores of ``--shape``
 (default: the score array of attention at (B, H, n) = (4, 4, 256)), it times
 
-* ``forward``: the reference :meth:`refattn.activations.Activation.forward`
+* ``forward``: the reference :meth:`refattn.core.activations.Activation.forward`
   (``ell`` by its stable formula, the shifted exponential, times ``rho``)
   against :func:`refattn.fast.kernels.forward` (the split ``h = exp(f a) b``,
   in place, returning ``p``, the weights and what the backward needs);
-* ``vjp``: the reference :meth:`refattn.activations.Activation.vjp` (which
+* ``vjp``: the reference :meth:`refattn.core.activations.Activation.vjp` (which
   computes ``p`` itself, then Eq. 01.R4 grouped as 01.R5), as the reference
   attention calls it, against :func:`refattn.fast.kernels.vjp_from` given the
   ``p`` and ``phi`` that the fast forward keeps (Eq. 01.R5 by the kernel's

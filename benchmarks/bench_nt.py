@@ -42,8 +42,8 @@ import numpy as np
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, ROOT)
 
-from refattn.experiments.nt_training import run_nt  # noqa: E402
-from refattn.runs import dumps  # noqa: E402
+from refattn.studies.nt_training import run_nt  # noqa: E402
+from refattn.training.runs import dumps  # noqa: E402
 
 BASELINE = "0b5003d6411f294c6a98c84e9b7b678ca1810bf8"
 PROGRAMS = ("baseline", "float64", "float32")

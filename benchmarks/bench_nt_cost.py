@@ -28,13 +28,13 @@ import sys
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, ROOT)
 
-from refattn.runs import dumps, machine_info  # noqa: E402
+from refattn.training.runs import dumps, machine_info  # noqa: E402
 
 # one measurement in a fresh process: its peak memory is its own
 CHILD = """
 import json, resource, sys
 sys.path.insert(0, sys.argv[1])
-from refattn.experiments.nt_training import run_nt, memory_estimate
+from refattn.studies.nt_training import run_nt, memory_estimate
 task, n_con, attention, epochs = sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
 r = run_nt(task, n_con, attention, seeds=16, epochs=epochs, eval_every=epochs, init_scale=0.5, lr=0.02,
            dtype="float32", progress=False)

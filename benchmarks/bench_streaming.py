@@ -9,9 +9,9 @@ One head, ``d = 64``, float64, TanhMax, causal, ``block_size = 256``
 (issue 17). For each ``n`` it measures forward + backward (the output and
 the gradients for Q, K and V, from a random upstream gradient) of
 
-* ``streaming``: :func:`refattn.streaming.streaming_attention` then
-  :func:`~refattn.streaming.streaming_attention_backward`;
-* ``reference``: the dense textbook path, :func:`refattn.attention.attention`
+* ``streaming``: :func:`refattn.fast.streaming.streaming_attention` then
+  :func:`~refattn.fast.streaming.streaming_attention_backward`;
+* ``reference``: the dense textbook path, :func:`refattn.core.attention.attention`
   and its backward, while ``n`` is at most ``--dense-max`` (it holds several
   ``n x n`` arrays: 2 GiB each at n = 16k);
 * ``fast``: the dense fast path, :func:`refattn.fast.attention` and its
@@ -41,7 +41,7 @@ times in a row, and the ratio is the median over passes of the per-pass
 ratio of medians, which cancels drift on a shared machine.
 
 Threads. Streaming holds BLAS at one thread while its blocks run
-(``refattn.streaming``, ``derivations/23-streaming.md`` section 8); the
+(``refattn.fast.streaming``, ``derivations/23-streaming.md`` section 8); the
 dense paths use BLAS's default threads, and ``fast`` its own thread pool;
 PyTorch its default intra-op threads. The JSON records them.
 
@@ -63,10 +63,10 @@ import tracemalloc
 
 import numpy as np
 
-from refattn import attention as reference
+from refattn.core import attention as reference
 from refattn import fast
 from refattn.fast import threads as fast_threads
-from refattn.streaming import streaming_attention, streaming_attention_backward
+from refattn.fast.streaming import streaming_attention, streaming_attention_backward
 
 DEFAULT_NS = (1024, 2048, 4096, 8192, 16384, 32768, 65536)
 QUICK_NS = (128, 256)

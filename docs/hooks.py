@@ -17,8 +17,8 @@ module adds to the site, as generated files:
 
 While pages are rendered, code spans that name a repository path
 (``derivations/01-reweighted-softmax.md``, ``notebooks/01_activations_tour.py``,
-``refattn/activations.py``) or a documented object
-(``refattn.activations.Softmax``) become links, and links to files that are
+``refattn/core/activations.py``) or a documented object
+(``refattn.core.activations.Softmax``) become links, and links to files that are
 not in the site (``exercises/solutions/``) become plain text.
 
 Run as a script, ``python docs/hooks.py NOTEBOOK OUTDIR`` executes one

@@ -42,7 +42,7 @@ from autograd import make_vjp  # noqa: E402
 
 from refattn.plots import save, small  # noqa: E402
 from refattn import ACTIVATIONS, activation  # noqa: E402
-from refattn.gradcheck import gradcheck  # noqa: E402
+from refattn.core.gradcheck import gradcheck  # noqa: E402
 
 SMALL = small()  # REFATTN_SMALL=1: small sizes; REFATTN_FIGDIR: where save() writes PNGs
 
@@ -252,7 +252,7 @@ print("row sums of sigsoftmax's J   :", sig.jacobian(s_row).sum(axis=1))
 # %% [markdown]
 # ## The gradient check of every activation
 #
-# `refattn.gradcheck.gradcheck` compares the analytic VJP with autograd
+# `refattn.core.gradcheck.gradcheck` compares the analytic VJP with autograd
 # (which traces the same forward code) and with central differences, in
 # float64, with a random cotangent (section 5 of the derivation). The
 # columns are the norm-wise relative errors

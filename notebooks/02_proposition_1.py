@@ -42,7 +42,7 @@ import numpy as np  # noqa: E402
 
 from refattn.plots import save, small  # noqa: E402
 from refattn import ACTIVATIONS, activation  # noqa: E402
-from refattn import dynamics as dyn  # noqa: E402
+from refattn.theory import proposition1 as dyn  # noqa: E402
 
 SMALL = small()  # REFATTN_SMALL=1: small sizes; REFATTN_FIGDIR: where save() writes PNGs
 

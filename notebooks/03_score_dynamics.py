@@ -9,7 +9,7 @@
 # %% [markdown]
 # # 03 — Score dynamics in training, and TanhMax's polarity experiment
 #
-# Two experiments of TanhMax, run with the tiny trainer (`refattn.train`):
+# Two experiments of TanhMax, run with the tiny trainer (`refattn.training.train`):
 #
 # 1. **Proposition 1 against gradient descent** (`refattn dynamics`): the
 #    change of each token's score per step, divided by the step, against the
@@ -32,10 +32,10 @@ matplotlib.use(os.environ.get("MPLBACKEND", "Agg"))
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from refattn.experiments.polarity import format_polarity, run_polarity  # noqa: E402
-from refattn.experiments.score_dynamics import format_dynamics, run_dynamics  # noqa: E402
+from refattn.studies.polarity import format_polarity, run_polarity  # noqa: E402
+from refattn.studies.score_dynamics import format_dynamics, run_dynamics  # noqa: E402
 from refattn.plots import plot_polarity, plot_score_dynamics, save, small  # noqa: E402
-from refattn.tasks.polarity import SEED001_SMALL, PolarityConfig  # noqa: E402
+from refattn.training.tasks.polarity import SEED001_SMALL, PolarityConfig  # noqa: E402
 
 SMALL = small()
 
@@ -118,7 +118,7 @@ print(dict(zip(acts, np.round(frac, 2))))
 # (`derivations/14-sst2.md`); here the synthetic sentences keep it quick.
 
 # %%
-from refattn.experiments.interpret import format_interpret, run_interpret
+from refattn.studies.interpret import format_interpret, run_interpret
 from refattn.plots import plot_interpret
 
 interp = run_interpret(("softmax", "tanhmax"), "synthetic", seeds=1 if SMALL else 3, epochs=2 if SMALL else 8,

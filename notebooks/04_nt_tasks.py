@@ -21,15 +21,15 @@
 # This notebook
 #
 # 1. draws series of each variant and shows their cycle structure (Expressive
-#    Eqs. 5-7; `refattn.tasks.nt`, `derivations/10-nt-tasks.md`);
-# 2. trains the paper's 802-parameter model (`refattn.models.nt.NTModel`,
+#    Eqs. 5-7; `refattn.training.tasks.nt`, `derivations/10-nt-tasks.md`);
+# 2. trains the paper's 802-parameter model (`refattn.training.models.nt.NTModel`,
 #    `derivations/11-nt-model.md`) on N2T5 with EA and with DPA, all seeds
 #    in one batched program, and plots accuracy over epochs (Fig. 4, top);
 # 3. shows the attention matrices at a few epochs on a log10 colour scale
 #    (Fig. 4, bottom) and measures their dynamic range.
 #
 # The full figures (Figs. 3, 6, 7) take minutes to hours; they are run by
-# `refattn.experiments.nt_figures` and recorded in
+# `refattn.studies.nt_figures` and recorded in
 # `derivations/15-nt-experiments.md`. `REFATTN_SMALL=1` runs this notebook
 # at a tiny size (as the test suite does); `REFATTN_FIGDIR` saves the figures.
 
@@ -42,11 +42,11 @@ matplotlib.use(os.environ.get("MPLBACKEND", "Agg"))
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from refattn.experiments.nt_figures import (  # noqa: E402
+from refattn.studies.nt_figures import (  # noqa: E402
     LOG_FLOOR, format_nt_figure, plot_attention_snapshots, plot_nt_figure, run_fig4)
-from refattn.models.nt import count_params  # noqa: E402
+from refattn.training.models.nt import count_params  # noqa: E402
 from refattn.plots import save, small  # noqa: E402
-from refattn.tasks.nt import cycle_structure, generate, mean_cycle_length, state_cycles  # noqa: E402
+from refattn.training.tasks.nt import cycle_structure, generate, mean_cycle_length, state_cycles  # noqa: E402
 
 SMALL = small()  # REFATTN_SMALL=1: small sizes; REFATTN_FIGDIR: where save() writes PNGs
 

@@ -18,7 +18,7 @@
 # As printed this is false: $\sum_i|\sinh z_i| < \sum_k\cosh z_k$, so every
 # TanhMax output has $\ell_1$ norm below 1, and every softmax output sums
 # to 1. The two ranges never meet. `derivations/05-proposition-2.md` proves
-# what is true instead; this notebook draws it, using `refattn.ranges`:
+# what is true instead; this notebook draws it, using `refattn.theory.proposition2`:
 #
 # * (a) tanhmax maps $\mathbb R^n$ one-to-one onto the open $\ell_1$ ball
 #   $B = \{w : \sum_i|w_i| < 1\}$;
@@ -42,7 +42,7 @@ import numpy as np  # noqa: E402
 
 from refattn import activation  # noqa: E402
 from refattn.plots import save, small  # noqa: E402
-from refattn.ranges import (  # noqa: E402
+from refattn.theory.proposition2 import (  # noqa: E402
     closure_gap,
     closure_gap_closed_form,
     in_tanhmax_range,

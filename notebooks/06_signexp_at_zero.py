@@ -22,7 +22,7 @@
 #   height $\approx J/(2\varepsilon)$ whenever their window
 #   $[\delta-\varepsilon, \delta+\varepsilon]$ contains 0.
 #
-# `refattn.singular.signexp_near_zero` moves one entry $s_j = \delta$ of a
+# `refattn.theory.signexp_at_zero.signexp_near_zero` moves one entry $s_j = \delta$ of a
 # random row through 0 and records all three, with the closed-form
 # predictions of `derivations/09-signexp-at-zero.md` (Eqs. 09.Z3-09.Z8).
 # `REFATTN_SMALL=1` makes the sweeps short; `REFATTN_FIGDIR` is where the
@@ -38,7 +38,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from refattn.plots import save, small  # noqa: E402
-from refattn.singular import near_zero_table, signexp_near_zero  # noqa: E402
+from refattn.theory.signexp_at_zero import near_zero_table, signexp_near_zero  # noqa: E402
 
 SMALL = small()
 

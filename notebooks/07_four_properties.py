@@ -15,7 +15,7 @@
 # weights **normalised by the context** $C(s) = \sum_k h(s_k)$. Its Table 3
 # marks six activations against them.
 #
-# `refattn.properties` measures the four properties for every registered
+# `refattn.theory.properties` measures the four properties for every registered
 # activation, numerically, and compares the result with Table 3, which is the
 # only thing in it written by hand. This notebook draws what the
 # measurements look at: $g$ itself, $\log|g|$ with its best affine fit, the
@@ -37,7 +37,7 @@ import numpy as np  # noqa: E402
 
 from refattn import ACTIVATIONS, activation  # noqa: E402
 from refattn.plots import save, small  # noqa: E402
-from refattn.properties import (  # noqa: E402
+from refattn.theory.properties import (  # noqa: E402
     PAPER_TABLE3,
     PROPERTIES,
     PROPERTY_TITLES,

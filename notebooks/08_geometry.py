@@ -23,7 +23,7 @@
 #
 # The first half follows `derivations/07-expressive-geometry.md`, the second
 # `derivations/08-neural-attention-expressivity.md`. Everything is computed
-# by `refattn.experiments.geometry` and `refattn.experiments.neural_surface`;
+# by `refattn.studies.geometry` and `refattn.studies.neural_surface`;
 # this notebook only plots. Environment variables: `REFATTN_FIGDIR` (if set,
 # the PNGs go there) and `REFATTN_SMALL=1` (small sizes, as in CI).
 
@@ -38,8 +38,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from refattn import score  # noqa: E402
-from refattn.experiments import geometry as geo  # noqa: E402
-from refattn.experiments import neural_surface as ns  # noqa: E402
+from refattn.studies import geometry as geo  # noqa: E402
+from refattn.studies import neural_surface as ns  # noqa: E402
 from refattn.plots import save, small  # noqa: E402
 
 SMALL = small()  # REFATTN_SMALL=1: small sizes
@@ -303,7 +303,7 @@ save(fig, "08_fixed_query_slices")
 # Test pairs only. The bilinear fit is the exact least-squares optimum over
 # every $q^\top A k + b$ (which includes every $(W_q q)\cdot(W_k k)$); the MLP
 # is the library's `neural` score trained with its own VJP and
-# `refattn.optim.Adam`.
+# `refattn.training.optim.Adam`.
 
 # %%
 fig, axes = plt.subplots(1, 3, figsize=(12, 3.5))

@@ -24,7 +24,7 @@
 # over $x$), for three stacks: pure attention, attention with skip
 # connections, attention followed by a ReLU MLP.
 #
-# Everything is computed by `refattn.experiments.rank_collapse`; the math is
+# Everything is computed by `refattn.studies.rank_collapse`; the math is
 # in `derivations/16-rank-collapse.md`. Environment variables:
 # `REFATTN_FIGDIR` (if set, the PNGs go there) and `REFATTN_SMALL=1` (small
 # sizes, as in CI).
@@ -38,7 +38,7 @@ matplotlib.use(os.environ.get("MPLBACKEND", "Agg"))
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from refattn.experiments import rank_collapse as rc  # noqa: E402
+from refattn.studies import rank_collapse as rc  # noqa: E402
 from refattn.plots import save, small  # noqa: E402
 
 SMALL = small()  # REFATTN_SMALL=1: small sizes
@@ -132,7 +132,7 @@ for name in rescaled["config"]["activations"]:
 #
 # A float64 matrix cannot hold rows that differ by less than about
 # $10^{-16}\|X\|$. The plain forward pass (`forward_stack`, which calls
-# `refattn.attention.attention` on $X$) therefore stalls near $10^{-16}$ or
+# `refattn.core.attention.attention` on $X$) therefore stalls near $10^{-16}$ or
 # hits exactly 0 when the rows become bitwise equal. `forward_stack_split`
 # carries $X = \mathbf 1 m^\top + R$ and propagates $R$ without cancellation
 # (derivation, section 6), so the doubly exponential fall can be followed to

@@ -27,7 +27,7 @@
 # * and `scores.Neural.forward`, the library's autograd-traceable forward.
 #
 # The argument, line by line, is `derivations/17-neural-attention-cost.md`;
-# the code is `refattn/experiments/neural_cost.py`. Peak memory is measured
+# the code is `refattn/studies/neural_cost.py`. Peak memory is measured
 # with `tracemalloc` (NumPy reports its buffers to it), time as the best of a
 # few `time.perf_counter` runs. Timings depend on the machine and its load.
 # Environment variables: `REFATTN_FIGDIR` (figures go there) and
@@ -43,7 +43,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from refattn import score  # noqa: E402
-from refattn.experiments import neural_cost as nc  # noqa: E402
+from refattn.studies import neural_cost as nc  # noqa: E402
 from refattn.plots import save, small  # noqa: E402
 
 SMALL = small()  # REFATTN_SMALL=1: small sizes

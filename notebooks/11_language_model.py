@@ -19,7 +19,7 @@
 #    negative weights (`derivations/18-decoder-and-cog.md`, section 3);
 # 2. checks the decoder's hand-derived gradient against autograd
 #    (section 2 of the same derivation);
-# 3. trains the toy LM of `refattn.experiments.lm` on SST-2 sentences, or
+# 3. trains the toy LM of `refattn.studies.lm` on SST-2 sentences, or
 #    on a small generated corpus when SST-2 is not found, and draws the
 #    validation curves (`derivations/19-toy-lm.md`);
 # 4. shows the signed attention weights of a trained Cog hybrid.
@@ -40,13 +40,13 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from autograd import grad  # noqa: E402
 
-from refattn.attention import attention  # noqa: E402
-from refattn.experiments.lm import DEFAULTS, format_lm, load_corpus, plot_lm, run_lm, windows  # noqa: E402
-from refattn.experiments.sst2 import resolve_data_dir  # noqa: E402
-from refattn.models.decoder import DecoderLM, cog_hybrid, neural_first  # noqa: E402
-from refattn.optim import Adam  # noqa: E402
+from refattn.core.attention import attention  # noqa: E402
+from refattn.studies.lm import DEFAULTS, format_lm, load_corpus, plot_lm, run_lm, windows  # noqa: E402
+from refattn.studies.sst2 import resolve_data_dir  # noqa: E402
+from refattn.training.models.decoder import DecoderLM, cog_hybrid, neural_first  # noqa: E402
+from refattn.training.optim import Adam  # noqa: E402
 from refattn.plots import save, small  # noqa: E402
-from refattn.train import train  # noqa: E402
+from refattn.training.train import train  # noqa: E402
 
 SMALL = small()
 np.set_printoptions(precision=3, suppress=True, linewidth=110)

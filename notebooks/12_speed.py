@@ -41,7 +41,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from refattn import ACTIVATIONS, activation, fast  # noqa: E402
-from refattn import attention as reference  # noqa: E402
+from refattn.core import attention as reference  # noqa: E402
 from refattn.fast import attention, attention_backward, threads  # noqa: E402
 from refattn.fast.kernels import Generic, forward as kernel_forward, kernel  # noqa: E402
 from refattn.plots import save, small  # noqa: E402

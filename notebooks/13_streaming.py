@@ -16,7 +16,7 @@
 # when a new block of keys raises the running maximum of $\ell$, everything
 # summed so far is multiplied by $e^{m_\text{old} - m_\text{new}}$, and
 # $\rho(s_{ij})$, a fixed coefficient of each term, comes along untouched.
-# `refattn.streaming` implements it; this notebook
+# `refattn.fast.streaming` implements it; this notebook
 #
 # 1. checks that streaming gives the dense reference's numbers, forward and
 #    backward, for every activation;
@@ -41,9 +41,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from refattn import ACTIVATIONS, activation  # noqa: E402
-from refattn.attention import attention, attention_backward  # noqa: E402
+from refattn.core.attention import attention, attention_backward  # noqa: E402
 from refattn.plots import save, small  # noqa: E402
-from refattn.streaming import streaming_attention, streaming_attention_backward  # noqa: E402
+from refattn.fast.streaming import streaming_attention, streaming_attention_backward  # noqa: E402
 
 SMALL = small()
 rng = np.random.default_rng(0)

@@ -17,11 +17,11 @@
 # 1. the speed that made the grids affordable (`benchmarks/results/nt_epoch.json`);
 # 2. Expressive's Figs. 3-7 over initialisation scale × learning rate, EA
 #    against DPA, 16 seeds per cell, and the long runs where a verdict
-#    hinged (`refattn.experiments.nt_sensitivity`;
+#    hinged (`refattn.studies.nt_sensitivity`;
 #    `derivations/15-nt-experiments.md`, section 11);
 # 3. the toy language model with a tuned learning rate and longer runs
-#    (`refattn.experiments.lm_study`; `derivations/19-toy-lm.md`, section 8);
-# 4. TanhMax's Table 2 over a small sweep (`refattn.experiments.sst2_sweep`;
+#    (`refattn.studies.lm_study`; `derivations/19-toy-lm.md`, section 8);
+# 4. TanhMax's Table 2 over a small sweep (`refattn.studies.sst2_sweep`;
 #    `derivations/14-sst2.md`, section 9).
 #
 # `REFATTN_SMALL=1` (CI) also reruns one tiny grid cell live, to show the
@@ -38,7 +38,7 @@ matplotlib.use(os.environ.get("MPLBACKEND", "Agg"))
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from refattn.experiments import lm_study, nt_sensitivity, sst2_sweep  # noqa: E402
+from refattn.studies import lm_study, nt_sensitivity, sst2_sweep  # noqa: E402
 from refattn.plots import save, small  # noqa: E402
 
 SMALL = small()

@@ -2,7 +2,7 @@
 
 :func:`run_check` compares, in float64, the analytic VJP of every registered
 activation and every registered score function with autograd and with central
-differences (:func:`refattn.gradcheck.gradcheck`), at random points away from
+differences (:func:`refattn.core.gradcheck.gradcheck`), at random points away from
 the documented singular points, and then *at* each documented singular point,
 where a disagreement with differences is expected and flagged, not failed.
 ``refattn check`` prints the result as a table, ``refattn check --json`` as
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .activations import ACTIVATIONS, activation
-from .gradcheck import gradcheck
-from .scores import SCORES, score
+from .core.activations import ACTIVATIONS, activation
+from .core.gradcheck import gradcheck
+from .core.scores import SCORES, score
 
 __all__ = ["run_check", "format_table", "TOLERANCE"]
 

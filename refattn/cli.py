@@ -72,7 +72,7 @@ def _cmd_exercises(args) -> int:
 
 
 def _cmd_prop1(args) -> int:
-    from .dynamics import format_prop1_table, run_prop1  # noqa: PLC0415
+    from .theory.proposition1 import format_prop1_table, run_prop1  # noqa: PLC0415
 
     result = run_prop1(seed=args.seed)
     print(_dumps(result) if args.json else format_prop1_table(result))
@@ -80,7 +80,7 @@ def _cmd_prop1(args) -> int:
 
 
 def _cmd_properties(args) -> int:
-    from .properties import format_properties_table, run_properties  # noqa: PLC0415
+    from .theory.properties import format_properties_table, run_properties  # noqa: PLC0415
 
     result = run_properties(seed=args.seed)
     print(_dumps(result) if args.json else format_properties_table(result))
@@ -88,7 +88,7 @@ def _cmd_properties(args) -> int:
 
 
 def _cmd_nt_cycles(args) -> int:
-    from .tasks.nt import format_nt_cycles, run_nt_cycles  # noqa: PLC0415
+    from .training.tasks.nt import format_nt_cycles, run_nt_cycles  # noqa: PLC0415
 
     result = run_nt_cycles(args.N, args.tau, args.variant)
     print(_dumps(result) if args.json else format_nt_cycles(result))
@@ -96,9 +96,9 @@ def _cmd_nt_cycles(args) -> int:
 
 
 def _dumps(result) -> str:
-    """``result`` as strict JSON (:func:`refattn.runs.dumps`): a NaN or infinity becomes
+    """``result`` as strict JSON (:func:`refattn.training.runs.dumps`): a NaN or infinity becomes
     ``null``, listed under ``"non_finite"``, so every JSON parser reads the output."""
-    from .runs import dumps  # noqa: PLC0415
+    from .training.runs import dumps  # noqa: PLC0415
 
     return dumps(result)
 
@@ -131,7 +131,7 @@ def _check_environment():
 def _open_results(args, argv):
     """With ``--out DIR``: create DIR and its results file ``DIR/<command>.json`` now, before
     any work, so an output folder that cannot be written is refused at once (one line)."""
-    from .runs import ResultsFile  # noqa: PLC0415
+    from .training.runs import ResultsFile  # noqa: PLC0415
 
     if args.out == "":
         raise ValueError("--out: expected a folder name, got an empty string")
@@ -162,7 +162,7 @@ def _write_figure(args, name, draw, result, key="figure"):
 
 
 def _cmd_dynamics(args) -> int:
-    from .experiments.score_dynamics import format_dynamics, run_dynamics  # noqa: PLC0415
+    from .studies.score_dynamics import format_dynamics, run_dynamics  # noqa: PLC0415
 
     summary, raw = run_dynamics(seed=args.seed, steps=args.steps, eta=args.eta, return_raw=True)
     if args.out:
@@ -173,14 +173,14 @@ def _cmd_dynamics(args) -> int:
 
 
 def _cmd_nt(args) -> int:
-    from .tasks.nt import parse_task  # noqa: PLC0415
-    from .models.nt import count_params  # noqa: PLC0415
+    from .training.tasks.nt import parse_task  # noqa: PLC0415
+    from .training.models.nt import count_params  # noqa: PLC0415
 
     _, N, _ = parse_task(args.task)
     if args.count_params:
         print(count_params(N, args.context))
         return 0
-    from .experiments.nt_training import format_nt, run_nt  # noqa: PLC0415
+    from .studies.nt_training import format_nt, run_nt  # noqa: PLC0415
 
     result = run_nt(args.task, args.context, args.attention, seeds=args.seeds, epochs=args.epochs,
                     eval_every=args.eval_every, n_test=args.n_test, checkpoint=args.checkpoint,
@@ -197,7 +197,7 @@ def _cmd_nt(args) -> int:
 
 
 def _cmd_polarity(args) -> int:
-    from .experiments.polarity import format_polarity, run_polarity  # noqa: PLC0415
+    from .studies.polarity import format_polarity, run_polarity  # noqa: PLC0415
 
     result = run_polarity(_names(args.activations, "--activations"), seeds=args.seeds, score=args.score,
                           epochs=args.epochs, optimizer=args.optimizer, lr=args.lr,
@@ -211,7 +211,7 @@ def _cmd_polarity(args) -> int:
 
 
 def _cmd_interpret(args) -> int:
-    from .experiments.interpret import format_interpret, run_interpret  # noqa: PLC0415
+    from .studies.interpret import format_interpret, run_interpret  # noqa: PLC0415
 
     result = run_interpret(_names(args.activations, "--activations"), args.data, sst2_path=args.sst2,
                            seeds=args.seeds,
@@ -226,7 +226,7 @@ def _cmd_interpret(args) -> int:
 
 
 def _cmd_sst2(args) -> int:
-    from .experiments.sst2 import format_sst2, run_sst2  # noqa: PLC0415
+    from .studies.sst2 import format_sst2, run_sst2  # noqa: PLC0415
 
     result = run_sst2(args.data, activations=_names(args.activations, "--activations"), seeds=args.seeds,
                       epochs=args.epochs, figure_seed=args.figure_seed, checkpoint_dir=args.checkpoint_dir,
@@ -294,7 +294,7 @@ def _command_line(args):
 
 
 def _cmd_nt_sensitivity(args) -> int:
-    from .experiments.nt_sensitivity import GRID, format_sensitivity, run_sensitivity  # noqa: PLC0415
+    from .studies.nt_sensitivity import GRID, format_sensitivity, run_sensitivity  # noqa: PLC0415
 
     result = run_sensitivity(args.figure, seeds=args.seeds, epochs=args.epochs,
                              eval_every=args.eval_every,
@@ -307,7 +307,7 @@ def _cmd_nt_sensitivity(args) -> int:
 
 
 def _cmd_nt_figure(args) -> int:
-    from .experiments.nt_figures import format_nt_figure, plot_nt_figure, run_nt_figure  # noqa: PLC0415
+    from .studies.nt_figures import format_nt_figure, plot_nt_figure, run_nt_figure  # noqa: PLC0415
 
     options = {k: v for k, v in (("seeds", args.seeds), ("epochs", args.epochs)) if v is not None}
     if args.lr is not None:
@@ -319,7 +319,7 @@ def _cmd_nt_figure(args) -> int:
 
 
 def _cmd_rank_collapse(args) -> int:
-    from .experiments.rank_collapse import format_rank_collapse, plot_rank_collapse, run_rank_collapse  # noqa: PLC0415
+    from .studies.rank_collapse import format_rank_collapse, plot_rank_collapse, run_rank_collapse  # noqa: PLC0415
 
     names = None if args.activations is None else _names(args.activations, "--activations")
     result = run_rank_collapse(names, depth=args.depth,
@@ -332,7 +332,7 @@ def _cmd_rank_collapse(args) -> int:
 
 
 def _cmd_neural_cost(args) -> int:
-    from .experiments.neural_cost import format_neural_cost, plot_neural_cost, run_neural_cost  # noqa: PLC0415
+    from .studies.neural_cost import format_neural_cost, plot_neural_cost, run_neural_cost  # noqa: PLC0415
 
     result = run_neural_cost(_ints(args.ns, "--ns"), _ints(args.d_primes, "--d-primes"), batch=args.batch, heads=args.heads,
                              hidden=args.hidden, chunk=args.chunk, budget_mib=_ints(args.budget_mib, "--budget-mib"),
@@ -343,7 +343,7 @@ def _cmd_neural_cost(args) -> int:
 
 
 def _cmd_lm(args) -> int:
-    from .experiments.lm import format_lm, plot_lm, run_lm  # noqa: PLC0415
+    from .studies.lm import format_lm, plot_lm, run_lm  # noqa: PLC0415
 
     result = run_lm(_names(args.activations, "--activations"), data=args.data, seeds=args.seeds, steps=args.steps,
                     layers=args.layers,
@@ -356,7 +356,7 @@ def _cmd_lm(args) -> int:
 
 
 def _cmd_lm_study(args) -> int:
-    from .experiments.lm_study import format_lm_study, run_lm_study  # noqa: PLC0415
+    from .studies.lm_study import format_lm_study, run_lm_study  # noqa: PLC0415
 
     result = run_lm_study(data=args.data, long_steps=args.long_steps, long_evals=args.long_evals,
                           phases=_names(args.phases, "--phases"), results=args.results_file,
@@ -365,7 +365,7 @@ def _cmd_lm_study(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .models.nt import DEFAULT_LAYOUT, LAYOUTS  # noqa: PLC0415
+    from .training.models.nt import DEFAULT_LAYOUT, LAYOUTS  # noqa: PLC0415
 
     parser = argparse.ArgumentParser(
         prog="refattn",
@@ -471,8 +471,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint-dir", help="folder for resumable checkpoints, one per activation")
     _output_args(p, "sst2_fig1.png")
     p.set_defaults(func=_cmd_sst2)
-    from .experiments.lm import DEFAULTS as LM, VARIANTS  # noqa: PLC0415
-    from .experiments.nt_figures import FIGURES  # noqa: PLC0415
+    from .studies.lm import DEFAULTS as LM, VARIANTS  # noqa: PLC0415
+    from .studies.nt_figures import FIGURES  # noqa: PLC0415
 
     p = sub.add_parser("nt-figure", help="Expressive's figures, short runs, ours beside the paper's numbers")
     p.add_argument("figure", choices=FIGURES, help="fig3 (N16T2), fig4 (N2T5), fig6 (mixture), fig7 (NT-R)")
@@ -482,12 +482,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu", choices=["cpu", "gpu"], help="NumPy on the CPU or CuPy on the GPU")
     _output_args(p, "nt_<figure>.png")
     p.set_defaults(func=_cmd_nt_figure)
-    from .experiments.nt_sensitivity import SETTINGS as SENSITIVITY  # noqa: PLC0415
+    from .studies.nt_sensitivity import SETTINGS as SENSITIVITY  # noqa: PLC0415
 
     p = sub.add_parser("nt-sensitivity", help="EA against DPA over initialisation scale x learning rate "
                                               "(Expressive Figs. 3-7), each finished cell saved and resumed")
     p.add_argument("figure", choices=tuple(SENSITIVITY), help="the figure's task and length "
-                                                             "(refattn.experiments.nt_sensitivity.SETTINGS)")
+                                                             "(refattn.studies.nt_sensitivity.SETTINGS)")
     p.add_argument("--seeds", type=int, default=16, help="seeds per cell (default 16)")
     p.add_argument("--epochs", type=int, default=None, help="epochs (default: the figure's)")
     p.add_argument("--eval-every", type=int, default=None, help="epochs between evaluations (default: the figure's)")
@@ -568,7 +568,7 @@ def main(argv=None) -> int:
     ``OSError``, and ``MemoryError`` for a run estimated too large) becomes one line on
     stderr and exit code 2 (``--debug`` shows the traceback); a closed output pipe
     (``refattn ... | head``) ends quietly. With ``--out DIR`` the results go to
-    ``DIR/<command>.json`` as they are produced (:class:`refattn.runs.ResultsFile`)."""
+    ``DIR/<command>.json`` as they are produced (:class:`refattn.training.runs.ResultsFile`)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     args.argv = argv

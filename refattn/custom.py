@@ -6,7 +6,7 @@ A user writes the two elementwise functions of TanhMax's Eq. 5,
 
 with ``autograd.numpy`` (so autograd can differentiate them), and
 :func:`define_activation` turns them into an
-:class:`~refattn.activations.Activation`: the same reweighted form
+:class:`~refattn.core.activations.Activation`: the same reweighted form
 (``derivations/01-reweighted-softmax.md``, Eq. 01.R1)
 
     rho = g / h,   ell = log h,
@@ -14,11 +14,11 @@ with ``autograd.numpy`` (so autograd can differentiate them), and
 
 the same forward pass, VJP (Eq. 01.R4), Jacobian (Eq. 01.R3) and closed form of
 Proposition 1's ``Delta_II`` as every built-in activation, so that it works
-wherever one does: :func:`refattn.attention.attention` and
+wherever one does: :func:`refattn.core.attention.attention` and
 ``attention_backward``, :mod:`refattn.fast` (through its generic kernel),
-:func:`refattn.gradcheck.gradcheck`, the four properties
-(:func:`refattn.properties.measure`), Proposition 1
-(:func:`refattn.dynamics.score_velocity`), and ``refattn check --activation
+:func:`refattn.core.gradcheck.gradcheck`, the four properties
+(:func:`refattn.theory.properties.measure`), Proposition 1
+(:func:`refattn.theory.proposition1.score_velocity`), and ``refattn check --activation
 FILE.py:NAME`` (:func:`run_check_file`).
 
 Derivatives. ``dg`` and ``dh`` may be given by hand; those not given are
@@ -39,7 +39,7 @@ forward and backward result, is checked, and anything not finite raises
 :class:`NonFiniteError` naming the activation, the quantity and the first
 score where it happened. It never returns NaN silently.
 
-Conventions, those of the built-ins (``refattn.activations``):
+Conventions, those of the built-ins (``refattn.core.activations``):
 
 * ``h >= 0`` is required; where ``h(s) = 0`` the entry has no weight
   (``ell = -inf``, ``rho = rho' = ell' = 0``), and ``g`` must be 0 there too
@@ -76,9 +76,9 @@ import warnings
 import numpy as np
 from autograd import elementwise_grad
 
-from . import activations as _activations
-from .activations import Activation
-from .backend import _is_cupy_array, array_module, stop_gradient
+from .core import activations as _activations
+from .core.activations import Activation
+from .core.backend import _is_cupy_array, array_module, stop_gradient
 
 __all__ = ["define_activation", "unregister", "UserActivation", "NonFiniteError",
            "load_activation", "run_check_activation", "run_check_file", "derivative_points"]
@@ -130,7 +130,7 @@ def _first_bad(bad, s):
 class UserActivation(Activation):
     """An activation from a user's ``g, h`` (and optionally ``dg, dh``); see :func:`define_activation`.
 
-    Attributes beyond :class:`~refattn.activations.Activation`'s: ``given``, the
+    Attributes beyond :class:`~refattn.core.activations.Activation`'s: ``given``, the
     tuple of derivatives given by hand (``"dg"``, ``"dh"``); the rest come from
     autograd.
     """
@@ -395,7 +395,7 @@ def define_activation(name, g, h, dg=None, dh=None, *, register=False, source=No
         left out of the derivative check, avoided by ``refattn check``'s
         random points and checked *at* by it (flagged, not failed).
     regularity : {"log", "smooth", "kink"}
-        How ``ell`` behaves near 0 (:class:`~refattn.activations.Activation`);
+        How ``ell`` behaves near 0 (:class:`~refattn.core.activations.Activation`);
         default ``"log"``, the most cautious.
     seed : int
         Seed of the random check points.
@@ -403,7 +403,7 @@ def define_activation(name, g, h, dg=None, dh=None, *, register=False, source=No
     Returns
     -------
     UserActivation
-        An :class:`~refattn.activations.Activation`.
+        An :class:`~refattn.core.activations.Activation`.
 
     Raises
     ------
@@ -499,9 +499,9 @@ def load_activation(spec, option="--activation") -> Activation:
 
     ``NAME`` in the file may be
 
-    * an :class:`~refattn.activations.Activation` instance (for example the
+    * an :class:`~refattn.core.activations.Activation` instance (for example the
       result of :func:`define_activation`), used as it is;
-    * an :class:`~refattn.activations.Activation` subclass, instantiated with
+    * an :class:`~refattn.core.activations.Activation` subclass, instantiated with
       no arguments;
     * a dict of :func:`define_activation`'s arguments (``{"g": ..., "h": ...}``
       and optionally ``dg``, ``dh``, ``source``, ``singular_scores``,
@@ -573,7 +573,7 @@ def run_check_activation(act, seed=0) -> dict:
     the message as its note.
     """
     from .check import EPS, TOLERANCE, _row, away_from_singular  # noqa: PLC0415
-    from .gradcheck import gradcheck  # noqa: PLC0415
+    from .core.gradcheck import gradcheck  # noqa: PLC0415
 
     if not isinstance(act, Activation):
         raise TypeError(f"act: expected an Activation, got {type(act).__name__}")

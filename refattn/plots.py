@@ -51,7 +51,7 @@ def save(fig, name: str, dpi: int = 110):
 
 
 # --------------------------------------------------------------------------
-# Figures from experiment data (refattn.experiments)
+# Figures from experiment data (refattn.studies)
 # --------------------------------------------------------------------------
 
 _GROUP_COLOURS = {"positive": "#b2182b", "negative": "#2166ac", "neutral": "#7f7f7f"}
@@ -62,7 +62,7 @@ def plot_score_dynamics(raw):
     one panel per (activation, parameterisation), and the step-size check.
 
     ``raw`` is the second value of
-    ``refattn.experiments.score_dynamics.run_dynamics(return_raw=True)``.
+    ``refattn.studies.score_dynamics.run_dynamics(return_raw=True)``.
     """
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
@@ -90,7 +90,7 @@ def plot_score_dynamics(raw):
 
 def plot_nt_run(result):
     """Accuracy per evaluation (every seed thin, the mean thick) and the training loss
-    of one ``refattn.experiments.nt_training.run_nt`` result."""
+    of one ``refattn.studies.nt_training.run_nt`` result."""
     import matplotlib.pyplot as plt  # noqa: PLC0415
     import numpy as np  # noqa: PLC0415
 
@@ -115,7 +115,7 @@ def plot_nt_run(result):
 def plot_polarity(result):
     """TanhMax Fig. 2 style: each token's score against its mean weight, coloured by
     its gamma_e group, one panel per activation (first seed); from
-    ``refattn.experiments.polarity.run_polarity``."""
+    ``refattn.studies.polarity.run_polarity``."""
     import matplotlib.pyplot as plt  # noqa: PLC0415
     import numpy as np  # noqa: PLC0415
 
@@ -141,12 +141,12 @@ def plot_polarity(result):
 def plot_interpret(result, paper=None):
     """TanhMax Table 1 as bars: mean Kendall tau (signed gradient x input and signed
     leave-one-out) per activation and true class, ours with their std, the paper's SST
-    values as black markers; from ``refattn.experiments.interpret.run_interpret``."""
+    values as black markers; from ``refattn.studies.interpret.run_interpret``."""
     import matplotlib.pyplot as plt  # noqa: PLC0415
     import numpy as np  # noqa: PLC0415
 
     if paper is None:
-        from .experiments.interpret import PAPER_TABLE1 as paper  # noqa: PLC0415
+        from .studies.interpret import PAPER_TABLE1 as paper  # noqa: PLC0415
     acts = list(result["activations"])
     measures = (("tau_g", "tau_g: w vs gradient x input"), ("tau_loo", "tau_loo: w vs leave-one-out"))
     classes = sorted({c for a in acts for c in result["activations"][a]["classes"]})

@@ -53,7 +53,7 @@ def xp(request, monkeypatch):
     * ``cupy``: CuPy on a CUDA device; skipped where CuPy or a device is absent.
 
     Move inputs with ``xp.array(host)`` (a copy) and results back with
-    ``refattn.backend.to_numpy``; results are instances of ``xp.ndarray``.
+    ``refattn.core.backend.to_numpy``; results are instances of ``xp.ndarray``.
     """
     if request.param == "numpy":
         return np
@@ -61,7 +61,7 @@ def xp(request, monkeypatch):
         import fake_device
 
         return fake_device.install(monkeypatch)
-    from refattn.backend import cupy_available
+    from refattn.core.backend import cupy_available
 
     if not cupy_available():
         pytest.skip("CuPy with a CUDA device is not available")

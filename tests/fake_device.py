@@ -14,7 +14,7 @@ written against NumPy tends to break on a GPU:
   ``numpy.where(x, ...)``, ``numpy.sum(x)`` and the like raise
   :class:`DeviceHazard`. CuPy would often dispatch these to itself, but
   refattn's rule is that array code goes through ``xp``, the namespace
-  :func:`refattn.backend.array_module` picks, so that autograd can trace the
+  :func:`refattn.core.backend.array_module` picks, so that autograd can trace the
   same code; a NumPy call on an array argument breaks that rule on every
   backend. Metadata calls (``numpy.shape``, ``numpy.ndim``) are allowed: they
   touch no data. So are the arithmetic operators between a device array and
@@ -22,10 +22,10 @@ written against NumPy tends to break on a GPU:
 * **No mixing.** An operation or an ``xp`` function given both a device
   array and a NumPy array raises ``TypeError``, as CuPy does; ``xp.asarray``
   and ``xp.array`` are the explicit host-to-device copies and
-  :meth:`FakeDeviceArray.get` (what :func:`refattn.backend.to_numpy` calls)
+  :meth:`FakeDeviceArray.get` (what :func:`refattn.core.backend.to_numpy` calls)
   the explicit way back.
 
-:func:`install` makes :mod:`refattn.backend` treat :class:`FakeDeviceArray`
+:func:`install` makes :mod:`refattn.core.backend` treat :class:`FakeDeviceArray`
 as a CuPy array and hand out :data:`xp` as the namespace for it, so that
 every ``array_module(...)`` call in the package takes its GPU branch. Results
 are computed by NumPy, so they should match NumPy's to rounding; what this
@@ -49,8 +49,8 @@ class DeviceHazard(RuntimeError):
 def _hazard(what):
     return DeviceHazard(
         f"{what} on a device array: on a GPU this fails or silently copies to the host; "
-        f"write it against xp = refattn.backend.array_module(...) (or call "
-        f"refattn.backend.to_numpy explicitly)"
+        f"write it against xp = refattn.core.backend.array_module(...) (or call "
+        f"refattn.core.backend.to_numpy explicitly)"
     )
 
 
@@ -314,14 +314,14 @@ xp = _Namespace("fake_device", np)
 
 
 def install(monkeypatch):
-    """Make :mod:`refattn.backend` treat :class:`FakeDeviceArray` as CuPy's ndarray.
+    """Make :mod:`refattn.core.backend` treat :class:`FakeDeviceArray` as CuPy's ndarray.
 
     Patches the two private hooks ``array_module`` consults (``_is_cupy_array``
     and ``_get_cupy``) for the duration of one test; every public entry point
     of the backend (``array_module``, ``check_float_array``, ``check_mask``,
     ``to_numpy``) goes through them.
     """
-    from refattn import backend
+    from refattn.core import backend
 
     is_cupy = backend._is_cupy_array
     monkeypatch.setattr(backend, "_is_cupy_array",

@@ -1,4 +1,4 @@
-"""Tests for refattn.activations: every registered activation, every shape and axis.
+"""Tests for refattn.core.activations: every registered activation, every shape and axis.
 
 Gradients are checked three ways (analytic VJP vs autograd vs central
 differences, float64, random cotangents); values against closed forms written
@@ -13,8 +13,8 @@ from hypothesis.extra import numpy as hnp
 
 import refattn
 from refattn import ACTIVATIONS, activation
-from refattn.backend import cupy_available
-from refattn.gradcheck import gradcheck
+from refattn.core.backend import cupy_available
+from refattn.core.gradcheck import gradcheck
 
 from conftest import RTOL_AUTOGRAD, RTOL_CENTRAL, random_scores
 

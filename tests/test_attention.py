@@ -1,12 +1,12 @@
-"""Tests for refattn.attention: score + activation + values, (B, H, n, d)."""
+"""Tests for refattn.core.attention: score + activation + values, (B, H, n, d)."""
 
 import numpy as np
 import pytest
 
 from refattn import ACTIVATIONS, SCORES, activation, score
-from refattn.attention import attention, attention_backward, causal_mask
-from refattn.backend import cupy_available
-from refattn.gradcheck import gradcheck
+from refattn.core.attention import attention, attention_backward, causal_mask
+from refattn.core.backend import cupy_available
+from refattn.core.gradcheck import gradcheck
 
 from conftest import RTOL_AUTOGRAD, RTOL_CENTRAL
 
@@ -120,7 +120,7 @@ def test_per_token_scores_pool_to_one_row(sc, rng):
 
 
 def test_perturbed_backward_is_caught(rng, monkeypatch):
-    import refattn.attention as att
+    import refattn.core.attention as att
 
     honest = att.attention_backward
 

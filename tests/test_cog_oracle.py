@@ -7,7 +7,7 @@ function names, the same einsum strings, ``jnp`` -> ``np``, ``jax.nn.softmax``
 It does not import refattn. Against it (derivations/18-decoder-and-cog.md,
 section 3):
 
-* refattn.attention.attention(score="dot", activation="signexp", causal=True)
+* refattn.core.attention.attention(score="dot", activation="signexp", causal=True)
   gives the example's ``cog_attn`` to 1e-12 (b = 2, L = 4, d = 8, causal mask);
   with extra padding masks too (hypothesis);
 * DecoderLM(..., activations="signexp", beta=1.0).attention_sublayer gives the
@@ -105,8 +105,8 @@ def example(seed=0, biases=True):
 # The library against the oracle
 # --------------------------------------------------------------------------
 
-from refattn.attention import attention, attention_backward  # noqa: E402
-from refattn.models.decoder import DecoderLM  # noqa: E402
+from refattn.core.attention import attention, attention_backward  # noqa: E402
+from refattn.training.models.decoder import DecoderLM  # noqa: E402
 
 
 def _qkv(params, x):

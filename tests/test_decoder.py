@@ -1,4 +1,4 @@
-"""Tests for refattn.models.decoder: the multi-layer decoder LM, batched over seeds.
+"""Tests for refattn.training.models.decoder: the multi-layer decoder LM, batched over seeds.
 
 What is checked, and against what (derivations/18-decoder-and-cog.md):
 * loss_and_grad against autograd of loss (float64, random parameters, random
@@ -19,10 +19,10 @@ import numpy as np
 import pytest
 from autograd import grad
 
-from refattn.activations import ACTIVATIONS
-from refattn.models.decoder import DecoderLM, cog_hybrid, neural_first
-from refattn.optim import Adam
-from refattn.train import train
+from refattn.core.activations import ACTIVATIONS
+from refattn.training.models.decoder import DecoderLM, cog_hybrid, neural_first
+from refattn.training.optim import Adam
+from refattn.training.train import train
 
 from conftest import RTOL_AUTOGRAD, RTOL_CENTRAL
 
@@ -105,7 +105,7 @@ def test_shorter_sequences_leave_later_positions_untouched(rng):
 @pytest.mark.parametrize("options", [dict(activations="signexp"),
                                      dict(activations="cog-hybrid", scores="neural-first", n_layers=3)])
 def test_loss_and_grad_central_differences(options, rng):
-    from refattn.gradcheck import gradcheck
+    from refattn.core.gradcheck import gradcheck
 
     opts = {"n_layers": 2} | options
     model = DecoderLM(5, 5, width=4, n_heads=2, **opts)

@@ -23,14 +23,14 @@ matplotlib.use("Agg")
 
 import refattn  # noqa: E402
 from refattn import fast  # noqa: E402
-from refattn.activations import Activation, activation  # noqa: E402
-from refattn.attention import attention, attention_backward  # noqa: E402
+from refattn.core.activations import Activation, activation  # noqa: E402
+from refattn.core.attention import attention, attention_backward  # noqa: E402
 from refattn.cli import main as cli_main  # noqa: E402
 from refattn.custom import NonFiniteError, define_activation, unregister  # noqa: E402
-from refattn.dynamics import closed_form_delta_II, delta_II, pi_matrix, score_velocity  # noqa: E402
+from refattn.theory.proposition1 import closed_form_delta_II, delta_II, pi_matrix, score_velocity  # noqa: E402
 from refattn.fast.kernels import Generic, kernel  # noqa: E402
-from refattn.gradcheck import gradcheck  # noqa: E402
-from refattn.properties import measure  # noqa: E402
+from refattn.core.gradcheck import gradcheck  # noqa: E402
+from refattn.theory.properties import measure  # noqa: E402
 
 TOL = 1e-10
 
@@ -134,7 +134,7 @@ def test_attention_reference_and_fast_match_the_direct_reference(case, rng):
             return _attention_reference(g, h, *args)
         grads[name] = make_vjp(f)((Q, K, V)[i])[0](dY)
     assert type(kernel(act)) is Generic  # the fast path's route for an activation it does not know
-    for module in (refattn.attention, fast):
+    for module in (refattn.core.attention, fast):
         out, cache = module.attention(Q, K, V, activation=act)
         close(out, want)
         back = module.attention_backward(dY, cache)

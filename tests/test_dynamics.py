@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from refattn import ACTIVATIONS, activation
-from refattn import dynamics as dyn
+from refattn.theory import proposition1 as dyn
 from refattn.check import away_from_singular
 from refattn.cli import main
 

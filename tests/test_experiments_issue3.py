@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from refattn import activation, score
-from refattn.experiments import geometry as geo
-from refattn.experiments import neural_surface as ns
-from refattn.gradcheck import gradcheck
+from refattn.studies import geometry as geo
+from refattn.studies import neural_surface as ns
+from refattn.core.gradcheck import gradcheck
 
 from conftest import RTOL_AUTOGRAD, RTOL_CENTRAL
 

@@ -4,7 +4,7 @@ The fast path computes ``p`` by the split, the VJP by the factors of Eq. 01.R5,
 and, on NumPy inputs large enough to be worth it, runs the same per-batch
 code block by block on a thread pool. These tests check that both of its
 routes (whole batch, and blocks forced on small shapes by ``force_blocks``)
-compute what the reference :mod:`refattn.attention` computes, to 1e-13 in
+compute what the reference :mod:`refattn.core.attention` computes, to 1e-13 in
 float64, for every activation, score, mask and dtype; that the blocked route
 really ran; and that the machinery under it (block sizes, BLAS thread
 control, the pool, the gathered outputs, the lazily recomputed scores)
@@ -20,7 +20,7 @@ from hypothesis import given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 
 from refattn import ACTIVATIONS, SCORES, activation, score
-from refattn import attention as reference
+from refattn.core import attention as reference
 from refattn.fast import AttentionCache, attention, attention_backward, set_blocking, threads
 from refattn.fast.kernels import Generic, forward as kernel_forward, kernel, vjp_from
 
@@ -174,7 +174,7 @@ def test_autograd_and_whole_batch_inputs_are_not_blocked(rng, force_blocks):
 @pytest.mark.parametrize("masked", [False, True])
 @pytest.mark.parametrize("act", ACTIVATIONS)
 def test_gradients_of_the_blocked_route_against_autograd(act, masked, rng, force_blocks):
-    from refattn.gradcheck import gradcheck
+    from refattn.core.gradcheck import gradcheck
 
     Q, K, V, _ = _inputs(rng)
     mask = rng.random((B, H, N, N)) < 0.8 if masked else None
@@ -403,7 +403,7 @@ def test_kernels_match_the_reference_at_extremes(name, data):
 
 def test_an_activation_the_kernels_do_not_know_runs_through_the_reference(rng):
     """A user's own activation gets the Generic kernel (the reference's own functions)."""
-    from refattn.activations import TanhMax
+    from refattn.core.activations import TanhMax
 
     class MyTanhMax(TanhMax):
         name = "my_tanhmax"
@@ -443,10 +443,10 @@ def test_linear_backward_by_associativity(sc, rng, monkeypatch):
 
 
 def test_the_reference_loads_no_speed_module():
-    """``import refattn`` and ``import refattn.attention`` load neither refattn.fast nor a thread pool.
+    """``import refattn`` and ``import refattn.core.attention`` load neither refattn.fast nor a thread pool.
 
     (NumPy itself imports ctypes, so that is no sign of the speed layer.)"""
-    code = ("import sys, refattn, refattn.attention, refattn.gradcheck, refattn.check; "
+    code = ("import sys, refattn, refattn.core.attention, refattn.core.gradcheck, refattn.check; "
             "print(sorted(m for m in sys.modules if m.startswith('refattn.fast') "
             "or m.startswith('concurrent.futures')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

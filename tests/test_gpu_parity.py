@@ -13,7 +13,7 @@ The ``xp`` fixture (``tests/conftest.py``) runs each test on
 
 Each test writes its computation once, as ``run(inputs) -> {name: array}``,
 and :func:`check_parity` runs it on NumPy and on ``xp`` from the same inputs.
-Tolerances are norm-wise (:func:`refattn.gradcheck.compare`),
+Tolerances are norm-wise (:func:`refattn.core.gradcheck.compare`),
 ``max |xp - numpy| <= tol * max |numpy| + extra``:
 
 * float64: ``tol = 1e-12``, ``extra = 0``;
@@ -40,11 +40,11 @@ import pytest
 
 import fake_device
 from refattn import ACTIVATIONS, SCORES, activation, score
-from refattn.activations import TanhMax
-from refattn import attention as reference
+from refattn.core.activations import TanhMax
+from refattn.core import attention as reference
 from refattn import fast
-from refattn.backend import to_numpy
-from refattn.gradcheck import compare
+from refattn.core.backend import to_numpy
+from refattn.core.gradcheck import compare
 
 from conftest import random_scores
 
@@ -374,8 +374,8 @@ def test_fake_device_catches_host_code(monkeypatch, rng):
 # --------------------------------------------------------------------------
 
 PACKAGE = Path(__file__).resolve().parents[1] / "refattn"
-GPU_MODULES = ("activations.py", "scores.py", "attention.py", "layers.py", "fast/__init__.py",
-               "fast/kernels.py")
+GPU_MODULES = ("core/activations.py", "core/scores.py", "core/attention.py", "training/layers.py",
+               "fast/__init__.py", "fast/kernels.py", "fast/streaming.py")
 
 #: NumPy calls that never touch array data, allowed anywhere
 NUMPY_METADATA = {

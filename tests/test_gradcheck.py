@@ -1,4 +1,4 @@
-"""Tests of refattn.gradcheck itself (derivations/22-central-differences.md).
+"""Tests of refattn.core.gradcheck itself (derivations/22-central-differences.md).
 
 What is checked, and against what:
 * a correct VJP passes, for random smooth functions and points (hypothesis);
@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from refattn import ACTIVATIONS, activation
-from refattn.gradcheck import (ROUNDING_SAFETY, UNIT_ROUNDOFF, Comparison, GradcheckResult, compare,
+from refattn.core.gradcheck import (ROUNDING_SAFETY, UNIT_ROUNDOFF, Comparison, GradcheckResult, compare,
                                gradcheck)
 
 from conftest import random_scores

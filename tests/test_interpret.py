@@ -1,4 +1,4 @@
-"""refattn.experiments.interpret: TanhMax section 5.2's measures and its Table 1.
+"""refattn.studies.interpret: TanhMax section 5.2's measures and its Table 1.
 
 Kendall's tau-b and its p-value against brute force (every permutation,
 n = 3..8, with and without ties) and hand examples; hypothesis properties;
@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import refattn
-from refattn.experiments.interpret import (
+from refattn.studies.interpret import (
     PAPER_TABLE1,
     _permuted,
     format_interpret,
@@ -39,8 +39,8 @@ from refattn.experiments.interpret import (
     signed_activation,
     summarise,
 )
-from refattn.models import PolarityClassifier
-from refattn.tasks.polarity import PolarityConfig
+from refattn.training.models import PolarityClassifier
+from refattn.training.tasks.polarity import PolarityConfig
 
 from conftest import RTOL_CENTRAL
 
@@ -312,7 +312,7 @@ def test_leave_one_out_of_a_zero_weight_token_is_not_zero():
 def test_leave_one_out_closed_form(rng, act):
     """Eq. 13.I8': removing token i changes the logit by a - a_{-i} = (g_i o_i - h_i (a - b_o)) / (C - h_i),
     C = sum_k h_k, written from the paper's g and h (TanhMax Eq. 5), not from the code's weights."""
-    from refattn.activations import activation
+    from refattn.core.activations import activation
 
     m = tiny_model(act)
     P = random_params(m, rng, scale=0.4)  # moderate scores: g, h evaluated directly do not overflow
@@ -474,7 +474,7 @@ def test_paper_table1_values():
 
 def test_resolve_sst2_errors(tmp_path, monkeypatch):
     monkeypatch.delenv("REFATTN_SST2", raising=False)
-    monkeypatch.setattr(refattn.experiments.sst2, "sibling_data_dir", lambda: tmp_path / "no-such-folder")
+    monkeypatch.setattr(refattn.studies.sst2, "sibling_data_dir", lambda: tmp_path / "no-such-folder")
     with pytest.raises(FileNotFoundError, match="REFATTN_SST2"):
         resolve_sst2()
     with pytest.raises(FileNotFoundError, match="not a folder"):

@@ -1,7 +1,7 @@
-"""Tests for refattn.layers: linear, relu, layer norm and the two losses.
+"""Tests for refattn.training.layers: linear, relu, layer norm and the two losses.
 
 What is checked, and against what (derivations/21-layers.md):
-* every VJP three ways with refattn.gradcheck (hand-derived vs autograd vs
+* every VJP three ways with refattn.core.gradcheck (hand-derived vs autograd vs
   central differences, float64, random cotangents), with and without a
   leading seed axis;
 * values against closed forms written independently here: linear against a
@@ -22,9 +22,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from refattn.backend import to_numpy
-from refattn.gradcheck import gradcheck
-from refattn.layers import (
+from refattn.core.backend import to_numpy
+from refattn.core.gradcheck import gradcheck
+from refattn.training.layers import (
     layer_norm,
     layer_norm_vjp,
     linear,

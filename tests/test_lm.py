@@ -1,4 +1,4 @@
-"""Tests for refattn.experiments.lm: the toy language model comparison (derivations/19-toy-lm.md).
+"""Tests for refattn.studies.lm: the toy language model comparison (derivations/19-toy-lm.md).
 
 * maximal_phrases against a brute-force definition (hand-made and random phrase sets);
 * the corpus: ids, <unk>, windows, both levels, the generated corpus;
@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from refattn.experiments.lm import (
+from refattn.studies.lm import (
     DEFAULTS,
     PAPER_TABLE4,
     VARIANTS,
@@ -190,7 +190,7 @@ def test_run_lm_bad_input():
 
 @needs_sst2
 def test_sst2_maximal_phrases_cover_glue_and_none_contains_another():
-    from refattn.tasks.sst2 import load_sst2
+    from refattn.training.tasks.sst2 import load_sst2
 
     phrases, _ = load_sst2(SST2, "train")
     kept = maximal_phrases(phrases)
@@ -219,7 +219,7 @@ def test_a_diverged_lm_run_is_reported_not_a_crash():
     """Adam at lr 1e9 sends the dev loss to NaN or a huge value: the run finishes, marks
     the variant not finite, and its perplexity is inf or NaN instead of an OverflowError."""
     from refattn.cli import _dumps
-    from refattn.experiments.lm import run_lm
+    from refattn.studies.lm import run_lm
 
     with np.errstate(all="ignore"):
         result = run_lm(("softmax",), data="toy", seeds=1, steps=20, layers=1, width=8, lr=1e9)

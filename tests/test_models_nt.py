@@ -1,4 +1,4 @@
-"""Tests for refattn.models.nt: Expressive's one-bilayer NT transformer, batched over seeds.
+"""Tests for refattn.training.models.nt: Expressive's one-bilayer NT transformer, batched over seeds.
 
 What is checked, and against what (derivations/11-nt-model.md):
 * the parameter count (Eq. 11.P1) against Expressive's 802 and "about 4e5" for every
@@ -7,7 +7,7 @@ What is checked, and against what (derivations/11-nt-model.md):
 * which layouts let expressive attention see the symbols at N = 2 (section 6):
   the prediction of ea_symbol_dependence against weights measured after
   flipping one symbol, for every layout, and the 99-layout census by hand;
-* (layer normalisation, Eqs. 11.M2 and 11.B5, is refattn.layers.layer_norm: its
+* (layer normalisation, Eqs. 11.M2 and 11.B5, is refattn.training.layers.layer_norm: its
   closed form on one-hot vectors and its VJP are tested in tests/test_layers.py);
 * the forward pass against an independent per-example loop written from the
   paper's equations (Eq. 1, Eq. 2, TanhMax) with the LN closed form, for every
@@ -28,9 +28,9 @@ from autograd import grad
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from refattn.activations import ACTIVATIONS, activation
-from refattn.gradcheck import gradcheck
-from refattn.models.nt import (
+from refattn.core.activations import ACTIVATIONS, activation
+from refattn.core.gradcheck import gradcheck
+from refattn.training.models.nt import (
     DEFAULT_LAYOUT,
     LAYOUTS,
     PAPER_PARAM_COUNTS,

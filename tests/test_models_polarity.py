@@ -1,4 +1,4 @@
-"""refattn.models.polarity: TanhMax's polarity classifier batched over seeds.
+"""refattn.training.models.polarity: TanhMax's polarity classifier batched over seeds.
 
 The forward pass against an independent loop over tokens written from the
 paper's g/h form (TanhMax Eq. 5); the hand-derived gradient against
@@ -13,9 +13,9 @@ from autograd import grad
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from refattn.activations import ACTIVATIONS, activation
-from refattn.gradcheck import gradcheck
-from refattn.models import SCORE_KINDS, PolarityClassifier, dropout_mask
+from refattn.core.activations import ACTIVATIONS, activation
+from refattn.core.gradcheck import gradcheck
+from refattn.training.models import SCORE_KINDS, PolarityClassifier, dropout_mask
 
 from conftest import RTOL_AUTOGRAD, RTOL_CENTRAL
 

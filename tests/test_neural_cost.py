@@ -1,5 +1,5 @@
 """Neural Attention's cost (NeuralAttn, sections 3.2 and 4.3, Tables 6-8):
-refattn/experiments/neural_cost.py and derivations/17-neural-attention-cost.md.
+refattn/studies/neural_cost.py and derivations/17-neural-attention-cost.md.
 
 The three evaluations of the score matrix (concatenation, decomposition,
 chunked) are checked against each other, against the library's traceable
@@ -19,8 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from refattn import score
-from refattn.experiments import neural_cost as nc
-from refattn.gradcheck import gradcheck
+from refattn.studies import neural_cost as nc
+from refattn.core.gradcheck import gradcheck
 
 from conftest import RTOL_AUTOGRAD, RTOL_CENTRAL
 

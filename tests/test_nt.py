@@ -1,4 +1,4 @@
-"""Tests for refattn.tasks.nt: Expressive's NT, NT-S, NT-R series and their cycles.
+"""Tests for refattn.training.tasks.nt: Expressive's NT, NT-S, NT-R series and their cycles.
 
 Everything the module computes is checked against something computed another
 way: the paper's printed cycle tables (Eqs. 5-7, typed in here again, not read
@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from refattn.tasks import nt
-from refattn.tasks.nt import (
+from refattn.training.tasks import nt
+from refattn.training.tasks.nt import (
     cycle_structure,
     decode_state,
     encode_state,

@@ -12,14 +12,14 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 
-from refattn import layers as reference_layers
+from refattn.training import layers as reference_layers
 from refattn.cli import main
-from refattn.experiments import nt_sensitivity as sens
-from refattn.experiments.nt_training import PAPER, make_batches
+from refattn.studies import nt_sensitivity as sens
+from refattn.studies.nt_training import PAPER, make_batches
 from refattn.fast import layers as fast_layers, threads
 from refattn.fast.memory import retain_freed_memory
-from refattn.models import nt
-from refattn.optim import SGD
+from refattn.training.models import nt
+from refattn.training.optim import SGD
 
 
 # --------------------------------------------------------------------------
@@ -306,7 +306,7 @@ def test_thin_record_keeps_the_ends_and_every_summary(tmp_path):
     for key in ("epochs_to_100", "final_accuracy", "late_change", "diverged"):
         assert thin[key] == rec[key]
     # the study file: plain lists on one line, the same JSON when read back
-    from refattn.runs import CellStore  # noqa: PLC0415
+    from refattn.training.runs import CellStore  # noqa: PLC0415
 
     doc = {"settings": {"a": [1, 2]}, "cells": {"x": thin}, "nested": [[1.5, None, True], {"k": [-2e-05, 3]}]}
     path = tmp_path / "f.json"
@@ -400,7 +400,7 @@ def test_fig3_beta_runs_its_cells_at_its_beta(tmp_path, monkeypatch):
 
 
 def test_results_file_records_the_machine_of_each_run(tmp_path):
-    from refattn.runs import machine_info  # noqa: PLC0415
+    from refattn.training.runs import machine_info  # noqa: PLC0415
 
     info = machine_info()
     assert set(info) == {"cpu", "numpy", "blas"} and info["numpy"] == np.__version__

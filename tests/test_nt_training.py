@@ -1,4 +1,4 @@
-"""The NT training runner (refattn.experiments.nt_training) and `refattn nt`."""
+"""The NT training runner (refattn.studies.nt_training) and `refattn nt`."""
 
 import json
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from refattn.cli import main
-from refattn.experiments import nt_training as ntt
-from refattn.models.nt import CANDIDATE_LAYOUTS, DEFAULT_LAYOUT, NTModel, ea_symbol_dependence
+from refattn.studies import nt_training as ntt
+from refattn.training.models.nt import CANDIDATE_LAYOUTS, DEFAULT_LAYOUT, NTModel, ea_symbol_dependence
 
 
 def test_batches_follow_the_task_and_depend_only_on_seed_and_epoch():
@@ -125,10 +125,10 @@ def test_bad_input():
 # mixtures, NT-R, learning-rate drop, snapshots, devices (derivations/15-nt-experiments.md)
 # --------------------------------------------------------------------------
 
-from refattn.backend import cupy_available  # noqa: E402
-from refattn.experiments import nt_figures as ntf  # noqa: E402
-from refattn.tasks.nt import generate, next_symbol, parse_task  # noqa: E402
-from refattn.train import train  # noqa: E402
+from refattn.core.backend import cupy_available  # noqa: E402
+from refattn.studies import nt_figures as ntf  # noqa: E402
+from refattn.training.tasks.nt import generate, next_symbol, parse_task  # noqa: E402
+from refattn.training.train import train  # noqa: E402
 
 
 def test_parse_mixture_forms_and_canonical_names():
@@ -391,13 +391,13 @@ def test_series_of_all_seeds_equal_one_generate_call_per_seed(task):
 def test_float32_training_runs_in_float32_and_resumes_only_as_float32(tmp_path):
     """``dtype="float32"`` trains float32 parameters (the same initial values, rounded) and
     is part of the checkpoint's fingerprint: a float64 run does not resume a float32 one."""
-    from refattn.experiments.nt_training import run_nt
+    from refattn.studies.nt_training import run_nt
 
     ck = tmp_path / "e.npz"
     r32 = run_nt("N2T5", 8, "expressive", seeds=2, epochs=2, eval_every=1, n_test=5, progress=False,
                  dtype="float32", checkpoint=ck)
     assert r32["dtype"] == "float32"
-    from refattn.train import load_checkpoint
+    from refattn.training.train import load_checkpoint
 
     assert all(v.dtype == np.float32 for v in load_checkpoint(ck)["params"].values())
     with pytest.raises(ValueError, match="belongs to another run"):

@@ -1,4 +1,4 @@
-"""refattn.optim: each update rule against the formula written out by hand,
+"""refattn.training.optim: each update rule against the formula written out by hand,
 minimisation of a quadratic, exact resumption from a saved state, in-place
 updates, and clear errors for bad input."""
 
@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from refattn.backend import cupy_available
-from refattn.optim import SGD, Adam, AdamW
+from refattn.core.backend import cupy_available
+from refattn.training.optim import SGD, Adam, AdamW
 
 
 def make_params(rng, dtype=np.float64):

@@ -1,4 +1,4 @@
-"""refattn.optim.Adadelta and Adagrad: each update rule against the formula
+"""refattn.training.optim.Adadelta and Adagrad: each update rule against the formula
 written out by hand, closed forms of the first step, minimisation of a
 quadratic, exact resumption from a saved state, in-place updates, and clear
 errors for bad input."""
@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from refattn.backend import cupy_available
-from refattn.optim import Adadelta, Adagrad, Adam
+from refattn.core.backend import cupy_available
+from refattn.training.optim import Adadelta, Adagrad, Adam
 from test_optim import make_grads, make_params  # the same parameters (one 0-d) as the other optimisers
 from test_optim import test_state_round_trip_resumes_identically as round_trip  # not collected here
 

@@ -1,4 +1,4 @@
-"""Tests for refattn.tasks.polarity: synthetic polarity data and TanhMax Eq. 11.
+"""Tests for refattn.training.tasks.polarity: synthetic polarity data and TanhMax Eq. 11.
 
 The generator is checked against what its description implies and can be
 computed independently: exact class and split counts, the polar/neutral make-up
@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from refattn.tasks.polarity import (
+from refattn.training.tasks.polarity import (
     GROUP_NAMES,
     NEGATIVE,
     NEUTRAL,

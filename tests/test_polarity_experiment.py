@@ -1,4 +1,4 @@
-"""TanhMax's synthetic polarity experiment (refattn.experiments.polarity, `refattn polarity`)."""
+"""TanhMax's synthetic polarity experiment (refattn.studies.polarity, `refattn polarity`)."""
 
 import json
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from refattn.cli import main
-from refattn.experiments.polarity import run_polarity
-from refattn.tasks.polarity import PolarityConfig
+from refattn.studies.polarity import run_polarity
+from refattn.training.tasks.polarity import PolarityConfig
 
 TINY = PolarityConfig(n_pos=10, n_neg=10, n_neutral=80, n_per_class=400, seed=1)
 
@@ -58,8 +58,8 @@ def test_bad_input():
 def test_classifier_trains_the_same_with_analytic_and_autograd_gradients(act, score, opt, lr):
     """Issue 4 item 1 on the real model: 20 optimiser steps (5 epochs x 4 batches, dropout on)
     with the hand-derived backward and with autograd agree to 1e-10 in float64."""
-    from refattn.experiments.polarity import train_classifier
-    from refattn.tasks.polarity import make_polarity
+    from refattn.studies.polarity import train_classifier
+    from refattn.training.tasks.polarity import make_polarity
 
     data = make_polarity(TINY, rng=np.random.default_rng(0))
     tokens, labels = data.tokens[:200], data.labels[:200]
@@ -79,7 +79,7 @@ def test_classifier_trains_the_same_with_analytic_and_autograd_gradients(act, sc
 def test_a_diverged_run_is_reported_not_a_crash():
     """SGD with lr 10 sends the loss to NaN: every seed is reported as diverged, with the
     first epoch whose loss is not finite; the means skip it; the text report prints."""
-    from refattn.experiments.polarity import format_polarity, run_polarity
+    from refattn.studies.polarity import format_polarity, run_polarity
 
     with np.errstate(all="ignore"):
         result = run_polarity(("softmax",), seeds=2, epochs=2, optimizer="sgd", lr=10.0)

@@ -1,4 +1,4 @@
-"""Tests for refattn.properties: the four properties of TanhMax section 4.
+"""Tests for refattn.theory.properties: the four properties of TanhMax section 4.
 
 Each computed property is compared with an independent re-measurement written
 differently here (autograd derivatives at random points instead of steps on
@@ -19,7 +19,7 @@ from autograd import elementwise_grad, jacobian as ag_jacobian
 from hypothesis import given, settings, strategies as st
 
 from refattn import ACTIVATIONS, activation
-from refattn import properties as P
+from refattn.theory import properties as P
 
 from conftest import RTOL_AUTOGRAD, random_scores
 

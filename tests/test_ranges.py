@@ -1,4 +1,4 @@
-"""Tests for refattn.ranges: Proposition 2 of TanhMax, corrected.
+"""Tests for refattn.theory.proposition2: Proposition 2 of TanhMax, corrected.
 
 The claim as printed (softmax's range is a subset of TanhMax's) must fail
 here: softmax outputs are never in TanhMax's range, and the preimage solver
@@ -19,7 +19,7 @@ from hypothesis import given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 
 from refattn import activation
-from refattn.ranges import (
+from refattn.theory.proposition2 import (
     closure_gap,
     closure_gap_closed_form,
     in_tanhmax_range,

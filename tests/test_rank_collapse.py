@@ -1,4 +1,4 @@
-"""Tests for refattn.experiments.rank_collapse (TanhMax Fig. 4; Dong et al. 2021).
+"""Tests for refattn.studies.rank_collapse (TanhMax Fig. 4; Dong et al. 2021).
 
 The exact residual is checked against brute force (a closed-form candidate
 list in one dimension, a dense grid with local refinement in two and three),
@@ -18,8 +18,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from refattn import ACTIVATIONS, activation
-from refattn.attention import attention
-from refattn.experiments import rank_collapse as rc
+from refattn.core.attention import attention
+from refattn.studies import rank_collapse as rc
 
 
 def _F(X, xs):

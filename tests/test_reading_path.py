@@ -4,7 +4,7 @@ The table in README.md ("A reading path") lists each piece with its line
 count. This test recomputes every count from the source, fails if the
 README's table disagrees (so the counts stay true when the code changes), and
 holds the two targets of issue 14: under 500 lines in all, and
-``refattn/attention.py`` under 200 lines.
+``refattn/core/attention.py`` under 200 lines.
 """
 
 import importlib
@@ -16,19 +16,19 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: (label in README, dotted object or file path) in reading order
 READING_PATH = [
-    ("refattn.backend.array_module", "refattn.backend.array_module"),
-    ("refattn.activations.Activation.p", "refattn.activations.Activation.p"),
-    ("refattn.activations.Activation.forward", "refattn.activations.Activation.forward"),
-    ("refattn.activations.Activation.vjp", "refattn.activations.Activation.vjp"),
-    ("refattn.activations.Softmax", "refattn.activations.Softmax"),
-    ("refattn.activations.TanhMax", "refattn.activations.TanhMax"),
-    ("refattn.scores.Dot", "refattn.scores.Dot"),
-    ("refattn.scores.Neural.forward", "refattn.scores.Neural.forward"),
-    ("refattn.scores.Neural.vjp", "refattn.scores.Neural.vjp"),
-    ("refattn.attention.attention", "refattn.attention.attention"),
-    ("refattn.attention.attention_backward", "refattn.attention.attention_backward"),
-    ("refattn.gradcheck.gradcheck", "refattn.gradcheck.gradcheck"),
-    ("refattn.gradcheck._central_differences", "refattn.gradcheck._central_differences"),
+    ("refattn.core.backend.array_module", "refattn.core.backend.array_module"),
+    ("refattn.core.activations.Activation.p", "refattn.core.activations.Activation.p"),
+    ("refattn.core.activations.Activation.forward", "refattn.core.activations.Activation.forward"),
+    ("refattn.core.activations.Activation.vjp", "refattn.core.activations.Activation.vjp"),
+    ("refattn.core.activations.Softmax", "refattn.core.activations.Softmax"),
+    ("refattn.core.activations.TanhMax", "refattn.core.activations.TanhMax"),
+    ("refattn.core.scores.Dot", "refattn.core.scores.Dot"),
+    ("refattn.core.scores.Neural.forward", "refattn.core.scores.Neural.forward"),
+    ("refattn.core.scores.Neural.vjp", "refattn.core.scores.Neural.vjp"),
+    ("refattn.core.attention.attention", "refattn.core.attention.attention"),
+    ("refattn.core.attention.attention_backward", "refattn.core.attention.attention_backward"),
+    ("refattn.core.gradcheck.gradcheck", "refattn.core.gradcheck.gradcheck"),
+    ("refattn.core.gradcheck._central_differences", "refattn.core.gradcheck._central_differences"),
     ("tests/test_activations.py::test_vjp_three_ways", "tests/test_activations.py::test_vjp_three_ways"),
     ("tests/test_activations.py::test_perturbed_vjp_is_caught",
      "tests/test_activations.py::test_perturbed_vjp_is_caught"),
@@ -89,6 +89,6 @@ def test_reading_path_targets():
     total = sum(line_count(spec) for _, spec in READING_PATH)
     assert total < 500, f"the reading path is {total} lines; the target is under 500"
     attention_lines = len((ROOT / "refattn" / "attention.py").read_text().splitlines())
-    assert attention_lines < 200, f"refattn/attention.py has {attention_lines} lines; the target is under 200"
+    assert attention_lines < 200, f"refattn/core/attention.py has {attention_lines} lines; the target is under 200"
     text = (ROOT / "README.md").read_text().split("## A reading path", 1)[1].split("\n## ", 1)[0]
     assert f"{total} lines in all" in text, f"README should state the total, {total} lines in all"

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from refattn import cli
-from refattn.optim import Adam
-from refattn.runs import ResultsFile, check_memory, dumps
-from refattn.train import check_checkpoint, history_path, load_checkpoint, save_checkpoint, train
+from refattn.training.optim import Adam
+from refattn.training.runs import ResultsFile, check_memory, dumps
+from refattn.training.train import check_checkpoint, history_path, load_checkpoint, save_checkpoint, train
 
 from test_train import SEEDS, ToyModel, batches, run
 
@@ -46,7 +46,7 @@ def test_dumps_turns_every_non_finite_number_into_null_and_lists_it():
 
 def test_a_failure_after_the_first_activation_keeps_its_results_on_disk(tmp_path, monkeypatch, capsys):
     """polarity trains softmax, then tanhmax fails: softmax's results are in DIR/polarity.json."""
-    import refattn.experiments.polarity as pol
+    import refattn.studies.polarity as pol
 
     real = pol.train_classifier
 
@@ -92,7 +92,7 @@ def _peak(fn):
 def test_memory_estimates_bound_the_measured_peaks():
     """Each estimate is at least the peak tracemalloc measures and at most 4 times it, at
     sizes other than those its constants were read from."""
-    from refattn.experiments import lm, nt_training, polarity
+    from refattn.studies import lm, nt_training, polarity
 
     cases = [
         (lambda: nt_training.run_nt("N2T5", 48, "expressive", seeds=3, epochs=1, n_test=60, progress=False),

@@ -1,4 +1,4 @@
-"""Proposition 1 against gradient descent (refattn.experiments.score_dynamics):
+"""Proposition 1 against gradient descent (refattn.studies.score_dynamics):
 first-order agreement under the assumption, a plateau under shared projections."""
 
 import json
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from refattn.cli import main
-from refattn.experiments import score_dynamics as sd
+from refattn.studies import score_dynamics as sd
 
 ETAS = (1e-1, 1e-2, 1e-3)
 

@@ -1,4 +1,4 @@
-"""Tests for refattn.scores: every registered score, batch shapes (), (2,), (2, 3).
+"""Tests for refattn.core.scores: every registered score, batch shapes (), (2,), (2, 3).
 
 Gradients are checked three ways (analytic VJP vs autograd vs central
 differences, float64, random cotangents) for q, k and every parameter; values
@@ -13,9 +13,9 @@ import math
 import numpy as np
 import pytest
 
-from refattn.backend import cupy_available
-from refattn.gradcheck import gradcheck
-from refattn.scores import SCORES, Global, Score, score
+from refattn.core.backend import cupy_available
+from refattn.core.gradcheck import gradcheck
+from refattn.core.scores import SCORES, Global, Score, score
 
 from conftest import RTOL_AUTOGRAD, RTOL_CENTRAL
 

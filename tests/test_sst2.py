@@ -1,4 +1,4 @@
-"""Tests for refattn.tasks.sst2: the GLUE TSV reader, Vocabulary and encoding.
+"""Tests for refattn.training.tasks.sst2: the GLUE TSV reader, Vocabulary and encoding.
 
 Behaviour is tested on tiny TSV files written to tmp_path (both header orders,
 the other text-column name, CRLF line ends, a byte-order mark, quotes);
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from refattn.tasks.polarity import NEGATIVE, POSITIVE, polarity_groups, token_polarity
-from refattn.tasks.sst2 import (
+from refattn.training.tasks.polarity import NEGATIVE, POSITIVE, polarity_groups, token_polarity
+from refattn.training.tasks.sst2 import (
     ENV_VAR,
     PAD_ID,
     UNK_ID,

@@ -1,4 +1,4 @@
-"""SST-2 training and TanhMax's Figure 1 (refattn.experiments.sst2).
+"""SST-2 training and TanhMax's Figure 1 (refattn.studies.sst2).
 
 A tiny synthetic SST-2 folder (both header orders) runs the whole pipeline in
 about a second; the real data (../shared/data/sst2 or $REFATTN_SST2) is used
@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from refattn.experiments import sst2 as ex
-from refattn.experiments.sst2 import (
+from refattn.studies import sst2 as ex
+from refattn.studies.sst2 import (
     PAPER_FIG1,
     format_sst2,
     idf_weights,
@@ -29,8 +29,8 @@ from refattn.experiments.sst2 import (
     sst_tokenize,
     weight_colour,
 )
-from refattn.models.polarity import PolarityClassifier
-from refattn.tasks.sst2 import ENV_VAR
+from refattn.training.models.polarity import PolarityClassifier
+from refattn.training.tasks.sst2 import ENV_VAR
 
 POS = [f"good{i}" for i in range(6)]
 NEG = [f"bad{i}" for i in range(6)]
@@ -314,7 +314,7 @@ def test_overlap_similarity_does_not_depend_on_hash_order():
     import subprocess
     import sys
 
-    code = ("from refattn.experiments.sst2 import overlap_similarity\n"
+    code = ("from refattn.studies.sst2 import overlap_similarity\n"
             "toks = [f't{i}' for i in range(200)]\n"
             "w = {t: 3.3 / (i + 1) ** 0.5 for i, t in enumerate(toks)}\n"
             "print(repr(overlap_similarity(toks[:150], toks[50:], w.__getitem__)))\n")

@@ -1,7 +1,7 @@
-"""Tests for refattn.streaming: attention block by block, equal to the dense reference.
+"""Tests for refattn.fast.streaming: attention block by block, equal to the dense reference.
 
-Every comparison is with :func:`refattn.attention.attention` and
-:func:`refattn.attention.attention_backward` on the same inputs; float64
+Every comparison is with :func:`refattn.core.attention.attention` and
+:func:`refattn.core.attention.attention_backward` on the same inputs; float64
 results must agree to 1e-12 of their scale (norm-wise: ``max |a - b| <=
 1e-12 * max(1, max |b|)``), which is a few hundred ulps of the largest
 entry: the streaming and dense paths add the same terms in another order
@@ -15,11 +15,11 @@ from hypothesis import given, settings, strategies as st
 import hypothesis.extra.numpy as hnp
 
 from refattn import ACTIVATIONS, SCORES, score
-from refattn.activations import Activation
-from refattn.attention import attention, attention_backward
-from refattn.backend import to_numpy
-from refattn.gradcheck import gradcheck
-from refattn.streaming import _Blocks, streaming_attention, streaming_attention_backward
+from refattn.core.activations import Activation
+from refattn.core.attention import attention, attention_backward
+from refattn.core.backend import to_numpy
+from refattn.core.gradcheck import gradcheck
+from refattn.fast.streaming import _Blocks, streaming_attention, streaming_attention_backward
 
 from conftest import RTOL_AUTOGRAD, RTOL_CENTRAL
 
@@ -246,7 +246,7 @@ def test_streaming_backward_gradcheck_every_score(sc, rng):
 
 def test_a_wrong_backward_is_caught(rng, monkeypatch):
     """The checks can fail: drop the D_i term of Step 10 and gradcheck reports it."""
-    import refattn.streaming as streaming
+    import refattn.fast.streaming as streaming
 
     real = streaming._backward_blocks
 

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from refattn.experiments import lm_study, sst2_sweep
+from refattn.studies import lm_study, sst2_sweep
 
 
 def test_gap_curve_by_hand():

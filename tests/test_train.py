@@ -10,9 +10,9 @@ import os
 import numpy as np
 import pytest
 
-from refattn.backend import array_module
-from refattn.optim import SGD, Adam
-from refattn.train import Progress, batch_iterator, gradient, load_checkpoint, train
+from refattn.core.backend import array_module
+from refattn.training.optim import SGD, Adam
+from refattn.training.train import Progress, batch_iterator, gradient, load_checkpoint, train
 
 
 class ToyModel:
@@ -201,7 +201,7 @@ def test_bad_input_is_named(tmp_path):
 
 @pytest.mark.parametrize("content", [b"", b"PK\x03\x04 truncated", b"not a zip at all"])
 def test_a_corrupt_checkpoint_is_named_and_left_alone(content, tmp_path):
-    from refattn.train import load_checkpoint
+    from refattn.training.train import load_checkpoint
 
     path = tmp_path / "run.npz"
     path.write_bytes(content)

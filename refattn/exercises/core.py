@@ -3,7 +3,7 @@
 A grader receives the student's module and a :class:`Report`. It calls the
 student's functions through :meth:`Report.call` (so that an exception in the
 student's code is reported, not raised), compares results with
-:meth:`Report.close` (norm-wise, like :func:`refattn.gradcheck.compare`, and
+:meth:`Report.close` (norm-wise, like :func:`refattn.core.gradcheck.compare`, and
 saying where the worst entry is, what was expected and what came back, and
 the inputs there), and adds anything else with :meth:`Report.check`. The
 verdict is correct when every check passed.
@@ -135,7 +135,7 @@ class Report:
     def close(self, label, got, expected, *, rtol=1e-10, atol=0.0, inputs=None, elementwise=False) -> bool:
         """Compare ``got`` with ``expected``; record one check.
 
-        Norm-wise by default, as :func:`refattn.gradcheck.compare`: passes when
+        Norm-wise by default, as :func:`refattn.core.gradcheck.compare`: passes when
         ``max|got - expected| <= atol + rtol * max|expected|``. With
         ``elementwise`` every entry must satisfy ``|got - expected| <= atol +
         rtol * |expected|`` (for functions checked over many magnitudes). The

@@ -4,7 +4,7 @@ Each grader takes the student's module and a :class:`~refattn.exercises.core.Rep
 draws random inputs (and random cotangents, never all ones, but where the
 exercise is about the all-ones cotangent) from a fixed seed, and compares the
 student's answer with the library: the activations' own methods, autograd,
-:func:`refattn.gradcheck.gradcheck`, or a closed form from the derivations.
+:func:`refattn.core.gradcheck.gradcheck`, or a closed form from the derivations.
 Every failure says where (the worst input), what was expected and what came
 back. The statements are ``exercises/NN-name.md``; the model solutions
 ``exercises/solutions/NN-name.py``.
@@ -19,8 +19,8 @@ import numpy as np
 import autograd.numpy as anp
 from autograd import make_vjp
 
-from ..activations import activation
-from ..gradcheck import UNIT_ROUNDOFF, gradcheck
+from ..core.activations import activation
+from ..core.gradcheck import UNIT_ROUNDOFF, gradcheck
 from .core import Exercise, is_real_number
 
 __all__ = ["EXERCISES"]
@@ -225,7 +225,7 @@ def grade_signexp_at_zero(m, report):
 
 
 def grade_tanhmax_velocity(m, report):
-    from ..dynamics import score_velocity  # noqa: PLC0415
+    from ..theory.proposition1 import score_velocity  # noqa: PLC0415
 
     rng = _rng(7)
     N, n = 4, 6
@@ -265,7 +265,7 @@ def grade_prop1_new(m, report):
 
 
 def grade_closure_gap(m, report):
-    from ..ranges import closure_gap, closure_gap_closed_form  # noqa: PLC0415
+    from ..theory.proposition2 import closure_gap, closure_gap_closed_form  # noqa: PLC0415
 
     rng = _rng(9)
     for trial in range(3):
@@ -286,7 +286,7 @@ def grade_closure_gap(m, report):
 
 
 def grade_neural_vjp(m, report):
-    from ..scores import score  # noqa: PLC0415
+    from ..core.scores import score  # noqa: PLC0415
 
     sc, rng = score("neural"), _rng(10)
     n_q, n_k, d = 3, 4, 5
@@ -328,7 +328,7 @@ def grade_neural_vjp(m, report):
 
 
 def grade_expressive_angle(m, report):
-    from ..experiments.geometry import weight_ratio  # noqa: PLC0415
+    from ..studies.geometry import weight_ratio  # noqa: PLC0415
 
     for deg in (5.0, 20.0, 45.0, 60.0, 75.0, 89.0):
         theta = math.radians(deg)
@@ -425,7 +425,7 @@ def closure_shift():
 
 
 def grade_closure_witness(m, report):
-    from ..ranges import closure_gap_closed_form  # noqa: PLC0415
+    from ..theory.proposition2 import closure_gap_closed_form  # noqa: PLC0415
 
     c = getattr(m, "ANSWER")
     if not report.check(is_real_number(c), "ANSWER is a finite real number" if is_real_number(c) else

@@ -1,8 +1,8 @@
 """The fast path: the reference's attention, in blocks, on threads, with fewer passes.
 
 :func:`attention` and :func:`attention_backward` have the signatures of
-:func:`refattn.attention.attention` and
-:func:`refattn.attention.attention_backward` and return the same numbers
+:func:`refattn.core.attention.attention` and
+:func:`refattn.core.attention.attention_backward` and return the same numbers
 (``tests/test_fast.py`` checks every activation, score, mask and causal case
 to 1e-13 in float64). What they add, each measured in
 ``derivations/20-speed.md`` and ``benchmarks/bench_attention.py``:
@@ -32,10 +32,10 @@ import math
 
 import numpy as np
 
-from .. import attention as reference
-from ..activations import Linear
-from ..backend import array_module, is_traced, sum_to
-from ..scores import Dot
+from ..core import attention as reference
+from ..core.activations import Linear
+from ..core.backend import array_module, is_traced, sum_to
+from ..core.scores import Dot
 from . import threads
 from .kernels import forward as kernel_forward, kernel, vjp_from
 from .threads import blocking_enabled, num_threads, set_blocking, set_num_threads
@@ -72,7 +72,7 @@ def _traced(*arrays):
 
 def attention(Q, K, V, *, score="scaled_dot", activation="softmax", params=None,
               mask=None, causal=False, score_options=None):
-    """:func:`refattn.attention.attention`, fast: same arguments, same numbers.
+    """:func:`refattn.core.attention.attention`, fast: same arguments, same numbers.
 
     Returns ``(out, cache)`` with ``cache`` an :class:`AttentionCache` (or, for
     values autograd traces, the reference's own cache).
@@ -109,7 +109,7 @@ def _forward(sc, act, Q, K, V, params, keep):
 
 
 def attention_backward(grad_out, cache):
-    """:func:`refattn.attention.attention_backward`, fast: same arguments, same numbers."""
+    """:func:`refattn.core.attention.attention_backward`, fast: same arguments, same numbers."""
     if not isinstance(cache, AttentionCache):  # the reference's cache (traced values)
         return reference.attention_backward(grad_out, cache)
     Q, K, V, p, w = (cache[k] for k in ("Q", "K", "V", "p", "w"))

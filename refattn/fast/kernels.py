@@ -1,6 +1,6 @@
 r"""Fewer passes for the built-in activations: the split evaluation of ``p`` and the VJP factors.
 
-The reference (:meth:`refattn.activations.Activation.p` and ``vjp``) computes
+The reference (:meth:`refattn.core.activations.Activation.p` and ``vjp``) computes
 ``ell = log h``, exponentiates it, and evaluates Eq. 01.R4 term by term. That is
 the formula; it is not the cheapest way to get the same numbers. This module
 is (``derivations/20-speed.md`` sections 2-3 measure each choice):
@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import activations as A
-from ..activations import sqrt_tiny
-from ..backend import array_module, to_numpy
+from ..core import activations as A
+from ..core.activations import sqrt_tiny
+from ..core.backend import array_module, to_numpy
 
 __all__ = ["Kernel", "Generic", "kernel", "forward", "vjp_from"]
 

@@ -1,4 +1,4 @@
-"""Layer normalisation, fast: :func:`refattn.layers.layer_norm` and its VJP with row sums as products.
+"""Layer normalisation, fast: :func:`refattn.training.layers.layer_norm` and its VJP with row sums as products.
 
 The reference (``derivations/21-layers.md``, section 3) takes the means over
 the last axis with ``mean(axis=-1)``. NumPy reduces a short last axis (the NT
@@ -12,8 +12,8 @@ autograd traces go to the reference unchanged.
 
 from __future__ import annotations
 
-from .. import layers as reference
-from ..backend import array_module, check_float_array, check_real, is_traced
+from ..training import layers as reference
+from ..core.backend import array_module, check_float_array, check_real, is_traced
 
 __all__ = ["layer_norm", "layer_norm_vjp"]
 
@@ -24,7 +24,7 @@ def _rowmean(xp, x):
 
 
 def _moments(x, eps):
-    """``(z, r)`` of :func:`refattn.layers._moments`: ``z = (x - mean x) r``, ``r = 1 / sqrt(var x + eps)``."""
+    """``(z, r)`` of :func:`refattn.training.layers._moments`: ``z = (x - mean x) r``, ``r = 1 / sqrt(var x + eps)``."""
     xp = array_module(x)
     c = x - _rowmean(xp, x)  # (..., d) centred
     r = 1.0 / xp.sqrt(_rowmean(xp, c * c) + eps)  # (..., 1)
@@ -32,7 +32,7 @@ def _moments(x, eps):
 
 
 def layer_norm(x, eps=1e-5):
-    """:func:`refattn.layers.layer_norm`, fast: ``LN(x) = (x - mu) / sqrt(sigma^2 + eps)`` over the last axis."""
+    """:func:`refattn.training.layers.layer_norm`, fast: ``LN(x) = (x - mu) / sqrt(sigma^2 + eps)`` over the last axis."""
     if is_traced(x):
         return reference.layer_norm(x, eps)
     check_float_array(x, "x")
@@ -40,7 +40,7 @@ def layer_norm(x, eps=1e-5):
 
 
 def layer_norm_vjp(x, grad_z, eps=1e-5):
-    """:func:`refattn.layers.layer_norm_vjp`, fast: ``dx = r (u - mean u - z mean(u z))`` (Eqs. 21.N5-21.N6)."""
+    """:func:`refattn.training.layers.layer_norm_vjp`, fast: ``dx = r (u - mean u - z mean(u z))`` (Eqs. 21.N5-21.N6)."""
     if is_traced(x) or is_traced(grad_z):
         return reference.layer_norm_vjp(x, grad_z, eps)
     check_float_array(x, "x")

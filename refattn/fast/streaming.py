@@ -1,0 +1,369 @@
+r"""Streaming attention: every activation, block by block, in O(n) memory.
+
+The online-softmax trick (a running maximum and a running sum, never the
+``n x n`` scores) carries over to every activation of this library, because
+every activation is a reweighted softmax (Eq. 01.R1 of
+``derivations/01-reweighted-softmax.md``)::
+
+    phi(s)_ij = rho(s_ij) e^(ell_ij - m_i) / sum_k e^(ell_ik - m_i),   ell = log h.
+
+For one query row ``i`` the output is then
+
+    y_i = sum_j rho(s_ij) e^(ell_ij - m_i) v_j  /  sum_j e^(ell_ij - m_i),
+
+and both sums can be taken over the keys a block at a time, keeping only the
+running maximum ``m_i`` of ``ell`` and the running normaliser ``z_i``; when a
+later block raises the maximum, what was summed so far is multiplied by
+``e^(m_old - m_new)`` (``rho`` is a factor of each term and is untouched).
+The backward pass recomputes each block's scores and uses
+``<u_i, phi_i> = dY_i . Y_i`` (``u_i = dY_i V^T``), as FlashAttention-2 does
+for softmax. ``derivations/23-streaming.md`` derives every step and names the
+line of code that carries it out.
+
+:func:`streaming_attention` and :func:`streaming_attention_backward` take the
+arguments of :func:`refattn.core.attention.attention` (plus ``block_size``) and
+return its numbers (``tests/test_streaming.py``: every activation and score,
+masks, causal, to 1e-12 in float64), with one difference in the cache: it
+holds per query row two numbers (``m`` and ``z``) and the output, never an
+``n_q x n_k`` array.
+
+The mathematics per block is the reference's: the score's ``forward`` and
+``vjp`` (:mod:`refattn.core.scores`) and the activation's ``scaled_ell``,
+``rho``, ``drho`` and ``dell`` (:mod:`refattn.core.activations`), so an activation a
+user writes as an :class:`~refattn.core.activations.Activation` subclass streams
+too. NumPy and CuPy run the same source (:func:`refattn.core.backend.array_module`);
+the forward pass assigns nothing in place, so autograd can differentiate it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+
+from ..core.activations import _quiet
+from ..core.attention import prepare
+from ..core.backend import array_module, check_float_array, check_int, stop_gradient, sum_to
+from .threads import single_threaded_blas
+from ..core.scores import CosFormer, _relu, _step
+
+__all__ = ["streaming_attention", "streaming_attention_backward"]
+
+
+# --------------------------------------------------------------------------
+# Blocks: which (query block, key block) pairs exist, their scores and masks
+# --------------------------------------------------------------------------
+
+
+def _slices(n, size):
+    """``[slice(0, size), slice(size, 2 size), ...]`` covering ``range(n)``."""
+    return [slice(i, min(i + size, n)) for i in range(0, n, size)]
+
+
+def _mask_block(mask, rows, cols):
+    """The block ``(rows, cols)`` of a mask broadcastable to ``(..., n_q, n_k)``
+    (an axis of size 1, or a missing one, is broadcast and not sliced)."""
+    if mask is None:
+        return None
+    if mask.ndim >= 2 and mask.shape[-2] != 1:
+        mask = mask[..., rows, :]
+    if mask.ndim >= 1 and mask.shape[-1] != 1:
+        mask = mask[..., cols]
+    return mask
+
+
+class _Blocks:
+    """The score function, cut into blocks.
+
+    ``scores(rows, cols)`` is the block ``s[..., rows, cols]`` of the scores
+    the reference computes, ``keep(rows, cols)`` the block of its mask (the
+    user's mask and, on blocks that cross the diagonal, the causal one), and
+    ``score_vjp(rows, cols, ds)`` the reference score's VJP on the block.
+    Per-token scores (``self``, ``global``) have one query row that pools
+    every token: their ``rows`` is ``slice(0, 1)`` and ``cols`` selects the
+    tokens.
+    """
+
+    def __init__(self, sc, Q, K, params, mask, causal, block_size):
+        self.sc, self.Q, self.K, self.params = sc, Q, K, params
+        self.mask, self.causal, self.size = mask, causal, block_size
+        self.n_k = np.shape(stop_gradient(K))[-2]
+        self.n_q = np.shape(stop_gradient(Q))[-2] if sc.pairwise else 1
+        # neural's per-pair weights carry (n_q, n_k) in front: a block takes its slice of them
+        spec = sc.param_spec(params)
+        self.pair_params = tuple(p for p, sym in spec.items() if tuple(sym[:2]) == ("n_q", "n_k"))
+        self.M = None
+        if isinstance(sc, CosFormer):  # its weights depend on the absolute positions i - j
+            self.M = float(max(self.n_q, self.n_k)) if sc.M is None else sc.M
+            if self.M < max(self.n_q, self.n_k):
+                raise ValueError(
+                    f"M: {self.M:g} is smaller than the sequence length {max(self.n_q, self.n_k)}; "
+                    f"cos(pi (i - j) / 2M) would turn negative (cosFormer needs M >= n)")
+
+    # --- which blocks -------------------------------------------------------
+    def query_blocks(self):
+        return _slices(self.n_q, self.size)
+
+    def key_blocks(self):
+        return _slices(self.n_k, self.size)
+
+    def visible(self, rows, cols):
+        """False for a block wholly above the diagonal (every key after every query)."""
+        return not self.causal or cols.start <= rows.stop - 1
+
+    # --- a block's scores ----------------------------------------------------
+    def _inputs(self, rows, cols):
+        """``(q, k, params)`` of the block: the query and key rows it pairs, and its parameters."""
+        if not self.sc.pairwise:  # token i with itself: the tokens are the columns
+            q = None if self.Q is None else self.Q[..., cols, :]
+            return q, self.K[..., cols, :], self.params
+        params = {p: (v[rows, cols] if p in self.pair_params else v) for p, v in self.params.items()}
+        return self.Q[..., rows, :], self.K[..., cols, :], params
+
+    def _cos(self, xp, rows, cols, dtype):
+        """cosFormer's ``C_ij = cos(pi (i - j) / 2M)`` at the block's absolute positions."""
+        i = xp.arange(rows.start, rows.stop)[:, None]  # (bq, 1)
+        j = xp.arange(cols.start, cols.stop)[None, :]  # (1, bk)
+        return xp.cos((np.pi / (2.0 * self.M)) * (i - j)).astype(dtype)  # (bq, bk)
+
+    def scores(self, rows, cols):
+        """``s[..., rows, cols]``, shape ``(..., bq, bk)`` (``(..., 1, bk)`` per token)."""
+        q, k, params = self._inputs(rows, cols)
+        if self.M is not None:  # cosFormer: relu(q) . relu(k) C_ij
+            xp = array_module(q, k)
+            return (_relu(xp, q) @ xp.swapaxes(_relu(xp, k), -1, -2)) * self._cos(xp, rows, cols, q.dtype)
+        s = self.sc.forward(q, k, params)  # (..., bq, bk), or (..., bk) per token
+        return s if self.sc.pairwise else s[..., None, :]
+
+    def keep(self, rows, cols):
+        """The mask of the block (True = keep), or ``None`` where every entry is kept."""
+        xp = array_module(self.Q, self.K, self.mask)
+        keep = _mask_block(self.mask, rows, cols)
+        if self.causal and cols.stop - 1 > rows.start:  # the block crosses the diagonal
+            tri = xp.arange(rows.start, rows.stop)[:, None] >= xp.arange(cols.start, cols.stop)[None, :]
+            keep = tri if keep is None else keep & tri  # (bq, bk) or (..., bq, bk)
+        return keep
+
+    def score_vjp(self, rows, cols, ds):
+        """The score's VJP on the block: ``(q_slice, dq, dk, dparams)``, ``dq`` for ``Q[..., q_slice, :]``."""
+        q, k, params = self._inputs(rows, cols)
+        if self.M is not None:  # cosFormer, as CosFormer.vjp with the block's C
+            xp = array_module(q, k, ds)
+            g = ds * self._cos(xp, rows, cols, ds.dtype)  # (..., bq, bk)
+            dq = (g @ _relu(xp, k)) * _step(q)  # (..., bq, d)
+            dk = (xp.swapaxes(g, -1, -2) @ _relu(xp, q)) * _step(k)  # (..., bk, d)
+            return rows, dq, dk, {}
+        if self.sc.pairwise:
+            return (rows,) + tuple(self.sc.vjp(q, k, params, ds))
+        return (cols,) + tuple(self.sc.vjp(q, k, params, ds[..., 0, :]))  # per token: q_i pairs with k_i
+
+
+def _one_blas_thread(xp):
+    """On the host, BLAS on one thread while the blocks run; nothing on a GPU.
+
+    Each block's products are small (``block_size x d`` by ``d x
+    block_size``): a second BLAS thread gains nothing on them, and between
+    them it spins for about 0.1 s, taking a core from the elementwise work
+    that follows (4x slower on a loaded 2-core machine;
+    ``derivations/23-streaming.md``, section 8). A process-wide setting,
+    restored on exit (:class:`refattn.fast.threads.single_threaded_blas`).
+    """
+    return single_threaded_blas() if xp is np else contextlib.nullcontext()
+
+
+# --------------------------------------------------------------------------
+# Forward: one block of query rows against every key block
+# --------------------------------------------------------------------------
+
+
+@_quiet
+def _stream_rows(xp, blocks, act, V, rows):
+    """Steps 1-6 of ``derivations/23-streaming.md``: the output rows ``rows``.
+
+    Returns ``(y, m, z)``: the output ``(..., bq, d_v)``, the row maximum
+    ``m`` of ``ell / c`` (``c = act.ell_scale``) and the normaliser
+    ``z = sum_j e^(ell_ij - c m_i)``, each ``(..., bq, 1)``.
+    """
+    c = act.ell_scale  # 1, or 2 for sigsoftmax: the exponent is c (ell/c - m)
+    m, z, y = -np.inf, 0.0, 0.0  # nothing seen yet: max of no keys, sum of none, output 0
+    for cols in blocks.key_blocks():
+        if not blocks.visible(rows, cols):
+            break  # causal: this and every later key block lie above the diagonal
+        # Step 1: the block's scores, by the reference score function
+        s = blocks.scores(rows, cols)  # (..., bq, bk)
+        # Step 2: ell = log h; a masked entry has h = 0, ell = -inf
+        l = act.scaled_ell(s)  # (..., bq, bk)  ell / c
+        keep = blocks.keep(rows, cols)
+        if keep is not None:
+            l = xp.where(keep, l, -np.inf)  # (..., bq, bk)
+        # Step 3: the running maximum; the shift carries no gradient
+        m_new = xp.maximum(m, xp.max(stop_gradient(l), axis=-1, keepdims=True))  # (..., bq, 1)
+        shift = xp.where(m_new > -np.inf, m_new, 0.0)  # (..., bq, 1)  a row that saw no h > 0: any finite shift
+        # Step 4: rescale what was summed so far from shift m_old to m_new: e^(c (m_old - m_new)) in [0, 1]
+        alpha = xp.exp(c * (xp.where(m > -np.inf, m, shift) - shift))  # (..., bq, 1)  1 while nothing was seen
+        # Step 5: this block's terms e_ij = e^(ell_ij - c m_new) in [0, 1], and the new normaliser
+        e = xp.exp(c * (l - shift))  # (..., bq, bk)  0 where masked
+        z_new = alpha * z + xp.sum(e, axis=-1, keepdims=True)  # (..., bq, 1)  >= 1 once a key has h > 0
+        inv = 1.0 / xp.where(z_new > 0, z_new, 1.0)  # (..., bq, 1)  no normaliser yet: y stays 0
+        # Step 6: y = output over the keys seen so far: old terms rescaled, new ones rho e v
+        w = e if act.rho_is_one else act.rho(s) * e  # (..., bq, bk)  rho_ij e_ij
+        y = (alpha * z * inv) * y + (w * inv) @ V[..., cols, :]  # (..., bq, d_v)
+        m, z = m_new, z_new
+    return y, m, z
+
+
+def streaming_attention(Q, K, V, *, score="scaled_dot", activation="softmax", params=None,
+                        mask=None, causal=False, block_size=256, score_options=None):
+    """Attention forward pass in blocks of ``block_size`` queries and keys, O(n) memory.
+
+    The same arguments and the same output as :func:`refattn.core.attention.attention`
+    (TanhMax Eqs. 1-2: ``Y = phi(S) V``), computed with the online update of
+    ``derivations/23-streaming.md``: for each block of queries, a loop over
+    the key blocks keeps the running maximum ``m_i`` of ``ell`` and the
+    normaliser ``z_i = sum_j e^(ell_ij - m_i)`` per query; the ``n_q x n_k``
+    scores never exist (Eq. 01.R1: ``phi = rho(s) softmax(ell(s))``).
+
+    Parameters
+    ----------
+    Q : ndarray (..., n_q, d) or None
+        Queries (``None`` only for the ``"global"`` score).
+    K : ndarray (..., n_k, d)
+        Keys.
+    V : ndarray (..., n_k, d_v)
+        Values.
+    score : str or Score
+        A name from ``refattn.SCORES`` (with ``score_options``) or an instance.
+    activation : str or Activation
+        A name from ``refattn.ACTIVATIONS`` or an instance (a user's own
+        :class:`~refattn.core.activations.Activation` subclass too).
+    params : dict, optional
+        The score's parameters (``Score.init_params``).
+    mask : ndarray of bool, optional
+        Broadcastable to the scores' shape ``(..., n_q, n_k)``; True keeps a key.
+    causal : bool
+        Also hide keys ``j > i`` from query ``i``; key blocks wholly above the
+        diagonal are skipped, not masked.
+    block_size : int
+        Queries and keys per block (a positive int; need not divide ``n``).
+        The largest temporaries are ``(..., block_size, block_size)`` arrays
+        (times the hidden size, for the additive and neural scores).
+    score_options : dict, optional
+        Options for a score given by name.
+
+    Returns
+    -------
+    out : ndarray (..., n_q, d_v), or (..., 1, d_v) for per-token scores
+        Equal to the reference's output to rounding.
+    cache : dict
+        For :func:`streaming_attention_backward`: the inputs ``Q, K, V,
+        params`` and the user's ``mask`` (references, not copies), ``causal``,
+        ``block_size``, ``score``, ``activation``, the output ``out``, and per
+        query row ``m`` (the maximum of ``ell / activation.ell_scale``,
+        ``-inf`` on a row with no normaliser) and ``z`` (the normaliser
+        ``sum_j e^(ell_ij - ell_scale m_i)``, 0 on such a row), each
+        ``(..., n_q)``. No ``n_q x n_k`` array (unless the user's mask is one).
+
+    Raises
+    ------
+    ValueError, TypeError
+        As :func:`refattn.core.attention.attention`; and for a ``block_size`` that
+        is not a positive int.
+    """
+    sc, act, params, mask = prepare(Q, K, V, score, activation, params, mask, causal, score_options,
+                                    causal_in_mask=False)  # causal: per block, in _Blocks.keep
+    block_size = check_int(block_size, "block_size", 1)
+    blocks = _Blocks(sc, Q, K, params, mask, bool(causal), block_size)
+    xp = array_module(Q, K, V, mask, *params.values())
+    with _one_blas_thread(xp):
+        parts = [_stream_rows(xp, blocks, act, V, rows) for rows in blocks.query_blocks()]  # Steps 1-6
+    out = xp.concatenate([y for y, _, _ in parts], axis=-2)  # (..., n_q, d_v)
+    m = xp.concatenate([mi[..., 0] for _, mi, _ in parts], axis=-1)  # (..., n_q)
+    z = xp.concatenate([zi[..., 0] for _, _, zi in parts], axis=-1)  # (..., n_q)
+    cache = {"Q": Q, "K": K, "V": V, "params": params, "mask": mask, "causal": bool(causal),
+             "block_size": block_size, "score": sc, "activation": act, "out": out, "m": m, "z": z}
+    return out, cache
+
+
+# --------------------------------------------------------------------------
+# Backward: recompute each block's p from (m, z), then Eq. 01.R5 with D = dY . Y
+# --------------------------------------------------------------------------
+
+
+def streaming_attention_backward(grad_out, cache):
+    """Gradients of :func:`streaming_attention` from its cache, block by block.
+
+    Steps 7-10 of ``derivations/23-streaming.md``: ``D_i = dY_i . Y_i``
+    replaces ``<u_i, phi_i>`` in Eq. 01.R5 (``u_i = dY_i V^T``), each block's
+    ``p`` is recomputed exactly from the cached ``m`` and ``z``, and the
+    block's ``ds`` goes through the reference score's VJP.
+
+    Parameters
+    ----------
+    grad_out : ndarray
+        Upstream gradient ``dY``, the shape of the output.
+    cache : dict
+        The second return value of :func:`streaming_attention`.
+
+    Returns
+    -------
+    dict
+        ``{"Q": dQ, "K": dK, "V": dV, "params": {name: dparam}}``, as
+        :func:`refattn.core.attention.attention_backward` (``dQ`` is ``None``
+        where ``Q`` was).
+    """
+    Q, K, V, out = cache["Q"], cache["K"], cache["V"], cache["out"]
+    check_float_array(grad_out, "grad_out", min_ndim=2)
+    if np.shape(grad_out) != np.shape(out):
+        raise ValueError(f"grad_out: shape {np.shape(grad_out)} does not match the output's {np.shape(out)}")
+    sc, act, params = cache["score"], cache["activation"], cache["params"]
+    blocks = _Blocks(sc, Q, K, params, cache["mask"], cache["causal"], cache["block_size"])
+    xp = array_module(grad_out, Q, K, V, *params.values())
+    with _one_blas_thread(xp):
+        return _backward_blocks(xp, blocks, act, grad_out, cache)
+
+
+@_quiet
+def _backward_blocks(xp, blocks, act, grad_out, cache):
+    """The loops of :func:`streaming_attention_backward` (Steps 7-10)."""
+    Q, K, V, out, params = cache["Q"], cache["K"], cache["V"], cache["out"], cache["params"]
+    c = act.ell_scale
+    # Step 7: D_i = dY_i . Y_i = sum_j u_ij phi_ij, one number per query row
+    D = xp.sum(grad_out * out, axis=-1, keepdims=True)  # (..., n_q, 1)
+    m, z = cache["m"][..., None], cache["z"][..., None]  # (..., n_q, 1)
+    shift = xp.where(m > -np.inf, m, 0.0)  # (..., n_q, 1)  the forward's final shift
+    inv = 1.0 / xp.where(z > 0, z, 1.0)  # (..., n_q, 1)  no normaliser: p = 0
+    dQ = None if Q is None else xp.zeros_like(Q)  # (..., n_q, d)
+    dK, dV = xp.zeros_like(K), xp.zeros_like(V)  # (..., n_k, d), (..., n_k, d_v)
+    dparams = {p: xp.zeros_like(v) for p, v in params.items()}
+    for cols in blocks.key_blocks():
+        Vj = V[..., cols, :]  # (..., bk, d_v)
+        for rows in blocks.query_blocks():
+            if not blocks.visible(rows, cols):
+                continue  # causal: a block above the diagonal has p = 0
+            # Step 8: recompute the block's scores and its final p_ij = e^(ell_ij - c m_i) / z_i
+            s = blocks.scores(rows, cols)  # (..., bq, bk)
+            l = act.scaled_ell(s)  # (..., bq, bk)
+            keep = blocks.keep(rows, cols)
+            if keep is not None:
+                l = xp.where(keep, l, -np.inf)
+            p = xp.exp(c * (l - shift[..., rows, :])) * inv[..., rows, :]  # (..., bq, bk)
+            rho = act.rho(s)  # (..., bq, bk)
+            dY = grad_out[..., rows, :]  # (..., bq, d_v)
+            # Step 9: Y = phi V  =>  dV_j = sum_i phi_ij dY_i, and u_ij = dY_i . v_j
+            dV[..., cols, :] += sum_to(xp, xp.swapaxes(rho * p, -1, -2) @ dY, Vj.shape)  # (..., bk, d_v)
+            u = dY @ xp.swapaxes(Vj, -1, -2)  # (..., bq, bk)
+            # Step 10: Eq. 01.R5 with <u_i, phi_i> = D_i: ds = u (rho' + rho ell') p - ell' p D
+            pl = p * act.dell(s)  # (..., bq, bk)  p_ij ell'_ij
+            ds = u * (act.drho(s) * p + rho * pl) - pl * D[..., rows, :]  # (..., bq, bk)
+            # ... and through the score function, derivations/02-scores.md
+            q_slice, dq, dk, dpar = blocks.score_vjp(rows, cols, ds)
+            if dQ is not None:
+                dQ[..., q_slice, :] += dq  # (..., bq, d)
+            dK[..., cols, :] += dk  # (..., bk, d)
+            for name, g in dpar.items():
+                if name in blocks.pair_params:
+                    dparams[name][rows, cols] += g  # per-pair weights: this block's slice
+                else:
+                    dparams[name] += g  # shared weights: a sum over blocks
+    return {"Q": dQ, "K": dK, "V": dV, "params": dparams}
+

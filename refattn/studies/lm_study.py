@@ -1,0 +1,223 @@
+r"""The toy language model's verdicts with a tuned learning rate and a run long enough to settle the gaps.
+
+:func:`refattn.studies.lm.run_lm` trains every variant with one
+learning rate (Adam, 3e-3) for 600 steps, less than one pass over the
+training text; a variant that wants another learning rate or more steps is
+handicapped, so its gap to softmax says little (issue 19). This study,
+``derivations/19-toy-lm.md`` section 8, does three things with the same
+model, data and seeds:
+
+1. **Table** (``phase="table"``): every variant of
+   :data:`refattn.studies.lm.VARIANTS` at the default settings, the
+   current code's numbers for the table of derivation 19.
+2. **Tuning** (``phase="tune"``): each focus variant (softmax, tanhmax, the
+   Cog hybrid, neural-first) at every learning rate of a small grid, the same
+   budget for all; the best rate is the one with the lowest mean dev loss
+   (there is no third split: the rate is chosen on the text the verdict is
+   read on, which favours every variant alike).
+3. **Long runs** (``phase="long"``): each focus variant at its best rate for
+   ``long_steps`` steps; the gap to softmax at every evaluation, per seed
+   (the seeds see the same windows and the same initial embeddings, so the
+   differences are paired) with its standard error. A gap has *settled* when
+   its change over the last quarter of the run is within two standard errors
+   (:func:`gap_curve`).
+4. **Control** (``phase="control"``): each focus variant whose best rate is
+   not softmax's also runs long at softmax's best rate, so that a gap can be
+   read at one shared rate too: a rate chosen after a short run need not be
+   the best one for a long run (``gaps["<variant> lr=<rate>"]``).
+
+Every finished run goes into the results file at once (:class:`refattn.training.runs.CellStore`);
+a rerun with the same settings resumes. ``notebooks/14_settling_the_claims.py``
+draws the committed file ``derivations/data/19-lm-study.json``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..training.runs import CellStore
+from .lm import DEFAULTS, VARIANTS, run_lm
+from .nt_sensitivity import code_commit
+
+__all__ = ["FOCUS", "LRS", "PHASES", "run_lm_study", "best_lrs", "gap_curve", "format_lm_study"]
+
+#: The variants whose verdicts the papers state: TanhMax Table 4, Cog, NeuralAttn Table 1.
+FOCUS = ("softmax", "tanhmax", "cog-hybrid", "neural-first")
+
+#: The learning-rate grid (Adam): the default 3e-3 and a factor of about 3 either side.
+LRS = (1e-3, 3e-3, 1e-2)
+
+#: The study's phases, in the order they run.
+PHASES = ("table", "tune", "long", "control")
+
+
+def _key(phase, variant, lr, steps=None):
+    """A cell's name; a long run's names its length, so runs of several lengths can share a file."""
+    return f"{phase} {variant} lr={lr:g}" + ("" if steps is None else f" steps={steps}")
+
+
+def _record(entry):
+    """What the study keeps of one variant's run: per-seed finals and the curves (already thin)."""
+    keep = ("n_params", "per_seed", "dev_loss_mean", "dev_loss_std", "dev_perplexity_mean", "dev_perplexity_std",
+            "dev_accuracy_mean", "dev_accuracy_std", "finite", "curve", "train_seconds")
+    return {k: entry[k] for k in keep}
+
+
+def best_lrs(cells, variants, lrs):
+    """Per variant, the learning rate of the tuning phase with the lowest mean dev loss (finite runs only)."""
+    out = {}
+    for v in variants:
+        scores = {}
+        for lr in lrs:
+            rec = cells.get(_key("tune", v, lr))
+            if rec is not None and rec["finite"]:
+                scores[lr] = rec["dev_loss_mean"]
+        if scores:
+            out[v] = min(scores, key=scores.get)
+    return out
+
+
+def gap_curve(rec, ref, key="dev_loss"):
+    """The paired gap ``rec - ref`` of ``key`` (per seed) at every evaluation: mean, standard error, settled.
+
+    Returns
+    -------
+    dict
+        ``step``, ``mean`` and ``se`` (standard error over seeds, ``ddof=1``)
+        per evaluation, ``change`` (last minus the evaluation three quarters
+        of the way) and ``settled`` (``|change| <= 2 sqrt(se_last^2 + se_then^2)``).
+    """
+    a, b = np.asarray(rec["curve"][key], dtype=float), np.asarray(ref["curve"][key], dtype=float)
+    d = a - b  # (seeds, evals)
+    S = d.shape[0]
+    mean = d.mean(axis=0)
+    se = d.std(axis=0, ddof=1) / np.sqrt(S) if S > 1 else np.full(mean.shape, np.nan)
+    k = int(round(0.75 * (mean.size - 1)))
+    change = float(mean[-1] - mean[k])
+    settled = bool(abs(change) <= 2 * np.hypot(se[-1], se[k])) if S > 1 else False
+    return {"step": rec["curve"]["step"], "mean": mean.tolist(), "se": se.tolist(), "change": change,
+            "settled": settled}
+
+
+def run_lm_study(*, variants=FOCUS, lrs=LRS, seeds=DEFAULTS["seeds"], steps=DEFAULTS["steps"], long_steps=1200,
+                 long_evals=12, data=None, phases=PHASES, results=None, command=None,
+                 progress=None):
+    """Run the study's phases (module docstring); each finished run is saved at once.
+
+    Parameters
+    ----------
+    variants : sequence of str
+        The focus variants (tuning and long runs); softmax must be among them.
+    lrs : sequence of float
+        The tuning grid.
+    seeds, steps : int
+        As :func:`refattn.studies.lm.run_lm` (the table and the tuning).
+    long_steps, long_evals : int
+        Length of the long runs and the evaluations along them.
+    data : optional
+        As :func:`refattn.studies.lm.load_corpus` (``"toy"`` for a test).
+    phases : sequence of {"table", "tune", "long", "control"}
+    results : path, optional
+        The results file (:class:`refattn.training.runs.CellStore`).
+
+    Returns
+    -------
+    dict
+        ``settings``, ``commit``, ``command``, ``cells`` (one run each),
+        ``best_lr`` and ``gaps`` (:func:`gap_curve` of dev loss and of dev
+        accuracy against softmax, per variant, for the long runs).
+    """
+    variants, lrs = list(variants), [float(v) for v in lrs]
+    if "softmax" not in variants:
+        raise ValueError(f"variants: expected softmax among them (the gaps are to softmax), got {variants}")
+    bad = [p for p in phases if p not in PHASES]
+    if bad or not phases:
+        raise ValueError(f"phases: expected some of {', '.join(map(repr, PHASES))}, got {list(phases)}")
+    settings = {"variants": variants, "lrs": lrs, "seeds": seeds, "steps": steps, "long_steps": long_steps,
+                "long_evals": long_evals, "data": None if data is None else str(data),
+                "model": {k: DEFAULTS[k] for k in ("layers", "width", "heads", "n_ctx", "batch_size", "dtype")}}
+    store = CellStore(results, settings, what="run_lm_study", free=("long_steps", "long_evals"))
+    cells = store.cells
+    out = {"command": command, "settings": settings, "commit": code_commit(), "cells": cells}
+    out["runs"] = store.runs(command, out["commit"])  # every command that added cells to the file
+
+    def run(key, variant, lr, n_steps, eval_every):
+        if key not in cells:
+            r = run_lm((variant,), data=data, seeds=seeds, steps=n_steps, lr=lr, eval_every=eval_every,
+                       ngram_orders=(), progress=progress)
+            cells[key] = _record(r["variants"][variant])
+            finish()
+
+    def finish():
+        out["best_lr"] = best_lrs(cells, variants, lrs)
+        out["gaps"] = {}
+        ref = cells.get(_key("long", "softmax", out["best_lr"].get("softmax", -1), long_steps))
+        for name, v, lr in _long_runs(out["best_lr"]):
+            rec = cells.get(_key("long", v, lr, long_steps))
+            if v != "softmax" and rec is not None and ref is not None:
+                out["gaps"][name] = {"dev_loss": gap_curve(rec, ref, "dev_loss"),
+                                     "dev_accuracy": gap_curve(rec, ref, "dev_accuracy")}
+        store.save(out)
+
+    if "table" in phases:
+        for v in VARIANTS:
+            run(_key("table", v, DEFAULTS["lr"]), v, DEFAULTS["lr"], steps, DEFAULTS["eval_every"])
+    if "tune" in phases:
+        for v in variants:
+            for lr in lrs:
+                key = _key("tune", v, lr)
+                if lr == DEFAULTS["lr"] and _key("table", v, lr) in cells and key not in cells:
+                    cells[key] = cells[_key("table", v, lr)]  # the same run: the table's default rate
+                    continue
+                run(key, v, lr, steps, DEFAULTS["eval_every"])
+    for name, v, lr in _long_runs(best_lrs(cells, variants, lrs)):
+        if ("control" if " lr=" in name else "long") in phases:
+            run(_key("long", v, lr, long_steps), v, lr, long_steps, max(1, long_steps // long_evals))
+    finish()
+    return out
+
+
+def _long_runs(best):
+    """``(name, variant, lr)`` of every long run: each variant at its best rate (named by the variant), then
+    the control runs at softmax's best rate of those whose best rate differs (named ``"<variant> lr=<rate>"``)."""
+    runs = [(v, v, lr) for v, lr in best.items()]
+    shared = best.get("softmax")
+    if shared is not None:
+        runs += [(f"{v} lr={shared:g}", v, shared) for v, lr in best.items() if v != "softmax" and lr != shared]
+    return runs
+
+
+def format_lm_study(result):
+    """The table, the tuning grid and the long runs' gaps, as Markdown."""
+    cells, s = result["cells"], result["settings"]
+    lines = [f"Table (default settings, {s['steps']} steps): dev accuracy % and dev loss, mean ± std over seeds",
+             "| variant | accuracy % | loss |", "|---|---|---|"]
+    for v in VARIANTS:
+        rec = cells.get(_key("table", v, DEFAULTS["lr"]))
+        if rec is not None:
+            lines.append(f"| {v} | {100 * rec['dev_accuracy_mean']:.2f} ± {100 * rec['dev_accuracy_std']:.2f} | "
+                         f"{rec['dev_loss_mean']:.4f} ± {rec['dev_loss_std']:.4f} |")
+    lines += ["", "Tuning: dev loss (mean over seeds, all dev windows) per learning rate",
+              "| variant | " + " | ".join(f"lr {lr:g}" for lr in s["lrs"]) + " | best |",
+              "|---|" + "---|" * (len(s["lrs"]) + 1)]
+    for v in s["variants"]:
+        row = [f"{cells[_key('tune', v, lr)]['dev_loss_mean']:.4f}" if _key("tune", v, lr) in cells else "-"
+               for lr in s["lrs"]]
+        best = result.get("best_lr", {}).get(v)
+        lines.append(f"| {v} | " + " | ".join(row) + f" | {'-' if best is None else f'{best:g}'} |")
+    lines += ["", f"Long runs ({s['long_steps']} steps at the best rate, then the controls at softmax's): final "
+                  f"accuracy and loss; gap to softmax (paired over seeds, ± standard error) and whether it settled",
+              "| variant | lr | accuracy % | loss | gap accuracy pp | gap loss | settled |",
+              "|---|---|---|---|---|---|---|"]
+    for name, v, lr in _long_runs(result.get("best_lr", {})):
+        rec = cells.get(_key("long", v, lr, s["long_steps"]))
+        if rec is None:
+            continue
+        g = result.get("gaps", {}).get(name)
+        gap = ("-", "-", "-") if g is None else (
+            f"{100 * g['dev_accuracy']['mean'][-1]:+.2f} ± {100 * g['dev_accuracy']['se'][-1]:.2f}",
+            f"{g['dev_loss']['mean'][-1]:+.4f} ± {g['dev_loss']['se'][-1]:.4f}",
+            "yes" if g["dev_loss"]["settled"] and g["dev_accuracy"]["settled"] else "still moving")
+        lines.append(f"| {v} | {lr:g} | {100 * rec['dev_accuracy_mean']:.2f} | {rec['dev_loss_mean']:.4f} | "
+                     + " | ".join(gap) + " |")
+    return "\n".join(lines)

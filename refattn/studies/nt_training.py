@@ -1,0 +1,714 @@
+r"""Training Expressive's NT transformer as in its section 4, all seeds in one batched program.
+
+Protocol (Expressive, section 4, "Training" and "Readout & Testing"):
+
+* every epoch draws a fresh random series of the task (seed ``k`` draws from
+  ``np.random.default_rng([k, epoch])``, so a seed's data do not depend on
+  which other seeds run beside it), loads ``N_con`` symbols as context and
+  predicts the next ``N_batch = 40`` symbols one by one: 40 windows sliding by
+  one symbol (:func:`refattn.training.tasks.nt.windows`), one gradient step on their
+  mean squared error (our reading of "an epoch consisting of N_batch
+  predictions");
+* SGD with momentum 0.8 and learning rate 0.02;
+* evaluation: for ``N_test`` fresh random series, the model continues the
+  first ``N_con`` true symbols greedily for ``N_g = 50`` symbols, feeding its
+  own predictions back (:meth:`refattn.training.models.nt.NTModel.generate`); the
+  accuracy is the fraction of the 50 symbols that match the true series;
+* "epochs to 100 %": the first evaluation epoch at which a seed's accuracy is
+  exactly 1.
+
+Beyond one task (``derivations/15-nt-experiments.md``):
+
+* a *mixture* of tasks (Expressive, Fig. 6: N16T2 and N16T2-S, 50/50): each
+  epoch's series comes from task ``k`` with probability ``w_k``
+  (:func:`refattn.training.tasks.nt.generate_mixture`), unlabelled; each task is
+  evaluated on its own test series (:func:`parse_mixture`, :func:`evaluate_tasks`);
+* NT-R (Eq. 9, Fig. 7) by name, e.g. ``"N16T2-R"``;
+* a learning-rate drop (Fig. 6: "after 2500 epochs ... learning speed is
+  reduced by a factor four"): ``lr_drop=(2500, 4)``;
+* attention snapshots for one fixed test context at chosen epochs (Fig. 4,
+  bottom): ``snapshot_epochs=(0, 100, ...)``;
+* ``device="gpu"``: the same program on CuPy (the parameters live on the GPU;
+  the data are made on the host and copied explicitly).
+
+The runner is :func:`run_nt`; the command is ``refattn nt``. :func:`compare_layouts`
+trains EA and DPA under several placements of the model's two bias vectors
+and :func:`format_layout_table` tabulates them (derivation 11, section 7).
+The derivation is ``derivations/11-nt-model.md`` (model) and
+``derivations/10-nt-tasks.md`` (tasks).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from numbers import Real
+
+from ..core import backend as _backend
+from ..core.backend import check_int, cupy_available, to_numpy
+from ..training.models.nt import CANDIDATE_LAYOUTS, DEFAULT_LAYOUT, NTModel, ea_symbol_dependence
+from ..training.optim import SGD
+from ..training.tasks.nt import generate, generate_mixture, parse_task, windows
+from ..training.runs import check_memory
+from ..training.train import Progress, check_checkpoint, train
+
+__all__ = ["PAPER", "DEVICES", "parse_mixture", "array_module_for", "make_batches", "evaluate", "evaluate_tasks",
+           "snapshot_context", "run_nt", "batched_speedup", "seed_scaling", "format_seed_scaling",
+           "profile_loss_and_grad", "format_nt", "compare_layouts", "format_layout_table"]
+
+#: Expressive's training and testing constants (section 4).
+PAPER = {"n_batch": 40, "lr": 0.02, "momentum": 0.8, "n_g": 50, "n_test": 100, "runs": 16}
+
+#: Where :func:`run_nt` can run: NumPy on the host, or CuPy on a GPU.
+DEVICES = ("cpu", "gpu")
+
+
+def parse_mixture(task):
+    """A task or a mixture of tasks as ``(name, tasks, weights)`` (Expressive, Fig. 6).
+
+    Accepted forms (every task a name of :func:`refattn.training.tasks.nt.parse_task`;
+    all of one basis ``N``, since the model's embedding size is ``d = N``):
+
+    * ``"N16T2"``: one task, weight 1;
+    * ``"N16T2+N16T2-S"``: equal weights (Fig. 6's 50/50 mixture);
+    * ``"N16T2:3+N16T2-S:1"``: weights after a colon (normalised to sum 1);
+    * a sequence of names, of ``(name, weight)`` pairs, or a dict ``{name: weight}``.
+
+    Parameters
+    ----------
+    task : str, sequence or dict
+
+    Returns
+    -------
+    name : str
+        The canonical spelling: ``"N16T2"``, ``"N16T2+N16T2-S"`` (equal
+        weights) or ``"N16T2:0.75+N16T2-S:0.25"``.
+    tasks : tuple of str
+    weights : tuple of float
+        Positive, summing to 1.
+
+    Raises
+    ------
+    TypeError
+        ``task`` is none of these forms.
+    ValueError
+        A bad name, a repeated task, a weight that is not a finite positive
+        number, or tasks of different bases ``N``.
+    """
+    if isinstance(task, str):
+        pairs = []
+        for part in task.split("+"):
+            name, colon, weight = part.strip().partition(":")
+            if colon:
+                try:
+                    w = float(weight)
+                except ValueError:
+                    raise ValueError(f"task: expected 'NAME:WEIGHT' with a number after the colon, "
+                                     f"got {part!r} in {task!r}") from None
+            else:
+                w = 1.0
+            pairs.append((name, w))
+    elif isinstance(task, dict):
+        pairs = list(task.items())
+    elif isinstance(task, (list, tuple)) and task:
+        pairs = [(t, 1.0) if isinstance(t, str) else tuple(t) for t in task]
+        if any(len(pr) != 2 for pr in pairs):
+            raise TypeError(f"task: expected names or (name, weight) pairs, got {task!r}")
+    else:
+        raise TypeError(f"task: expected a task name such as 'N16T2', a mixture 'N16T2+N16T2-S', a list of "
+                        f"names or (name, weight) pairs, or a dict; got {type(task).__name__}")
+    if not pairs:
+        raise ValueError("task: expected at least one task")
+    names, raw = [], []
+    for name, w in pairs:
+        parse_task(name)  # TypeError / ValueError naming the bad task
+        if isinstance(w, (bool, np.bool_)) or not isinstance(w, Real) or not (np.isfinite(w) and w > 0):
+            raise ValueError(f"task: the weight of {name!r} must be a finite number > 0, got {w!r}")
+        names.append(name)
+        raw.append(float(w))
+    if len(set(names)) != len(names):
+        raise ValueError(f"task: each task may appear once in a mixture, got {names}")
+    bases = {parse_task(n)[1] for n in names}
+    if len(bases) != 1:
+        raise ValueError(f"task: every task of a mixture needs the same basis N (the embedding size is d = N), "
+                         f"got {names}")
+    weights = tuple(w / sum(raw) for w in raw)
+    if len(names) == 1:
+        canonical = names[0]
+    elif len(set(raw)) == 1:
+        canonical = "+".join(names)
+    else:
+        canonical = "+".join(f"{n}:{w:g}" for n, w in zip(names, weights))
+    return canonical, tuple(names), weights
+
+
+def array_module_for(device):
+    """The array module of a device: ``numpy`` for ``"cpu"``, ``cupy`` for ``"gpu"``.
+
+    Raises
+    ------
+    ValueError
+        ``device`` is not one of :data:`DEVICES`.
+    RuntimeError
+        ``"gpu"`` was asked for and CuPy or a CUDA device is missing
+        (:func:`refattn.core.backend.cupy_available`).
+    """
+    if device not in DEVICES:
+        raise ValueError(f"device: expected one of {DEVICES}, got {device!r}")
+    if device == "cpu":
+        return np
+    if not cupy_available():
+        raise RuntimeError("device: 'gpu' needs CuPy and a CUDA device, and none was found "
+                           "(refattn.core.backend.cupy_available() is False); use device='cpu'")
+    return _backend._get_cupy()  # the module array_module() hands out for device arrays
+
+
+def _series(task, n_seeds_rows, length, seeds, epoch, salt):
+    """``(S, rows, length)`` series of one task; seed ``s`` draws from ``default_rng([s, epoch, *salt])``.
+
+    Each seed draws its ``rows`` initial conditions from its own stream, exactly
+    as ``generate(task, length=length, batch=rows, rng=stream)`` would; the
+    series of all seeds are then run forward in one call (one loop over time,
+    not one per seed): the same arrays, bit for bit, as a call per seed.
+    """
+    variant, N, tau = parse_task(task)
+    salt = (salt,) if isinstance(salt, (int, np.integer)) else tuple(salt)
+    init = np.concatenate([np.random.default_rng([int(s), int(epoch), *salt])
+                           .integers(0, N, size=(n_seeds_rows, tau + 1)) for s in seeds])  # (S rows, tau + 1)
+    x = generate(variant, N, tau, length=length, init=init)  # (S * rows, length)
+    return x.reshape(len(seeds), n_seeds_rows, length)  # (S, rows, length)
+
+
+def make_batches(task, n_con, seeds, n_predict=PAPER["n_batch"]):
+    """``epoch -> [batch]``: one fresh series per seed, its ``n_predict`` windows.
+
+    For a mixture (:func:`parse_mixture`) each seed's series of the epoch comes
+    from task ``k`` with probability ``w_k`` (:func:`refattn.training.tasks.nt.generate_mixture`,
+    drawn from ``default_rng([seed, epoch, 0])``), and the batch also holds
+    ``task_index`` (S,), which the model never reads (Fig. 6: the tasks are
+    "presented as such, viz without further information").
+    """
+    _, tasks, weights = parse_mixture(task)
+
+    def batches(epoch):
+        if len(tasks) == 1:
+            series = _series(tasks[0], 1, n_con + n_predict, seeds, epoch, salt=0)[:, 0]  # (S, length)
+            which = None
+        else:
+            rows = [generate_mixture(tasks, weights, length=n_con + n_predict, batch=1,
+                                     rng=np.random.default_rng([int(s), int(epoch), 0])) for s in seeds]
+            series = np.stack([r[0][0] for r in rows])  # (S, length)
+            which = np.array([int(r[1][0]) for r in rows])  # (S,)
+        context, target = windows(series, n_con, n_predict)  # (S, n_predict, n_con), (S, n_predict)
+        batch = {"context": context, "target": target}
+        if which is not None:
+            batch["task_index"] = which
+        return [batch]
+    return batches
+
+
+def evaluate_tasks(model, params, task, seeds, *, epoch, n_test=PAPER["n_test"], n_g=PAPER["n_g"]):
+    """Greedy continuation accuracy per seed for each task of a mixture: ``{task: (S,)}``.
+
+    For each task, ``n_test`` fresh series per seed; the model continues the
+    first ``N_con`` true symbols greedily for ``n_g`` symbols, feeding its own
+    predictions back, and the accuracy is the fraction of matching symbols
+    (Expressive, "Readout & Testing"). Test series come from another stream than
+    the training series: ``default_rng([seed, epoch, 1])`` for a single task
+    (as :func:`evaluate` always did), ``default_rng([seed, epoch, 1, k])`` for
+    task ``k`` of a mixture.
+    """
+    _, tasks, _ = parse_mixture(task)
+    out = {}
+    for k, name in enumerate(tasks):
+        salt = 1 if len(tasks) == 1 else (1, k)
+        series = _series(name, n_test, model.n_con + n_g, seeds, epoch, salt=salt)  # (S, n_test, n_con + n_g)
+        pred = model.generate(params, series[..., :model.n_con], n_g)  # (S, n_test, n_g), on the host
+        out[name] = np.mean(pred == series[..., model.n_con:], axis=(1, 2))  # (S,)
+    return out
+
+
+def evaluate(model, params, task, seeds, *, epoch, n_test=PAPER["n_test"], n_g=PAPER["n_g"]):
+    """Greedy continuation accuracy per seed, ``(S,)``, on fresh test series.
+
+    For a mixture, the mean of :func:`evaluate_tasks` weighted by the mixture's
+    weights (the accuracy on the training distribution).
+    """
+    _, tasks, weights = parse_mixture(task)
+    per_task = evaluate_tasks(model, params, task, seeds, epoch=epoch, n_test=n_test, n_g=n_g)
+    return sum(w * per_task[t] for t, w in zip(tasks, weights))
+
+
+def snapshot_context(task, n_con, index=0):
+    """One fixed test context for attention snapshots (Expressive, Fig. 4, bottom): ``(n_con,)`` int.
+
+    The first ``n_con`` symbols of a series of ``task`` (the first task of a
+    mixture) drawn from ``default_rng([index, 3])``: a stream of its own, so
+    the same context for every seed, attention and layout.
+    """
+    _, tasks, _ = parse_mixture(task)
+    variant, N, tau = parse_task(tasks[0])
+    return generate(variant, N, tau, length=n_con, batch=1, rng=np.random.default_rng([int(index), 3]))[0]
+
+
+def _lr_drop(lr_drop):
+    """``None`` or ``(epoch, factor)`` checked: an int epoch >= 1 and a finite factor > 0."""
+    if lr_drop is None:
+        return None
+    if not (isinstance(lr_drop, (tuple, list)) and len(lr_drop) == 2):
+        raise TypeError(f"lr_drop: expected None or (epoch, factor), e.g. (2500, 4), got {lr_drop!r}")
+    e, f = lr_drop
+    if isinstance(e, (bool, np.bool_)) or not isinstance(e, (int, np.integer)) or e < 1:
+        raise ValueError(f"lr_drop: the epoch must be an int >= 1, got {e!r}")
+    if isinstance(f, (bool, np.bool_)) or not isinstance(f, Real) or not (np.isfinite(f) and f > 0):
+        raise ValueError(f"lr_drop: the factor must be a finite number > 0, got {f!r}")
+    return int(e), float(f)
+
+
+def _snapshot_epochs(epochs_, total):
+    if epochs_ is None:
+        return ()
+    if isinstance(epochs_, (str, bytes)) or not hasattr(epochs_, "__iter__"):
+        raise TypeError(f"snapshot_epochs: expected a sequence of ints, got {epochs_!r}")
+    out = []
+    for e in epochs_:
+        if isinstance(e, (bool, np.bool_)) or not isinstance(e, (int, np.integer)) or not 0 <= e <= total:
+            raise ValueError(f"snapshot_epochs: expected ints in 0..epochs = 0..{total}, got {e!r}")
+        out.append(int(e))
+    return tuple(sorted(set(out)))
+
+
+def memory_estimate(n_con, seeds, *, n_test=PAPER["n_test"], n_predict=PAPER["n_batch"], itemsize=8):
+    """Bytes :func:`run_nt` needs at its peak (on the CPU; ``itemsize`` 8 for float64), estimated before any work.
+
+    The largest arrays are the attention arrays of one step, ``(S, B, N_con,
+    N_con)`` for ``B = max(n_test, n_predict)`` rows per seed (a training batch
+    or an evaluation), a few of them alive at once, and the ``(S, B, N_con, d)``
+    activations. The constants bound the peaks tracemalloc measures
+    (``tests/test_runs.py::test_memory_estimates_bound_the_measured_peaks``):
+    4.2 to 4.6 attention arrays' worth at N_con >= 128, more at small N_con,
+    where the ``N_con * d`` terms and a fixed part dominate.
+    """
+    seeds = seeds if isinstance(seeds, (int, np.integer)) else len(tuple(seeds))
+    rows = int(seeds) * max(int(n_test), int(n_predict))
+    return 5 * rows * n_con**2 * itemsize + 100 * rows * n_con * itemsize + 2 * 2**20
+
+
+def run_nt(task="N2T5", n_con=16, attention="expressive", *, seeds=16, epochs=200, eval_every=10,
+           n_test=PAPER["n_test"], n_g=PAPER["n_g"], lr=PAPER["lr"], momentum=PAPER["momentum"],
+           checkpoint=None, progress=None, grad="analytic", stop_after=None, layout=DEFAULT_LAYOUT,
+           init_scale=1.0, bias_init="zeros", beta=1.0, lr_drop=None, snapshot_epochs=None, snapshot_index=0,
+           device="cpu", max_memory=None, dtype="float64"):
+    """Train ``seeds`` runs of the NT model together and evaluate them.
+
+    Parameters
+    ----------
+    task : str, sequence or dict
+        One task, e.g. ``"N2T5"``, ``"N16T2"``, ``"N16T2-S"``, ``"N16T2-R"``
+        (:func:`refattn.training.tasks.nt.parse_task`; NT-R is Expressive's Eq. 9), or a
+        mixture (:func:`parse_mixture`): ``"N16T2+N16T2-S"`` is Fig. 6's 50/50
+        mixture. A mixture is evaluated task by task.
+    n_con : int
+        Context length N_con.
+    attention : str
+        A registered activation: ``"softmax"`` is Expressive's DPA (Eq. 1, beta = 1),
+        ``"expressive"`` its EA (Eq. 2).
+    seeds : int or sequence of int
+        ``16`` means seeds ``0..15``.
+    layout : str
+        Where the model's two bias vectors sit (:data:`refattn.training.models.nt.LAYOUTS`).
+        The default ``"b_Q+b_r"`` (query bias per position, readout bias) is
+        the candidate under which EA learns N2T5 faster than DPA;
+        ``"b_2+b_r"`` is the first inferred layout, under which expressive
+        attention is content-blind at N = 2 (``derivations/11-nt-model.md``,
+        sections 6-7).
+    init_scale, bias_init :
+        The initialisation (:class:`refattn.training.models.nt.NTModel`); Expressive
+        gives none. EA's lead over DPA on N2T5 grows as ``init_scale``
+        shrinks (derivation 11, section 7).
+    beta : float > 0
+        The score scale ``s_mk = beta Q_m . K_k`` of Expressive's Eq. 1 (and
+        of ``z`` in Eq. 2); the paper sets ``beta = 1`` and says it "tested
+        that the value of beta does not affect results" (derivation 15,
+        section 11.6, checks that against ``1/sqrt(N_con)``).
+    checkpoint : path, optional
+        Resume from / save to this ``.npz`` (:func:`refattn.training.train.train`).
+        Not with ``device="gpu"``.
+    stop_after : int, optional
+        Stop after this epoch index, as an interruption would (resume later
+        with the same arguments and ``checkpoint``).
+    lr_drop : (int, float), optional
+        ``(E, f)``: after ``E`` epochs the learning rate is divided by ``f``
+        (Expressive, Fig. 6: ``(2500, 4)``).
+    snapshot_epochs : sequence of int, optional
+        After these many epochs (0: the initial model) record the attention
+        weights ``A_mk`` of every seed for one fixed test context
+        (:func:`snapshot_context`; Expressive, Fig. 4, bottom).
+    snapshot_index : int
+        Which fixed context (:func:`snapshot_context`'s ``index``).
+    max_memory : float, optional
+        GiB the run may use; a run whose :func:`memory_estimate` is larger is
+        refused before any work (default: the memory available now).
+    dtype : {"float64", "float32"}
+        The parameters' and activations' precision. float32 halves the time
+        of a step on the CPU (``benchmarks/bench_nt.py``); the initial values
+        are float64's, rounded.
+    device : {"cpu", "gpu"}
+        ``"gpu"`` runs the same program on CuPy (:func:`array_module_for`):
+        the parameters are copied to the GPU once after initialisation (the
+        same initial values as on the CPU), the data are made on the host and
+        copied explicitly by the model, and everything returned is on the host.
+
+    Returns
+    -------
+    dict (JSON-able)
+        ``n_params``, per-seed ``epochs_to_100`` (``None`` if never reached),
+        ``final_accuracy``, the evaluation curve ``eval_epochs`` /
+        ``accuracy`` (seeds x evaluations; for a mixture the weighted mean
+        over its tasks), ``loss`` per epoch (mean over seeds),
+        ``seconds`` and ``seconds_per_epoch`` (all seeds, evaluations included),
+        ``eval_seconds`` and ``train_seconds_per_epoch`` (evaluations left
+        out); ``tasks`` and ``weights``;
+        for a mixture ``accuracy_by_task`` ({task: seeds x evaluations}) and
+        ``final_accuracy_by_task`` ({task: mean over seeds}); with
+        ``snapshot_epochs``, ``snapshots``: ``epochs``, ``context`` and
+        ``attention`` (snapshots x seeds x n_con x n_con).
+    """
+    epochs = check_int(epochs, "epochs", 1)
+    n_con = check_int(n_con, "n_con", 1)
+    if dtype not in ("float64", "float32"):
+        raise ValueError(f"dtype: expected 'float64' or 'float32', got {dtype!r}")
+    n_seeds = seeds if isinstance(seeds, (int, np.integer)) else len(tuple(seeds))
+    check_memory(memory_estimate(n_con, n_seeds, n_test=n_test, itemsize=np.dtype(dtype).itemsize),
+                 f"{n_seeds} seeds at context {n_con}", max_memory)  # before range(10**9) becomes a tuple
+    seeds = tuple(range(seeds)) if isinstance(seeds, (int, np.integer)) else tuple(int(s) for s in seeds)
+    if not seeds:
+        raise ValueError("seeds: expected at least one seed")
+    if not (isinstance(eval_every, (int, np.integer)) and eval_every >= 1):
+        raise ValueError(f"eval_every: expected a positive integer, got {eval_every!r}")
+    name, tasks, weights = parse_mixture(task)
+    mixture = len(tasks) > 1
+    variant, N, tau = parse_task(tasks[0])
+    lr_drop = _lr_drop(lr_drop)
+    snaps = _snapshot_epochs(snapshot_epochs, epochs)
+    xp = array_module_for(device)  # chosen once; every array of the run follows it
+    if device == "gpu" and checkpoint is not None:
+        raise ValueError("checkpoint: resuming is supported on device='cpu' only (the optimiser's saved "
+                         "buffers are host arrays); drop checkpoint or use device='cpu'")
+    check_checkpoint(checkpoint)  # an existing file must be a readable refattn checkpoint, before any work
+    model = NTModel(N, n_con, activation=attention, beta=beta, layout=layout, init_scale=init_scale,
+                    bias_init=bias_init)
+    params = {k: xp.asarray(v) for k, v in model.init_params(seeds, dtype=np.dtype(dtype)).items()}  # explicit copy
+    optimizer = SGD(params, lr=lr, momentum=momentum)
+    ctx = None
+    if snaps:
+        ctx = np.broadcast_to(snapshot_context(name, n_con, snapshot_index), (len(seeds), 1, n_con))  # (S, 1, n)
+
+    def snapshot(p):
+        return to_numpy(model.forward(p, ctx)["attention"][:, 0])  # (S, n, n), copied to the host
+
+    first_snapshot = snapshot(params) if 0 in snaps else None
+    eval_seconds = [0.0]  # wall time spent evaluating in this call
+
+    def on_epoch(epoch, p):
+        rec = {}
+        if (epoch + 1) % eval_every == 0 or epoch == epochs - 1:
+            t0 = time.perf_counter()
+            per_task = evaluate_tasks(model, p, name, seeds, epoch=epoch, n_test=n_test, n_g=n_g)
+            eval_seconds[0] += time.perf_counter() - t0
+            rec["accuracy"] = sum(w * per_task[t] for t, w in zip(tasks, weights))
+            if mixture:
+                rec["accuracy_by_task"] = per_task
+        if epoch + 1 in snaps:
+            rec["attention_snapshot"] = snapshot(p)
+        if lr_drop is not None and epoch + 1 == lr_drop[0]:
+            optimizer.lr = lr / lr_drop[1]  # saved with the optimiser's state: a resumed run keeps it
+        return rec
+
+    fingerprint = {"task": name, "n_con": n_con, "attention": attention, "seeds": list(seeds), "lr": lr,
+                   "momentum": momentum, "eval_every": eval_every, "n_test": n_test, "n_g": n_g, "grad": grad,
+                   "layout": layout, "init_scale": model.init_scale, "bias_init": bias_init}
+    if dtype != "float64":  # float64 runs keep the fingerprint they always had: their checkpoints resume
+        fingerprint["dtype"] = dtype
+    if mixture:
+        fingerprint["weights"] = list(weights)
+    if lr_drop is not None:
+        fingerprint["lr_drop"] = list(lr_drop)
+    if snaps:
+        fingerprint["snapshot"] = {"epochs": list(snaps), "index": int(snapshot_index)}
+    bar = Progress(epochs, enabled=progress, label=f"{name} {attention} {layout}")
+    out = train(model, params, optimizer, make_batches(name, n_con, seeds), epochs=epochs, grad=grad,
+                callbacks=[on_epoch], checkpoint=checkpoint, fingerprint=fingerprint, progress=bar,
+                stop_after=stop_after)
+    hist = out["history"]
+    evals = [h for h in hist if "accuracy" in h]
+    acc = np.array([h["accuracy"] for h in evals]).T if evals else np.zeros((len(seeds), 0))  # (S, n_eval)
+    eval_epochs = [h["epoch"] + 1 for h in evals]  # epochs completed at each evaluation
+    to100 = []
+    for row in acc:
+        hit = np.flatnonzero(row >= 1.0)
+        to100.append(int(eval_epochs[hit[0]]) if hit.size else None)
+    done = len(hist) - (0 if out["resumed_from"] is None else out["resumed_from"] + 1)
+    result = {
+        "task": name, "N": N, "tau": tau, "variant": variant, "n_con": n_con, "attention": attention,
+        "tasks": list(tasks), "weights": list(weights),
+        "seeds": list(seeds), "epochs": epochs, "eval_every": eval_every, "n_test": n_test, "n_g": n_g,
+        "lr": lr, "momentum": momentum, "lr_drop": None if lr_drop is None else list(lr_drop),
+        "layout": layout, "init_scale": model.init_scale, "bias_init": bias_init, "device": device, "dtype": dtype,
+        "n_params": model.n_params,
+        "epochs_to_100": to100,
+        "reached_100": int(sum(e is not None for e in to100)),
+        "median_epochs_to_100": (float(np.median([e for e in to100 if e is not None]))
+                                 if any(e is not None for e in to100) else None),
+        "final_accuracy": acc[:, -1].tolist() if acc.size else [],
+        "mean_final_accuracy": float(acc[:, -1].mean()) if acc.size else None,
+        "eval_epochs": eval_epochs,
+        "accuracy": acc.tolist(),
+        "loss": [float(np.mean(h["loss"])) for h in hist],
+        "final_loss": [float(v) for v in np.asarray(hist[-1]["loss"])] if hist else [],
+        "diverged": [not np.isfinite(v) for v in np.asarray(hist[-1]["loss"])] if hist else [],
+        "resumed_from": out["resumed_from"],
+        "seconds": out["seconds"],
+        "seconds_per_epoch": out["seconds"] / max(done, 1),
+        "eval_seconds": eval_seconds[0],
+        "train_seconds_per_epoch": (out["seconds"] - eval_seconds[0]) / max(done, 1),
+    }
+    if mixture:
+        by = {t: np.array([h["accuracy_by_task"][t] for h in evals]).T.tolist() for t in tasks}
+        result["accuracy_by_task"] = by
+        result["final_accuracy_by_task"] = {t: float(np.mean([row[-1] for row in by[t]])) if evals else None
+                                            for t in tasks}
+    if snaps:
+        got = {h["epoch"] + 1: h["attention_snapshot"] for h in hist if "attention_snapshot" in h}
+        if first_snapshot is not None:
+            got[0] = first_snapshot.tolist()
+        have = [e for e in snaps if e in got]
+        result["snapshots"] = {"epochs": have, "context": ctx[0, 0].tolist(),
+                               "attention": [got[e] for e in have]}
+    return result
+
+
+def batched_speedup(task="N2T5", n_con=16, attention="softmax", *, seeds=16, epochs=20):
+    """Wall time of ``seeds`` runs trained as one batched program vs one after another.
+
+    Both train the same seeds for the same epochs with :func:`run_nt` (no
+    evaluation but one greedy step at the end). The per-seed cost of each part
+    of an epoch, and why batching gains little here, is measured by
+    :func:`seed_scaling` (``derivations/15-nt-experiments.md``, section 6).
+    Measure with ``OMP_NUM_THREADS=1`` on an otherwise idle machine.
+
+    Returns
+    -------
+    dict
+        ``batched_s``, ``one_after_another_s`` and ``speedup`` (their ratio).
+    """
+    seeds = tuple(range(seeds)) if isinstance(seeds, (int, np.integer)) else tuple(seeds)
+    t0 = time.perf_counter()
+    run_nt(task, n_con, attention, seeds=seeds, epochs=epochs, eval_every=10 ** 9, n_test=1, n_g=1)
+    batched = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for s in seeds:
+        run_nt(task, n_con, attention, seeds=(s,), epochs=epochs, eval_every=10 ** 9, n_test=1, n_g=1)
+    serial = time.perf_counter() - t0
+    return {"task": task, "n_con": n_con, "attention": attention, "seeds": len(seeds), "epochs": epochs,
+            "batched_s": batched, "one_after_another_s": serial, "speedup": serial / batched}
+
+
+def seed_scaling(task="N2T5", n_con=16, attention="softmax", *, sizes=(1, 2, 4, 8, 16), epochs=10, repeats=3,
+                 layout=DEFAULT_LAYOUT, n_predict=PAPER["n_batch"]):
+    """Milliseconds per epoch of each part of a training epoch, for ``S`` seeds batched.
+
+    For each ``S`` in ``sizes``, ``epochs`` epochs are timed part by part:
+    drawing the batch (:func:`make_batches`, one series per seed), the
+    forward and hand-derived backward pass (:meth:`NTModel.loss_and_grad`)
+    and the SGD step; the median over ``repeats`` rounds is kept. If a part's
+    ``ms_per_seed`` stays flat as ``S`` grows, its cost is work proportional
+    to the seeds (array arithmetic) and batching cannot save anything there; if it
+    falls, a fixed per-call cost (Python, NumPy dispatch) is being shared.
+    The best batched speed-up is ``ms_per_seed(S=1) / ms_per_seed(S=max)``.
+    ``n_predict=1`` (one example per seed instead of 40) leaves almost only
+    the fixed cost of a call.
+
+    Returns
+    -------
+    dict
+        ``rows``: one per ``S`` with ``batches_ms``, ``loss_and_grad_ms``,
+        ``step_ms``, ``total_ms`` (per epoch, all seeds) and ``ms_per_seed``;
+        ``ideal_speedup``.
+    """
+    if not sizes or any(isinstance(S, (bool, np.bool_)) or not isinstance(S, (int, np.integer)) or S < 1
+                        for S in sizes):
+        raise ValueError(f"sizes: expected positive ints, got {sizes!r}")
+    _, tasks, _ = parse_mixture(task)
+    N = parse_task(tasks[0])[1]
+    rows = []
+    for S in sizes:
+        seeds = tuple(range(S))
+        model = NTModel(N, n_con, activation=attention, layout=layout)
+        init = model.init_params(seeds)
+        mk = make_batches(task, n_con, seeds, n_predict=n_predict)
+        rounds = []
+        for _ in range(repeats):  # every round trains the same epochs from the initial model
+            params = {k: v.copy() for k, v in init.items()}
+            opt = SGD(params, lr=PAPER["lr"], momentum=PAPER["momentum"])
+            t = np.zeros(3)
+            for e in range(epochs):
+                t0 = time.perf_counter()
+                batch = mk(e)[0]
+                t1 = time.perf_counter()
+                _, grads, _ = model.loss_and_grad(params, batch)
+                t2 = time.perf_counter()
+                opt.step(grads)
+                t3 = time.perf_counter()
+                t += (t1 - t0, t2 - t1, t3 - t2)
+            rounds.append(1000.0 * t / epochs)
+        b, lg, st = np.median(np.array(rounds), axis=0)
+        rows.append({"S": int(S), "batches_ms": float(b), "loss_and_grad_ms": float(lg), "step_ms": float(st),
+                     "total_ms": float(b + lg + st), "ms_per_seed": float((b + lg + st) / S)})
+    return {"task": task, "n_con": n_con, "attention": attention, "epochs": epochs, "repeats": repeats,
+            "n_predict": n_predict, "rows": rows, "ideal_speedup": rows[0]["ms_per_seed"] / rows[-1]["ms_per_seed"]}
+
+
+def profile_loss_and_grad(task="N2T5", n_con=16, attention="expressive", *, seeds=16, calls=200, top=12,
+                          layout=DEFAULT_LAYOUT):
+    """Where the time of :meth:`NTModel.loss_and_grad` goes, by :mod:`cProfile`.
+
+    One batch of :func:`make_batches` for ``seeds`` seeds, ``calls`` calls
+    under the profiler; the ``top`` functions by own time ("tottime": time in
+    the function itself, not in what it calls).
+
+    Returns
+    -------
+    dict
+        ``ms_per_call`` (under the profiler, which inflates it) and ``rows``:
+        ``function`` (file:line(name)), ``calls_per_call``, ``own_ms_per_call``
+        and ``share`` (of the total).
+    """
+    import cProfile  # noqa: PLC0415
+    import os  # noqa: PLC0415
+    import pstats  # noqa: PLC0415
+
+    seeds = tuple(range(seeds)) if isinstance(seeds, (int, np.integer)) else tuple(seeds)
+    N = parse_task(parse_mixture(task)[1][0])[1]
+    model = NTModel(N, n_con, activation=attention, layout=layout)
+    params = model.init_params(seeds)
+    batch = make_batches(task, n_con, seeds)(0)[0]
+    model.loss_and_grad(params, batch)  # warm up
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(calls):
+        model.loss_and_grad(params, batch)
+    prof.disable()
+    stats = pstats.Stats(prof)
+    total = stats.total_tt
+    rows = []
+    for (file, line, fn), (cc, nc, tt, ct, callers) in stats.stats.items():
+        where = f"{os.path.basename(file)}:{line}({fn})" if line else fn
+        rows.append({"function": where, "calls_per_call": nc / calls, "own_ms_per_call": 1000.0 * tt / calls,
+                     "share": tt / total})
+    rows.sort(key=lambda r: -r["share"])
+    return {"task": task, "n_con": n_con, "attention": attention, "seeds": len(seeds), "calls": calls,
+            "ms_per_call": 1000.0 * total / calls, "rows": rows[:top]}
+
+
+def format_seed_scaling(result):
+    """:func:`seed_scaling`'s rows as a Markdown table."""
+    lines = [f"{result['task']} N_con={result['n_con']} {result['attention']}, {result['n_predict']} examples "
+             f"per seed: ms per epoch (median of {result['repeats']} rounds of {result['epochs']} epochs)",
+             "| S | batches | loss_and_grad | SGD step | total | per seed |", "|---|---|---|---|---|---|"]
+    for r in result["rows"]:
+        lines.append(f"| {r['S']} | {r['batches_ms']:.2f} | {r['loss_and_grad_ms']:.2f} | {r['step_ms']:.2f} | "
+                     f"{r['total_ms']:.2f} | {r['ms_per_seed']:.3f} |")
+    lines.append(f"best batched speed-up (per-seed cost at S=1 / at S={result['rows'][-1]['S']}): "
+                 f"{result['ideal_speedup']:.2f}x")
+    return "\n".join(lines)
+
+
+def format_nt(result):
+    """``run_nt``'s result in a few lines."""
+    r = result
+    hit = [e for e in r["epochs_to_100"] if e is not None]
+    return "\n".join([
+        f"{r['task']} N_con={r['n_con']} attention={r['attention']} layout={r['layout']}: "
+        f"{r['n_params']} parameters, "
+        f"{len(r['seeds'])} seeds, {r['epochs']} epochs ({r['seconds']:.1f} s, "
+        f"{1000 * r['seconds_per_epoch']:.1f} ms per epoch for all seeds)",
+        f"  reached 100%: {r['reached_100']}/{len(r['seeds'])} seeds; epochs to 100%: {r['epochs_to_100']}",
+        f"  median epochs to 100% (of those that reached it): {np.median(hit) if hit else 'n/a'}",
+        f"  final accuracy: mean {r['mean_final_accuracy']:.4f}, per seed "
+        f"{[round(a, 3) for a in r['final_accuracy']]}",
+    ] + [f"  final accuracy on {t} (mean over seeds): {a:.4f}"
+         for t, a in r.get("final_accuracy_by_task", {}).items()])
+
+
+def compare_layouts(task="N2T5", n_con=16, layouts=CANDIDATE_LAYOUTS, attentions=("expressive", "softmax"),
+                    **run_options):
+    """:func:`run_nt` for every layout and attention, in that order (layouts outer).
+
+    Expressive's Fig. 4 claim (N2T5, N_con = 16, 802 parameters: EA converges
+    markedly faster than DPA) is tested under each placement of the two
+    bias vectors (``derivations/11-nt-model.md``, sections 6-7). The same
+    seeds, and so the same initial matrices, are used for every layout and
+    attention.
+
+    Parameters
+    ----------
+    task, n_con :
+        As :func:`run_nt`.
+    layouts : sequence of str
+        Names of :data:`refattn.training.models.nt.LAYOUTS`.
+    attentions : sequence of str
+        Activations; ``"expressive"`` (EA) and ``"softmax"`` (DPA) by default.
+    **run_options
+        Passed to :func:`run_nt` (``seeds``, ``epochs``, ``eval_every``, ``init_scale``, ...).
+
+    Returns
+    -------
+    list of dict
+        :func:`run_nt`'s results.
+    """
+    if isinstance(layouts, str) or isinstance(attentions, str):
+        raise TypeError("layouts, attentions: expected sequences of names, e.g. ('b_Q+b_r',), not a str")
+    return [run_nt(task, n_con, att, layout=layout, **run_options) for layout in layouts for att in attentions]
+
+
+def _label(attention):
+    return {"expressive": "EA", "softmax": "DPA"}.get(attention, attention)
+
+
+def format_layout_table(results):
+    """:func:`compare_layouts`'s results as a Markdown table, one row per run.
+
+    Columns: layout; attention; on an EA row at N = 2, which symbols its
+    weights can see (:func:`refattn.training.models.nt.ea_symbol_dependence`: "blind",
+    "key", "query" or "both"; DPA's always see them); seeds that reached 100 %; median epochs to 100 %
+    over those; mean final accuracy; epochs to 100 % per seed ("-": never);
+    and, on the DPA row of a layout run with both, on how many seeds EA
+    reached 100 % strictly earlier than DPA (a seed that never does counts as
+    later), with the number of ties.
+    """
+    lines = ["| layout | attention | EA weights see (N = 2) | reached 100 % | median epochs | "
+             "mean final accuracy | epochs to 100 % per seed | EA earlier than DPA |",
+             "|---|---|---|---|---|---|---|---|"]
+    by = {(r["layout"], r["attention"]): r for r in results}
+    for r in results:
+        sees = ""
+        if r["attention"] == "expressive" and r["N"] == 2:
+            dep = ea_symbol_dependence(r["layout"])
+            sees = {(False, False): "blind", (False, True): "key", (True, False): "query",
+                    (True, True): "both"}[(dep["query"], dep["key"])]
+        med = r["median_epochs_to_100"]
+        per_seed = " ".join("-" if e is None else str(e) for e in r["epochs_to_100"])
+        versus = ""
+        ea = by.get((r["layout"], "expressive"))
+        if r["attention"] == "softmax" and ea is not None and ea["seeds"] == r["seeds"]:
+            inf = float("inf")
+            pairs = [(inf if a is None else a, inf if b is None else b)
+                     for a, b in zip(ea["epochs_to_100"], r["epochs_to_100"])]
+            versus = (f"{sum(a < b for a, b in pairs)}/{len(pairs)} "
+                      f"(ties {sum(a == b for a, b in pairs)})")
+        lines.append(f"| {r['layout']} | {_label(r['attention'])} | {sees} | {r['reached_100']}/{len(r['seeds'])} | "
+                     f"{'-' if med is None else f'{med:g}'} | {r['mean_final_accuracy']:.3f} | {per_seed} | {versus} |")
+    return "\n".join(lines)

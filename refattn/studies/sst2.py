@@ -1,0 +1,783 @@
+r"""TanhMax on SST-2: dev accuracy (its Table 2) and the four sentences of its Figure 1.
+
+What this module does
+---------------------
+
+1. **Data.** Reads GLUE's SST-2 ``train.tsv`` and ``dev.tsv``
+   (:mod:`refattn.training.tasks.sst2`) from a folder found by :func:`resolve_data_dir`;
+   never downloads, never copies. The vocabulary is built from the training
+   split only, so a dev token never seen in training becomes ``<unk>``.
+2. **Model and training.** TanhMax's one-attention classifier
+   (:class:`refattn.training.models.polarity.PolarityClassifier`, score ``"self"``,
+   E = 30, H = 10, dropout 0.5) for each activation, all seeds as one batched
+   program through :func:`refattn.studies.polarity.train_classifier`
+   (so checkpoints and resume come from there). Training sentences longer
+   than ``max_len`` tokens are truncated (0.34 % of GLUE's training phrases
+   exceed 40) so that the padded batches stay small; dev sentences are never
+   truncated.
+3. **Table 2.** Dev accuracy per seed, its mean and standard deviation
+   (``ddof = 1``), beside TanhMax's SST numbers (softmax 0.834, TanhMax
+   0.872). ``derivations/14-sst2.md`` says why the two need not agree.
+4. **Figure 1.** TanhMax shows four sentences coloured by attention weight.
+   They are not in GLUE's dev or train split (checked; GLUE's labelled dev has
+   872 sentences, and the paper calls them "test instances"). So for each one
+   the closest dev sentence is chosen by an idf-weighted token overlap
+   (:func:`match_sentences`), and the paper's own text is shown as well (the
+   model can weigh any token sequence; tokens unseen in training are
+   ``<unk>``). :func:`render_sentences` draws the weights: red for positive,
+   blue for negative, darker for larger ``|w|``.
+
+The sign of a TanhMax weight
+----------------------------
+
+Negating ``W_q, b_q`` (every ``self`` score flips) and ``w_o`` gives a model
+that makes exactly the same predictions when the activation is odd
+(``phi(-s) = -phi(s)``: tanhmax, signexp, linear), with every weight negated
+(:meth:`refattn.training.models.polarity.PolarityClassifier.symmetric`;
+``derivations/12-score-dynamics-experiment.md``, section 4). Red and blue
+therefore mean nothing until one of the two twins is chosen. Here the twin is
+the one in which weights go with the label on the dev split:
+
+    c = sum_b (2 y_b - 1) * sum_i w_bi  >= 0                      (14.O1)
+
+(:func:`orient_weights`); a seed with ``c < 0`` is shown through its twin,
+whose weights are exactly ``-w``. For an activation that is not odd nothing
+is flipped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import re
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+import refattn
+
+from ..core.activations import ACTIVATIONS
+from ..core.activations import activation as _get_activation
+from ..training.models.polarity import SCORE_KINDS
+from ..training.tasks.sst2 import ENV_VAR, UNK_ID, Vocabulary, load_sst2, tokenize
+from ..core.backend import check_int
+from ..training.train import checkpoint_paths
+from .polarity import OPTIMISERS, train_classifier
+
+__all__ = [
+    "PAPER_TABLE2",
+    "PAPER_FIG1",
+    "DEFAULTS",
+    "sibling_data_dir",
+    "resolve_data_dir",
+    "sst_tokenize",
+    "idf_weights",
+    "overlap_similarity",
+    "match_sentences",
+    "is_odd",
+    "orient_weights",
+    "weight_colour",
+    "render_sentences",
+    "render_figure1",
+    "run_sst2",
+    "format_sst2",
+]
+
+#: TanhMax, Table 2, column "SST" (test-set accuracy of its text classifier).
+PAPER_TABLE2 = {"softmax": 0.834, "tanhmax": 0.872}
+
+#: TanhMax, Figure 1, top to bottom. ``role`` follows the paper's body text
+#: (the third row is the one "with semantic inflection", the fourth the
+#: "narrative" one; the caption lists these two the other way round, and the
+#: figure labels both "Neutral"). ``text`` is the sentence as printed in the
+#: Softmax column (the TanhMax column prints "manely" for "inanely", an OCR slip).
+PAPER_FIG1 = tuple({"role": role, "figure_label": label, "text": text} for role, label, text in (
+    ("positive", "Positive",
+     "A fine documentary extends a warm invitation into an unfamiliar world and allows "
+     "implications of the journey to sink in unobtrusively."),
+    ("negative", "Negative",
+     "A dreary incoherent self indulgent mess of a movie in which a bunch of pompous "
+     "windbags drone on inanely for two hours."),
+    ("semantic inflection", "Neutral",
+     "Those who love Cinema Paradiso will find the new scenes interesting, but others "
+     "will find the movie disappointing."),
+    ("neutral narrative", "Neutral",
+     "A solid piece of journalistic work that draws a picture of a man for whom political "
+     "expedience became a deadly foreign policy."),
+))
+
+#: The default run (``refattn sst2``): well under a minute of training on a
+#: 2-core CPU. One epoch: GLUE's training phrases are overlapping pieces of
+#: ~8.5k sentences, and dev accuracy falls after the first epoch (measured,
+#: mean of 3 seeds, lr 1e-3: softmax 0.813 / 0.804 / 0.792 after epochs 1 / 2 / 3,
+#: tanhmax 0.809 / 0.803 / 0.791; derivations/14-sst2.md, section 4).
+DEFAULTS = {"activations": ("softmax", "tanhmax"), "seeds": 3, "score": "self", "epochs": 1,
+            "batch_size": 100, "optimizer": "adam", "lr": 1e-3, "dropout": 0.5, "max_len": 40,
+            "min_count": 1}
+
+_FIGURE_NAME = "sst2_fig1.png"
+
+
+# --------------------------------------------------------------------------
+# Where the data is
+# --------------------------------------------------------------------------
+
+
+def sibling_data_dir():
+    """``<parent of the repository>/shared/data/sst2``, resolved from the package location.
+
+    The project's data lives beside the repository, never in it
+    (``Path(refattn.__file__).resolve().parents[2] / "shared" / "data" / "sst2"``).
+    It may not exist; :func:`resolve_data_dir` checks.
+    """
+    return Path(refattn.__file__).resolve().parents[2] / "shared" / "data" / "sst2"
+
+
+def resolve_data_dir(path=None):
+    """The SST-2 folder: ``path``, else ``$REFATTN_SST2``, else :func:`sibling_data_dir`.
+
+    Nothing is downloaded. The folder must hold ``train.tsv`` and ``dev.tsv``.
+
+    Parameters
+    ----------
+    path : str or os.PathLike, optional
+        The folder (the command line's ``--data``).
+
+    Returns
+    -------
+    pathlib.Path
+
+    Raises
+    ------
+    FileNotFoundError
+        When no folder is found, or the one named lacks ``train.tsv`` or
+        ``dev.tsv``; the message says how to name one (``--data`` or
+        ``$REFATTN_SST2``).
+    TypeError
+        When ``path`` is neither None, a str nor a path.
+    """
+    if path is not None:
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"data: expected a folder path (str or os.PathLike), got {type(path).__name__}")
+        folder, source = Path(path).expanduser(), "data (--data)"
+    elif os.environ.get(ENV_VAR):
+        folder, source = Path(os.environ[ENV_VAR]).expanduser(), f"${ENV_VAR}"
+    else:
+        folder, source = sibling_data_dir(), "the default location"
+        if not folder.is_dir():
+            raise FileNotFoundError(f"data: no SST-2 folder found; pass --data DIR (or data=DIR) or set "
+                                    f"${ENV_VAR} to the folder holding GLUE's train.tsv and dev.tsv "
+                                    f"(looked in {str(folder)!r}; nothing is downloaded)")
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{source}: {str(folder)!r} is not a folder; pass --data DIR or set "
+                                f"${ENV_VAR} to the folder holding SST-2's train.tsv and dev.tsv")
+    missing = [f for f in ("train.tsv", "dev.tsv") if not (folder / f).is_file()]
+    if missing:
+        raise FileNotFoundError(f"{source}: {str(folder)!r} has no {' or '.join(missing)}; pass --data DIR "
+                                f"or set ${ENV_VAR} to the folder holding SST-2's train.tsv and dev.tsv")
+    return folder
+
+
+# --------------------------------------------------------------------------
+# Matching the paper's sentences to dev sentences
+# --------------------------------------------------------------------------
+
+# a word stem before "n't", "n't" itself, a clitic ('s, 've, ...), a word
+# (hyphens inside kept), or one punctuation mark
+_TOKEN = re.compile(r"\w+(?=n't\b)|n't\b|'\w+|\w+(?:-\w+)*|[^\w\s]")
+
+
+def sst_tokenize(text):
+    """Tokenise raw English text the way GLUE's SST-2 is tokenised.
+
+    Lower-case; split off punctuation marks and clitics (``"don't"`` ->
+    ``do n't``, ``"film's"`` -> ``film 's``); keep hyphenated words whole.
+    Used for the paper's Figure 1 sentences, which are printed as ordinary
+    text. No maths, no derivation.
+
+    Parameters
+    ----------
+    text : str
+
+    Returns
+    -------
+    list of str
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"text: expected a str, got {type(text).__name__}")
+    return _TOKEN.findall(text.lower())
+
+
+def idf_weights(sentences):
+    """Inverse document frequency of every token: ``idf(t) = log((N + 1) / (df(t) + 1))``.
+
+    ``N`` is the number of sentences, ``df(t)`` the number containing ``t``
+    (smoothed by one, so an unseen token gets ``log(N + 1)``, the largest
+    weight). Frequent words (``a``, ``the``, ``.``) get weights near 0, so
+    they barely count in :func:`overlap_similarity`.
+
+    Parameters
+    ----------
+    sentences : sequence of str
+        Tokenised sentences (split on white space).
+
+    Returns
+    -------
+    callable
+        ``idf(token) -> float``.
+    """
+    if isinstance(sentences, str):
+        raise TypeError("sentences: expected a sequence of sentences, got a single str")
+    sentences = list(sentences)
+    df = Counter(t for s in sentences for t in set(tokenize(s)))
+    n = len(sentences)
+
+    def idf(token):
+        return math.log((n + 1) / (df.get(token, 0) + 1))
+
+    return idf
+
+
+def overlap_similarity(a, b, weight):
+    """Weighted Dice overlap of two token sets: ``2 w(A & B) / (w(A) + w(B))``.
+
+    ``w(X) = sum of weight(t) over the distinct tokens t of X``. It lies in
+    ``[0, 1]``; it is 1 when the two sets are equal (and not weightless) and
+    0 when they share no weighted token; 0 when both are weightless.
+
+    Parameters
+    ----------
+    a, b : sequence of str
+        Tokens.
+    weight : callable
+        ``token -> float >= 0`` (e.g. :func:`idf_weights`).
+
+    Returns
+    -------
+    float
+    """
+    A, B = set(a), set(b)
+    # math.fsum is correctly rounded, so the sums do not depend on the sets' (hash) order
+    wa, wb = math.fsum(weight(t) for t in A), math.fsum(weight(t) for t in B)
+    if wa + wb <= 0.0:
+        return 0.0
+    return 2.0 * math.fsum(weight(t) for t in A & B) / (wa + wb)
+
+
+def match_sentences(targets, candidates, weight):
+    """For every target, the candidate with the largest :func:`overlap_similarity`.
+
+    Ties go to the earliest candidate. A candidate equal to the target token
+    for token is reported as ``exact``.
+
+    Parameters
+    ----------
+    targets : sequence of list of str
+        Tokenised targets (the paper's sentences).
+    candidates : sequence of str
+        The sentences to choose from (white-space tokenised).
+    weight : callable
+        Token weights, as for :func:`overlap_similarity`.
+
+    Returns
+    -------
+    list of dict
+        ``index`` (into ``candidates``), ``similarity``, ``exact``.
+    """
+    candidates = list(candidates)
+    if not candidates:
+        raise ValueError("candidates: expected at least one sentence to match against")
+    sets = [tokenize(c) for c in candidates]
+    out = []
+    for target in targets:
+        sims = [overlap_similarity(target, c, weight) for c in sets]
+        best = int(np.argmax(sims))
+        out.append({"index": best, "similarity": float(sims[best]), "exact": sets[best] == list(target)})
+    return out
+
+
+# --------------------------------------------------------------------------
+# The sign of the weights
+# --------------------------------------------------------------------------
+
+
+def is_odd(name):
+    """Whether activation ``name`` is odd, ``phi(-s) = -phi(s)``, tested on a fixed vector.
+
+    True for tanhmax (sinh / cosh), signexp (sign e^|s| / e^|s|) and linear
+    (s / n); only then does the sign symmetry (14.O1) of the module docstring
+    hold.
+    """
+    s = np.array([-1.5, -0.3, 0.7, 2.1, 0.2])  # no zero, no symmetric pair
+    act = _get_activation(name)
+    return bool(np.allclose(act.forward(-s), -act.forward(s), rtol=1e-12, atol=1e-15))
+
+
+def orient_weights(name, w, labels):
+    """Choose the sign-symmetric twin in which weights go with the label, Eq. (14.O1).
+
+    ``c_k = sum_b (2 y_b - 1) sum_i w_kbi`` for every seed ``k``; where the
+    activation is odd and ``c_k < 0`` the seed's weights are replaced by
+    ``-w`` (those of ``model.symmetric(params)``, which predicts the same).
+
+    Parameters
+    ----------
+    name : str
+        The activation.
+    w : ndarray, shape (S, B, L)
+        Attention weights (zero at padding).
+    labels : ndarray, shape (B,)
+        0 or 1.
+
+    Returns
+    -------
+    sign : ndarray of float, shape (S,)
+        +1 or -1: multiply seed ``k``'s weights by ``sign[k]``.
+    c : ndarray, shape (S,)
+        The statistic of (14.O1) before orientation.
+    """
+    w = np.asarray(w, dtype=float)
+    y = 2.0 * np.asarray(labels, dtype=float) - 1.0  # (B,)
+    if w.ndim != 3 or y.shape != (w.shape[1],):
+        raise ValueError(f"w, labels: expected shapes (S, B, L) and (B,), got {w.shape} and {y.shape}")
+    c = w.sum(axis=2) @ y  # (S,)
+    sign = np.where((c < 0) & is_odd(name), -1.0, 1.0)
+    return sign, c
+
+
+# --------------------------------------------------------------------------
+# Drawing coloured sentences
+# --------------------------------------------------------------------------
+
+
+def weight_colour(w, scale):
+    """RGB background of a word with weight ``w``: white at 0, red for ``w > 0``, blue for ``w < 0``.
+
+    With ``t = min(|w| / scale, 1)`` the colour is ``(1, 1 - t, 1 - t)`` for
+    positive and ``(1 - t, 1 - t, 1)`` for negative weights: the depth of
+    colour is proportional to ``|w|`` up to ``scale`` (TanhMax, Figure 1:
+    "darkness proportional to the absolute value").
+
+    Parameters
+    ----------
+    w : float
+        Finite weight.
+    scale : float
+        Positive finite ``|w|`` that gets the full colour.
+
+    Returns
+    -------
+    tuple of 3 floats in [0, 1]
+    """
+    if not (np.isfinite(w) and np.isfinite(scale) and scale > 0):
+        raise ValueError(f"w, scale: expected a finite weight and a positive finite scale, got {w!r}, {scale!r}")
+    t = min(abs(float(w)) / float(scale), 1.0)
+    return (1.0, 1.0 - t, 1.0 - t) if w > 0 else (1.0 - t, 1.0 - t, 1.0)
+
+
+def _check_rows(sentences, weights, row_labels):
+    """Token lists and float weight arrays, checked against each other."""
+    if isinstance(sentences, str):
+        raise TypeError("sentences: expected a sequence of sentences, got a single str")
+    rows = [s.split() if isinstance(s, str) else list(s) for s in sentences]
+    weights = list(weights)
+    if not rows:
+        raise ValueError("sentences: expected at least one sentence")
+    if len(weights) != len(rows):
+        raise ValueError(f"weights: expected one array per sentence ({len(rows)}), got {len(weights)}")
+    arrays = []
+    for i, (toks, w) in enumerate(zip(rows, weights)):
+        w = np.asarray(w, dtype=float)
+        if w.shape != (len(toks),):
+            raise ValueError(f"weights[{i}]: expected shape ({len(toks)},) to match sentence {i}'s tokens, "
+                             f"got {w.shape}")
+        if not np.all(np.isfinite(w)):
+            raise ValueError(f"weights[{i}]: expected finite weights")
+        arrays.append(w)
+    if row_labels is not None and len(row_labels) != len(rows):
+        raise ValueError(f"row_labels: expected one label per sentence ({len(rows)}), got {len(row_labels)}")
+    return rows, arrays
+
+
+def render_sentences(sentences, weights, path, title=None, *, row_labels=None, scale=None, width=96,
+                     fontsize=10):
+    """Draw sentences word by word on backgrounds coloured by weight; save a PNG.
+
+    Each row is one sentence (with its label above it, if given), wrapped at
+    ``width`` characters; every word sits on a box of colour
+    :func:`weight_colour` (red positive, blue negative, white 0). A
+    monospaced font makes the layout a matter of counting characters. This
+    is TanhMax's Figure 1 format; its derivation is ``derivations/14-sst2.md``,
+    section 5.
+
+    Parameters
+    ----------
+    sentences : sequence of str or of list of str
+        A str is split on white space.
+    weights : sequence of array_like
+        One 1-D array per sentence, one finite weight per token.
+    path : str or os.PathLike
+        The PNG to write (its folder is created).
+    title : str, optional
+        May span several lines (``"\n"``).
+    row_labels : sequence of str, optional
+        A line of text above each sentence.
+    scale : float or sequence of float, optional
+        The ``|w|`` drawn at full colour, for all rows or one per row; None:
+        the largest ``|w|`` over all rows (1 if every weight is 0), so colours
+        compare across rows.
+    width : int
+        Characters per line before a sentence wraps (>= 20).
+    fontsize : float
+
+    Returns
+    -------
+    str
+        The path written.
+    """
+    from matplotlib.figure import Figure  # noqa: PLC0415  (matplotlib only when drawing)
+
+    rows, arrays = _check_rows(sentences, weights, row_labels)
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path: expected a file path, got {type(path).__name__}")
+    width = check_int(width, "width", 20)
+    if scale is None:
+        scale = max(float(np.max(np.abs(w), initial=0.0)) for w in arrays) or 1.0
+    try:
+        scales = np.asarray(scale, dtype=float)
+    except (TypeError, ValueError):
+        scales = np.full(1, np.nan)  # reported below
+    if scales.shape not in ((), (len(rows),)) or not np.all(np.isfinite(scales) & (scales > 0)):
+        raise ValueError(f"scale: expected None, a positive finite number or one per sentence ({len(rows)}), "
+                         f"got {scale!r}")
+    scales = np.broadcast_to(scales, (len(rows),))
+    # lay out in character cells: word j of a row starts where word j - 1 ended plus a space
+    placed, line = [], 0  # (line, column, text, weight or None, scale)
+    if title:
+        line += title.count("\n") + 1.5
+    for r, (toks, w) in enumerate(zip(rows, arrays)):
+        if row_labels is not None:
+            placed.append((line, 0, row_labels[r], None, None))
+            line += 1
+        col = 0
+        for tok, wt in zip(toks, w):
+            if col and col + len(tok) > width:
+                line, col = line + 1, 0
+            placed.append((line, col, tok, wt, scales[r]))
+            col += len(tok) + 1
+        line += 1.6
+    char_pt = 0.6 * fontsize  # advance of one monospaced character, in points
+    line_pt = 2.0 * fontsize
+    fig = Figure(figsize=((width + 2) * char_pt / 72, (line + 0.5) * line_pt / 72))
+    ax = fig.add_axes((0, 0, 1, 1))
+    ax.set_xlim(-1, width + 1)
+    ax.set_ylim(line + 0.5, -0.5)
+    ax.axis("off")
+    if title:
+        ax.text(-0.5, -0.4, title, fontsize=fontsize + 1, fontweight="bold", va="top", family="monospace",
+                linespacing=1.6)
+    for ln, col, text, wt, sc in placed:
+        if wt is None:
+            ax.text(col, ln, text, fontsize=fontsize - 1, color="0.35", va="center", family="monospace")
+            continue
+        face = weight_colour(wt, sc)
+        dark = min(abs(wt) / sc, 1.0) > 0.6
+        ax.text(col, ln, text, fontsize=fontsize, va="center", family="monospace",
+                color="white" if dark else "black",
+                bbox={"boxstyle": "square,pad=0.15", "facecolor": face, "edgecolor": "none"})
+    folder = os.path.dirname(os.path.abspath(os.fspath(path)))
+    os.makedirs(folder, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    return os.fspath(path)
+
+
+def render_figure1(result, path):
+    """Draw the Figure 1 part of a :func:`run_sst2` result with :func:`render_sentences`.
+
+    Rows: for each of TanhMax's four sentences, the closest dev sentence and
+    then the paper's own text, each under every activation (weights of
+    ``result["figure1"]["seed"]``, oriented by (14.O1)). Each activation has its own colour scale,
+    its largest ``|w|`` in the figure (softmax weights of a 20-token sentence
+    are near 1/20, TanhMax's need not be). Returns the path written.
+    """
+    fig1 = result["figure1"]
+    acts = list(result["activations"])
+    # one colour scale per activation (as the paper's two columns): its largest |w| in the figure
+    top = {a: max((abs(w) for item in fig1["sentences"] for src in ("matched", "paper")
+                   for w in item["activations"][a][src]["weights"]), default=0.0) or 1.0 for a in acts}
+    sentences, weights, labels, scales = [], [], [], []
+    for k, item in enumerate(fig1["sentences"]):
+        for source, what in (("matched", f"closest dev sentence (label {item['match']['label']}, "
+                                         f"similarity {item['match']['similarity']:.2f})"),
+                             ("paper", "TanhMax's text")):
+            for act in acts:
+                per = item["activations"][act][source]
+                sentences.append(item[source]["tokens"])
+                weights.append(per["weights"])
+                scales.append(top[act])
+                labels.append(f"{k + 1}. {item['role']} - {what} - {act}: P(positive) = {per['prob']:.2f}")
+    title = (f"SST-2, TanhMax Fig. 1: attention weights, red > 0, blue < 0 (seed {fig1['seed']})\n"
+             "full colour at |w| = " + ", ".join(f"{a} {top[a]:.2g}" for a in acts))
+    return render_sentences(sentences, weights, path, title, row_labels=labels, scale=scales)
+
+
+# --------------------------------------------------------------------------
+# The experiment
+# --------------------------------------------------------------------------
+
+
+def _nonempty(sentences, labels):
+    """Drop sentences with no token (an all-padding attention row has no normaliser)."""
+    keep = np.array([bool(s.split()) for s in sentences], dtype=bool)
+    return [s for s, k in zip(sentences, keep) if k], labels[keep], int((~keep).sum())
+
+
+
+def _fingerprint(ids, labels):
+    """A short hash of the encoded training data, so a checkpoint never resumes on other data."""
+    h = hashlib.sha256(np.ascontiguousarray(ids).tobytes())
+    h.update(np.ascontiguousarray(labels).tobytes())
+    return h.hexdigest()[:16]
+
+
+def _check_settings(activations, seeds, score, optimizer, lr, dropout):
+    if isinstance(activations, str):
+        activations = (activations,)
+    activations = tuple(activations)
+    if not activations:
+        raise ValueError("activations: expected at least one activation name")
+    for a in activations:
+        if a not in ACTIVATIONS:
+            raise ValueError(f"activations: expected names from {ACTIVATIONS}, got {a!r}")
+    if isinstance(seeds, (int, np.integer)):  # a count (a bool is rejected by _int)
+        seeds = tuple(range(check_int(seeds, "seeds", 1)))
+    else:
+        seeds = tuple(check_int(s, "seeds[i]", 0) for s in seeds)
+        if not seeds:
+            raise ValueError("seeds: expected a positive count or a non-empty sequence of seeds")
+    if score not in SCORE_KINDS:
+        raise ValueError(f"score: expected one of {SCORE_KINDS}, got {score!r}")
+    if optimizer not in OPTIMISERS:
+        raise ValueError(f"optimizer: expected one of {tuple(OPTIMISERS)}, got {optimizer!r}")
+    if isinstance(lr, bool) or not isinstance(lr, (int, float, np.floating)) or not (np.isfinite(lr) and lr > 0):
+        raise ValueError(f"lr: expected a positive finite number, got {lr!r}")
+    if isinstance(dropout, bool) or not isinstance(dropout, (int, float, np.floating)) or not 0 <= dropout < 1:
+        raise ValueError(f"dropout: expected a number in [0, 1), got {dropout!r}")
+    return activations, seeds
+
+
+def _weigh(model, params, vocab, token_lists):
+    """Weights ``(S, n, L)`` (zero at padding), P(positive) ``(S, n)`` and the mask ``(n, L)`` of tokenised sentences."""
+    ids, mask = vocab.encode([" ".join(t) for t in token_lists])
+    S = next(iter(params.values())).shape[0]
+    f = model.forward(params, {"tokens": np.broadcast_to(ids.astype(np.int64), (S,) + ids.shape),
+                               "mask": np.broadcast_to(mask, (S,) + mask.shape)})
+    return np.where(mask, f["w"], 0.0), f["prob"], mask
+
+
+def run_sst2(data=None, *, activations=DEFAULTS["activations"], seeds=DEFAULTS["seeds"], score=DEFAULTS["score"],
+             epochs=DEFAULTS["epochs"], batch_size=DEFAULTS["batch_size"], optimizer=DEFAULTS["optimizer"],
+             lr=DEFAULTS["lr"], dropout=DEFAULTS["dropout"], max_len=DEFAULTS["max_len"],
+             min_count=DEFAULTS["min_count"], train_limit=None, figure_seed=None, checkpoint_dir=None, out=None,
+             progress=None, on_result=None):
+    """Train TanhMax's classifier on SST-2 per activation; dev accuracy and Figure 1's weights.
+
+    Steps (``derivations/14-sst2.md``): read both splits (:func:`resolve_data_dir`);
+    build the vocabulary from train; encode train (truncated to ``max_len``)
+    and dev (full length); for every activation train all seeds in one batched
+    program (:func:`refattn.studies.polarity.train_classifier`; the model
+    is TanhMax section 5.1's, Eqs. 1-3 with the BCE loss); evaluate dev
+    accuracy (prediction ``logit > 0``); match TanhMax's Figure 1 sentences
+    to dev (:func:`match_sentences`) and record one seed's weights
+    (``figure_seed``), oriented by (14.O1), on both the match and the paper's
+    own text.
+
+    Parameters
+    ----------
+    data : str or os.PathLike, optional
+        The SST-2 folder (see :func:`resolve_data_dir`).
+    activations : sequence of str
+        Registered activations (default softmax and tanhmax, the two of Table 2).
+    seeds : int or sequence of int
+        A count (seeds ``0 .. seeds - 1``) or the seeds themselves.
+    score, epochs, batch_size, optimizer, lr, dropout
+        As for :func:`refattn.studies.polarity.train_classifier`.
+    max_len : int or None
+        Truncate training sentences to this many tokens (None: keep all).
+    min_count : int
+        Keep training tokens seen at least this often; rarer ones become ``<unk>``.
+    train_limit : int, optional
+        Train on a random subset of this many training sentences
+        (``numpy.random.default_rng(0)``, kept in file order), for quick runs.
+    figure_seed : int, optional
+        The seed (one of ``seeds``) whose weights Figure 1 shows; None: the first.
+    checkpoint_dir : str or os.PathLike, optional
+        Write ``sst2_<activation>.npz`` there after each epoch and resume from it.
+    out : str or os.PathLike, optional
+        Folder to write ``sst2_fig1.png`` into (:func:`render_figure1`).
+    progress : bool, optional
+        Progress bar (default: only on a terminal).
+    on_result : callable, optional
+        Called as ``on_result(activation, result)`` as each activation finishes
+        (the command line writes it to disk, so a later failure loses nothing).
+
+    Returns
+    -------
+    dict (JSON-able)
+        ``settings``, ``data`` (path, sizes, vocabulary size, truncation and
+        ``<unk>`` counts), ``activations`` (per activation: ``per_seed`` dev
+        accuracy and final training loss, ``dev_accuracy_mean``,
+        ``dev_accuracy_std`` (ddof 1; None for one seed), ``paper_table2``,
+        ``orientation``, ``dev_negative_weight_fraction`` (per seed, after
+        orientation: the fraction of dev tokens whose weight is negative),
+        ``train_seconds``, ``resumed_from``), ``figure1``,
+        ``paper`` and ``seconds`` (wall time of the whole call); ``figure``
+        when ``out`` is given.
+    """
+    t_start = time.perf_counter()
+    activations, seeds = _check_settings(activations, seeds, score, optimizer, lr, dropout)
+    epochs = check_int(epochs, "epochs", 1)
+    batch_size = check_int(batch_size, "batch_size", 1)
+    min_count = check_int(min_count, "min_count", 1)
+    if max_len is not None:
+        max_len = check_int(max_len, "max_len", 1)
+    if train_limit is not None:
+        train_limit = check_int(train_limit, "train_limit", 1)
+    if figure_seed is None:
+        figure_seed = seeds[0]
+    if figure_seed not in seeds:
+        raise ValueError(f"figure_seed: expected one of the seeds {list(seeds)}, got {figure_seed!r}")
+    fk = seeds.index(figure_seed)
+    checkpoints = checkpoint_paths(checkpoint_dir, "sst2", activations)  # checked before any work
+    folder = resolve_data_dir(data)
+    tr_text, tr_y = load_sst2(folder, "train")
+    dev_text, dev_y = load_sst2(folder, "dev")
+    tr_text, tr_y, tr_empty = _nonempty(tr_text, tr_y)
+    dev_text, dev_y, dev_empty = _nonempty(dev_text, dev_y)
+    if train_limit is not None and train_limit < len(tr_text):
+        pick = np.sort(np.random.default_rng(0).choice(len(tr_text), train_limit, replace=False))
+        tr_text, tr_y = [tr_text[i] for i in pick], tr_y[pick]
+    if not tr_text or not dev_text:
+        raise ValueError(f"data: {str(folder)!r} has no non-empty sentence in "
+                         f"{'train.tsv' if not tr_text else 'dev.tsv'}")
+
+    vocab = Vocabulary.build(tr_text, min_count=min_count)
+    tr_len = np.array([len(s.split()) for s in tr_text])
+    tr_ids, tr_mask = vocab.encode(tr_text, max_len=max_len)  # (n, L) truncated
+    dev_ids, dev_mask = vocab.encode(dev_text)  # (m, L_dev) full length
+    S = len(seeds)
+    dev_tok = np.broadcast_to(dev_ids.astype(np.int64), (S,) + dev_ids.shape)  # (S, m, L_dev)
+    dev_msk = np.broadcast_to(dev_mask, (S,) + dev_mask.shape)
+    data_info = {
+        "path": str(folder), "train": len(tr_text), "dev": len(dev_text),
+        "train_positive_fraction": float(tr_y.mean()), "dev_positive_fraction": float(dev_y.mean()),
+        "dropped_empty": {"train": tr_empty, "dev": dev_empty}, "vocab_size": len(vocab),
+        "train_truncated": int(np.sum(tr_len > (max_len or tr_len.max()))),
+        "train_padded_length": int(tr_ids.shape[1]), "dev_padded_length": int(dev_ids.shape[1]),
+        "dev_unk_tokens": int(np.sum((dev_ids == UNK_ID) & dev_mask)),
+        "dev_tokens": int(dev_mask.sum()),
+    }
+
+    # Figure 1: the paper's sentences, and the closest dev sentence to each (idf from train)
+    paper_tokens = [sst_tokenize(p["text"]) for p in PAPER_FIG1]
+    matches = match_sentences(paper_tokens, dev_text, idf_weights(tr_text))
+    fig_items = []
+    for p, toks, m in zip(PAPER_FIG1, paper_tokens, matches):
+        fig_items.append({
+            "role": p["role"], "figure_label": p["figure_label"], "paper_text": p["text"],
+            "paper": {"tokens": toks, "unknown": [t for t in toks if vocab.id(t) == UNK_ID]},
+            "matched": {"tokens": dev_text[m["index"]].split()},
+            "match": {"dev_index": m["index"], "text": dev_text[m["index"]], "label": int(dev_y[m["index"]]),
+                      "similarity": m["similarity"], "exact": m["exact"]},
+            "activations": {},
+        })
+
+    results = {}
+    for act in activations:
+        ck = checkpoints[act]
+        model, params, trained = train_classifier(
+            tr_ids, tr_y, len(vocab), act, seeds=seeds, mask=tr_mask, score=score, epochs=epochs,
+            batch_size=batch_size, optimizer=optimizer, lr=lr, dropout=dropout, checkpoint=ck,
+            progress=progress, fingerprint_extra={"task": "sst2", "data": _fingerprint(tr_ids, tr_y),
+                                                  "vocab": len(vocab), "max_len": max_len})
+        fwd = model.forward(params, {"tokens": dev_tok, "mask": dev_msk})
+        acc = np.mean((fwd["logit"] > 0) == (dev_y[None] == 1), axis=1)  # (S,)
+        w_dev = np.where(dev_msk, fwd["w"], 0.0)  # (S, m, L_dev)
+        sign, c = orient_weights(act, w_dev, dev_y)
+        negative = np.sum((sign[:, None, None] * w_dev < 0) & dev_msk, axis=(1, 2)) / dev_mask.sum()  # (S,)
+        last = trained["history"][-1]["loss"] if trained["history"] else [None] * S
+        results[act] = {
+            "per_seed": [{"seed": s, "dev_accuracy": float(acc[k]), "final_train_loss": last[k]}
+                         for k, s in enumerate(seeds)],
+            "dev_accuracy_mean": float(acc.mean()),
+            "dev_accuracy_std": float(np.std(acc, ddof=1)) if S > 1 else None,
+            "paper_table2": PAPER_TABLE2.get(act),
+            "orientation": {"odd": is_odd(act), "statistic": c.tolist(), "flipped": (sign < 0).tolist()},
+            "dev_negative_weight_fraction": negative.tolist(),
+            "train_seconds": trained["seconds"], "resumed_from": trained["resumed_from"],
+        }
+        for source in ("matched", "paper"):
+            w, prob, mask = _weigh(model, params, vocab, [item[source]["tokens"] for item in fig_items])
+            for i, item in enumerate(fig_items):
+                item["activations"].setdefault(act, {})[source] = {
+                    "weights": (sign[fk] * w[fk, i, mask[i]]).tolist(), "prob": float(prob[fk, i])}
+        if on_result is not None:
+            on_result(act, results[act])
+
+    result = {
+        "settings": {"activations": list(activations), "seeds": list(seeds), "score": score, "epochs": epochs,
+                     "batch_size": batch_size, "optimizer": optimizer, "lr": lr, "dropout": dropout,
+                     "max_len": max_len, "min_count": min_count, "train_limit": train_limit,
+                     "model": "TanhMax section 5.1: E = 30, H = 10, self score / 3, dropout, sigmoid + BCE"},
+        "data": data_info,
+        "activations": results,
+        "figure1": {"seed": figure_seed, "match_by": "idf-weighted Dice overlap of token sets, idf from train",
+                    "sentences": fig_items},
+        "paper": {"table2": PAPER_TABLE2,
+                  "note": "TanhMax Table 2 reports test accuracy on 'SST' with its own data split and "
+                          "training setting; here: GLUE SST-2 dev accuracy (GLUE's test labels are not "
+                          "public), this module's settings"},
+    }
+    if out is not None:
+        result["figure"] = render_figure1(result, os.path.join(os.fspath(out), _FIGURE_NAME))
+    result["seconds"] = time.perf_counter() - t_start
+    return result
+
+
+def format_sst2(result):
+    """A :func:`run_sst2` result as text: accuracy beside Table 2, and the Figure 1 sentences used."""
+    st, d = result["settings"], result["data"]
+    lines = [f"SST-2 from {d['path']}: {d['train']} train / {d['dev']} dev sentences, vocabulary {d['vocab_size']} "
+             f"(train only; {d['dev_unk_tokens']} of {d['dev_tokens']} dev tokens are <unk>), "
+             f"{d['train_truncated']} train sentences truncated to {st['max_len']} tokens",
+             f"model: {st['model']}; {st['optimizer']} lr {st['lr']}, batch {st['batch_size']}, "
+             f"{st['epochs']} epoch(s), seeds {st['seeds']}; wall time {result['seconds']:.1f} s", "",
+             f"{'activation':<12}{'dev accuracy (mean +- std)':<30}{'TanhMax Table 2 (SST)':<24}per seed"]
+    for act, r in result["activations"].items():
+        std = "" if r["dev_accuracy_std"] is None else f" +- {r['dev_accuracy_std']:.4f}"
+        paper = "-" if r["paper_table2"] is None else f"{r['paper_table2']:.3f}"
+        per = ", ".join(f"{row['dev_accuracy']:.4f}" for row in r["per_seed"])
+        neg = ", ".join(f"{x:.3f}" for x in r["dev_negative_weight_fraction"])
+        lines.append(f"{act:<12}{r['dev_accuracy_mean']:.4f}{std:<24}{paper:<24}{per}   "
+                     f"({r['train_seconds']:.1f} s training; fraction of dev tokens with weight < 0: {neg})")
+    lines += ["", "note: " + result["paper"]["note"], "",
+              f"Figure 1 (weights of seed {result['figure1']['seed']}; matched by "
+              f"{result['figure1']['match_by']}):"]
+    for k, item in enumerate(result["figure1"]["sentences"]):
+        m = item["match"]
+        kind = "exact" if m["exact"] else "not in SST-2 dev; closest"
+        lines.append(f"  {k + 1}. {item['role']}: {kind} dev sentence (label {m['label']}, similarity "
+                     f"{m['similarity']:.2f}): {m['text']}")
+        unknown = ", ".join(item["paper"]["unknown"]) or "none"
+        lines.append(f"     paper's text: {item['paper_text']}  (tokens unseen in training: {unknown})")
+        for act, per in item["activations"].items():
+            top = sorted(zip(item["matched"]["tokens"], per["matched"]["weights"]), key=lambda tw: -abs(tw[1]))[:4]
+            lines.append(f"     {act:<10} P(pos) dev match {per['matched']['prob']:.2f}, paper text "
+                         f"{per['paper']['prob']:.2f}; largest |w| on match: "
+                         + ", ".join(f"{t} {w:+.2f}" for t, w in top))
+    if "figure" in result:
+        lines.append(f"\nfigure: {result['figure']}")
+    return "\n".join(lines)

@@ -1,0 +1,629 @@
+r"""Score dynamics: Proposition 1 of TanhMax (Eq. 4) for every activation.
+
+The model of the proposition is one attention operation feeding a linear read-out,
+
+    s_i = f(Q_i, K_i),   w = phi(s),   V = sum_i w_i V_i,   y = sigma(V^T W),
+
+trained by gradient flow ``d theta / d tau = -dR/d theta`` on the empirical risk
+``R = (1/N) sum_k L(theta^(k), y(x^(k)))`` (TanhMax, Eq. 3). Proposition 1 says
+that, when ``Q_i`` and ``K_i`` are free parameters of token ``i`` (so that ``s_i``
+depends on no other parameter),
+
+    ds_i/dtau = - Delta_I,i * sum_j pi_ij o_j * sigma' dR/dy,                    (Eq. 4)
+
+    Delta_I,i = |ds_i/dQ_i|^2 + |ds_i/dK_i|^2,
+    pi_ij     = [j = i] g'(s_i) / C  -  w_j h'(s_i) / C,    C = sum_k h(s_k),
+    o_j       = V_j^T W    (the token-level polarity score of Sun & Lu 2020).
+
+``pi_ij`` is ``d w_j / d s_i``, so ``sum_j pi_ij o_j`` is the vector-Jacobian
+product of the activation with cotangent ``o``: the same VJP that
+:mod:`refattn.core.activations` derives by hand (``derivations/01-reweighted-softmax.md``,
+Eq. 01.R4). Everything here is derived line by line in
+``derivations/03-proposition-1.md``; the TanhMax specialisation (Eqs. 7-9) and
+the analogous closed forms for the other activations in
+``derivations/04-score-dynamics-closed-forms.md``.
+
+What this module provides:
+
+* :func:`pi_matrix` -- the paper's ``pi`` for one row, from ``g, h, g', h'``;
+* :func:`delta_II` -- ``sum_j pi_ij o_j`` evaluated stably (the activation's VJP);
+* :func:`output_factor` -- ``sigma' dR/dy`` per instance, for binary cross-entropy
+  and squared loss;
+* :func:`score_velocity` -- Eq. 4 for a batch of instances;
+* :func:`tanhmax_weights`, :func:`tanhmax_velocity` -- Eqs. 7-9, with the sign
+  of Eq. 7 corrected (and :func:`tanhmax_velocity_as_printed` for comparison);
+* :func:`closed_form_delta_II` -- ``Delta_II`` in closed form for every activation
+  (each written in its activation's class, ``Activation.delta_II``);
+* :class:`OneLayerModel` -- the proposition's model, with free per-token ``Q, K``
+  (``"free"``), TanhMax's public code's shared projections (``"shared"``) or
+  Sun & Lu's learned global query (``"global"``);
+* :func:`velocity_decomposition` -- the exact gradient-flow velocity of every
+  token's score, ``-(ds/dtheta)(dR/dtheta)^T``, from autograd, split into the
+  part Proposition 1 keeps and the cross terms it neglects.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import autograd.numpy as anp
+from autograd import grad, jacobian
+from autograd.misc import flatten
+
+from ..core.activations import ACTIVATIONS, activation
+from ..core.backend import array_module, check_float_array
+
+__all__ = [
+    "OUTPUTS",
+    "LOSSES",
+    "MODEL_KINDS",
+    "pi_matrix",
+    "delta_II",
+    "output_factor",
+    "score_velocity",
+    "tanhmax_weights",
+    "tanhmax_velocity",
+    "tanhmax_velocity_as_printed",
+    "closed_form_delta_II",
+    "OneLayerModel",
+    "velocity_decomposition",
+    "run_prop1",
+    "format_prop1_table",
+]
+
+#: The output nonlinearities sigma of ``y = sigma(V^T W)``.
+OUTPUTS = ("sigmoid", "identity")
+#: The losses L(theta, y).
+LOSSES = ("bce", "squared")
+#: How the scores are parameterised (see :class:`OneLayerModel`).
+MODEL_KINDS = ("free", "shared", "global")
+
+
+def _act(act):
+    if isinstance(act, str):
+        return activation(act)
+    if hasattr(act, "vjp") and hasattr(act, "g"):
+        return act
+    raise TypeError(f"act: expected an activation name or object, got {type(act).__name__}")
+
+
+def _same_shape(x, ref, name, ref_name):
+    if np.shape(x) != np.shape(ref):
+        raise ValueError(f"{name}: shape {np.shape(x)} does not match {ref_name}'s shape {np.shape(ref)}")
+
+
+# --------------------------------------------------------------------------
+# Eq. 4, piece by piece
+# --------------------------------------------------------------------------
+
+
+def pi_matrix(act, s):
+    r"""The paper's ``pi_ij = d w_j / d s_i`` for one row (TanhMax, Eq. 4).
+
+    ``pi_ij = [j = i] g'(s_i) / C - w_j h'(s_i) / C`` with ``C = sum_k h(s_k)`` and
+    ``w_j = g(s_j) / C``, computed from the activation's ``g, h, dg, dh`` exactly as
+    printed (``derivations/03-proposition-1.md``, step 03.P5). This is the transpose of
+    the Jacobian ``d phi_j / d s_i`` (:meth:`refattn.core.activations.Activation.jacobian`).
+    For teaching: ``g`` and ``h`` are evaluated directly, so large ``|s|``
+    overflows; :func:`delta_II` is the stable route.
+
+    Parameters
+    ----------
+    act : str or Activation
+    s : ndarray, shape (n,)
+        One row of scores.
+
+    Returns
+    -------
+    ndarray, shape (n, n)
+        ``pi[i, j]``.
+    """
+    act = _act(act)
+    check_float_array(s, "s", ndim=1)
+    xp = array_module(s)
+    C = xp.sum(act.h(s))
+    if not C > 0:
+        raise ValueError("s: the row has no normaliser (sum_k h(s_k) = 0); pi is undefined")
+    w = act.g(s) / C  # (n,)
+    return xp.diag(act.dg(s) / C) - (act.dh(s) / C)[:, None] * w[None, :]  # (n, n)
+
+
+def delta_II(act, s, o, axis=-1, mask=None):
+    r"""``Delta_II,i = sum_j pi_ij o_j``, the context-dependent factor of Eq. 4.
+
+    Because ``pi_ij = d w_j / d s_i``, this is the activation's vector-Jacobian
+    product with cotangent ``o`` (``derivations/03-proposition-1.md``, step 03.P6),
+
+        Delta_II,i = p_i [ (rho'_i + rho_i ell'_i) o_i - ell'_i sum_j w_j o_j ],
+
+    with ``p = softmax(ell(s))``, evaluated stably for every finite ``s`` by
+    :meth:`refattn.core.activations.Activation.vjp`.
+
+    Parameters
+    ----------
+    act : str or Activation
+    s : ndarray (..., n)
+        Scores.
+    o : ndarray (..., n)
+        Token polarity scores ``o_j = V_j^T W``.
+    axis, mask
+        As in :meth:`refattn.core.activations.Activation.forward`.
+    """
+    act = _act(act)
+    check_float_array(o, "o")
+    _same_shape(o, s, "o", "s")
+    return act.vjp(s, o, axis=axis, mask=mask)
+
+
+def output_factor(a, target, *, output="sigmoid", loss="bce", n_instances=None):
+    r"""``sigma'(a) dR/dy`` for every instance: the task-specific factor of Eq. 4.
+
+    With ``y = sigma(a)``, ``a = V^T W`` and ``R = (1/N) sum_k L(theta_k, y_k)``
+    (TanhMax, Eq. 3):
+
+    * ``loss="bce"`` (needs ``output="sigmoid"``): ``L = -t log y - (1-t) log(1-y)``,
+      ``sigma' dL/dy = y (1-y) (y-t) / (y (1-y)) = y - t``;
+    * ``loss="squared"``: ``L = (y - t)^2 / 2``, ``sigma' dL/dy = sigma'(a) (y - t)``
+      with ``sigma' = y (1 - y)`` (sigmoid) or 1 (identity).
+
+    Each is divided by ``N`` (``n_instances``, default ``len(a)``), the ``1/N`` of Eq. 3.
+    ``derivations/03-proposition-1.md``, step 03.P3.
+    """
+    if output not in OUTPUTS:
+        raise ValueError(f"output: expected one of {OUTPUTS}, got {output!r}")
+    if loss not in LOSSES:
+        raise ValueError(f"loss: expected one of {LOSSES}, got {loss!r}")
+    if loss == "bce" and output != "sigmoid":
+        raise ValueError("loss: 'bce' needs output='sigmoid' (y must lie in (0, 1))")
+    check_float_array(a, "a")
+    xp = array_module(a, target)
+    N = len(a) if n_instances is None else n_instances
+    y = 1.0 / (1.0 + xp.exp(-a)) if output == "sigmoid" else a
+    if loss == "bce":
+        return (y - target) / N
+    dsig = y * (1.0 - y) if output == "sigmoid" else 1.0
+    return dsig * (y - target) / N
+
+
+def score_velocity(act, s, o, c, delta_I, axis=-1, mask=None):
+    r"""Proposition 1 (TanhMax, Eq. 4): ``ds_i/dtau = -Delta_I,i Delta_II,i c``.
+
+    Parameters
+    ----------
+    act : str or Activation
+    s, o, delta_I : ndarray (N, n)
+        Scores, polarity scores ``o_j = V_j^T W`` and ``Delta_I`` of every token
+        of every instance.
+    c : ndarray (N,)
+        ``sigma' dR/dy`` per instance (:func:`output_factor`).
+
+    Returns
+    -------
+    ndarray (N, n)
+        The velocity of each score, exact when every token's ``Q_i, K_i`` are its
+        own free parameters and no token occurs twice (otherwise sum over
+        occurrences: :meth:`OneLayerModel.formula_velocity`).
+        ``derivations/03-proposition-1.md``, Eq. 03.P.
+    """
+    check_float_array(delta_I, "delta_I")
+    _same_shape(delta_I, s, "delta_I", "s")
+    c = np.asarray(c) if not hasattr(c, "shape") else c
+    if np.shape(c) != np.shape(s)[:-1]:
+        raise ValueError(f"c: expected shape {np.shape(s)[:-1]} (one factor per instance), got {np.shape(c)}")
+    return -delta_I * delta_II(act, s, o, axis=axis, mask=mask) * c[..., None]
+
+
+# --------------------------------------------------------------------------
+# TanhMax, TanhMax Eqs. 7-9
+# --------------------------------------------------------------------------
+
+
+def tanhmax_weights(s, axis=-1):
+    r"""``(w_tilde, w_hat)`` of TanhMax Eqs. 8-9, stably.
+
+    ``w_tilde_i = cosh s_i / sum_k cosh s_k`` (always positive) and
+    ``w_hat_i = sinh s_i / sum_k cosh s_k`` (the TanhMax weights themselves).
+    The paper prints both denominators as ``sum_k [exp(s_i) + exp(-s_i)]`` (index
+    ``i`` inside a sum over ``k``); the sum is over ``s_k``
+    (``derivations/04-score-dynamics-closed-forms.md``, section 2).
+    ``w_tilde = softmax(log cosh s)`` is the ``p`` of the reweighted form and
+    ``w_hat = tanh(s) w_tilde``.
+    """
+    act = activation("tanhmax")
+    w_tilde = act.p(s, axis)  # softmax(log cosh s)
+    return w_tilde, array_module(s).tanh(s) * w_tilde
+
+
+def tanhmax_velocity(s, o, c, delta_I, axis=-1):
+    r"""TanhMax Eq. 7 with its sign corrected: ``ds_i/dtau = -Delta_I,i Delta'_II,i c``.
+
+    ``Delta'_II,i = w_tilde_i o_i - w_hat_i sum_j w_hat_j o_j`` (Eqs. 8-9). Eq. 7 as
+    printed has no minus sign; substituting ``g = sinh, h = cosh`` into Eq. 4
+    gives it (``derivations/04-score-dynamics-closed-forms.md``, section 2), and
+    :func:`tanhmax_velocity_as_printed` has the opposite sign of the exact
+    gradient-flow velocity (``tests/test_dynamics.py``).
+    """
+    check_float_array(s, "s")
+    _same_shape(o, s, "o", "s")
+    _same_shape(delta_I, s, "delta_I", "s")
+    xp = array_module(s, o)
+    w_tilde, w_hat = tanhmax_weights(s, axis)
+    context = xp.sum(w_hat * o, axis=axis, keepdims=True)  # sum_j w_hat_j o_j
+    d2 = w_tilde * o - w_hat * context  # Delta'_II
+    return -delta_I * d2 * xp.expand_dims(c, axis)
+
+
+def tanhmax_velocity_as_printed(s, o, c, delta_I, axis=-1):
+    """TanhMax Eq. 7 with its sign as printed (no minus sign): the negative of
+    :func:`tanhmax_velocity`. Only the sign is as printed; the weights are those
+    of :func:`tanhmax_weights`, whose denominators are corrected to
+    ``sum_k cosh s_k`` (as printed, Eqs. 8-9 would make ``w_tilde`` the constant
+    ``1/n``). Kept to show the sign discrepancy, not to be used."""
+    return -tanhmax_velocity(s, o, c, delta_I, axis)
+
+
+# --------------------------------------------------------------------------
+# Closed forms of Delta_II (derivations/04-score-dynamics-closed-forms.md)
+# --------------------------------------------------------------------------
+
+
+def closed_form_delta_II(name, s, o, axis=-1):
+    r"""``Delta_II`` from the closed form of activation ``name``
+    (``derivations/04-score-dynamics-closed-forms.md``, section 3):
+
+    ========== ====================================================
+    softmax    w_i (o_i - o_bar)
+    tanhmax    w_tilde_i o_i - w_i o_bar,  w_tilde = cosh s / C
+    signexp    |w_i| o_i - w_i o_bar        (s_i != 0)
+    expressive w_i 2/(s_i (1+s_i^2)) (o_i - o_bar)   (s_i != 0)
+    sigsoftmax w_i (1 + sigmoid(-s_i)) (o_i - o_bar)
+    sigmoid    w_i sigmoid(-s_i) (o_i - o_bar)
+    cosformer  w_i / s_i (o_i - o_bar)      (s_i > 0; else 0)
+    linear     o_i / n
+    relu       [s_i > 0] o_i / n
+    ========== ====================================================
+
+    with ``o_bar = sum_j w_j o_j``, the attention-weighted context polarity.
+    Each closed form is written in its activation's class
+    (:meth:`refattn.core.activations.Activation.delta_II`); ``name`` may also be an
+    :class:`~refattn.core.activations.Activation` instance.
+    """
+    act = _act(name)
+    check_float_array(s, "s")
+    check_float_array(o, "o")
+    _same_shape(o, s, "o", "s")
+    return act.delta_II(s, o, axis)
+
+
+# --------------------------------------------------------------------------
+# The proposition's model, and the exact velocity from autograd
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OneLayerModel:
+    r"""``y = sigma(V^T W)`` with one attention operation over a token sequence.
+
+    A vocabulary of ``T`` tokens; an instance is a sequence of token ids
+    ``x (n,)``; all scores are per token, ``s_i = s[x_i]``, so a token that occurs
+    in several instances (or twice in one) has one score. Three
+    parameterisations of the score (``derivations/03-proposition-1.md``, section 4):
+
+    ``"free"`` -- Proposition 1's assumption: every token ``t`` has its own
+        ``Q_t, K_t (d,)`` and value ``V_t (dv,)``; ``s_t = Q_t . K_t / scale``.
+        Params ``Q (T, d), K (T, d), V (T, dv), W (dv,)``.
+    ``"shared"`` -- TanhMax's public code: embeddings ``E (T, de)``, shared
+        projections ``Q_t = Wq E_t``, ``K_t = Wk E_t``, ``V_t = Wv E_t``;
+        ``s_t = Q_t . K_t / scale``. Params ``E, Wq (d, de), Wk (d, de),
+        Wv (dv, de), W (dv,)``.
+    ``"global"`` -- Sun & Lu (2020): one learned query ``q (de,)`` for every
+        token, ``s_t = E_t . q / lam`` (lam = ``scale``), values are the
+        embeddings, ``V_t = E_t``. Params ``E (T, de), q (de,), W (de,)``.
+
+    Parameters
+    ----------
+    kind : {"free", "shared", "global"}
+    act : str
+        A registered activation.
+    output : {"sigmoid", "identity"}
+    loss : {"bce", "squared"}
+    scale : float
+        The score's divisor (``sqrt(d)`` is customary; ``lam = 10`` for Sun & Lu).
+    """
+
+    kind: str = "free"
+    act: str = "softmax"
+    output: str = "sigmoid"
+    loss: str = "bce"
+    scale: float = 1.0
+
+    def __post_init__(self):
+        if self.kind not in MODEL_KINDS:
+            raise ValueError(f"kind: expected one of {MODEL_KINDS}, got {self.kind!r}")
+        if self.act not in ACTIVATIONS:
+            raise ValueError(f"act: expected one of {ACTIVATIONS}, got {self.act!r}")
+        output_factor(np.zeros(1), np.zeros(1), output=self.output, loss=self.loss)  # validates both
+        if not (isinstance(self.scale, (int, float)) and math.isfinite(self.scale) and self.scale > 0):
+            raise ValueError(f"scale: expected a positive finite number, got {self.scale!r}")
+
+    # --- parameters --------------------------------------------------------
+    def init_params(self, T, d, dv, rng, score_std=1.0):
+        """Random parameters; scores come out with standard deviation about ``score_std``."""
+        for name, v in (("T", T), ("d", d), ("dv", dv)):
+            if not (isinstance(v, (int, np.integer)) and v >= 1):
+                raise ValueError(f"{name}: expected a positive integer, got {v!r}")
+        if not isinstance(rng, np.random.Generator):
+            raise TypeError(f"rng: expected numpy.random.Generator, got {type(rng).__name__}")
+        r = math.sqrt(score_std * self.scale)
+        if self.kind == "free":
+            return {"Q": r * rng.standard_normal((T, d)) / d ** 0.25,
+                    "K": r * rng.standard_normal((T, d)) / d ** 0.25,
+                    "V": rng.standard_normal((T, dv)), "W": rng.standard_normal(dv) / math.sqrt(dv)}
+        if self.kind == "shared":
+            return {"E": rng.standard_normal((T, d)),
+                    "Wq": r * rng.standard_normal((d, d)) / d ** 0.75,
+                    "Wk": r * rng.standard_normal((d, d)) / d ** 0.75,
+                    "Wv": rng.standard_normal((dv, d)) / math.sqrt(d),
+                    "W": rng.standard_normal(dv) / math.sqrt(dv)}
+        return {"E": rng.standard_normal((T, d)),
+                "q": score_std * self.scale * rng.standard_normal(d) / math.sqrt(d),
+                "W": rng.standard_normal(d) / math.sqrt(d)}
+
+    # --- forward -----------------------------------------------------------
+    def vocab_scores(self, params):
+        """``s_t`` for every vocabulary token, ``(T,)``."""
+        if self.kind == "free":
+            return anp.sum(params["Q"] * params["K"], axis=-1) / self.scale
+        E = params["E"]
+        if self.kind == "shared":
+            Q = anp.dot(E, params["Wq"].T)  # (T, d)
+            K = anp.dot(E, params["Wk"].T)  # (T, d)
+            return anp.sum(Q * K, axis=-1) / self.scale
+        return anp.dot(E, params["q"]) / self.scale
+
+    def vocab_values(self, params):
+        """``V_t`` for every vocabulary token, ``(T, dv)``."""
+        if self.kind == "free":
+            return params["V"]
+        if self.kind == "shared":
+            return anp.dot(params["E"], params["Wv"].T)
+        return params["E"]
+
+    def polarity(self, params):
+        """Token polarity scores ``o_t = V_t^T W`` (Sun & Lu 2020), ``(T,)``."""
+        return anp.dot(self.vocab_values(params), params["W"])
+
+    def logits(self, params, tokens, s_vocab=None):
+        """``a = V^T W`` per instance, ``(N,)``; ``s_vocab`` overrides the scores
+        (so that ``dR/ds`` can be taken with the parameters held fixed)."""
+        s = (self.vocab_scores(params) if s_vocab is None else s_vocab)[tokens]  # (N, n)
+        w = activation(self.act).forward(s)  # (N, n)
+        o = self.polarity(params)[tokens]  # (N, n)
+        return anp.sum(w * o, axis=-1)  # (N,)  V^T W = sum_i w_i V_i^T W
+
+    def risk(self, params, tokens, target, s_vocab=None):
+        """The empirical risk ``R = (1/N) sum_k L`` (TanhMax, Eq. 3)."""
+        a = self.logits(params, tokens, s_vocab)
+        if self.output == "sigmoid":
+            y = 1.0 / (1.0 + anp.exp(-a))
+        else:
+            y = a
+        if self.loss == "bce":
+            # -t log y - (1-t) log(1-y), written with softplus for stability
+            L = target * anp.logaddexp(0.0, -a) + (1.0 - target) * anp.logaddexp(0.0, a)
+        else:
+            L = 0.5 * (y - target) ** 2
+        return anp.mean(L)
+
+    # --- Proposition 1 -----------------------------------------------------
+    def delta_I(self, params):
+        r"""``Delta_I,t = |ds_t/dQ_t|^2 + |ds_t/dK_t|^2`` with ``Q_t, K_t`` taken as
+        free variables (``(|K_t|^2 + |Q_t|^2) / scale^2``; Sun & Lu's global query:
+        ``(|E_t|^2 + |q|^2) / lam^2``), ``(T,)``. Step 03.P2 of the derivation."""
+        if self.kind == "free":
+            Q, K = params["Q"], params["K"]
+        elif self.kind == "shared":
+            Q, K = params["E"] @ params["Wq"].T, params["E"] @ params["Wk"].T
+        else:
+            Q, K = np.broadcast_to(params["q"], params["E"].shape), params["E"]
+        return (np.sum(Q * Q, axis=-1) + np.sum(K * K, axis=-1)) / self.scale ** 2
+
+    def dR_ds(self, params, tokens, target):
+        r"""``dR/ds_t`` through the attention weights, by the formula: the sum over
+        every occurrence ``(k, i)`` of token ``t`` of ``c_k Delta_II,i^(k)``
+        (steps 03.P3-03.P6 of the derivation), ``(T,)``."""
+        s = self.vocab_scores(params)
+        o = self.polarity(params)
+        S, O = s[tokens], o[tokens]  # (N, n)
+        a = self.logits(params, tokens)
+        c = output_factor(a, target, output=self.output, loss=self.loss)  # (N,)
+        per_occurrence = delta_II(self.act, S, O) * c[:, None]  # (N, n)
+        return np.bincount(tokens.ravel(), weights=per_occurrence.ravel(), minlength=len(s))
+
+    def formula_velocity(self, params, tokens, target):
+        """Proposition 1 (Eq. 4), summed over occurrences: ``-Delta_I,t dR/ds_t``, ``(T,)``."""
+        return -self.delta_I(params) * self.dR_ds(params, tokens, target)
+
+
+def _check_batch(model, params, tokens, target):
+    if not isinstance(model, OneLayerModel):
+        raise TypeError(f"model: expected a OneLayerModel, got {type(model).__name__}")
+    tokens = np.asarray(tokens)
+    if tokens.ndim != 2 or not np.issubdtype(tokens.dtype, np.integer):
+        raise ValueError(f"tokens: expected a 2-D integer array (instances, positions), got "
+                         f"{tokens.dtype} with shape {tokens.shape}")
+    T = len(model.vocab_scores(params))
+    if tokens.size and (tokens.min() < 0 or tokens.max() >= T):
+        raise ValueError(f"tokens: ids must lie in [0, {T}), got [{tokens.min()}, {tokens.max()}]")
+    target = np.asarray(target, dtype=float)
+    if target.shape != tokens.shape[:1]:
+        raise ValueError(f"target: expected shape {tokens.shape[:1]} (one per instance), got {target.shape}")
+    if model.loss == "bce" and np.any((target < 0) | (target > 1)):
+        raise ValueError("target: binary cross-entropy needs targets in [0, 1]")
+    return tokens, target
+
+
+def velocity_decomposition(model, params, tokens, target):
+    r"""The exact score velocity under gradient flow, and what Proposition 1 keeps of it.
+
+    With ``J = ds/dtheta`` (``T x P``, every parameter of the model) and
+    ``dtheta/dtau = -dR/dtheta``, the exact velocity of the vocabulary scores is
+
+        ds/dtau = -J (dR/dtheta)^T                                          (03.exact)
+                = -diag(J J^T) dR/ds  -  offdiag(J J^T) dR/ds  -  J r       (03.P7)
+
+    where ``dR/ds`` is the derivative through the attention weights (scores as
+    independent inputs) and ``r = dR/dtheta - J^T dR/ds`` is the part of the
+    risk's gradient that does not pass through the scores (e.g. shared
+    embeddings that also make the values). The first term is Proposition 1's
+    form (with ``Delta_I = |ds_t/dtheta|^2``); the other two are the cross terms
+    it neglects. Under the ``"free"`` parameterisation both vanish and
+    ``diag(J J^T) = Delta_I`` of Eq. 4. Everything here is computed with
+    autograd, independently of the hand-derived formula
+    (``derivations/03-proposition-1.md``, section 4).
+
+    Returns
+    -------
+    dict of ndarray (T,)
+        ``exact``, ``formula`` (:meth:`OneLayerModel.formula_velocity`, Eq. 4 with
+        the paper's ``Delta_I``), ``diagonal`` (``-diag(JJ^T) dR/ds``), ``cross``
+        (``-offdiag(JJ^T) dR/ds``), ``other`` (``-J r``), ``dR_ds`` (autograd),
+        ``dR_ds_formula``, ``delta_I`` (paper), ``kernel_diag`` (``diag JJ^T``),
+        and ``present`` (bool: the token occurs in the batch).
+    """
+    tokens, target = _check_batch(model, params, tokens, target)
+    flat, unflatten = flatten(params)
+
+    def s_of(theta):
+        return model.vocab_scores(unflatten(theta))
+
+    def R_of(theta):
+        return model.risk(unflatten(theta), tokens, target)
+
+    J = jacobian(s_of)(flat)  # (T, P)
+    gR = grad(R_of)(flat)  # (P,)
+    s0 = s_of(flat)
+    dR_ds = grad(lambda s: model.risk(params, tokens, target, s_vocab=s))(s0)  # (T,)
+    exact = -J @ gR
+    K = J @ J.T  # (T, T): the scores' tangent kernel
+    kdiag = np.diag(K).copy()
+    diagonal = -kdiag * dR_ds
+    cross = -(K @ dR_ds) - diagonal
+    other = exact - diagonal - cross
+    return {
+        "exact": exact,
+        "formula": model.formula_velocity(params, tokens, target),
+        "diagonal": diagonal,
+        "cross": cross,
+        "other": other,
+        "dR_ds": dR_ds,
+        "dR_ds_formula": model.dR_ds(params, tokens, target),
+        "delta_I": model.delta_I(params),
+        "kernel_diag": kdiag,
+        "present": np.bincount(tokens.ravel(), minlength=len(s0)) > 0,
+    }
+
+
+def _rel(a, ref):
+    scale = float(np.max(np.abs(ref)))
+    return float(np.max(np.abs(a - ref))) / scale if scale > 0 else float(np.max(np.abs(a)))
+
+
+def _batch(rng, T, N, n, loss):
+    """Instances drawn from a vocabulary of T tokens: tokens repeat across
+    instances (and sometimes within one)."""
+    tokens = rng.integers(0, T, size=(N, n))
+    target = rng.integers(0, 2, size=N).astype(float) if loss == "bce" else rng.standard_normal(N)
+    return tokens, target
+
+
+#: (output, loss) pairs that ``refattn prop1`` checks.
+SETTINGS = (("sigmoid", "bce"), ("sigmoid", "squared"), ("identity", "squared"))
+
+
+def run_prop1(seed=0, *, T=12, N=6, n=5, d=4, dv=3):
+    r"""Proposition 1 checked for every activation: the result of ``refattn prop1``.
+
+    For every registered activation and every (output, loss) in :data:`SETTINGS`:
+
+    * ``free``: the largest relative error (norm-wise, ``max|formula - exact| /
+      max|exact|``) of Eq. 4 against the exact autograd velocity, on a batch of
+      ``N`` instances of length ``n`` drawn from ``T`` tokens (so tokens are shared
+      across instances); must be <= 1e-10;
+    * ``shared`` and ``global``: how large the neglected cross terms are,
+      ``max|exact - diagonal| / max|exact|``, the relative error of the paper's
+      formula, and the fraction of tokens whose velocity has the sign the
+      formula predicts.
+    """
+    rng0 = np.random.default_rng(seed)
+    rows = []
+    for name in ACTIVATIONS:
+        row = {"activation": name, "settings": []}
+        for output, loss in SETTINGS:
+            rng = np.random.default_rng(rng0.integers(2 ** 32))
+            tokens, target = _batch(rng, T, N, n, loss)
+            entry = {"output": output, "loss": loss}
+            for kind, scale in (("free", math.sqrt(d)), ("shared", math.sqrt(d)), ("global", 1.0)):
+                model = OneLayerModel(kind, name, output, loss, scale)
+                params = model.init_params(T, d, dv, rng)
+                r = velocity_decomposition(model, params, tokens, target)
+                m = r["present"]
+                ex = r["exact"]
+                if kind == "free":
+                    entry["free_max_rel_error"] = _rel(r["formula"][m], ex[m])
+                    entry["free_max_rel_error_all_tokens"] = _rel(r["formula"], ex)
+                    entry["free_dR_ds_max_rel_error"] = _rel(r["dR_ds_formula"], r["dR_ds"])
+                else:
+                    moving = m & (np.abs(ex) > 1e-12 * np.max(np.abs(ex)))
+                    entry[kind] = {
+                        "cross_terms_rel": _rel(ex - r["diagonal"], ex) if np.any(ex) else 0.0,
+                        "token_cross_rel": _rel(r["cross"], ex) if np.any(ex) else 0.0,
+                        "other_path_rel": _rel(r["other"], ex) if np.any(ex) else 0.0,
+                        "formula_rel_error": _rel(r["formula"], ex) if np.any(ex) else 0.0,
+                        "sign_agreement": float(np.mean(np.sign(r["formula"][moving]) == np.sign(ex[moving])))
+                        if np.any(moving) else 1.0,
+                    }
+            row["settings"].append(entry)
+        row["free_max_rel_error"] = max(e["free_max_rel_error"] for e in row["settings"])
+        for kind in ("shared", "global"):
+            row[f"{kind}_cross_terms_rel"] = max(e[kind]["cross_terms_rel"] for e in row["settings"])
+            row[f"{kind}_sign_agreement"] = min(e[kind]["sign_agreement"] for e in row["settings"])
+        row["ok"] = bool(row["free_max_rel_error"] <= PROP1_TOLERANCE)
+        rows.append(row)
+    return {
+        "tolerance": PROP1_TOLERANCE,
+        "seed": seed,
+        "sizes": {"T": T, "N": N, "n": n, "d": d, "dv": dv},
+        "rows": rows,
+        "ok": all(r["ok"] for r in rows),
+    }
+
+
+#: Proposition 1 under its assumption must match autograd to this relative error.
+PROP1_TOLERANCE = 1e-10
+
+
+def format_prop1_table(result):
+    """``run_prop1``'s result as a text table."""
+    lines = [
+        f"Proposition 1 (TanhMax, Eq. 4) vs the exact gradient-flow velocity (autograd), "
+        f"float64, seed {result['seed']}, sizes {result['sizes']}",
+        "free: Q_i, K_i free per-token parameters (the proposition's assumption), max relative error;",
+        "shared / global: TanhMax's code / Sun & Lu's global query, size of the neglected cross terms "
+        "relative to the exact velocity, and the fraction of tokens whose velocity sign the formula gets right.",
+        "",
+        f"{'activation':<11} {'free err':>9} {'shared cross':>13} {'shared sign':>12} "
+        f"{'global cross':>13} {'global sign':>12}  status",
+    ]
+    for r in result["rows"]:
+        lines.append(
+            f"{r['activation']:<11} {r['free_max_rel_error']:9.1e} {r['shared_cross_terms_rel']:13.2f} "
+            f"{r['shared_sign_agreement']:12.2f} {r['global_cross_terms_rel']:13.2f} "
+            f"{r['global_sign_agreement']:12.2f}  {'ok' if r['ok'] else 'FAIL'}"
+        )
+    lines.append("")
+    lines.append("all within tolerance" if result["ok"] else
+                 f"FAILED: some activation exceeds {result['tolerance']:g}")
+    return "\n".join(lines)

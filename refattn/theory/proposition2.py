@@ -1,0 +1,448 @@
+r"""The range of TanhMax, and Proposition 2 of TanhMax corrected.
+
+TanhMax (Proposition 2, Eq. 10) claims that for a vector space ``S`` with
+``1 in S``
+
+    {softmax(z) : z in S}  is a subset of  {tanhmax(z) : z in S},
+
+with ``tanhmax(z)_i = sinh z_i / sum_k cosh z_k`` (TanhMax, Eq. 6). As
+printed the claim is false: ``sum_i |sinh z_i| < sum_k cosh z_k``, so every
+TanhMax output has l1 norm below 1, while every softmax output sums to 1.
+The two ranges are disjoint. What is true, and what this module computes
+(``derivations/05-proposition-2.md``):
+
+(a) tanhmax maps R^n one-to-one onto the open l1 unit ball
+    ``B = {w : sum_i |w_i| < 1}`` (:func:`in_tanhmax_range`,
+    :func:`tanhmax_preimage`, :func:`tanhmax_l1_margin`);
+(b) ``tanhmax(s + c 1) -> softmax(s)`` as ``c -> inf``, with the exact l1 gap
+    ``2 q / (1 + q)``, ``q = e^{-2c} sum_k e^{-s_k} / sum_k e^{s_k}``
+    (:func:`closure_gap`, :func:`closure_gap_closed_form`), so softmax's range
+    over ``S`` lies in the *closure* of tanhmax's range over ``S``;
+(c) log|tanhmax(W h)| is not confined to a (d+1)-dimensional subspace, as
+    log softmax(W h) is (:func:`log_rank`): this much of "breaking the softmax
+    bottleneck" survives.
+
+Everything here works in float64 NumPy and reuses the library's stable
+forward passes (``refattn.core.activations``). ``python -m refattn.theory.proposition2`` prints
+the numbers quoted in the derivation.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..core.activations import ACTIVATIONS, activation
+from ..core.backend import check_axis, check_float_array, check_int, check_real
+
+__all__ = [
+    "tanhmax_l1_norm",
+    "tanhmax_l1_margin",
+    "in_tanhmax_range",
+    "tanhmax_preimage",
+    "closure_gap",
+    "closure_gap_closed_form",
+    "log_rank",
+]
+
+
+# --------------------------------------------------------------------------
+# input checks and a stable log-sum-exp
+# --------------------------------------------------------------------------
+
+
+def _finite_array(x, name):
+    """``x`` as float64 after checking it is a finite floating-point NumPy array."""
+    if not isinstance(x, np.ndarray):
+        raise TypeError(f"{name}: expected a floating-point numpy.ndarray, got {type(x).__name__}")
+    check_float_array(x, name)
+    if not np.all(np.isfinite(x)):
+        raise ValueError(f"{name}: expected finite values, got NaN or inf")
+    return x.astype(np.float64, copy=False)
+
+
+def _finite_shifts(c):
+    """The shift(s) ``c`` as a finite float64 array (a scalar becomes 0-d)."""
+    if isinstance(c, (bool, np.bool_)):
+        raise TypeError("c: expected a real number or an array of real numbers, got bool")
+    arr = np.asarray(c)
+    if arr.dtype.kind not in "iuf":
+        raise TypeError(f"c: expected a real number or an array of real numbers, got dtype {arr.dtype}")
+    arr = arr.astype(np.float64)
+    if arr.ndim > 1:
+        raise ValueError(f"c: expected a scalar or a 1-D array of shifts, got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError("c: expected finite shifts, got NaN or inf")
+    return arr
+
+
+
+
+def _logsumexp(x, axis):
+    """``log sum_k e^{x_k}`` along ``axis`` (shifted by the maximum: no overflow)."""
+    m = np.max(x, axis=axis, keepdims=True)
+    return np.squeeze(m, axis) + np.log(np.sum(np.exp(x - m), axis=axis))
+
+
+# --------------------------------------------------------------------------
+# (a) every TanhMax output lies in the open l1 unit ball
+# --------------------------------------------------------------------------
+
+
+def tanhmax_l1_norm(s, axis=-1):
+    """The l1 norm ``sum_i |tanhmax(s)_i|`` of TanhMax's output along ``axis``.
+
+    Computed from the library's stable forward pass (TanhMax, Eq. 6), so any
+    finite ``s`` is accepted. In exact arithmetic the result is below 1
+    (``derivations/05-proposition-2.md``, Eq. 05.P2); in floating point it can
+    round to exactly 1 once the margin :func:`tanhmax_l1_margin` drops below
+    about 1e-16 (every ``|s_i|`` above ~19).
+
+    Parameters
+    ----------
+    s : ndarray of float
+        Finite scores, any shape.
+    axis : int
+        The axis TanhMax normalises.
+
+    Returns
+    -------
+    ndarray
+        ``s``'s shape without ``axis``.
+    """
+    s = _finite_array(s, "s")
+    ax = check_axis(axis, s.ndim)
+    return np.sum(np.abs(activation("tanhmax").forward(s, axis=ax)), axis=ax)
+
+
+def tanhmax_l1_margin(s, axis=-1, *, log=False):
+    """How far TanhMax's output is from the l1 unit sphere, in closed form.
+
+    ``1 - sum_i |tanhmax(s)_i| = sum_i e^{-|s_i|} / sum_k cosh s_k``
+    (``derivations/05-proposition-2.md``, Eq. 05.P3), which follows from
+    ``cosh x - |sinh x| = e^{-|x|}``. The right-hand side is positive for
+    every finite ``s``: this is the strict inequality that makes the range
+    of TanhMax (TanhMax, Eq. 6) miss every softmax output, and so makes
+    TanhMax's Eq. 10 false as printed.
+
+    Parameters
+    ----------
+    s : ndarray of float
+        Finite scores, any shape.
+    axis : int
+        The axis TanhMax normalises.
+    log : bool
+        Return ``log(margin)`` instead: finite for every finite ``s``, also
+        where the margin itself underflows to 0 (huge scores).
+
+    Returns
+    -------
+    ndarray
+        The margin (or its logarithm), ``s``'s shape without ``axis``.
+        Evaluated as ``exp(lse(-|s|) - lse(|s| + log((1 + e^{-2|s|}) / 2)))``
+        with ``lse`` a shifted log-sum-exp, so nothing overflows.
+    """
+    s = _finite_array(s, "s")
+    ax = check_axis(axis, s.ndim)
+    a = np.abs(s)  # (..., n)
+    e = np.exp(-a)  # in (0, 1]; underflow to 0 is harmless here
+    log_num = _logsumexp(-a, ax)  # log sum_i e^{-|s_i|}
+    # cosh s = e^{|s|} (1 + e^{-2|s|}) / 2; e*e avoids forming -2|s| (overflow for |s| ~ 1e308)
+    m = np.max(a, axis=ax, keepdims=True)
+    log_den = np.squeeze(m, ax) + np.log(np.sum(np.exp(a - m) * (0.5 + 0.5 * e * e), axis=ax))
+    out = log_num - log_den
+    return out if log else np.exp(out)
+
+
+def _slack(slack, n):
+    """The rounding allowance of :func:`in_tanhmax_range` for rows of length ``n``."""
+    if slack is None:
+        return 4.0 * n * float(np.finfo(np.float64).eps)
+    slack = check_real(slack, "slack", finite=False)
+    if not 0.0 <= slack < 1.0:
+        raise ValueError(f"slack: expected 0 <= slack < 1, got {slack}")
+    return slack
+
+
+def in_tanhmax_range(w, axis=-1, *, slack=None):
+    """Whether each row of ``w`` is an output of TanhMax: ``sum_i |w_i| < 1``.
+
+    TanhMax (TanhMax, Eq. 6) maps R^n onto the open l1 unit ball, strictly
+    (``derivations/05-proposition-2.md``, statement (a)); every softmax
+    output sums to 1 and is therefore *not* in the range. In floating point
+    a softmax output sums to 1 only up to rounding (a few units of
+    ``n * 1.1e-16``, either side), so membership is tested as
+
+        sum_i |w_i| < 1 - slack,
+
+    and a row within ``slack`` of the unit sphere counts as *on* it, not in
+    the open ball: its floating-point entries cannot certify that it lies
+    inside.
+
+    Parameters
+    ----------
+    w : ndarray of float
+        Finite candidate weights, any shape.
+    axis : int
+        The axis that would be TanhMax's output axis.
+    slack : float or None
+        The rounding allowance; ``None`` means ``4 n eps_mach`` (``n`` the
+        row length, ``eps_mach = 2.2e-16``); ``0.0`` gives the bare strict
+        test ``sum|w_i| < 1``.
+
+    Returns
+    -------
+    ndarray of bool
+        ``w``'s shape without ``axis``.
+    """
+    w = _finite_array(w, "w")
+    ax = check_axis(axis, w.ndim)
+    return np.sum(np.abs(w), axis=ax) < 1.0 - _slack(slack, w.shape[ax])
+
+
+def tanhmax_preimage(w, axis=-1, *, tol=None, maxiter=100, slack=None):
+    """The unique scores ``s`` with ``tanhmax(s) = w``, for ``w`` in the open l1 ball.
+
+    Write ``C = sum_k cosh s_k``. Then ``sinh s_i = w_i C`` and
+    ``cosh s_i = sqrt(1 + w_i^2 C^2)``, so ``C`` must solve
+    ``sum_k sqrt(1 + w_k^2 C^2) = C``. With ``x = 1/C`` this is
+
+        G(x) = sum_k sqrt(x^2 + w_k^2) - 1 = 0,
+
+    ``G`` is increasing and convex on ``x > 0``, ``G(0+) = sum|w| - 1 < 0``
+    and ``G(1/n) >= 0``, so there is exactly one root in ``(0, 1/n]``
+    (``derivations/05-proposition-2.md``, Eqs. 05.P4-05.P6). It is found by
+    Newton's method started at ``x = 1/n`` and safeguarded by bisection on
+    the bracket ``[lo, hi]`` (a Newton step that leaves the bracket is
+    replaced by its midpoint). Then ``s_i = asinh(w_i / x)``, and
+    ``tanhmax(s)_i = w_i / sum_k sqrt(x^2 + w_k^2) = w_i / (1 + G(x))``
+    (Step 6 there): the relative error of the round trip is exactly ``|G(x)|``,
+    which is what ``tol`` bounds.
+
+    Parameters
+    ----------
+    w : ndarray of float
+        Finite weights, any shape; every row along ``axis`` must be in
+        TanhMax's range, ``sum_i |w_i| < 1 - slack`` (:func:`in_tanhmax_range`).
+    axis : int
+        The output axis of TanhMax.
+    tol : float or None
+        Stop a row when ``|G(x)| <= tol`` (or its bracket is down to a few
+        rounding errors). ``None`` means ``4 n eps_mach``, the rounding error
+        of the ``n``-term sum that evaluates ``G``.
+    maxiter : int
+        Iterations allowed before :class:`RuntimeError`.
+    slack : float or None
+        The rounding allowance of :func:`in_tanhmax_range`.
+
+    Returns
+    -------
+    ndarray of float64
+        ``s`` with ``activation("tanhmax").forward(s, axis) == w`` to rounding.
+
+    Raises
+    ------
+    ValueError
+        Naming ``w`` if a row has ``sum|w_i| >= 1 - slack``: such a row (a
+        softmax output, for instance) is not an output of TanhMax.
+    """
+    w = _finite_array(w, "w")
+    ax = check_axis(axis, w.ndim)
+    tol = 4.0 * w.shape[ax] * float(np.finfo(np.float64).eps) if tol is None else check_real(tol, "tol", finite=False)
+    if not 0.0 < tol < 1.0:
+        raise ValueError(f"tol: expected 0 < tol < 1, got {tol}")
+    maxiter = check_int(maxiter, "maxiter")
+    inside = in_tanhmax_range(w, ax, slack=slack)
+    if not np.all(inside):
+        norms = np.sum(np.abs(w), axis=ax)
+        raise ValueError(
+            f"w: {int(np.sum(~inside))} row(s) are not in TanhMax's range, the open l1 unit "
+            f"ball sum|w_i| < 1 (largest l1 norm {float(np.max(norms)):.17g}, rounding slack "
+            f"{_slack(slack, w.shape[ax]):.3g}); such a row (a softmax output, which sums "
+            "to 1, for one) has no preimage (derivations/05-proposition-2.md)")
+    rows = np.moveaxis(w, ax, -1)  # (..., n)
+    n = rows.shape[-1]
+    flat = rows.reshape(-1, n)  # (R, n)
+    x = np.full(flat.shape[0], 1.0 / n)  # (R,) start at the right end of the bracket
+    lo, hi = np.zeros_like(x), x.copy()
+    active = np.ones(x.shape, bool)
+    for _ in range(maxiter):
+        r = np.hypot(x[:, None], flat)  # (R, n) sqrt(x^2 + w_k^2) > 0 since x > 0
+        G = np.sum(r, axis=1) - 1.0  # (R,)
+        dG = np.sum(x[:, None] / r, axis=1)  # (R,) G'(x) > 0
+        hi = np.where(G >= 0, x, hi)
+        lo = np.where(G < 0, x, lo)
+        x_new = x - G / dG  # Newton
+        x_new = np.where((x_new >= lo) & (x_new <= hi), x_new, 0.5 * (lo + hi))  # safeguard
+        done = (np.abs(G) <= tol) | (hi - lo <= 4.0 * np.finfo(np.float64).eps * hi)
+        active &= ~done  # a finished row keeps the x at which G was evaluated
+        x = np.where(active, x_new, x)
+        if not active.any():
+            break
+    else:
+        raise RuntimeError(f"tanhmax_preimage: no convergence in maxiter={maxiter} iterations "
+                           f"for {int(active.sum())} row(s); raise maxiter or tol")
+    s = np.arcsinh(flat / x[:, None])  # (R, n) sinh s_i = w_i C, C = 1/x
+    return np.moveaxis(s.reshape(rows.shape), -1, ax)
+
+
+# --------------------------------------------------------------------------
+# (b) softmax's range lies in the closure of TanhMax's: shift by c 1
+# --------------------------------------------------------------------------
+
+
+def _shifted_axis(s, axis, c):
+    s = _finite_array(s, "s")
+    ax = check_axis(axis, s.ndim)
+    return s, ax, _finite_shifts(c)
+
+
+def closure_gap(s, c, axis=-1):
+    """``|| tanhmax(s + c 1) - softmax(s) ||_1``, computed numerically.
+
+    Both activations come from the library's stable forward passes (TanhMax,
+    Eqs. 5 and 6); :func:`closure_gap_closed_form` is the formula this
+    should match (``derivations/05-proposition-2.md``, Eq. 05.P10). In float64
+    the difference is accurate to a few units of 1e-16 in absolute terms,
+    so its *relative* accuracy degrades once the gap itself is below ~1e-4.
+
+    Parameters
+    ----------
+    s : ndarray of float
+        Finite scores, any shape.
+    c : float or 1-D array_like of float
+        The shift(s) added to every score of a row.
+    axis : int
+        The normalised axis.
+
+    Returns
+    -------
+    ndarray
+        Shape ``np.shape(c) + s.shape`` without ``axis``.
+    """
+    s, ax, c = _shifted_axis(s, axis, c)
+    shifted = s + c.reshape(c.shape + (1,) * s.ndim)  # c.shape + s.shape
+    t = activation("tanhmax").forward(shifted, axis=ax + c.ndim)
+    p = activation("softmax").forward(s, axis=ax)  # s.shape, broadcasts against t
+    return np.sum(np.abs(t - p), axis=ax + c.ndim)
+
+
+def closure_gap_closed_form(s, c, axis=-1):
+    """The exact l1 gap between ``tanhmax(s + c 1)`` and ``softmax(s)``.
+
+    With ``A = sum_k e^{s_k}``, ``B = sum_k e^{-s_k}`` and ``eps = e^{-2c}``,
+    ``tanhmax(s + c 1)_i = (e^{s_i} - eps e^{-s_i}) / (A + eps B)``; every
+    entry of the difference from ``softmax(s)_i = e^{s_i} / A`` is negative,
+    and the l1 norm is
+
+        2 eps B / (A + eps B) = 2 q / (1 + q),   q = eps B / A
+
+    (``derivations/05-proposition-2.md``, Eqs. 05.P8-05.P10; TanhMax, Eqs. 6 and
+    10). For large ``c`` it is ``~ 2 (B/A) e^{-2c}``. Valid for every real
+    ``c``; evaluated from ``log q = lse(-s) - lse(s) - 2c`` so that nothing
+    overflows.
+
+    Parameters
+    ----------
+    s : ndarray of float
+        Finite scores, any shape.
+    c : float or 1-D array_like of float
+        The shift(s).
+    axis : int
+        The normalised axis.
+
+    Returns
+    -------
+    ndarray
+        Shape ``np.shape(c) + s.shape`` without ``axis``; values in ``(0, 2)``.
+    """
+    s, ax, c = _shifted_axis(s, axis, c)
+    log_ratio = _logsumexp(-s, ax) - _logsumexp(s, ax)  # log(B / A)
+    L = log_ratio - 2.0 * c.reshape(c.shape + (1,) * (s.ndim - 1))  # log q
+    e = np.exp(-np.abs(L))  # in (0, 1]: 2q/(1+q) without overflow either way
+    return np.where(L < 0, 2.0 * e / (1.0 + e), 2.0 / (1.0 + e))
+
+
+# --------------------------------------------------------------------------
+# (c) what survives: log|phi(W h)| is not confined to d + 1 dimensions
+# --------------------------------------------------------------------------
+
+
+def log_rank(activation_name, n, d, m, seed=0):
+    """Numerical rank of the matrix of ``log|phi(W h_t)|`` over ``m`` random ``h_t``.
+
+    Draws ``W`` (``n x d``, entries N(0, 1/d)) and ``h_1, ..., h_m`` (entries
+    N(0, 1)), so the scores ``s_t = W h_t`` have unit variance, and stacks
+    ``L[t] = log|phi(s_t)|`` into an ``m x n`` matrix. For softmax,
+    ``log softmax(W h) = W h - lse(W h) 1`` lies in the span of ``W``'s
+    columns and ``1``, so ``rank L <= d + 1`` (Yang et al. 2018's softmax
+    bottleneck; TanhMax, section 4, property (2) and Proposition 2). For
+    TanhMax, ``log|phi_i| = log|tanh s_i| + log cosh s_i - log sum_k cosh s_k``
+    is nonlinear in ``s``, and the rank is generally ``min(m, n)``
+    (``derivations/05-proposition-2.md``, section 5).
+
+    Parameters
+    ----------
+    activation_name : str
+        A registered activation whose weights are nonzero for almost every
+        score (softmax, tanhmax, signexp, sigsoftmax, sigmoid, expressive,
+        linear); relu and cosformer give exact zeros and are refused.
+    n, d, m : int
+        Number of outputs (keys), hidden size, number of samples.
+    seed : int
+        Seed of ``numpy.random.default_rng``.
+
+    Returns
+    -------
+    dict
+        ``activation``, ``n``, ``d``, ``m``, ``seed``; ``singular_values``
+        (descending, ``min(m, n)`` of them); ``tol`` (NumPy's default rank
+        tolerance ``s_max * max(m, n) * eps_mach``); ``rank``; and
+        ``softmax_bound = d + 1``.
+    """
+    if activation_name not in ACTIVATIONS:
+        raise ValueError(f"activation_name: unknown activation {activation_name!r}; "
+                         f"expected one of {ACTIVATIONS}")
+    n, d, m = check_int(n, "n", 2), check_int(d, "d"), check_int(m, "m")
+    seed = check_int(seed, "seed", 0)
+    rng = np.random.default_rng(seed)
+    W = rng.standard_normal((n, d)) / np.sqrt(d)  # (n, d)
+    H = rng.standard_normal((m, d))  # (m, d) one h_t per row
+    phi = activation(activation_name).forward(H @ W.T)  # (m, n) phi(W h_t)
+    if np.any(phi == 0.0):
+        raise ValueError(f"activation_name: {activation_name!r} gave exact zeros, "
+                         "where log|phi| is -inf; choose an activation with nonzero weights")
+    L = np.log(np.abs(phi))  # (m, n)
+    sv = np.linalg.svd(L, compute_uv=False)  # (min(m, n),) descending
+    tol = float(sv[0] * max(m, n) * np.finfo(np.float64).eps)
+    return {"activation": activation_name, "n": n, "d": d, "m": m, "seed": int(seed),
+            "singular_values": sv, "tol": tol, "rank": int(np.sum(sv > tol)),
+            "softmax_bound": d + 1}
+
+
+def _report():  # pragma: no cover - exercised by the derivation's commands
+    """The numbers quoted in ``derivations/05-proposition-2.md``."""
+    s = np.zeros(4)
+    sm = activation("softmax").forward(s)
+    print("softmax(0) =", sm, " sum|.| =", np.sum(np.abs(sm)),
+          " in_tanhmax_range:", bool(in_tanhmax_range(sm)))
+    s = np.array([0.3, -1.2, 2.0, 0.0])
+    print("s =", s, " sum|tanhmax(s)| =", repr(float(tanhmax_l1_norm(s))),
+          " margin (05.P3) =", repr(float(tanhmax_l1_margin(s))))
+    w = np.array([0.5, -0.25, 0.125, 0.0])
+    z = tanhmax_preimage(w)
+    print("w =", w, " preimage =", z, " tanhmax(preimage) =", activation("tanhmax").forward(z))
+    s = np.array([0.5, -1.0, 1.5, 0.2])
+    cs = np.array([0.0, 1.0, 2.0, 5.0, 10.0, 15.0])
+    print("closure gap, s =", s)
+    for c, g1, g2 in zip(cs, closure_gap(s, cs), closure_gap_closed_form(s, cs)):
+        print(f"  c = {c:5.1f}  numerical {g1:.6e}  closed form {g2:.6e}")
+    for name in ("softmax", "tanhmax", "signexp", "sigsoftmax"):
+        r = log_rank(name, n=16, d=4, m=200, seed=0)
+        print(f"log_rank({name!r}, n=16, d=4, m=200, seed=0): rank {r['rank']} "
+              f"(softmax bound d+1 = {r['softmax_bound']}); singular values 5-7: "
+              + ", ".join(f"{v:.3e}" for v in r["singular_values"][4:7])
+              + f"; smallest {r['singular_values'][-1]:.3e}")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    _report()

@@ -1,0 +1,455 @@
+r"""The small layers the models share, each forward with its VJP right under it.
+
+The three models (:mod:`refattn.training.models`) are built from attention
+(:mod:`refattn.attention`) and a handful of layers: an affine map, a relu,
+layer normalisation without gain or bias, and a loss. Each is here once, as a
+forward function written against :func:`refattn.core.backend.array_module` (NumPy,
+CuPy, or autograd's NumPy while autograd traces it; no in-place assignment),
+then its hand-derived VJP, then one comment naming the derivative
+(micrograd's layout). ``derivations/21-layers.md`` derives every VJP line by
+line; ``tests/test_layers.py`` checks each one three ways (analytic, autograd,
+central differences).
+
+========================= ============================================= ============= =============
+layer                     forward                                       forward       VJP
+========================= ============================================= ============= =============
+linear                    y = x W^T + b                                 21.L0         21.L1-21.L3
+relu                      y = max(x, 0)                                 21.R0         21.R1
+layer_norm                z = (x - mean x) / sqrt(var x + eps)          21.N1-21.N4   21.N5-21.N6
+softmax_cross_entropy     L = mean_t [logsumexp(y_t) - y_t[target_t]]   21.C0         21.C1
+sigmoid_cross_entropy     L = mean_t [softplus(a_t) - l_t a_t]          21.C2         21.C3
+========================= ============================================= ============= =============
+
+(equation labels of ``derivations/21-layers.md``)
+
+The seed axis. The models train ``S`` independent copies of themselves (one
+per random seed) as one array program: every parameter has a leading axis
+``S``, and slice ``s`` of the data meets slice ``s`` of the parameters only.
+
+* :func:`linear` reads the seed axis off ``W``: ``W (o, i)`` acts on every
+  row of ``x (..., i)``; ``W (S, o, i)`` with ``b (S, o)`` acts on
+  ``x (S, ..., i)``, slice by slice (``S`` matrix products, each over all the
+  rows of one seed). Its parameter gradients keep the seed axis: summed over
+  the rows of each seed, never across seeds.
+* :func:`relu` and :func:`layer_norm` act entry by entry and row by row: a
+  seed axis is one more leading axis to them.
+* The losses average over tokens. With ``seed_axis=True`` the first axis is
+  the seed axis and the mean is taken per seed, one loss per seed ``(S,)``;
+  otherwise over everything, one number.
+
+Every VJP takes the forward's arguments and the upstream gradient (the
+cotangent of the output, same shape as the output) and returns the gradient
+of each array argument.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..core.backend import array_module, check_float_array, check_real, dtype_of, sigmoid, stop_gradient
+
+__all__ = [
+    "linear",
+    "linear_vjp",
+    "relu",
+    "relu_vjp",
+    "layer_norm",
+    "layer_norm_vjp",
+    "softmax_cross_entropy",
+    "softmax_cross_entropy_vjp",
+    "sigmoid_cross_entropy",
+    "sigmoid_cross_entropy_vjp",
+]
+
+
+def _shape(x):
+    return tuple(np.shape(stop_gradient(x)))
+
+
+def _check_grad(grad, name, want):
+    """``grad`` must be a float array of the output's shape ``want``."""
+    check_float_array(grad, name, min_ndim=0)
+    if _shape(grad) != tuple(want):
+        raise ValueError(f"{name}: shape {_shape(grad)} does not match the output's shape {tuple(want)}")
+
+
+# --------------------------------------------------------------------------
+# linear: y = x W^T + b
+# --------------------------------------------------------------------------
+
+
+def _check_linear(x, W, b):
+    """Validate ``linear``'s arguments; return ``(lead, o, i)`` with ``lead = (S,)`` or ``()``."""
+    check_float_array(W, "W", min_ndim=2)
+    Ws = _shape(W)
+    if len(Ws) > 3:
+        raise ValueError(f"W: expected shape (o, i) or (S, o, i) with a leading seed axis, got {Ws}")
+    lead, (o, i) = Ws[:-2], Ws[-2:]
+    check_float_array(x, "x", min_ndim=1 + len(lead))
+    xs = _shape(x)
+    if xs[-1] != i:
+        raise ValueError(f"x: its last axis has {xs[-1]} features, but W {Ws} takes i = {i} (y = x W^T + b)")
+    if xs[:len(lead)] != lead:
+        raise ValueError(f"x: expected a leading seed axis of size S = {lead[0]} (W has shape {Ws}), "
+                         f"got shape {xs}")
+    if b is not None:
+        check_float_array(b, "b", min_ndim=1)
+        if _shape(b) != lead + (o,):
+            raise ValueError(f"b: expected shape {lead + (o,)} to match W {Ws}, got {_shape(b)}")
+    return lead, o, i
+
+
+def linear(x, W, b=None):
+    """Affine map over the last axis, ``y = x W^T + b`` (PyTorch's ``nn.Linear`` layout).
+
+    Row by row, ``y_n = W x_n + b`` with ``W`` of shape ``(o, i)``: ``o``
+    outputs from ``i`` inputs. With a leading seed axis every seed has its own
+    ``W[s]`` and ``b[s]`` and acts on its own slice ``x[s]``.
+
+    Parameters
+    ----------
+    x : ndarray (..., i), or (S, ..., i) when ``W`` has a seed axis
+        The rows to map.
+    W : ndarray (o, i) or (S, o, i)
+        The weights.
+    b : ndarray (o,) or (S, o), optional
+        The bias; ``None`` for none.
+
+    Returns
+    -------
+    ndarray (..., o), or (S, ..., o)
+
+    Derivation: ``derivations/21-layers.md``, section 1. Test:
+    ``tests/test_layers.py::test_linear_vjp_three_ways``.
+    """
+    lead, o, i = _check_linear(x, W, b)
+    xp = array_module(x, W, b)
+    y = xp.reshape(x, lead + (-1, i)) @ xp.swapaxes(W, -1, -2)  # (S, rows, o) or (rows, o): every row at once
+    if b is not None:
+        y = y + b[..., None, :]  # (S, 1, o) or (1, o) broadcast over the rows
+    return xp.reshape(y, _shape(x)[:-1] + (o,))  # (S, ..., o)
+
+
+def linear_vjp(x, W, b, grad_y):
+    """VJP of :func:`linear`: ``(dx, dW, db)`` for the upstream gradient ``grad_y``.
+
+    ``dx_n = W^T dy_n`` (in rows: ``dx = dy W``), ``dW = sum_n dy_n x_n^T``,
+    ``db = sum_n dy_n``, the sums over every row ``n`` (of each seed, with a
+    seed axis: ``dW`` and ``db`` keep it). ``db`` is ``None`` when ``b`` is.
+
+    Parameters
+    ----------
+    x, W, b
+        As given to :func:`linear`.
+    grad_y : ndarray, the shape of ``linear(x, W, b)``
+
+    Returns
+    -------
+    dx : ndarray, the shape of ``x``
+    dW : ndarray, the shape of ``W``
+    db : ndarray, the shape of ``b``, or None
+    """
+    lead, o, i = _check_linear(x, W, b)
+    _check_grad(grad_y, "grad_y", _shape(x)[:-1] + (o,))
+    xp = array_module(x, W, grad_y)
+    xf = xp.reshape(x, lead + (-1, i))  # (S, rows, i)
+    gf = xp.reshape(grad_y, lead + (-1, o))  # (S, rows, o)
+    dW = xp.swapaxes(gf, -1, -2) @ xf  # (S, o, i)   sum over rows of dy x^T
+    db = None if b is None else xp.sum(gf, axis=-2)  # (S, o)
+    dx = xp.reshape(gf @ W, _shape(x))  # (S, ..., i)
+    return dx, dW, db
+    # y_n = W x_n + b:  dy_n/dx_n = W,  dy_nk/dW_kj = x_nj,  dy_n/db = I   (21.L1-21.L3)
+
+
+# --------------------------------------------------------------------------
+# relu: y = max(x, 0)
+# --------------------------------------------------------------------------
+
+
+def relu(x):
+    """The rectifier, ``y = max(x, 0)`` entry by entry.
+
+    Written with ``where``, so that autograd sees slope 0 at ``x = 0``
+    exactly as :func:`relu_vjp` does (autograd's ``maximum`` would split the
+    slope, 1/2 each way, at a tie).
+
+    Parameters
+    ----------
+    x : ndarray, any shape
+
+    Returns
+    -------
+    ndarray, the shape of ``x``
+
+    Derivation: ``derivations/21-layers.md``, section 2. Test:
+    ``tests/test_layers.py::test_relu_vjp_three_ways``.
+    """
+    check_float_array(x, "x", min_ndim=0)
+    return array_module(x).where(x > 0, x, 0.0)
+
+
+def relu_vjp(x, grad_y):
+    """VJP of :func:`relu`: ``dx = grad_y [x > 0]`` (``relu'(0) = 0`` by convention)."""
+    check_float_array(x, "x", min_ndim=0)
+    _check_grad(grad_y, "grad_y", _shape(x))
+    return grad_y * (x > 0)
+    # relu'(x) = 1 for x > 0, 0 for x < 0; at the kink x = 0 we take 0   (21.R1)
+
+
+# --------------------------------------------------------------------------
+# layer normalisation without gain or bias
+# --------------------------------------------------------------------------
+
+
+def _moments(x, eps):
+    """``(z, r)``: ``z = (x - mean x) r`` and ``r = 1 / sqrt(var x + eps)``, over the last axis."""
+    xp = array_module(x)
+    c = x - xp.mean(x, axis=-1, keepdims=True)  # (..., d) centred
+    r = 1.0 / xp.sqrt(xp.mean(c * c, axis=-1, keepdims=True) + eps)  # (..., 1)
+    return c * r, r  # (..., d), (..., 1)
+
+
+def layer_norm(x, eps=1e-5):
+    """Layer normalisation without gain or bias over the last axis.
+
+    ``LN(x) = (x - mu) / sqrt(sigma^2 + eps)`` with ``mu = mean_j x_j`` and
+    ``sigma^2 = mean_j (x_j - mu)^2`` (the biased variance, as
+    ``torch.nn.LayerNorm`` uses). Each row of the output has mean 0 and mean
+    square ``sigma^2 / (sigma^2 + eps)``, just under 1; a constant row maps to
+    zeros, up to the rounding of its mean (at most about ``d u |x| / sqrt(eps)``:
+    9e-9 for a row of nine 2.3e5 in float64). For a one-hot ``e_x`` of length ``d``,
+    ``LN(e_x) = (d e_x - 1) / sqrt(d - 1 + d^2 eps)``.
+
+    Parameters
+    ----------
+    x : ndarray (..., d)
+        NumPy, CuPy or traced by autograd.
+    eps : float > 0
+        Added to the variance (PyTorch's default 1e-5).
+
+    Returns
+    -------
+    ndarray, the shape of ``x``
+
+    Derivation: ``derivations/21-layers.md``, section 3 (and
+    ``derivations/11-nt-model.md``, Eq. 11.M2). Tests:
+    ``tests/test_layers.py::test_layer_norm_vjp_gradcheck``,
+    ``test_layer_norm_moments``.
+    """
+    check_float_array(x, "x")
+    return _moments(x, check_real(eps, "eps", positive=True))[0]
+
+
+def layer_norm_vjp(x, grad_z, eps=1e-5):
+    """VJP of :func:`layer_norm`: ``dx = r (u - mean_j u_j - z mean_j(u_j z_j))``.
+
+    With ``z = LN(x)``, ``r = 1 / sqrt(sigma^2 + eps)`` and the upstream
+    gradient ``u = grad_z``, means over the last axis. ``z`` and ``r`` are
+    recomputed from ``x`` (two row reductions) rather than cached, so that
+    the VJP takes the forward's own arguments.
+
+    Parameters
+    ----------
+    x : ndarray (..., d)
+    grad_z : ndarray, the shape of ``x``
+    eps : float > 0
+
+    Returns
+    -------
+    ndarray, the shape of ``x``
+    """
+    check_float_array(x, "x")
+    _check_grad(grad_z, "grad_z", _shape(x))
+    z, r = _moments(x, check_real(eps, "eps", positive=True))  # (..., d), (..., 1)
+    xp = array_module(x, grad_z)
+    mean_u = xp.mean(grad_z, axis=-1, keepdims=True)  # (..., 1)
+    mean_uz = xp.mean(grad_z * z, axis=-1, keepdims=True)  # (..., 1)
+    return r * (grad_z - mean_u - z * mean_uz)  # (..., d)
+    # dz_i/dx_k = r (delta_ik - 1/d - z_i z_k / d), contracted with u   (21.N5, 21.N6)
+
+
+# --------------------------------------------------------------------------
+# losses: the mean over tokens, per seed with seed_axis=True
+# --------------------------------------------------------------------------
+
+
+def _mean_axes(ndim, seed_axis):
+    """The axes a per-token loss is averaged over: all, or all but the seed axis."""
+    return tuple(range(1 if seed_axis else 0, ndim))
+
+
+def _tokens(shape, seed_axis):
+    """How many tokens each mean averages over."""
+    return math.prod(shape[1:] if seed_axis else shape)
+
+
+def _check_loss_grad(grad_loss, shape, seed_axis):
+    want = shape[:1] if seed_axis else ()
+    check_float_array(grad_loss, "grad_loss", min_ndim=0)
+    if _shape(grad_loss) != want:
+        raise ValueError(f"grad_loss: expected shape {want} (one per {'seed' if seed_axis else 'loss'}), "
+                         f"got {_shape(grad_loss)}")
+
+
+def _check_targets(logits, target):
+    """Validate ``softmax_cross_entropy``'s arguments; return ``(shape of target, V)``."""
+    check_float_array(logits, "logits", min_ndim=1)
+    ls = _shape(logits)
+    dtype = getattr(target, "dtype", None)
+    if dtype is None or np.dtype(dtype).kind not in "iu":
+        raise TypeError(f"target: expected an integer array of class ids, got "
+                        f"{type(target).__name__ if dtype is None else np.dtype(dtype)}")
+    if tuple(target.shape) != ls[:-1]:
+        raise ValueError(f"target: expected shape {ls[:-1]} (logits' shape without its last axis), "
+                         f"got {tuple(target.shape)}")
+    V = ls[-1]
+    if isinstance(target, np.ndarray):  # host ids; ids on a device are not copied back to be checked
+        lo, hi = int(target.min()), int(target.max())
+        if lo < 0 or hi >= V:
+            raise ValueError(f"target: expected class ids in [0, {V}), got values in [{lo}, {hi}]")
+    return ls[:-1], V
+
+
+def _check_seed_axis(seed_axis, shape):
+    if not isinstance(seed_axis, (bool, np.bool_)):
+        raise TypeError(f"seed_axis: expected True or False, got {type(seed_axis).__name__}")
+    if seed_axis and len(shape) < 1:
+        raise ValueError("seed_axis: True needs at least one token axis (S, ...) to hold the seeds")
+    return bool(seed_axis)
+
+
+def softmax_cross_entropy(logits, target, *, seed_axis=False):
+    """Mean cross-entropy of ``softmax(logits)`` against integer targets.
+
+    ``L = mean_t [log sum_v exp(y_tv) - y_t,target_t]`` over the tokens ``t``
+    (every position of ``target``), evaluated with the log-sum-exp shift
+    ``m_t = max_v y_tv`` (which carries no gradient), so no logit overflows.
+
+    Parameters
+    ----------
+    logits : ndarray (..., V)
+        Unnormalised log-probabilities ``y``.
+    target : int ndarray, ``logits.shape[:-1]``
+        Class ids in ``[0, V)`` (a host array, or one on the logits' device).
+    seed_axis : bool
+        True: the first axis is the seed axis; one mean per seed, ``(S,)``.
+        False: one mean over every token, a 0-d array.
+
+    Returns
+    -------
+    ndarray (S,) or ()
+
+    Derivation: ``derivations/21-layers.md``, section 4. Tests:
+    ``tests/test_layers.py::test_softmax_cross_entropy_vjp_three_ways``,
+    ``test_softmax_cross_entropy_closed_form``.
+    """
+    shape, V = _check_targets(logits, target)
+    seed_axis = _check_seed_axis(seed_axis, shape)
+    xp = array_module(logits)
+    onehot = xp.eye(V, dtype=dtype_of(logits))[xp.asarray(target)]  # (..., V) a constant
+    m = xp.max(stop_gradient(logits), axis=-1, keepdims=True)  # (..., 1) the shift
+    lse = m[..., 0] + xp.log(xp.sum(xp.exp(logits - m), axis=-1))  # (...,) log sum_v e^y_v
+    nll = lse - xp.sum(onehot * logits, axis=-1)  # (...,) one loss per token
+    return xp.mean(nll, axis=_mean_axes(len(shape), seed_axis))  # (S,) or ()
+
+
+def softmax_cross_entropy_vjp(logits, target, grad_loss, *, seed_axis=False):
+    """VJP of :func:`softmax_cross_entropy`: ``dy_t = g (softmax(y_t) - e_target_t) / T``.
+
+    ``g`` is the upstream gradient of the loss (of the seed's loss, with a seed
+    axis) and ``T`` the number of tokens in that mean.
+
+    Parameters
+    ----------
+    logits, target, seed_axis
+        As given to :func:`softmax_cross_entropy`.
+    grad_loss : ndarray (S,) or ()
+        The upstream gradient, the shape of the loss.
+
+    Returns
+    -------
+    ndarray, the shape of ``logits``
+    """
+    shape, V = _check_targets(logits, target)
+    seed_axis = _check_seed_axis(seed_axis, shape)
+    _check_loss_grad(grad_loss, shape, seed_axis)
+    xp = array_module(logits, grad_loss)
+    e = xp.exp(logits - xp.max(logits, axis=-1, keepdims=True))  # (..., V) shifted
+    p = e / xp.sum(e, axis=-1, keepdims=True)  # (..., V) softmax
+    onehot = xp.eye(V, dtype=dtype_of(logits))[xp.asarray(target)]  # (..., V)
+    g = xp.reshape(grad_loss, _shape(grad_loss) + (1,) * (len(shape) + 1 - len(_shape(grad_loss))))  # (S, 1, .., 1)
+    return (p - onehot) * g / _tokens(shape, seed_axis)  # (..., V)
+    # d logsumexp(y)/dy = softmax(y),  d y_target/dy = e_target,  d mean/d term = 1/T   (21.C1)
+
+
+def sigmoid_cross_entropy(logits, labels, *, seed_axis=False):
+    """Mean binary cross-entropy of ``sigmoid(logits)`` against labels in ``[0, 1]``.
+
+    ``L = mean_t [softplus(a_t) - l_t a_t]
+    = mean_t [-l_t log sigmoid(a_t) - (1 - l_t) log(1 - sigmoid(a_t))]``,
+    with ``softplus(a) = log(1 + e^a)`` evaluated as ``logaddexp(0, a)``, so
+    no logit overflows. Labels may be soft (any number in ``[0, 1]``).
+
+    Parameters
+    ----------
+    logits : ndarray (...)
+        One logit ``a_t`` per token.
+    labels : ndarray, the shape of ``logits``
+        Numbers in ``[0, 1]`` (0/1 class labels, or soft labels); any real or
+        bool dtype, host or on the logits' device.
+    seed_axis : bool
+        True: the first axis is the seed axis; one mean per seed, ``(S,)``.
+
+    Returns
+    -------
+    ndarray (S,) or ()
+
+    Derivation: ``derivations/21-layers.md``, section 5. Test:
+    ``tests/test_layers.py::test_sigmoid_cross_entropy_vjp_three_ways``,
+    ``test_sigmoid_is_softmax_cross_entropy_of_two_logits``.
+    """
+    y = _labels(logits, labels)
+    shape = _shape(logits)
+    seed_axis = _check_seed_axis(seed_axis, shape)
+    xp = array_module(logits)
+    return xp.mean(xp.logaddexp(0.0, logits) - y * logits, axis=_mean_axes(len(shape), seed_axis))  # (S,) or ()
+
+
+def _labels(logits, labels):
+    """``labels`` in the logits' dtype and namespace, after checking shape and range."""
+    check_float_array(logits, "logits", min_ndim=0)
+    dtype = getattr(labels, "dtype", None)
+    if dtype is None or np.dtype(dtype).kind not in "iufb":
+        raise TypeError(f"labels: expected a numeric array of numbers in [0, 1], got "
+                        f"{type(labels).__name__ if dtype is None else np.dtype(dtype)}")
+    if tuple(labels.shape) != _shape(logits):
+        raise ValueError(f"labels: expected the logits' shape {_shape(logits)}, got {tuple(labels.shape)}")
+    if isinstance(labels, np.ndarray) and not ((labels >= 0).all() and (labels <= 1).all()):
+        raise ValueError("labels: binary cross-entropy needs labels in [0, 1]")  # host labels only, as above
+    return array_module(logits).asarray(labels).astype(dtype_of(logits))
+
+
+def sigmoid_cross_entropy_vjp(logits, labels, grad_loss, *, seed_axis=False):
+    """VJP of :func:`sigmoid_cross_entropy`: ``da_t = g (sigmoid(a_t) - l_t) / T``.
+
+    Parameters
+    ----------
+    logits, labels, seed_axis
+        As given to :func:`sigmoid_cross_entropy`.
+    grad_loss : ndarray (S,) or ()
+        The upstream gradient, the shape of the loss.
+
+    Returns
+    -------
+    ndarray, the shape of ``logits``
+    """
+    y = _labels(logits, labels)
+    shape = _shape(logits)
+    seed_axis = _check_seed_axis(seed_axis, shape)
+    _check_loss_grad(grad_loss, shape, seed_axis)
+    xp = array_module(logits, grad_loss)
+    g = xp.reshape(grad_loss, _shape(grad_loss) + (1,) * (len(shape) - len(_shape(grad_loss))))  # (S, 1, .., 1)
+    return (sigmoid(xp, logits) - y) * g / _tokens(shape, seed_axis)  # (...)
+    # d softplus(a)/da = sigmoid(a),  d (l a)/da = l,  d mean/d term = 1/T   (21.C3)

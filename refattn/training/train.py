@@ -1,0 +1,442 @@
+r"""The tiny trainer: one loop, per-epoch callbacks, atomic checkpoints, resume.
+
+The loop is the whole of it::
+
+    for epoch in range(start, epochs):
+        for batch in make_batches(epoch):
+            loss, grads = gradient(model, params, batch)   # hand-derived, or autograd
+            optimizer.step(grads)                           # in place
+        record = callbacks(epoch, params)                   # what to remember
+        checkpoint(params, optimizer, history)              # atomically
+
+**The model protocol.** A model has ``init_params(seeds, dtype)`` (every array
+has a leading axis ``S``: one independent model per seed, all trained by one
+batched array program), ``loss(params, batch) -> (S,)`` written against
+:func:`refattn.core.backend.array_module` (so autograd can trace it) and
+``loss_and_grad(params, batch) -> (loss, grads, aux)`` with the hand-derived
+gradient of ``loss.sum()``. Each seed's loss depends only on its own slice of
+the parameters, so the gradient of the sum is every seed's own gradient.
+Randomness (data order, dropout masks) lives in the batches, drawn by
+``make_batches(epoch)`` from the epoch number and a seed, so a run is a pure
+function of its inputs: the same seeds give the same result bit for bit, and
+a run resumed from a checkpoint ends exactly where an uninterrupted one does
+(``tests/test_train.py``).
+
+``grad="autograd"`` differentiates ``model.loss`` with autograd instead of
+calling the hand-derived backward: the two give the same trajectory to
+rounding, which is the end-to-end check of a model's backward pass.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import time
+import uuid
+
+import numpy as np
+from autograd import value_and_grad
+from threadpoolctl import threadpool_limits
+
+from ..core.backend import array_module, check_int, to_numpy
+from .optim import Optimizer
+from .runs import atomic_write, jsonable
+
+__all__ = ["GRADS", "gradient", "train", "batch_iterator", "save_checkpoint", "load_checkpoint",
+           "check_checkpoint", "checkpoint_paths", "history_path", "Progress"]
+
+#: How gradients are computed: the model's hand-derived backward, or autograd.
+GRADS = ("analytic", "autograd")
+_FORMAT = "refattn-checkpoint-2"
+_READABLE = ("refattn-checkpoint-1", _FORMAT)  # 1 kept the history inside the .npz
+
+
+def gradient(model, params, batch, grad="analytic"):
+    """``(loss (S,), grads)`` for one batch, by the model's own backward or by autograd."""
+    if grad == "analytic":
+        loss, grads, _ = model.loss_and_grad(params, batch)
+        return loss, grads
+    if grad == "autograd":
+        per_seed = {}
+
+        def total(p):
+            loss = model.loss(p, batch)
+            per_seed["loss"] = loss
+            return loss.sum()
+
+        _, grads = value_and_grad(total)(dict(params))
+        loss = per_seed["loss"]
+        return getattr(loss, "_value", loss), grads
+    raise ValueError(f"grad: expected one of {GRADS}, got {grad!r}")
+
+
+# --------------------------------------------------------------------------
+# Progress
+# --------------------------------------------------------------------------
+
+
+class Progress:
+    """A one-line text progress bar on ``stream`` (stderr): epoch, batches, loss, time.
+
+    ``enabled=None`` shows it only when ``stream`` is a terminal.
+    """
+
+    def __init__(self, total_epochs, *, stream=None, enabled=None, width=24, label="train"):
+        self.stream = sys.stderr if stream is None else stream
+        isatty = getattr(self.stream, "isatty", lambda: False)()
+        self.enabled = isatty if enabled is None else bool(enabled)
+        self.total = total_epochs
+        self.width = width
+        self.label = label
+        self.t0 = time.perf_counter()
+
+    def update(self, epoch, batch_index, n_batches, loss):
+        if not self.enabled:
+            return
+        done = (epoch + (batch_index + 1) / max(n_batches, 1)) / max(self.total, 1)
+        fill = int(round(self.width * min(done, 1.0)))
+        bar = "#" * fill + "." * (self.width - fill)
+        msg = (f"\r{self.label} epoch {epoch + 1}/{self.total} [{bar}] "
+               f"loss {float(np.mean(to_numpy(loss))):.4g}  {time.perf_counter() - self.t0:.1f}s")
+        self.stream.write(msg)
+        self.stream.flush()
+
+    def close(self):
+        if self.enabled:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+# --------------------------------------------------------------------------
+# Checkpoints
+# --------------------------------------------------------------------------
+
+
+def history_path(path):
+    """The history file beside a checkpoint: ``run.npz`` -> ``run.history.jsonl``."""
+    return os.fspath(path)[:-4] + ".history.jsonl"
+
+
+def _history_lines(records, run):
+    return "".join(json.dumps({"run": run, "record": jsonable(r)}) + "\n" for r in records).encode()
+
+
+def save_checkpoint(path, params, optimizer, history, *, epoch, fingerprint=None, saved=0, run=None):
+    """Write a checkpoint: params, optimizer state, the epoch and the history.
+
+    Two files: ``path`` (.npz) holds the parameters, the optimiser's state, the
+    epoch and the number of history records; :func:`history_path` beside it
+    holds the history, one JSON record per line. The history file is only
+    *appended to* (the records after the first ``saved``), so a long run does
+    not rewrite its whole history every epoch; the .npz is written to a
+    temporary file and moved over ``path``, so an interrupted write leaves the
+    previous checkpoint intact. Each history line carries the id ``run`` of
+    the call that wrote it, and the .npz names its run: lines from another run
+    sharing the path are never read as this run's.
+
+    Parameters
+    ----------
+    saved : int
+        How many leading records of ``history`` an earlier call with the same
+        ``run`` already wrote (what that call returned). ``0`` writes the
+        history file anew.
+    run : str, optional
+        An id of the writing run (default: a fresh one, which needs ``saved=0``).
+
+    Returns
+    -------
+    (int, str)
+        ``len(history)`` and ``run``: pass them as ``saved`` and ``run`` next time.
+    """
+    path = os.fspath(path)
+    if not path.endswith(".npz"):
+        raise ValueError(f"path: a checkpoint is a .npz file, got {path!r}")
+    if run is None:
+        if saved:
+            raise ValueError("saved: records can only be appended for a named run; pass run= as well")
+        run = uuid.uuid4().hex
+    if not (isinstance(saved, (int, np.integer)) and 0 <= saved <= len(history)):
+        raise ValueError(f"saved: expected an integer in [0, {len(history)}], got {saved!r}")
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    lines = _history_lines(history[saved:], run)
+    hpath = history_path(path)
+    if saved == 0:
+        atomic_write(hpath, lambda fh: fh.write(lines))
+    elif lines:
+        with open(hpath, "ab") as fh:  # append only: the records of the epochs since the last save
+            fh.write(lines)
+            fh.flush()
+            os.fsync(fh.fileno())
+    state = optimizer.state_dict()
+    arrays = {f"param/{k}": to_numpy(v) for k, v in params.items()}
+    for buf, values in state["state"].items():
+        arrays.update({f"opt/{buf}/{k}": to_numpy(v) for k, v in values.items()})
+    meta = {
+        "format": _FORMAT,
+        "epoch": int(epoch),
+        "fingerprint": jsonable(fingerprint),
+        "history_records": len(history),
+        "run": run,
+        "optimizer": {k: jsonable(v) for k, v in state.items() if k != "state"},
+    }
+    arrays["meta"] = np.array(json.dumps(meta))
+    atomic_write(path, lambda fh: np.savez(fh, **arrays))  # last: the history it names is on disk
+    return len(history), run
+
+
+def _read_history(path, meta):
+    """The first ``meta["history_records"]`` records of run ``meta["run"]`` from the history file."""
+    hpath = history_path(path)
+    want, run = meta["history_records"], meta["run"]
+    records = []
+    with open(hpath, encoding="utf-8") as fh:
+        for line in fh:
+            if len(records) == want:
+                break
+            if not line.endswith("\n"):
+                break  # a line cut by an interrupted append
+            entry = json.loads(line)
+            if entry.get("run") == run:
+                records.append(entry["record"])
+    if len(records) != want:
+        raise ValueError(f"history file {hpath!r} holds {len(records)} records of this checkpoint's run, "
+                         f"expected {want}")
+    return records
+
+
+def load_checkpoint(path):
+    """Read a checkpoint written by :func:`save_checkpoint`.
+
+    Returns
+    -------
+    dict
+        ``params`` (NumPy arrays), ``optimizer`` (a ``state_dict`` for
+        :meth:`refattn.training.optim.Optimizer.load_state_dict`), ``history``, ``epoch``
+        (the last completed epoch) and ``fingerprint``.
+
+    Raises
+    ------
+    ValueError
+        Naming the file, for anything that is not a complete refattn
+        checkpoint (a truncated zip, a pickle, another format, a missing or
+        short history file). The file is left as it is.
+    """
+    path = os.fspath(path)
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            if "meta" not in data.files:
+                raise ValueError("no 'meta' entry")
+            meta = json.loads(str(data["meta"]))
+            if meta.get("format") not in _READABLE:
+                raise ValueError(f"format {meta.get('format')!r}, expected {_FORMAT!r}")
+            params = {k[len("param/"):]: data[k] for k in data.files if k.startswith("param/")}
+            bufs: dict = {}
+            for k in data.files:
+                if k.startswith("opt/"):
+                    _, buf, name = k.split("/", 2)
+                    bufs.setdefault(buf, {})[name] = data[k]
+        history = meta["history"] if "history" in meta else _read_history(path, meta)  # format 1 kept it inline
+    except FileNotFoundError as exc:
+        if exc.filename is not None and os.fspath(exc.filename) == path:
+            raise
+        raise ValueError(f"checkpoint {path!r}: its history file {history_path(path)!r} is missing; "
+                         f"the checkpoint is left as it is: move it away or pass another path") from None
+    except Exception as exc:  # noqa: BLE001 - a truncated zip, a pickle, bad JSON: one message naming the file
+        raise ValueError(f"checkpoint {path!r}: not a readable refattn checkpoint ({type(exc).__name__}: "
+                         f"{exc}); it is left as it is: move it away or pass another path") from None
+    opt = dict(meta["optimizer"])
+    opt["state"] = bufs
+    for key in ("betas",):  # tuples were stored as JSON lists
+        if isinstance(opt.get(key), list):
+            opt[key] = tuple(opt[key])
+    return {"params": params, "optimizer": opt, "history": history, "epoch": meta["epoch"],
+            "fingerprint": meta["fingerprint"]}
+
+
+def check_checkpoint(path, option="checkpoint"):
+    """Check, before any work, that ``path`` can be a checkpoint: a ``.npz`` name, and,
+    if the file exists, a readable refattn checkpoint (else one line naming it and ``option``)."""
+    if path is None:
+        return
+    name = os.fspath(path)
+    if not name.endswith(".npz"):
+        raise ValueError(f"{option}: a checkpoint is a .npz file, got {name!r}")
+    if os.path.exists(name):
+        try:
+            load_checkpoint(name)
+        except ValueError as exc:
+            message = str(exc)
+            message = message[len("checkpoint "):] if message.startswith("checkpoint ") else message
+            raise ValueError(f"{option}: {message}") from None
+
+
+def checkpoint_paths(folder, prefix, names, option="--checkpoint-dir"):
+    """``{name: <folder>/<prefix>_<name>.npz}`` for a run's pieces (every path ``None``
+    without a folder), each existing file checked by :func:`check_checkpoint` now,
+    before the first piece trains."""
+    paths = {name: None if folder is None else os.path.join(os.fspath(folder), f"{prefix}_{name}.npz")
+             for name in names}
+    for path in paths.values():
+        check_checkpoint(path, option)
+    return paths
+
+
+# --------------------------------------------------------------------------
+# The loop
+# --------------------------------------------------------------------------
+
+
+def train(model, params, optimizer, make_batches, *, epochs, grad="analytic", callbacks=(),
+          checkpoint=None, checkpoint_every=1, resume=True, fingerprint=None, progress=None,
+          stop_after=None, blas_threads=1):
+    r"""Train ``model`` for ``epochs`` epochs, updating ``params`` in place.
+
+    Parameters
+    ----------
+    model
+        An object following the model protocol (module docstring).
+    params : dict of str to ndarray
+        The parameters, each with the leading seed axis; updated in place
+        (they are the dict ``optimizer`` was built on).
+    optimizer : refattn.training.optim.Optimizer
+    make_batches : callable ``epoch -> iterable of batch dicts``
+        Must be deterministic in ``epoch`` (draw from a generator seeded by the
+        epoch number) so that a resumed run sees the same batches.
+    epochs : int
+        The total number of epochs (a resumed run continues up to it).
+    grad : {"analytic", "autograd"}
+        The model's hand-derived backward, or autograd on ``model.loss``.
+    callbacks : sequence of callables ``(epoch, params) -> dict``
+        Called after each epoch; their dicts are merged into the epoch's record
+        (arrays are stored as lists). The record always has ``epoch`` and
+        ``loss`` (the mean training loss of each seed over the epoch's batches).
+    checkpoint : str or path, optional
+        A ``.npz`` file written (atomically) every ``checkpoint_every`` epochs
+        and after the last; with ``resume=True`` an existing one is loaded and
+        training continues after its last epoch.
+    fingerprint : JSON-able, optional
+        A description of the run (model, data, hyperparameters). Resuming from a
+        checkpoint with another fingerprint is an error, not a silent mix.
+    progress : bool or Progress, optional
+        Show a progress bar (default: only on a terminal).
+    stop_after : int, optional
+        Stop after this epoch index (as if interrupted), for tests and demos.
+    blas_threads : int or None
+        BLAS threads while training (default 1, through threadpoolctl; ``None``
+        leaves BLAS as it is). The models here are small: a BLAS call on a
+        16 x 16 matrix gains nothing from threads, and the idle workers of a
+        threaded BLAS spin and slow everything else on a loaded machine. One
+        thread also makes every reduction's order the same on every machine.
+
+    Returns
+    -------
+    dict
+        ``history`` (a list of per-epoch records), ``resumed_from`` (the epoch a
+        checkpoint was loaded at, or ``None``), ``seconds`` (wall time of this
+        call).
+    """
+    if not isinstance(optimizer, Optimizer):
+        raise TypeError(f"optimizer: expected a refattn.training.optim.Optimizer, got {type(optimizer).__name__}")
+    if optimizer.params is not params:
+        raise ValueError("params: must be the very dict the optimizer was built on (it updates it in place)")
+    if not (isinstance(epochs, (int, np.integer)) and epochs >= 0):
+        raise ValueError(f"epochs: expected a non-negative integer, got {epochs!r}")
+    if grad not in GRADS:
+        raise ValueError(f"grad: expected one of {GRADS}, got {grad!r}")
+    if not callable(make_batches):
+        raise TypeError("make_batches: expected a callable epoch -> iterable of batches")
+    if not (isinstance(checkpoint_every, (int, np.integer)) and checkpoint_every >= 1):
+        raise ValueError(f"checkpoint_every: expected a positive integer, got {checkpoint_every!r}")
+    epochs = check_int(epochs, "epochs", 0)  # 0: no training (the initial parameters, evaluated)
+    if checkpoint is not None and not os.fspath(checkpoint).endswith(".npz"):
+        raise ValueError(f"checkpoint: a checkpoint is a .npz file, got {os.fspath(checkpoint)!r}")
+    if blas_threads is not None:
+        blas_threads = check_int(blas_threads, "blas_threads", 1)
+    callbacks = tuple(callbacks)
+    for cb in callbacks:
+        if not callable(cb):
+            raise TypeError(f"callbacks: expected callables (epoch, params) -> dict, got {cb!r}")
+
+    history: list = []
+    start = 0
+    resumed_from = None
+    fp = jsonable(fingerprint)
+    if checkpoint is not None and resume and os.path.exists(checkpoint):
+        ck = load_checkpoint(checkpoint)
+        if ck["fingerprint"] != fp:
+            raise ValueError(f"checkpoint: {os.fspath(checkpoint)!r} belongs to another run "
+                             f"(fingerprint {ck['fingerprint']!r}, this run {fp!r}); "
+                             f"remove it or pass resume=False")
+        if set(ck["params"]) != set(params):
+            raise ValueError(f"checkpoint: parameters {sorted(ck['params'])} do not match {sorted(params)}")
+        for k, v in params.items():
+            if ck["params"][k].shape != v.shape:
+                raise ValueError(f"checkpoint: parameter {k!r} has shape {ck['params'][k].shape}, "
+                                 f"expected {v.shape}")
+            xp = array_module(v)
+            v[...] = xp.asarray(ck["params"][k], dtype=v.dtype)
+        if ck["epoch"] + 1 > epochs:
+            raise ValueError(f"epochs: the checkpoint {os.fspath(checkpoint)!r} already holds {ck['epoch'] + 1} "
+                             f"epochs, more than the {epochs} asked; ask for at least {ck['epoch'] + 1} (a run "
+                             f"may extend a checkpoint, never report fewer epochs than it trained)")
+        optimizer.load_state_dict(ck["optimizer"])
+        history = list(ck["history"])
+        start = ck["epoch"] + 1
+        resumed_from = ck["epoch"]
+
+    bar = progress if isinstance(progress, Progress) else Progress(epochs, enabled=progress)
+    t0 = time.perf_counter()
+    last = epochs - 1 if stop_after is None else min(epochs - 1, stop_after)
+    saved, run = 0, None  # the first save writes the history file anew, later ones append to it
+    with contextlib.ExitStack() as stack:
+        if blas_threads is not None:
+            stack.enter_context(threadpool_limits(limits=blas_threads, user_api="blas"))
+        stack.callback(bar.close)
+        for epoch in range(start, last + 1):
+            batches = make_batches(epoch)
+            batches = list(batches) if not isinstance(batches, list) else batches
+            total = None
+            for b, batch in enumerate(batches):
+                loss, grads = gradient(model, params, batch, grad)
+                optimizer.step(grads)
+                total = loss if total is None else total + loss
+                bar.update(epoch, b, len(batches), loss)
+            mean = total / len(batches) if batches else None
+            record = {"epoch": epoch, "loss": jsonable(mean)}
+            for cb in callbacks:
+                out = cb(epoch, params)
+                if out:
+                    record.update(jsonable(out))
+            history.append(record)
+            if checkpoint is not None and ((epoch + 1) % checkpoint_every == 0 or epoch == epochs - 1
+                                           or epoch == last):
+                saved, run = save_checkpoint(checkpoint, params, optimizer, history, epoch=epoch,
+                                             fingerprint=fp, saved=saved, run=run)
+    return {"history": history, "resumed_from": resumed_from, "seconds": time.perf_counter() - t0}
+
+
+def batch_iterator(n_examples, batch_size, *, seeds, epoch, shuffle=True, drop_last=False):
+    """Index batches for every seed: a list of ``(S, B)`` integer arrays.
+
+    Seed ``k`` shuffles with ``np.random.default_rng([seeds[k], epoch])``, so the
+    order depends only on (seed, epoch): the same with one seed or ten, the
+    same after a resume.
+    """
+    if not (isinstance(n_examples, (int, np.integer)) and n_examples >= 1):
+        raise ValueError(f"n_examples: expected a positive integer, got {n_examples!r}")
+    if not (isinstance(batch_size, (int, np.integer)) and batch_size >= 1):
+        raise ValueError(f"batch_size: expected a positive integer, got {batch_size!r}")
+    orders = []
+    for s in seeds:
+        idx = np.arange(n_examples)
+        if shuffle:
+            idx = np.random.default_rng([int(s), int(epoch)]).permutation(n_examples)
+        orders.append(idx)
+    order = np.stack(orders)  # (S, n)
+    n_full = n_examples // batch_size
+    stops = [(i * batch_size, (i + 1) * batch_size) for i in range(n_full)]
+    if not drop_last and n_examples % batch_size:
+        stops.append((n_full * batch_size, n_examples))
+    return [order[:, a:b] for a, b in stops]
