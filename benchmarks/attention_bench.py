@@ -119,8 +119,8 @@ def _max_rel(got, want):
 def _refattn_step(Q, K, V, G, act):
     """Forward and backward: ``(out, dQ, dK, dV)`` on the inputs' backend."""
     out, cache = attention(Q, K, V, score="scaled_dot", activation=act)
-    g = attention_backward(G, cache)
-    return out, g["Q"], g["K"], g["V"]
+    dQ, dK, dV, _ = attention_backward(G, cache)
+    return out, dQ, dK, dV
 
 
 # --------------------------------------------------------------------------

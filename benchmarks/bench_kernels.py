@@ -11,7 +11,7 @@ For every registered activation, on one array of scores of ``--shape``
   (``ell`` by its stable formula, the shifted exponential, times ``rho``)
   against :func:`refattn.fast.kernels.forward` (the split ``h = exp(f a) b``,
   in place, returning ``p``, the weights and what the backward needs);
-* ``vjp``: the reference :meth:`refattn.core.activations.Activation.vjp` (which
+* ``vjp``: the reference :meth:`refattn.core.activations.Activation.backward` (which
   computes ``p`` itself, then Eq. 01.R4 grouped as 01.R5), as the reference
   attention calls it, against :func:`refattn.fast.kernels.vjp_from` given the
   ``p`` and ``phi`` that the fast forward keeps (Eq. 01.R5 by the kernel's
@@ -47,9 +47,9 @@ def candidates(name, s, u):
     act = activation(name)
     p, phi, aux = kernels.forward(act, s)  # (..., n) each; aux: what the fast cache holds
     fns = {
-        "reference_forward": lambda: act.forward(s),
+        "reference_forward": lambda: act(s),
         "fast_forward": lambda: kernels.forward(act, s)[1],
-        "reference_vjp": lambda: act.vjp(s, u),
+        "reference_vjp": lambda: act.backward(u, act.forward(s)[1]),
         "fast_vjp": lambda: kernels.vjp_from(act, np, aux, p, u, -1, phi),
     }
     diff = {}

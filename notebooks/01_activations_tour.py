@@ -40,6 +40,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from autograd import make_vjp  # noqa: E402
 
+from refattn.theory.catalogue import about  # noqa: E402
 from refattn.plots import save, small  # noqa: E402
 from refattn import ACTIVATIONS, activation  # noqa: E402
 from refattn.core.gradcheck import gradcheck  # noqa: E402
@@ -53,17 +54,17 @@ print("registered activations:", ", ".join(ACTIVATIONS))
 # %% [markdown]
 # ## The registry as a table
 #
-# Each activation carries its formulas as text (`g_text`, `h_text`,
-# `rho_text`, `ell_text`) and its source. Compare with the table in section 3
-# of the derivation.
+# The catalogue (`refattn.theory.catalogue.about`) holds each activation's
+# formulas as text, and the class its source. Compare with the table in
+# section 3 of the derivation.
 
 # %%
 header = f"{'name':11s} {'g(s)':18s} {'h(s)':18s} {'rho':10s} {'ell':18s} source"
 print(header)
 print("-" * len(header))
 for name in ACTIVATIONS:
-    a = activation(name)
-    print(f"{name:11s} {a.g_text:18s} {a.h_text:18s} {a.rho_text:10s} {a.ell_text:18s} {a.source}")
+    a, f = activation(name), about(activation(name))
+    print(f"{name:11s} {f.g:18s} {f.h:18s} {f.rho:10s} {f.ell:18s} {a.source}")
 
 # %% [markdown]
 # ## g, h and rho, ell side by side
@@ -139,7 +140,7 @@ ncol = 3
 nrow = -(-len(ACTIVATIONS) // ncol)
 fig, axes = plt.subplots(nrow, ncol, figsize=(10, 2.3 * nrow), sharex=True, sharey=True, squeeze=False)
 for ax, name in zip(axes.flat, ACTIVATIONS):
-    phi = activation(name).forward(s_row)  # (8,)
+    phi = activation(name)(s_row)  # (8,)
     ax.bar(np.arange(len(s_row)), phi, color=np.where(phi >= 0, "C0", "C3"))
     ax.axhline(0.0, color="k", lw=0.6)
     ax.set_title(f"{name}: sum {phi.sum():.3f}, sum|.| {np.abs(phi).sum():.3f}", fontsize=9)
@@ -169,7 +170,7 @@ save(fig, "01_weights_bars")
 tanhmax = activation("tanhmax")
 J = tanhmax.jacobian(s_row)  # (8, 8): J[j, k] = d phi_j / d s_k
 
-vjp_fn, _ = make_vjp(tanhmax.forward)(s_row)
+vjp_fn, _ = make_vjp(tanhmax)(s_row)
 J_autograd = np.stack([vjp_fn(e) for e in np.eye(len(s_row))])  # row j = e_j^T J
 print("max |J - J_autograd| =", np.max(np.abs(J - J_autograd)))
 
@@ -201,7 +202,7 @@ save(fig, "01_tanhmax_jacobian")
 # Eq. 01.R4: $ds_j = u_j\rho'_j p_j + p_j\ell'_j\,(u_j\rho_j - \sum_i u_i\phi_i)$.
 # Below, each ingredient comes from the activation's own elementwise
 # functions, the formula is assembled in plain NumPy, and the result is
-# compared with `Activation.vjp` and with `jacobian(s).T @ u`.
+# compared with `Activation.backward` and with `jacobian(s).T @ u`.
 
 # %%
 rng = np.random.default_rng(0)
@@ -213,10 +214,10 @@ phi = rho * p
 c = np.sum(u * phi)  # sum_i u_i phi_i
 ds_by_hand = u * drho * p + p * dell * (u * rho - c)  # Eq. 01.R4
 
-ds_library = tanhmax.vjp(s_row, u)
+ds_library = tanhmax.backward(u, tanhmax.forward(s_row)[1])
 ds_jacobian = J.T @ u
 print("ds by hand (01.R4):", ds_by_hand)
-print("Activation.vjp   :", ds_library)
+print("Activation.backward   :", ds_library)
 print("jacobian(s).T @ u:", ds_jacobian)
 print("max |hand - vjp|      =", np.max(np.abs(ds_by_hand - ds_library)))
 print("max |hand - J^T u|    =", np.max(np.abs(ds_by_hand - ds_jacobian)))
@@ -243,9 +244,9 @@ def wrong_vjp(u_):
 
 ones = np.ones_like(s_row)
 print("all-ones cotangent: max |right - wrong| =",
-      np.max(np.abs(sig.vjp(s_row, ones) - wrong_vjp(ones))))
+      np.max(np.abs(sig.backward(ones, sig.forward(s_row)[1]) - wrong_vjp(ones))))
 print("random cotangent  : max |right - wrong| =",
-      np.max(np.abs(sig.vjp(s_row, u) - wrong_vjp(u))))
+      np.max(np.abs(sig.backward(u, sig.forward(s_row)[1]) - wrong_vjp(u))))
 print("column sums of sigsoftmax's J:", sig.jacobian(s_row).sum(axis=0))
 print("row sums of sigsoftmax's J   :", sig.jacobian(s_row).sum(axis=1))
 
@@ -269,8 +270,8 @@ mask[0] = False  # one fully masked row: no normaliser
 
 def check(name, m):
     a = activation(name)
-    return gradcheck(lambda s: a.forward(s, mask=m), {"s": s_batch},
-                     lambda u_, s: {"s": a.vjp(s, u_, mask=m)}, name=name, seed=1)
+    return gradcheck(lambda s: a(s, mask=m), {"s": s_batch},
+                     lambda u_, s: {"s": a.backward(u_, a.forward(s, mask=m)[1])}, name=name, seed=1)
 
 
 print(f"{'activation':11s} {'mask':6s} {'rel. err. vs autograd':>22s} {'rel. err. vs central':>21s}  ok")
@@ -306,21 +307,21 @@ u0 = rng.standard_normal(len(s0))  # (5,)
 p0 = signexp.p(s0)
 eps_list = [1e-2, 1e-6] if SMALL else [1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6]
 
-print("analytic VJP:", signexp.vjp(s0, u0))
-vjp_fn, _ = make_vjp(signexp.forward)(s0)
+print("analytic VJP:", signexp.backward(u0, signexp.forward(s0)[1]))
+vjp_fn, _ = make_vjp(signexp)(s0)
 print("autograd    :", vjp_fn(u0))
 print()
 print(f"{'eps':>8s} {'central ds_0':>14s} {'u_0 p_0(s+eps e_0)/eps':>24s} {'u_0 p_0/eps':>13s} "
       f"{'max |diff| at other entries':>28s}")
 spikes = []
 for eps in eps_list:
-    res = gradcheck(signexp.forward, {"s": s0}, lambda u_, s: {"s": signexp.vjp(s, u_)},
+    res = gradcheck(signexp, {"s": s0}, lambda u_, s: {"s": signexp.backward(u_, signexp.forward(s)[1])},
                     cotangent=u0, eps=eps, checks=("central",), name="signexp at 0")
     # rebuild the difference quotient itself (gradcheck reports only the error)
-    ds_fd = np.array([np.sum(u0 * (signexp.forward(s0 + eps * e) - signexp.forward(s0 - eps * e)))
+    ds_fd = np.array([np.sum(u0 * (signexp(s0 + eps * e) - signexp(s0 - eps * e)))
                       / (2 * eps) for e in np.eye(len(s0))])
     p_shift = signexp.p(s0 + eps * np.eye(len(s0))[0])[0]
-    other = np.max(np.abs(ds_fd[1:] - signexp.vjp(s0, u0)[1:]))
+    other = np.max(np.abs(ds_fd[1:] - signexp.backward(u0, signexp.forward(s0)[1])[1:]))
     spikes.append(ds_fd[0])
     print(f"{eps:8.0e} {ds_fd[0]:14.6e} {u0[0] * p_shift / eps:24.6e} {u0[0] * p0[0] / eps:13.6e} "
           f"{other:28.2e}")
@@ -336,7 +337,7 @@ ax.loglog(eps_arr, np.abs(u0[0]) * p0[0] / eps_arr, "-", lw=1, label="|u_0| p_0 
 ax.set_xlabel("step eps", fontsize=8)
 ax.set_ylabel("|ds_0|", fontsize=8)
 ax.set_title("signexp at s_0 = 0: central differences grow like 1/eps", fontsize=9)
-ax.text(0.03, 0.05, f"analytic VJP: ds_0 = {signexp.vjp(s0, u0)[0] + 0.0:g}; autograd: ds_0 = {vjp_fn(u0)[0] + 0.0:g}\n"
+ax.text(0.03, 0.05, f"analytic VJP: ds_0 = {signexp.backward(u0, signexp.forward(s0)[1])[0] + 0.0:g}; autograd: ds_0 = {vjp_fn(u0)[0] + 0.0:g}\n"
         "(no step involved; 0 has no place on a log axis)", transform=ax.transAxes, fontsize=7)
 ax.legend(fontsize=7)
 ax.tick_params(labelsize=7)
@@ -353,14 +354,14 @@ save(fig, "01_signexp_spike")
 for name in ("relu", "cosformer"):
     a = activation(name)
     eps = 1e-6
-    ds_fd0 = np.sum(u0 * (a.forward(s0 + eps * np.eye(len(s0))[0])
-                          - a.forward(s0 - eps * np.eye(len(s0))[0]))) / (2 * eps)
-    print(f"{name:9s} at s_0 = 0: analytic ds_0 = {a.vjp(s0, u0)[0]: .4f}, "
+    ds_fd0 = np.sum(u0 * (a(s0 + eps * np.eye(len(s0))[0])
+                          - a(s0 - eps * np.eye(len(s0))[0]))) / (2 * eps)
+    print(f"{name:9s} at s_0 = 0: analytic ds_0 = {a.backward(u0, a.forward(s0)[1])[0]: .4f}, "
           f"central ds_0 = {ds_fd0: .4f}")
 n = len(s0)
 C = np.sum(np.maximum(s0, 0.0))
 print(f"predicted (section 4.3): relu u_0/(2n) = {u0[0] / (2 * n): .4f}, "
-      f"cosformer (u_0 - <u, phi>)/(2C) = {(u0[0] - u0 @ activation('cosformer').forward(s0)) / (2 * C): .4f}")
+      f"cosformer (u_0 - <u, phi>)/(2C) = {(u0[0] - u0 @ activation('cosformer')(s0)) / (2 * C): .4f}")
 
 # %% [markdown]
 # ## Summary

@@ -88,7 +88,7 @@ print("max |pi - J^T| =", np.max(np.abs(pi - activation("tanhmax").jacobian(s).T
 d2 = dyn.delta_II("tanhmax", s, o)
 print("pi @ o      :", pi @ o)
 print("VJP(s, o)   :", d2)
-w = activation("tanhmax").forward(s)
+w = activation("tanhmax")(s)
 print("sum_j w_j o_j =", w @ o, "  logit a =", model.logits(params, tokens[:1])[0])
 
 # %% [markdown]

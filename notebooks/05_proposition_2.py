@@ -71,7 +71,7 @@ print("sum|tanhmax(s)|         =", tanhmax_l1_norm(s))
 print("1 - sum|tanhmax(s)|     =", 1 - tanhmax_l1_norm(s))
 print("margin, closed form 05.P3  =", tanhmax_l1_margin(s))
 
-p0 = softmax.forward(np.zeros(4))
+p0 = softmax(np.zeros(4))
 print("softmax(0) =", p0, "in TanhMax's range:", bool(in_tanhmax_range(p0)))
 try:
     tanhmax_preimage(p0)
@@ -91,7 +91,7 @@ except ValueError as err:
 k = 41 if SMALL else 161
 g1d = np.linspace(-6.0, 6.0, k)
 S = np.stack(np.meshgrid(g1d, g1d), axis=-1).reshape(-1, 2)  # (k*k, 2) scores
-W = tanhmax.forward(S)  # (k*k, 2) weights
+W = tanhmax(S)  # (k*k, 2) weights
 print("largest l1 norm on the grid:", np.max(np.sum(np.abs(W), axis=1)))
 print("all inside the open ball (float64, with rounding slack):", bool(np.all(in_tanhmax_range(W))))
 
@@ -131,7 +131,7 @@ for gap in (0.5, 1e-3, 1e-6, 1e-9, 1e-12):
     w = rng.standard_normal(6)
     w = w / np.sum(np.abs(w)) * (1 - gap)
     z = tanhmax_preimage(w)
-    err = np.max(np.abs(tanhmax.forward(z) - w) / np.abs(w))
+    err = np.max(np.abs(tanhmax(z) - w) / np.abs(w))
     print(f"{gap:10.0e} {np.max(np.abs(z)):9.3f} {err:40.2e}")
 
 # %% [markdown]
@@ -151,11 +151,11 @@ cs = np.linspace(-3.0, 6.0, 60 if SMALL else 200)
 fig, ax = diamond_axes()
 for s2, color in zip(([0.5, -0.3], [-1.0, 0.4], [1.2, 0.9]), ("C0", "C1", "C2")):
     s2 = np.array(s2)
-    path = tanhmax.forward(s2 + cs[:, None])  # (len(cs), 2)
+    path = tanhmax(s2 + cs[:, None])  # (len(cs), 2)
     ax.plot(path[:, 0], path[:, 1], "-", color=color, lw=1.2, label=f"s = {s2}")
-    target = softmax.forward(s2)
+    target = softmax(s2)
     ax.plot(*target, "o", color="red", ms=5)
-    ax.plot(*(-softmax.forward(-s2)), "o", color="black", ms=4)
+    ax.plot(*(-softmax(-s2)), "o", color="black", ms=4)
     print(f"s = {s2}: softmax(s) = {target}, tanhmax(s + 6) = {path[-1]}, "
           f"l1 gap {closure_gap(s2, 6.0):.3e}")
 ax.set_title("c -> tanhmax(s + c 1), c from -3 to 6", fontsize=8)

@@ -15,7 +15,7 @@
 # the sense of distributions $g'(s) = e^{|s|} + 2\delta(s)$. Three ways of
 # computing a gradient see three different things there:
 #
-# * the hand-derived VJP (`activation("signexp").vjp`) and
+# * the hand-derived VJP (`activation("signexp").backward`) and
 # * autograd's VJP of the same forward code both use the pointwise
 #   convention $\rho'(0) = 0$, $\mathrm{sign}(0) = 0$: no Dirac term;
 # * central differences with step $\varepsilon$ see the jump as a spike of

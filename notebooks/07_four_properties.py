@@ -35,6 +35,7 @@ matplotlib.use(os.environ.get("MPLBACKEND", "Agg"))
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from refattn.theory.catalogue import about  # noqa: E402
 from refattn import ACTIVATIONS, activation  # noqa: E402
 from refattn.plots import save, small  # noqa: E402
 from refattn.theory.properties import (  # noqa: E402
@@ -109,7 +110,7 @@ for ax, name in zip(axes.flat, ACTIVATIONS):
     ax.axhline(0.0, color="0.8", lw=0.6, zorder=0)
     ax.axvline(0.0, color="0.8", lw=0.6, zorder=0)
     row = result["computed"][name]
-    ax.set_title(f"{name}: g = {a.g_text}\nmonotone {'yes' if row['monotonicity'] else 'no'}, "
+    ax.set_title(f"{name}: g = {about(a).g}\nmonotone {'yes' if row['monotonicity'] else 'no'}, "
                  f"odd {'yes' if row['origin_symmetry'] else 'no'}", fontsize=8)
     ax.set_ylim(max(np.min(g), -12) - 0.5, min(np.max(g), 12) + 0.5)
 finish_panels(fig, axes, "g(s) and its half-turn -g(-s): the curves coincide exactly for odd g",
@@ -236,7 +237,7 @@ rng = np.random.default_rng(0)
 W = rng.standard_normal((n_out, d_in))  # (n, d)
 H = rng.standard_normal((samples, d_in))  # (samples, d)
 for name in ("linear", "softmax", "tanhmax"):
-    Phi = activation(name).forward(H @ W.T)  # (samples, n)
+    Phi = activation(name)(H @ W.T)  # (samples, n)
     print(f"{name:8s} rank of phi(W h) itself: {np.linalg.matrix_rank(Phi)}")
 
 # %% [markdown]

@@ -67,7 +67,7 @@ P = score("neural").init_params(d, rng, d_prime=d_prime, hidden_size=h)
 S_a = nc.neural_scores_concat(q, k, P)  # (B, H, n, n)
 for name, S in (("(b) decomposed", nc.neural_scores_decomposed(q, k, P)),
                 ("(c) chunked, chunk=10", nc.neural_scores_chunked(q, k, P, chunk=10)),
-                ("scores.Neural.forward", score("neural").forward(q, k, P))):
+                ("scores.Neural.forward", score("neural")(q, k, P))):
     print(f"{name:24s} max |S - S_a| = {np.max(np.abs(S - S_a)):.1e}")
 print("S shape", S_a.shape)
 
@@ -177,12 +177,12 @@ save(fig, "10_chunk_size")
 # In training the hidden activations are needed again for the gradient.
 # `neural_vjp_chunked` recomputes them block by block instead of storing
 # $n^2 h$ of them, at the price of one more pass of the pair MLP. Its
-# gradients equal the library's hand-derived `Neural.vjp` (which autograd
+# gradients equal the library's hand-derived `Neural.backward` (which autograd
 # checks in `tests/test_scores.py`).
 
 # %%
 G = rng.standard_normal(S_a.shape)  # a random cotangent
 dq, dk, dP = nc.neural_vjp_chunked(q, k, P, G, chunk=10)
-rq, rk, rP = score("neural").vjp(q, k, P, G)
+rq, rk, rP = score("neural").backward(G, score("neural").forward(q, k, P)[1])
 print("max |dq - dq_lib| =", f"{np.max(np.abs(dq - rq)):.1e}",
       " max over params:", f"{max(np.max(np.abs(dP[p] - rP[p])) for p in P):.1e}")

@@ -188,7 +188,7 @@ def batches(epoch):
 
 train(cog, cp, opt, batches, epochs=1, progress=False)
 xs = corpus["dev"][None, None, :n_ctx]
-att = cog.forward(cp, xs)["attention"][1][0, 0, 0]  # layer 1 (signexp), seed 0, example 0, head 0
+att = cog.outputs(cp, xs)["attention"][1][0, 0, 0]  # layer 1 (signexp), seed 0, example 0, head 0
 chars = [corpus["vocab"][i] for i in xs[0, 0]]
 print("negative weights:", int((att < 0).sum()), "of", int((att != 0).sum()), "nonzero;",
       "row sums of |w|:", np.round(np.abs(att).sum(-1)[:6], 12))

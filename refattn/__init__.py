@@ -18,9 +18,18 @@ from .core.activations import ACTIVATIONS, Activation, activation
 from .core.attention import attention, attention_backward
 from .core.gradcheck import gradcheck
 from .core.scores import SCORES, Score, score
-from .custom import define_activation
 
 __version__ = "0.1.0"
 
 __all__ = ["attention", "attention_backward", "activation", "score", "gradcheck", "define_activation",
            "ACTIVATIONS", "Activation", "SCORES", "Score", "__version__"]
+
+
+def __getattr__(name):
+    # define_activation lives in refattn.custom, loaded on first use, so that importing the
+    # textbook (refattn.core) loads nothing of refattn outside it
+    if name == "define_activation":
+        from .custom import define_activation  # noqa: PLC0415
+
+        return define_activation
+    raise AttributeError(f"module 'refattn' has no attribute {name!r}")

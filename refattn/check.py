@@ -16,19 +16,39 @@ import numpy as np
 from .core.activations import ACTIVATIONS, activation
 from .core.gradcheck import gradcheck
 from .core.scores import SCORES, score
+from .theory.catalogue import about, score_singular
 
-__all__ = ["run_check", "format_table", "TOLERANCE"]
+__all__ = ["run_check", "format_table", "TOLERANCE", "activation_gradcheck", "score_gradcheck"]
 
 #: Largest relative error accepted away from singular points.
 TOLERANCE = 1e-6
 EPS = 1e-6
 
 
+def activation_gradcheck(act, s, mask=None, axis=-1, **options):
+    """:func:`~refattn.core.gradcheck.gradcheck` of ``act.backward`` at the scores ``s`` (``options`` passed on)."""
+    return gradcheck(lambda s: act(s, axis, mask), {"s": s},
+                     lambda u, s: {"s": act.backward(u, act.forward(s, axis, mask)[1])}, **options)
+
+
+def score_gradcheck(sc, q, k, params, **options):
+    """:func:`~refattn.core.gradcheck.gradcheck` of ``sc.backward`` in ``q`` (unless ``None``), ``k`` and
+    every parameter."""
+    names = list(params)
+    args = {"k": k, **params} if q is None else {"q": q, "k": k, **params}
+
+    def vjp(u, **a):
+        dq, dk, dp = sc.backward(u, sc.forward(a.get("q"), a["k"], {p: a[p] for p in names})[1])
+        return {"k": dk, **dp, **({} if q is None else {"q": dq})}
+
+    return gradcheck(lambda **a: sc(a.get("q"), a["k"], {p: a[p] for p in names}), args, vjp, **options)
+
+
 def away_from_singular(act, s, margin=1e-2):
     """Move entries of ``s`` within ``margin`` of a documented singular score
     of ``act`` to distance ``margin``, so central differences do not straddle
     a kink or a jump."""
-    for c in getattr(act, "singular_scores", ()):
+    for c in about(act).singular_scores:
         near = np.abs(s - c) < margin
         s = np.where(near, c + np.where(s >= c, margin, -margin), s)
     return s
@@ -64,12 +84,10 @@ def _check_activation(name, rng):
     for use_mask in (False, True):
         s = away_from_singular(act, 2.0 * rng.standard_normal((3, 7)))
         mask = (rng.random((3, 7)) < 0.8) if use_mask else None
-        results.append(gradcheck(
-            lambda s: act.forward(s, mask=mask), {"s": s},
-            lambda u, s: {"s": act.vjp(s, u, mask=mask)},
-            name=name, seed=int(rng.integers(2**31)), eps=EPS, rtol=TOLERANCE, atol=0.0))
+        results.append(activation_gradcheck(act, s, mask, name=name, seed=int(rng.integers(2**31)), eps=EPS,
+                                            rtol=TOLERANCE, atol=0.0))
     rows = [_row("activation", name, results, note=act.source)]
-    for where, why in act.singular:
+    for where, why in about(act).singular:
         if where == "s = 0":
             s = np.array([0.0, 0.8, -1.1, 1.9, -0.4])
         elif where in ("all-zero row",):
@@ -78,8 +96,7 @@ def _check_activation(name, rng):
             s = np.array([0.0, -0.8, -1.1, -1.9, -0.4])
         else:  # pragma: no cover - a new singular case needs a point here
             raise ValueError(f"{name}: no check point for singular case {where!r}")
-        res = gradcheck(act.forward, {"s": s}, lambda u, s: {"s": act.vjp(s, u)},
-                        name=name, seed=1, eps=EPS, rtol=TOLERANCE, atol=0.0)
+        res = activation_gradcheck(act, s, name=name, seed=1, eps=EPS, rtol=TOLERANCE, atol=0.0)
         rows.append(_row("activation", f"{name} @ {where}", [res], note=why, singular=True))
     return rows
 
@@ -92,23 +109,8 @@ def _check_score(name, rng, options=None, label=None, sizes=None):
         q = rng.standard_normal(batch + (n_q if sc.pairwise else n_k, d))
         k = rng.standard_normal(batch + (n_k, d))
         params = sc.init_params(d, rng, **(sizes or {}))
-        names = list(params)
-        args = {"q": q, "k": k, **params}
-        if name == "global":
-            args.pop("q")
-
-        def fun(**a):
-            return sc.forward(a.get("q"), a["k"], {p: a[p] for p in names})
-
-        def vjp(u, **a):
-            dq, dk, dp = sc.vjp(a.get("q"), a["k"], {p: a[p] for p in names}, u)
-            out = {"k": dk, **dp}
-            if "q" in a:
-                out["q"] = dq
-            return out
-
-        results.append(gradcheck(fun, args, vjp, name=name, seed=int(rng.integers(2**31)),
-                                 eps=EPS, rtol=TOLERANCE, atol=0.0))
+        results.append(score_gradcheck(sc, q if sc.uses_q else None, k, params, name=name,
+                                       seed=int(rng.integers(2**31)), eps=EPS, rtol=TOLERANCE, atol=0.0))
     return [_row("score", label or name, results, note=sc.source)]
 
 

@@ -12,8 +12,8 @@ with ``autograd.numpy`` (so autograd can differentiate them), and
     rho = g / h,   ell = log h,
     rho' = (g' - rho h') / h,   ell' = h' / h,
 
-the same forward pass, VJP (Eq. 01.R4), Jacobian (Eq. 01.R3) and closed form of
-Proposition 1's ``Delta_II`` as every built-in activation, so that it works
+the same forward pass, backward pass (Eq. 01.R4) and Jacobian (Eq. 01.R3) as
+every built-in activation, so that it works
 wherever one does: :func:`refattn.core.attention.attention` and
 ``attention_backward``, :mod:`refattn.fast` (through its generic kernel),
 :func:`refattn.core.gradcheck.gradcheck`, the four properties
@@ -46,9 +46,8 @@ Conventions, those of the built-ins (``refattn.core.activations``):
   (the reweighted form cannot carry ``g / 0``);
 * a row whose ``h`` vanishes everywhere has no normaliser: weights and
   gradient 0;
-* ``rho_is_one`` is true exactly when ``g`` and ``h`` are the same function
-  object (``define_activation(name, f, f)``); then ``rho = 1`` and
-  ``rho' = 0`` exactly.
+* when ``g`` and ``h`` are the same function object
+  (``define_activation(name, f, f)``), ``rho = 1`` and ``rho' = 0`` exactly.
 
 Array types. User functions are written with ``autograd.numpy``, which runs
 on NumPy arrays (and on the values autograd traces); a user activation
@@ -78,7 +77,8 @@ from autograd import elementwise_grad
 
 from .core import activations as _activations
 from .core.activations import Activation
-from .core.backend import _is_cupy_array, array_module, stop_gradient
+from .core.backend import is_cupy as _is_cupy_array, array_module, stop_gradient
+from .theory.catalogue import About, about
 
 __all__ = ["define_activation", "unregister", "UserActivation", "NonFiniteError",
            "load_activation", "run_check_activation", "run_check_file", "derivative_points"]
@@ -144,15 +144,12 @@ class UserActivation(Activation):
                         "dg": _label(dg, "dg") if dg is not None else "dg (autograd)",
                         "dh": _label(dh, "dh") if dh is not None else "dh (autograd)"}
         self.given = tuple(given)
-        self.rho_is_one = g is h
-        self.shift_invariant = False  # not detected (softmax is the only built-in that is)
+        self.same_g_h = g is h  # then rho = 1 exactly
         self.source = source
-        self.g_text, self.h_text = self._labels["g"], self._labels["h"]
-        self.rho_text, self.ell_text = ("1", "log h") if self.rho_is_one else ("g/h", "log h")
-        self.singular_scores = tuple(float(c) for c in singular_scores)
-        self.singular = tuple((f"s = {c:g}", "declared singular by the user")
-                              for c in self.singular_scores)
-        self.regularity = regularity
+        singular_scores = tuple(float(c) for c in singular_scores)
+        self.about = About(self._labels["g"], self._labels["h"], "1" if self.same_g_h else "g/h", "log h",
+                           singular=tuple((f"s = {c:g}", "declared singular by the user") for c in singular_scores),
+                           singular_scores=singular_scores, regularity=regularity)  # refattn.theory.catalogue
 
     # --- evaluating the user's functions --------------------------------------
     def _call(self, role, s):
@@ -218,7 +215,7 @@ class UserActivation(Activation):
     def rho(self, s):
         """``rho = g / h`` (0 where ``h = 0``; exactly 1 when ``g is h``)."""
         xp = array_module(s)
-        if self.rho_is_one:
+        if self.same_g_h:
             return xp.ones_like(s)
         g, h, pos = self._gh(s)
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
@@ -230,7 +227,7 @@ class UserActivation(Activation):
     def drho(self, s):
         """``rho' = (g' - rho h') / h`` (0 where ``h = 0``; exactly 0 when ``g is h``)."""
         xp = array_module(s)
-        if self.rho_is_one:
+        if self.same_g_h:
             return xp.zeros_like(s)
         g, h, pos = self._gh(s)
         dg, dh = self._call("dg", s), self._call("dh", s)
@@ -263,30 +260,15 @@ class UserActivation(Activation):
 
     # --- results, checked ----------------------------------------------------------
     def forward(self, s, axis=-1, mask=None):
-        w = super().forward(s, axis, mask)
+        w, cache = super().forward(s, axis, mask)
         self._require(np.isfinite(np.asarray(stop_gradient(w))), s, "the weights phi are not finite", w)
-        return w
+        return w, cache
 
-    __call__ = forward
-
-    def vjp(self, s, grad_out, axis=-1, mask=None):
-        ds = super().vjp(s, grad_out, axis, mask)
-        self._require(np.isfinite(np.asarray(stop_gradient(ds))), s,
-                      "the VJP is not finite (is grad_out finite?)", ds)
+    def backward(self, grad_phi, cache):
+        ds = super().backward(grad_phi, cache)
+        self._require(np.isfinite(np.asarray(stop_gradient(ds))), cache["s"],
+                      "the backward pass is not finite (is grad_phi finite?)", ds)
         return ds
-
-    def delta_II(self, s, o, axis=-1):
-        """``Delta_II,i = p_i [(rho'_i + rho_i ell'_i) o_i - ell'_i sum_j w_j o_j]`` (no mask).
-
-        The closed form of Proposition 1's context factor for a generic
-        ``g, h`` (``derivations/03-proposition-1.md``, step 03.P6): Eq. 01.R4 with
-        cotangent ``o``, written out.
-        """
-        xp = array_module(s, o)
-        p, rho, dell = self.p(s, axis), self.rho(s), self.dell(s)
-        w = rho * p
-        o_bar = xp.sum(w * o, axis=axis, keepdims=True)  # attention-weighted context of o
-        return p * ((self.drho(s) + rho * dell) * o - dell * o_bar)
 
     def __repr__(self):
         return f"define_activation({self.name!r}, ...)"
@@ -420,7 +402,7 @@ def define_activation(name, g, h, dg=None, dh=None, *, register=False, source=No
     >>> import autograd.numpy as anp
     >>> softplus = lambda s: anp.logaddexp(0.0, s)
     >>> act = define_activation("softplus-max", softplus, softplus)
-    >>> float(act.forward(np.array([0.0, 1.0])).sum())  # rho = 1: the weights sum to 1
+    >>> float(act(np.array([0.0, 1.0])).sum())  # rho = 1: the weights sum to 1
     1.0
     """
     if not isinstance(name, str) or not name.strip():
@@ -473,7 +455,7 @@ def define_activation(name, g, h, dg=None, dh=None, *, register=False, source=No
                          source=source or "user-defined (refattn.define_activation)",
                          singular_scores=singular_scores, regularity=regularity)
     if register:
-        _activations._REGISTRY[name] = act
+        _activations._REGISTRY[name] = lambda: act  # activation(name) returns this very object
     return act
 
 
@@ -572,8 +554,7 @@ def run_check_activation(act, seed=0) -> dict:
     failed). A :class:`NonFiniteError` during the check is a failed row with
     the message as its note.
     """
-    from .check import EPS, TOLERANCE, _row, away_from_singular  # noqa: PLC0415
-    from .core.gradcheck import gradcheck  # noqa: PLC0415
+    from .check import EPS, TOLERANCE, _row, activation_gradcheck, away_from_singular  # noqa: PLC0415
 
     if not isinstance(act, Activation):
         raise TypeError(f"act: expected an Activation, got {type(act).__name__}")
@@ -584,19 +565,16 @@ def run_check_activation(act, seed=0) -> dict:
         for use_mask in (False, True):
             s = away_from_singular(act, 2.0 * rng.standard_normal((3, 7)))
             mask = (rng.random((3, 7)) < 0.8) if use_mask else None
-            results.append(gradcheck(
-                lambda s, mask=mask: act.forward(s, mask=mask), {"s": s},
-                lambda u, s, mask=mask: {"s": act.vjp(s, u, mask=mask)},
-                name=act.name, seed=int(rng.integers(2**31)), eps=EPS, rtol=TOLERANCE, atol=0.0))
+            results.append(activation_gradcheck(act, s, mask, name=act.name, seed=int(rng.integers(2**31)),
+                                                eps=EPS, rtol=TOLERANCE, atol=0.0))
         rows.append(_row("activation", act.name, results, note=act.source))
     except NonFiniteError as exc:
         rows.append(_failed_row(act.name, str(exc)))
-    for c in getattr(act, "singular_scores", ()):
+    for c in about(act).singular_scores:
         s = c + np.array([0.0, 0.8, -1.1, 1.9, -0.4])
         label = f"{act.name} @ s = {c:g}"
         try:
-            res = gradcheck(act.forward, {"s": s}, lambda u, s: {"s": act.vjp(s, u)},
-                            name=act.name, seed=1, eps=EPS, rtol=TOLERANCE, atol=0.0)
+            res = activation_gradcheck(act, s, name=act.name, seed=1, eps=EPS, rtol=TOLERANCE, atol=0.0)
             rows.append(_row("activation", label, [res], note="declared singular", singular=True))
         except NonFiniteError as exc:
             rows.append(_failed_row(label, str(exc), singular=True))

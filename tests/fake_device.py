@@ -316,15 +316,14 @@ xp = _Namespace("fake_device", np)
 def install(monkeypatch):
     """Make :mod:`refattn.core.backend` treat :class:`FakeDeviceArray` as CuPy's ndarray.
 
-    Patches the two private hooks ``array_module`` consults (``_is_cupy_array``
-    and ``_get_cupy``) for the duration of one test; every public entry point
-    of the backend (``array_module``, ``check_float_array``, ``check_mask``,
-    ``to_numpy``) goes through them.
+    Patches the two hooks ``array_module`` consults (``is_cupy`` and
+    ``cupy_module``) for the duration of one test; every entry point of the
+    backend and the checks (``array_module``, ``check_float_array``,
+    ``check_mask``, ``to_numpy``) goes through them.
     """
     from refattn.core import backend
 
-    is_cupy = backend._is_cupy_array
-    monkeypatch.setattr(backend, "_is_cupy_array",
-                        lambda x: isinstance(x, FakeDeviceArray) or is_cupy(x))
-    monkeypatch.setattr(backend, "_get_cupy", lambda: xp)
+    is_cupy = backend.is_cupy
+    monkeypatch.setattr(backend, "is_cupy", lambda x: isinstance(x, FakeDeviceArray) or is_cupy(x))
+    monkeypatch.setattr(backend, "cupy_module", lambda: xp)
     return xp

@@ -12,7 +12,8 @@ from hypothesis import given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 
 import refattn
-from refattn import ACTIVATIONS, activation
+from refattn.theory.catalogue import about
+from refattn import ACTIVATIONS, Activation, activation
 from refattn.core.backend import cupy_available
 from refattn.core.gradcheck import gradcheck
 
@@ -25,9 +26,9 @@ SHAPE_AXES = [(shape, axis) for shape in SHAPES for axis in range(-len(shape), 0
 def _check(name, s, axis, mask, **kw):
     act = activation(name)
     return gradcheck(
-        lambda s: act.forward(s, axis=axis, mask=mask),
+        lambda s: act(s, axis=axis, mask=mask),
         {"s": s},
-        lambda u, s: {"s": act.vjp(s, u, axis=axis, mask=mask)},
+        lambda u, s: {"s": act.backward(u, act.forward(s, axis=axis, mask=mask)[1])},
         name=f"{name} axis={axis}",
         **kw,
     )
@@ -63,15 +64,15 @@ def test_perturbed_vjp_is_caught(name, rng, monkeypatch):
     """A VJP off by 1e-4 in one entry must fail both checks."""
     act = activation(name)
     s = random_scores(name, (3, 5), rng)
-    honest = type(act).vjp
+    honest = type(act).backward
 
-    def perturbed(self, s, grad_out, axis=-1, mask=None):
-        ds = honest(self, s, grad_out, axis, mask)
+    def perturbed(self, grad_phi, cache):
+        ds = honest(self, grad_phi, cache)
         bump = np.zeros_like(ds)
         bump[1, 2] = 1e-4 * (np.max(np.abs(ds)) + 1.0)
         return ds + bump
 
-    monkeypatch.setattr(type(act), "vjp", perturbed)
+    monkeypatch.setattr(type(act), "backward", perturbed)
     res = _check(name, s, -1, None, rtol=RTOL_CENTRAL)
     assert not res.ok
     assert {c.check for c in res.failures()} == {"autograd", "central"}
@@ -87,8 +88,8 @@ def test_jacobian_matches_vjp_and_autograd(name, rng):
     J = act.jacobian(s)
     assert J.shape == (7, 7)
     u = rng.standard_normal(7)
-    np.testing.assert_allclose(J.T @ u, act.vjp(s, u), rtol=1e-12, atol=1e-14)
-    np.testing.assert_allclose(J, ag_jacobian(act.forward)(s), rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(J.T @ u, act.backward(u, act.forward(s)[1]), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(J, ag_jacobian(act)(s), rtol=1e-10, atol=1e-14)
 
 
 @pytest.mark.filterwarnings("ignore:Output seems independent of input")
@@ -154,8 +155,8 @@ def test_forward_matches_closed_form(name, rng):
     act = activation(name)
     for _ in range(5):
         s = 3 * rng.standard_normal(8)
-        np.testing.assert_allclose(act.forward(s), _closed_form(name, s), rtol=1e-12, atol=1e-15)
-        np.testing.assert_allclose(act.forward(s), act.g(s) / act.h(s).sum(), rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(act(s), _closed_form(name, s), rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(act(s), act.g(s) / act.h(s).sum(), rtol=1e-12, atol=1e-15)
 
 
 @pytest.mark.parametrize("name", ACTIVATIONS)
@@ -164,7 +165,7 @@ def test_mask_equals_dropping_the_entries(name, rng):
     s = 2 * rng.standard_normal(9)
     keep = rng.random(9) < 0.6
     keep[0] = True
-    out = act.forward(s, mask=keep)
+    out = act(s, mask=keep)
     np.testing.assert_allclose(out[keep], _closed_form(name, s[keep]), rtol=1e-12, atol=1e-15)
     assert np.all(out[~keep] == 0)
 
@@ -174,8 +175,8 @@ def test_mask_equals_dropping_the_entries(name, rng):
 def test_any_axis_equals_moveaxis(name, shape, axis, rng):
     act = activation(name)
     s = 2 * rng.standard_normal(shape)
-    expect = np.moveaxis(act.forward(np.moveaxis(s, axis, -1)), -1, axis)
-    np.testing.assert_allclose(act.forward(s, axis=axis), expect, rtol=1e-14, atol=1e-16)
+    expect = np.moveaxis(act(np.moveaxis(s, axis, -1)), -1, axis)
+    np.testing.assert_allclose(act(s, axis=axis), expect, rtol=1e-14, atol=1e-16)
 
 
 # --------------------------------------------------------------------------
@@ -241,7 +242,7 @@ def test_fully_masked_row_is_zero_with_zero_gradient(name, rng):
     mask[1] = False
     out = act(s, mask=mask)
     assert np.all(out[1] == 0) and np.all(np.isfinite(out))
-    ds = act.vjp(s, rng.standard_normal((3, 5)), mask=mask)
+    ds = act.backward(rng.standard_normal((3, 5)), act.forward(s, mask=mask)[1])
     assert np.all(ds[1] == 0) and np.all(np.isfinite(ds))
     np.testing.assert_allclose(out[[0, 2]], act(s[[0, 2]]), rtol=1e-15)
 
@@ -253,7 +254,7 @@ def test_row_with_no_normaliser_is_zero(name, row, rng):
     act = activation(name)
     s = np.array(row)
     assert np.all(act(s) == 0)
-    assert np.all(act.vjp(s, rng.standard_normal(3)) == 0)
+    assert np.all(act.backward(rng.standard_normal(3), act.forward(s)[1]) == 0)
 
 
 def test_expressive_isolated_zero_is_smooth(rng):
@@ -287,7 +288,7 @@ def test_signexp_at_zero_convention_and_dirac_spike():
     s = np.array([0.0, 0.5, -1.0, 2.0])
     u = np.array([1.0, 0.3, -0.2, 0.1])
     eps = 1e-6
-    res = gradcheck(act.forward, {"s": s}, lambda u, s: {"s": act.vjp(s, u)},
+    res = gradcheck(act, {"s": s}, lambda u, s: {"s": act.backward(u, act.forward(s)[1])},
                     cotangent=u, eps=eps, rtol=RTOL_AUTOGRAD)
     ag = [c for c in res.comparisons if c.check == "autograd"][0]
     fd = [c for c in res.comparisons if c.check == "central"][0]
@@ -304,7 +305,7 @@ def test_kink_at_zero_convention(name):
     """rho'(0) = 0 (relu) / ell = -inf at 0 (cosformer): analytic equals autograd."""
     act = activation(name)
     s = np.array([0.0, 0.5, 1.5])
-    res = gradcheck(act.forward, {"s": s}, lambda u, s: {"s": act.vjp(s, u)},
+    res = gradcheck(act, {"s": s}, lambda u, s: {"s": act.backward(u, act.forward(s)[1])},
                     checks=("autograd",), rtol=RTOL_AUTOGRAD)
     res.assert_ok()
 
@@ -329,10 +330,10 @@ def _assert_finite_everywhere(name, s, data):
     assert np.all(np.isfinite(out)), out
     u = data.draw(hnp.arrays(s.dtype, s.shape, elements=st.floats(-1, 1, width=s.dtype.itemsize * 8)),
                   label="u")
-    ds = act.vjp(s, u, axis=axis, mask=mask)
+    ds = act.backward(u, act.forward(s, axis=axis, mask=mask)[1])
     assert ds.dtype == s.dtype
     assert np.all(np.isfinite(ds)), ds
-    if act.rho_is_one or name in ("tanhmax", "signexp"):
+    if about(act).rho == "1" or name in ("tanhmax", "signexp"):
         # bounded activations: |phi| <= 1 and rows sum (in absolute value) to at most 1
         assert np.all(np.abs(out) <= 1 + 1e-6)
         assert np.all(np.abs(out).sum(axis=axis) <= 1 + 1e-5)
@@ -363,7 +364,7 @@ def test_float32_extremes_explicitly(name):
     s = np.array([[-big, -big], [big, -big], [big, big], [-big, 0.0]], dtype=np.float32)
     out = act(s)
     assert out.dtype == np.float32 and np.all(np.isfinite(out))
-    assert np.all(np.isfinite(act.vjp(s, np.ones_like(s) * 0.5)))
+    assert np.all(np.isfinite(act.backward(np.ones_like(s) * 0.5, act.forward(s)[1])))
 
 
 @pytest.mark.parametrize("name", ["softmax", "sigsoftmax", "sigmoid", "tanhmax", "signexp"])
@@ -382,7 +383,7 @@ def test_dtype_preserved(name, dtype, rng):
     act = activation(name)
     s = rng.standard_normal((3, 4)).astype(dtype)
     assert act(s).dtype == dtype
-    assert act.vjp(s, s).dtype == dtype
+    assert act.backward(s, act.forward(s)[1]).dtype == dtype
     np.testing.assert_allclose(act(s), act(s.astype(np.float64)), rtol=2e-5, atol=1e-6)
 
 
@@ -411,10 +412,10 @@ def test_clear_errors(name):
         act(s, axis=2)
     with pytest.raises(TypeError, match="axis: expected an int"):
         act(s, axis=1.0)
-    with pytest.raises(ValueError, match="grad_out: shape"):
-        act.vjp(s, np.zeros((3, 2)))
-    with pytest.raises(TypeError, match="grad_out: "):
-        act.vjp(s, np.zeros((2, 3), dtype=int))
+    with pytest.raises(ValueError, match="grad_phi: shape"):
+        act.backward(np.zeros((3, 2)), act.forward(s)[1])
+    with pytest.raises(TypeError, match="grad_phi: "):
+        act.backward(np.zeros((2, 3), dtype=int), act.forward(s)[1])
     with pytest.raises(ValueError, match="s: expected 1 dimensions"):
         act.jacobian(s)
 
@@ -449,8 +450,24 @@ def test_cupy_parity(name, rng):
     out = act(cp.asarray(s), axis=1, mask=cp.asarray(mask))
     assert isinstance(out, cp.ndarray)
     np.testing.assert_allclose(out.get(), act(s, axis=1, mask=mask), rtol=1e-12, atol=1e-15)
-    ds = act.vjp(cp.asarray(s), cp.asarray(u), axis=1, mask=cp.asarray(mask))
+    ds = act.backward(cp.asarray(u), act.forward(cp.asarray(s), axis=1, mask=cp.asarray(mask))[1])
     assert isinstance(ds, cp.ndarray)
-    np.testing.assert_allclose(ds.get(), act.vjp(s, u, axis=1, mask=mask), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(ds.get(), act.backward(u, act.forward(s, axis=1, mask=mask)[1]), rtol=1e-12, atol=1e-15)
     with pytest.raises(TypeError, match="arrays: got CuPy"):
         act(cp.asarray(s), mask=mask)
+
+
+def test_softmax_familiar_vjp_equals_the_generic_one(rng):
+    """Softmax writes its backward pass as p (u - <u, p>); it must equal Eq. 01.R4 as the base
+    class evaluates it, with and without a mask, along either axis. Both are a few roundings of
+    terms no larger than max|u|, so they agree to a few ulps of that."""
+    act = activation("softmax")
+    assert type(act).backward is not Activation.backward  # softmax has its own
+    s, u = 3.0 * rng.standard_normal((4, 7)), rng.standard_normal((4, 7))
+    mask = rng.random((4, 7)) < 0.7
+    mask[0] = mask[:, 0] = True
+    for axis, m in ((-1, None), (0, mask), (-1, mask)):
+        _, cache = act.forward(s, axis, m)
+        familiar, generic = act.backward(u, cache), Activation.backward(act, u, cache)
+        np.testing.assert_allclose(familiar, generic, rtol=0, atol=16 * np.finfo(float).eps * np.abs(u).max())
+    assert np.abs(cache["p"] * u - generic).max() > 1e-2  # the comparison would catch a missing -<u, p> term

@@ -10,6 +10,8 @@ from refattn.core.gradcheck import gradcheck
 
 from conftest import RTOL_AUTOGRAD, RTOL_CENTRAL
 
+GRAD_NAMES = ("Q", "K", "V", "params")  # attention_backward returns (dQ, dK, dV, dparams)
+
 B, H, N, D = 2, 2, 4, 3
 
 
@@ -35,7 +37,7 @@ def _gradcheck_attention(rng, act, sc="scaled_dot", mask=None, causal=False, sco
     def vjp(u, **a):
         _, cache = attention(a.get("Q"), a["K"], a["V"], score=s_obj, activation=act,
                              params={p: a[p] for p in names}, mask=mask, causal=causal)
-        g = attention_backward(u, cache)
+        g = dict(zip(GRAD_NAMES, attention_backward(u, cache)))
         out = {"K": g["K"], "V": g["V"], **g["params"]}
         if "Q" in a:
             out["Q"] = g["Q"]
@@ -112,7 +114,7 @@ def test_per_token_scores_pool_to_one_row(sc, rng):
     params = s_obj.init_params(D, rng)
     out, cache = attention(None if sc == "global" else Q, K, V, score=sc, params=params, activation="tanhmax")
     assert out.shape == (B, H, 1, V.shape[-1])
-    s = s_obj.forward(None if sc == "global" else Q, K, params)
+    s = s_obj(None if sc == "global" else Q, K, params)
     w = activation("tanhmax")(s)
     np.testing.assert_allclose(out[..., 0, :], np.einsum("bhn,bhnd->bhd", w, V), rtol=1e-12)
     with pytest.raises(ValueError, match="causal: "):
@@ -125,16 +127,15 @@ def test_perturbed_backward_is_caught(rng, monkeypatch):
     honest = att.attention_backward
 
     def perturbed(grad_out, cache):
-        g = honest(grad_out, cache)
-        g["K"] = g["K"] * (1 + 1e-4)
-        return g
+        dQ, dK, dV, dparams = honest(grad_out, cache)
+        return dQ, dK * (1 + 1e-4), dV, dparams
 
     monkeypatch.setattr(att, "attention_backward", perturbed)
     Q, K, V = _qkv(rng)
     args = {"Q": Q, "K": K, "V": V}
 
     def vjp(u, Q, K, V):
-        g = att.attention_backward(u, attention(Q, K, V)[1])
+        g = dict(zip(GRAD_NAMES, att.attention_backward(u, attention(Q, K, V)[1])))
         return {"Q": g["Q"], "K": g["K"], "V": g["V"]}
 
     res = gradcheck(lambda Q, K, V: attention(Q, K, V)[0], args, vjp, rtol=RTOL_CENTRAL)
@@ -159,14 +160,14 @@ def test_attention_errors(rng):
         attention(Q, K, V, activation="nope")
     out, cache = attention(Q, K, V)
     with pytest.raises(ValueError, match="grad_out: shape"):
-        attention_backward(out[..., :1], cache)
+        dict(zip(GRAD_NAMES, attention_backward(out[..., :1], cache)))
 
 
 def test_float32_stays_float32(rng):
     Q, K, V = (x.astype(np.float32) for x in _qkv(rng))
     out, cache = attention(Q, K, V, activation="tanhmax", causal=True)
     assert out.dtype == np.float32
-    g = attention_backward(np.ones_like(out), cache)
+    g = dict(zip(GRAD_NAMES, attention_backward(np.ones_like(out), cache)))
     assert all(g[k].dtype == np.float32 for k in ("Q", "K", "V"))
 
 
@@ -178,10 +179,10 @@ def test_cupy_parity_attention(act, rng):
     Q, K, V = _qkv(rng)
     G = rng.standard_normal((B, H, N, V.shape[-1]))
     out, cache = attention(Q, K, V, activation=act, causal=True)
-    g = attention_backward(G, cache)
+    g = dict(zip(GRAD_NAMES, attention_backward(G, cache)))
     out_c, cache_c = attention(cp.asarray(Q), cp.asarray(K), cp.asarray(V), activation=act, causal=True)
     assert isinstance(out_c, cp.ndarray)
-    g_c = attention_backward(cp.asarray(G), cache_c)
+    g_c = dict(zip(GRAD_NAMES, attention_backward(cp.asarray(G), cache_c)))
     np.testing.assert_allclose(out_c.get(), out, rtol=1e-12, atol=1e-14)
     for k in ("Q", "K", "V"):
         np.testing.assert_allclose(g_c[k].get(), g[k], rtol=1e-11, atol=1e-13)
@@ -193,7 +194,7 @@ def test_sgd_step_on_score_parameters_keeps_forward_working(rng):
     sc = score("neural")
     params = sc.init_params(D, rng)
     out, cache = attention(Q, K, V, score=sc, params=params, activation="tanhmax")
-    g = attention_backward(np.ones_like(out), cache)["params"]
+    g = dict(zip(GRAD_NAMES, attention_backward(np.ones_like(out), cache)))["params"]
     stepped = {n: params[n] - 0.1 * g[n] for n in params}
     out2, _ = attention(Q, K, V, score=sc, params=stepped, activation="tanhmax")
     assert out2.shape == out.shape and np.all(np.isfinite(out2))

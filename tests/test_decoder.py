@@ -219,10 +219,10 @@ def test_causal(options, rng):
     x = rng.integers(0, 6, (1, 2, 7))
     x2 = x.copy()
     x2[:, :, 4] = (x2[:, :, 4] + 1) % 6
-    a, b = model.forward(params, x)["logits"], model.forward(params, x2)["logits"]
+    a, b = model.outputs(params, x)["logits"], model.outputs(params, x2)["logits"]
     np.testing.assert_array_equal(a[:, :, :4], b[:, :, :4])
     assert np.abs(a[:, :, 4:] - b[:, :, 4:]).max() > 1e-6
-    for w in model.forward(params, x)["attention"]:
+    for w in model.outputs(params, x)["attention"]:
         assert np.all(np.triu(np.ones((7, 7), bool), 1)[None, None, None] <= (w == 0))
 
 
@@ -283,7 +283,7 @@ def test_evaluate_and_generate(rng):
     seq = model.generate(params, np.array([1, 2, 3]), 8)
     assert seq.shape == (2, 11) and np.all(seq[:, :3] == [1, 2, 3])
     # greedy: each new id is the argmax of the logits of the window before it
-    logits = model.forward(params, seq[:, None, -6:-1])["logits"]
+    logits = model.outputs(params, seq[:, None, -6:-1])["logits"]
     np.testing.assert_array_equal(np.argmax(logits[:, 0, -1], -1), seq[:, -1])
     sampled = model.generate(params, np.array([1]), 4, rng=np.random.default_rng(0), temperature=0.5)
     assert sampled.shape == (2, 5) and sampled.max() < 6

@@ -21,6 +21,8 @@ from autograd import make_vjp
 
 matplotlib.use("Agg")
 
+from refattn.theory.catalogue import about
+from refattn.theory.proposition1 import closed_form_delta_II
 import refattn  # noqa: E402
 from refattn import fast  # noqa: E402
 from refattn.core.activations import Activation, activation  # noqa: E402
@@ -31,6 +33,8 @@ from refattn.theory.proposition1 import closed_form_delta_II, delta_II, pi_matri
 from refattn.fast.kernels import Generic, kernel  # noqa: E402
 from refattn.core.gradcheck import gradcheck  # noqa: E402
 from refattn.theory.properties import measure  # noqa: E402
+
+GRAD_NAMES = ("Q", "K", "V", "params")  # attention_backward returns (dQ, dK, dV, dparams)
 
 TOL = 1e-10
 
@@ -72,13 +76,13 @@ def close(a, b, tol=TOL):
 def test_is_an_activation_with_every_attribute(case):
     act, g, h = case
     assert isinstance(act, Activation)
-    for attr in ("g", "h", "dg", "dh", "rho", "drho", "ell", "dell", "scaled_ell", "p", "forward",
-                 "vjp", "jacobian", "delta_II"):
+    for attr in ("g", "h", "dg", "dh", "rho", "drho", "ell", "dell", "p", "forward", "backward", "jacobian"):
         assert callable(getattr(act, attr))
     assert act.name in repr(act) and act.source
-    assert act.rho_is_one == (g is h)
-    assert act.shift_invariant is False and act.ell_scale == 1.0
-    assert act.regularity == "log" and act.singular == () and act.singular_scores == ()
+    assert act.same_g_h == (g is h)
+    info = about(act)  # the catalogue's entry, which the user activation carries itself
+    assert info.shift_invariant is False and info.rho == ("1" if g is h else "g/h")
+    assert info.regularity == "log" and info.singular == () and info.singular_scores == ()
     assert act.given == ()  # both derivatives from autograd
 
 
@@ -87,10 +91,10 @@ def test_forward_and_vjp_match_the_direct_reference(case, shape, rng):
     act, g, h = case
     phi = reference_phi(g, h)
     s, u = 2.0 * rng.standard_normal(shape), rng.standard_normal(shape)
-    close(act.forward(s), phi(s))
+    close(act(s), phi(s))
     vjp_fn, _ = make_vjp(phi)(s)
-    close(act.vjp(s, u), vjp_fn(u))
-    close(act.delta_II(s, u), vjp_fn(u))  # Proposition 1's closed form is the VJP with cotangent o
+    close(act.backward(u, act.forward(s)[1]), vjp_fn(u))
+    close(closed_form_delta_II(act, s, u), vjp_fn(u))  # Proposition 1's closed form is the VJP with cotangent o
     if len(shape) == 1:
         J = np.stack([vjp_fn(e) for e in np.eye(shape[0])])  # J[j, k] = d phi_j / d s_k
         close(act.jacobian(s), J)
@@ -106,14 +110,14 @@ def test_other_axis_and_mask_match_the_reference(case, rng):
         hs = anp.where(mask, h(s), 0.0)
         return anp.where(mask, g(s), 0.0) / anp.sum(hs, axis=0, keepdims=True)
 
-    close(act.forward(s, axis=0, mask=mask), phi(s))
-    close(act.vjp(s, u, axis=0, mask=mask), make_vjp(phi)(s)[0](u))
+    close(act(s, axis=0, mask=mask), phi(s))
+    close(act.backward(u, act.forward(s, axis=0, mask=mask)[1]), make_vjp(phi)(s)[0](u))
 
 
 def test_gradcheck_passes(case, rng):
     act, _, _ = case
     s = 2.0 * rng.standard_normal((3, 6))
-    gradcheck(act.forward, {"s": s}, lambda u, s: {"s": act.vjp(s, u)}, name=act.name).assert_ok()
+    gradcheck(act, {"s": s}, lambda u, s: {"s": act.backward(u, act.forward(s)[1])}, name=act.name).assert_ok()
 
 
 def _attention_reference(g, h, Q, K, V):
@@ -137,7 +141,7 @@ def test_attention_reference_and_fast_match_the_direct_reference(case, rng):
     for module in (refattn.core.attention, fast):
         out, cache = module.attention(Q, K, V, activation=act)
         close(out, want)
-        back = module.attention_backward(dY, cache)
+        back = dict(zip(GRAD_NAMES, module.attention_backward(dY, cache)))
         for name in "QKV":
             close(back[name], grads[name])
 
@@ -150,7 +154,7 @@ def test_fast_blocked_route_matches_reference(case, rng):
     out_f, cache_f = fast.attention(Q, K, V, activation=act, causal=True)
     close(out_f, out, 1e-12)
     dY = rng.standard_normal(out.shape)
-    b, b_f = attention_backward(dY, cache), fast.attention_backward(dY, cache_f)
+    b, b_f = dict(zip(GRAD_NAMES, attention_backward(dY, cache))), dict(zip(GRAD_NAMES, fast.attention_backward(dY, cache_f)))
     for name in "QKV":
         close(b_f[name], b[name], 1e-12)
 
@@ -184,7 +188,7 @@ def test_notebook_01_figures_draw(case, tmp_path, monkeypatch):
         assert np.all(np.isfinite(y))
         ax.plot(grid, y)
     s_row = np.array([-2.0, -1.1, -0.3, 0.2, 0.6, 1.0, 1.7, 2.4])
-    axes[4].bar(np.arange(8), act.forward(s_row))
+    axes[4].bar(np.arange(8), act(s_row))
     assert save(fig, f"custom_{act.name}") is not None
     plt.close(fig)
     assert (tmp_path / f"custom_{act.name}.png").is_file()
@@ -193,9 +197,9 @@ def test_notebook_01_figures_draw(case, tmp_path, monkeypatch):
 def test_float32_keeps_its_dtype(case, rng):
     act, _, _ = case
     s = rng.standard_normal((3, 5)).astype(np.float32)
-    w = act.forward(s)
+    w = act(s)
     assert w.dtype == np.float32
-    assert act.vjp(s, np.ones_like(s)).dtype == np.float32
+    assert act.backward(np.ones_like(s), act.forward(s)[1]).dtype == np.float32
 
 
 # ------------------------------------------------------------------------------
@@ -254,7 +258,7 @@ def test_bad_definitions_are_one_line_naming_the_argument(kwargs, match):
 def test_non_finite_results_raise_naming_the_activation_and_the_score():
     act = define_activation("algebraic", identity, root)  # 1 + s^2 overflows beyond 1.3e154
     s = np.array([0.5, 1e200, -1.0])
-    for call in (lambda: act.forward(s), lambda: act.vjp(s, np.array([1.0, -2.0, 0.5])),
+    for call in (lambda: act(s), lambda: act.backward(np.array([1.0, -2.0, 0.5]), act.forward(s)[1]),
                  lambda: attention(np.array([[1e100]]), np.array([[1e100], [1.0]]),
                                    np.ones((2, 1)), score="dot", activation=act)):
         with pytest.raises(NonFiniteError) as info:
@@ -266,16 +270,16 @@ def test_non_finite_results_raise_naming_the_activation_and_the_score():
         assert "s = 1e+200" in msg and ("not finite" in msg or "+inf" in msg)
     exp_act = define_activation("exp-max", anp.exp, anp.exp)  # softmax written naively
     with pytest.raises(NonFiniteError, match=r"'exp-max': ell = log h is \+inf .* at s = 800.0"):
-        exp_act.forward(np.array([0.0, 800.0]))
+        exp_act(np.array([0.0, 800.0]))
     assert isinstance(NonFiniteError("x"), ValueError)  # the command line's one-line errors
 
 
 def test_h_zero_everywhere_is_the_no_normaliser_convention():
     act = define_activation("softplus-max", softplus, softplus)
     s = np.array([[-800.0, -900.0, -1000.0], [0.0, 1.0, -800.0]])  # softplus underflows to 0
-    w = act.forward(s)
+    w = act(s)
     assert np.all(w[0] == 0.0) and np.isclose(w[1].sum(), 1.0) and w[1, 2] == 0.0
-    assert np.all(act.vjp(s, np.array([[1.0, 2.0, 3.0], [1.0, -1.0, 2.0]]))[0] == 0.0)
+    assert np.all(act.backward(np.array([[1.0, 2.0, 3.0], [1.0, -1.0, 2.0]]), act.forward(s)[1])[0] == 0.0)
 
 
 def test_cupy_arrays_are_refused_clearly(monkeypatch):
@@ -376,4 +380,4 @@ def test_check_activation_reports_overflow_during_the_check_as_a_failed_row(tmp_
 def test_a_convention_broken_beyond_the_check_grid_is_caught_when_it_happens():
     act = define_activation("sign-flip", identity, lambda s: anp.where(s > 50.0, -1.0, 1.0 + s * s))
     with pytest.raises(ValueError, match=r"^activation 'sign-flip': h is negative .* at s = 60.0"):
-        act.forward(np.array([0.0, 60.0]))
+        act(np.array([0.0, 60.0]))

@@ -37,7 +37,7 @@ def rel_err(a, ref):
 def test_pi_is_the_transposed_jacobian_from_autograd(name, rng):
     s = random_scores(name, 7, rng)
     pi = dyn.pi_matrix(name, s)
-    J = jacobian(activation(name).forward)(s)  # J[j, i] = d w_j / d s_i
+    J = jacobian(activation(name))(s)  # J[j, i] = d w_j / d s_i
     np.testing.assert_allclose(pi, J.T, rtol=0, atol=RTOL_AUTOGRAD * np.max(np.abs(J)))
 
 
@@ -197,7 +197,7 @@ def test_closed_forms_hypothesis(name, s, o):
 def test_softmax_raises_exactly_the_tokens_above_the_context_polarity(s, o):
     # positive instance under-predicted: c = y - 1 < 0, so -c > 0
     v = dyn.score_velocity("softmax", s[None], o[None], np.array([-0.3]), np.ones((1, 5)))[0]
-    o_bar = np.sum(activation("softmax").forward(s) * o)
+    o_bar = np.sum(activation("softmax")(s) * o)
     gap = o - o_bar
     clear = np.abs(gap) > 1e-9
     assert np.all(np.sign(v[clear]) == np.sign(gap[clear]))
@@ -208,7 +208,7 @@ def test_softmax_raises_exactly_the_tokens_above_the_context_polarity(s, o):
 def test_expressive_moves_abs_score_like_softmax_moves_the_score(s, o):
     s = np.where(np.abs(s) < 1e-3, 1e-3, s)
     v = dyn.score_velocity("expressive", s[None], o[None], np.array([-0.3]), np.ones((1, 5)))[0]
-    o_bar = np.sum(activation("expressive").forward(s) * o)
+    o_bar = np.sum(activation("expressive")(s) * o)
     gap = o - o_bar
     clear = np.abs(gap) > 1e-9
     # d|s_i|/dtau = sign(s_i) ds_i/dtau has the sign of o_i - o_bar
@@ -229,7 +229,7 @@ def test_which_scores_rise_threshold_form(name, threshold, s, o, c):
     sign(ds_i/dtau) = sign(-c) sign(o_i - threshold(s_i) a)."""
     s = np.where(np.abs(s) < 1e-3, 1e-3, s)
     v = dyn.score_velocity(name, s[None], o[None], np.array([c]), np.ones((1, 5)))[0]
-    a = np.sum(activation(name).forward(s) * o)  # the logit V^T W
+    a = np.sum(activation(name)(s) * o)  # the logit V^T W
     gap = o - threshold(s) * a
     clear = np.abs(gap) > 1e-9
     assert np.all(np.sign(v[clear]) == np.sign(-c) * np.sign(gap[clear]))

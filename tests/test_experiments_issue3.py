@@ -95,9 +95,9 @@ def test_half_widths_halve_the_weight(c):
     """At the closed-form half-widths (Eqs. 07.EG5, 07.EG6), a two-key row computed by
     the registered activation has exactly the ratio 1/2."""
     theta_ea = math.pi / 2 - geo.ea_notch_half_width(c)  # the edge of the notch
-    ea = activation("expressive").forward(np.array([c, c * math.cos(theta_ea)]))
+    ea = activation("expressive")(np.array([c, c * math.cos(theta_ea)]))
     np.testing.assert_allclose(ea[1] / ea[0], 0.5, rtol=1e-12)
-    dpa = activation("softmax").forward(np.array([c, c * math.cos(geo.dpa_half_width(c))]))
+    dpa = activation("softmax")(np.array([c, c * math.cos(geo.dpa_half_width(c))]))
     np.testing.assert_allclose(dpa[1] / dpa[0], 0.5, rtol=1e-12)
 
 

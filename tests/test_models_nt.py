@@ -28,6 +28,7 @@ from autograd import grad
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from refattn.theory.catalogue import about
 from refattn.core.activations import ACTIVATIONS, activation
 from refattn.core.gradcheck import gradcheck
 from refattn.training.models.nt import (
@@ -175,9 +176,9 @@ def test_ea_symbol_dependence_predicts_the_weights(layout, rng):
     for name in ("expressive", "softmax"):
         model = NTModel(2, n, activation=name, layout=layout)
         params = random_params(model, [0, 1], rng)  # biases nonzero
-        res = model.forward(params, ctx)
-        res_q = model.forward(params, _flip(ctx, m))  # the query's symbol flipped
-        res_k = model.forward(params, _flip(ctx, k))  # a key's symbol flipped
+        res = model.outputs(params, ctx)
+        res_q = model.outputs(params, _flip(ctx, m))  # the query's symbol flipped
+        res_k = model.outputs(params, _flip(ctx, k))  # a key's symbol flipped
         change_k = np.abs(res_k["attention"][..., m, :] - res["attention"][..., m, :]).max()
 
         def renorm(A):
@@ -259,7 +260,7 @@ def test_forward_matches_reference_loop(name, N, n_con, layout, rng):
     params = random_params(model, [0, 1], rng)
     batch = random_batch(model, 2, 3, rng)
     out, att, loss = _reference_forward(model, params, batch["context"], batch["target"])
-    res = model.forward(params, batch["context"])
+    res = model.outputs(params, batch["context"])
     np.testing.assert_allclose(res["out"], out, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(res["attention"], att, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(model.loss(params, batch), loss, rtol=1e-12)
@@ -409,7 +410,7 @@ def test_float32_params_run():
     model = NTModel(2, 4)
     params = model.init_params([0, 1], dtype=np.float32)
     assert all(v.dtype == np.float32 for v in params.values())
-    res = model.forward(params, np.zeros((2, 3, 4), dtype=np.int64))
+    res = model.outputs(params, np.zeros((2, 3, 4), dtype=np.int64))
     assert res["out"].dtype == np.float32
 
 
@@ -418,14 +419,14 @@ def test_attention_is_causal(name, rng):
     model = NTModel(3, 7, activation=name)
     params = random_params(model, [0, 1], rng)
     ctx = rng.integers(0, 3, (2, 4, 7))
-    res = model.forward(params, ctx)
+    res = model.outputs(params, ctx)
     A = res["attention"]
     assert np.all(np.triu(A, 1) == 0.0)  # exactly 0 above the diagonal
     assert np.all(A[..., np.tri(7, dtype=bool)] != 0.0)  # every allowed key is used
     for m in range(7):
         changed = ctx.copy()
         changed[..., m + 1:] = (changed[..., m + 1:] + 1 + rng.integers(0, 2, changed[..., m + 1:].shape)) % 3
-        other = model.forward(params, changed)
+        other = model.outputs(params, changed)
         # row m of the last layer depends on x_1..x_m only (bit for bit)
         np.testing.assert_array_equal(other["hidden"][..., : m + 1, :], res["hidden"][..., : m + 1, :])
         np.testing.assert_array_equal(other["attention"][..., : m + 1, :], A[..., : m + 1, :])
@@ -446,7 +447,7 @@ def test_counter_model_forward_loss_and_generate(read, rng):
     N, n_con = 3, 4
     model, params = _counter_model(N, n_con, read)
     ctx = rng.integers(0, N, (2, 5, n_con))
-    res = model.forward(params, ctx)
+    res = model.outputs(params, ctx)
     np.testing.assert_array_equal(res["out"], np.eye(N)[(ctx[..., read] + 1) % N])  # exact
     # Eq. 11.M10: a wrong target costs two unit errors out of d outputs
     target = (ctx[..., read] + 1 + (np.arange(5) % 2)) % N  # every other example wrong
@@ -495,7 +496,7 @@ def test_finite_everywhere(name, log_scale, seed, N, n_con, layout):
     assert all(np.all(np.isfinite(g)) for g in grads.values())
     A = aux["attention"]
     assert np.all(np.triu(A, 1) == 0.0)
-    if activation(name).rho_is_one:
+    if about(activation(name)).rho == "1":  # rho = 1: phi = p
         rows = A.sum(axis=-1)
         assert np.all((np.abs(rows - 1.0) < 1e-12) | (rows == 0.0))  # 0: no normaliser
 

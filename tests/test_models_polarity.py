@@ -88,7 +88,7 @@ def test_forward_and_loss_match_a_loop_over_tokens(rng, act, score):
     np.testing.assert_allclose(loss, loss_ref, rtol=1e-12)
     np.testing.assert_allclose(m.loss(P, batch), loss_ref, rtol=1e-12)
     no_drop = {k: v for k, v in batch.items() if k != "dropout"}
-    f = m.forward(P, batch)  # evaluation ignores the dropout mask
+    f = m.outputs(P, batch)  # evaluation ignores the dropout mask
     np.testing.assert_allclose(f["logit"], reference_logits(m, P, no_drop), rtol=1e-12)
     np.testing.assert_allclose(f["prob"], 1 / (1 + np.exp(-f["logit"])), rtol=1e-14)
     assert np.all(f["w"][~batch["mask"]] == 0)  # padding gets no weight
@@ -101,7 +101,7 @@ def test_token_scores_and_polarity(rng, score):
     m = model("tanhmax", score)
     P = random_params(m, rng)
     batch = ragged_batch(rng, dropout=False)
-    f = m.forward(P, batch)
+    f = m.outputs(P, batch)
     seeds = np.arange(S)[:, None, None]
     ts, o = m.token_scores(P), m.token_polarity(P)
     assert ts.shape == o.shape == (S, V)
@@ -240,7 +240,7 @@ def test_symmetric_twin_flips_weights_and_keeps_predictions(rng, act, score):
     Q = m.symmetric(P)
     batch = ragged_batch(rng, dropout=False)
     np.testing.assert_array_equal(m.token_scores(Q), -m.token_scores(P))  # exact: negation is exact
-    f, fq = m.forward(P, batch), m.forward(Q, batch)
+    f, fq = m.outputs(P, batch), m.outputs(Q, batch)
     np.testing.assert_array_equal(fq["s"], -f["s"])
     np.testing.assert_allclose(fq["w"], -f["w"], rtol=1e-15, atol=1e-300)  # weights flip
     np.testing.assert_allclose(fq["logit"], f["logit"], rtol=1e-13, atol=1e-15)
@@ -257,13 +257,13 @@ def test_symmetry_fails_for_softmax_and_is_trivial_for_expressive(rng, score):
     m = model("softmax", score)
     P = random_params(m, rng, scale=1.5)
     batch = ragged_batch(rng, dropout=False)
-    f, fq = m.forward(P, batch), m.forward(m.symmetric(P), batch)
+    f, fq = m.outputs(P, batch), m.outputs(m.symmetric(P), batch)
     assert np.all(fq["w"] >= 0) and not np.allclose(fq["logit"], f["logit"], rtol=1e-3)
     m = model("expressive", score)
     P = random_params(m, rng)
     Q = m.symmetric(P)
     Q["w_o"] = P["w_o"].copy()  # flip the scores only
-    np.testing.assert_allclose(m.forward(Q, batch)["logit"], m.forward(P, batch)["logit"], rtol=1e-13)
+    np.testing.assert_allclose(m.outputs(Q, batch)["logit"], m.outputs(P, batch)["logit"], rtol=1e-13)
 
 
 # --- edge cases --------------------------------------------------------------------
@@ -287,7 +287,7 @@ def test_large_and_tiny_parameters_stay_finite(act, score, score_scale, out_scal
     loss, g, _ = m.loss_and_grad(P, batch)
     assert np.all(np.isfinite(loss)) and np.all(loss >= 0)
     assert all(np.all(np.isfinite(v)) for v in g.values())
-    prob = m.forward(P, batch)["prob"]
+    prob = m.outputs(P, batch)["prob"]
     assert np.all((prob >= 0) & (prob <= 1))
     np.testing.assert_array_equal(loss, m.loss(P, batch))
 
@@ -371,7 +371,7 @@ def test_bad_params(rng):
     with pytest.raises(ValueError, match=r"params\['W_v'\]: expected shape \(S,\) \+ \(3, 4\) = \(2, 3, 4\), got \(2, 4, 3\)"):
         m.loss({**P, "W_v": np.swapaxes(P["W_v"], 1, 2)}, batch)
     with pytest.raises(ValueError, match=r"params\['b_o'\]: expected shape .* \(2,\), got \(3,\)"):
-        m.forward({**P, "b_o": np.zeros(3)}, batch)  # the seed axis must agree
+        m.outputs({**P, "b_o": np.zeros(3)}, batch)  # the seed axis must agree
     with pytest.raises(TypeError, match=r"params\['emb'\]: expected a real floating dtype"):
         m.token_scores({**P, "emb": P["emb"].astype(int)})
     with pytest.raises(TypeError, match="params: expected a dict of arrays"):
@@ -414,5 +414,5 @@ def test_bad_batch(rng):
         with pytest.raises(err, match=msg):
             m.loss(P, b)
         with pytest.raises(err, match=msg):
-            m.forward(P, b)
-    m.forward(P, {k: v for k, v in batch.items() if k != "labels"})  # no labels needed to evaluate
+            m.outputs(P, b)
+    m.outputs(P, {k: v for k, v in batch.items() if k != "labels"})  # no labels needed to evaluate

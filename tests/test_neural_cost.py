@@ -76,7 +76,7 @@ def test_three_evaluations_and_library_agree(hidden, per_pair, chunk, rng):
     a = nc.neural_scores_concat(q, k, P, hidden=hidden)
     b = nc.neural_scores_decomposed(q, k, P, hidden=hidden)
     c = nc.neural_scores_chunked(q, k, P, hidden=hidden, chunk=chunk)
-    lib = NEURAL[hidden].forward(q, k, P)
+    lib = NEURAL[hidden](q, k, P)
     assert a.shape == b.shape == c.shape == lib.shape == (2, 3, 9, 7)
     for name, x in (("decomposed", b), ("chunked", c), ("library", lib),
                     ("decomposed, inplace=False", nc.neural_scores_decomposed(q, k, P, hidden=hidden,
@@ -90,7 +90,7 @@ def test_agreement_with_broadcast_batch_and_beta(rng):
     a = nc.neural_scores_concat(q, k, P, beta=0.7)
     assert a.shape == (4, 3, 6, 8)
     for x in (nc.neural_scores_decomposed(q, k, P, beta=0.7), nc.neural_scores_chunked(q, k, P, beta=0.7, chunk=4),
-              score("neural", beta=0.7).forward(q, k, P)):
+              score("neural", beta=0.7)(q, k, P)):
         assert np.max(np.abs(x - a)) <= ATOL
 
 
@@ -119,7 +119,7 @@ def _vjp_problem(q, k, P, hidden, chunk):
     names = list(P)
 
     def fun(q, k, **p):
-        return NEURAL[hidden].forward(q, k, {n: p[n] for n in names})
+        return NEURAL[hidden](q, k, {n: p[n] for n in names})
 
     def vjp(u, q, k, **p):
         dq, dk, dp = nc.neural_vjp_chunked(q, k, {n: p[n] for n in names}, u, chunk=chunk, hidden=hidden)
@@ -134,7 +134,7 @@ def test_chunked_vjp_matches_library_vjp_and_autograd(hidden, chunk, rng):
     q, k, P = _problem(rng, qb=(1, 2), kb=(3, 2), n_q=7, n_k=6)  # q's batch broadcast: dq is summed back
     G = rng.standard_normal((3, 2, 7, 6))  # random cotangent, never all ones
     dq, dk, dP = nc.neural_vjp_chunked(q, k, P, G, chunk=chunk, hidden=hidden)
-    rq, rk, rP = NEURAL[hidden].vjp(q, k, P, G)
+    rq, rk, rP = NEURAL[hidden].backward(G, NEURAL[hidden].forward(q, k, P)[1])
     assert dq.shape == q.shape and dk.shape == k.shape
     np.testing.assert_allclose(dq, rq, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(dk, rk, rtol=1e-12, atol=1e-14)
@@ -164,11 +164,11 @@ def test_chunked_vjp_autograd_of_a_loss_on_scores(rng):
     names = list(P)
 
     def loss(values):
-        s = NEURAL["tanh"].forward(q, k, dict(zip(names, values)))
+        s = NEURAL["tanh"](q, k, dict(zip(names, values)))
         logp = s - anp.log(anp.sum(anp.exp(s), axis=-1, keepdims=True))
         return -anp.sum(target * logp)
 
-    s = NEURAL["tanh"].forward(q, k, P)
+    s = NEURAL["tanh"](q, k, P)
     p = np.exp(s - s.max(-1, keepdims=True))
     p /= p.sum(-1, keepdims=True)
     _, _, dP = nc.neural_vjp_chunked(q, k, P, p - target, chunk=4)  # dL/ds = softmax - target

@@ -57,7 +57,7 @@ def test_expressive_attention_is_blind_to_symbols_at_N2_without_query_or_key_bia
         params = m.init_params((0, 1))
         params = {k: v + (0.3 * rng.standard_normal(v.shape) if k.startswith("b") else 0.0)
                   for k, v in params.items()}
-        A = m.forward(params, ctx)["attention"]
+        A = m.outputs(params, ctx)["attention"]
         spread = np.max(A.max(axis=1) - A.min(axis=1))  # over the 30 contexts
         blind = act == "expressive" and layout in blind_layouts
         assert (spread == 0.0) == blind, (act, layout, spread)
@@ -266,7 +266,7 @@ def test_snapshots_are_the_models_attention_for_one_fixed_context(attention, tmp
     A = np.array(snap["attention"])  # (3 epochs, 2 seeds, n, n)
     assert A.shape == (3, 2, n, n)
     model = NTModel(2, n, activation=attention)
-    init = model.forward(model.init_params((3, 4)), np.broadcast_to(ctx, (2, 1, n)))["attention"][:, 0]
+    init = model.outputs(model.init_params((3, 4)), np.broadcast_to(ctx, (2, 1, n)))["attention"][:, 0]
     np.testing.assert_array_equal(A[0], init)  # epoch 0 is the initial model
     assert np.all(A >= 0) and np.all(A[..., np.triu_indices(n, 1)[0], np.triu_indices(n, 1)[1]] == 0)
     np.testing.assert_allclose(A.sum(axis=-1), 1.0, atol=1e-12)  # rows normalised (Eqs. 1, 2)

@@ -80,7 +80,7 @@ def test_normalisation_matches_a_finite_perturbation_of_another_score(name, resu
     s = np.array([0.9, -1.3, 0.4, 2.1, -0.6])  # (5,) both signs, no 0
     moved = s.copy()
     moved[3] += 1e-3
-    change = np.abs(act.forward(moved) - act.forward(s))[[0, 1, 2, 4]]  # other tokens only
+    change = np.abs(act(moved) - act(s))[[0, 1, 2, 4]]  # other tokens only
     assert _computed(result, name, "contextual_normalisation") == bool(np.max(change) > 1e-9)
 
 
@@ -88,7 +88,7 @@ def test_normalisation_matches_a_finite_perturbation_of_another_score(name, resu
 def test_jacobian_used_for_normalisation_matches_autograd(name):
     act = activation(name)
     s = random_scores(name, (6,), np.random.default_rng(4))
-    J_auto = ag_jacobian(act.forward)(s)  # (6, 6)
+    J_auto = ag_jacobian(act)(s)  # (6, 6)
     np.testing.assert_allclose(act.jacobian(s), J_auto, rtol=RTOL_AUTOGRAD, atol=1e-14)
 
 

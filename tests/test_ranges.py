@@ -54,12 +54,12 @@ def random_ball_point(rng, n, radius, p_zero=0.2):
 
 def test_softmax_outputs_are_not_in_tanhmax_range(rng):
     s = 3.0 * rng.standard_normal((50, 7))  # (50, 7)
-    p = SOFTMAX.forward(s)
+    p = SOFTMAX(s)
     assert not np.any(in_tanhmax_range(p))
     with pytest.raises(ValueError, match=r"^w: 50 row\(s\) are not in TanhMax's range"):
         tanhmax_preimage(p)
     # one softmax row among TanhMax rows is enough to refuse the batch
-    w = TANHMAX.forward(s)
+    w = TANHMAX(s)
     w[3] = p[3]
     assert in_tanhmax_range(w).tolist() == [i != 3 for i in range(50)]
     with pytest.raises(ValueError, match="softmax output"):
@@ -69,7 +69,7 @@ def test_softmax_outputs_are_not_in_tanhmax_range(rng):
 @settings(max_examples=150, deadline=None)
 @given(finite_rows)
 def test_softmax_outputs_never_in_range_property(s):
-    p = SOFTMAX.forward(s)
+    p = SOFTMAX(s)
     assert not in_tanhmax_range(p)
     with pytest.raises(ValueError, match="^w: "):
         tanhmax_preimage(p)
@@ -92,7 +92,7 @@ def test_slack_is_the_rounding_allowance():
     assert not in_tanhmax_range(w2)
     assert in_tanhmax_range(w2, slack=0.0)  # the bare strict test accepts it
     z = tanhmax_preimage(w2, slack=0.0)  # and its preimage exists (huge scores)
-    np.testing.assert_allclose(TANHMAX.forward(z), w2, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(TANHMAX(z), w2, rtol=1e-12, atol=1e-15)
 
 
 # --------------------------------------------------------------------------
@@ -109,7 +109,7 @@ def test_margin_identity(rng):
     np.testing.assert_allclose(margin, direct, rtol=1e-13)
     # 1 - l1 suffers cancellation: compare absolutely, at the rounding of an n-term sum
     np.testing.assert_allclose(1.0 - l1, margin, rtol=0, atol=8 * 6 * EPS_MACH)
-    assert np.all(l1 < 1.0) and np.all(in_tanhmax_range(TANHMAX.forward(s)))
+    assert np.all(l1 < 1.0) and np.all(in_tanhmax_range(TANHMAX(s)))
 
 
 def test_margin_along_other_axes_and_in_log_form(rng):
@@ -130,7 +130,7 @@ def test_margin_along_other_axes_and_in_log_form(rng):
 @settings(max_examples=150, deadline=None)
 @given(finite_rows)
 def test_every_tanhmax_output_is_in_the_closed_ball_huge_scores_included(s):
-    w = TANHMAX.forward(s)  # the library's stable forward: no overflow for any finite s
+    w = TANHMAX(s)  # the library's stable forward: no overflow for any finite s
     assert np.all(np.isfinite(w))
     l1 = tanhmax_l1_norm(s)
     assert l1 <= 1.0 + 4 * s.size * EPS_MACH  # rounding may reach the sphere, never cross it
@@ -142,10 +142,10 @@ def test_every_tanhmax_output_is_in_the_closed_ball_huge_scores_included(s):
 @given(moderate_rows)
 def test_moderate_tanhmax_outputs_are_strictly_inside_in_floating_point(s):
     # margin >= e^{-10} / (n cosh 10) > 1e-9 for |s| <= 10, n <= 8: far above rounding
-    w = TANHMAX.forward(s)
+    w = TANHMAX(s)
     assert tanhmax_l1_norm(s) < 1.0
     assert in_tanhmax_range(w)
-    np.testing.assert_allclose(TANHMAX.forward(tanhmax_preimage(w)), w, rtol=1e-11, atol=1e-16)
+    np.testing.assert_allclose(TANHMAX(tanhmax_preimage(w)), w, rtol=1e-11, atol=1e-16)
 
 
 # --------------------------------------------------------------------------
@@ -160,7 +160,7 @@ def test_preimage_round_trip(n, radius, rng):
         w = random_ball_point(rng, n, radius)
         s = tanhmax_preimage(w)
         assert s.dtype == np.float64 and np.all(np.isfinite(s))
-        back = TANHMAX.forward(s)
+        back = TANHMAX(s)
         # entrywise, relative to each |w_i| (small entries included), plus rounding of the sum
         np.testing.assert_allclose(back, w, rtol=1e-12, atol=2 * EPS_MACH)
         assert np.all(s[w == 0.0] == 0.0) and np.all(np.sign(s) == np.sign(w))
@@ -182,7 +182,7 @@ def test_preimage_n2_closed_form(rng):
 
 def test_preimage_inverts_tanhmax(rng):
     s = 2.0 * rng.standard_normal((30, 5))  # (30, 5)
-    np.testing.assert_allclose(tanhmax_preimage(TANHMAX.forward(s)), s, rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(tanhmax_preimage(TANHMAX(s)), s, rtol=1e-9, atol=1e-11)
 
 
 def test_preimage_batches_and_axes(rng):
@@ -190,7 +190,7 @@ def test_preimage_batches_and_axes(rng):
     w = w.reshape(2, 3, 4).transpose(2, 0, 1)  # (4, 2, 3): rows along axis 0
     s = tanhmax_preimage(w, axis=0)
     assert s.shape == w.shape
-    np.testing.assert_allclose(TANHMAX.forward(s, axis=0), w, rtol=1e-12, atol=2 * EPS_MACH)
+    np.testing.assert_allclose(TANHMAX(s, axis=0), w, rtol=1e-12, atol=2 * EPS_MACH)
 
 
 def test_tanhmax_is_the_gradient_of_a_strictly_convex_potential(rng):
@@ -199,9 +199,9 @@ def test_tanhmax_is_the_gradient_of_a_strictly_convex_potential(rng):
     while softmax's Jacobian has 1 in its null space."""
     s = 1.5 * rng.standard_normal(6)
     potential = grad(lambda z: anp.log(anp.sum(anp.cosh(z))))
-    np.testing.assert_allclose(potential(s), TANHMAX.forward(s), rtol=1e-13)
+    np.testing.assert_allclose(potential(s), TANHMAX(s), rtol=1e-13)
     p = np.cosh(s) / np.sum(np.cosh(s))
-    phi = TANHMAX.forward(s)
+    phi = TANHMAX(s)
     J = TANHMAX.jacobian(s)
     np.testing.assert_allclose(J, np.diag(p) - np.outer(phi, phi), atol=1e-15)
     assert np.min(np.linalg.eigvalsh(J)) > 0
@@ -270,7 +270,7 @@ def test_gap_decays_like_exp_minus_2c(rng):
 def test_every_entry_of_the_difference_is_negative(rng):
     s = rng.standard_normal((5, 6))
     for c in (-2.0, 0.0, 1.0, 5.0, 9.0):
-        d = TANHMAX.forward(s + c) - SOFTMAX.forward(s)
+        d = TANHMAX(s + c) - SOFTMAX(s)
         assert np.all(d < 0)
 
 
@@ -281,8 +281,8 @@ def test_closure_path_is_a_straight_segment(rng):
     for c in (-4.0, -1.0, 0.0, 0.7, 3.0):
         q = np.exp(-2 * c) * B_over_A
         lam = q / (1 + q)
-        expect = (1 - lam) * SOFTMAX.forward(s) - lam * SOFTMAX.forward(-s)
-        np.testing.assert_allclose(TANHMAX.forward(s + c), expect, rtol=1e-13, atol=1e-16)
+        expect = (1 - lam) * SOFTMAX(s) - lam * SOFTMAX(-s)
+        np.testing.assert_allclose(TANHMAX(s + c), expect, rtol=1e-13, atol=1e-16)
         assert closure_gap_closed_form(s, c) == pytest.approx(2 * lam, rel=1e-13)
 
 
@@ -324,7 +324,7 @@ def test_log_softmax_lies_in_the_span_of_W_and_ones():
     rng = np.random.default_rng(seed)
     W = rng.standard_normal((n, d)) / np.sqrt(d)
     H = rng.standard_normal((m, d))
-    L = np.log(SOFTMAX.forward(H @ W.T))
+    L = np.log(SOFTMAX(H @ W.T))
     basis = np.hstack([W, np.ones((n, 1))])  # (n, d + 1): rows of L lie in its column span
     coef, *_ = np.linalg.lstsq(basis, L.T, rcond=None)
     np.testing.assert_allclose(basis @ coef, L.T, atol=1e-12)

@@ -201,7 +201,7 @@ def test_tanhmax_weights_are_not_convex_and_leave_the_range():
     (sum |phi| < 1) can put an output outside the values' range."""
     s = np.array([[-3.0, 0.1]])
     V = np.array([[1.0], [2.0]])
-    Y = activation("tanhmax").forward(s) @ V  # (1, 1)
+    Y = activation("tanhmax")(s) @ V  # (1, 1)
     assert Y[0, 0] < V.min() - 0.5
 
 

@@ -125,8 +125,8 @@ def test_orientation_matches_the_symmetric_twin():
     rng = np.random.default_rng(1)
     tokens = rng.integers(0, 12, (2, 9, 5))
     labels = rng.integers(0, 2, 9)
-    w = model.forward(params, {"tokens": tokens})["w"]  # (2, 9, 5)
-    w_twin = model.forward(model.symmetric(params), {"tokens": tokens})["w"]
+    w = model.outputs(params, {"tokens": tokens})["w"]  # (2, 9, 5)
+    w_twin = model.outputs(model.symmetric(params), {"tokens": tokens})["w"]
     np.testing.assert_array_equal(w_twin, -w)  # the twin's weights are exactly -w
     sign, c = orient_weights("tanhmax", w, labels)
     np.testing.assert_allclose(c, [np.sum(w[k].sum(axis=1) * (2 * labels - 1)) for k in range(2)], rtol=1e-12)

@@ -23,6 +23,8 @@ from refattn.fast.streaming import _Blocks, streaming_attention, streaming_atten
 
 from conftest import RTOL_AUTOGRAD, RTOL_CENTRAL
 
+GRAD_NAMES = ("Q", "K", "V", "params")  # attention_backward returns (dQ, dK, dV, dparams)
+
 B, H, D, DV = 2, 2, 3, 2
 TOL = 1e-12
 MASKINGS = ("none", "mask", "causal", "both")
@@ -49,7 +51,7 @@ def _both(Q, K, V, G, **kw):
     block_size = kw.pop("block_size")
     out0, c0 = attention(Q, K, V, **kw)
     out1, c1 = streaming_attention(Q, K, V, block_size=block_size, **kw)
-    return (out0, attention_backward(G, c0)), (out1, streaming_attention_backward(G, c1))
+    return (out0, dict(zip(GRAD_NAMES, attention_backward(G, c0)))), (out1, dict(zip(GRAD_NAMES, streaming_attention_backward(G, c1))))
 
 
 def _assert_same(dense, stream, what):
@@ -221,7 +223,7 @@ def _gradcheck_streaming(rng, act, sc="scaled_dot", mask=None, causal=False, n=5
                                    block_size=block_size)
 
     def vjp(u, **a):
-        g = streaming_attention_backward(u, run(a)[1])
+        g = dict(zip(GRAD_NAMES, streaming_attention_backward(u, run(a)[1])))
         out = {"K": g["K"], "V": g["V"], **g["params"]}
         if "Q" in a:
             out["Q"] = g["Q"]
@@ -303,7 +305,7 @@ def test_causal_skips_the_blocks_above_the_diagonal(rng, monkeypatch):
     Q, K, V = (rng.standard_normal((8, d)) for d in (D, D, DV))
     out, cache = streaming_attention(Q, K, V, causal=True, block_size=2)
     assert len(calls) == 10 and all(c.start <= r.stop - 1 for r, c in calls)
-    streaming_attention_backward(rng.standard_normal(out.shape), cache)
+    dict(zip(GRAD_NAMES, streaming_attention_backward(rng.standard_normal(out.shape), cache)))
     assert len(calls) == 20
 
 
@@ -388,10 +390,10 @@ def test_device_arrays_run_the_same_code(xp, rng):
     params = sc.init_params(D, rng)
     kw = dict(score=sc, activation="tanhmax", causal=True, block_size=4)
     out0, c0 = streaming_attention(Q, K, V, params=params, mask=mask, **kw)
-    g0 = streaming_attention_backward(G, c0)
+    g0 = dict(zip(GRAD_NAMES, streaming_attention_backward(G, c0)))
     dev = {k: xp.array(v) for k, v in params.items()}
     out1, c1 = streaming_attention(xp.array(Q), xp.array(K), xp.array(V), params=dev, mask=xp.array(mask), **kw)
-    g1 = streaming_attention_backward(xp.array(G), c1)
+    g1 = dict(zip(GRAD_NAMES, streaming_attention_backward(xp.array(G), c1)))
     assert isinstance(out1, xp.ndarray) and isinstance(g1["Q"], xp.ndarray)
     _assert_close(out1, out0, "out")
     for k in "QKV":
@@ -421,6 +423,6 @@ def test_errors_name_the_argument(rng):
         streaming_attention(Q.tolist(), K, V)
     out, cache = streaming_attention(Q, K, V)
     with pytest.raises(ValueError, match=r"grad_out: shape \(6, 1\) does not match the output's \(6, 2\)"):
-        streaming_attention_backward(out[:, :1], cache)
+        dict(zip(GRAD_NAMES, streaming_attention_backward(out[:, :1], cache)))
     with pytest.raises(TypeError, match="grad_out: expected a real floating dtype"):
-        streaming_attention_backward(out.astype(int), cache)
+        dict(zip(GRAD_NAMES, streaming_attention_backward(out.astype(int), cache)))

@@ -1,9 +1,9 @@
-r"""Score functions: how attention scores ``s`` are made from queries and keys.
+r"""Score functions: how the scores ``s`` are made from queries and keys (``derivations/02-scores.md``).
 
-TanhMax (Eq. 1) writes the score as ``s_i = f(Q_i, K_i)`` and leaves ``f``
-open; the activation ``phi`` (:mod:`refattn.core.activations`) then turns scores
-into weights. This module collects the ``f`` of every paper and baseline, each
-with a hand-derived vector-Jacobian product (``derivations/02-scores.md``):
+TanhMax (Eq. 1) writes a score as ``s_i = f(Q_i, K_i)`` and leaves ``f``
+open; the activation (:mod:`refattn.core.activations`) then turns scores into
+weights. Here is the ``f`` of every paper and baseline, each forward with its
+hand-derived backward right under it:
 
 ============ ======== ==================================================== ===================
 name         pairwise s                                                    params
@@ -18,891 +18,373 @@ neural       yes      s_ij = beta (wa . sigma(Whq q'_i + Whk k'_j + bh)    Wq, W
 cosformer    yes      s_ij = relu(q_i) . relu(k_j) cos(pi (i - j) / 2M)    --
 ============ ======== ==================================================== ===================
 
-Shapes. Every score takes ``q (..., n_q, d)`` and ``k (..., n_k, d)``; the
-leading ``...`` are batch dimensions (batch, heads), broadcast between ``q``
-and ``k``. A *pairwise* score returns ``s (..., n_q, n_k)``; a *per-token*
-score (``pairwise = False``: ``self``, ``global``) pairs token ``i`` with
-itself and returns ``s (..., n)``. Parameters have no batch dimensions: they
-are broadcast over the batch in the forward pass, and their gradients are
-summed over it in the VJP.
-
-The seed axis. A model trained for ``S`` random seeds at once holds ``S``
-independent copies of every parameter along a leading axis. A score with
-``seed_axis = True`` (``global``) also takes its parameters with one extra
-leading axis ``S`` (``v (S, d)`` instead of ``v (d,)``; every parameter has it,
-or none does). That axis pairs with the *first* batch axis of ``q`` and ``k``:
-``k (S, ..., n, d)`` gives ``s (S, ..., n)``, slice ``s`` computed with
-``params[...][s]`` alone (a first batch axis of size 1, or no batch axis,
-shares the inputs among the seeds). The VJP returns each parameter's gradient
-with the same leading axis: summed over the other batch axes and the tokens,
-never over the seeds. Without the extra axis nothing changes.
-
-Interface. :func:`score` returns a configured :class:`Score` with
-
-* ``init_params(d, rng, dtype=np.float64, **sizes) -> dict`` random parameters;
-* ``forward(q, k, params) -> s``, written against
-  :func:`refattn.core.backend.array_module`, so that NumPy, CuPy and autograd all
-  run (and autograd differentiates) the same code;
-* ``vjp(q, k, params, grad_s) -> (dq, dk, dparams)``, derived by hand and
-  checked against autograd and central differences in ``tests/test_scores.py``.
-
-Conventions:
-
-* relu has slope 0 at 0 (cosformer's feature map, neural with
-  ``hidden="relu"``), as autograd computes it with ``where``; each score lists
-  its non-differentiable points in ``singular``.
-* The additive and neural scores share one "pair MLP",
-  ``t_ij = w . sigma(a_ij + b_ij + bias)``, and its VJP
-  (:func:`_pair_mlp`, :func:`_pair_mlp_vjp`). Because
-  ``W_h [q'; k'] = Whq q' + Whk k'``, NeuralAttn's ``n x n x 2d'``
-  concatenation (its Eq. 7) is never formed; only the hidden pre-activation
-  ``(..., n_q, n_k, h)``, which the method needs anyway, exists.
+Shapes: ``q (..., n_q, d)``, ``k (..., n_k, d)``, leading (batch, head) axes
+broadcast; ``s (..., n_q, n_k)``, or ``s (..., n)`` for a per-token score,
+which pairs token ``i`` with itself. Parameters have no batch axes.
+``s, cache = sc.forward(q, k, params)``, ``dq, dk, dparams = sc.backward(ds, cache)``;
+``sc(q, k, params)`` is the scores alone; ``@checks.score_forward`` and
+``@checks.score_backward`` check the arguments. relu has slope 0 at 0.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 
 import numpy as np
 
-from .backend import array_module, check_float_array, check_int, check_real, dtype_of, stop_gradient, sum_to
+from . import checks
+from .backend import array_module, dtype_of, shape_of, sum_to
 
 __all__ = ["Score", "SCORES", "score", "register"]
 
-_REGISTRY: dict = {}
+_REGISTRY: dict = {}  # name -> the class
 
 
 def register(cls):
-    """Class decorator: add a score class to the registry under ``cls.name``."""
+    """Class decorator: ``score(cls.name, **options)`` returns ``cls(**options)``."""
     _REGISTRY[cls.name] = cls
     return cls
 
 
-# --------------------------------------------------------------------------
-# Small helpers: shapes, option checks, reductions
-# --------------------------------------------------------------------------
+def relu(xp, x):
+    return xp.where(x <= 0, 0.0, x)  # slope 0 at 0; NaN stays NaN
 
 
-def _shape(x):
-    return tuple(np.shape(stop_gradient(x)))
-
-
-def _flat(xp, x, batch, core):
-    """Broadcast ``x`` to ``batch + x.shape[-core:]`` and merge the batch dims
-    into one leading axis, so that one einsum both contracts and sums the batch."""
-    x = xp.broadcast_to(x, tuple(batch) + tuple(x.shape[x.ndim - core:]))
-    return x.reshape((-1,) + tuple(x.shape[x.ndim - core:]))
-
-
-def _seed_shape(batch, core):
-    """Where a seed-axis parameter ``(S, *core)`` goes to broadcast against ``batch + core``:
-    ``(S, 1, ..., 1, *core)``, the seed axis on the first batch axis."""
-    return tuple(batch[:1]) + (1,) * (len(batch) - 1) + tuple(core)
-
-
-def _relu(xp, x):
-    # where, not maximum: slope exactly 0 at 0 (autograd's maximum splits 1/2).
-    return xp.where(x > 0, x, 0.0)
-
-
-def _step(x):
-    """relu'(x) with the convention relu'(0) = 0, in x's dtype (VJPs only)."""
+def step(x):
+    """relu'(x), with relu'(0) = 0, in x's dtype."""
     return (x > 0).astype(x.dtype)
 
 
-# --------------------------------------------------------------------------
-# The pair MLP shared by "additive" and "neural"
-# --------------------------------------------------------------------------
-
-#: hidden activations of the pair MLP: sigma, and sigma' given (z, sigma(z))
-_HIDDEN = {
-    "tanh": (lambda xp, z: xp.tanh(z), lambda z, hz: 1.0 - hz * hz),
-    "relu": (_relu, lambda z, hz: _step(z)),
-}
-
-
-def _pair_mlp(xp, a, b, bias, w, hidden):
-    """``t_ij = w_ij . sigma(a_ij + b_ij + bias_ij)``, the last axis contracted.
-
-    ``a``, ``b``, ``bias`` and ``w`` broadcast to ``(..., n_q, n_k, h)``:
-    with shared weights ``a`` is ``(..., n_q, 1, h)`` (one per query),
-    ``b`` is ``(..., 1, n_k, h)`` (one per key), ``bias`` and ``w`` are
-    ``(h,)``; with per-pair weights every one of them is ``(..., n_q, n_k, h)``
-    or ``(n_q, n_k, h)``. ``bias`` may be ``None`` (additive has none).
-    """
-    z = _pre_activation(a, b, bias)  # (..., n_q, n_k, h)
-    hz = _HIDDEN[hidden][0](xp, z)  # (..., n_q, n_k, h)
-    if len(_shape(w)) == 1:  # shared w: a matrix-vector product, no (..., n_q, n_k, h) product array
-        return hz @ w  # (..., n_q, n_k)
-    return xp.sum(hz * w, axis=-1)  # (..., n_q, n_k)
-
-
-def _pre_activation(a, b, bias):
-    """``z = a + b + bias``. A shared bias ``(h,)`` is added to the per-query half first
-    (``(..., n_q, 1, h)``, small), so only one pair-sized array is made."""
-    if bias is None:
-        return a + b
-    if len(_shape(bias)) == 1:
-        return (a + bias) + b
-    return a + b + bias
-
-
-def _pair_mlp_vjp(xp, a, b, bias, w, hidden, g):
-    """VJP of :func:`_pair_mlp` for the upstream gradient ``g (..., n_q, n_k)``.
-
-    Returns ``(gz, dw)``: ``gz = g w sigma'(z)``, the gradient with respect to
-    the pre-activation ``z = a + b + bias`` (full shape ``(..., n_q, n_k, h)``;
-    the caller sums it to ``a``, ``b`` and ``bias``), and ``dw`` summed to
-    ``w``'s shape.
-    """
-    z = _pre_activation(a, b, bias)  # (..., n_q, n_k, h)
-    sigma, dsigma = _HIDDEN[hidden]
-    hz = sigma(xp, z)  # (..., n_q, n_k, h)
-    gz = g[..., None] * w * dsigma(z, hz)  # (..., n_q, n_k, h)
-    dw = sum_to(xp, g[..., None] * hz, w.shape)  # (h,) or (n_q, n_k, h)
-    return gz, dw
-    # dt/dz = w sigma'(z),  dt/dw = sigma(z);  z is linear in a, b, bias with slope 1
-
-
-# --------------------------------------------------------------------------
-# The interface
-# --------------------------------------------------------------------------
+def T(xp, x):
+    """The transpose of the last two axes."""
+    return xp.swapaxes(x, -1, -2)
 
 
 class Score:
-    """A score function ``s = f(q, k; params)`` with its hand-derived VJP.
+    """A score function ``s = f(q, k; params)`` and its hand-derived backward.
 
-    Attributes
-    ----------
-    name : str
-        The registry name.
-    pairwise : bool
-        True: ``q (..., n_q, d)``, ``k (..., n_k, d)`` give ``s (..., n_q, n_k)``.
-        False ("per-token"): ``q, k (..., n, d)`` give ``s (..., n)``.
-    source : str
-        Where the formula comes from.
-    singular : tuple of (str, str)
-        ``(where, why)`` for each point where ``s`` is not differentiable.
-    options : dict
-        The configured options (``score(name, **options)``).
-    seed_axis : bool
-        Whether the parameters may carry one extra leading seed axis ``S``
-        (module docstring, "The seed axis").
+    ``pairwise`` (else one score per token), ``uses_q`` (``global`` reads no query),
+    ``option_names`` (``score(name, **options)``), ``size_names`` (``init_params``).
     """
 
-    name: str = ""
-    pairwise: bool = True
-    source: str = ""
-    singular: tuple = ()
-    #: options accepted by ``score(name, **options)``
+    name = source = ""
+    pairwise, uses_q = True, True
     option_names: tuple = ()
-    #: sizes accepted by :meth:`init_params`
     size_names: tuple = ()
-    #: does the score read ``q``? (``global`` does not)
-    uses_q: bool = True
-    #: may the parameters carry a leading seed axis ``S``?
-    seed_axis: bool = False
 
-    @property
-    def options(self) -> dict:
-        return {n: getattr(self, n) for n in self.option_names}
-
-    def __repr__(self):
-        opts = "".join(f", {k}={v!r}" for k, v in self.options.items())
-        return f"score({self.name!r}{opts})"
-
-    # --- parameters ----------------------------------------------------------
     def param_spec(self, params) -> dict:
-        """Expected parameter shapes, in symbols: ``{name: ("d_a", "d"), ...}``.
-
-        The symbols ``d``, ``n_q`` and ``n_k`` come from ``q`` and ``k``; any
-        other symbol is read off the first parameter that has it.
-        ``params`` is passed so a score can choose between layouts (neural:
-        shared or per-pair).
-        """
+        """Each parameter's shape in symbols, e.g. ``{"v": ("d_a",)}`` (``d, n_q, n_k`` from q and k)."""
         return {}
 
     def init_params(self, d, rng, dtype=np.float64, **sizes) -> dict:
-        """Random parameters for feature size ``d`` (``{}`` if the score has none).
+        """Random parameters for feature size ``d`` (``{}`` for a score without any)."""
+        checks.init_args(self, d, rng, dtype, sizes)
+        return {k: v.astype(dtype) for k, v in self._init(d, rng, **sizes).items()}
 
-        Parameters
-        ----------
-        d : int
-            The feature size of ``q`` and ``k`` (their last dimension).
-        rng : numpy.random.Generator
-            The source of randomness.
-        dtype : float dtype
-            The parameters' dtype.
-        **sizes
-            Score-specific sizes, listed in ``size_names``.
-        """
-        d = check_int(d, "d", 1)
-        if not isinstance(rng, np.random.Generator):
-            raise TypeError(
-                f"rng: expected a numpy.random.Generator (numpy.random.default_rng(seed)), "
-                f"got {type(rng).__name__}"
-            )
-        if np.dtype(dtype).kind != "f":
-            raise TypeError(f"dtype: expected a real floating dtype, got {np.dtype(dtype)}")
-        unknown = sorted(set(sizes) - set(self.size_names))
-        if unknown:
-            raise TypeError(
-                f"{unknown[0]}: unknown size for score {self.name!r}; "
-                f"expected one of {self.size_names}"
-            )
-        return self._init(d, rng, np.dtype(dtype), **sizes)
-
-    def _init(self, d, rng, dtype, **sizes) -> dict:
+    def _init(self, d, rng, **sizes) -> dict:
         return {}
 
-    def n_seeds(self, params):
-        """``S``, the length of the parameters' leading seed axis, or ``None`` without one.
-
-        ``params`` must already have passed the checks of :meth:`forward`
-        (every parameter has the seed axis, or none has).
-        """
-        for p, symbols in self.param_spec(params).items():
-            shape = _shape(params[p])
-            return shape[0] if len(shape) == len(symbols) + 1 else None
-        return None  # no parameters
-
-    # --- validation ----------------------------------------------------------
-    def check_inputs(self, q, k, params):
-        """Validate the inputs; return ``(batch, n_q, n_k, d, params)``."""
-        if self.uses_q:
-            check_float_array(q, "q", min_ndim=2)
-        check_float_array(k, "k", min_ndim=2)
-        ks = _shape(k)
-        batch, n_k, d = ks[:-2], ks[-2], ks[-1]
-        n_q = n_k
-        if self.uses_q:
-            qs = _shape(q)
-            if qs[-1] != d:
-                raise ValueError(
-                    f"k: its last dimension (the feature size d) is {d}, but q's is "
-                    f"{qs[-1]}; q (..., n_q, d) and k (..., n_k, d) must share d"
-                )
-            if not self.pairwise and qs[-2] != n_k:
-                raise ValueError(
-                    f"k: has {n_k} tokens but q has {qs[-2]}; the per-token score "
-                    f"{self.name!r} pairs q_i with k_i"
-                )
-            try:
-                batch = np.broadcast_shapes(qs[:-2], ks[:-2])
-            except ValueError:
-                raise ValueError(
-                    f"k: batch dimensions {ks[:-2]} do not broadcast with q's {qs[:-2]}"
-                ) from None
-            n_q = qs[-2]
-        params = self._check_params(params, {"d": d, "n_q": n_q, "n_k": n_k})
-        S = self.n_seeds(params)
-        if S is not None:  # the seed axis pairs with the first batch axis of q and k
-            seeded = (S,) + (1,) * max(len(batch) - 1, 0)  # (S, 1, ..., 1)
-            if batch and batch[0] not in (1, S):
-                raise ValueError(
-                    f"params: the parameters' seed axis has S = {S}, but the first batch axis of "
-                    f"q and k has {batch[0]}; it must be S (one slice per seed) or 1 (shared by the seeds)"
-                )
-            batch = np.broadcast_shapes(tuple(batch), seeded)
-        return tuple(batch), n_q, n_k, d, params
-
-    def _check_params(self, params, known):
-        if params is None:
-            params = {}
-        if not isinstance(params, Mapping):
-            raise TypeError(f"params: expected a dict of arrays, got {type(params).__name__}")
-        spec = self.param_spec(params)
-        missing = [p for p in spec if p not in params]
-        if missing:
-            raise ValueError(
-                f"params: missing {missing[0]!r}; score {self.name!r} needs "
-                f"{tuple(spec)} (see init_params)"
-            )
-        extra = [p for p in params if p not in spec]
-        if extra:
-            raise ValueError(
-                f"params: unexpected {extra[0]!r}; score {self.name!r} takes "
-                f"{tuple(spec) if spec else 'no parameters'}"
-            )
-        sizes = dict(known)
-        origin = dict.fromkeys(known, "q and k")  # where each size was read
-        first = None  # (name, has a seed axis) of the first parameter
-        for p, symbols in spec.items():
-            check_float_array(params[p], f"params[{p!r}]", min_ndim=0)
-            shape = _shape(params[p])
-            if self.seed_axis and len(shape) == len(symbols) + 1:
-                symbols = ("S",) + tuple(symbols)  # one extra leading axis: the seeds
-            seeded = len(symbols) > len(spec[p])
-            if first is None:
-                first = (p, seeded)
-            elif seeded != first[1]:
-                with_, without = (p, first[0]) if seeded else (first[0], p)
-                raise ValueError(
-                    f"params[{p!r}]: params[{with_!r}] has a leading seed axis but "
-                    f"params[{without!r}] has none; give every parameter the seed axis or none"
-                )
-            ok = len(shape) == len(symbols)
-            bad = list(symbols) if not ok else []
-            if ok:
-                for sym, n in zip(symbols, shape):
-                    if sizes.setdefault(sym, n) != n:
-                        ok = False
-                        bad.append(sym)
-                    origin.setdefault(sym, f"params[{p!r}]")
-            if not ok:
-                want = tuple(sizes.get(sym, sym) for sym in symbols)
-                read = "; ".join(f"{sym} = {sizes[sym]} from {origin[sym]}"
-                                 for sym in dict.fromkeys(bad) if sym in sizes)
-                also = (f" or (S, {', '.join(symbols)}) with a leading seed axis"
-                        if self.seed_axis and not seeded else "")
-                raise ValueError(
-                    f"params[{p!r}]: expected shape ({', '.join(symbols)}"
-                    f"{',' if len(symbols) == 1 else ''}) = {want}{also}, got {shape}"
-                    + (f" ({read})" if read else "")
-                )
-        return params
-
-    def _check_grad(self, grad_s, batch, n_q, n_k):
-        check_float_array(grad_s, "grad_s", min_ndim=1)
-        want = tuple(batch) + ((n_q, n_k) if self.pairwise else (n_k,))
-        if _shape(grad_s) != want:
-            raise ValueError(
-                f"grad_s: shape {_shape(grad_s)} does not match the scores' shape {want}"
-            )
-
-    # --- the score -------------------------------------------------------------
-    def forward(self, q, k, params=None):
-        """The scores ``s``; see the class docstring for the formula and shapes."""
-        raise NotImplementedError
-
-    def vjp(self, q, k, params, grad_s):
-        """``(dq, dk, dparams)``: ``grad_s^T ds/dq``, ``grad_s^T ds/dk`` and one
-        gradient per parameter (same keys, same shapes as ``params``)."""
-        raise NotImplementedError
-
     def __call__(self, q, k, params=None):
-        return self.forward(q, k, params)
+        """The scores alone: ``forward(q, k, params)[0]``."""
+        return self.forward(q, k, params)[0]
+
+    def __repr__(self):
+        return f"score({self.name!r}" + "".join(f", {n}={getattr(self, n)!r}" for n in self.option_names) + ")"
 
 
-# --------------------------------------------------------------------------
-# The registry. Each class: forward, then its VJP right under it.
-# --------------------------------------------------------------------------
+def _normal(rng, shape, fan_in):
+    return np.asarray(rng.standard_normal(shape) / math.sqrt(fan_in))
 
 
 @register
 class Dot(Score):
-    """Dot-product score, ``s_ij = q_i . k_j``.
+    """Dot-product score, ``S = beta Q K^T``, ``beta = 1`` (Luong 2015; NeuralAttn Eq. 2; derivation 02, section 2)."""
 
-    In matrices ``S = Q K^T``; each score sums products of matching
-    coordinates only (NeuralAttn, Eq. 2 and its discussion).
-
-    Source: Luong et al. (2015), "dot"; Vaswani et al. (2017), Eq. 1 without
-    the scale. Derivation: ``derivations/02-scores.md`` ("dot").
-
-    VJP: ``dq = G K``, ``dk = G^T Q`` for the upstream gradient ``G``.
-    """
-
-    name = "dot"
-    source = "Luong et al. (2015) 'dot'; Vaswani et al. (2017) Eq. 1 unscaled; NeuralAttn Eq. 2"
+    name, source = "dot", "Luong et al. (2015) 'dot'; Vaswani et al. (2017) Eq. 1 unscaled; NeuralAttn Eq. 2"
 
     def beta_for(self, d):
-        """The scale ``beta`` in ``s = beta q . k`` for feature size ``d``: 1 for ``dot``."""
         return 1.0
 
+    @checks.score_forward
     def forward(self, q, k, params=None):
-        batch, n_q, n_k, d, params = self.check_inputs(q, k, params)
-        xp = array_module(q, k)
-        return (self.beta_for(d) * q) @ xp.swapaxes(k, -1, -2)  # (..., n_q, n_k)  beta q k^T
+        xp, beta = array_module(q, k), self.beta_for(shape_of(k)[-1])
+        s = (beta * q) @ T(xp, k)  # (..., n_q, n_k)   s_ij = beta q_i . k_j
+        return s, {"q": q, "k": k, "beta": beta}
 
-    def vjp(self, q, k, params, grad_s):
-        batch, n_q, n_k, d, params = self.check_inputs(q, k, params)
-        self._check_grad(grad_s, batch, n_q, n_k)
-        xp = array_module(q, k, grad_s)
-        beta = self.beta_for(d)
-        dq = beta * (grad_s @ k)  # (..., n_q, d)
-        dk = beta * (xp.swapaxes(grad_s, -1, -2) @ q)  # (..., n_k, d)
-        return sum_to(xp, dq, q.shape), sum_to(xp, dk, k.shape), {}
-        # ds_ij/dq_i = beta k_j,  ds_ij/dk_j = beta q_i
+    @checks.score_backward
+    def backward(self, grad_s, cache):
+        q, k, beta, G = cache["q"], cache["k"], cache["beta"], grad_s
+        xp = array_module(q, k, G)
+        dq = beta * (G @ k)  # (..., n_q, d)   ds_ij/dq_i = beta k_j
+        dk = beta * (T(xp, G) @ q)  # (..., n_k, d)   ds_ij/dk_j = beta q_i
+        return sum_to(xp, dq, shape_of(q)), sum_to(xp, dk, shape_of(k)), {}
 
 
 @register
 class ScaledDot(Dot):
-    """Scaled dot-product score, ``s_ij = beta q_i . k_j``, ``beta = 1/sqrt(d)`` by default.
+    """Scaled dot-product score, ``S = beta Q K^T``, ``beta = 1/sqrt(d)`` unless given (Vaswani et al. 2017
+    Eq. 1; derivation 02, section 3)."""
 
-    Parameters
-    ----------
-    beta : float, optional
-        The inverse temperature; ``None`` (default) means ``1/sqrt(d)`` with
-        ``d = q.shape[-1]``.
-
-    Source: Vaswani et al. (2017), Eq. 1; NeuralAttn, Eq. 1.
-    Derivation: ``derivations/02-scores.md`` ("scaled_dot").
-
-    VJP: ``dq = beta G K``, ``dk = beta G^T Q`` (the ``dot`` VJP, scaled).
-    """
-
-    name = "scaled_dot"
-    source = "Vaswani et al. (2017) Eq. 1; NeuralAttn Eq. 1"
+    name, source = "scaled_dot", "Vaswani et al. (2017) Eq. 1; NeuralAttn Eq. 1"
     option_names = ("beta",)
 
     def __init__(self, beta=None):
-        self.beta = check_real(beta, "beta", positive=True, allow_none=True)
+        self.beta = checks.check_real(beta, "beta", positive=True, allow_none=True)
 
     def beta_for(self, d):
-        """The scale for feature size ``d``: the ``beta`` option, or ``1/sqrt(d)`` if it is None."""
         return 1.0 / math.sqrt(d) if self.beta is None else self.beta
 
-    # forward and vjp: inherited from Dot, with beta = self.beta_for(d)
+
+def _pair_mlp(xp, a, b, bias, w, hidden):
+    """``t_ij = w . sigma(a_ij + b_ij + bias)``, the pair MLP of ``additive`` and ``neural``.
+
+    ``a`` is ``(..., n_q, 1, h)`` (one per query) and ``b`` ``(..., 1, n_k, h)``
+    (one per key), or both per pair ``(..., n_q, n_k, h)``; only the hidden
+    pre-activation ``z`` is pair-sized. Returns ``(t, sigma(z))``: the
+    backward pass needs ``sigma(z)`` only, so ``z`` is freed here.
+    """
+    z = a + b if bias is None else (a + bias) + b  # (..., n_q, n_k, h); a shared bias joins the small half
+    hz = xp.tanh(z) if hidden == "tanh" else relu(xp, z)  # (..., n_q, n_k, h)
+    return (hz @ w if len(shape_of(w)) == 1 else xp.sum(hz * w, axis=-1)), hz  # (..., n_q, n_k)
+
+
+def _pair_mlp_backward(xp, G, hz, w, hidden):
+    """``(gz, dw)``: the gradient of the pre-activation ``z`` and of ``w``, for ``dt = G``."""
+    dsigma = 1.0 - hz * hz if hidden == "tanh" else step(hz)  # tanh' = 1 - tanh^2; relu' = [z > 0] = [relu(z) > 0]
+    gz = G[..., None] * w * dsigma  # (..., n_q, n_k, h)   dt/dz = w sigma'(z)
+    return gz, sum_to(xp, G[..., None] * hz, shape_of(w))  # dt/dw = sigma(z)
 
 
 @register
 class Additive(Score):
-    """Additive (Bahdanau) score, ``s_ij = v . tanh(W_q q_i + W_k k_j)``.
+    """Additive score, ``s_ij = v . tanh(W_q q_i + W_k k_j)`` (Bahdanau 2015; derivation 02, section 4).
 
-    Parameters ``W_q (d_a, d)``, ``W_k (d_a, d)``, ``v (d_a,)``; init size
-    ``d_a`` (default ``d``). Each query and key is projected once
-    (``A = Q W_q^T``, ``B = K W_k^T``); only the hidden pre-activation
-    ``A_i + B_j`` of shape ``(..., n_q, n_k, d_a)`` is pairwise. It is the
-    pair MLP of the ``neural`` score with no biases and ``sigma = tanh``.
-
-    Source: Bahdanau, Cho & Bengio (2015), Appendix A.1.2,
-    ``e_ij = v_a^T tanh(W_a s_{i-1} + U_a h_j)`` (the decoder state playing
-    the query, the annotation the key); NeuralAttn, section 2.
-    Derivation: ``derivations/02-scores.md`` ("additive").
-
-    VJP, with ``Z_ij = A_i + B_j``, ``H = tanh Z`` and
-    ``gz_ij = G_ij v * (1 - H_ij^2)``: ``dA_i = sum_j gz_ij``,
-    ``dB_j = sum_i gz_ij``, ``dq = dA W_q``, ``dW_q = dA^T Q`` (and likewise
-    for the keys), ``dv = sum_ij G_ij H_ij``.
+    ``W_q, W_k (d_a, d)``, ``v (d_a,)`` (init size ``d_a``, default ``d``):
+    the pair MLP of ``neural`` without biases, with tanh.
     """
 
-    name = "additive"
-    source = "Bahdanau, Cho & Bengio (2015), Appendix A.1.2; NeuralAttn section 2"
+    name, source = "additive", "Bahdanau, Cho & Bengio (2015), Appendix A.1.2; NeuralAttn section 2"
     size_names = ("d_a",)
 
     def param_spec(self, params):
         return {"W_q": ("d_a", "d"), "W_k": ("d_a", "d"), "v": ("d_a",)}
 
-    def _init(self, d, rng, dtype, d_a=None):
-        d_a = d if d_a is None else check_int(d_a, "d_a", 1)
-        return {
-            "W_q": (rng.standard_normal((d_a, d)) / math.sqrt(d)).astype(dtype),
-            "W_k": (rng.standard_normal((d_a, d)) / math.sqrt(d)).astype(dtype),
-            "v": (rng.standard_normal(d_a) / math.sqrt(d_a)).astype(dtype),
-        }
+    def _init(self, d, rng, d_a=None):
+        d_a = d if d_a is None else checks.check_int(d_a, "d_a", 1)
+        return {"W_q": _normal(rng, (d_a, d), d), "W_k": _normal(rng, (d_a, d), d), "v": _normal(rng, d_a, d_a)}
 
+    @checks.score_forward
     def forward(self, q, k, params=None):
-        batch, n_q, n_k, d, params = self.check_inputs(q, k, params)
-        W_q, W_k, v = params["W_q"], params["W_k"], params["v"]
-        xp = array_module(q, k, W_q, W_k, v)
-        a = q @ xp.swapaxes(W_q, 0, 1)  # (..., n_q, d_a)
-        b = k @ xp.swapaxes(W_k, 0, 1)  # (..., n_k, d_a)
-        a, b = a[..., :, None, :], b[..., None, :, :]  # (..., n_q, 1, d_a), (..., 1, n_k, d_a)
-        return _pair_mlp(xp, a, b, None, v, "tanh")  # (..., n_q, n_k)
+        xp = array_module(q, k, *params.values())
+        a = q @ T(xp, params["W_q"])  # (..., n_q, d_a)   A = Q W_q^T
+        b = k @ T(xp, params["W_k"])  # (..., n_k, d_a)   B = K W_k^T
+        s, hz = _pair_mlp(xp, a[..., :, None, :], b[..., None, :, :], None, params["v"], "tanh")
+        return s, {"q": q, "k": k, "params": params, "hz": hz}  # s: (..., n_q, n_k)
 
-    def vjp(self, q, k, params, grad_s):
-        batch, n_q, n_k, d, params = self.check_inputs(q, k, params)
-        self._check_grad(grad_s, batch, n_q, n_k)
-        W_q, W_k, v = params["W_q"], params["W_k"], params["v"]
-        xp = array_module(q, k, grad_s, W_q, W_k, v)
-        a = q @ W_q.T  # (..., n_q, d_a)
-        b = k @ W_k.T  # (..., n_k, d_a)
-        gz, dv = _pair_mlp_vjp(xp, a[..., :, None, :], b[..., None, :, :], None, v, "tanh", grad_s)
-        da = xp.sum(gz, axis=-2)  # (..., n_q, d_a)
-        db = xp.sum(gz, axis=-3)  # (..., n_k, d_a)
-        dW_q = xp.einsum("bia,bid->ad", _flat(xp, da, batch, 2), _flat(xp, q, batch, 2))  # (d_a, d)
-        dW_k = xp.einsum("bja,bjd->ad", _flat(xp, db, batch, 2), _flat(xp, k, batch, 2))  # (d_a, d)
-        dq = sum_to(xp, da @ W_q, q.shape)  # (..., n_q, d)
-        dk = sum_to(xp, db @ W_k, k.shape)  # (..., n_k, d)
+    @checks.score_backward
+    def backward(self, grad_s, cache):
+        q, k, P = cache["q"], cache["k"], cache["params"]
+        xp = array_module(q, k, grad_s, *P.values())
+        gz, dv = _pair_mlp_backward(xp, grad_s, cache["hz"], P["v"], "tanh")
+        da, db = xp.sum(gz, axis=-2), xp.sum(gz, axis=-3)  # (..., n_q, d_a), (..., n_k, d_a)  z_ij = A_i + B_j
+        dW_q = sum_to(xp, T(xp, da) @ q, shape_of(P["W_q"]))  # (d_a, d)   dW_q = dA^T Q
+        dW_k = sum_to(xp, T(xp, db) @ k, shape_of(P["W_k"]))  # (d_a, d)
+        dq, dk = sum_to(xp, da @ P["W_q"], shape_of(q)), sum_to(xp, db @ P["W_k"], shape_of(k))  # dQ = dA W_q
         return dq, dk, {"W_q": dW_q, "W_k": dW_k, "v": dv}
-        # z_ij = A_i + B_j: dA_i = sum_j gz_ij, dB_j = sum_i gz_ij;
-        # A = Q W_q^T: dQ = dA W_q, dW_q = dA^T Q (keys alike)
 
 
 @register
 class Self(Score):
-    """Per-token self score, ``s_i = (Q_i . K_i) / scale``, ``scale = sqrt(d)`` by default.
+    """Per-token score, ``s_i = q_i . k_i / scale``, ``scale = sqrt(d)`` unless given (TanhMax Eq. 1;
+    derivation 02, section 6): query and key from the same token, as in TanhMax's public code."""
 
-    Query and key come from the same token: ``Q_i = W_q x_i`` and
-    ``K_i = W_k x_i`` are projected outside (by the model), so ``q`` and ``k``
-    are ``(..., n, d)`` and ``s`` is ``(..., n)``. This is the score of
-    TanhMax's public code; TanhMax's Proposition 1 treats ``Q_i`` and ``K_i``
-    as free per-token variables, which is exact here only when they are.
-
-    Parameters
-    ----------
-    scale : float, optional
-        The divisor; ``None`` (default) means ``sqrt(d)``.
-
-    Source: TanhMax, Eq. 1 (``s_i = f(Q_i, K_i)``) with ``f`` the scaled dot
-    product, as in its public code. Derivation: ``derivations/02-scores.md``
-    ("self").
-
-    VJP: ``dq_i = g_i K_i / scale``, ``dk_i = g_i Q_i / scale``.
-    """
-
-    name = "self"
+    name, source = "self", "TanhMax Eq. 1 with f(Q_i, K_i) = Q_i . K_i / sqrt(d), as in its public code"
     pairwise = False
-    source = "TanhMax Eq. 1 with f(Q_i, K_i) = Q_i . K_i / sqrt(d), as in its public code"
     option_names = ("scale",)
 
     def __init__(self, scale=None):
-        self.scale = check_real(scale, "scale", positive=True, allow_none=True)
+        self.scale = checks.check_real(scale, "scale", positive=True, allow_none=True)
 
-    def _scale(self, d):
-        return math.sqrt(d) if self.scale is None else self.scale
-
+    @checks.score_forward
     def forward(self, q, k, params=None):
-        batch, n_q, n_k, d, params = self.check_inputs(q, k, params)
-        xp = array_module(q, k)
-        return xp.sum(q * k, axis=-1) / self._scale(d)  # (..., n)
+        c = math.sqrt(shape_of(k)[-1]) if self.scale is None else self.scale
+        return array_module(q, k).sum(q * k, axis=-1) / c, {"q": q, "k": k, "scale": c}  # (..., n)
 
-    def vjp(self, q, k, params, grad_s):
-        batch, n_q, n_k, d, params = self.check_inputs(q, k, params)
-        self._check_grad(grad_s, batch, n_q, n_k)
-        xp = array_module(q, k, grad_s)
-        g = grad_s[..., None] / self._scale(d)  # (..., n, 1)
-        return sum_to(xp, g * k, q.shape), sum_to(xp, g * q, k.shape), {}
-        # ds_i/dQ_i = K_i / scale,  ds_i/dK_i = Q_i / scale
+    @checks.score_backward
+    def backward(self, grad_s, cache):
+        q, k = cache["q"], cache["k"]
+        xp, g = array_module(q, k, grad_s), grad_s[..., None] / cache["scale"]  # (..., n, 1)
+        return sum_to(xp, g * k, shape_of(q)), sum_to(xp, g * q, shape_of(k)), {}  # ds_i/dq_i = k_i / scale
 
 
 @register
 class Global(Score):
-    """Per-token score with a learned global query, ``s_i = k_i . v / lam``.
+    """Per-token score with one learned query, ``s_i = k_i . v / lam``, ``lam = 10`` (Sun & Lu 2020;
+    derivation 02, section 7). ``q`` is not read and may be ``None``; ``v (d,)`` is shared by every token."""
 
-    One query vector ``v (d,)`` is shared by every token and instance, as in
-    Sun & Lu (2020), whose analysis TanhMax builds on. ``q`` is ignored and
-    may be ``None``; ``k`` is ``(..., n, d)`` and ``s`` is ``(..., n)``.
-
-    With a leading seed axis, ``v (S, d)`` and ``k (S, ..., n, d)``: seed
-    ``j`` scores its keys with its own query, ``s[j, ..., i] = k[j, ..., i] .
-    v[j] / lam``, and ``dv (S, d)`` sums over the tokens and the other batch
-    axes of that seed only (module docstring, "The seed axis").
-
-    Parameters
-    ----------
-    lam : float
-        The divisor, 10.0 by default (Sun & Lu's setting).
-
-    Source: Sun & Lu (2020), "Understanding Attention for Text
-    Classification", the attention score ``h_i^T V / lambda``.
-    Derivation: ``derivations/02-scores.md`` ("global").
-
-    VJP: ``dq = None``, ``dk_i = g_i v / lam``, ``dv = sum_i g_i k_i / lam``.
-    """
-
-    name = "global"
-    pairwise = False
-    uses_q = False
-    seed_axis = True
-    source = "Sun & Lu (2020), attention score h_i^T V / lambda with a learned global V"
+    name, source = "global", "Sun & Lu (2020), attention score h_i^T V / lambda with a learned global V"
+    pairwise, uses_q = False, False
     option_names = ("lam",)
 
     def __init__(self, lam=10.0):
-        self.lam = check_real(lam, "lam", positive=True)
+        self.lam = checks.check_real(lam, "lam", positive=True)
 
     def param_spec(self, params):
         return {"v": ("d",)}
 
-    def _init(self, d, rng, dtype):
-        return {"v": (rng.standard_normal(d) / math.sqrt(d)).astype(dtype)}
+    def _init(self, d, rng):
+        return {"v": _normal(rng, d, d)}
 
+    @checks.score_forward
     def forward(self, q, k, params=None):
-        batch, n_q, n_k, d, params = self.check_inputs(q, k, params)
-        v = params["v"]
-        if self.n_seeds(params) is None:
-            return (k @ v) / self.lam  # (..., n)
-        xp = array_module(k, v)
-        vs = xp.reshape(v, _seed_shape(batch, (1, d)))  # (S, 1, ..., 1, 1, d)
-        return xp.sum(k * vs, axis=-1) / self.lam  # (S, ..., n)
+        return (k @ params["v"]) / self.lam, {"k": k, "v": params["v"]}  # (..., n)
 
-    def vjp(self, q, k, params, grad_s):
-        batch, n_q, n_k, d, params = self.check_inputs(q, k, params)
-        self._check_grad(grad_s, batch, n_q, n_k)
-        v = params["v"]
-        xp = array_module(k, grad_s, v)
-        g = grad_s / self.lam  # (..., n)
-        if self.n_seeds(params) is None:
-            dk = g[..., None] * v  # (..., n, d)
-            dv = xp.einsum("bi,bid->d", _flat(xp, g, batch, 1), _flat(xp, k, batch, 2))  # (d,)
-            return None, dk, {"v": dv}
-        dk = sum_to(xp, g[..., None] * xp.reshape(v, _seed_shape(batch, (1, d))), k.shape)  # (S, ..., n, d)
-        S = batch[0]
-        ks = xp.reshape(xp.broadcast_to(k, batch + (n_k, d)), (S, -1, d))  # (S, rest n, d)
-        dv = (xp.reshape(g, (S, 1, -1)) @ ks)[:, 0]  # (S, d): one sum per seed
-        return None, dk, {"v": dv}
-        # ds_i/dk_i = v / lam,  ds_i/dv = k_i / lam (summed per seed with a seed axis)
+    @checks.score_backward
+    def backward(self, grad_s, cache):
+        k, v = cache["k"], cache["v"]
+        xp, g = array_module(k, v, grad_s), grad_s / self.lam  # (..., n)
+        dv = sum_to(xp, g[..., None, :] @ k, (1, shape_of(v)[0]))[0]  # (d,)   ds_i/dv = k_i / lam
+        return None, g[..., None] * v, {"v": dv}  # ds_i/dk_i = v / lam
 
 
 @register
 class Neural(Score):
-    """Neural Attention score (NeuralAttn): a small MLP of each (query, key) pair.
+    """Neural Attention (NeuralAttn Eqs. 3-9; derivation 02, section 5): a small MLP of each (query, key) pair.
 
-    ``s_ij = beta * (wa . sigma(W_h [q'_i; k'_j] + bh) + ba)`` with the
-    down-projections ``q' = Wq q``, ``k' = Wk k`` (NeuralAttn, Eqs. 5-6; its
-    ``Q W_q`` with ``W_q (d, d')`` is our ``Wq^T``), the concatenation of
-    Eq. 7, the MLP of Eqs. 3-4 and 8, and the ``1/sqrt(d)`` of Eq. 9.
-
-    The decomposition. Split ``W_h = [Whq Whk]`` by columns: then
-    ``W_h [q'; k'] = Whq q' + Whk k'``. Each query and key is pushed through
-    its half once, and the pair ``(i, j)`` only adds the two:
-    ``z_ij = Whq q'_i + Whk k'_j + bh``. The ``(..., n, n, 2d')`` tensor ``C``
-    of Eq. 7 and Algorithm 1 never exists; the hidden pre-activation
-    ``(..., n_q, n_k, h)``, which the method needs anyway, is the largest
-    tensor.
-
-    Shared or per-pair weights. NeuralAttn's Eq. 8 gives every pair its own
-    ``W_h[i, j]`` and ``W_a[i, j]`` (so ``n`` is fixed); its authors' code
-    shares one MLP across pairs and heads (with two hidden layers; here one,
-    as in the equations). Shared is the default; per-pair is chosen by the
-    shape of the parameters (``init_params(..., per_pair=(n_q, n_k))``):
-
-    ======== ============ =====================
-    param    shared       per-pair
-    ======== ============ =====================
-    Wq, Wk   (d', d)      (d', d)
-    Whq, Whk (h, d')      (n_q, n_k, h, d')
-    bh       (h,)         (n_q, n_k, h)
-    wa       (h,)         (n_q, n_k, h)
-    ba       ()           (n_q, n_k)
-    ======== ============ =====================
-
-    The down-projection ``Wq, Wk`` is shared in both (Eqs. 5-6). NeuralAttn
-    sometimes skips it (``d' = d``, no projection); pass identity matrices
-    for that. With shared weights ``ba`` shifts every score by the same
-    amount, so a shift-invariant activation (softmax) ignores it: its
-    gradient through softmax is exactly 0 (per-pair ``ba`` is not redundant).
-
-    Parameters
-    ----------
-    hidden : {"tanh", "relu"}
-        The hidden activation ``sigma``. NeuralAttn leaves ``sigma``
-        unspecified ("a nonlinear activation function", Eq. 3); tanh is the
-        default here (smooth, and matches additive attention).
-    beta : float, optional
-        The scale; ``None`` (default) means ``1/sqrt(d)`` with
-        ``d = q.shape[-1]``, the ``sqrt(d)`` of NeuralAttn Eq. 9.
-
-    Init sizes: ``d_prime`` (default ``min(d, 8)``), ``hidden_size`` ``h``
-    (default 16), ``per_pair`` ``(n_q, n_k)`` or ``None`` (default: shared).
-
-    Source: NeuralAttn, Eqs. 3-9 and Algorithm 1.
-    Derivation: ``derivations/02-scores.md`` ("neural").
-
-    VJP, with ``G' = beta G`` and ``gz = G' wa sigma'(z)`` from the pair MLP:
-    ``dba = sum G'``, ``dbh = sum gz``, ``dwa = sum G' sigma(z)``; shared:
-    ``dQ' = (sum_j gz) Whq``, ``dWhq = (sum_j gz)^T Q'``; per-pair:
-    ``dq'_i = sum_j Whq[i, j]^T gz_ij``, ``dWhq[i, j] = gz_ij q'_i^T``; then
-    ``dQ = dQ' Wq``, ``dWq = dQ'^T Q`` (keys alike).
+    ``s_ij = beta (wa . sigma(W_h [q'_i; k'_j] + bh) + ba)``, ``q' = Wq q``, ``k' = Wk k`` (Eqs. 5-6),
+    ``beta = 1/sqrt(d)`` (Eq. 9). As ``W_h [q'; k'] = Whq q' + Whk k'``, Eq. 7's ``n x n x 2d'``
+    concatenation never exists. Shared weights (the authors' code, default): ``Whq, Whk (h, d')``,
+    ``bh, wa (h,)``, ``ba ()``; per-pair (Eq. 8, ``init_params(..., per_pair=(n_q, n_k))``): the same
+    with ``(n_q, n_k)`` in front. Options ``hidden`` (tanh or relu; the paper leaves sigma open) and
+    ``beta``; init sizes ``d_prime`` (default ``min(d, 8)``), ``hidden_size`` (16), ``per_pair``.
     """
 
-    name = "neural"
-    source = "Neural Attention (NeuralAttn), Eqs. 3-9 and Algorithm 1"
+    name, source = "neural", "Neural Attention (NeuralAttn), Eqs. 3-9 and Algorithm 1"
     option_names = ("hidden", "beta")
     size_names = ("d_prime", "hidden_size", "per_pair")
 
     def __init__(self, hidden="tanh", beta=None):
-        if hidden not in _HIDDEN:
-            raise ValueError(f"hidden: expected one of {tuple(_HIDDEN)}, got {hidden!r}")
+        if hidden not in ("tanh", "relu"):
+            raise ValueError(f"hidden: expected one of ('tanh', 'relu'), got {hidden!r}")
         self.hidden = hidden
-        self.beta = check_real(beta, "beta", positive=True, allow_none=True)
-        self.singular = (
-            (("hidden pre-activation z = 0", "relu kink: relu'(0) = 0 by convention; "
-              "differences see 1/2"),)
-            if hidden == "relu" else ()
-        )
+        self.beta = checks.check_real(beta, "beta", positive=True, allow_none=True)
 
     def beta_for(self, d):
-        """The scale for feature size ``d``: the ``beta`` option, or ``1/sqrt(d)`` if it is None."""
         return 1.0 / math.sqrt(d) if self.beta is None else self.beta
 
     @staticmethod
     def is_per_pair(params):
-        """True when ``params`` hold per-pair weights (``Whq`` of shape ``(n_q, n_k, h, d')``)."""
-        return len(_shape(params["Whq"])) == 4 if "Whq" in params else False
+        return len(shape_of(params["Whq"])) == 4 if "Whq" in params else False
 
     def param_spec(self, params):
-        if self.is_per_pair(params):
-            pair = ("n_q", "n_k")
-            return {"Wq": ("d'", "d"), "Wk": ("d'", "d"),
-                    "Whq": pair + ("h", "d'"), "Whk": pair + ("h", "d'"),
-                    "bh": pair + ("h",), "wa": pair + ("h",), "ba": pair}
-        return {"Wq": ("d'", "d"), "Wk": ("d'", "d"), "Whq": ("h", "d'"), "Whk": ("h", "d'"),
-                "bh": ("h",), "wa": ("h",), "ba": ()}
+        pair = ("n_q", "n_k") if self.is_per_pair(params) else ()
+        return {"Wq": ("d'", "d"), "Wk": ("d'", "d"), "Whq": pair + ("h", "d'"), "Whk": pair + ("h", "d'"),
+                "bh": pair + ("h",), "wa": pair + ("h",), "ba": pair}
 
-    def _init(self, d, rng, dtype, d_prime=None, hidden_size=16, per_pair=None):
-        dp = min(d, 8) if d_prime is None else check_int(d_prime, "d_prime", 1)
-        h = check_int(hidden_size, "hidden_size", 1)
-        if per_pair is None:
-            pair = ()
-        else:
+    def _init(self, d, rng, d_prime=None, hidden_size=16, per_pair=None):
+        dp = min(d, 8) if d_prime is None else checks.check_int(d_prime, "d_prime", 1)
+        h = checks.check_int(hidden_size, "hidden_size", 1)
+        pair = ()
+        if per_pair is not None:
             if not (isinstance(per_pair, (tuple, list)) and len(per_pair) == 2):
                 raise ValueError(f"per_pair: expected (n_q, n_k) or None, got {per_pair!r}")
-            pair = (check_int(per_pair[0], "per_pair[0]", 1), check_int(per_pair[1], "per_pair[1]", 1))
+            pair = tuple(checks.check_int(n, f"per_pair[{i}]", 1) for i, n in enumerate(per_pair))
+        # W_h = [Whq Whk] has fan-in 2d'; biases small but nonzero
+        return {"Wq": _normal(rng, (dp, d), d), "Wk": _normal(rng, (dp, d), d),
+                "Whq": _normal(rng, pair + (h, dp), 2 * dp), "Whk": _normal(rng, pair + (h, dp), 2 * dp),
+                "bh": _normal(rng, pair + (h,), 100.0), "wa": _normal(rng, pair + (h,), h),
+                "ba": _normal(rng, pair, 100.0)}
 
-        def normal(shape, fan_in):
-            return (rng.standard_normal(shape) / math.sqrt(fan_in)).astype(dtype)
-
-        # W_h = [Whq Whk] has fan-in 2d'; biases small but nonzero.
-        return {"Wq": normal((dp, d), d), "Wk": normal((dp, d), d),
-                "Whq": normal(pair + (h, dp), 2 * dp), "Whk": normal(pair + (h, dp), 2 * dp),
-                "bh": normal(pair + (h,), 100.0), "wa": normal(pair + (h,), h),
-                "ba": np.asarray(normal(pair, 100.0))}
-
-    def _hidden_inputs(self, xp, qp, kp, Whq, Whk, per_pair):
-        """The two halves of ``W_h [q'; k']``, broadcastable to ``(..., n_q, n_k, h)``."""
-        if per_pair:
-            a = xp.einsum("ijhe,...ie->...ijh", Whq, qp)  # (..., n_q, n_k, h)
-            b = xp.einsum("ijhe,...je->...ijh", Whk, kp)  # (..., n_q, n_k, h)
-            return a, b
-        a = qp @ xp.swapaxes(Whq, 0, 1)  # (..., n_q, h)
-        b = kp @ xp.swapaxes(Whk, 0, 1)  # (..., n_k, h)
-        return a[..., :, None, :], b[..., None, :, :]  # (..., n_q, 1, h), (..., 1, n_k, h)
-
+    @checks.score_forward
     def forward(self, q, k, params=None):
-        batch, n_q, n_k, d, params = self.check_inputs(q, k, params)
         P = params
         xp = array_module(q, k, *P.values())
-        qp = q @ xp.swapaxes(P["Wq"], 0, 1)  # (..., n_q, d')   NeuralAttn Eq. 5
-        kp = k @ xp.swapaxes(P["Wk"], 0, 1)  # (..., n_k, d')   NeuralAttn Eq. 6
-        a, b = self._hidden_inputs(xp, qp, kp, P["Whq"], P["Whk"], self.is_per_pair(P))
-        t = _pair_mlp(xp, a, b, P["bh"], P["wa"], self.hidden)  # (..., n_q, n_k)  Eqs. 4, 8
-        return self.beta_for(d) * (t + P["ba"])  # (..., n_q, n_k)  Eq. 9's 1/sqrt(d)
-
-    def vjp(self, q, k, params, grad_s):
-        batch, n_q, n_k, d, params = self.check_inputs(q, k, params)
-        self._check_grad(grad_s, batch, n_q, n_k)
-        P = params
-        xp = array_module(q, k, grad_s, *P.values())
-        per_pair = self.is_per_pair(P)
-        Wq, Wk, Whq, Whk = P["Wq"], P["Wk"], P["Whq"], P["Whk"]
-        qp = q @ Wq.T  # (..., n_q, d')
-        kp = k @ Wk.T  # (..., n_k, d')
-        a, b = self._hidden_inputs(xp, qp, kp, Whq, Whk, per_pair)
-        g = self.beta_for(d) * grad_s  # (..., n_q, n_k)
-        gz, dwa = _pair_mlp_vjp(xp, a, b, P["bh"], P["wa"], self.hidden, g)  # (..., n_q, n_k, h)
-        dba = sum_to(xp, g, _shape(P["ba"]))  # () or (n_q, n_k)
-        dbh = sum_to(xp, gz, _shape(P["bh"]))  # (h,) or (n_q, n_k, h)
-        if per_pair:
-            gzf = _flat(xp, gz, batch, 3)  # (B, n_q, n_k, h)
-            dWhq = xp.einsum("bijh,bie->ijhe", gzf, _flat(xp, qp, batch, 2))  # (n_q, n_k, h, d')
-            dWhk = xp.einsum("bijh,bje->ijhe", gzf, _flat(xp, kp, batch, 2))  # (n_q, n_k, h, d')
-            dqp = xp.einsum("...ijh,ijhe->...ie", gz, Whq)  # (..., n_q, d')
-            dkp = xp.einsum("...ijh,ijhe->...je", gz, Whk)  # (..., n_k, d')
+        qp, kp = q @ T(xp, P["Wq"]), k @ T(xp, P["Wk"])  # (..., n_q, d'), (..., n_k, d')   Eqs. 5-6
+        if self.is_per_pair(P):
+            a = xp.einsum("ijhe,...ie->...ijh", P["Whq"], qp)  # (..., n_q, n_k, h)
+            b = xp.einsum("ijhe,...je->...ijh", P["Whk"], kp)  # (..., n_q, n_k, h)
         else:
-            da = xp.sum(gz, axis=-2)  # (..., n_q, h)
-            db = xp.sum(gz, axis=-3)  # (..., n_k, h)
-            daf, dbf = _flat(xp, da, batch, 2), _flat(xp, db, batch, 2)  # (B, n_q, h), (B, n_k, h)
-            dWhq = xp.einsum("bih,bie->he", daf, _flat(xp, qp, batch, 2))  # (h, d')
-            dWhk = xp.einsum("bjh,bje->he", dbf, _flat(xp, kp, batch, 2))  # (h, d')
-            dqp = da @ Whq  # (..., n_q, d')
-            dkp = db @ Whk  # (..., n_k, d')
-        dWq = xp.einsum("bie,bid->ed", _flat(xp, dqp, batch, 2), _flat(xp, q, batch, 2))  # (d', d)
-        dWk = xp.einsum("bje,bjd->ed", _flat(xp, dkp, batch, 2), _flat(xp, k, batch, 2))  # (d', d)
-        dq = sum_to(xp, dqp @ Wq, q.shape)  # (..., n_q, d)
-        dk = sum_to(xp, dkp @ Wk, k.shape)  # (..., n_k, d)
-        return dq, dk, {"Wq": dWq, "Wk": dWk, "Whq": dWhq, "Whk": dWhk,
-                        "bh": dbh, "wa": dwa, "ba": dba}
-        # z_ij = Whq q'_i + Whk k'_j + bh: dz/dq'_i = Whq, dz/dWhq = q'_i (summed over the
-        # pairs that share the weight); q' = Wq q: dq = Wq^T dq', dWq = dq' q^T
+            a = (qp @ T(xp, P["Whq"]))[..., :, None, :]  # (..., n_q, 1, h)   Whq q'_i
+            b = (kp @ T(xp, P["Whk"]))[..., None, :, :]  # (..., 1, n_k, h)   Whk k'_j
+        t, hz = _pair_mlp(xp, a, b, P["bh"], P["wa"], self.hidden)  # (..., n_q, n_k)   Eqs. 4, 8
+        beta = self.beta_for(shape_of(k)[-1])
+        return beta * (t + P["ba"]), {"q": q, "k": k, "params": P, "qp": qp, "kp": kp, "hz": hz,
+                                      "beta": beta}  # Eq. 9
+
+    @checks.score_backward
+    def backward(self, grad_s, cache):
+        q, k, P, qp, kp = (cache[n] for n in ("q", "k", "params", "qp", "kp"))
+        xp = array_module(q, k, grad_s, *P.values())
+        G = cache["beta"] * grad_s  # (..., n_q, n_k)
+        gz, dwa = _pair_mlp_backward(xp, G, cache["hz"], P["wa"], self.hidden)  # (..., n_q, n_k, h)
+        d = {"ba": sum_to(xp, G, shape_of(P["ba"])), "bh": sum_to(xp, gz, shape_of(P["bh"])), "wa": dwa}
+        if self.is_per_pair(P):  # z_ij = Whq[i, j] q'_i + Whk[i, j] k'_j + bh[i, j]
+            d["Whq"] = sum_to(xp, gz[..., None] * qp[..., :, None, None, :], shape_of(P["Whq"]))  # (n_q, n_k, h, d')
+            d["Whk"] = sum_to(xp, gz[..., None] * kp[..., None, :, None, :], shape_of(P["Whk"]))
+            dqp = xp.einsum("...ijh,ijhe->...ie", gz, P["Whq"])  # (..., n_q, d')
+            dkp = xp.einsum("...ijh,ijhe->...je", gz, P["Whk"])  # (..., n_k, d')
+        else:  # z_ij = a_i + b_j + bh:  da_i = sum_j gz_ij,  db_j = sum_i gz_ij
+            da, db = xp.sum(gz, axis=-2), xp.sum(gz, axis=-3)  # (..., n_q, h), (..., n_k, h)
+            d["Whq"] = sum_to(xp, T(xp, da) @ qp, shape_of(P["Whq"]))  # (h, d')
+            d["Whk"] = sum_to(xp, T(xp, db) @ kp, shape_of(P["Whk"]))
+            dqp, dkp = da @ P["Whq"], db @ P["Whk"]  # (..., n_q, d'), (..., n_k, d')
+        d["Wq"] = sum_to(xp, T(xp, dqp) @ q, shape_of(P["Wq"]))  # (d', d)   q' = Wq q
+        d["Wk"] = sum_to(xp, T(xp, dkp) @ k, shape_of(P["Wk"]))
+        dq, dk = sum_to(xp, dqp @ P["Wq"], shape_of(q)), sum_to(xp, dkp @ P["Wk"], shape_of(k))
+        return dq, dk, {n: d[n] for n in P}
 
 
 @register
 class CosFormer(Score):
-    """cosFormer score, ``s_ij = relu(q_i) . relu(k_j) * cos(pi (i - j) / (2 M))``.
-
-    A non-negative kernel (relu feature map) re-weighted by the distance
-    ``i - j`` between positions ``i = 0..n_q-1`` and ``j = 0..n_k-1``
-    (only differences matter, so 0- and 1-based positions agree). With
-    ``M >= max(n_q, n_k)`` every weight lies in ``(0, 1]``; a smaller ``M``
-    would make some negative and is an error. Via
-    ``cos(x - y) = cos x cos y + sin x sin y`` the kernel splits into two
-    linear-attention terms; this reference forms the ``n_q x n_k`` matrix.
-
-    Parameters
-    ----------
-    M : float, optional
-        The position scale; ``None`` (default) means ``max(n_q, n_k)``.
-
-    Source: Qin et al. (2022; TanhMax cites it as 'Zhen et al.'), "cosFormer: Rethinking Softmax in Attention"
-    (ICLR), section 3, the cos-based re-weighting.
-    Derivation: ``derivations/02-scores.md`` ("cosformer").
-
-    VJP, with ``C_ij`` the cosine weights and ``G~ = G * C``:
-    ``dq = (G~ relu(K)) * [q > 0]``, ``dk = (G~^T relu(Q)) * [k > 0]``.
-    """
+    """cosFormer score, ``s_ij = relu(q_i) . relu(k_j) cos(pi (i - j) / 2M)`` (Qin et al. 2022, section 3;
+    derivation 02, section 9). ``M`` defaults to ``max(n_q, n_k)``; a smaller one is refused."""
 
     name = "cosformer"
-    source = "Qin et al. (2022; TanhMax cites it as 'Zhen et al.'), cosFormer, relu kernel with cos-based re-weighting"
+    source = "Qin et al. (2022; TanhMax cites it as 'Zhen et al.'), cosFormer, relu kernel with cos re-weighting"
     option_names = ("M",)
-    singular = (("q or k entry = 0", "relu kink: relu'(0) = 0 by convention; "
-                 "differences see 1/2"),)
 
     def __init__(self, M=None):
-        self.M = check_real(M, "M", positive=True, allow_none=True)
+        self.M = checks.check_real(M, "M", positive=True, allow_none=True)
 
-    def _weights(self, xp, n_q, n_k, dtype):
-        """``C_ij = cos(pi (i - j) / (2 M))``, a constant ``(n_q, n_k)`` array."""
-        M = float(max(n_q, n_k)) if self.M is None else self.M
-        if M < max(n_q, n_k):
-            raise ValueError(
-                f"M: {M:g} is smaller than the sequence length {max(n_q, n_k)}; "
-                f"cos(pi (i - j) / 2M) would turn negative (cosFormer needs M >= n)"
-            )
-        i, j = xp.arange(n_q)[:, None], xp.arange(n_k)[None, :]  # made where the scores live: no host copy
+    def weights(self, xp, rows, cols, n, dtype):
+        """``C_ij = cos(pi (i - j) / 2M)`` for query positions ``rows`` and key positions ``cols``."""
+        M = float(n) if self.M is None else self.M
+        if M < n:
+            raise ValueError(f"M: {M:g} is smaller than the sequence length {n}; cos(pi (i - j) / 2M) "
+                             f"would turn negative (cosFormer needs M >= n)")
+        i, j = xp.arange(rows.start, rows.stop)[:, None], xp.arange(cols.start, cols.stop)[None, :]
         return xp.cos((np.pi / (2.0 * M)) * (i - j)).astype(dtype)  # (n_q, n_k)
 
+    @checks.score_forward
     def forward(self, q, k, params=None):
-        batch, n_q, n_k, d, params = self.check_inputs(q, k, params)
         xp = array_module(q, k)
-        c = self._weights(xp, n_q, n_k, dtype_of(q))  # (n_q, n_k)
-        s = _relu(xp, q) @ xp.swapaxes(_relu(xp, k), -1, -2)  # (..., n_q, n_k)
-        return s * c  # (..., n_q, n_k)
+        (n_q, _), (n_k, _) = shape_of(q)[-2:], shape_of(k)[-2:]
+        C = self.weights(xp, range(n_q), range(n_k), max(n_q, n_k), dtype_of(q))  # (n_q, n_k)
+        return (relu(xp, q) @ T(xp, relu(xp, k))) * C, {"q": q, "k": k, "C": C}  # (..., n_q, n_k)
 
-    def vjp(self, q, k, params, grad_s):
-        batch, n_q, n_k, d, params = self.check_inputs(q, k, params)
-        self._check_grad(grad_s, batch, n_q, n_k)
+    @checks.score_backward
+    def backward(self, grad_s, cache):
+        q, k = cache["q"], cache["k"]
         xp = array_module(q, k, grad_s)
-        g = grad_s * self._weights(xp, n_q, n_k, dtype_of(q))  # (..., n_q, n_k)
-        dq = (g @ _relu(xp, k)) * _step(q)  # (..., n_q, d)
-        dk = (xp.swapaxes(g, -1, -2) @ _relu(xp, q)) * _step(k)  # (..., n_k, d)
-        return sum_to(xp, dq, q.shape), sum_to(xp, dk, k.shape), {}
-        # ds_ij/dq_i = C_ij relu(k_j) relu'(q_i),  ds_ij/dk_j = C_ij relu(q_i) relu'(k_j)
+        G = grad_s * cache["C"]  # (..., n_q, n_k)
+        dq = (G @ relu(xp, k)) * step(q)  # (..., n_q, d)   ds_ij/dq_i = C_ij relu(k_j) relu'(q_i)
+        dk = (T(xp, G) @ relu(xp, q)) * step(k)  # (..., n_k, d)
+        return sum_to(xp, dq, shape_of(q)), sum_to(xp, dk, shape_of(k)), {}
 
 
-#: The names of every registered score, in registry order.
+#: The built-in scores, in registry order.
 SCORES = tuple(_REGISTRY)
 
 
 def score(name: str, **options) -> Score:
-    """A configured score function.
-
-    Parameters
-    ----------
-    name : str
-        One of :data:`SCORES`.
-    **options
-        The score's options (its ``option_names``): ``scaled_dot``: beta;
-        ``self``: scale; ``global``: lam; ``neural``: hidden, beta;
-        ``cosformer``: M.
-
-    Raises
-    ------
-    ValueError
-        For an unknown name (the message lists the known ones) or an
-        option with a bad value.
-    TypeError
-        For an option the score does not take.
-    """
+    """The score called ``name``, configured with its ``options`` (``Score.option_names``)."""
     if not isinstance(name, str):
         raise TypeError(f"name: expected a string, got {type(name).__name__}")
-    try:
-        cls = _REGISTRY[name]
-    except KeyError:
-        raise ValueError(f"name: unknown score {name!r}; expected one of {SCORES}") from None
-    unknown = sorted(set(options) - set(cls.option_names))
-    if unknown:
-        takes = f"one of {cls.option_names}" if cls.option_names else "no options"
-        raise TypeError(f"{unknown[0]}: unknown option for score {name!r}; it takes {takes}")
+    if name not in _REGISTRY:
+        raise ValueError(f"name: unknown score {name!r}; expected one of {SCORES}")
+    cls = _REGISTRY[name]
+    for option in options:
+        if option not in cls.option_names:
+            takes = f"one of {cls.option_names}" if cls.option_names else "no options"
+            raise TypeError(f"{option}: unknown option for score {name!r}; it takes {takes}")
     return cls(**options)

@@ -52,9 +52,9 @@ def grade_softmax_vjp(m, report):
         u = rng.standard_normal(shape)
         got = report.call(f"softmax_vjp(s, u) with s of shape {shape}", m.softmax_vjp, s, u)
         report.close(f"softmax_vjp(s, u), s = {shift:g} + 2 N(0, 1) of shape {shape}, random u",
-                     got, act.vjp(s, u), rtol=1e-10, inputs={"s": s, "u": u})
+                     got, act.backward(u, act.forward(s)[1]), rtol=1e-10, inputs={"s": s, "u": u})
     s = rng.standard_normal((3, 5))
-    _gradcheck_vjp(report, "softmax_vjp against softmax's forward", act.forward, {"s": s},
+    _gradcheck_vjp(report, "softmax_vjp against softmax's forward", act, {"s": s},
                    lambda u, s: {"s": np.asarray(m.softmax_vjp(s, u), dtype=np.float64)}, seed=1)
 
 
@@ -100,10 +100,10 @@ def grade_reweighted_vjp(m, report):
         got = report.call(f"reweighted_vjp(...) for {act.name}", m.reweighted_vjp,
                           p, act.rho(s), act.drho(s), act.dell(s), u)
         report.close(f"reweighted_vjp for {act.name} (random s, u and mask)", got,
-                     act.vjp(s, u, mask=mask), rtol=1e-10, inputs={"s": s, "u": u, "p": p})
+                     act.backward(u, act.forward(s, mask=mask)[1]), rtol=1e-10, inputs={"s": s, "u": u, "p": p})
     act = activation("tanhmax")
     s = rng.standard_normal((2, 5))
-    _gradcheck_vjp(report, "reweighted_vjp for tanhmax against its forward", act.forward, {"s": s},
+    _gradcheck_vjp(report, "reweighted_vjp for tanhmax against its forward", act, {"s": s},
                    lambda u, s: {"s": np.asarray(m.reweighted_vjp(act.p(s), act.rho(s), act.drho(s),
                                                                   act.dell(s), u), dtype=np.float64)},
                    seed=3)
@@ -141,7 +141,7 @@ def grade_jacobian(m, report):
         s = 2.0 * rng.standard_normal(6)
         got = report.call(f"jacobian(act, s) for {name}", m.jacobian, _Elementwise(act), s)
         report.close(f"jacobian(act, s)[j, k] = d phi_j / d s_k for {name}", got,
-                     _autograd_jacobian(act.forward, s), rtol=1e-10, inputs={"s": s})
+                     _autograd_jacobian(act, s), rtol=1e-10, inputs={"s": s})
 
 
 # ------------------------------------------------------------------------------
@@ -159,7 +159,7 @@ def grade_all_ones(m, report):
     ones = np.ones_like(s)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # gradcheck warns about a constant cotangent
-        res = report.call("gradcheck with the all-ones cotangent", gradcheck, act.forward, {"s": s}, vjp,
+        res = report.call("gradcheck with the all-ones cotangent", gradcheck, act, {"s": s}, vjp,
                           cotangent=ones, name="wrong_vjp, all-ones cotangent", rtol=1e-6, atol=1e-12)
     if res.ok:
         report.check(True, "wrong_vjp passes gradcheck with the all-ones cotangent")
@@ -170,7 +170,7 @@ def grade_all_ones(m, report):
                             f"returns {got[k]:.4g} at index {tuple(int(i) for i in k)}, where the true VJP is 0 "
                             f"(sigsoftmax's weights sum to 1, so every column of its Jacobian sums to 0): "
                             f"a wrong VJP that passes must vanish at u = 1 too")
-    res = report.call("gradcheck with a random cotangent", gradcheck, act.forward, {"s": s}, vjp,
+    res = report.call("gradcheck with a random cotangent", gradcheck, act, {"s": s}, vjp,
                       name="wrong_vjp, random cotangent", seed=5, rtol=1e-6, atol=1e-12)
     worst = res.worst("autograd")
     report.check(not res.ok, "wrong_vjp fails gradcheck with a random cotangent (relative error "
@@ -178,9 +178,9 @@ def grade_all_ones(m, report):
                  "wrong_vjp passes gradcheck with a random cotangent too: it is not wrong")
     u = rng.standard_normal(s.shape)
     ds = np.asarray(report.call("wrong_vjp(s, u)", m.wrong_vjp, s, u), dtype=np.float64)
-    report.check(np.max(np.abs(ds)) > 1e-3 * np.max(np.abs(act.vjp(s, u))),
+    report.check(np.max(np.abs(ds)) > 1e-3 * np.max(np.abs(act.backward(u, act.forward(s)[1]))),
                  "wrong_vjp is not 0 for a random cotangent (a plausible backward pass)"
-                 if np.max(np.abs(ds)) > 1e-3 * np.max(np.abs(act.vjp(s, u))) else
+                 if np.max(np.abs(ds)) > 1e-3 * np.max(np.abs(act.backward(u, act.forward(s)[1]))) else
                  "wrong_vjp returns (almost) 0 for a random cotangent; write a plausible backward pass "
                  "that forgets a factor, as the statement asks")
 
@@ -201,17 +201,17 @@ def grade_signexp_at_zero(m, report):
         sp, sm = s.copy(), s.copy()
         sp[j], sm[j] = tiny, -tiny
         inputs = {"s": s, "u": u}
-        jump = float(u @ act.forward(sp) - u @ act.forward(sm))
+        jump = float(u @ act(sp) - u @ act(sm))
         got = report.call(f"jump(s, u, {j})", m.jump, s.copy(), u.copy(), j)
         report.close(f"jump(s, u, j={j}) (trial {trial})", got, jump, rtol=1e-12, inputs=inputs)
-        want = np.array([act.vjp(sp, u)[j], act.vjp(sm, u)[j]])
+        want = np.array([act.backward(u, act.forward(sp)[1])[j], act.backward(u, act.forward(sm)[1])[j]])
         got = report.call(f"slopes(s, u, {j})", m.slopes, s.copy(), u.copy(), j)
         report.close(f"slopes(s, u, j={j}) = (L+, L-) (trial {trial})", np.asarray(got, dtype=np.float64),
                      want, rtol=1e-12, inputs=inputs)
         for eps in (1e-3, 1e-4):
             e = np.zeros(n)
             e[j] = eps
-            fd = float(u @ act.forward(s + e) - u @ act.forward(s - e)) / (2.0 * eps)
+            fd = float(u @ act(s + e) - u @ act(s - e)) / (2.0 * eps)
             got = report.call(f"central_at_zero(s, u, {j}, {eps:g})", m.central_at_zero, s.copy(), u.copy(),
                               j, eps)
             report.close(f"central_at_zero(s, u, j={j}, eps={eps:g}) against the measured central "
@@ -300,7 +300,7 @@ def grade_neural_vjp(m, report):
         report.check(False, f"neural_vjp must return (dq, dk, dparams) with dparams a dict, got "
                             f"{type(out).__name__}")
         return
-    dq, dk, dp = sc.vjp(q, k, params, g)
+    dq, dk, dp = sc.backward(g, sc.forward(q, k, params)[1])
     report.close("dq", out[0], dq, rtol=1e-10, inputs={"q": q})
     report.close("dk", out[1], dk, rtol=1e-10, inputs={"k": k})
     for name in params:
@@ -311,7 +311,7 @@ def grade_neural_vjp(m, report):
     names = list(params)
 
     def fun(q, k, **p):
-        return sc.forward(q, k, p)
+        return sc(q, k, p)
 
     def vjp(u, q, k, **p):
         dq_, dk_, dp_ = m.neural_vjp(q, k, dict(p), u)
@@ -371,7 +371,7 @@ def grade_no_normaliser(m, report):
                         (g.shape != s.shape or np.all(np.isfinite(g))) else
                         f"expressive_weights ({label}): NaN or inf in rows "
                         f"{sorted(set(np.argwhere(~np.isfinite(g))[:, 0].tolist()))}"):
-            report.close(f"expressive_weights(s, mask) ({label})", g, act.forward(s, mask=m_),
+            report.close(f"expressive_weights(s, mask) ({label})", g, act(s, mask=m_),
                          rtol=1e-12, atol=1e-15, elementwise=True, inputs={"s": s})
 
 

@@ -33,8 +33,9 @@ import math
 import numpy as np
 
 from ..core import attention as reference
+from ..core import checks
 from ..core.activations import Linear
-from ..core.backend import array_module, is_traced, sum_to
+from ..core.backend import array_module, is_traced, shape_of, sum_to
 from ..core.scores import Dot
 from . import threads
 from .kernels import forward as kernel_forward, kernel, vjp_from
@@ -45,8 +46,9 @@ __all__ = ["attention", "attention_backward", "AttentionCache", "num_threads",
 
 
 class AttentionCache(dict):
-    """The fast path's cache: the reference's keys, plus ``p = softmax(ell(s))``
-    and, where the kernel hands its backward something else, ``aux``.
+    """The fast path's cache: ``Q, K, V, params``, the weights ``w``, ``p = softmax(ell(s))``,
+    the mask, the score and activation, the score's own cache(s) for its backward
+    pass and, where the kernel hands its backward something else, ``aux``.
 
     For activations whose VJP factors do not need the scores
     (``kernel(act).needs_s`` false) the blocked route does not keep them:
@@ -58,7 +60,7 @@ class AttentionCache(dict):
     def __missing__(self, key):
         if key != "s":
             raise KeyError(key)
-        s = self["score"].forward(self["Q"], self["K"], self["params"])
+        s = self["score"](self["Q"], self["K"], self["params"])
         self["s"] = s if self["score"].pairwise else s[..., None, :]
         return self["s"]
 
@@ -80,17 +82,20 @@ def attention(Q, K, V, *, score="scaled_dot", activation="softmax", params=None,
     if _traced(Q, K, V, *(params or {}).values()):
         return reference.attention(Q, K, V, score=score, activation=activation, params=params,
                                    mask=mask, causal=causal, score_options=score_options)
-    sc, act, params, keep = reference.prepare(Q, K, V, score, activation, params, mask, causal,
-                                              score_options)
+    sc, act, params, keep, n_q = checks.attention_args(Q, K, V, score, activation, params, mask, causal,
+                                                       score_options)
     xp = array_module(Q, K, V, keep, *params.values())
-    kshape = np.shape(K)
-    shape = kshape[:-2] + ((np.shape(Q)[-2] if sc.pairwise else 1), kshape[-2])  # (..., n_q, n_k)
+    if causal:
+        tri = reference.causal_mask(n_q, xp=xp)
+        keep = tri if keep is None else keep & tri
+    shape = np.shape(K)[:-2] + (n_q, np.shape(K)[-2])  # (..., n_q, n_k)
     size = _block_size(xp, shape, Q, K, V)
     if size is None:
-        out, s, p, w, aux = _forward(sc, act, Q, K, V, params, keep)
+        out, s, p, w, aux, score_cache = _forward(sc, act, Q, K, V, params, keep)
     else:
-        out, s, p, w, aux = _forward_blocked(sc, act, Q, K, V, params, keep, shape, size)
-    cache = AttentionCache(Q=Q, K=K, V=V, params=params, p=p, w=w, mask=keep, score=sc, activation=act)
+        out, s, p, w, aux, score_cache = _forward_blocked(sc, act, Q, K, V, params, keep, shape, size)
+    cache = AttentionCache(Q=Q, K=K, V=V, params=params, p=p, w=w, mask=keep, score=sc, activation=act,
+                           score_cache=score_cache, block_size=size)
     if s is not None:
         cache["s"] = s
     if aux is not None and aux is not s:
@@ -99,13 +104,13 @@ def attention(Q, K, V, *, score="scaled_dot", activation="softmax", params=None,
 
 
 def _forward(sc, act, Q, K, V, params, keep):
-    """The reference's three steps with the activation's kernel: ``(out, s, p, w, aux)``."""
-    s = sc.forward(Q, K, params)  # (..., n_q, n_k) or (..., n)
+    """The reference's three steps with the activation's kernel: ``(out, s, p, w, aux, score_cache)``."""
+    s, score_cache = sc.forward(Q, K, params)  # (..., n_q, n_k) or (..., n)
     if not sc.pairwise:
         s = s[..., None, :]  # (..., 1, n)
     kept = kernel(act).needs_s  # else s may become p's memory, and the cache recomputes it if asked
     p, w, aux = kernel_forward(act, s, -1, keep, overwrite_s=not kept)  # softmax(ell(s)), phi = rho p
-    return w @ V, (s if kept else None), p, w, aux  # out: (..., n_q, d_v)
+    return w @ V, (s if kept else None), p, w, aux, score_cache  # out: (..., n_q, d_v)
 
 
 def attention_backward(grad_out, cache):
@@ -113,29 +118,27 @@ def attention_backward(grad_out, cache):
     if not isinstance(cache, AttentionCache):  # the reference's cache (traced values)
         return reference.attention_backward(grad_out, cache)
     Q, K, V, p, w = (cache[k] for k in ("Q", "K", "V", "p", "w"))
-    reference.check_grad_out(grad_out, w, V)
+    checks.check_grad(grad_out, "grad_out", shape_of(w)[:-1] + shape_of(V)[-1:])
     sc, act = cache["score"], cache["activation"]
     xp = array_module(grad_out, V)
     if isinstance(act, Linear) and isinstance(sc, Dot) and cache.get("mask") is None:
         return _backward_linear_dot(xp, sc, grad_out, Q, K, V)
     aux = cache["s"] if kernel(act).needs_s else cache.get("aux")  # s: recomputed if not kept
-    args = (Q, K, V, cache["params"], aux, p, w)
-    size = _block_size(xp, np.shape(w), grad_out, Q, K, V, aux, p, w)
+    args = (V, aux, p, w, cache["score_cache"])
+    size = cache["block_size"]  # the forward's blocks: their score caches are kept
     if size is None:
-        dQ, dK, dV, dparams = _backward(sc, act, xp, grad_out, *args)
-    else:
-        dQ, dK, dV, dparams = _backward_blocked(sc, act, grad_out, *args, size)
-    return {"Q": dQ, "K": dK, "V": dV, "params": dparams}
+        return _backward(sc, act, xp, grad_out, *args)
+    return _backward_blocked(sc, act, grad_out, *args, size)
 
 
-def _backward(sc, act, xp, grad_out, Q, K, V, params, aux, p, w):
+def _backward(sc, act, xp, grad_out, V, aux, p, w, score_cache):
     """The chain rule through the three steps, on a batch or one block: ``(dQ, dK, dV, dparams)``."""
     dV = sum_to(xp, xp.swapaxes(w, -1, -2) @ grad_out, np.shape(V))  # (..., n_k, d_v)   dV = W^T dY
     dW = grad_out @ xp.swapaxes(V, -1, -2)  # (..., n_q, n_k)   dW = dY V^T
     ds = vjp_from(act, xp, aux, p, dW, -1, w, overwrite_u=True)  # Eq. 01.R5, into dW's memory
     if not sc.pairwise:
         ds = ds[..., 0, :]  # (..., n)
-    dQ, dK, dparams = sc.vjp(Q, K, params, ds)
+    dQ, dK, dparams = sc.backward(ds, score_cache)
     return dQ, dK, dV, dparams
 
 
@@ -161,7 +164,7 @@ def _backward_linear_dot(xp, sc, grad_out, Q, K, V):
     dV = K @ N  # (..., n_k, d_v)
     for g in (dQ, dK, dV):
         g *= c
-    return {"Q": dQ, "K": dK, "V": dV, "params": {}}
+    return dQ, dK, dV, {}
 
 
 # --------------------------------------------------------------------------
@@ -173,8 +176,6 @@ def _block_size(xp, shape, *arrays):
     """Slices per block for scores of ``shape``, or None to run the whole batch at once."""
     if xp is not np or any(a is not None and type(a) is not np.ndarray for a in arrays):
         return None
-    if any(a is not None and a.shape[:-2] != tuple(shape[:-2]) for a in arrays):
-        return None  # K, V broadcast against a parameter's seed axis (the global score): one batch
     itemsize = max(a.dtype.itemsize for a in arrays if a is not None)
     return threads.block_size(math.prod(shape[:-2]), shape[-2] * shape[-1], itemsize)
 
@@ -197,10 +198,11 @@ def _forward_blocked(sc, act, Q, K, V, params, keep, shape, size):
         keep = _merge_batch(np.broadcast_to(keep, shape), lead)
     needs_s = kernel(act).needs_s
     parts = threads.Gather(slices, alone=("out",))
+    score_caches = {}
 
     def block(i, j):
-        out, s, p, w, aux = _forward(sc, act, _rows(Qf, i, j), Kf[i:j], Vf[i:j], params,
-                                     keep[i:j] if per_slice else keep)
+        out, s, p, w, aux, score_caches[i] = _forward(sc, act, _rows(Qf, i, j), Kf[i:j], Vf[i:j], params,
+                                                      keep[i:j] if per_slice else keep)
         kept = {"out": out, "p": p}
         if w is not p:
             kept["w"] = w
@@ -212,22 +214,23 @@ def _forward_blocked(sc, act, Q, K, V, params, keep, shape, size):
 
     threads.run_blocks(block, slices, size)
     out, s, p, w, aux = (parts.get(k, shape[:-2]) for k in ("out", "s", "p", "w", "aux"))
-    return out, s, p, (p if w is None else w), (s if needs_s else aux)
+    return out, s, p, (p if w is None else w), (s if needs_s else aux), score_caches
 
 
-def _backward_blocked(sc, act, grad_out, Q, K, V, params, aux, p, w, size):
-    """:func:`_backward` per block of slices; parameter gradients summed in block order."""
+def _backward_blocked(sc, act, grad_out, V, aux, p, w, score_caches, size):
+    """:func:`_backward` per block of slices (the forward's blocks, whose score caches it kept);
+    parameter gradients summed in block order."""
     lead = np.ndim(w) - 2
-    Gf, Qf, Kf, Vf, sf, pf, wf = (_merge_batch(x, lead) for x in (grad_out, Q, K, V, aux, p, w))
-    parts = threads.Gather(Kf.shape[0])
+    Gf, Vf, sf, pf, wf = (_merge_batch(x, lead) for x in (grad_out, V, aux, p, w))
+    parts = threads.Gather(Vf.shape[0])
 
     def block(i, j):
-        dQ, dK, dV, dparams = _backward(sc, act, np, Gf[i:j], _rows(Qf, i, j), Kf[i:j], Vf[i:j],
-                                        params, _rows(sf, i, j), pf[i:j], wf[i:j])
+        dQ, dK, dV, dparams = _backward(sc, act, np, Gf[i:j], Vf[i:j], _rows(sf, i, j), pf[i:j], wf[i:j],
+                                        score_caches[i])
         parts.put(i, j, {"K": dK, "V": dV} if dQ is None else {"Q": dQ, "K": dK, "V": dV})
         return dparams
 
-    per_block = threads.run_blocks(block, Kf.shape[0], size)
+    per_block = threads.run_blocks(block, Vf.shape[0], size)
     dparams = {k: sum((d[k] for d in per_block[1:]), per_block[0][k]) for k in per_block[0]}
     batch = np.shape(w)[:-2]
     return parts.get("Q", batch), parts.get("K", batch), parts.get("V", batch), dparams

@@ -31,7 +31,12 @@ from ..core import activations as A
 from ..core.activations import sqrt_tiny
 from ..core.backend import array_module, to_numpy
 
-__all__ = ["Kernel", "Generic", "kernel", "forward", "vjp_from"]
+__all__ = ["Kernel", "Generic", "kernel", "forward", "vjp_from", "rho_is_one"]
+
+
+def rho_is_one(act) -> bool:
+    """True when ``act`` keeps the base class's ``rho = 1`` (then ``phi = p``, no product needed)."""
+    return type(act).rho is A.Activation.rho
 
 
 def _rowdot(xp, u, v, axis):
@@ -60,7 +65,7 @@ class Generic:
 
     def forward(self, s, axis=-1, mask=None, overwrite_s=False):
         p = self.act.p(s, axis, mask)
-        return p, (p if self.act.rho_is_one else self.act.rho(s) * p), s
+        return p, (p if rho_is_one(self.act) else self.act.rho(s) * p), s
 
     def factors(self, s, p, phi):
         act = self.act
@@ -83,7 +88,7 @@ class Kernel(Generic):
         a, b = self.split(s)
         p = _split_p(array_module(s, mask), s, a, b, self.ell_factor, self.b_unbounded, axis, mask,
                      overwrite_s)
-        w = p if self.act.rho_is_one else self.act.rho(s) * p
+        w = p if rho_is_one(self.act) else self.act.rho(s) * p
         return p, w, (s if self.needs_s else None)
 
 
@@ -281,7 +286,7 @@ def vjp_from(act, xp, aux, p, u, axis, phi, overwrite_u=False):
     """Eq. 01.R5, ``ds = u A - B <u, phi>``, given ``p``, ``phi`` and ``aux`` from :func:`forward`.
 
     With ``overwrite_u`` the upstream gradient ``u``, a temporary of the
-    caller's, becomes the output buffer. Equal to :meth:`Activation.vjp`.
+    caller's, becomes the output buffer. Equal to :meth:`Activation.backward`.
     """
     with np.errstate(over="ignore", under="ignore", divide="ignore"):
         A, B = kernel(act).factors(aux, p, phi)

@@ -28,10 +28,10 @@ holds per query row two numbers (``m`` and ``z``) and the output, never an
 ``n_q x n_k`` array.
 
 The mathematics per block is the reference's: the score's ``forward`` and
-``vjp`` (:mod:`refattn.core.scores`) and the activation's ``scaled_ell``,
-``rho``, ``drho`` and ``dell`` (:mod:`refattn.core.activations`), so an activation a
-user writes as an :class:`~refattn.core.activations.Activation` subclass streams
-too. NumPy and CuPy run the same source (:func:`refattn.core.backend.array_module`);
+``backward`` (:mod:`refattn.core.scores`) and the activation's ``ell``
+(sigsoftmax: ``half_ell``, see :func:`_ell_over_c`), ``rho``, ``drho`` and
+``dell`` (:mod:`refattn.core.activations`), so an activation a user writes as
+an :class:`~refattn.core.activations.Activation` subclass streams too. NumPy and CuPy run the same source (:func:`refattn.core.backend.array_module`);
 the forward pass assigns nothing in place, so autograd can differentiate it.
 """
 
@@ -41,11 +41,12 @@ import contextlib
 
 import numpy as np
 
-from ..core.activations import _quiet
-from ..core.attention import prepare
-from ..core.backend import array_module, check_float_array, check_int, stop_gradient, sum_to
+from ..core import checks
+from ..core.backend import array_module, quiet, stop_gradient, sum_to
+from ..core.checks import check_float_array, check_int
+from ..core.scores import CosFormer, relu
+from .kernels import rho_is_one
 from .threads import single_threaded_blas
-from ..core.scores import CosFormer, _relu, _step
 
 __all__ = ["streaming_attention", "streaming_attention_backward"]
 
@@ -92,13 +93,9 @@ class _Blocks:
         # neural's per-pair weights carry (n_q, n_k) in front: a block takes its slice of them
         spec = sc.param_spec(params)
         self.pair_params = tuple(p for p, sym in spec.items() if tuple(sym[:2]) == ("n_q", "n_k"))
-        self.M = None
-        if isinstance(sc, CosFormer):  # its weights depend on the absolute positions i - j
-            self.M = float(max(self.n_q, self.n_k)) if sc.M is None else sc.M
-            if self.M < max(self.n_q, self.n_k):
-                raise ValueError(
-                    f"M: {self.M:g} is smaller than the sequence length {max(self.n_q, self.n_k)}; "
-                    f"cos(pi (i - j) / 2M) would turn negative (cosFormer needs M >= n)")
+        self.cos = isinstance(sc, CosFormer)  # its weights depend on the absolute positions i - j
+        if self.cos:
+            sc.weights(np, range(0), range(0), max(self.n_q, self.n_k), np.float64)  # refuses M < n now
 
     # --- which blocks -------------------------------------------------------
     def query_blocks(self):
@@ -120,20 +117,17 @@ class _Blocks:
         params = {p: (v[rows, cols] if p in self.pair_params else v) for p, v in self.params.items()}
         return self.Q[..., rows, :], self.K[..., cols, :], params
 
-    def _cos(self, xp, rows, cols, dtype):
-        """cosFormer's ``C_ij = cos(pi (i - j) / 2M)`` at the block's absolute positions."""
-        i = xp.arange(rows.start, rows.stop)[:, None]  # (bq, 1)
-        j = xp.arange(cols.start, cols.stop)[None, :]  # (1, bk)
-        return xp.cos((np.pi / (2.0 * self.M)) * (i - j)).astype(dtype)  # (bq, bk)
-
     def scores(self, rows, cols):
-        """``s[..., rows, cols]``, shape ``(..., bq, bk)`` (``(..., 1, bk)`` per token)."""
+        """``(s, cache)``: ``s[..., rows, cols]``, shape ``(..., bq, bk)`` (``(..., 1, bk)`` per token),
+        and the score's cache for :meth:`score_backward`."""
         q, k, params = self._inputs(rows, cols)
-        if self.M is not None:  # cosFormer: relu(q) . relu(k) C_ij
+        if self.cos:  # cosFormer's C_ij at the block's absolute positions, in the cache its backward reads
             xp = array_module(q, k)
-            return (_relu(xp, q) @ xp.swapaxes(_relu(xp, k), -1, -2)) * self._cos(xp, rows, cols, q.dtype)
-        s = self.sc.forward(q, k, params)  # (..., bq, bk), or (..., bk) per token
-        return s if self.sc.pairwise else s[..., None, :]
+            C = self.sc.weights(xp, rows, cols, max(self.n_q, self.n_k), q.dtype)  # (bq, bk)
+            s = (relu(xp, q) @ xp.swapaxes(relu(xp, k), -1, -2)) * C  # (..., bq, bk)
+            return s, {"kind": "Score", "shape": np.shape(s), "q": q, "k": k, "C": C}
+        s, cache = self.sc.forward(q, k, params)  # (..., bq, bk), or (..., bk) per token
+        return (s if self.sc.pairwise else s[..., None, :]), cache
 
     def keep(self, rows, cols):
         """The mask of the block (True = keep), or ``None`` where every entry is kept."""
@@ -144,18 +138,18 @@ class _Blocks:
             keep = tri if keep is None else keep & tri  # (bq, bk) or (..., bq, bk)
         return keep
 
-    def score_vjp(self, rows, cols, ds):
-        """The score's VJP on the block: ``(q_slice, dq, dk, dparams)``, ``dq`` for ``Q[..., q_slice, :]``."""
-        q, k, params = self._inputs(rows, cols)
-        if self.M is not None:  # cosFormer, as CosFormer.vjp with the block's C
-            xp = array_module(q, k, ds)
-            g = ds * self._cos(xp, rows, cols, ds.dtype)  # (..., bq, bk)
-            dq = (g @ _relu(xp, k)) * _step(q)  # (..., bq, d)
-            dk = (xp.swapaxes(g, -1, -2) @ _relu(xp, q)) * _step(k)  # (..., bk, d)
-            return rows, dq, dk, {}
+    def score_backward(self, rows, cols, ds, cache):
+        """The score's backward pass on the block: ``(q_slice, dq, dk, dparams)``, ``dq`` for ``Q[..., q_slice, :]``."""
         if self.sc.pairwise:
-            return (rows,) + tuple(self.sc.vjp(q, k, params, ds))
-        return (cols,) + tuple(self.sc.vjp(q, k, params, ds[..., 0, :]))  # per token: q_i pairs with k_i
+            return (rows,) + tuple(self.sc.backward(ds, cache))
+        return (cols,) + tuple(self.sc.backward(ds[..., 0, :], cache))  # per token: q_i pairs with k_i
+
+
+def _ell_over_c(act, s):
+    """``(ell / c, c)``: ``c = 2`` for sigsoftmax, whose ``ell ~ 2s`` overflows for scores below half the
+    most negative float while ``ell / 2`` does not (:class:`refattn.core.activations.SigSoftmax`); 1 otherwise."""
+    half = getattr(act, "half_ell", None)
+    return (half(s), 2.0) if half is not None else (act.ell(s), 1.0)
 
 
 def _one_blas_thread(xp):
@@ -176,23 +170,22 @@ def _one_blas_thread(xp):
 # --------------------------------------------------------------------------
 
 
-@_quiet
+@quiet
 def _stream_rows(xp, blocks, act, V, rows):
     """Steps 1-6 of ``derivations/23-streaming.md``: the output rows ``rows``.
 
     Returns ``(y, m, z)``: the output ``(..., bq, d_v)``, the row maximum
-    ``m`` of ``ell / c`` (``c = act.ell_scale``) and the normaliser
+    ``m`` of ``ell / c`` (:func:`_ell_over_c`) and the normaliser
     ``z = sum_j e^(ell_ij - c m_i)``, each ``(..., bq, 1)``.
     """
-    c = act.ell_scale  # 1, or 2 for sigsoftmax: the exponent is c (ell/c - m)
     m, z, y = -np.inf, 0.0, 0.0  # nothing seen yet: max of no keys, sum of none, output 0
     for cols in blocks.key_blocks():
         if not blocks.visible(rows, cols):
             break  # causal: this and every later key block lie above the diagonal
         # Step 1: the block's scores, by the reference score function
-        s = blocks.scores(rows, cols)  # (..., bq, bk)
+        s, _ = blocks.scores(rows, cols)  # (..., bq, bk)
         # Step 2: ell = log h; a masked entry has h = 0, ell = -inf
-        l = act.scaled_ell(s)  # (..., bq, bk)  ell / c
+        l, c = _ell_over_c(act, s)  # (..., bq, bk)  ell / c
         keep = blocks.keep(rows, cols)
         if keep is not None:
             l = xp.where(keep, l, -np.inf)  # (..., bq, bk)
@@ -206,7 +199,7 @@ def _stream_rows(xp, blocks, act, V, rows):
         z_new = alpha * z + xp.sum(e, axis=-1, keepdims=True)  # (..., bq, 1)  >= 1 once a key has h > 0
         inv = 1.0 / xp.where(z_new > 0, z_new, 1.0)  # (..., bq, 1)  no normaliser yet: y stays 0
         # Step 6: y = output over the keys seen so far: old terms rescaled, new ones rho e v
-        w = e if act.rho_is_one else act.rho(s) * e  # (..., bq, bk)  rho_ij e_ij
+        w = e if rho_is_one(act) else act.rho(s) * e  # (..., bq, bk)  rho_ij e_ij
         y = (alpha * z * inv) * y + (w * inv) @ V[..., cols, :]  # (..., bq, d_v)
         m, z = m_new, z_new
     return y, m, z
@@ -258,9 +251,9 @@ def streaming_attention(Q, K, V, *, score="scaled_dot", activation="softmax", pa
         For :func:`streaming_attention_backward`: the inputs ``Q, K, V,
         params`` and the user's ``mask`` (references, not copies), ``causal``,
         ``block_size``, ``score``, ``activation``, the output ``out``, and per
-        query row ``m`` (the maximum of ``ell / activation.ell_scale``,
+        query row ``m`` (the maximum of ``ell / c``, :func:`_ell_over_c`,
         ``-inf`` on a row with no normaliser) and ``z`` (the normaliser
-        ``sum_j e^(ell_ij - ell_scale m_i)``, 0 on such a row), each
+        ``sum_j e^(ell_ij - c m_i)``, 0 on such a row), each
         ``(..., n_q)``. No ``n_q x n_k`` array (unless the user's mask is one).
 
     Raises
@@ -269,8 +262,8 @@ def streaming_attention(Q, K, V, *, score="scaled_dot", activation="softmax", pa
         As :func:`refattn.core.attention.attention`; and for a ``block_size`` that
         is not a positive int.
     """
-    sc, act, params, mask = prepare(Q, K, V, score, activation, params, mask, causal, score_options,
-                                    causal_in_mask=False)  # causal: per block, in _Blocks.keep
+    sc, act, params, mask, _ = checks.attention_args(Q, K, V, score, activation, params, mask, causal,
+                                                     score_options)  # causal: per block, in _Blocks.keep
     block_size = check_int(block_size, "block_size", 1)
     blocks = _Blocks(sc, Q, K, params, mask, bool(causal), block_size)
     xp = array_module(Q, K, V, mask, *params.values())
@@ -306,9 +299,8 @@ def streaming_attention_backward(grad_out, cache):
 
     Returns
     -------
-    dict
-        ``{"Q": dQ, "K": dK, "V": dV, "params": {name: dparam}}``, as
-        :func:`refattn.core.attention.attention_backward` (``dQ`` is ``None``
+    dQ, dK, dV, dparams
+        As :func:`refattn.core.attention.attention_backward` (``dQ`` is ``None``
         where ``Q`` was).
     """
     Q, K, V, out = cache["Q"], cache["K"], cache["V"], cache["out"]
@@ -322,11 +314,10 @@ def streaming_attention_backward(grad_out, cache):
         return _backward_blocks(xp, blocks, act, grad_out, cache)
 
 
-@_quiet
+@quiet
 def _backward_blocks(xp, blocks, act, grad_out, cache):
     """The loops of :func:`streaming_attention_backward` (Steps 7-10)."""
     Q, K, V, out, params = cache["Q"], cache["K"], cache["V"], cache["out"], cache["params"]
-    c = act.ell_scale
     # Step 7: D_i = dY_i . Y_i = sum_j u_ij phi_ij, one number per query row
     D = xp.sum(grad_out * out, axis=-1, keepdims=True)  # (..., n_q, 1)
     m, z = cache["m"][..., None], cache["z"][..., None]  # (..., n_q, 1)
@@ -341,8 +332,8 @@ def _backward_blocks(xp, blocks, act, grad_out, cache):
             if not blocks.visible(rows, cols):
                 continue  # causal: a block above the diagonal has p = 0
             # Step 8: recompute the block's scores and its final p_ij = e^(ell_ij - c m_i) / z_i
-            s = blocks.scores(rows, cols)  # (..., bq, bk)
-            l = act.scaled_ell(s)  # (..., bq, bk)
+            s, score_cache = blocks.scores(rows, cols)  # (..., bq, bk)
+            l, c = _ell_over_c(act, s)  # (..., bq, bk)
             keep = blocks.keep(rows, cols)
             if keep is not None:
                 l = xp.where(keep, l, -np.inf)
@@ -356,7 +347,7 @@ def _backward_blocks(xp, blocks, act, grad_out, cache):
             pl = p * act.dell(s)  # (..., bq, bk)  p_ij ell'_ij
             ds = u * (act.drho(s) * p + rho * pl) - pl * D[..., rows, :]  # (..., bq, bk)
             # ... and through the score function, derivations/02-scores.md
-            q_slice, dq, dk, dpar = blocks.score_vjp(rows, cols, ds)
+            q_slice, dq, dk, dpar = blocks.score_backward(rows, cols, ds, score_cache)
             if dQ is not None:
                 dQ[..., q_slice, :] += dq  # (..., bq, d)
             dK[..., cols, :] += dk  # (..., bk, d)
@@ -365,5 +356,5 @@ def _backward_blocks(xp, blocks, act, grad_out, cache):
                     dparams[name][rows, cols] += g  # per-pair weights: this block's slice
                 else:
                     dparams[name] += g  # shared weights: a sum over blocks
-    return {"Q": dQ, "K": dK, "V": dV, "params": dparams}
+    return dQ, dK, dV, dparams
 

@@ -34,7 +34,7 @@ import math
 import numpy as np
 
 from ..core.activations import activation
-from ..core.backend import check_float_array, check_int, check_real
+from ..core.checks import check_float_array, check_int, check_real
 from ..core.scores import score
 
 __all__ = [
@@ -91,8 +91,8 @@ def attention_weights(activation_name, query, keys, *, beta=1.0):
         raise ValueError(f"keys: expected shape (n, {query.shape[0]}) to match the query, "
                          f"got {keys.shape}")
     beta = check_real(beta, "beta", positive=True)
-    z = score("scaled_dot", beta=beta).forward(query[None, :], keys)[0]  # (n,)
-    return act.forward(z)  # (n,)
+    z = score("scaled_dot", beta=beta)(query[None, :], keys)[0]  # (n,)
+    return act(z)  # (n,)
 
 
 def circle_keys(n_keys, *, norm_k=1.0, dim=2):
@@ -136,7 +136,7 @@ def weight_vs_angle(activation_name, *, norm_q, norm_k, n_keys, beta=1.0, dim=2)
     The query is ``q = norm_q e_1``; the keys are :func:`circle_keys`; the
     scores are ``z_j = beta q . k_j = c cos(theta_j)`` with
     ``c = beta norm_q norm_k``; the weights are
-    ``activation(activation_name).forward(z)``, one row over all keys. Only
+    ``activation(activation_name)(z)``, one row over all keys. Only
     the angle matters, so ``dim`` changes nothing (a test checks this).
 
     Parameters

@@ -44,7 +44,7 @@ import numpy as np
 from autograd import grad as _autograd_grad
 
 from ..training.models.polarity import PolarityClassifier
-from ..core.backend import check_int
+from ..core.checks import check_int
 from ..training.tasks.polarity import PolarityConfig, make_polarity, token_polarity
 from ..training.tasks.sst2 import Vocabulary, load_sst2
 from .polarity import train_classifier
@@ -296,7 +296,7 @@ def _batch(model, params, batch):
     _check_model(model)
     if isinstance(batch, dict) and "dropout" in batch:
         raise ValueError("batch: the measures evaluate the model without dropout; drop the 'dropout' key")
-    fwd = model.forward(params, batch)
+    fwd = model.outputs(params, batch)
     tokens = batch["tokens"]
     mask = batch.get("mask")
     mask = np.ones(tokens.shape, dtype=bool) if mask is None else mask
@@ -456,7 +456,7 @@ def gradient_importance(model, params, batch):
     pos_batch = {"tokens": np.broadcast_to(np.arange(B * L).reshape(B, L), (S, B, L)), "mask": mask}
 
     def total_logit(emb):
-        return twin.forward({**params, "emb": emb}, pos_batch)["logit"].sum()
+        return twin.outputs({**params, "emb": emb}, pos_batch)["logit"].sum()
 
     g = _autograd_grad(total_logit)(x).reshape(S, B, L, -1)  # (S, B, L, E)   da / dx_i
     g = np.where(mask[..., None], g, 0.0)
@@ -492,7 +492,7 @@ def leave_one_out(model, params, batch):
     L = tokens.shape[-1]
     keep = mask[..., None, :] & ~np.eye(L, dtype=bool)  # (S, B, L, L) row i: mask without i
     s = np.broadcast_to(fwd["s"][..., None, :], keep.shape).copy()  # (S, B, L, L)
-    w_minus = model.act.forward(s, mask=keep)  # (S, B, L, L)
+    w_minus = model.act(s, mask=keep)  # (S, B, L, L)
     a_minus = logit_from_weights(model, params, w_minus, o)  # (S, B, L)
     a_full = logit_from_weights(model, params, fwd["w"], o)  # (S, B)
     return np.where(mask, sigmoid_difference(a_full[..., None], a_minus), 0.0)  # (13.I8) by (13.I11)

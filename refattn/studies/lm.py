@@ -66,7 +66,7 @@ from ..core.activations import ACTIVATIONS
 from ..training.models.decoder import DecoderLM
 from ..training.optim import Adam
 from ..training.tasks.sst2 import load_sst2
-from ..core.backend import check_int
+from ..core.checks import check_int
 from ..training.runs import check_memory
 from ..training.train import Progress, checkpoint_paths, train
 from .sst2 import resolve_data_dir

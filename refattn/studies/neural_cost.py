@@ -56,7 +56,9 @@ import tracemalloc
 
 import numpy as np
 
-from ..core.backend import check_float_array, check_int, sum_to
+from ..core.backend import sum_to
+
+from ..core.checks import check_float_array, score_inputs, check_int
 from ..core.scores import score
 
 __all__ = [
@@ -124,7 +126,8 @@ def _prepare(q, k, params, hidden, beta):
             check_float_array(x, name, min_ndim=2)  # the clear TypeError for non-arrays
             raise TypeError(f"{name}: expected a numpy.ndarray (these cost evaluations are NumPy only; "
                             f"use refattn.score('neural').forward for autograd or CuPy), got {type(x).__name__}")
-    batch, n_q, n_k, d, P = sc.check_inputs(q, k, params)
+    shape, P = score_inputs(sc, q, k, params)
+    batch, (n_q, n_k), d = shape[:-2], shape[-2:], np.shape(k)[-1]
     for name, x in P.items():
         if not isinstance(x, (np.ndarray, np.generic)):
             raise TypeError(f"params[{name!r}]: expected a numpy.ndarray, got {type(x).__name__}")
@@ -245,7 +248,7 @@ def neural_scores_decomposed(q, k, params, *, hidden="tanh", beta=None, inplace=
         raise TypeError(f"inplace: expected a bool, got {type(inplace).__name__}")
     batch, n_q, n_k, beta_v, per_pair, P, dtype = _prepare(q, k, params, hidden, beta)
     if not inplace:
-        return score("neural", hidden=hidden, beta=beta).forward(q, k, P)
+        return score("neural", hidden=hidden, beta=beta)(q, k, P)
     qp, kp = _project(q, k, P)  # (..., n_q, d'), (..., n_k, d')
     if per_pair:
         z = np.einsum("ijhe,...ie->...ijh", P["Whq"], qp)  # (..., n_q, n_k, h)
@@ -323,7 +326,7 @@ def neural_vjp_chunked(q, k, params, grad_s, *, chunk=64, hidden="tanh", beta=No
     r"""The VJP of the Neural Attention score, chunked like :func:`neural_scores_chunked`.
 
     Shared weights only. Returns ``(dq, dk, dparams)`` as
-    :meth:`refattn.core.scores.Neural.vjp` does, with the same formulas
+    :meth:`refattn.core.scores.Neural.backward` does, with the same formulas
     (``derivations/02-scores.md``, section 5.6), but never holds the whole
     ``(..., n_q, n_k, h)`` pre-activation: for each block of query rows it
     *recomputes* ``z_Ij = a_I + b_j``, turns the buffer in place into
@@ -403,7 +406,7 @@ def dot_scores(q, k):
     """The reference: scaled dot-product scores ``Q K^T / sqrt(d)`` (NeuralAttn, Eq. 1),
     ``refattn.score("scaled_dot").forward``, which scales ``Q`` (``n d`` entries)
     rather than ``S``. Peak memory: ``n_q n_k + n_q d`` entries per batch element."""
-    return _SCALED_DOT.forward(q, k)
+    return _SCALED_DOT(q, k)
 
 
 # --------------------------------------------------------------------------
@@ -585,7 +588,7 @@ def _agreement(d, d_prime, hidden, seed):
         P = sc.init_params(d, rng, d_prime=d_prime, hidden_size=hidden, per_pair=pp)
         ref = neural_scores_concat(q, k, P)
         errs = {"decomposed": float(np.max(np.abs(neural_scores_decomposed(q, k, P) - ref))),
-                "library": float(np.max(np.abs(sc.forward(q, k, P) - ref)))}
+                "library": float(np.max(np.abs(sc(q, k, P) - ref)))}
         errs["chunked"] = max(float(np.max(np.abs(neural_scores_chunked(q, k, P, chunk=c) - ref)))
                               for c in out["chunks"])
         out[layout] = errs

@@ -34,7 +34,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..core.backend import array_module, check_float_array, check_int
+from ..core.backend import array_module
+
+from ..core.checks import check_float_array, check_int
 from ..training.optim import Adam
 from ..core.scores import Score, score
 
@@ -124,7 +126,7 @@ def diagonal_surface(score_fn, params, grid):
     check_float_array(ys, "grid (y)", ndim=1)
     X, Y = np.meshgrid(xs, ys)  # (m_y, m_x) each
     p = np.stack([X.ravel(), Y.ravel()], axis=-1)[:, None, :]  # (m, 1, 2): one token per batch element
-    Z = score_fn.forward(p, p, params)  # (m, 1, 1)
+    Z = score_fn(p, p, params)  # (m, 1, 1)
     return X, Y, Z.reshape(X.shape)
 
 
@@ -201,7 +203,7 @@ def mlp_predict(params, q, k):
     Returns shape ``(n,)``. Written against the array module of its inputs,
     so autograd can trace it.
     """
-    return NEURAL.forward(q[:, None, :], k[:, None, :], params)[:, 0, 0]  # (n,)
+    return NEURAL(q[:, None, :], k[:, None, :], params)[:, 0, 0]  # (n,)
 
 
 def squared_loss(params, q, k, z):
@@ -221,7 +223,7 @@ def squared_loss_grad(params, q, k, z):
 
     ``dL/ds_n = 2 (s_n - z_n) / n`` (Eq. 08.NE10 of
     ``derivations/08-neural-attention-expressivity.md``), then
-    ``NEURAL.vjp(q, k, params, dL/ds)`` (``derivations/02-scores.md``,
+    ``NEURAL.backward(dL/ds, NEURAL.forward(q, k, params)[1])`` (``derivations/02-scores.md``,
     "neural") gives the gradient of every parameter, ``Wq`` and ``Wk``
     included.
 
@@ -233,9 +235,9 @@ def squared_loss_grad(params, q, k, z):
     """
     _pairs(q, k, z)
     q3, k3 = q[:, None, :], k[:, None, :]  # (n, 1, 2): one pair per batch element
-    r = NEURAL.forward(q3, k3, params)[:, 0, 0] - z  # (n,)
+    r = NEURAL(q3, k3, params)[:, 0, 0] - z  # (n,)
     grad_s = (2.0 / r.shape[0]) * r  # (n,)  dL/ds
-    _, _, grads = NEURAL.vjp(q3, k3, params, grad_s[:, None, None])
+    _, _, grads = NEURAL.backward(grad_s[:, None, None], NEURAL.forward(q3, k3, params)[1])
     return float(np.mean(r * r)), grads
 
 

@@ -47,7 +47,8 @@ import numpy as np
 from numbers import Real
 
 from ..core import backend as _backend
-from ..core.backend import check_int, cupy_available, to_numpy
+from ..core.backend import cupy_available, to_numpy
+from ..core.checks import check_int
 from ..training.models.nt import CANDIDATE_LAYOUTS, DEFAULT_LAYOUT, NTModel, ea_symbol_dependence
 from ..training.optim import SGD
 from ..training.tasks.nt import generate, generate_mixture, parse_task, windows
@@ -162,7 +163,7 @@ def array_module_for(device):
     if not cupy_available():
         raise RuntimeError("device: 'gpu' needs CuPy and a CUDA device, and none was found "
                            "(refattn.core.backend.cupy_available() is False); use device='cpu'")
-    return _backend._get_cupy()  # the module array_module() hands out for device arrays
+    return _backend.cupy_module()  # the module array_module() hands out for device arrays
 
 
 def _series(task, n_seeds_rows, length, seeds, epoch, salt):
@@ -407,7 +408,7 @@ def run_nt(task="N2T5", n_con=16, attention="expressive", *, seeds=16, epochs=20
         ctx = np.broadcast_to(snapshot_context(name, n_con, snapshot_index), (len(seeds), 1, n_con))  # (S, 1, n)
 
     def snapshot(p):
-        return to_numpy(model.forward(p, ctx)["attention"][:, 0])  # (S, n, n), copied to the host
+        return to_numpy(model.outputs(p, ctx)["attention"][:, 0])  # (S, n, n), copied to the host
 
     first_snapshot = snapshot(params) if 0 in snaps else None
     eval_seconds = [0.0]  # wall time spent evaluating in this call

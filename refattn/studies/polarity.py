@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from ..core.backend import check_int
+from ..core.checks import check_int
 
 from ..training.models.polarity import PolarityClassifier, dropout_mask
 from ..training.optim import SGD, Adadelta, Adagrad, Adam
@@ -201,7 +201,7 @@ def run_polarity(activations=("softmax", "tanhmax", "signexp", "expressive"), *,
                                               checkpoint=ck, progress=progress,
                                               fingerprint_extra={"config": repr(config)})
         test_batch = {"tokens": np.broadcast_to(te_tok, (S,) + te_tok.shape)}
-        fwd = model.forward(params, test_batch)
+        fwd = model.outputs(params, test_batch)
         acc = np.mean((fwd["logit"] > 0) == (te_lab[None] == 1), axis=1)  # (S,)
         mask = np.ones(te_tok.shape, bool)
         tok = np.broadcast_to(te_tok, (S,) + te_tok.shape)

@@ -63,7 +63,7 @@ from ..core.activations import ACTIVATIONS
 from ..core.activations import activation as _get_activation
 from ..training.models.polarity import SCORE_KINDS
 from ..training.tasks.sst2 import ENV_VAR, UNK_ID, Vocabulary, load_sst2, tokenize
-from ..core.backend import check_int
+from ..core.checks import check_int
 from ..training.train import checkpoint_paths
 from .polarity import OPTIMISERS, train_classifier
 
@@ -313,7 +313,7 @@ def is_odd(name):
     """
     s = np.array([-1.5, -0.3, 0.7, 2.1, 0.2])  # no zero, no symmetric pair
     act = _get_activation(name)
-    return bool(np.allclose(act.forward(-s), -act.forward(s), rtol=1e-12, atol=1e-15))
+    return bool(np.allclose(act(-s), -act(s), rtol=1e-12, atol=1e-15))
 
 
 def orient_weights(name, w, labels):
@@ -573,7 +573,7 @@ def _weigh(model, params, vocab, token_lists):
     """Weights ``(S, n, L)`` (zero at padding), P(positive) ``(S, n)`` and the mask ``(n, L)`` of tokenised sentences."""
     ids, mask = vocab.encode([" ".join(t) for t in token_lists])
     S = next(iter(params.values())).shape[0]
-    f = model.forward(params, {"tokens": np.broadcast_to(ids.astype(np.int64), (S,) + ids.shape),
+    f = model.outputs(params, {"tokens": np.broadcast_to(ids.astype(np.int64), (S,) + ids.shape),
                                "mask": np.broadcast_to(mask, (S,) + mask.shape)})
     return np.where(mask, f["w"], 0.0), f["prob"], mask
 
@@ -703,7 +703,7 @@ def run_sst2(data=None, *, activations=DEFAULTS["activations"], seeds=DEFAULTS["
             batch_size=batch_size, optimizer=optimizer, lr=lr, dropout=dropout, checkpoint=ck,
             progress=progress, fingerprint_extra={"task": "sst2", "data": _fingerprint(tr_ids, tr_y),
                                                   "vocab": len(vocab), "max_len": max_len})
-        fwd = model.forward(params, {"tokens": dev_tok, "mask": dev_msk})
+        fwd = model.outputs(params, {"tokens": dev_tok, "mask": dev_msk})
         acc = np.mean((fwd["logit"] > 0) == (dev_y[None] == 1), axis=1)  # (S,)
         w_dev = np.where(dev_msk, fwd["w"], 0.0)  # (S, m, L_dev)
         sign, c = orient_weights(act, w_dev, dev_y)

@@ -132,7 +132,7 @@ def run_sst2_sweep(data=None, *, activations=DEFAULTS["activations"], seeds=5, s
             holder = {}
 
             def dev_accuracy(epoch, params, holder=holder, dev=dev):
-                logit = holder["model"].forward(params, dev)["logit"]  # (S, m), no dropout
+                logit = holder["model"].outputs(params, dev)["logit"]  # (S, m), no dropout
                 return {"dev_accuracy": np.mean((logit > 0) == (dev_y[None] == 1), axis=1)}
 
             _, _, trained = _train(tr_ids, tr_y, len(vocab), act, seeds, tr_mask, setting, epochs[f"{opt}/{units}"],

@@ -45,7 +45,7 @@ from types import MappingProxyType
 import numpy as np
 
 from ..core.activations import ACTIVATIONS, Activation, activation
-from ..core.backend import check_int
+from ..core.checks import check_int
 
 __all__ = [
     "PROPERTIES",
@@ -406,7 +406,7 @@ def bottleneck_rank(name_or_activation, *, n=12, d=3, samples=200, seed=0) -> di
         H = rng.standard_normal((samples, d))  # (samples, d): one h per row
         if regime == "positive":
             W, H = np.abs(W), np.abs(H)
-        phi = act.forward(H @ W.T)  # (samples, n): row t is phi(W h_t)
+        phi = act(H @ W.T)  # (samples, n): row t is phi(W h_t)
         ok = np.all(phi != 0, axis=1)  # (samples,) rows where log|phi| is finite
         if int(ok.sum()) < 2 * n:
             regimes[regime] = {

@@ -33,7 +33,8 @@ What this module provides:
 * :func:`tanhmax_weights`, :func:`tanhmax_velocity` -- Eqs. 7-9, with the sign
   of Eq. 7 corrected (and :func:`tanhmax_velocity_as_printed` for comparison);
 * :func:`closed_form_delta_II` -- ``Delta_II`` in closed form for every activation
-  (each written in its activation's class, ``Activation.delta_II``);
+  (:data:`CLOSED_FORMS`, one function per built-in; a user's activation gets
+  Eq. 01.R4 written out with cotangent ``o``);
 * :class:`OneLayerModel` -- the proposition's model, with free per-token ``Q, K``
   (``"free"``), TanhMax's public code's shared projections (``"shared"``) or
   Sun & Lu's learned global query (``"global"``);
@@ -52,8 +53,10 @@ import autograd.numpy as anp
 from autograd import grad, jacobian
 from autograd.misc import flatten
 
-from ..core.activations import ACTIVATIONS, activation
-from ..core.backend import array_module, check_float_array
+from ..core import activations as A
+from ..core.activations import ACTIVATIONS, activation, sigmoid, sqrt_tiny
+from ..core.backend import array_module
+from ..core.checks import check_float_array
 
 __all__ = [
     "OUTPUTS",
@@ -67,6 +70,7 @@ __all__ = [
     "tanhmax_velocity",
     "tanhmax_velocity_as_printed",
     "closed_form_delta_II",
+    "CLOSED_FORMS",
     "OneLayerModel",
     "velocity_decomposition",
     "run_prop1",
@@ -84,7 +88,7 @@ MODEL_KINDS = ("free", "shared", "global")
 def _act(act):
     if isinstance(act, str):
         return activation(act)
-    if hasattr(act, "vjp") and hasattr(act, "g"):
+    if isinstance(act, A.Activation):
         return act
     raise TypeError(f"act: expected an activation name or object, got {type(act).__name__}")
 
@@ -139,7 +143,7 @@ def delta_II(act, s, o, axis=-1, mask=None):
         Delta_II,i = p_i [ (rho'_i + rho_i ell'_i) o_i - ell'_i sum_j w_j o_j ],
 
     with ``p = softmax(ell(s))``, evaluated stably for every finite ``s`` by
-    :meth:`refattn.core.activations.Activation.vjp`.
+    :meth:`refattn.core.activations.Activation.backward`.
 
     Parameters
     ----------
@@ -154,7 +158,7 @@ def delta_II(act, s, o, axis=-1, mask=None):
     act = _act(act)
     check_float_array(o, "o")
     _same_shape(o, s, "o", "s")
-    return act.vjp(s, o, axis=axis, mask=mask)
+    return act.backward(o, act.forward(s, axis, mask)[1])
 
 
 def output_factor(a, target, *, output="sigmoid", loss="bce", n_instances=None):
@@ -286,15 +290,46 @@ def closed_form_delta_II(name, s, o, axis=-1):
     ========== ====================================================
 
     with ``o_bar = sum_j w_j o_j``, the attention-weighted context polarity.
-    Each closed form is written in its activation's class
-    (:meth:`refattn.core.activations.Activation.delta_II`); ``name`` may also be an
-    :class:`~refattn.core.activations.Activation` instance.
+    Each is one function of :data:`CLOSED_FORMS`; an activation without one
+    (a user's own) gets the generic closed form
+    ``p_i [(rho'_i + rho_i ell'_i) o_i - ell'_i o_bar]`` (step 03.P6). ``name``
+    may also be an :class:`~refattn.core.activations.Activation` instance.
     """
     act = _act(name)
     check_float_array(s, "s")
     check_float_array(o, "o")
     _same_shape(o, s, "o", "s")
-    return act.delta_II(s, o, axis)
+    xp = array_module(s, o)
+    w = act(s, axis)
+    o_bar = xp.sum(w * o, axis=axis, keepdims=True)  # the attention-weighted context polarity
+    form = CLOSED_FORMS.get(type(act), _generic_delta_II)
+    return form(act, xp, s, o, w, o_bar, axis)
+
+
+def _generic_delta_II(act, xp, s, o, w, o_bar, axis):
+    p, dell = act.p(s, axis), act.dell(s)
+    return p * ((act.drho(s) + act.rho(s) * dell) * o - dell * o_bar)  # Eq. 01.R4 with cotangent o, step 03.P6
+
+
+def _safe(xp, s, ok):
+    return xp.where(ok, s, 1.0)  # s where ok, 1 elsewhere (where the weight is 0 anyway)
+
+
+#: ``Delta_II`` in closed form, one function per built-in activation class
+#: (``derivations/04-score-dynamics-closed-forms.md``, section 3), each
+#: ``f(act, xp, s, o, w, o_bar, axis)``; tested equal to the backward pass.
+CLOSED_FORMS = {
+    A.Softmax: lambda act, xp, s, o, w, ob, axis: w * (o - ob),  # w_i (o_i - o_bar)
+    A.TanhMax: lambda act, xp, s, o, w, ob, axis: act.p(s, axis) * o - w * ob,  # w~_i o_i - w_i o_bar
+    A.SignExp: lambda act, xp, s, o, w, ob, axis: act.p(s, axis) * o - w * ob,  # |w_i| o_i - w_i o_bar
+    A.Expressive: lambda act, xp, s, o, w, ob, axis: (
+        w * 2.0 / (_safe(xp, s, xp.abs(s) >= sqrt_tiny(s)) * (1.0 + s * s)) * (o - ob)),
+    A.SigSoftmax: lambda act, xp, s, o, w, ob, axis: w * (1.0 + sigmoid(xp, -s)) * (o - ob),
+    A.Sigmoid: lambda act, xp, s, o, w, ob, axis: w * sigmoid(xp, -s) * (o - ob),
+    A.Linear: lambda act, xp, s, o, w, ob, axis: o / np.shape(s)[axis],  # g'(s_i) o_i / n
+    A.ReLU: lambda act, xp, s, o, w, ob, axis: (s > 0) * o / np.shape(s)[axis],
+    A.CosFormerNorm: lambda act, xp, s, o, w, ob, axis: w * (s > 0) / _safe(xp, s, s > 0) * (o - ob),
+}
 
 
 # --------------------------------------------------------------------------
@@ -399,7 +434,7 @@ class OneLayerModel:
         """``a = V^T W`` per instance, ``(N,)``; ``s_vocab`` overrides the scores
         (so that ``dR/ds`` can be taken with the parameters held fixed)."""
         s = (self.vocab_scores(params) if s_vocab is None else s_vocab)[tokens]  # (N, n)
-        w = activation(self.act).forward(s)  # (N, n)
+        w = activation(self.act)(s)  # (N, n)
         o = self.polarity(params)[tokens]  # (N, n)
         return anp.sum(w * o, axis=-1)  # (N,)  V^T W = sum_i w_i V_i^T W
 

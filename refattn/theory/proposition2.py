@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.activations import ACTIVATIONS, activation
-from ..core.backend import check_axis, check_float_array, check_int, check_real
+from ..core.checks import check_axis, check_float_array, check_int, check_real
 
 __all__ = [
     "tanhmax_l1_norm",
@@ -111,7 +111,7 @@ def tanhmax_l1_norm(s, axis=-1):
     """
     s = _finite_array(s, "s")
     ax = check_axis(axis, s.ndim)
-    return np.sum(np.abs(activation("tanhmax").forward(s, axis=ax)), axis=ax)
+    return np.sum(np.abs(activation("tanhmax")(s, axis=ax)), axis=ax)
 
 
 def tanhmax_l1_margin(s, axis=-1, *, log=False):
@@ -237,7 +237,7 @@ def tanhmax_preimage(w, axis=-1, *, tol=None, maxiter=100, slack=None):
     Returns
     -------
     ndarray of float64
-        ``s`` with ``activation("tanhmax").forward(s, axis) == w`` to rounding.
+        ``s`` with ``activation("tanhmax")(s, axis) == w`` to rounding.
 
     Raises
     ------
@@ -321,8 +321,8 @@ def closure_gap(s, c, axis=-1):
     """
     s, ax, c = _shifted_axis(s, axis, c)
     shifted = s + c.reshape(c.shape + (1,) * s.ndim)  # c.shape + s.shape
-    t = activation("tanhmax").forward(shifted, axis=ax + c.ndim)
-    p = activation("softmax").forward(s, axis=ax)  # s.shape, broadcasts against t
+    t = activation("tanhmax")(shifted, axis=ax + c.ndim)
+    p = activation("softmax")(s, axis=ax)  # s.shape, broadcasts against t
     return np.sum(np.abs(t - p), axis=ax + c.ndim)
 
 
@@ -407,7 +407,7 @@ def log_rank(activation_name, n, d, m, seed=0):
     rng = np.random.default_rng(seed)
     W = rng.standard_normal((n, d)) / np.sqrt(d)  # (n, d)
     H = rng.standard_normal((m, d))  # (m, d) one h_t per row
-    phi = activation(activation_name).forward(H @ W.T)  # (m, n) phi(W h_t)
+    phi = activation(activation_name)(H @ W.T)  # (m, n) phi(W h_t)
     if np.any(phi == 0.0):
         raise ValueError(f"activation_name: {activation_name!r} gave exact zeros, "
                          "where log|phi| is -inf; choose an activation with nonzero weights")
@@ -422,7 +422,7 @@ def log_rank(activation_name, n, d, m, seed=0):
 def _report():  # pragma: no cover - exercised by the derivation's commands
     """The numbers quoted in ``derivations/05-proposition-2.md``."""
     s = np.zeros(4)
-    sm = activation("softmax").forward(s)
+    sm = activation("softmax")(s)
     print("softmax(0) =", sm, " sum|.| =", np.sum(np.abs(sm)),
           " in_tanhmax_range:", bool(in_tanhmax_range(sm)))
     s = np.array([0.3, -1.2, 2.0, 0.0])
@@ -430,7 +430,7 @@ def _report():  # pragma: no cover - exercised by the derivation's commands
           " margin (05.P3) =", repr(float(tanhmax_l1_margin(s))))
     w = np.array([0.5, -0.25, 0.125, 0.0])
     z = tanhmax_preimage(w)
-    print("w =", w, " preimage =", z, " tanhmax(preimage) =", activation("tanhmax").forward(z))
+    print("w =", w, " preimage =", z, " tanhmax(preimage) =", activation("tanhmax")(z))
     s = np.array([0.5, -1.0, 1.5, 0.2])
     cs = np.array([0.0, 1.0, 2.0, 5.0, 10.0, 15.0])
     print("closure gap, s =", s)

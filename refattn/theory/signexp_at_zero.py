@@ -64,7 +64,7 @@ def signexp_near_zero(offsets=DEFAULT_OFFSETS, *, n=5, eps=1e-6, seed=0, j=0):
     (``derivations/09-signexp-at-zero.md``). For each ``delta`` the function
     records
 
-    * ``analytic``: ``activation("signexp").vjp(s, u)[j]``, the hand-derived
+    * ``analytic``: ``activation("signexp").backward(u, activation("signexp").forward(s)[1])[j]``, the hand-derived
       VJP (``derivations/01-reweighted-softmax.md``, Eq. 01.R4);
     * ``autograd``: autograd's VJP of ``activation("signexp").forward``;
     * ``central``: ``(F(delta + eps) - F(delta - eps)) / (2 eps)`` with the
@@ -123,15 +123,15 @@ def signexp_near_zero(offsets=DEFAULT_OFFSETS, *, n=5, eps=1e-6, seed=0, j=0):
         return s
 
     def F(x):
-        return float(u @ act.forward(row(x)))
+        return float(u @ act(row(x)))
 
     res = {k: np.empty(off.size) for k in
            ("analytic", "autograd", "central", "central_exact", "central_predicted")}
     regime = []
     for i, delta in enumerate(off):
         s = row(delta)
-        res["analytic"][i] = act.vjp(s, u)[j]
-        vjp_fn, _ = make_vjp(act.forward)(s)
+        res["analytic"][i] = act.backward(u, act.forward(s)[1])[j]
+        vjp_fn, _ = make_vjp(act)(s)
         res["autograd"][i] = vjp_fn(u)[j]
         xp, xm = delta + eps, delta - eps
         res["central"][i] = (F(xp) - F(xm)) / (2.0 * eps)

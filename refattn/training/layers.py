@@ -1,12 +1,14 @@
-r"""The small layers the models share, each forward with its VJP right under it.
+r"""The small layers the models share, each forward with its backward right under it.
 
 The three models (:mod:`refattn.training.models`) are built from attention
-(:mod:`refattn.attention`) and a handful of layers: an affine map, a relu,
+(:func:`refattn.attention`) and a handful of layers: an affine map, a relu,
 layer normalisation without gain or bias, and a loss. Each is here once, as a
 forward function written against :func:`refattn.core.backend.array_module` (NumPy,
 CuPy, or autograd's NumPy while autograd traces it; no in-place assignment),
-then its hand-derived VJP, then one comment naming the derivative
-(micrograd's layout). ``derivations/21-layers.md`` derives every VJP line by
+then its hand-derived backward pass, then one comment naming the derivative
+(micrograd's layout). The convention is the textbook's: ``y, cache =
+layer(x, ...)`` and ``grads = layer_backward(grad_y, cache)``, the upstream
+gradient first, the gradients in the order of the inputs. ``derivations/21-layers.md`` derives every VJP line by
 line; ``tests/test_layers.py`` checks each one three ways (analytic, autograd,
 central differences).
 
@@ -37,9 +39,9 @@ per random seed) as one array program: every parameter has a leading axis
   the seed axis and the mean is taken per seed, one loss per seed ``(S,)``;
   otherwise over everything, one number.
 
-Every VJP takes the forward's arguments and the upstream gradient (the
-cotangent of the output, same shape as the output) and returns the gradient
-of each array argument.
+The cache is what the backward pass reads: the inputs (``linear``,
+``relu``), or what the forward computed anyway (``layer_norm``: the normalised
+rows and their inverse scales; the losses: the probabilities).
 """
 
 from __future__ import annotations
@@ -48,24 +50,35 @@ import math
 
 import numpy as np
 
-from ..core.backend import array_module, check_float_array, check_real, dtype_of, sigmoid, stop_gradient
+from ..core.backend import array_module, dtype_of, stop_gradient
+
+from ..core.checks import check_float_array, check_real
+
+from ..core.activations import sigmoid
 
 __all__ = [
     "linear",
-    "linear_vjp",
+    "linear_backward",
     "relu",
-    "relu_vjp",
+    "relu_backward",
     "layer_norm",
-    "layer_norm_vjp",
+    "layer_norm_backward",
     "softmax_cross_entropy",
-    "softmax_cross_entropy_vjp",
+    "softmax_cross_entropy_backward",
     "sigmoid_cross_entropy",
-    "sigmoid_cross_entropy_vjp",
+    "sigmoid_cross_entropy_backward",
 ]
 
 
 def _shape(x):
     return tuple(np.shape(stop_gradient(x)))
+
+
+def _cached(cache, layer, *names):
+    """The entries ``names`` of a cache from the forward of ``layer``, or a clear error."""
+    if not isinstance(cache, dict) or cache.get("layer") != layer:
+        raise TypeError(f"cache: expected the cache returned by {layer}, got {type(cache).__name__}")
+    return tuple(cache[n] for n in names)
 
 
 def _check_grad(grad, name, want):
@@ -119,7 +132,9 @@ def linear(x, W, b=None):
 
     Returns
     -------
-    ndarray (..., o), or (S, ..., o)
+    y : ndarray (..., o), or (S, ..., o)
+    cache : dict
+        ``x, W, b``, for :func:`linear_backward`.
 
     Derivation: ``derivations/21-layers.md``, section 1. Test:
     ``tests/test_layers.py::test_linear_vjp_three_ways``.
@@ -129,11 +144,11 @@ def linear(x, W, b=None):
     y = xp.reshape(x, lead + (-1, i)) @ xp.swapaxes(W, -1, -2)  # (S, rows, o) or (rows, o): every row at once
     if b is not None:
         y = y + b[..., None, :]  # (S, 1, o) or (1, o) broadcast over the rows
-    return xp.reshape(y, _shape(x)[:-1] + (o,))  # (S, ..., o)
+    return xp.reshape(y, _shape(x)[:-1] + (o,)), {"layer": "linear", "x": x, "W": W, "b": b}  # (S, ..., o)
 
 
-def linear_vjp(x, W, b, grad_y):
-    """VJP of :func:`linear`: ``(dx, dW, db)`` for the upstream gradient ``grad_y``.
+def linear_backward(grad_y, cache):
+    """Backward pass of :func:`linear`: ``(dx, dW, db)`` for the upstream gradient ``grad_y``.
 
     ``dx_n = W^T dy_n`` (in rows: ``dx = dy W``), ``dW = sum_n dy_n x_n^T``,
     ``db = sum_n dy_n``, the sums over every row ``n`` (of each seed, with a
@@ -141,9 +156,9 @@ def linear_vjp(x, W, b, grad_y):
 
     Parameters
     ----------
-    x, W, b
-        As given to :func:`linear`.
-    grad_y : ndarray, the shape of ``linear(x, W, b)``
+    grad_y : ndarray, the shape of ``y``
+    cache : dict
+        The second return value of :func:`linear`.
 
     Returns
     -------
@@ -151,6 +166,7 @@ def linear_vjp(x, W, b, grad_y):
     dW : ndarray, the shape of ``W``
     db : ndarray, the shape of ``b``, or None
     """
+    x, W, b = _cached(cache, "linear", "x", "W", "b")
     lead, o, i = _check_linear(x, W, b)
     _check_grad(grad_y, "grad_y", _shape(x)[:-1] + (o,))
     xp = array_module(x, W, grad_y)
@@ -172,7 +188,7 @@ def relu(x):
     """The rectifier, ``y = max(x, 0)`` entry by entry.
 
     Written with ``where``, so that autograd sees slope 0 at ``x = 0``
-    exactly as :func:`relu_vjp` does (autograd's ``maximum`` would split the
+    exactly as :func:`relu_backward` does (autograd's ``maximum`` would split the
     slope, 1/2 each way, at a tie).
 
     Parameters
@@ -181,18 +197,20 @@ def relu(x):
 
     Returns
     -------
-    ndarray, the shape of ``x``
+    y : ndarray, the shape of ``x``
+    cache : dict
+        ``x``, for :func:`relu_backward`.
 
     Derivation: ``derivations/21-layers.md``, section 2. Test:
     ``tests/test_layers.py::test_relu_vjp_three_ways``.
     """
     check_float_array(x, "x", min_ndim=0)
-    return array_module(x).where(x > 0, x, 0.0)
+    return array_module(x).where(x <= 0, 0.0, x), {"layer": "relu", "x": x}  # NaN stays NaN
 
 
-def relu_vjp(x, grad_y):
-    """VJP of :func:`relu`: ``dx = grad_y [x > 0]`` (``relu'(0) = 0`` by convention)."""
-    check_float_array(x, "x", min_ndim=0)
+def relu_backward(grad_y, cache):
+    """Backward pass of :func:`relu`: ``dx = grad_y [x > 0]`` (``relu'(0) = 0`` by convention)."""
+    (x,) = _cached(cache, "relu", "x")
     _check_grad(grad_y, "grad_y", _shape(x))
     return grad_y * (x > 0)
     # relu'(x) = 1 for x > 0, 0 for x < 0; at the kink x = 0 we take 0   (21.R1)
@@ -231,7 +249,9 @@ def layer_norm(x, eps=1e-5):
 
     Returns
     -------
-    ndarray, the shape of ``x``
+    z : ndarray, the shape of ``x``
+    cache : dict
+        ``z`` and ``r = 1 / sqrt(sigma^2 + eps)`` per row, for :func:`layer_norm_backward`.
 
     Derivation: ``derivations/21-layers.md``, section 3 (and
     ``derivations/11-nt-model.md``, Eq. 11.M2). Tests:
@@ -239,31 +259,23 @@ def layer_norm(x, eps=1e-5):
     ``test_layer_norm_moments``.
     """
     check_float_array(x, "x")
-    return _moments(x, check_real(eps, "eps", positive=True))[0]
+    z, r = _moments(x, check_real(eps, "eps", positive=True))  # (..., d), (..., 1)
+    return z, {"layer": "layer_norm", "z": z, "r": r}
 
 
-def layer_norm_vjp(x, grad_z, eps=1e-5):
-    """VJP of :func:`layer_norm`: ``dx = r (u - mean_j u_j - z mean_j(u_j z_j))``.
+def layer_norm_backward(grad_z, cache):
+    """Backward pass of :func:`layer_norm`: ``dx = r (u - mean_j u_j - z mean_j(u_j z_j))``.
 
-    With ``z = LN(x)``, ``r = 1 / sqrt(sigma^2 + eps)`` and the upstream
-    gradient ``u = grad_z``, means over the last axis. ``z`` and ``r`` are
-    recomputed from ``x`` (two row reductions) rather than cached, so that
-    the VJP takes the forward's own arguments.
-
-    Parameters
-    ----------
-    x : ndarray (..., d)
-    grad_z : ndarray, the shape of ``x``
-    eps : float > 0
+    With ``z = LN(x)``, ``r = 1 / sqrt(sigma^2 + eps)`` (both from the cache)
+    and the upstream gradient ``u = grad_z``, means over the last axis.
 
     Returns
     -------
     ndarray, the shape of ``x``
     """
-    check_float_array(x, "x")
-    _check_grad(grad_z, "grad_z", _shape(x))
-    z, r = _moments(x, check_real(eps, "eps", positive=True))  # (..., d), (..., 1)
-    xp = array_module(x, grad_z)
+    z, r = _cached(cache, "layer_norm", "z", "r")
+    _check_grad(grad_z, "grad_z", _shape(z))
+    xp = array_module(z, grad_z)
     mean_u = xp.mean(grad_z, axis=-1, keepdims=True)  # (..., 1)
     mean_uz = xp.mean(grad_z * z, axis=-1, keepdims=True)  # (..., 1)
     return r * (grad_z - mean_u - z * mean_uz)  # (..., d)
@@ -339,7 +351,9 @@ def softmax_cross_entropy(logits, target, *, seed_axis=False):
 
     Returns
     -------
-    ndarray (S,) or ()
+    loss : ndarray (S,) or ()
+    cache : dict
+        For :func:`softmax_cross_entropy_backward`.
 
     Derivation: ``derivations/21-layers.md``, section 4. Tests:
     ``tests/test_layers.py::test_softmax_cross_entropy_vjp_three_ways``,
@@ -352,28 +366,22 @@ def softmax_cross_entropy(logits, target, *, seed_axis=False):
     m = xp.max(stop_gradient(logits), axis=-1, keepdims=True)  # (..., 1) the shift
     lse = m[..., 0] + xp.log(xp.sum(xp.exp(logits - m), axis=-1))  # (...,) log sum_v e^y_v
     nll = lse - xp.sum(onehot * logits, axis=-1)  # (...,) one loss per token
-    return xp.mean(nll, axis=_mean_axes(len(shape), seed_axis))  # (S,) or ()
+    loss = xp.mean(nll, axis=_mean_axes(len(shape), seed_axis))  # (S,) or ()
+    return loss, {"layer": "softmax_cross_entropy", "logits": logits, "target": target, "seed_axis": seed_axis}
 
 
-def softmax_cross_entropy_vjp(logits, target, grad_loss, *, seed_axis=False):
-    """VJP of :func:`softmax_cross_entropy`: ``dy_t = g (softmax(y_t) - e_target_t) / T``.
+def softmax_cross_entropy_backward(grad_loss, cache):
+    """Backward pass of :func:`softmax_cross_entropy`: ``dy_t = g (softmax(y_t) - e_target_t) / T``.
 
     ``g`` is the upstream gradient of the loss (of the seed's loss, with a seed
-    axis) and ``T`` the number of tokens in that mean.
-
-    Parameters
-    ----------
-    logits, target, seed_axis
-        As given to :func:`softmax_cross_entropy`.
-    grad_loss : ndarray (S,) or ()
-        The upstream gradient, the shape of the loss.
+    axis), the shape of the loss, and ``T`` the number of tokens in that mean.
 
     Returns
     -------
     ndarray, the shape of ``logits``
     """
-    shape, V = _check_targets(logits, target)
-    seed_axis = _check_seed_axis(seed_axis, shape)
+    logits, target, seed_axis = _cached(cache, "softmax_cross_entropy", "logits", "target", "seed_axis")
+    shape, V = _shape(logits)[:-1], _shape(logits)[-1]
     _check_loss_grad(grad_loss, shape, seed_axis)
     xp = array_module(logits, grad_loss)
     e = xp.exp(logits - xp.max(logits, axis=-1, keepdims=True))  # (..., V) shifted
@@ -404,7 +412,9 @@ def sigmoid_cross_entropy(logits, labels, *, seed_axis=False):
 
     Returns
     -------
-    ndarray (S,) or ()
+    loss : ndarray (S,) or ()
+    cache : dict
+        For :func:`sigmoid_cross_entropy_backward`.
 
     Derivation: ``derivations/21-layers.md``, section 5. Test:
     ``tests/test_layers.py::test_sigmoid_cross_entropy_vjp_three_ways``,
@@ -414,7 +424,8 @@ def sigmoid_cross_entropy(logits, labels, *, seed_axis=False):
     shape = _shape(logits)
     seed_axis = _check_seed_axis(seed_axis, shape)
     xp = array_module(logits)
-    return xp.mean(xp.logaddexp(0.0, logits) - y * logits, axis=_mean_axes(len(shape), seed_axis))  # (S,) or ()
+    loss = xp.mean(xp.logaddexp(0.0, logits) - y * logits, axis=_mean_axes(len(shape), seed_axis))  # (S,) or ()
+    return loss, {"layer": "sigmoid_cross_entropy", "logits": logits, "labels": y, "seed_axis": seed_axis}
 
 
 def _labels(logits, labels):
@@ -431,23 +442,17 @@ def _labels(logits, labels):
     return array_module(logits).asarray(labels).astype(dtype_of(logits))
 
 
-def sigmoid_cross_entropy_vjp(logits, labels, grad_loss, *, seed_axis=False):
-    """VJP of :func:`sigmoid_cross_entropy`: ``da_t = g (sigmoid(a_t) - l_t) / T``.
+def sigmoid_cross_entropy_backward(grad_loss, cache):
+    """Backward pass of :func:`sigmoid_cross_entropy`: ``da_t = g (sigmoid(a_t) - l_t) / T``.
 
-    Parameters
-    ----------
-    logits, labels, seed_axis
-        As given to :func:`sigmoid_cross_entropy`.
-    grad_loss : ndarray (S,) or ()
-        The upstream gradient, the shape of the loss.
+    ``g`` is the upstream gradient, the shape of the loss.
 
     Returns
     -------
     ndarray, the shape of ``logits``
     """
-    y = _labels(logits, labels)
+    logits, y, seed_axis = _cached(cache, "sigmoid_cross_entropy", "logits", "labels", "seed_axis")
     shape = _shape(logits)
-    seed_axis = _check_seed_axis(seed_axis, shape)
     _check_loss_grad(grad_loss, shape, seed_axis)
     xp = array_module(logits, grad_loss)
     g = xp.reshape(grad_loss, _shape(grad_loss) + (1,) * (len(shape) - len(_shape(grad_loss))))  # (S, 1, .., 1)

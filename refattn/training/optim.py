@@ -6,7 +6,7 @@ optimiser keeps one reference to that dict and updates its arrays **in
 place**, so every other holder of the same arrays (a model, a closure) sees
 the new values. The gradients passed to :meth:`Optimizer.step` are a dict
 with the same keys and shapes, as the ``dparams`` of
-:meth:`refattn.core.scores.Score.vjp`.
+:meth:`refattn.core.scores.Score.backward`.
 
 Update rules, for one parameter ``p`` with gradient ``g`` at step
 ``t = 1, 2, ...`` (all operations elementwise):
@@ -50,7 +50,9 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ..core.backend import array_module, check_float_array
+from ..core.backend import array_module
+
+from ..core.checks import check_float_array
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "Adadelta", "Adagrad"]
 
@@ -129,7 +131,7 @@ class Optimizer:
         ----------
         grads : dict of str to ndarray
             ``dL/dp`` for every parameter: the same keys and shapes as the
-            parameter dict (e.g. the ``dparams`` of ``Score.vjp``).
+            parameter dict (e.g. the ``dparams`` of ``Score.backward``).
 
         Raises
         ------

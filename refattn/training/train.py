@@ -40,7 +40,9 @@ import numpy as np
 from autograd import value_and_grad
 from threadpoolctl import threadpool_limits
 
-from ..core.backend import array_module, check_int, to_numpy
+from ..core.backend import array_module, to_numpy
+
+from ..core.checks import check_int
 from .optim import Optimizer
 from .runs import atomic_write, jsonable
 

@@ -38,15 +38,15 @@ Batched over seeds (the trainer's model protocol, :mod:`refattn.training.train`)
 every parameter has a leading axis ``S``, one slice per seed, drawn from
 ``numpy.random.default_rng(seed)`` alone; a batch is
 ``{"x": (S, B, n) int, "y": (S, B, n) int}`` (``y`` the next tokens).
-:meth:`DecoderLM.loss` is written against
+``loss, cache = model.forward(params, batch)`` is written against
 :func:`refattn.core.backend.array_module` so that autograd traces the very code
-that runs; :meth:`DecoderLM.loss_and_grad` is the hand-derived backward
-(derivation 18, section 2, Eqs. 18.G1-18.G12). The attention step itself is
+that runs; ``grads = model.backward(grad_loss, cache)`` is the hand-derived
+backward (derivation 18, section 2, Eqs. 18.G1-18.G12). The attention step itself is
 :func:`refattn.core.attention.attention` and its backward
 :func:`refattn.core.attention.attention_backward`; the linear maps, the relu,
 the layer normalisations and the loss are :mod:`refattn.training.layers`
 (``linear``, ``relu``, ``layer_norm``, ``softmax_cross_entropy``, each with
-its VJP; ``derivations/21-layers.md``).
+its backward; ``derivations/21-layers.md``).
 """
 
 from __future__ import annotations
@@ -58,9 +58,10 @@ import numpy as np
 
 from ...core.activations import ACTIVATIONS, Activation, activation as _activation
 from ...fast import attention, attention_backward  # the fast path: same numbers as refattn.attention
-from ...core.backend import array_module, check_float_array, check_int, check_real, stop_gradient
-from ..layers import (layer_norm, layer_norm_vjp, linear, linear_vjp, relu, relu_vjp, softmax_cross_entropy,
-                      softmax_cross_entropy_vjp)
+from ...core.backend import array_module, stop_gradient
+from ...core.checks import check_float_array, check_int, check_real
+from ..layers import (layer_norm, layer_norm_backward, linear, linear_backward, relu, relu_backward,
+                      softmax_cross_entropy, softmax_cross_entropy_backward)
 from ...core.scores import score as _score
 from .nt import check_seed_params, check_seeds_and_dtype
 
@@ -454,37 +455,34 @@ class DecoderLM:
     def _sublayer(self, p, l, Z):
         w = self._layer_params(p, l)
         H = self.n_heads
-        Q = _split_heads(linear(Z, w["W_Q"], w["b_Q"]), H)  # (S, B, H, n, d_h)   18.D3
-        K = _split_heads(linear(Z, w["W_K"], w["b_K"]), H)  # (S, B, H, n, d_h)
-        V = _split_heads(linear(Z, w["W_V"], w["b_V"]), H)  # (S, B, H, n, d_h)
-        Y, caches = self._attend(p, l, Q, K, V)  # (S, B, H, n, d_h)          18.D4-18.D5
-        Yc = _merge_heads(Y)  # (S, B, n, D)
-        O = linear(Yc, w["W_O"], w["b_O"])  # (S, B, n, D)                     18.D6
-        return O, dict(Z1=Z, caches=caches, Yc=Yc)
+        (Q, cq), (K, ck), (V, cv) = (linear(Z, w["W_" + k], w["b_" + k]) for k in "QKV")  # (S, B, n, D)  18.D3
+        Y, caches = self._attend(p, l, _split_heads(Q, H), _split_heads(K, H), _split_heads(V, H))  # 18.D4-18.D5
+        O, co = linear(_merge_heads(Y), w["W_O"], w["b_O"])  # (S, B, n, D)                                18.D6
+        return O, dict(q=cq, k=ck, v=cv, att=caches, o=co)
 
     def _forward(self, params, x):
+        """Eqs. 18.D1-18.D10: the logits and every layer's cache, for :meth:`backward`."""
         p = params
         S, B, n = x.shape
         seed_ix = np.arange(S)[:, None, None]
         Hs = p["E"][seed_ix, x] + p["P"][:, None, :n]  # (S, B, n, D)               18.D1
         layers = []
         for l in range(self.n_layers):
-            Z1 = layer_norm(Hs, self.ln_eps)  # (S, B, n, D)                        18.D2
-            O, c = self._sublayer(p, l, Z1)  # (S, B, n, D)                         18.D3-18.D6
-            c["H1"] = Hs  # the LN's input, for its VJP
-            Hs = Hs + O  # (S, B, n, D)                                            18.D7
-            Z2 = layer_norm(Hs, self.ln_eps)  # (S, B, n, D)
             w = self._layer_params(p, l)
-            U = linear(Z2, w["W_1"], w["b_1"])  # (S, B, n, F)                      18.D8
-            T = relu(U)  # (S, B, n, F)
-            c.update(H2=Hs, Z2=Z2, U=U, T=T)
-            Hs = Hs + linear(T, w["W_2"], w["b_2"])  # (S, B, n, D)                 18.D9
-            layers.append(c)
-        Zf = layer_norm(Hs, self.ln_eps)  # (S, B, n, D)
-        logits = linear(Zf, p["W_r"], p["b_r"])  # (S, B, n, V)                    18.D10
-        return logits, dict(layers=layers, Hf=Hs, Zf=Zf)
+            Z1, c_ln1 = layer_norm(Hs, self.ln_eps)  # (S, B, n, D)                  18.D2
+            O, c = self._sublayer(p, l, Z1)  # (S, B, n, D)                         18.D3-18.D6
+            Hs = Hs + O  # (S, B, n, D)                                            18.D7
+            Z2, c_ln2 = layer_norm(Hs, self.ln_eps)  # (S, B, n, D)
+            U, c_1 = linear(Z2, w["W_1"], w["b_1"])  # (S, B, n, F)                 18.D8
+            T, c_relu = relu(U)  # (S, B, n, F)
+            F, c_2 = linear(T, w["W_2"], w["b_2"])  # (S, B, n, D)
+            Hs = Hs + F  # (S, B, n, D)                                            18.D9
+            layers.append(dict(c, ln1=c_ln1, ln2=c_ln2, ff1=c_1, relu=c_relu, ff2=c_2))
+        Zf, c_lnf = layer_norm(Hs, self.ln_eps)  # (S, B, n, D)
+        logits, c_r = linear(Zf, p["W_r"], p["b_r"])  # (S, B, n, V)               18.D10
+        return logits, dict(layers=layers, lnf=c_lnf, readout=c_r)
 
-    def forward(self, params, x):
+    def outputs(self, params, x):
         """Logits and attention weights for a batch of id sequences (Eqs. 18.D1-18.D10).
 
         Parameters
@@ -505,7 +503,7 @@ class DecoderLM:
         logits, c = self._forward(params, x)
         att, sco = [], []
         for l, layer in enumerate(c["layers"]):
-            caches = layer["caches"]
+            caches = layer["att"]
             if self.score_kinds[l] == "dot":
                 att.append(caches[0]["w"])
                 sco.append(caches[0]["s"])
@@ -514,8 +512,10 @@ class DecoderLM:
                 sco.append(np.stack([k["s"] for k in caches]))
         return {"logits": logits, "attention": att, "scores": sco}
 
-    def loss(self, params, batch):
-        """Per-seed next-token cross-entropy (Eq. 18.D11), traceable by autograd.
+    def forward(self, params, batch):
+        """Per-seed next-token cross-entropy (Eq. 18.D11) and the cache of :meth:`backward`.
+
+        Written against ``xp`` so that autograd traces it (:meth:`loss`).
 
         Parameters
         ----------
@@ -526,73 +526,79 @@ class DecoderLM:
 
         Returns
         -------
-        ndarray (S,)
+        loss : ndarray (S,)
+        cache : dict
         """
         x, y = self._check_batch(params, batch)
-        logits, _ = self._forward(params, x)
-        return softmax_cross_entropy(logits, y, seed_axis=True)  # (S,)   18.D11
+        logits, c = self._forward(params, x)
+        loss, c_loss = softmax_cross_entropy(logits, y, seed_axis=True)  # (S,)   18.D11
+        return loss, dict(c, params=params, x=x, y=y, logits=logits, loss=c_loss)
 
-    def loss_and_grad(self, params, batch):
-        """The loss and its hand-derived gradient ``d loss.sum() / d params``.
+    def loss(self, params, batch):
+        """The per-seed loss alone, ``forward(params, batch)[0]``, traceable by autograd."""
+        return self.forward(params, batch)[0]
+
+    def backward(self, grad_loss, cache):
+        """The hand-derived gradient of ``grad_loss . loss`` with respect to every parameter.
 
         The backward pass of ``derivations/18-decoder-and-cog.md``, section 2
         (Eqs. 18.G1-18.G12): the cross-entropy (18.G1), the readout and the final LN
         (18.G2-18.G3), then, from the last layer down, the feed-forward branch
         (18.G4-18.G6), the second LN (18.G7), the output projection (18.G8),
         :func:`refattn.core.attention.attention_backward` for the values, the
-        activation's VJP with the causal mask (``derivations/01-reweighted-softmax.md``,
-        Eq. 01.R4) and the score's VJP (18.G9), the projections (18.G10), the first LN
-        (18.G11), and last the embeddings (18.G12).
+        activation's backward pass with the causal mask
+        (``derivations/01-reweighted-softmax.md``, Eq. 01.R4) and the score's
+        (18.G9), the projections (18.G10), the first LN (18.G11), and last the
+        embeddings (18.G12).
 
         Returns
         -------
-        loss : ndarray (S,)
-        grads : dict, the keys and shapes of ``params``
-        aux : dict
-            ``prediction`` (S, B, n) argmax ids, ``correct`` (S, B, n) bool.
+        dict
+            The keys and shapes of ``params``.
         """
-        x, y = self._check_batch(params, batch)
-        p = params
-        logits, c = self._forward(p, x)
-        loss = softmax_cross_entropy(logits, y, seed_axis=True)  # (S,)
+        p, x, c = cache["params"], cache["x"], cache
         S, B, n = x.shape
-        eps = self.ln_eps
         g = {}
-        dlog = softmax_cross_entropy_vjp(logits, y, np.ones(S, logits.dtype), seed_axis=True)  # 18.G1
-        dZf, g["W_r"], g["b_r"] = linear_vjp(c["Zf"], p["W_r"], p["b_r"], dlog)  # 18.G2
-        dH = layer_norm_vjp(c["Hf"], dZf, eps)  # (S, B, n, D)                    18.G3
+        dlog = softmax_cross_entropy_backward(grad_loss, c["loss"])  # 18.G1
+        dZf, g["W_r"], g["b_r"] = linear_backward(dlog, c["readout"])  # 18.G2
+        dH = layer_norm_backward(dZf, c["lnf"])  # (S, B, n, D)                    18.G3
         for l in reversed(range(self.n_layers)):
-            cl, w = c["layers"][l], self._layer_params(p, l)
-            pre = f"h{l}."
-            dT, g[pre + "W_2"], g[pre + "b_2"] = linear_vjp(cl["T"], w["W_2"], w["b_2"], dH)  # 18.G4
-            dU = relu_vjp(cl["U"], dT)  # (S, B, n, F)                             18.G5 relu'(0) = 0
-            dZ2, g[pre + "W_1"], g[pre + "b_1"] = linear_vjp(cl["Z2"], w["W_1"], w["b_1"], dU)  # 18.G6
-            dH = dH + layer_norm_vjp(cl["H2"], dZ2, eps)  # both paths into H       18.G7
-            dYc, g[pre + "W_O"], g[pre + "b_O"] = linear_vjp(cl["Yc"], w["W_O"], w["b_O"], dH)  # 18.G8
+            cl, pre = c["layers"][l], f"h{l}."
+            dT, g[pre + "W_2"], g[pre + "b_2"] = linear_backward(dH, cl["ff2"])  # 18.G4
+            dU = relu_backward(dT, cl["relu"])  # (S, B, n, F)                     18.G5 relu'(0) = 0
+            dZ2, g[pre + "W_1"], g[pre + "b_1"] = linear_backward(dU, cl["ff1"])  # 18.G6
+            dH = dH + layer_norm_backward(dZ2, cl["ln2"])  # both paths into H      18.G7
+            dYc, g[pre + "W_O"], g[pre + "b_O"] = linear_backward(dH, cl["o"])  # 18.G8
             dY = _split_heads(dYc, self.n_heads)  # (S, B, H, n, d_h)
-            caches = cl["caches"]
+            caches = cl["att"]
             if self.score_kinds[l] == "dot":
-                d_att = attention_backward(dY, caches[0])  # 18.G9: Y = A V, A = phi(s), s = beta Q K^T
-                dQ, dK, dV = d_att["Q"], d_att["K"], d_att["V"]
+                dQ, dK, dV, _ = attention_backward(dY, caches[0])  # 18.G9: Y = A V, A = phi(s), s = beta Q K^T
             else:
                 parts = [attention_backward(dY[s], caches[s]) for s in range(S)]  # 18.G9, neural score
-                dQ, dK, dV = (np.stack([r[k] for r in parts]) for k in ("Q", "K", "V"))
+                dQ, dK, dV = (np.stack([r[i] for r in parts]) for i in range(3))
                 for k in NEURAL_PARAMS:
-                    g[f"{pre}neural.{k}"] = np.stack([r["params"][k] for r in parts])
+                    g[f"{pre}neural.{k}"] = np.stack([r[3][k] for r in parts])
             dZ1 = 0.0
             for key, dX in (("Q", dQ), ("K", dK), ("V", dV)):  # 18.G10
-                dz, g[pre + "W_" + key], g[pre + "b_" + key] = linear_vjp(cl["Z1"], w["W_" + key],
-                                                                          w["b_" + key], _merge_heads(dX))
+                dz, g[pre + "W_" + key], g[pre + "b_" + key] = linear_backward(_merge_heads(dX), cl[key.lower()])
                 dZ1 = dZ1 + dz
-            dH = dH + layer_norm_vjp(cl["H1"], dZ1, eps)  # 18.G11
+            dH = dH + layer_norm_backward(dZ1, cl["ln1"])  # 18.G11
         dEx = dH.reshape(S, B * n, self.D)  # (S, B n, D)                          18.G12
         onehot = np.eye(self.V, dtype=dEx.dtype)[x.reshape(S, B * n)]  # (S, B n, V)
         g["E"] = np.swapaxes(onehot, -1, -2) @ dEx  # (S, V, D) sum of dH over the positions holding id v
         g["P"] = np.zeros_like(p["P"])
         g["P"][:, :n] = dH.sum(axis=1)  # (S, n, D)
-        grads = {k: g[k] for k in self.param_names}
-        pred = np.argmax(logits, axis=-1)
-        return loss, grads, {"prediction": pred, "correct": pred == y}
+        return {k: g[k] for k in self.param_names}
+
+    def loss_and_grad(self, params, batch):
+        """``(loss, grads, aux)``: :meth:`forward`, then :meth:`backward` of ``loss.sum()`` (the trainer's call).
+
+        ``aux``: ``prediction`` (S, B, n) argmax ids, ``correct`` (S, B, n) bool.
+        """
+        loss, cache = self.forward(params, batch)
+        grads = self.backward(np.ones_like(loss), cache)
+        pred = np.argmax(cache["logits"], axis=-1)
+        return loss, grads, {"prediction": pred, "correct": pred == cache["y"]}
 
     # --- evaluation and text ----------------------------------------------------
     def evaluate(self, params, x, y, batch_size=64):
@@ -627,7 +633,7 @@ class DecoderLM:
         for a in range(0, N, bs):
             xb, yb = x[:, a:a + bs], y[:, a:a + bs]
             logits, _ = self._forward(params, xb)
-            loss = softmax_cross_entropy(logits, yb, seed_axis=True)
+            loss, _ = softmax_cross_entropy(logits, yb, seed_axis=True)
             total += loss * xb.shape[1] * xb.shape[2]
             correct += (np.argmax(logits, axis=-1) == yb).sum(axis=(1, 2))
         count = N * x.shape[2]

@@ -42,7 +42,7 @@ backward pass (``derivations/11-nt-model.md``, section 4), which reuses
 :func:`refattn.core.attention.attention_backward` (the value product, the
 activation's VJP with the causal mask, the dot-product score's VJP). Layer
 normalisation (Eqs. 11.M2, 11.M7) and its VJP (Eq. 11.B5) are
-:func:`refattn.training.layers.layer_norm` and :func:`refattn.training.layers.layer_norm_vjp`
+:func:`refattn.training.layers.layer_norm` and :func:`refattn.training.layers.layer_norm_backward`
 (``derivations/21-layers.md``, section 3).
 
 Devices: the parameters may be CuPy arrays (all of them on the GPU); the
@@ -64,10 +64,10 @@ import numpy as np
 
 from ...core.activations import Activation, activation as _activation
 from ...fast import attention, attention_backward  # the fast path: same numbers as refattn.attention
-from ...fast.layers import layer_norm, layer_norm_vjp  # the reference's formulas, row sums as products
+from ...fast.layers import layer_norm, layer_norm_backward  # the reference's formulas, row sums as products
 from ...fast.threads import num_threads, run_blocks
-from ...core.backend import (array_module, check_float_array, check_int, check_real, dtype_of, is_traced, stop_gradient,
-                       to_numpy)
+from ...core.backend import array_module, dtype_of, is_traced, stop_gradient, to_numpy
+from ...core.checks import check_float_array, check_int, check_real
 from ...core.scores import score as _score
 from ..tasks.nt import check_symbols
 
@@ -455,7 +455,7 @@ class NTModel:
         ctx = xp.asarray(context)  # host symbols to the parameters' device: the one explicit copy (no-op on NumPy)
         eye = xp.eye(self.d, dtype=dtype_of(p["W_Q"]))  # (d, d)
         X = eye[ctx]  # (S, B, n, d) one-hot, 11.M1 (a constant)
-        Z1 = layer_norm(eye, self.ln_eps)[ctx]  # (S, B, n, d) 11.M2: LN(e_x) is row x of LN(I), looked up
+        Z1 = layer_norm(eye, self.ln_eps)[0][ctx]  # (S, B, n, d) 11.M2: LN(e_x) is row x of LN(I), looked up
         W_QKV = xp.concatenate([p["W_Q"], p["W_K"], p["W_V"]], axis=-2)  # (S, n, 3d, d): one product, not three
         QKV = _apply(W_QKV, Z1)  # (S, B, n, 3d) = [W_Q Z1, W_K Z1, W_V Z1]
         d = self.d
@@ -465,13 +465,13 @@ class NTModel:
         Y, att = attention(Q, K, V, score=self._score, activation=self.activation,
                            causal=True)  # (S, B, n, d) 11.M4-11.M5: s = beta Q K^T, A = phi(s), Y = A V
         H = X + Y  # (S, B, n, d) 11.M6
-        Z2 = layer_norm(H, self.ln_eps)  # (S, B, n, d) 11.M7
+        Z2, ln2 = layer_norm(H, self.ln_eps)  # (S, B, n, d) 11.M7
         T = xp.tanh(_apply(p["W_1"], Z2))  # (S, B, n, 4d)
         G = self._add_bias("b_2", H + _apply(p["W_2"], T), p)  # (S, B, n, d) 11.M8
         y = xp.reshape(G, (S, B, n * self.d)) @ xp.swapaxes(p["W_r"], -1, -2)  # (S, B, d) 11.M9
         if self.shared == "b_r":
             y = y + p["b_r"][:, None]
-        return y, dict(Z1=Z1, att=att, A=att["w"], s=att["s"], H=H, Z2=Z2, T=T, G=G)
+        return y, dict(Z1=Z1, att=att, A=att["w"], s=att["s"], ln2=ln2, Z2=Z2, T=T, G=G)
 
     def _loss(self, y, target):
         """Eq. 11.M10: per seed, the mean over examples and outputs of ``(y - e_target)^2``."""
@@ -479,7 +479,7 @@ class NTModel:
         err = y - xp.eye(self.d, dtype=dtype_of(y))[xp.asarray(target)]  # (S, B, d)
         return xp.mean(err * err, axis=(1, 2)), err  # (S,)
 
-    def forward(self, params, context):
+    def outputs(self, params, context):
         """The model's outputs for a batch of contexts (Eqs. 11.M1-11.M9), for evaluation.
 
         Parameters
@@ -507,7 +507,7 @@ class NTModel:
 
     def predict(self, params, context):
         """Greedy inference: ``argmax_j y_j`` for each context, shape (S, B) (Expressive, section 4)."""
-        return self.forward(params, context)["prediction"]
+        return self.outputs(params, context)["prediction"]
 
     def generate(self, params, context, n_steps):
         """Greedy autoregressive continuation of each context (Expressive, "Readout & Testing").
@@ -546,8 +546,8 @@ class NTModel:
             window = np.concatenate([window[..., 1:], out[..., t:t + 1]], axis=-1)  # slide by one
         return out
 
-    def loss(self, params, batch):
-        """Per-seed loss (Eq. 11.M10), written against ``xp`` so that autograd can trace it.
+    def forward(self, params, batch):
+        """Per-seed loss (Eq. 11.M10) and the cache of :meth:`backward`, traceable by autograd.
 
         ``L_s = (1 / (B d)) sum_b sum_j (y_bj - [j = target_b])^2``: the mean
         squared difference between the readout and the one-hot next symbol
@@ -563,14 +563,20 @@ class NTModel:
 
         Returns
         -------
-        ndarray, shape (S,)
+        loss : ndarray, shape (S,)
+        cache : dict
         """
         context, target = self._check_batch(params, batch)
-        y, _ = self._forward(params, context)
-        return self._loss(y, target)[0]
+        y, c = self._forward(params, context)
+        loss, err = self._loss(y, target)
+        return loss, dict(c, params=params, context=context, target=target, y=y, err=err)
+
+    def loss(self, params, batch):
+        """The per-seed loss alone, ``forward(params, batch)[0]``."""
+        return self.forward(params, batch)[0]
 
     def loss_and_grad(self, params, batch):
-        """The loss and its hand-derived gradient ``d loss.sum() / d params``.
+        """``(loss, grads, aux)``: :meth:`forward`, then :meth:`backward` of ``loss.sum()`` (the trainer's call).
 
         The backward pass of ``derivations/11-nt-model.md``, section 4 (Eqs.
         11.B1-11.B10): readout, residual, feed-forward layer with ``tanh``, the second
@@ -614,12 +620,27 @@ class NTModel:
 
     def _loss_and_grad(self, p, context, target):
         """:meth:`loss_and_grad` on checked arguments, in the calling thread."""
-        y, c = self._forward(p, context)
-        loss, err = self._loss(y, target)
-        S, B, n = context.shape
+        loss, c = self.forward(p, {"context": context, "target": target})
+        grads = self.backward(array_module(loss).ones_like(loss), c)
+        y = c["y"]
+        pred = array_module(y).argmax(y, axis=-1)  # (S, B), on the parameters' device
+        aux = {"out": y, "prediction": pred, "correct": pred == array_module(y).asarray(target),
+               "scores": c["s"], "attention": c["A"]}
+        return loss, grads, aux
+
+    def backward(self, grad_loss, cache):
+        """The hand-derived gradient of ``grad_loss . loss`` with respect to every parameter (section 4).
+
+        Returns
+        -------
+        dict
+            The keys and shapes of ``params``.
+        """
+        c, p, y = cache, cache["params"], cache["y"]
+        S, B, n = cache["context"].shape
         d = self.d
         g = {}
-        dy = (2.0 / (B * d)) * err  # (S, B, d)                     11.B1: dL/dy
+        dy = (2.0 / (B * d)) * grad_loss[:, None, None] * c["err"]  # (S, B, d)   11.B1: dL/dy
         G_flat = c["G"].reshape(S, B, n * d)  # (S, B, n d)
         xp = array_module(y)
         g["W_r"] = xp.swapaxes(dy, -1, -2) @ G_flat  # (S, d, n d)   11.B3: y = W_r G + b_r
@@ -632,17 +653,13 @@ class NTModel:
         dU = dT * (1.0 - c["T"] * c["T"])  # (S, B, n, 4d)            tanh' = 1 - tanh^2
         g["W_1"] = _grad_W(dU, c["Z2"])  # (S, n, 4d, d)
         dZ2 = _grad_x(p["W_1"], dU)  # (S, B, n, d)
-        dH = dG + layer_norm_vjp(c["H"], dZ2, self.ln_eps)  # (S, B, n, d)   11.B5-11.B6: both paths into H
-        d_att = attention_backward(dH, c["att"])  # 11.B7-11.B9: Y = A V, A = phi(s) (Eq. 01.R4), s = beta Q K^T
-        dW_QKV = _grad_W(xp.concatenate([d_att["Q"], d_att["K"], d_att["V"]], axis=-1), c["Z1"])  # (S, n, 3d, d)
+        dH = dG + layer_norm_backward(dZ2, c["ln2"])  # (S, B, n, d)   11.B5-11.B6: both paths into H
+        dQKV = attention_backward(dH, c["att"])[:3]  # 11.B7-11.B9: Y = A V, A = phi(s) (Eq. 01.R4), s = beta Q K^T
+        dW_QKV = _grad_W(xp.concatenate(dQKV, axis=-1), c["Z1"])  # (S, n, 3d, d)
         for i, key in enumerate(("Q", "K", "V")):  # 11.B10: Q = W_Q Z1 + b_Q, ...
             g["W_" + key] = dW_QKV[:, :, i * d:(i + 1) * d]  # (S, n, d, d)
-            self._bias_grad("b_" + key, d_att[key], g)  # (S, n, d) or (S, d)   11.B11
-        grads = {name: g[name] for name in self.param_names}
-        pred = xp.argmax(y, axis=-1)  # (S, B), on the parameters' device
-        aux = {"out": y, "prediction": pred, "correct": pred == xp.asarray(target),
-               "scores": c["s"], "attention": c["A"]}
-        return loss, grads, aux
+            self._bias_grad("b_" + key, dQKV[i], g)  # (S, n, d) or (S, d)   11.B11
+        return {name: g[name] for name in self.param_names}
 
 
 def count_params(N, n_con, **options):

@@ -55,25 +55,26 @@ by many rows collects the sum of their gradients) and (02.S2) (``y = W x + b``:
 ``derivations/02-scores.md`` section 1.3.
 
     (B1)  da = (sigmoid(a) - y) / B          softplus' = sigmoid; 1/B from the mean
-                                             (refattn.training.layers.sigmoid_cross_entropy_vjp;
+                                             (refattn.training.layers.sigmoid_cross_entropy_backward;
                                              derivations/03-proposition-1.md, step 03.P3)
     (B2)  dw_o = sum_b da h~,  db_o = sum_b da,  dh~ = da w_o
     (B3)  dh = dh~ * m / (1 - p)
     (B4)  dw_i = V_i . dh,  dV_i = w_i dh               (M5 is bilinear in w and V)
-    (B5)  ds = activation(name).vjp(s, dw, mask=mask)
+    (B5)  ds = act.backward(dw, cache), the cache from  w, cache = act.forward(s, mask=mask)
                                   (derivations/01-reweighted-softmax.md, Eq. 01.R4)
     (B6)  "self":     dq_i = ds_i k_i / scale,  dk_i = ds_i q_i / scale    (02.SE2)
           "global":   dk_i = ds_i v / lam,  dv = sum_i ds_i k_i / lam       (02.G2)
           "additive": du = sum_i ds_i tanh(z_i),
                       dz_i = ds_i u * (1 - tanh(z_i)^2)                     (02.P2)
-          each by the score's own VJP in refattn.core.scores ("self"; "global",
-          with v on the seed axis; "additive" as "global" with lam = 1 on
-          the keys tanh(z_i), then tanh' = 1 - tanh^2)
+          "self" by the score's own backward in refattn.core.scores; "global"
+          written in the model, one v per seed (the seed axis lives in the
+          training code); "additive" as "global" with lam = 1 on the keys
+          tanh(z_i), then tanh' = 1 - tanh^2
     (B7)  every affine map of (M2) and (M4) by (02.S2), summed over sentences and
           tokens (02.S1); dx_i collects W^T dy_i from each of them. The code
           stacks the maps' weights into one (m H, E) matrix, so one
           refattn.training.layers.linear makes every projection and one
-          refattn.training.layers.linear_vjp gives all of (B7)
+          refattn.training.layers.linear_backward gives all of (B7)
     (B8)  dE[e] = sum of dx_i over every occurrence (b, i) of token e; rows of
           tokens that do not occur get 0 (a dense (S, V, E) array)
 
@@ -109,8 +110,10 @@ import numpy as np
 from ...core.activations import ACTIVATIONS
 from ...core.activations import activation as _get_activation
 from ...core import scores
-from ...core.backend import array_module, check_float_array, check_int, check_real, dtype_of, sigmoid, stop_gradient
-from ..layers import linear, linear_vjp, sigmoid_cross_entropy, sigmoid_cross_entropy_vjp
+from ...core.backend import array_module, dtype_of, stop_gradient
+from ...core.checks import check_float_array, check_int, check_real
+from ...core.activations import sigmoid
+from ..layers import linear, linear_backward, sigmoid_cross_entropy, sigmoid_cross_entropy_backward
 
 __all__ = ["SCORE_KINDS", "PolarityClassifier", "dropout_mask"]
 
@@ -145,14 +148,15 @@ def _project(xp, P, x, maps):
     """Apply the maps ``((W name, b name), ...)`` to every row of ``x (S, ..., E)``.
 
     The weights are stacked, ``W = [W_1; W_2; ...] (S, m H, E)``, so one
-    :func:`refattn.training.layers.linear` does them all; returns ``(W, b, [y_1, y_2, ...])``
-    with each ``y_j = W_j x + b_j`` of shape ``(S, ..., H)`` (a view of the one result).
+    :func:`refattn.training.layers.linear` does them all; returns ``(cache, [y_1, y_2, ...])``
+    with the linear map's cache and each ``y_j = W_j x + b_j`` of shape ``(S, ..., H)``
+    (a view of the one result).
     """
     W = xp.concatenate([P[w] for w, _ in maps], axis=1)  # (S, m H, E)
     b = xp.concatenate([P[c] for _, c in maps], axis=1)  # (S, m H)
-    Y = linear(x, W, b)  # (S, ..., m H)
+    Y, cache = linear(x, W, b)  # (S, ..., m H)
     H = P[maps[0][0]].shape[1]
-    return W, b, [Y[..., j * H:(j + 1) * H] for j in range(len(maps))]
+    return cache, [Y[..., j * H:(j + 1) * H] for j in range(len(maps))]
 
 
 def _split_grads(maps, dW, db):
@@ -165,49 +169,45 @@ def _split_grads(maps, dW, db):
 
 
 # --------------------------------------------------------------------------
-# The three per-token scores through refattn.core.scores: forward (M2), backward (B6)
+# The three per-token scores: forward (M2), backward (B6)
 # --------------------------------------------------------------------------
 
-#: The score's own vector, passed to the "global" score as its ``v`` (seed axis first).
+#: The score's own vector (``v`` of "global", ``u`` of "additive"), one per seed: ``(S, H)``.
 _VECTOR = {"global": "v", "additive": "u"}
 
 
-def _score_fn(kind, scale, lam):
-    """The :mod:`refattn.core.scores` score behind (M2).
+def _score_forward(xp, kind, sc, P, parts, lam):
+    """``(s, cache)`` from the projected embeddings ``parts`` (:func:`_project`); ``s (S, ...)``.
 
-    ``self`` is ``score("self", scale=scale)`` and ``global`` is
-    ``score("global", lam=lam)`` with ``v (S, H)`` on the seed axis. The
-    ``additive`` score is the global score with ``lam = 1`` of the keys
-    ``tanh(z_i)``: ``u . tanh(z_i) = tanh(z_i) . u / 1``.
-    """
-    if kind == "self":
-        return scores.score("self", scale=scale)
-    return scores.score("global", lam=lam if kind == "global" else 1.0)
-
-
-def _score_forward(xp, kind, sc, P, parts):
-    """``(s, keys)`` from the projected embeddings ``parts`` (:func:`_project`); ``s (S, ...)``.
-
-    ``keys`` are the score's inputs, kept for its VJP: ``(q, k)``, ``(k,)`` or ``(tanh(z),)``.
+    "self" is :func:`refattn.core.scores.score` ``("self", scale=scale)``. The
+    "global" score ``s_i = k_i . v / lam`` has one query vector per seed, so it
+    is written here, where the seed axis lives: ``v (S, H)`` meets the keys
+    of its own seed only. "additive" is the global score with ``lam = 1`` of
+    the keys ``tanh(z_i)``: ``u . tanh(z_i)``.
     """
     if kind == "self":
         q, k = parts  # (S, ..., H) each
-        return sc.forward(q, k), (q, k)  # s_i = q_i . k_i / scale
+        return sc.forward(q, k)  # s_i = q_i . k_i / scale
     k = parts[0] if kind == "global" else xp.tanh(parts[0])  # (S, ..., H): k_i, or tanh(z_i)
-    return sc.forward(None, k, {"v": P[_VECTOR[kind]]}), (k,)  # s_i = k_i . v / lam, or u . tanh(z_i)
+    v = P[_VECTOR[kind]]  # (S, H)
+    vs = xp.reshape(v, (v.shape[0],) + (1,) * (k.ndim - 2) + (v.shape[1],))  # (S, 1, .., 1, H)
+    return xp.sum(k * vs, axis=-1) / lam, {"k": k, "vs": vs, "lam": lam}  # s_i = k_i . v / lam  (02.G1)
 
 
-def _score_vjp(kind, sc, P, keys, ds):
+def _score_backward(kind, sc, ds, cache):
     """(B6): ``([dy_j], {vector: gradient})``, the gradients of the score's maps' outputs
     ``y_j`` (in :data:`_SCORE_MAPS` order) and of its own vector (``v``, ``u``)."""
     if kind == "self":
-        dq, dk, _ = sc.vjp(*keys, None, ds)  # dq_i = ds_i k_i / scale, dk_i = ds_i q_i / scale  (02.SE2)
+        dq, dk, _ = sc.backward(ds, cache)  # dq_i = ds_i k_i / scale, dk_i = ds_i q_i / scale  (02.SE2)
         return [dq, dk], {}
-    (k,) = keys
-    _, dk, dp = sc.vjp(None, k, {"v": P[_VECTOR[kind]]}, ds)  # dk_i = ds_i v / lam, dv = sum_i ds_i k_i / lam  (02.G2)
+    k, vs, lam = cache["k"], cache["vs"], cache["lam"]
+    S, H = k.shape[0], k.shape[-1]
+    g = ds / lam  # (S, ...)
+    dk = g[..., None] * vs  # (S, ..., H)   dk_i = ds_i v / lam  (02.G2)
+    dv = (g.reshape(S, 1, -1) @ k.reshape(S, -1, H))[:, 0]  # (S, H)   dv = sum_i ds_i k_i / lam, per seed
     if kind == "additive":
         dk = dk * (1.0 - k * k)  # dz_i = ds_i u tanh'(z_i), tanh' = 1 - tanh^2  (02.P2)
-    return [dk], {_VECTOR[kind]: dp["v"]}
+    return [dk], {_VECTOR[kind]: dv}
 
 
 def _scatter_rows(dx, tokens, V):
@@ -332,7 +332,8 @@ class PolarityClassifier:
         self.scale = check_real(scale, "scale", positive=True)
         self.lam = check_real(lam, "lam", positive=True)
         self.dropout = _drop_rate(dropout, "dropout")
-        self._score_fn = _score_fn(score, self.scale, self.lam)  # (M2), from refattn.core.scores
+        self._score_fn = scores.score("self", scale=self.scale) if score == "self" else None  # (M2)
+        self._lam = self.lam if score == "global" else 1.0
 
     def __repr__(self):
         return (f"PolarityClassifier(vocab_size={self.vocab_size}, activation={self.activation!r}, "
@@ -485,19 +486,19 @@ class PolarityClassifier:
         rows = tokens + V * np.arange(S)[:, None, None]  # (S, B, L) rows of emb as (S V, E)
         x = xp.reshape(params["emb"], (S * V, E))[rows]  # (S, B, L, E)   (M1)
         maps = _SCORE_MAPS[self.score] + (_VALUE_MAP,)
-        W, b, parts = _project(xp, params, x, maps)  # the score's maps and the value's, one matmul
-        s, keys = _score_forward(xp, self.score, self._score_fn, params, parts[:-1])  # (S, B, L)  (M2)
-        w = self.act.forward(s, mask=mask)  # (S, B, L)   (M3)
+        lin, parts = _project(xp, params, x, maps)  # the score's maps and the value's, one matmul
+        s, score_cache = _score_forward(xp, self.score, self._score_fn, params, parts[:-1], self._lam)  # (M2)
+        w, act_cache = self.act.forward(s, mask=mask)  # (S, B, L)   (M3)
         Vv = parts[-1]  # (S, B, L, H)   (M4) V_i = W_v x_i + b_v
         h = (w[..., None, :] @ Vv)[..., 0, :]  # (S, B, H)   (M5) h = sum_i w_i V_i
         drop = None if keep is None else keep * dtype_of(x).type(1.0 / (1.0 - self.dropout))  # m / (1 - p)
         hd = h if drop is None else h * drop  # (S, B, H)   (M6)
         a = (hd @ params["w_o"][:, :, None])[..., 0] + params["b_o"][:, None]  # (S, B)   (M7)
-        return {"x": x, "W": W, "b": b, "maps": maps, "keys": keys, "s": s, "w": w, "V": Vv,
+        return {"linear": lin, "maps": maps, "score": score_cache, "act": act_cache, "s": s, "w": w, "V": Vv,
                 "drop": drop, "h_drop": hd, "logit": a}
 
-    def loss(self, params, batch):
-        """Per-seed mean binary cross-entropy ``(S,)`` (M1)-(M8), written against ``xp``.
+    def forward(self, params, batch):
+        """Per-seed mean binary cross-entropy ``(S,)`` (M1)-(M8), and the cache of :meth:`backward`.
 
         ``L = softplus(a) - y a = -y log sigmoid(a) - (1 - y) log(1 - sigmoid(a))``,
         evaluated with ``logaddexp`` so that no logit overflows; dropout
@@ -509,33 +510,30 @@ class PolarityClassifier:
         S = self._check_params(params)
         tokens, labels, mask, keep = self._check_batch(batch, S, need_labels=True)
         f = self._forward(params, tokens, mask, keep)
-        return sigmoid_cross_entropy(f["logit"], labels, seed_axis=True)  # (S,)   (M8)
+        loss, f["loss"] = sigmoid_cross_entropy(f["logit"], labels, seed_axis=True)  # (S,)   (M8)
+        return loss, dict(f, params=params, tokens=tokens)
 
-    def loss_and_grad(self, params, batch):
-        """The loss ``(S,)`` and its hand-derived gradient ``d loss.sum() / d params``.
+    def loss(self, params, batch):
+        """The per-seed loss alone, ``forward(params, batch)[0]``, traceable by autograd."""
+        return self.forward(params, batch)[0]
+
+    def backward(self, grad_loss, cache):
+        """The hand-derived gradient of ``grad_loss . loss`` with respect to every parameter.
 
         Steps (B1)-(B8) of the module docstring, in order; the activation's
-        VJP is :meth:`refattn.core.activations.Activation.vjp`
+        backward pass is :meth:`refattn.core.activations.Activation.backward`
         (``derivations/01-reweighted-softmax.md``, Eq. 01.R4), the score's
-        backward follows ``derivations/02-scores.md`` (02.SE2, 02.G2, 02.P2, 02.S1, 02.S2).
+        follows ``derivations/02-scores.md`` (02.SE2, 02.G2, 02.P2, 02.S1, 02.S2).
 
         Returns
         -------
-        loss : ndarray (S,)
-        grads : dict of str to ndarray
+        dict of str to ndarray
             The keys and shapes of ``params``; ``grads["emb"]`` is dense
             ``(S, V, E)``, zero in the rows of tokens absent from the batch.
-        aux : dict of ndarray
-            ``s`` and ``w`` ``(S, B, L)`` (scores and weights of every
-            token), ``logit`` ``(S, B)``.
         """
-        S = self._check_params(params)
-        tokens, labels, mask, keep = self._check_batch(batch, S, need_labels=True)
-        P = params
-        f = self._forward(P, tokens, mask, keep)
-        a, hd = f["logit"], f["h_drop"]
-        loss = sigmoid_cross_entropy(a, labels, seed_axis=True)  # (S,)   (M8)
-        da = sigmoid_cross_entropy_vjp(a, labels, np.ones(S, a.dtype), seed_axis=True)  # (S, B)   (B1)
+        f, P = cache, cache["params"]
+        hd = f["h_drop"]
+        da = sigmoid_cross_entropy_backward(grad_loss, f["loss"])  # (S, B)   (B1)
         grads = {"b_o": da.sum(axis=1)}  # (S,)   (B2)
         grads["w_o"] = (da[:, None, :] @ hd)[:, 0]  # (S, H)   sum_b da h~
         dh = da[..., None] * P["w_o"][:, None, :]  # (S, B, H)   dh~ = da w_o
@@ -543,18 +541,27 @@ class PolarityClassifier:
             dh = dh * f["drop"]  # (B3) dh = dh~ m / (1 - p)
         dw = (f["V"] @ dh[..., None])[..., 0]  # (S, B, L)   (B4) dw_i = V_i . dh
         dV = f["w"][..., None] * dh[:, :, None, :]  # (S, B, L, H)   dV_i = w_i dh
-        ds = self.act.vjp(f["s"], dw, mask=mask)  # (S, B, L)   (B5)
-        dys, dvec = _score_vjp(self.score, self._score_fn, P, f["keys"], ds)  # (B6)
+        ds = self.act.backward(dw, f["act"])  # (S, B, L)   (B5)
+        dys, dvec = _score_backward(self.score, self._score_fn, ds, f["score"])  # (B6)
         grads.update(dvec)
         dY = np.concatenate(dys + [dV], axis=-1)  # (S, B, L, m H) the stacked maps' output gradient
-        dx, dW, db = linear_vjp(f["x"], f["W"], f["b"], dY)  # (S, B, L, E)   (B7) all maps at once
+        dx, dW, db = linear_backward(dY, f["linear"])  # (S, B, L, E)   (B7) all maps at once
         grads.update(_split_grads(f["maps"], dW, db))
-        grads["emb"] = _scatter_rows(dx, tokens, self.vocab_size)  # (S, V, E)   (B8)
-        aux = {"s": f["s"], "w": f["w"], "logit": a}
-        return loss, {k: grads[k] for k in P}, aux
+        grads["emb"] = _scatter_rows(dx, f["tokens"], self.vocab_size)  # (S, V, E)   (B8)
+        return {k: grads[k] for k in P}
+
+    def loss_and_grad(self, params, batch):
+        """``(loss, grads, aux)``: :meth:`forward`, then :meth:`backward` of ``loss.sum()`` (the trainer's call).
+
+        ``aux``: ``s`` and ``w`` ``(S, B, L)`` (scores and weights of every
+        token), ``logit`` ``(S, B)``.
+        """
+        loss, cache = self.forward(params, batch)
+        grads = self.backward(np.ones_like(loss), cache)
+        return loss, grads, {"s": cache["s"], "w": cache["w"], "logit": cache["logit"]}
 
     # --- evaluation ----------------------------------------------------------------
-    def forward(self, params, batch):
+    def outputs(self, params, batch):
         """Evaluate without dropout (``batch["dropout"]`` is ignored).
 
         Returns
@@ -571,7 +578,7 @@ class PolarityClassifier:
 
     def predict(self, params, batch):
         """Predicted labels ``(S, B)`` int64: 1 where ``sigmoid(a) > 1/2``, i.e. ``a > 0``."""
-        return (self.forward(params, batch)["logit"] > 0).astype(np.int64)
+        return (self.outputs(params, batch)["logit"] > 0).astype(np.int64)
 
     def token_scores(self, params):
         """The score of every vocabulary token, ``(S, V)``: (M2) applied to each row of ``emb``.
@@ -581,8 +588,8 @@ class PolarityClassifier:
         """
         self._check_params(params)
         xp = array_module(*params.values())
-        parts = _project(xp, params, params["emb"], _SCORE_MAPS[self.score])[2]  # (S, V, H) each
-        return _score_forward(xp, self.score, self._score_fn, params, parts)[0]
+        parts = _project(xp, params, params["emb"], _SCORE_MAPS[self.score])[1]  # (S, V, H) each
+        return _score_forward(xp, self.score, self._score_fn, params, parts, self._lam)[0]
 
     def token_polarity(self, params):
         """Token polarity scores ``o_e = w_o . (W_v E[e] + b_v)``, ``(S, V)``.
@@ -592,5 +599,5 @@ class PolarityClassifier:
         (``derivations/03-proposition-1.md``, step 03.P4).
         """
         self._check_params(params)
-        values = linear(params["emb"], params["W_v"], params["b_v"])  # (S, V, H)
+        values = linear(params["emb"], params["W_v"], params["b_v"])[0]  # (S, V, H)
         return (values @ params["w_o"][:, :, None])[..., 0]  # (S, V)

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...core.backend import check_int
+from ...core.checks import check_int
 
 __all__ = [
     "VARIANTS",

@@ -61,7 +61,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ...core.backend import check_int
+from ...core.checks import check_int
 
 __all__ = [
     "NEUTRAL",

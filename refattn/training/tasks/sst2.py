@@ -41,7 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...core.backend import check_int
+from ...core.checks import check_int
 
 __all__ = [
     "ENV_VAR",
@@ -203,7 +203,7 @@ def tokenize(sentence, lower=False):
 
 
 def _int_or_none(value, name, minimum):
-    """Raise unless ``value`` is None or an integer (not bool) >= minimum (:func:`refattn.core.backend.check_int`)."""
+    """Raise unless ``value`` is None or an integer (not bool) >= minimum (:func:`refattn.core.checks.check_int`)."""
     if value is not None:
         check_int(value, name, minimum)
 

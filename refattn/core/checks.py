@@ -1,0 +1,288 @@
+"""The argument checks, in one place, so the formulas elsewhere read clean.
+
+Every public entry point of ``refattn/core`` checks its arguments here before
+any arithmetic; bad input gets one line naming the argument and what was
+expected (``TypeError`` for a wrong kind, ``ValueError`` for a wrong value).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import warnings
+from collections.abc import Mapping
+
+import numpy as np
+
+from . import backend
+from .backend import dtype_of, is_traced, shape_of
+
+__all__ = ["check_float_array", "check_int", "check_real", "check_axis", "check_mask", "check_grad",
+           "activation_forward", "activation_backward", "score_forward", "score_backward", "score_inputs",
+           "init_args", "attention_args", "gradcheck_args", "check_cotangent"]
+
+
+# --- Values ----------------------------------------------------------------------------------------
+def check_float_array(x, name: str, *, min_ndim: int = 1, ndim: int | None = None):
+    """Raise unless ``x`` is a non-empty float array (NumPy, CuPy or traced; a NumPy scalar is 0-d)."""
+    if not (isinstance(x, (np.ndarray, np.generic)) or is_traced(x) or backend.is_cupy(x)):
+        raise TypeError(f"{name}: expected a floating-point array (numpy.ndarray, cupy.ndarray), "
+                        f"got {type(x).__name__}")
+    if dtype_of(x).kind != "f":
+        raise TypeError(f"{name}: expected a real floating dtype (float32 or float64), got {dtype_of(x)}; "
+                        f"convert with .astype(numpy.float64)")
+    shape = shape_of(x)
+    if ndim is not None and len(shape) != ndim:
+        raise ValueError(f"{name}: expected {ndim} dimensions, got shape {shape}")
+    if len(shape) < min_ndim:
+        raise ValueError(f"{name}: expected at least {min_ndim} dimension(s), got shape {shape}")
+    if 0 in shape:
+        raise ValueError(f"{name}: expected a non-empty array, got shape {shape}")
+
+
+def check_int(value, name: str, least: int = 1) -> int:
+    """``value`` as an int after checking it is an integer (not a bool) ``>= least``."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name}: expected an int >= {least}, got {type(value).__name__}")
+    if value < least:
+        raise ValueError(f"{name}: expected an int >= {least}, got {value}")
+    return int(value)
+
+
+def check_real(value, name: str, *, positive: bool = False, nonnegative: bool = False,
+               allow_none: bool = False, finite: bool = True) -> float | None:
+    """``value`` as a float after checking it is a real number, never NaN (and finite, > 0, >= 0 if asked)."""
+    if value is None and allow_none:
+        return None
+    want = ("a positive" if positive else "a non-negative" if nonnegative else "a")
+    want += (" finite" if finite else "") + " real number" + (" or None" if allow_none else "")
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name}: expected {want}, got {type(value).__name__}")
+    v = float(value)
+    if math.isnan(v) or (finite and math.isinf(v)) or (positive and v <= 0) or (nonnegative and v < 0):
+        raise ValueError(f"{name}: expected {want}, got {value!r}")
+    return v
+
+
+def check_axis(axis, ndim: int, name: str = "axis") -> int:
+    """``axis`` normalised to ``0 <= axis < ndim``."""
+    if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, (int, np.integer)):
+        raise TypeError(f"{name}: expected an int, got {type(axis).__name__}")
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"{name}: {axis} is out of range for an array of {ndim} dimension(s)")
+    return int(axis) % ndim
+
+
+def check_mask(mask, shape, name: str = "mask"):
+    """``mask`` (or ``None``) after checking it is boolean (``True`` = keep) and broadcasts to ``shape``."""
+    if mask is None:
+        return None
+    if not (isinstance(mask, np.ndarray) or backend.is_cupy(mask)):
+        raise TypeError(f"{name}: expected a boolean array (True = keep), got {type(mask).__name__}")
+    if np.dtype(mask.dtype) != np.bool_:
+        raise TypeError(f"{name}: expected dtype bool (True = keep), got {np.dtype(mask.dtype)}")
+    try:
+        ok = np.broadcast_shapes(mask.shape, tuple(shape)) == tuple(shape)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(f"{name}: shape {tuple(mask.shape)} does not broadcast to the scores' shape {tuple(shape)}")
+    return mask
+
+
+def check_grad(grad, name: str, want):
+    """Raise unless the upstream gradient ``grad`` is a float array of shape ``want``."""
+    check_float_array(grad, name, min_ndim=0)
+    if shape_of(grad) != tuple(want):
+        raise ValueError(f"{name}: shape {shape_of(grad)} does not match the output's shape {tuple(want)}")
+
+
+def _check_cache(cache, kind):
+    if not isinstance(cache, Mapping) or cache.get("kind") != kind:
+        raise TypeError(f"cache: expected the cache returned by {kind}.forward, got {type(cache).__name__}")
+
+
+# --- Activations: phi, cache = act.forward(s, axis, mask);  ds = act.backward(dphi, cache) ---------
+def activation_forward(forward):
+    """Decorator: check ``s``, ``axis`` and ``mask``, then call ``forward`` with the axis normalised."""
+
+    @functools.wraps(forward)
+    def checked(self, s, axis=-1, mask=None):
+        check_float_array(s, "s")
+        axis = check_axis(axis, len(shape_of(s)))
+        check_mask(mask, shape_of(s))
+        return forward(self, s, axis, mask)
+
+    return checked
+
+
+def activation_backward(backward):
+    """Decorator: check that ``cache`` came from an activation's forward and ``grad_phi`` fits it."""
+
+    @functools.wraps(backward)
+    def checked(self, grad_phi, cache):
+        _check_cache(cache, "Activation")
+        check_grad(grad_phi, "grad_phi", shape_of(cache["s"]))
+        return backward(self, grad_phi, cache)
+
+    return checked
+
+
+# --- Scores: s, cache = sc.forward(q, k, params);  dq, dk, dparams = sc.backward(ds, cache) --------
+def _params(sc, params, sizes):
+    """``params`` as a dict, checked against ``sc.param_spec`` (shapes in symbols: ``d, n_q, n_k``
+    from ``q`` and ``k``, any other from the first parameter that has it)."""
+    params = {} if params is None else params
+    if not isinstance(params, Mapping):
+        raise TypeError(f"params: expected a dict of arrays, got {type(params).__name__}")
+    spec = sc.param_spec(params)
+    for p in spec:
+        if p not in params:
+            raise ValueError(f"params: missing {p!r}; score {sc.name!r} needs {tuple(spec)} (see init_params)")
+    for p in params:
+        if p not in spec:
+            raise ValueError(f"params: unexpected {p!r}; score {sc.name!r} takes "
+                             f"{tuple(spec) if spec else 'no parameters'}")
+    origin, sizes = dict.fromkeys(sizes, "q and k"), dict(sizes)  # where each size was read
+    for p, symbols in spec.items():
+        check_float_array(params[p], f"params[{p!r}]", min_ndim=0)
+        shape = shape_of(params[p])
+        bad = [y for y, n in zip(symbols, shape) if sizes.setdefault(y, n) != n]
+        if len(shape) != len(symbols) or bad:
+            read = "; ".join(f"{y} = {sizes[y]} from {origin.get(y, 'an earlier parameter')}" for y in bad)
+            raise ValueError(f"params[{p!r}]: expected shape ({', '.join(symbols)}{',' * (len(symbols) == 1)}) "
+                             f"= {tuple(sizes.get(y, y) for y in symbols)}, got {shape}" + (f" ({read})" if read else ""))
+    return dict(params)
+
+
+def score_inputs(sc, q, k, params):
+    """Check ``q (..., n_q, d)``, ``k (..., n_k, d)`` and ``params``; return the scores' shape and params."""
+    check_float_array(k, "k", min_ndim=2)
+    *batch, n_k, d = shape_of(k)
+    n_q = n_k
+    if sc.uses_q:
+        check_float_array(q, "q", min_ndim=2)
+        *qbatch, n_q, dq = shape_of(q)
+        if dq != d:
+            raise ValueError(f"k: its last dimension (the feature size d) is {d}, but q's is {dq}; "
+                             f"q (..., n_q, d) and k (..., n_k, d) must share d")
+        if not sc.pairwise and n_q != n_k:
+            raise ValueError(f"k: has {n_k} tokens but q has {n_q}; the per-token score {sc.name!r} pairs q_i with k_i")
+        try:
+            batch = list(np.broadcast_shapes(tuple(qbatch), tuple(batch)))
+        except ValueError:
+            raise ValueError(f"k: batch dimensions {tuple(batch)} do not broadcast with q's {tuple(qbatch)}") from None
+    params = _params(sc, params, {"d": d, "n_q": n_q, "n_k": n_k})
+    return tuple(batch) + ((n_q, n_k) if sc.pairwise else (n_k,)), params
+
+
+def init_args(sc, d, rng, dtype, sizes):
+    """Check the arguments of ``Score.init_params``."""
+    check_int(d, "d", 1)
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng: expected a numpy.random.Generator (numpy.random.default_rng(seed)), "
+                        f"got {type(rng).__name__}")
+    if np.dtype(dtype).kind != "f":
+        raise TypeError(f"dtype: expected a real floating dtype, got {np.dtype(dtype)}")
+    for name in sizes:
+        if name not in sc.size_names:
+            raise TypeError(f"{name}: unknown size for score {sc.name!r}; expected one of {sc.size_names}")
+
+
+def score_forward(forward):
+    """Decorator: check ``q``, ``k`` and ``params``; the cache records the scores' shape."""
+
+    @functools.wraps(forward)
+    def checked(self, q, k, params=None):
+        shape, params = score_inputs(self, q, k, params)
+        s, cache = forward(self, q, k, params)
+        return s, {"kind": "Score", "shape": shape, **cache}
+
+    return checked
+
+
+def score_backward(backward):
+    """Decorator: check that ``cache`` came from a score's forward and ``grad_s`` fits it."""
+
+    @functools.wraps(backward)
+    def checked(self, grad_s, cache):
+        _check_cache(cache, "Score")
+        check_grad(grad_s, "grad_s", cache["shape"])
+        return backward(self, grad_s, cache)
+
+    return checked
+
+
+# --- Attention -------------------------------------------------------------------------------------
+def attention_args(Q, K, V, score, activation, params, mask, causal, score_options):
+    """Check :func:`refattn.core.attention.attention`'s arguments; return ``(score, activation, params,
+    mask, n_q)``, the first two as instances and ``n_q`` the query rows (1 for a per-token score)."""
+    from .activations import Activation, activation as get_activation  # noqa: PLC0415
+    from .scores import Score, score as get_score  # noqa: PLC0415
+
+    if score_options and isinstance(score, Score):
+        raise ValueError("score_options: give options only with a score name, not a Score instance")
+    sc = score if isinstance(score, Score) else get_score(score, **(score_options or {}))
+    act = activation if isinstance(activation, Activation) else get_activation(activation)
+    check_float_array(K, "K", min_ndim=2)
+    check_float_array(V, "V", min_ndim=2)
+    kshape, vshape = shape_of(K), shape_of(V)
+    if kshape[:-1] != vshape[:-1]:
+        raise ValueError(f"V: shape {vshape} must match K's {kshape} in every axis but the last")
+    if not isinstance(causal, (bool, np.bool_)):
+        raise TypeError(f"causal: expected True or False, got {type(causal).__name__}")
+    if Q is None and sc.uses_q:
+        raise ValueError(f"Q: the score {sc.name!r} needs queries; only a score with no query input "
+                         f"(such as 'global') takes Q=None")
+    n_q = 1
+    if Q is not None:
+        check_float_array(Q, "Q", min_ndim=2)
+        qshape = shape_of(Q)
+        if qshape[:-2] != kshape[:-2]:
+            raise ValueError(f"Q: leading (batch, head) axes {qshape[:-2]} differ from K's {kshape[:-2]}")
+        if qshape[-1] != kshape[-1]:
+            raise ValueError(f"Q: last axis {qshape[-1]} differs from K's {kshape[-1]}")
+        if not sc.pairwise and qshape[-2] != kshape[-2]:
+            raise ValueError(f"Q: per-token scores need one query per key, got n_q={qshape[-2]}, n_k={kshape[-2]}")
+        n_q = qshape[-2] if sc.pairwise else 1
+    check_mask(mask, kshape[:-2] + (n_q, kshape[-2]))
+    if causal and not sc.pairwise:
+        raise ValueError("causal: a per-token score has no query positions to be causal about")
+    if causal and n_q != kshape[-2]:
+        raise ValueError(f"causal: needs as many queries as keys, got n_q={n_q}, n_k={kshape[-2]}")
+    params = _params(sc, params, {"d": kshape[-1], "n_q": n_q, "n_k": kshape[-2]})  # before any work
+    return sc, act, params, mask, n_q
+
+
+# --- gradcheck -------------------------------------------------------------------------------------
+def gradcheck_args(args, checks, max_fd_coords, eps, rtol, atol, rounding_safety):
+    """Check :func:`refattn.core.gradcheck.gradcheck`'s arguments; return ``(checks, eps, rtol, atol, c)``."""
+    if not isinstance(args, Mapping) or not args:
+        raise TypeError(f"args: expected a non-empty mapping of name to float64 array, got {args!r:.80}")
+    for k, v in args.items():
+        if not isinstance(v, np.ndarray) or v.dtype != np.float64:
+            raise TypeError(f"args[{k!r}]: gradcheck works in float64 NumPy arrays, "
+                            f"got {type(v).__name__} {getattr(v, 'dtype', '')}")
+    checks = (checks,) if isinstance(checks, str) else tuple(checks)
+    unknown = sorted(set(checks) - {"autograd", "central"})
+    if unknown:
+        raise ValueError(f"checks: unknown check(s) {unknown}; expected a subset of ('autograd', 'central')")
+    if max_fd_coords is not None:
+        check_int(max_fd_coords, "max_fd_coords", 1)
+    return (checks, check_real(eps, "eps", positive=True), check_real(rtol, "rtol", nonnegative=True),
+            check_real(atol, "atol", nonnegative=True), check_real(rounding_safety, "rounding_safety", nonnegative=True))
+
+
+def check_cotangent(cotangent, shape, rng):
+    """A standard normal cotangent of ``shape``, or the caller's after checking it (warned about if constant)."""
+    if cotangent is None:
+        return rng.standard_normal(shape)
+    u = np.asarray(cotangent, np.float64)
+    if u.shape != shape:
+        raise ValueError(f"cotangent: shape {u.shape} does not match the output's {shape}")
+    if not np.all(np.isfinite(u)):
+        raise ValueError("cotangent: has NaN or infinite entries")
+    if u.size > 1 and np.all(u == u.reshape(-1)[0]):
+        warnings.warn("cotangent: all entries are equal; a softmax-like Jacobian has columns that sum to "
+                      "zero, so a constant cotangent hides a wrong VJP (use a random one)", UserWarning, stacklevel=3)
+    return u
