@@ -42,6 +42,7 @@ import numpy as np  # noqa: E402
 
 from refattn.plots import save, small  # noqa: E402
 from refattn import ACTIVATIONS, activation  # noqa: E402
+from refattn.studies import prop1  # noqa: E402
 from refattn.theory import proposition1 as dyn  # noqa: E402
 
 SMALL = small()  # REFATTN_SMALL=1: small sizes; REFATTN_FIGDIR: where save() writes PNGs
@@ -124,12 +125,12 @@ ax.legend(fontsize=8)
 save(fig, "02_prop1_formula_vs_exact")
 
 # %% [markdown]
-# Every activation, every (output, loss) pair: `run_prop1` (the
+# Every activation, every (output, loss) pair: `refattn.studies.prop1` (the
 # `refattn prop1` command) reports the worst relative error.
 
 # %%
-res = dyn.run_prop1(seed=0)
-print(dyn.format_prop1_table(res))
+res = prop1.run(prop1.Settings(seed=0))
+print(prop1.report(res))
 
 # %% [markdown]
 # ## 3. TanhMax: Eq. 7 as printed and corrected

@@ -32,9 +32,9 @@ matplotlib.use(os.environ.get("MPLBACKEND", "Agg"))
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from refattn.studies.polarity import format_polarity, run_polarity  # noqa: E402
-from refattn.studies.score_dynamics import format_dynamics, run_dynamics  # noqa: E402
-from refattn.plots import plot_polarity, plot_score_dynamics, save, small  # noqa: E402
+from refattn.plots import save, small  # noqa: E402
+from refattn.studies import polarity, score_dynamics  # noqa: E402
+from refattn.studies.polarity import run_polarity  # noqa: E402
 from refattn.training.tasks.polarity import SEED001_SMALL, PolarityConfig  # noqa: E402
 
 SMALL = small()
@@ -50,9 +50,9 @@ SMALL = small()
 # exact velocity $-J\nabla R$ still agrees to first order.
 
 # %%
-summary, raw = run_dynamics(steps=60 if SMALL else 400, eta=0.5, return_raw=True)
-print(format_dynamics(summary))
-fig = plot_score_dynamics(raw)
+summary = score_dynamics.run(score_dynamics.Settings(steps=60 if SMALL else 400, eta=0.5))  # refattn dynamics
+print(score_dynamics.report(summary))
+fig = score_dynamics.plot(summary)
 save(fig, "03_score_dynamics")
 
 # %% [markdown]
@@ -74,7 +74,7 @@ save(fig, "03_score_dynamics")
 config = PolarityConfig(n_pos=20, n_neg=20, n_neutral=200, n_per_class=600, seed=0) if SMALL else SEED001_SMALL
 result = run_polarity(("softmax", "tanhmax", "signexp", "expressive"), seeds=3 if SMALL else 10,
                       config=config, epochs=4 if SMALL else 20)
-print(format_polarity(result))
+print(polarity.report(result))
 
 # %% [markdown]
 # Read the per-seed lines: softmax gives both polar groups large positive
@@ -87,7 +87,7 @@ print(format_polarity(result))
 # polarity: that is what the model identifies.
 
 # %%
-fig = plot_polarity(result)
+fig = polarity.plot(result)
 save(fig, "03_polarity_fig2")
 
 # %%
@@ -118,10 +118,10 @@ print(dict(zip(acts, np.round(frac, 2))))
 # (`derivations/14-sst2.md`); here the synthetic sentences keep it quick.
 
 # %%
-from refattn.studies.interpret import format_interpret, run_interpret
-from refattn.plots import plot_interpret
+from refattn.studies import interpret
+from refattn.studies.interpret import run_interpret
 
 interp = run_interpret(("softmax", "tanhmax"), "synthetic", seeds=1 if SMALL else 3, epochs=2 if SMALL else 8,
                        n_instances=24 if SMALL else 300, n_draws=5 if SMALL else 100, progress=False)
-print(format_interpret(interp))
-save(plot_interpret(interp), "03_interpret_table1")
+print(interpret.report(interp))
+save(interpret.plot(interp), "03_interpret_table1")

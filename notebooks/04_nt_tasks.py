@@ -42,8 +42,8 @@ matplotlib.use(os.environ.get("MPLBACKEND", "Agg"))
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from refattn.studies.nt_figures import (  # noqa: E402
-    LOG_FLOOR, format_nt_figure, plot_attention_snapshots, plot_nt_figure, run_fig4)
+from refattn.studies import nt_figures  # noqa: E402
+from refattn.studies.nt_figures import LOG_FLOOR, plot_attention_snapshots, run_fig4  # noqa: E402
 from refattn.training.models.nt import count_params  # noqa: E402
 from refattn.plots import save, small  # noqa: E402
 from refattn.training.tasks.nt import cycle_structure, generate, mean_cycle_length, state_cycles  # noqa: E402
@@ -126,7 +126,7 @@ save(fig, "04_nt_cycles")
 print("parameters at N = 2, N_con = 16:", count_params(2, 16))
 result = run_fig4(seeds=4 if SMALL else 16, epochs=150 if SMALL else 2000, eval_every=25 if SMALL else 20,
                   n_test=20 if SMALL else 100, snapshot_epochs=(0, 150) if SMALL else (0, 200, 2000))
-print(format_nt_figure(result))
+print(nt_figures.report(result))
 
 # %% [markdown]
 # Each seed's accuracy (thin) and the mean (thick), EA blue and DPA maroon
@@ -136,7 +136,7 @@ print(format_nt_figure(result))
 # (the model reads its own predictions), on fresh test series.
 
 # %%
-fig = plot_nt_figure(result)
+fig = nt_figures.plot(result)
 save(fig, "04_nt_fig4")
 
 # %% [markdown]

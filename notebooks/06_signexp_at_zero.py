@@ -38,7 +38,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from refattn.plots import save, small  # noqa: E402
-from refattn.theory.signexp_at_zero import near_zero_table, signexp_near_zero  # noqa: E402
+from refattn.studies import signexp_zero  # noqa: E402
+from refattn.theory.signexp_at_zero import signexp_near_zero  # noqa: E402
 
 SMALL = small()
 
@@ -53,7 +54,7 @@ SMALL = small()
 
 # %%
 res = signexp_near_zero()
-print(near_zero_table(res))
+print(signexp_zero.report(res))
 
 # %% [markdown]
 # Reading the table:
@@ -78,24 +79,9 @@ print(near_zero_table(res))
 # normaliser has a kink at 0.
 
 # %%
-k = 19 if SMALL else 73
-mag = np.logspace(-10, -1, k)  # (k,)
 eps = 1e-6
-sides = {"delta > 0": signexp_near_zero(mag, eps=eps), "delta < 0": signexp_near_zero(-mag, eps=eps)}
-
-fig, axes = plt.subplots(1, 2, figsize=(9.0, 3.5), sharey=True)
-for ax, (label, r) in zip(axes, sides.items()):
-    ax.loglog(mag, np.abs(r["central"]), "o", ms=4, mfc="none", label="central differences")
-    ax.loglog(mag, np.abs(r["central_predicted"]), "-", lw=1, color="k", label="prediction (09.Z8)")
-    ax.loglog(mag, np.abs(r["analytic"]), "s", ms=3, label="analytic VJP")
-    ax.loglog(mag, np.abs(r["autograd"]), "x", ms=4, label="autograd")
-    ax.axvline(eps, color="gray", lw=0.6, ls="--")
-    ax.set_title(f"{label}: entry j = {r['j']}, eps = {eps:g}", fontsize=9)
-    ax.set_xlabel("|delta|", fontsize=8)
-    ax.tick_params(labelsize=7)
-axes[0].set_ylabel("|d(u . phi) / d s_j|", fontsize=8)
-axes[0].legend(fontsize=7)
-fig.tight_layout()
+study = signexp_zero.run(signexp_zero.Settings(eps=eps))  # the table above and this sweep: refattn signexp-at-zero
+fig = signexp_zero.plot(study)
 save(fig, "06_three_estimates")
 
 print(f"jump J = {res['jump']:.6g}, J/(2 eps) = {res['jump'] / (2 * eps):.6g}")

@@ -15,9 +15,10 @@
 # weights **normalised by the context** $C(s) = \sum_k h(s_k)$. Its Table 3
 # marks six activations against them.
 #
-# `refattn.theory.properties` measures the four properties for every registered
-# activation, numerically, and compares the result with Table 3, which is the
-# only thing in it written by hand. This notebook draws what the
+# `refattn.theory.properties` measures the four properties of an activation,
+# numerically; `refattn.studies.four_properties` (the `refattn properties`
+# command) measures every registered activation and compares the result with
+# Table 3, which is the only thing written by hand. This notebook draws what the
 # measurements look at: $g$ itself, $\log|g|$ with its best affine fit, the
 # computed table beside the paper's, and the rank of $\log|\phi(Wh)|$ that
 # ties log-nonlinearity to the softmax bottleneck. The criteria and proofs
@@ -38,15 +39,8 @@ import numpy as np  # noqa: E402
 from refattn.theory.catalogue import about  # noqa: E402
 from refattn import ACTIVATIONS, activation  # noqa: E402
 from refattn.plots import save, small  # noqa: E402
-from refattn.theory.properties import (  # noqa: E402
-    PAPER_TABLE3,
-    PROPERTIES,
-    PROPERTY_TITLES,
-    bottleneck_rank,
-    format_properties_table,
-    measure_log_nonlinearity,
-    run_properties,
-)
+from refattn.studies import four_properties  # noqa: E402
+from refattn.theory.properties import bottleneck_rank, measure_log_nonlinearity  # noqa: E402
 
 SMALL = small()  # REFATTN_SMALL=1: small sizes; REFATTN_FIGDIR: where save() writes PNGs
 
@@ -55,9 +49,9 @@ np.set_printoptions(precision=4, linewidth=100)
 # %% [markdown]
 # ## The computed table
 #
-# `run_properties()` measures every activation in the registry (so a newly
+# `four_properties.run` measures every activation in the registry (so a newly
 # registered one appears here without any change) and compares with Table 3.
-# `format_properties_table` prints the marks, then one number of evidence per
+# `four_properties.report` prints the marks, then one number of evidence per
 # property: the smallest relative step of $g$ on the grid (negative = a
 # decrease), the relative residual of the affine fit to $\log|g|$, the rank of
 # $\log|\phi(Wh)|$ in the two sampling regimes against the bound $d+1$, the
@@ -65,8 +59,8 @@ np.set_printoptions(precision=4, linewidth=100)
 # largest relative odd-symmetry defect $|g(s)+g(-s)|/\max(|g(s)|,|g(-s)|)$.
 
 # %%
-result = run_properties(seed=0)
-print(format_properties_table(result))
+result = four_properties.run(four_properties.Settings(seed=0))
+print(four_properties.report(result))
 
 # %% [markdown]
 # ## Property 1 and 3: $g$ itself
@@ -151,23 +145,7 @@ finish_panels(fig, axes, "log|g(s)| and its least-squares affine fit (points wit
 # where the two differ.
 
 # %%
-names = list(result["computed"])
-C = np.array([[result["computed"][n][p] for p in PROPERTIES] for n in names], dtype=float)  # (A, 4)
-fig, ax = plt.subplots(figsize=(6.4, 0.42 * len(names) + 1.2))
-ax.imshow(C, cmap=matplotlib.colors.ListedColormap(["0.85", "#6baed6"]), vmin=0, vmax=1, aspect="auto")
-for i, n in enumerate(names):
-    for j, p in enumerate(PROPERTIES):
-        paper = PAPER_TABLE3.get(n)
-        text = "n/a" if paper is None else ("paper ✓" if paper[p] else "paper -")
-        ax.text(j, i, ("✓ " if C[i, j] else "- ") + f"({text})", ha="center", va="center", fontsize=7)
-        if paper is not None and bool(paper[p]) != bool(C[i, j]):
-            ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, ec="red", lw=2))
-ax.set_xticks(range(len(PROPERTIES)))
-ax.set_xticklabels([PROPERTY_TITLES[p] for p in PROPERTIES], fontsize=8)
-ax.set_yticks(range(len(names)))
-ax.set_yticklabels(names, fontsize=8)
-ax.set_title("computed (colour, first mark) vs TanhMax Table 3 (in brackets)", fontsize=9)
-fig.tight_layout()
+fig = four_properties.plot(result)
 save(fig, "07_table_vs_paper")
 print("every Table 3 row agrees:", result["agree_with_paper"])
 for line in result["differences"]:

@@ -56,25 +56,15 @@ np.set_printoptions(precision=4, linewidth=100)
 
 # %%
 n_keys = 72 if SMALL else 360
-norms = [(0.5, 0.5), (1.0, 1.0), (1.5, 2.0), (3.0, 3.0)]  # c = 0.25, 1, 3, 9
-fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharex=True)
-for ax, name, title in ((axes[0], "softmax", "DPA (Expressive Eq. 1)"),
-                        (axes[1], "expressive", "EA (Expressive Eq. 2)")):
-    for i, (nq, nk) in enumerate(norms):
-        angles, w = geo.weight_vs_angle(name, norm_q=nq, norm_k=nk, n_keys=n_keys)
-        ax.plot(np.degrees(angles), w * n_keys, color=f"C{i}", label=f"c = |q||k| = {nq * nk:g}")
-        deg = np.round(np.degrees(angles)).astype(int)
+study = geo.run(geo.Settings(n_keys=n_keys, n_random=300 if SMALL else 2000))  # refattn geometry
+for name in ("softmax", "expressive"):
+    for curve in study["circle"][name]:
+        deg, w = np.round(curve["degrees"]).astype(int), np.asarray(curve["n_weight"]) / n_keys
         top = sorted({int(d) for d in deg[np.isclose(w, w.max(), rtol=1e-12)]})
         low = sorted({int(d) for d in deg[w == w.min()]})
-        print(f"{name:10s} c = {nq * nk:5.2f}: max at {top} deg, "
+        print(f"{name:10s} c = {curve['c']:5.2f}: max at {top} deg, "
               f"min at {low} deg, min weight {w.min():.3e}")
-    ax.set_yscale("log")
-    ax.set_xticks([-180, -90, 0, 90, 180])
-    ax.set_xlabel("angle between key and query (degrees)")
-    ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=7)
-axes[0].set_ylabel("n_keys x weight (1 = uniform)")
-fig.tight_layout()
+fig = geo.plot(study)
 save(fig, "08_weight_vs_angle")
 
 # %% [markdown]
@@ -90,10 +80,10 @@ save(fig, "08_weight_vs_angle")
 # %%
 fig, axes = plt.subplots(1, 2, figsize=(8, 4), subplot_kw={"projection": "polar"})
 for ax, name, title in ((axes[0], "softmax", "DPA"), (axes[1], "expressive", "EA")):
-    for i, (nq, nk) in enumerate(norms):
-        angles, w = geo.weight_vs_angle(name, norm_q=nq, norm_k=nk, n_keys=n_keys)
+    for i, curve in enumerate(study["circle"][name]):
+        angles, w = np.radians(curve["degrees"]), np.asarray(curve["n_weight"])
         ax.plot(np.append(angles, angles[0]), np.append(w, w[0]) / w.max(), color=f"C{i}",
-                label=f"c = {nq * nk:g}")
+                label=f"c = {curve['c']:g}")
     ax.plot([0.0, 0.0], [0.0, 1.0], "k-", lw=3)  # the query direction
     ax.set_title(f"{title}: weight / max weight\n(black: query direction)", fontsize=9)
     ax.set_rticks([0.5, 1.0])
@@ -116,20 +106,7 @@ save(fig, "08_polar")
 #   EA's notch half-width $\arcsin(1/\sqrt{2 + c^2})$, from 45° down to about $1/c$.
 
 # %%
-n_fine = 360  # 1-degree grid: 0, 45, 90, 180 are on it
-print(f"{'c':>6s} | {'DPA 0/180':>11s} {'closed':>11s} {'half-width':>10s} | "
-      f"{'EA 0/180':>8s} {'EA 0/45':>8s} {'closed':>8s} {'notch half-width':>16s}")
-for c in [0.25, 1.0, 3.0, 9.0]:
-    a, wd = geo.weight_vs_angle("softmax", norm_q=c, norm_k=1.0, n_keys=n_fine)
-    _, we = geo.weight_vs_angle("expressive", norm_q=c, norm_k=1.0, n_keys=n_fine)
-    deg = np.round(np.degrees(a)).astype(int)
-    at = {d: i for i, d in enumerate(deg)}
-    hw = geo.dpa_half_width(c)
-    print(f"{c:6.2f} | {wd[at[0]] / wd[at[-180]]:11.4e} {math.exp(2 * c):11.4e} "
-          f"{'never' if np.isnan(hw) else f'{np.degrees(hw):7.2f} deg':>10s} | "
-          f"{we[at[0]] / we[at[-180]]:8.4f} {we[at[0]] / we[at[45]]:8.4f} "
-          f"{geo.weight_ratio('expressive', 1.0, math.cos(math.pi / 4), c=c):8.4f} "
-          f"{np.degrees(geo.ea_notch_half_width(c)):12.2f} deg")
+print(geo.report(study).split("\n\n")[0])  # the contrast table of refattn geometry
 
 # %%
 cs = np.logspace(-1, 2, 200)
@@ -306,22 +283,7 @@ save(fig, "08_fixed_query_slices")
 # `refattn.training.optim.Adam`.
 
 # %%
-fig, axes = plt.subplots(1, 3, figsize=(12, 3.5))
-for ax, model in zip(axes[:2], ("bilinear", "mlp")):
-    ax.scatter(fit.z_test, fit.pred_test[model], s=4, alpha=0.4)
-    ax.plot([0, 1], [0, 1], "k--", lw=1)
-    ax.set_xlabel("target z")
-    ax.set_ylabel("prediction")
-    r = fit.rmse[model]
-    ax.set_title(f"{model}: RMSE train {r['train']:.4f}, test {r['test']:.4f}", fontsize=9)
-axes[2].semilogy(fit.loss_history)
-axes[2].axhline(fit.rmse["bilinear"]["train"] ** 2, color="C1", ls="--", label="bilinear (train MSE)")
-axes[2].axhline(fit.rmse["constant"]["train"] ** 2, color="C2", ls=":", label="constant (train MSE)")
-axes[2].set_xlabel("Adam step")
-axes[2].set_ylabel("MLP training MSE")
-axes[2].legend(fontsize=7)
-axes[2].set_title("training curve", fontsize=9)
-fig.tight_layout()
+fig = ns.plot(ns.result_of(fit))  # as refattn neural-surface draws it
 save(fig, "08_fit_scatter")
 
 # %% [markdown]

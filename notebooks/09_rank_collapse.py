@@ -99,8 +99,8 @@ save(fig, "09_frontier")
 size = (dict(depth=6, n=6, d=8, heads=2, seeds=1, inputs=1) if SMALL
         else dict(depth=12, n=8, d=16, heads=2, seeds=2, inputs=2))
 result = rc.run_rank_collapse(**size)
-print(rc.format_rank_collapse(result))
-fig = rc.plot_rank_collapse(result)
+print(rc.report(result))
+fig = rc.plot(result)
 save(fig, "09_rank_collapse")
 
 # %% [markdown]
@@ -120,7 +120,7 @@ save(fig, "09_rank_collapse")
 
 # %%
 rescaled = rc.run_rank_collapse(architectures=("pure", "ffn"), rescale=True, **size)
-fig = rc.plot_rank_collapse(rescaled, form="exact")
+fig = rc.plot(rescaled, form="exact")
 save(fig, "09_rank_collapse_rescaled")
 for name in rescaled["config"]["activations"]:
     c = rescaled["curves"][name]["pure"]["log10_exact"]

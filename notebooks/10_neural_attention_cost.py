@@ -103,8 +103,8 @@ if SMALL:
                                 budget_mib=(4,), repeats=1)
 else:
     result = nc.run_neural_cost()
-print(nc.format_neural_cost(result))
-fig = nc.plot_neural_cost(result)
+print(nc.report(result))
+fig = nc.plot(result)
 save(fig, "10_neural_cost_vs_n")
 
 # %% [markdown]

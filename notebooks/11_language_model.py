@@ -41,7 +41,8 @@ import numpy as np  # noqa: E402
 from autograd import grad  # noqa: E402
 
 from refattn.core.attention import attention  # noqa: E402
-from refattn.studies.lm import DEFAULTS, format_lm, load_corpus, plot_lm, run_lm, windows  # noqa: E402
+from refattn.studies import lm  # noqa: E402
+from refattn.studies.lm import DEFAULTS, load_corpus, run_lm, windows  # noqa: E402
 from refattn.studies.sst2 import resolve_data_dir  # noqa: E402
 from refattn.training.models.decoder import DecoderLM, cog_hybrid, neural_first  # noqa: E402
 from refattn.training.optim import Adam  # noqa: E402
@@ -155,8 +156,8 @@ else:
 t0 = time.perf_counter()
 result = run_lm(variants, data=data, **settings)
 print(f"({time.perf_counter() - t0:.1f} s)")
-print(format_lm(result))
-fig = plot_lm(result)
+print(lm.report(result))
+fig = lm.plot(result)
 save(fig, "11_lm_curves")
 
 # %% [markdown]

@@ -9,7 +9,7 @@
 # %% [markdown]
 # # 14 — Settling the papers' training claims: grids, long runs, verdicts with their uncertainty
 #
-# Issue 19 asked for verdicts that say how sure they are. The runs behind
+# Verdicts should say how sure they are. The runs behind
 # them take hours, so they are kept in the repository as small JSON files
 # under `derivations/data/`, each with the command that made it, and this
 # notebook draws them without retraining:
@@ -36,7 +36,6 @@ import matplotlib
 
 matplotlib.use(os.environ.get("MPLBACKEND", "Agg"))
 import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
 
 from refattn.studies import lm_study, nt_sensitivity, sst2_sweep  # noqa: E402
 from refattn.plots import save, small  # noqa: E402
@@ -59,8 +58,8 @@ def load(name):
 # ## 1. The speed that made the grids affordable
 #
 # `benchmarks/bench_nt.py` times `refattn nt` in Fig. 3's setting (N16T2,
-# $N_\text{con}=32$, 16 seeds batched) with the code of the commit on which
-# issue 19 was filed (float64) and with this checkout in float64 and
+# $N_\text{con}=32$, 16 seeds batched) with the code of an earlier commit,
+# the baseline (float64), and with this checkout in float64 and
 # float32, interleaved in one run, so the ratios share one machine load.
 
 # %%
@@ -111,9 +110,9 @@ for fig_name in FILES:
         continue
     studies[fig_name] = result
     print(result["runs"][-1]["command"])
-    print(nt_sensitivity.format_sensitivity(result))
+    print(nt_sensitivity.report(result))
     print()
-    save(nt_sensitivity.plot_sensitivity(result), "14_sensitivity_" + fig_name.replace("-", "_").replace(".", ""))
+    save(nt_sensitivity.plot(result), "14_sensitivity_" + fig_name.replace("-", "_").replace(".", ""))
 
 # %% [markdown]
 # Where both attentions end at 100 %, the final accuracy cannot separate
@@ -123,7 +122,7 @@ for fig_name in FILES:
 # %%
 for fig_name in ("fig3", "fig3-long", "fig3-52", "fig6-long"):
     if fig_name in studies:
-        print(nt_sensitivity.format_sensitivity(studies[fig_name], measure="epochs_to_100"))
+        print(nt_sensitivity.report(studies[fig_name], measure="epochs_to_100"))
         print()
 
 # %% [markdown]
@@ -158,7 +157,7 @@ if panels:
 if SMALL:
     tiny = nt_sensitivity.run_sensitivity("fig4", seeds=2, epochs=20, eval_every=10, init_scales=(1.0,),
                                           lrs=(0.32,), n_test=5, progress=False)
-    print(nt_sensitivity.format_sensitivity(tiny))
+    print(nt_sensitivity.report(tiny))
 
 # %% [markdown]
 # ## 3. The language model: tuned, longer, paired gaps
@@ -172,31 +171,8 @@ if SMALL:
 lm = load("19-lm-study.json")
 if lm is not None:
     print(lm["command"])
-    print(lm_study.format_lm_study(lm))
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
-    s = lm["settings"]
-    for v in s["variants"]:
-        xs, ys = [], []
-        for lr in s["lrs"]:
-            rec = lm["cells"].get(f"tune {v} lr={lr:g}")
-            if rec is not None and rec["finite"]:
-                xs.append(lr)
-                ys.append(rec["dev_loss_mean"])
-        axes[0].plot(xs, ys, "o-", label=v)
-    axes[0].set_xscale("log")
-    axes[0].set_xlabel("Adam learning rate")
-    axes[0].set_ylabel(f"dev loss after {s['steps']} steps")
-    axes[0].legend(fontsize=8)
-    for v, g in lm.get("gaps", {}).items():
-        acc = g["dev_accuracy"]
-        m, se = 100 * np.asarray(acc["mean"]), 100 * np.asarray(acc["se"])
-        axes[1].plot(acc["step"], m, "o-", label=v)
-        axes[1].fill_between(acc["step"], m - se, m + se, alpha=0.2)
-    axes[1].axhline(0, color="k", lw=0.8)
-    axes[1].set_xlabel("step")
-    axes[1].set_ylabel("dev accuracy minus softmax's (pp)")
-    axes[1].legend(fontsize=8)
-    fig.tight_layout()
+    print(lm_study.report(lm))
+    fig = lm_study.plot(lm)
     save(fig, "14_lm_gaps")
 
 # %% [markdown]
@@ -209,20 +185,6 @@ if lm is not None:
 sst = load("14-sst2-sweep.json")
 if sst is not None:
     print(sst["command"])
-    print(sst2_sweep.format_sst2_sweep(sst))
-    settings = sorted({k.rsplit(" ", 1)[0] for k in sst["cells"]})
-    fig, axes = plt.subplots(1, len(settings), figsize=(3.2 * len(settings), 3), squeeze=False, sharey=True)
-    for ax, name in zip(axes[0], settings):
-        for act, colour in (("softmax", "tab:blue"), ("tanhmax", "tab:red")):
-            rec = sst["cells"].get(f"{name} {act}")
-            if rec is not None:
-                acc = np.asarray(rec["dev_accuracy"])
-                ep = np.arange(1, acc.shape[1] + 1)
-                ax.plot(ep, acc.mean(axis=0), color=colour, label=act)
-                ax.fill_between(ep, acc.min(axis=0), acc.max(axis=0), color=colour, alpha=0.15)
-        ax.set_title(name, fontsize=8)
-        ax.set_xlabel("epoch")
-    axes[0][0].set_ylabel("dev accuracy")
-    axes[0][0].legend(fontsize=8)
-    fig.tight_layout()
+    print(sst2_sweep.report(sst))
+    fig = sst2_sweep.plot(sst)
     save(fig, "14_sst2_sweep")

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from refattn import ACTIVATIONS, activation
+from refattn.studies import prop1
 from refattn.theory import proposition1 as dyn
 from refattn.check import away_from_singular
 from refattn.cli import main
@@ -266,16 +267,16 @@ def test_global_query_kernel_is_the_gram_matrix_of_embeddings():
     assert rel_err(r["kernel_diag"], (q @ q + np.sum(E * E, -1)) / 100.0) < RTOL_FORM
 
 
-def test_run_prop1_every_activation_within_tolerance():
-    res = dyn.run_prop1(seed=1)
+def test_prop1_study_every_activation_within_tolerance():
+    res = prop1.run(prop1.Settings(seed=1))
     json.dumps(res)
     assert [r["activation"] for r in res["rows"]] == list(ACTIVATIONS)
     for r in res["rows"]:
-        assert r["free_max_rel_error"] <= dyn.PROP1_TOLERANCE, r
+        assert r["free_max_rel_error"] <= prop1.TOLERANCE, r
         assert r["ok"]
         assert r["shared_cross_terms_rel"] > 1e-3 and r["global_cross_terms_rel"] > 1e-3
     assert res["ok"]
-    table = dyn.format_prop1_table(res)
+    table = prop1.report(res)
     for name in ACTIVATIONS:
         assert name in table
 

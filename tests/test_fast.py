@@ -400,7 +400,14 @@ def test_kernels_match_the_reference_at_extremes(name, data):
     np.testing.assert_allclose(phi, want, rtol=1e-12, atol=1e-15 * max(1.0, float(np.abs(want).max())))
     ds = vjp_from(act, np, aux, p, u.copy(), -1, phi)
     want = act.backward(u, act.forward(s, -1, mask)[1])
-    np.testing.assert_allclose(ds, want, rtol=1e-12, atol=1e-12 * max(1.0, float(np.abs(want).max())))
+    # Both evaluate ds = u A - B <u, phi> (Eq. 01.R5), the reference as two products and a difference,
+    # the kernel sometimes as A (u - <u, phi>): where u_j is close to <u, phi> the two differ by the
+    # rounding of the cancelling terms, at most a few u_r (|u_j A_j| + |B_j <u, phi>|), not of ds itself.
+    with np.errstate(over="ignore", divide="ignore"):  # as vjp_from runs the factors
+        A, B = kernel(act).factors(aux, p, phi)
+        terms = np.abs(u * A) + (0.0 if B is None else np.abs(B * np.sum(u * phi, axis=-1, keepdims=True)))
+    tol = 1e-12 * max(1.0, float(np.abs(want).max())) + 16 * np.finfo(float).eps * terms
+    assert np.all(np.abs(ds - want) <= tol), np.max(np.abs(ds - want) - tol)
 
 
 def test_an_activation_the_kernels_do_not_know_runs_through_the_reference(rng):

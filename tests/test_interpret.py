@@ -22,7 +22,6 @@ import refattn
 from refattn.studies.interpret import (
     PAPER_TABLE1,
     _permuted,
-    format_interpret,
     gradient_importance,
     interpret_measures,
     kendall_tau_b,
@@ -32,6 +31,7 @@ from refattn.studies.interpret import (
     orientation,
     permutation_change,
     randomisation_change,
+    report,
     resolve_sst2,
     run_interpret,
     sigmoid_difference,
@@ -463,7 +463,7 @@ def test_run_interpret_tiny_synthetic():
         assert classes["0"]["n"] + classes["1"]["n"] == 2 * 20  # two seeds, pooled
         assert len(r["activations"][act]["per_seed"]) == 2
     assert r["paper"]["0"]["tanhmax"]["tau_loo"] == [0.86, 0.19]
-    text = format_interpret(r)
+    text = report(r)
     assert "paper" in text and "class 1" in text and "+0.86 ± 0.19" in text
 
 

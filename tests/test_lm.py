@@ -4,7 +4,7 @@
 * the corpus: ids, <unk>, windows, both levels, the generated corpus;
 * run_lm on the generated corpus: every variant gets the same budget and the same
   batches (a variant's result does not depend on which others run beside it),
-  the result is JSON-able, checkpoints resume, format_lm and plot_lm work;
+  the result is JSON-able, checkpoints resume, report and plot work;
 * on SST-2 when it is present (skipped with a reason otherwise): the maximal
   phrases cover GLUE's phrases and none contains another, and a two-step run.
 """
@@ -22,11 +22,11 @@ from refattn.studies.lm import (
     DEFAULTS,
     PAPER_TABLE4,
     VARIANTS,
-    format_lm,
     load_corpus,
     maximal_phrases,
     ngram_baseline,
-    plot_lm,
+    plot,
+    report,
     run_lm,
     toy_sentences,
     variant_options,
@@ -149,13 +149,13 @@ def test_run_lm_on_the_generated_corpus(tmp_path):
     # a variant's result does not depend on the others run beside it: same batches, same init
     alone = run_lm(["tanhmax"], data="toy", **TINY)
     assert alone["variants"]["tanhmax"]["per_seed"] == res["variants"]["tanhmax"]["per_seed"]
-    text = format_lm(res)
+    text = report(res)
     for name in res["order"]:
         assert name in text
     assert "TanhMax Table 4" in text and "NeuralAttn Table 1" in text and "3-gram ppl" in text
     assert [b["order"] for b in res["baselines"]] == [2, 3, 4]
     assert f"{PAPER_TABLE4['validation']['tanhmax'][0] - PAPER_TABLE4['validation']['softmax'][0]:+.1f} pp" in text
-    fig = plot_lm(res)
+    fig = plot(res)
     assert len(fig.axes) == 2
     import matplotlib.pyplot as plt
 
@@ -212,7 +212,7 @@ def test_sst2_corpus_and_a_short_run():
     assert c["dev_unk_fraction"] < 1e-3 and c["n_dev_sentences"] == 872
     res = run_lm(["softmax"], data=str(SST2), **(TINY | {"steps": 2, "eval_every": 2}))
     assert res["data"]["source"] == str(SST2) and res["variants"]["softmax"]["finite"]
-    assert "SST-2" in format_lm(res)
+    assert "SST-2" in report(res)
 
 
 def test_a_diverged_lm_run_is_reported_not_a_crash():

@@ -368,9 +368,9 @@ def test_run_neural_cost_reduced():
     for v in b["verified"].values():  # at the edge of a 1 MiB budget, a few KiB of Python objects show
         assert v["peak_bytes"] <= 2 ** 20 + SLACK, v
     assert b["max_n"]["chunked"] > b["max_n"]["concat"]
-    text = nc.format_neural_cost(res)
+    text = nc.report(res)
     assert "longest n within a memory budget" in text and "extra/C" in text
-    fig = nc.plot_neural_cost(res)
+    fig = nc.plot(res)
     assert len(fig.axes) == 4
     import matplotlib.pyplot as plt
 
@@ -388,6 +388,6 @@ def test_run_skips_what_would_exceed_max_mib_and_formats_paper_sizes():
         assert r["peak_bytes"] is None and r["seconds"] is None and r["memory_ratio"] is None
         assert r["memory_ratio_analytic"] == r["analytic_bytes"] / rows["dot"]["analytic_bytes"] > 1
     assert res["budgets"][0]["verified"] is None
-    text = nc.format_neural_cost(res)
+    text = nc.report(res)
     assert "Tables 7-8 form: n = 785" in text and "skipped" in text
     assert "1.57, 1.22" in text  # NeuralAttn Table 7: 1.1/0.7 GB and 6.6/5.4 ms beside (a)

@@ -16,19 +16,19 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from refattn.cli import main
+from refattn.studies import nt_cycles
 from refattn.training.tasks import nt
 from refattn.training.tasks.nt import (
     cycle_structure,
     decode_state,
     encode_state,
-    format_nt_cycles,
     format_task,
     generate,
     generate_mixture,
     mean_cycle_length,
     next_symbol,
     parse_task,
-    run_nt_cycles,
     state_cycles,
     successor_map,
     windows,
@@ -372,8 +372,8 @@ def test_parse_and_format_task(name, parsed):
     assert format_task(*parsed) == name
 
 
-def test_run_nt_cycles_result_is_json_and_matches_the_paper():
-    r = run_nt_cycles(16, 2)
+def test_nt_cycles_result_is_json_and_matches_the_paper():
+    r = nt_cycles.run(nt_cycles.Settings(16, 2))
     assert json.loads(json.dumps(r)) == r
     assert r["task"] == "N16T2" and r["states"] == 4096 and r["check_sum"] == 4096
     assert r["cycles"] == [{"length": L, "count": c} for L, c in EQ7_N16T2.items()]
@@ -382,21 +382,21 @@ def test_run_nt_cycles_result_is_json_and_matches_the_paper():
     assert r["matches_paper_mean_cycle_length"] == {"per_cycle": True, "per_state": False,
                                                    "per_distinct_length": False,
                                                    "per_initial_condition": False}
-    text = format_nt_cycles(r)
+    text = nt_cycles.report(r)
     assert text.splitlines()[0] == "N16T2: 64*56 + 16*28 + 4*14 + 1*7 + 1*1 = 4096 = 16^3"
-    rs = run_nt_cycles(16, 2, "NT-S")
+    rs = nt_cycles.run(nt_cycles.Settings(16, 2, "NT-S"))
     assert rs["task"] == "N16T2-S" and round(rs["mean_cycle_length_paper_reading"], 1) == 23.8
-    rr = run_nt_cycles(3, 2, "NT-R")
+    rr = nt_cycles.run(nt_cycles.Settings(3, 2, "NT-R"))
     assert json.loads(json.dumps(rr)) == rr
     assert rr["check_sum"] == rr["cyclic_states"] == 27 - rr["transient_states"] < 27
-    assert "transient" in format_nt_cycles(rr)
+    assert "transient" in nt_cycles.report(rr)
 
 
-def test_module_main_prints_the_table(capsys):
-    assert nt.main(["N16T3", "--json"]) == 0
+def test_the_command_prints_the_table(capsys):
+    assert main(["nt-cycles", "--N", "16", "--tau", "3", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out[0]["check_sum"] == 65536 and out[0]["matches_paper_cycles"]
-    nt.main(["N2T1"])
+    assert out["check_sum"] == 65536 and out["matches_paper_cycles"]
+    assert main(["nt-cycles", "--N", "2", "--tau", "1"]) == 0
     assert capsys.readouterr().out.startswith("N2T1: 1*3 + 1*1 = 4 = 2^2")
 
 
@@ -488,7 +488,7 @@ def test_other_errors(rng):
         mean_cycle_length({})
     with pytest.raises(ValueError, match="structure key"):
         mean_cycle_length({0: 3})
-    with pytest.raises(ValueError, match="task: expected one of"):
-        run_nt_cycles(16, 2, "NT-X")
+    with pytest.raises(ValueError, match="variant: expected one of"):
+        nt_cycles.run(nt_cycles.Settings(16, 2, "NT-X"))
     with pytest.raises(ValueError, match="task: expected one of"):
         format_task("S", 16, 2)

@@ -207,7 +207,7 @@ def test_sensitivity_cells_summary_and_resume(tmp_path, monkeypatch):
     assert row["measure"] == "epochs_to_100" and row["winner"] in ("EA", "DPA", "neither")
     cell = saved["cells"]["init=0.5 lr=0.32 expressive"]
     assert len(cell["final_accuracy"]) == 2 and cell["eval_epochs"] == [10, 20]
-    assert "| x0.5 | 0.32 |" in sens.format_sensitivity(r)
+    assert "| x0.5 | 0.32 |" in sens.report(r)
     # resumed: the finished cells are not trained again, and a larger grid keeps them
     calls = []
     real = sens.run_nt
@@ -229,7 +229,7 @@ def test_sensitivity_mixture_measure_and_figure(tmp_path):
     import matplotlib  # noqa: PLC0415
 
     matplotlib.use("Agg")
-    fig = sens.plot_sensitivity(r)
+    fig = sens.plot(r)
     assert len(fig.axes) == 2
 
 
@@ -394,7 +394,7 @@ def test_fig3_beta_runs_its_cells_at_its_beta(tmp_path, monkeypatch):
     r = sens.run_sensitivity("fig3-beta", results=tmp_path / "b.json", progress=False, **SMALL)
     assert seen == [pytest.approx(1 / math.sqrt(32))] * 2
     assert r["settings"]["beta"] == pytest.approx(1 / math.sqrt(32))
-    assert "beta = 0.1768" in sens.format_sensitivity(r)
+    assert "beta = 0.1768" in sens.report(r)
     sens.run_sensitivity("fig3", progress=False, **SMALL)
     assert seen[-1] == 1.0  # a setting without beta runs Expressive's beta = 1
 
@@ -453,7 +453,7 @@ def test_summarise_with_another_measure_compares_speed():
     # have median 75 and quartiles 70 and 87.5 (linear interpolation)
     assert speed["softmax"]["median"] == 75 and speed["difference"] == 25 - 75
     assert speed["softmax"]["q3"] == 87.5
-    assert "| x1 | 0.02 | 25 [20, 30] | 75 [70, 88] |" in sens.format_sensitivity(study, measure="epochs_to_100")
+    assert "| x1 | 0.02 | 25 [20, 30] | 75 [70, 88] |" in sens.report(study, measure="epochs_to_100")
     with pytest.raises(ValueError, match="measure"):
         sens.summarise(study, measure="loss")
 

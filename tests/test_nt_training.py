@@ -220,7 +220,7 @@ def test_mixture_run_reports_each_task():
     assert acc.shape == (2, 2) and by["N3T1"].shape == (2, 2)
     np.testing.assert_allclose(acc, 0.5 * by["N3T1"] + 0.5 * by["N3T2-S"], atol=1e-15)
     assert r["final_accuracy_by_task"]["N3T1"] == pytest.approx(by["N3T1"][:, -1].mean())
-    assert "N3T2-S" in ntt.format_nt(r)
+    assert "N3T2-S" in ntt.report(r)
     json.dumps(r)
     rr = ntt.run_nt("N3T2-R", 5, "softmax", seeds=1, epochs=2, eval_every=2, n_test=3)
     assert rr["variant"] == "NT-R" and "accuracy_by_task" not in rr
@@ -298,18 +298,18 @@ def test_figure_runners_format_and_plot():
 
     matplotlib.use("Agg")
     r = ntf.run_fig3((32,), seeds=1, epochs=2, eval_every=1, n_test=2)  # the paper's task, two epochs
-    table = ntf.format_nt_figure(r)
+    table = ntf.report(r)
     dpa = [line for line in table.splitlines() if line.startswith("| 32 | DPA |")]
     assert len(dpa) == 1 and "0.55: plateau" in dpa[0]
-    assert ntf.plot_nt_figure(r).axes
+    assert ntf.plot(r).axes
     m = ntf.run_mixture("N3T1+N3T2-S", 4, seeds=1, epochs=4, eval_every=2, n_test=2, lr_drop=(2, 4))
-    assert len(ntf.format_nt_figure(m).splitlines()) == 4 + 4  # header + 2 attentions x 2 tasks
-    assert ntf.plot_nt_figure(m).axes
+    assert len(ntf.report(m).splitlines()) == 4 + 4  # header + 2 attentions x 2 tasks
+    assert ntf.plot(m).axes
     f4 = ntf.run_nt_figure("fig4", task="N2T2", n_con=4, seeds=2, epochs=2, eval_every=1, n_test=2,
                            snapshot_epochs=(0, 2))
     assert set(f4["dynamic_range"]) == {"expressive", "softmax"} and len(f4["dynamic_range"]["softmax"]["2"]) == 2
-    assert "decades" in ntf.format_nt_figure(f4)
-    assert len(ntf.plot_nt_figure(f4).axes) >= 1 + 4
+    assert "decades" in ntf.report(f4)
+    assert len(ntf.plot(f4).axes) >= 1 + 4
     json.dumps(f4)
     with pytest.raises(ValueError, match="name"):
         ntf.run_nt_figure("fig5")

@@ -79,7 +79,7 @@ def test_classifier_trains_the_same_with_analytic_and_autograd_gradients(act, sc
 def test_a_diverged_run_is_reported_not_a_crash():
     """SGD with lr 10 sends the loss to NaN: every seed is reported as diverged, with the
     first epoch whose loss is not finite; the means skip it; the text report prints."""
-    from refattn.studies.polarity import format_polarity, run_polarity
+    from refattn.studies.polarity import report, run_polarity
 
     with np.errstate(all="ignore"):
         result = run_polarity(("softmax",), seeds=2, epochs=2, optimizer="sgd", lr=10.0)
@@ -87,4 +87,4 @@ def test_a_diverged_run_is_reported_not_a_crash():
     assert r["diverged_seeds"] == [0, 1] and r["patterns"]["diverged"] == 2
     assert all(row["diverged_at_epoch"] == 1 and not row["converged"] for row in r["per_seed"])
     assert r["mean"]["weight_positive"] is None
-    assert "diverged at epoch 1" in format_polarity(result)
+    assert "diverged at epoch 1" in report(result)

@@ -19,6 +19,7 @@ from autograd import elementwise_grad, jacobian as ag_jacobian
 from hypothesis import given, settings, strategies as st
 
 from refattn import ACTIVATIONS, activation
+from refattn.studies import four_properties
 from refattn.theory import properties as P
 
 from conftest import RTOL_AUTOGRAD, random_scores
@@ -28,7 +29,7 @@ SEEDS = pathlib.Path(__file__).resolve().parents[2] / "shared" / "seeds"
 
 @pytest.fixture(scope="module")
 def result():
-    return P.run_properties(seed=0)
+    return four_properties.run(four_properties.Settings(seed=0))
 
 
 def _computed(result, name, prop):
@@ -218,7 +219,7 @@ def test_an_even_g_flips_the_computed_table(monkeypatch):
     fail and disagree with the paper, so nothing is looked up."""
     cls = type(activation("tanhmax"))
     monkeypatch.setattr(cls, "g", lambda self, s: anp.cosh(s))
-    res = P.run_properties(seed=0)
+    res = four_properties.run(four_properties.Settings(seed=0))
     row = res["computed"]["tanhmax"]
     assert not row["monotonicity"] and not row["origin_symmetry"]
     assert res["activations"]["tanhmax"]["origin_symmetry"]["evidence"]["parity"] == "even"
@@ -226,7 +227,7 @@ def test_an_even_g_flips_the_computed_table(monkeypatch):
     bad = {(r["activation"], r["property"]) for r in res["comparison"] if not r["agree"]}
     assert bad == {("tanhmax", "monotonicity"), ("tanhmax", "origin_symmetry")}
     assert any(d.startswith("tanhmax (TanhMax), monotone") for d in res["differences"])
-    assert re.search(r"^tanhmax .*\[✓\]!", P.format_properties_table(res), re.M)
+    assert re.search(r"^tanhmax .*\[✓\]!", four_properties.report(res), re.M)
 
 
 def test_a_constant_normaliser_flips_normalisation(monkeypatch):
@@ -285,7 +286,7 @@ def test_float32_grid_gives_the_same_verdicts(result):
 # --------------------------------------------------------------------------
 
 
-def test_run_properties_is_json_serialisable(result):
+def test_the_properties_study_is_json_serialisable(result):
     text = json.dumps(result, allow_nan=False)
     assert json.loads(text) == result
     assert set(result["activations"]) == set(ACTIVATIONS)
@@ -296,7 +297,7 @@ def test_run_properties_is_json_serialisable(result):
 
 
 def test_format_table_has_every_activation(result):
-    out = P.format_properties_table(result)
+    out = four_properties.report(result)
     for name in ACTIVATIONS:
         assert len(re.findall(rf"^{re.escape(name)}\s", out, re.M)) == 2, name  # marks + evidence
     assert "Every row of Table 3 agrees" in out and "!" not in out.split("\n", 3)[3]
@@ -320,12 +321,12 @@ def test_measure_accepts_an_activation_object():
      "grid: g of 'tanhmax' is not finite"),
     (lambda: P.measure("softmax", seed=-1), ValueError, "seed"),
     (lambda: P.measure("softmax", seed=1.5), TypeError, "seed"),
-    (lambda: P.run_properties(seed="0"), TypeError, "seed"),
+    (lambda: four_properties.run(four_properties.Settings(seed="0")), TypeError, "seed"),
     (lambda: P.bottleneck_rank("softmax", n=5, d=4), ValueError, "d: expected"),
     (lambda: P.bottleneck_rank("softmax", samples=3), ValueError, "samples"),
     (lambda: P.measure_contextual_normalisation("softmax", n=1), ValueError, "n: expected"),
-    (lambda: P.format_properties_table([]), TypeError, "result"),
-    (lambda: P.format_properties_table({}), ValueError, "result: .*missing"),
+    (lambda: four_properties.report([]), TypeError, "result"),
+    (lambda: four_properties.report({}), ValueError, "result: .*missing"),
 ])
 def test_bad_input_is_named(call, exc, match):
     with pytest.raises(exc, match=match):

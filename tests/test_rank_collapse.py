@@ -344,9 +344,9 @@ def test_run_rank_collapse_reduced():
             mean = np.mean([s["log10_exact"] for s in samples], axis=0)
             np.testing.assert_allclose(c["log10_exact"], mean, rtol=1e-12)
             np.testing.assert_allclose(c["residual_exact"], 10 ** mean, rtol=1e-11)
-    text = rc.format_rank_collapse(r)
+    text = rc.report(r)
     assert "softmax" in text and "tanhmax" in text and "[skip]" in text
-    fig = rc.plot_rank_collapse(r)
+    fig = rc.plot(r)
     assert len(fig.axes) == 4
     import matplotlib.pyplot as plt
 
@@ -360,7 +360,7 @@ def test_underflow_and_dead_stacks_are_reported():
     c = r["curves"]["softmax"]["pure"]
     assert c["log10_code"][-1] == rc.LOG10_ZERO and c["n_zero"][-1] == 1
     assert c["residual_code"][-1] == 0.0
-    assert "uflow" in rc.format_rank_collapse(r)
+    assert "uflow" in rc.report(r)
 
 
 # --------------------------------------------------------------------------
@@ -399,4 +399,4 @@ def test_bad_input():
     with pytest.raises(TypeError, match="seeds"):
         rc.run_rank_collapse(seeds=1.5)
     with pytest.raises(ValueError, match="form"):
-        rc.plot_rank_collapse({"config": {}}, form="both ways")
+        rc.plot({"config": {}}, form="both ways")

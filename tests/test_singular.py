@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from refattn import activation
-from refattn.theory.signexp_at_zero import DEFAULT_OFFSETS, near_zero_table, signexp_near_zero
+from refattn.studies.signexp_zero import report
+from refattn.theory.signexp_at_zero import DEFAULT_OFFSETS, signexp_near_zero
 
 SIGNEXP = activation("signexp")
 EPS_MACH = float(np.finfo(np.float64).eps)
@@ -229,7 +230,7 @@ def test_analytic_autograd_and_limits_property(delta, seed):
 
 
 def test_table_lists_every_offset(result):
-    table = near_zero_table(result)
+    table = report(result)
     assert table.count("\n| ") == len(result["offsets"]) + 1  # header + one line per offset
     assert "straddles" in table and "one side" in table and "touches" in table
 

@@ -17,13 +17,13 @@ from hypothesis import strategies as st
 from refattn.studies import sst2 as ex
 from refattn.studies.sst2 import (
     PAPER_FIG1,
-    format_sst2,
     idf_weights,
     is_odd,
     match_sentences,
     orient_weights,
     overlap_similarity,
     render_sentences,
+    report,
     resolve_data_dir,
     run_sst2,
     sst_tokenize,
@@ -87,7 +87,7 @@ def test_tiny_end_to_end(tiny_sst2, tmp_path):
     m = r["figure1"]["sentences"][2]["match"]
     assert m["exact"] and m["similarity"] == pytest.approx(1.0) and m["dev_index"] == 59
     assert r["figure"].endswith("sst2_fig1.png") and os.path.getsize(r["figure"]) > 0
-    text = format_sst2(r)
+    text = report(r)
     assert "0.834" in text and "0.872" in text and "exact dev sentence" in text
 
 

@@ -44,7 +44,7 @@ def test_lm_study_toy_runs_resumes_and_refuses_other_settings(tmp_path, monkeypa
     ref = saved["cells"][f"long softmax lr={r['best_lr']['softmax']:g} steps=6"]
     want = np.asarray(long["curve"]["dev_loss"]) - np.asarray(ref["curve"]["dev_loss"])
     np.testing.assert_allclose(gap["mean"], want.mean(axis=0), rtol=1e-12)
-    assert "| tanhmax |" in lm_study.format_lm_study(r)
+    assert "| tanhmax |" in lm_study.report(r)
     calls = []
     real_run_lm = lm_study.run_lm
     monkeypatch.setattr(lm_study, "run_lm", lambda *a, **k: calls.append(a) or None)
@@ -94,7 +94,7 @@ def test_control_phase_runs_only_when_asked(tmp_path, monkeypatch):
     calls.clear()
     r = lm_study.run_lm_study(**kw, phases=("control",))
     assert calls == [("tanhmax", 3e-3, 6)] and set(r["gaps"]) == {"tanhmax", "tanhmax lr=0.003"}
-    assert "| tanhmax | 0.003 |" in lm_study.format_lm_study(r)
+    assert "| tanhmax | 0.003 |" in lm_study.report(r)
 
 
 @pytest.fixture
@@ -132,7 +132,7 @@ def test_sst2_sweep_tiny(tiny_folder, tmp_path):
     acc = np.asarray(cell["dev_accuracy"])
     assert best["mean"] == pytest.approx(acc.mean(axis=0).max()) and best["epoch"] == acc.mean(axis=0).argmax() + 1
     assert "p_tanhmax_vs_softmax" in r["best"]["by_setting"]["embed=8 adam sentences"]
-    assert "best tanhmax" in sst2_sweep.format_sst2_sweep(r)
+    assert "best tanhmax" in sst2_sweep.report(r)
     with pytest.raises(ValueError, match="unknown"):
         sst2_sweep.run_sst2_sweep(tiny_folder, **{**kw, "sweep": {"embed_dim": (8,), "training": (("rmsprop",
                                                                                                     "phrases"),)}})

@@ -24,18 +24,21 @@ Every weight here comes from the registered activation
 registered ``scaled_dot`` score (:func:`refattn.core.scores.score`); the closed
 forms (:func:`weight_ratio`, :func:`dpa_half_width`,
 :func:`ea_notch_half_width`) are independent of that code, and the tests
-compare the two.
+compare the two. ``refattn geometry`` (:class:`Settings`, :func:`run`) prints
+both side by side and draws the weights against the angle.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..core.activations import activation
 from ..core.checks import check_float_array, check_int, check_real
 from ..core.scores import score
+from . import option
 
 __all__ = [
     "CLOSED_FORMS",
@@ -47,6 +50,10 @@ __all__ = [
     "ea_notch_half_width",
     "random_unit_vectors",
     "weight_vs_cosine",
+    "Settings",
+    "run",
+    "report",
+    "plot",
 ]
 
 #: The activations of Expressive: DPA is ``softmax``, EA is ``expressive``.
@@ -333,3 +340,117 @@ def weight_vs_cosine(activation_name, *, dim=64, n_keys=256, norm_q=1.0, norm_k=
     query[0] = norm_q  # (dim,)
     cosines = keys[:, 0] / np.linalg.norm(keys, axis=1)  # (p+n,)
     return cosines, attention_weights(activation_name, query, keys, beta=beta)
+
+
+# --------------------------------------------------------------------------
+# The study: refattn geometry
+# --------------------------------------------------------------------------
+
+#: The figure ``refattn geometry --out DIR`` writes.
+FIGURE = "geometry.png"
+
+#: Keys on the circle of the contrast table: 1-degree steps, so 0, 45, 90 and 180 degrees are on it.
+_FINE = 360
+
+
+@dataclass
+class Settings:
+    """Expressive's Fig. 1: weight against the query-key angle for dot-product and expressive attention, the
+    contrast against c = beta |q| |k| beside the closed forms, and how much weight random keys get in high
+    dimension."""
+
+    cs: tuple[float, ...] = option((0.25, 1.0, 3.0, 9.0), "comma-separated values of c = beta |q| |k|",
+                                   positive=True)
+    n_keys: int = option(360, "keys spread evenly on the circle (the curves)")
+    dim: int = option(64, "dimension of the random keys")
+    n_random: int = option(2000, "random keys in that dimension")
+    seed: int = option(0, "seed of the random keys")
+
+
+def run(settings):
+    """Weights on the circle, the contrast table and the random-key table, as a JSON-able dict.
+
+    * ``circle``: for DPA (``softmax``) and EA (``expressive``) and every
+      ``c``, the angles (degrees) of ``n_keys`` keys on the circle and
+      ``n_keys`` x their weights (1 = uniform);
+    * ``contrast``: for every ``c``, measured on 360 keys and in closed form
+      (Eqs. 07.EG3-07.EG6): DPA's ``a(0)/a(180)`` against ``e^{2c}`` and its
+      peak half-width; EA's ``a(0)/a(180)`` (1), ``a(0)/a(45)`` against
+      ``(2 + c^2)/(1 + c^2)`` and its notch half-width;
+    * ``random_keys``: the mean weight of ``n_random`` random keys in
+      ``dim`` dimensions relative to an aligned key, for EA (about
+      ``(1 + c^2)/dim`` while ``c^2 << dim``) and DPA (about
+      ``e^{-c} (1 + c^2 / (2 dim))``), derivation 07, section 4.
+    """
+    cs = tuple(check_real(c, "cs", positive=True) for c in settings.cs)
+    n_keys = check_int(settings.n_keys, "n_keys", 4)
+    circle, contrast, random_keys = {}, [], []
+    for name in CLOSED_FORMS:
+        circle[name] = []
+        for c in cs:
+            angles, w = weight_vs_angle(name, norm_q=c, norm_k=1.0, n_keys=n_keys)
+            circle[name].append({"c": c, "degrees": np.degrees(angles).tolist(), "n_weight": (w * n_keys).tolist()})
+    for c in cs:
+        a, wd = weight_vs_angle("softmax", norm_q=c, norm_k=1.0, n_keys=_FINE)
+        _, we = weight_vs_angle("expressive", norm_q=c, norm_k=1.0, n_keys=_FINE)
+        at = {int(d): i for i, d in enumerate(np.round(np.degrees(a)).astype(int))}
+        hw = dpa_half_width(c)
+        contrast.append({
+            "c": c,
+            "dpa_0_over_180": float(wd[at[0]] / wd[at[-180]]), "dpa_0_over_180_closed": math.exp(2 * c),
+            "dpa_half_width_degrees": None if np.isnan(hw) else float(np.degrees(hw)),
+            "ea_0_over_180": float(we[at[0]] / we[at[-180]]), "ea_0_over_45": float(we[at[0]] / we[at[45]]),
+            "ea_0_over_45_closed": float(weight_ratio("expressive", 1.0, math.cos(math.pi / 4), c=c)),
+            "ea_notch_half_width_degrees": float(np.degrees(ea_notch_half_width(c))),
+        })
+        rel = {}
+        for name in ("expressive", "softmax"):
+            _, w = weight_vs_cosine(name, dim=settings.dim, n_keys=settings.n_random, norm_q=c, planted=(1.0,),
+                                    seed=settings.seed)
+            rel[name] = float(np.mean(w[1:]) / w[0])
+        random_keys.append({"c": c, "ea": rel["expressive"], "ea_approx": (1 + c * c) / settings.dim,
+                            "dpa": rel["softmax"], "dpa_approx": math.exp(-c) * (1 + c * c / (2 * settings.dim))})
+    return {"circle": circle, "contrast": contrast, "random_keys": random_keys, "dim": settings.dim,
+            "n_random": settings.n_random, "seed": settings.seed}
+
+
+def report(result):
+    """The contrast table (measured beside the closed forms) and the random-key table."""
+    lines = ["Expressive Fig. 1: DPA (softmax) and EA (expressive) on a circle of 360 keys, c = beta |q| |k|",
+             f"{'c':>6s} | {'DPA 0/180':>11s} {'e^(2c)':>11s} {'half-width':>10s} | "
+             f"{'EA 0/180':>8s} {'EA 0/45':>8s} {'closed':>8s} {'notch half-width':>16s}"]
+    for r in result["contrast"]:
+        hw = r["dpa_half_width_degrees"]
+        lines.append(f"{r['c']:6.2f} | {r['dpa_0_over_180']:11.4e} {r['dpa_0_over_180_closed']:11.4e} "
+                     f"{'never' if hw is None else f'{hw:7.2f} deg':>10s} | "
+                     f"{r['ea_0_over_180']:8.4f} {r['ea_0_over_45']:8.4f} {r['ea_0_over_45_closed']:8.4f} "
+                     f"{r['ea_notch_half_width_degrees']:12.2f} deg")
+    d = result["dim"]
+    lines += ["", f"mean weight of {result['n_random']} random keys in d = {d} relative to an aligned key "
+                  f"(seed {result['seed']})",
+              f"{'c':>6s} | {'EA':>8s} {'(1+c^2)/d':>10s} | {'DPA':>8s} {'e^-c(1+c^2/2d)':>14s}"]
+    for r in result["random_keys"]:
+        lines.append(f"{r['c']:6.2f} | {r['ea']:8.4f} {r['ea_approx']:10.4f} | {r['dpa']:8.4f} {r['dpa_approx']:14.4f}")
+    return "\n".join(lines)
+
+
+def plot(result):
+    """n_keys x weight against the angle between key and query, DPA and EA, one curve per c (log scale)."""
+    from matplotlib.figure import Figure  # noqa: PLC0415
+
+    fig = Figure(figsize=(10, 3.6))
+    axes = fig.subplots(1, 2, sharex=True)
+    for ax, name, title in ((axes[0], "softmax", "DPA (Expressive Eq. 1)"),
+                            (axes[1], "expressive", "EA (Expressive Eq. 2)")):
+        for i, curve in enumerate(result["circle"][name]):
+            w = np.asarray(curve["n_weight"])
+            keep = w > 0  # EA's weight is exactly 0 at 90 degrees: not on a log axis
+            ax.plot(np.asarray(curve["degrees"])[keep], w[keep], color=f"C{i}", label=f"c = {curve['c']:g}")
+        ax.set_yscale("log")
+        ax.set_xticks([-180, -90, 0, 90, 180])
+        ax.set_xlabel("angle between key and query (degrees)")
+        ax.set_title(title, fontsize=10)
+        ax.legend(fontsize=7)
+    axes[0].set_ylabel("n_keys x weight (1 = uniform)")
+    fig.tight_layout()
+    return fig

@@ -20,8 +20,8 @@ the readings chosen where the paper is ambiguous or degenerate, is in
 ``derivations/13-interpretability.md``; the equations (13.I1)-(13.I9) cited below
 are that file's.
 
-What this module does differently from the authors' evaluation code (the
-issue; derivation section 5): the gradient is a fresh gradient of the
+What this module does differently from the authors' evaluation code
+(derivation section 5): the gradient is a fresh gradient of the
 trained model's output for each test instance, with the model in evaluation
 mode, and the label never enters the model.
 
@@ -39,6 +39,7 @@ from __future__ import annotations
 import functools
 import math
 import time
+from dataclasses import dataclass
 
 import numpy as np
 from autograd import grad as _autograd_grad
@@ -47,7 +48,9 @@ from ..training.models.polarity import PolarityClassifier
 from ..core.checks import check_int
 from ..training.tasks.polarity import PolarityConfig, make_polarity, token_polarity
 from ..training.tasks.sst2 import Vocabulary, load_sst2
+from . import option
 from .polarity import train_classifier
+from .sst2 import DATA_HELP
 from .sst2 import resolve_data_dir as resolve_sst2
 
 __all__ = [
@@ -68,8 +71,11 @@ __all__ = [
     "interpret_measures",
     "summarise",
     "resolve_sst2",
+    "Settings",
     "run_interpret",
-    "format_interpret",
+    "run",
+    "report",
+    "plot",
 ]
 
 #: TanhMax Table 1, the SST rows: per class and activation, (mean, std) of
@@ -94,6 +100,26 @@ PAPER_TABLE1 = {
 #: sentences (2 polar + 10 neutral tokens) over a smaller vocabulary, so that
 #: a few epochs train every seed to high accuracy in seconds.
 SYNTHETIC_SMALL = PolarityConfig(n_pos=20, n_neg=20, n_neutral=200, n_per_class=1_000)
+
+#: The figure ``refattn interpret --out DIR`` writes.
+FIGURE = "interpret_{data}.png"
+
+
+@dataclass
+class Settings:
+    """TanhMax Table 1: Kendall tau of attention weights against gradient and leave-one-out importance,
+    permutation and random-weight tests."""
+
+    data: str = option("synthetic", "data", choices=("synthetic", "sst2"))
+    sst2: str | None = option(None, DATA_HELP)
+    activations: tuple[str, ...] = option(("softmax", "tanhmax"), "comma-separated activations")
+    seeds: int | None = option(None, "number of seeds (default: 3 synthetic, 1 SST-2)")
+    epochs: int | None = option(None, "epochs (default: 8 synthetic, 2 SST-2)")
+    n_instances: int | None = option(None, "test instances measured (default: 300 synthetic, all 872 SST-2 dev)")
+    draws: int = option(100, "random permutations / weights per instance")
+    split: str = option("label", "group instances by true label or by predicted class",
+                        choices=("label", "prediction"))
+    seed: int = option(0, "seed of the data")
 
 #: Kendall p-values are exact (the permutation distribution of the number of
 #: inversions) for tie-free rows of at most this many entries; rows with ties
@@ -892,7 +918,14 @@ def _sig(x):
     return "  -- " if x is None else f"{x:5.2f}"
 
 
-def format_interpret(result):
+def run(settings, *, progress=None, on_result=None):
+    """:func:`run_interpret` with the settings of ``refattn interpret``."""
+    return run_interpret(settings.activations, settings.data, sst2_path=settings.sst2, seeds=settings.seeds,
+                         epochs=settings.epochs, n_instances=settings.n_instances, seed=settings.seed,
+                         n_draws=settings.draws, split=settings.split, progress=progress, on_result=on_result)
+
+
+def report(result):
     """``run_interpret``'s result as TanhMax's Table 1, the paper's SST values beside ours.
 
     Columns: ``tau_g`` (signed gradient x input) and its significant
@@ -933,3 +966,37 @@ def format_interpret(result):
             lines.append(f"  {act:<9} seed {row['seed']:>2}: accuracy {row['test_accuracy']:.3f}  "
                          f"flipped {str(row['flipped']):<5}  {vals}")
     return "\n".join(lines)
+
+
+def plot(result, paper=None):
+    """TanhMax Table 1 as bars: mean Kendall tau (signed gradient x input and signed leave-one-out) per
+    activation and true class, ours with their std, the paper's SST values (``paper``, default
+    :data:`PAPER_TABLE1`) as black markers; from :func:`run_interpret`."""
+    from matplotlib.figure import Figure  # noqa: PLC0415
+
+    if paper is None:
+        paper = PAPER_TABLE1
+    acts = list(result["activations"])
+    measures = (("tau_g", "tau_g: w vs gradient x input"), ("tau_loo", "tau_loo: w vs leave-one-out"))
+    classes = sorted({c for a in acts for c in result["activations"][a]["classes"]})
+    fig = Figure(figsize=(4.2 * len(measures), 3.2))
+    axes = fig.subplots(1, len(measures), squeeze=False, sharey=True)
+    width = 0.8 / max(len(classes), 1)
+    for ax, (key, title) in zip(axes[0], measures):
+        for j, c in enumerate(classes):
+            x = np.arange(len(acts)) + (j - (len(classes) - 1) / 2) * width
+            rows = [result["activations"][a]["classes"].get(c, {}).get(key, {}) for a in acts]
+            mean = [r.get("mean", np.nan) if r.get("mean") is not None else np.nan for r in rows]
+            std = [r.get("std", 0.0) or 0.0 for r in rows]
+            ax.bar(x, mean, width, yerr=std, capsize=3, label=f"ours, class {c}", alpha=0.8)
+            ref = [paper.get(c, {}).get(a, {}).get(key, (np.nan,))[0] for a in acts]
+            ax.plot(x, ref, "k_", markersize=14, mew=2, label="TanhMax Table 1 (SST)" if j == 0 else None)
+        ax.axhline(0, color="grey", lw=0.5)
+        ax.set_xticks(np.arange(len(acts)), acts)
+        ax.set_title(title, fontsize=9)
+    axes[0, 0].set_ylabel("mean Kendall tau")
+    axes[0, 0].legend(fontsize=7)
+    fig.suptitle(f"{result['settings']['data']['data']}: {result['settings']['n_instances']} test instances",
+                 fontsize=9)
+    fig.tight_layout()
+    return fig

@@ -59,6 +59,7 @@ import hashlib
 import math
 import time
 from collections import Counter
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -69,7 +70,8 @@ from ..training.tasks.sst2 import load_sst2
 from ..core.checks import check_int
 from ..training.runs import check_memory
 from ..training.train import Progress, checkpoint_paths, train
-from .sst2 import resolve_data_dir
+from . import max_memory, option
+from .sst2 import DATA_HELP, resolve_data_dir
 
 __all__ = [
     "DEFAULTS",
@@ -82,9 +84,11 @@ __all__ = [
     "load_corpus",
     "windows",
     "ngram_baseline",
+    "Settings",
     "run_lm",
-    "format_lm",
-    "plot_lm",
+    "run",
+    "report",
+    "plot",
 ]
 
 #: The default comparison: the activations the brief names, in table order.
@@ -96,6 +100,27 @@ VARIANTS = ("softmax", "tanhmax", "signexp", "cog-hybrid", "expressive", "sigsof
 DEFAULTS = {"activations": VARIANTS, "seeds": 3, "steps": 600, "batch_size": 16, "n_ctx": 64, "layers": 3,
             "width": 64, "heads": 4, "lr": 3e-3, "eval_every": 100, "eval_windows": 128, "level": "char",
             "min_count": 10, "max_vocab": 2000, "neural_d_prime": 2, "neural_hidden": 8, "dtype": "float32"}
+
+#: The figure ``refattn lm --out DIR`` writes.
+FIGURE = "lm.png"
+
+
+@dataclass
+class Settings:
+    """Toy character language model on SST-2 sentences: every activation, the Cog hybrid and Neural Attention
+    in layer 0, same budget, seeds batched."""
+
+    data: str | None = option(None, DATA_HELP + "; or 'toy' for generated sentences")
+    activations: tuple[str, ...] = option(VARIANTS, "comma-separated variants")
+    seeds: int = option(DEFAULTS["seeds"], "seeds")
+    steps: int = option(DEFAULTS["steps"], "Adam steps")
+    layers: int = option(DEFAULTS["layers"], "layers")
+    width: int = option(DEFAULTS["width"], "model width")
+    level: str = option(DEFAULTS["level"], "tokens", choices=("char", "word"))
+    lr: float = option(DEFAULTS["lr"], "Adam learning rate")
+    checkpoint_dir: str | None = option(None, "folder for resumable checkpoints, one per variant")
+    max_memory: float | None = max_memory()
+
 
 #: TanhMax, Table 4, row "SST": language-model accuracy (%) of six-layer BERT
 #: models, mean +- std, validation and test ("Dot product" is our ``linear``).
@@ -699,7 +724,15 @@ def _verdict(ours, se, paper, paper_noise=None):
     return "same direction" if (ours > 0) == (paper > 0) else "OPPOSITE direction"
 
 
-def format_lm(result):
+def run(settings, *, progress=None, on_result=None):
+    """:func:`run_lm` with the settings of ``refattn lm``."""
+    return run_lm(settings.activations, data=settings.data, seeds=settings.seeds, steps=settings.steps,
+                  layers=settings.layers, width=settings.width, level=settings.level, lr=settings.lr,
+                  checkpoint_dir=settings.checkpoint_dir, progress=progress, on_result=on_result,
+                  max_memory=settings.max_memory)
+
+
+def report(result):
     """A readable table of :func:`run_lm`'s result beside TanhMax Table 4 and NeuralAttn Table 1.
 
     Columns: dev next-token accuracy (%) and perplexity (mean ± std over
@@ -777,7 +810,7 @@ def format_lm(result):
     return "\n".join(lines)
 
 
-def plot_lm(result):
+def plot(result):
     """Validation loss curves (mean over seeds, band = min..max) and final accuracy per variant.
 
     Parameters

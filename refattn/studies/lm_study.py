@@ -3,7 +3,7 @@ r"""The toy language model's verdicts with a tuned learning rate and a run long 
 :func:`refattn.studies.lm.run_lm` trains every variant with one
 learning rate (Adam, 3e-3) for 600 steps, less than one pass over the
 training text; a variant that wants another learning rate or more steps is
-handicapped, so its gap to softmax says little (issue 19). This study,
+handicapped, so its gap to softmax says little. This study,
 ``derivations/19-toy-lm.md`` section 8, does three things with the same
 model, data and seeds:
 
@@ -33,13 +33,17 @@ draws the committed file ``derivations/data/19-lm-study.json``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..training.runs import CellStore
+from . import option
 from .lm import DEFAULTS, VARIANTS, run_lm
 from .nt_sensitivity import code_commit
+from .sst2 import DATA_HELP
 
-__all__ = ["FOCUS", "LRS", "PHASES", "run_lm_study", "best_lrs", "gap_curve", "format_lm_study"]
+__all__ = ["FOCUS", "LRS", "PHASES", "Settings", "run_lm_study", "run", "best_lrs", "gap_curve", "report", "plot"]
 
 #: The variants whose verdicts the papers state: TanhMax Table 4, Cog, NeuralAttn Table 1.
 FOCUS = ("softmax", "tanhmax", "cog-hybrid", "neural-first")
@@ -49,6 +53,26 @@ LRS = (1e-3, 3e-3, 1e-2)
 
 #: The study's phases, in the order they run.
 PHASES = ("table", "tune", "long", "control")
+
+#: The figure ``refattn lm-study --out DIR`` writes.
+FIGURE = "lm_study.png"
+
+
+@dataclass
+class Settings:
+    """The toy LM's verdicts: the table, the learning rate tuned per variant (same budget), long runs with the
+    gap to softmax against steps; each finished run saved and resumed."""
+
+    data: str | None = option(None, DATA_HELP + "; or 'toy' for generated sentences")
+    variants: tuple[str, ...] = option(FOCUS, "comma-separated focus variants, tuned and run long (softmax "
+                                              "among them)")
+    lrs: tuple[float, ...] = option(LRS, "comma-separated learning rates of the tuning grid", positive=True)
+    seeds: int = option(DEFAULTS["seeds"], "seeds of every run")
+    steps: int = option(DEFAULTS["steps"], "steps of the table's and the tuning's runs")
+    long_steps: int = option(1200, "length of the long runs")
+    long_evals: int = option(12, "evaluations along a long run")
+    phases: tuple[str, ...] = option(PHASES, "comma-separated phases, run in this order")
+    results: str | None = option(None, "JSON file written after every run and resumed if it exists")
 
 
 def _key(phase, variant, lr, steps=None):
@@ -141,7 +165,7 @@ def run_lm_study(*, variants=FOCUS, lrs=LRS, seeds=DEFAULTS["seeds"], steps=DEFA
     out = {"command": command, "settings": settings, "commit": code_commit(), "cells": cells}
     out["runs"] = store.runs(command, out["commit"])  # every command that added cells to the file
 
-    def run(key, variant, lr, n_steps, eval_every):
+    def run_cell(key, variant, lr, n_steps, eval_every):
         if key not in cells:
             r = run_lm((variant,), data=data, seeds=seeds, steps=n_steps, lr=lr, eval_every=eval_every,
                        ngram_orders=(), progress=progress)
@@ -161,7 +185,7 @@ def run_lm_study(*, variants=FOCUS, lrs=LRS, seeds=DEFAULTS["seeds"], steps=DEFA
 
     if "table" in phases:
         for v in VARIANTS:
-            run(_key("table", v, DEFAULTS["lr"]), v, DEFAULTS["lr"], steps, DEFAULTS["eval_every"])
+            run_cell(_key("table", v, DEFAULTS["lr"]), v, DEFAULTS["lr"], steps, DEFAULTS["eval_every"])
     if "tune" in phases:
         for v in variants:
             for lr in lrs:
@@ -169,12 +193,20 @@ def run_lm_study(*, variants=FOCUS, lrs=LRS, seeds=DEFAULTS["seeds"], steps=DEFA
                 if lr == DEFAULTS["lr"] and _key("table", v, lr) in cells and key not in cells:
                     cells[key] = cells[_key("table", v, lr)]  # the same run: the table's default rate
                     continue
-                run(key, v, lr, steps, DEFAULTS["eval_every"])
+                run_cell(key, v, lr, steps, DEFAULTS["eval_every"])
     for name, v, lr in _long_runs(best_lrs(cells, variants, lrs)):
         if ("control" if " lr=" in name else "long") in phases:
-            run(_key("long", v, lr, long_steps), v, lr, long_steps, max(1, long_steps // long_evals))
+            run_cell(_key("long", v, lr, long_steps), v, lr, long_steps, max(1, long_steps // long_evals))
     finish()
     return out
+
+
+def run(settings, *, command=None, progress=None):
+    """:func:`run_lm_study` with the settings of ``refattn lm-study``; ``command`` (the command line) goes
+    into the results file, so that the file says how to resume it."""
+    return run_lm_study(variants=settings.variants, lrs=settings.lrs, seeds=settings.seeds, steps=settings.steps,
+                        data=settings.data, long_steps=settings.long_steps, long_evals=settings.long_evals,
+                        phases=settings.phases, results=settings.results, command=command, progress=progress)
 
 
 def _long_runs(best):
@@ -187,7 +219,7 @@ def _long_runs(best):
     return runs
 
 
-def format_lm_study(result):
+def report(result):
     """The table, the tuning grid and the long runs' gaps, as Markdown."""
     cells, s = result["cells"], result["settings"]
     lines = [f"Table (default settings, {s['steps']} steps): dev accuracy % and dev loss, mean ± std over seeds",
@@ -221,3 +253,38 @@ def format_lm_study(result):
         lines.append(f"| {v} | {lr:g} | {100 * rec['dev_accuracy_mean']:.2f} | {rec['dev_loss_mean']:.4f} | "
                      + " | ".join(gap) + " |")
     return "\n".join(lines)
+
+
+def plot(result):
+    """Left: dev loss against the learning rate for the focus variants (the same budget for all). Right: the
+    long runs' gap to softmax in dev accuracy (percentage points, paired over seeds, +- one standard error)
+    against steps: a gap that still moves at the end is not a verdict."""
+    from matplotlib.figure import Figure  # noqa: PLC0415
+
+    fig = Figure(figsize=(11, 3.6))
+    ax, bx = fig.subplots(1, 2)
+    s = result["settings"]
+    for v in s["variants"]:
+        xs, ys = [], []
+        for lr in s["lrs"]:
+            rec = result["cells"].get(_key("tune", v, lr))
+            if rec is not None and rec["finite"]:
+                xs.append(lr)
+                ys.append(rec["dev_loss_mean"])
+        ax.plot(xs, ys, "o-", label=v)
+    ax.set_xscale("log")
+    ax.set_xlabel("Adam learning rate")
+    ax.set_ylabel(f"dev loss after {s['steps']} steps")
+    ax.legend(fontsize=8)
+    for v, g in result.get("gaps", {}).items():
+        acc = g["dev_accuracy"]
+        m, se = 100 * np.asarray(acc["mean"]), 100 * np.asarray(acc["se"])
+        bx.plot(acc["step"], m, "o-", label=v)
+        bx.fill_between(acc["step"], m - se, m + se, alpha=0.2)
+    bx.axhline(0, color="k", lw=0.8)
+    bx.set_xlabel("step")
+    bx.set_ylabel("dev accuracy minus softmax's (pp)")
+    if result.get("gaps"):
+        bx.legend(fontsize=8)
+    fig.tight_layout()
+    return fig

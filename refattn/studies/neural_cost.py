@@ -40,8 +40,8 @@ runs. :func:`peak_bytes` is the analytical count of
 ``derivations/17-neural-attention-cost.md``, checked against the
 measurement; :func:`max_length` solves it for the longest sequence that fits
 a memory budget. :func:`run_neural_cost` runs the sweep,
-:func:`format_neural_cost` prints it in the form of NeuralAttn's Tables 6-8,
-:func:`plot_neural_cost` draws it.
+:func:`report` prints it in the form of NeuralAttn's Tables 6-8,
+:func:`plot` draws it; ``refattn neural-cost`` runs them (:class:`Settings`, :func:`run`).
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ import platform
 import sys
 import time
 import tracemalloc
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -60,6 +61,7 @@ from ..core.backend import sum_to
 
 from ..core.checks import check_float_array, score_inputs, check_int
 from ..core.scores import score
+from . import option
 
 __all__ = [
     "METHODS",
@@ -75,9 +77,11 @@ __all__ = [
     "measure_peak",
     "measure_time",
     "paper_concat_check",
+    "Settings",
     "run_neural_cost",
-    "format_neural_cost",
-    "plot_neural_cost",
+    "run",
+    "report",
+    "plot",
 ]
 
 #: The evaluations measured, in table order. ``library`` is
@@ -110,6 +114,25 @@ PAPER_TABLES = {
 }
 
 _MIB = 2 ** 20
+
+#: The figure ``refattn neural-cost --out DIR`` writes.
+FIGURE = "neural_cost.png"
+
+
+@dataclass
+class Settings:
+    """Neural Attention's score memory and time, concatenated vs decomposed vs chunked, as ratios to
+    dot-product scores (NeuralAttn Tables 6-8)."""
+
+    ns: tuple[int, ...] = option((128, 256, 512, 785, 1024), "comma-separated sequence lengths")
+    d_primes: tuple[int, ...] = option((2, 16, 64), "comma-separated projected widths d'")
+    batch: int = option(1, "batch")
+    heads: int = option(1, "heads")
+    hidden: int = option(16, "hidden units of the score MLP")
+    chunk: int = option(64, "query rows per chunk")
+    budget_mib: tuple[int, ...] = option((256, 1024), "comma-separated memory budgets for the longest n")
+    repeats: int = option(3, "timing repeats, best taken")
+    seed: int = option(0, "seed")
 
 
 # --------------------------------------------------------------------------
@@ -801,7 +824,14 @@ def _table(result, n, tables):
     return lines
 
 
-def format_neural_cost(result):
+def run(settings, *, progress=None):
+    """:func:`run_neural_cost` with the settings of ``refattn neural-cost``."""
+    return run_neural_cost(settings.ns, settings.d_primes, batch=settings.batch, heads=settings.heads,
+                           hidden=settings.hidden, chunk=settings.chunk, budget_mib=settings.budget_mib,
+                           repeats=settings.repeats, seed=settings.seed, progress=progress)
+
+
+def report(result):
     """:func:`run_neural_cost`'s result as tables in the form of NeuralAttn's Tables 6-8."""
     s = result["settings"]
     ag = result["agreement"]
@@ -866,7 +896,7 @@ def format_neural_cost(result):
     return "\n".join(lines)
 
 
-def plot_neural_cost(result):
+def plot(result):
     """Peak memory (top) and time (bottom) against ``n``, log-log, one column per ``d'``;
     dashed lines are the analytic counts (:func:`peak_bytes`)."""
     import matplotlib.pyplot as plt  # noqa: PLC0415

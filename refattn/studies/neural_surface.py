@@ -25,6 +25,8 @@ The MLP here is ``score("neural", hidden="tanh", beta=1.0)`` with ``d = 2``,
 so that it sees ``(q, k)`` directly as in NeuralAttn's Eq. 4 and Fig. 1.
 Training ``Wq, Wk`` as well would add nothing: ``Whq Wq`` is just another
 ``h x 2`` matrix. Derivation: ``derivations/08-neural-attention-expressivity.md``.
+``refattn neural-surface`` (:class:`Settings`, :func:`run`) runs the fit and
+draws the predictions against the target.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from ..core.backend import array_module
 from ..core.checks import check_float_array, check_int
 from ..training.optim import Adam
 from ..core.scores import Score, score
+from . import option
 
 __all__ = [
     "DOMAIN",
@@ -61,6 +64,11 @@ __all__ = [
     "rmse",
     "RelationFit",
     "fit_relation",
+    "Settings",
+    "run",
+    "result_of",
+    "report",
+    "plot",
 ]
 
 #: Queries and keys are drawn from ``U[-DOMAIN, DOMAIN]^2``.
@@ -447,3 +455,92 @@ def fit_relation(target="rbf", *, n_train=1000, n_test=1000, hidden_size=32, ste
         out.pred_test[model] = f(te)
         out.rmse[model] = {"train": rmse(f(tr), z[tr]), "test": rmse(out.pred_test[model], z[te])}
     return out
+
+
+# --------------------------------------------------------------------------
+# The study: refattn neural-surface
+# --------------------------------------------------------------------------
+
+#: The figure ``refattn neural-surface --out DIR`` writes.
+FIGURE = "neural_surface_{target}.png"
+
+
+@dataclass
+class Settings:
+    """NeuralAttn's Fig. 1 argument: a query-key relation fitted by the best bilinear score (every dot
+    product of projections) and by the Neural Attention score MLP, RMSE on held-out pairs."""
+
+    target: str = option("rbf", "the relation: rbf, exp(-|q - k|^2 / 2), or a bilinear example",
+                         choices=tuple(TARGETS))
+    n_train: int = option(1000, "training pairs")
+    n_test: int = option(1000, "test pairs")
+    hidden_size: int = option(32, "hidden units of the score MLP")
+    steps: int = option(2000, "full-batch Adam steps")
+    lr: float = option(0.01, "Adam's step size")
+    seed: int = option(0, "seed of the pairs and the MLP's initialisation")
+
+
+def run(settings):
+    """:func:`fit_relation` with these settings, as a JSON-able dict.
+
+    Keys: ``target``, ``rmse`` (``{model: {"train", "test"}}`` for the
+    constant, the bilinear fit and the MLP), ``bilinear_A``, ``bilinear_b``,
+    ``loss_history`` (the MLP's training MSE per step), ``z_test`` and
+    ``pred_test`` (the figure's points), and for the RBF target
+    ``bilinear_floor`` (:func:`bilinear_floor_rbf`: the population optimum of
+    any bilinear score).
+    """
+    return result_of(fit_relation(settings.target, n_train=settings.n_train, n_test=settings.n_test,
+                                  hidden_size=settings.hidden_size, steps=settings.steps, lr=settings.lr,
+                                  seed=settings.seed))
+
+
+def result_of(fit):
+    """The JSON-able result of :func:`run` from a :class:`RelationFit` (what :func:`report` and
+    :func:`plot` read)."""
+    out = {"target": fit.target, "n_train": len(fit.z_train), "n_test": len(fit.z_test),
+           "steps": len(fit.loss_history), "rmse": fit.rmse, "bilinear_A": fit.bilinear_A.tolist(),
+           "bilinear_b": float(fit.bilinear_b), "loss_history": fit.loss_history.tolist(),
+           "z_test": fit.z_test.tolist(), "pred_test": {m: p.tolist() for m, p in fit.pred_test.items()}}
+    if fit.target == "rbf":
+        out["bilinear_floor"] = bilinear_floor_rbf()
+    return out
+
+
+def report(result):
+    """The RMSE table, and for the RBF target the best any bilinear score can do."""
+    rows = [f"target {result['target']!r}: RMSE (train / test), {result['n_train']} / {result['n_test']} pairs"]
+    for model, r in result["rmse"].items():
+        rows.append(f"  {model:9s} {r['train']:.3e} / {r['test']:.3e}")
+    floor = result.get("bilinear_floor")
+    if floor is not None:
+        rows.append(f"population optimum of any bilinear score (quadrature): RMSE {floor['rmse']:.4f}, constant: "
+                    f"{floor['rmse_constant']:.4f}, A* = {floor['a']:.4f} I, b* = {floor['b']:.4f}")
+    return "\n".join(rows)
+
+
+def plot(result):
+    """Test predictions of the bilinear fit and of the MLP against the target, and the MLP's training
+    curve beside the bilinear and constant fits' training MSE."""
+    from matplotlib.figure import Figure  # noqa: PLC0415
+
+    fig = Figure(figsize=(12, 3.5))
+    axes = fig.subplots(1, 3)
+    z = np.asarray(result["z_test"])
+    lo, hi = float(z.min()), float(z.max())
+    for ax, model in zip(axes[:2], ("bilinear", "mlp")):
+        ax.scatter(z, result["pred_test"][model], s=4, alpha=0.4)
+        ax.plot([lo, hi], [lo, hi], "k--", lw=1)
+        ax.set_xlabel("target z")
+        ax.set_ylabel("prediction")
+        r = result["rmse"][model]
+        ax.set_title(f"{model}: RMSE train {r['train']:.4f}, test {r['test']:.4f}", fontsize=9)
+    axes[2].semilogy(result["loss_history"])
+    axes[2].axhline(result["rmse"]["bilinear"]["train"] ** 2, color="C1", ls="--", label="bilinear (train MSE)")
+    axes[2].axhline(result["rmse"]["constant"]["train"] ** 2, color="C2", ls=":", label="constant (train MSE)")
+    axes[2].set_xlabel("Adam step")
+    axes[2].set_ylabel("MLP training MSE")
+    axes[2].legend(fontsize=7)
+    axes[2].set_title("training curve", fontsize=9)
+    fig.tight_layout()
+    return fig

@@ -21,23 +21,41 @@ and expressive attention (EA, Eq. 2) on the NT tasks
 Each ``run_figN`` trains both attentions with :func:`refattn.studies.nt_training.run_nt`
 (all seeds batched), at a size that fits a few minutes of one CPU core by
 default; the docstrings give the call for the paper's length.
-:func:`format_nt_figure` prints our numbers beside the paper's and
-:func:`plot_nt_figure` draws the figure. ``derivations/15-nt-experiments.md``
+:func:`report` prints our numbers beside the paper's and
+:func:`plot` draws the figure; ``refattn nt-figure`` runs them (:class:`Settings`). ``derivations/15-nt-experiments.md``
 records the runs and what did and did not reproduce.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from .nt_training import PAPER, parse_mixture, run_nt
+from . import option
+from .nt_training import DEVICES, PAPER, parse_mixture, run_nt
 
-__all__ = ["PAPER_FIGURES", "FIGURES", "LOG_FLOOR", "COLOURS", "run_fig3", "run_fig4", "run_mixture", "run_ntr",
-           "run_nt_figure", "attention_snapshots", "dynamic_range", "format_nt_figure", "plot_nt_figure",
+__all__ = ["PAPER_FIGURES", "FIGURES", "LOG_FLOOR", "COLOURS", "Settings", "run_fig3", "run_fig4", "run_mixture",
+           "run_ntr", "run_nt_figure", "run", "attention_snapshots", "dynamic_range", "report", "plot",
            "plot_attention_snapshots"]
 
 #: The figures :func:`run_nt_figure` knows.
 FIGURES = ("fig3", "fig4", "fig6", "fig7")
+
+#: The figure ``refattn nt-figure --out DIR`` writes.
+FIGURE = "nt_{figure}.png"
+
+
+@dataclass
+class Settings:
+    """Expressive's figures, short runs, ours beside the paper's numbers."""
+
+    figure: str = option(help="fig3 (N16T2), fig4 (N2T5), fig6 (mixture), fig7 (NT-R)", choices=FIGURES,
+                         positional=True)
+    seeds: int | None = option(None, "number of seeds (default: the figure's)")
+    epochs: int | None = option(None, "epochs of every run (default: the figure's)")
+    lr: float | None = option(None, f"learning rate (default Expressive's {PAPER['lr']:g})")
+    device: str = option("cpu", "NumPy on the CPU or CuPy on the GPU", choices=DEVICES)
 
 #: Expressive's numbers and statements, typed in from section 5 and the captions:
 #: ``{figure: {"setting": ..., "claims": {(N_con, attention[, task]): (value or None, text)}}}``.
@@ -297,6 +315,12 @@ def run_nt_figure(name, **options):
 # --------------------------------------------------------------------------
 
 
+def run(settings, *, progress=None):
+    """:func:`run_nt_figure` with the settings of ``refattn nt-figure`` (a None setting: the figure's own)."""
+    options = {k: getattr(settings, k) for k in ("seeds", "epochs", "lr") if getattr(settings, k) is not None}
+    return run_nt_figure(settings.figure, progress=progress, device=settings.device, **options)
+
+
 def _curve(r, acc, points=6):
     """``"e1: a1, e2: a2, ..."`` of the mean accuracy at about ``points`` evaluations."""
     acc = np.asarray(acc)
@@ -307,7 +331,7 @@ def _curve(r, acc, points=6):
     return ", ".join(f"{ep[i]}: {acc[:, i].mean():.3f}" for i in idx)
 
 
-def format_nt_figure(result):
+def report(result):
     """A figure's runs as a Markdown table, our numbers beside Expressive's.
 
     One row per run (and per task of a mixture): context length, attention,
@@ -432,7 +456,7 @@ def plot_attention_snapshots(snapshots, *, axes=None, floor=LOG_FLOOR, vmin=None
     return fig
 
 
-def plot_nt_figure(result, seed_index=0):
+def plot(result, seed_index=0):
     """Draw a :func:`run_nt_figure` result in the style of Expressive's figure.
 
     Accuracy of every seed (thin) and the mean (thick), EA blue and DPA

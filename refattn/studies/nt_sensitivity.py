@@ -4,7 +4,7 @@ Expressive (section 5) compares expressive attention (EA, Eq. 2) with
 dot-product attention (DPA, Eq. 1) on the NT tasks but states neither the
 initialisation of its model nor, for every figure, how long it trained. A
 single run of ours at one initialisation scale could show either outcome
-(issue 19: at N16T2, N_con = 32, DPA stays trapped at init x0.5 and escapes
+(at N16T2, N_con = 32, DPA stays trapped at init x0.5 and escapes
 at x1). So each figure's claim is rerun over a grid
 
 * initialisation scale ``init_scale`` in {0.5, 1, 2} (the half-width of the
@@ -39,18 +39,19 @@ from __future__ import annotations
 import math
 import os
 import subprocess
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..training.runs import CellStore
+from . import option
 from .nt_training import PAPER, run_nt
 
-__all__ = ["SETTINGS", "GRID", "MEASURES", "MEASURE_DIRECTIONS", "SETTLED", "CURVE_POINTS", "cell_key", "rank_test", "rank_shift",
-           "late_change",
-           "thin_record", "run_sensitivity",
-           "summarise", "compare_results", "format_sensitivity", "plot_sensitivity", "plot_verdict_map", "code_commit"]
+__all__ = ["SETTINGS", "GRID", "MEASURES", "MEASURE_DIRECTIONS", "SETTLED", "CURVE_POINTS", "Settings", "cell_key",
+           "rank_test", "rank_shift", "late_change", "thin_record", "run_sensitivity", "run", "summarise",
+           "compare_results", "report", "plot", "plot_verdict_map", "code_commit"]
 
-#: The grid of issue 19: initialisation scales and learning rates.
+#: The grid: initialisation scales and learning rates.
 GRID = {"init_scale": (0.5, 1.0, 2.0), "lr": (0.02, 0.32)}
 
 #: Each figure's task and the length we run it (the paper's axes are mostly unstated; derivation 15 says why).
@@ -91,6 +92,28 @@ MEASURES = {
 SETTLED = 0.02
 
 ATTENTIONS = ("expressive", "softmax")
+
+
+#: The figure ``refattn nt-sensitivity --out DIR`` writes.
+FIGURE = "nt_sensitivity_{figure}.png"
+
+
+@dataclass
+class Settings:
+    """EA against DPA over initialisation scale x learning rate (Expressive Figs. 3-7), each finished cell
+    saved and resumed."""
+
+    figure: str = option(help="the figure's task and length (refattn.studies.nt_sensitivity.SETTINGS)",
+                         choices=tuple(SETTINGS), positional=True)
+    seeds: int = option(16, "seeds per cell")
+    epochs: int | None = option(None, "epochs (default: the figure's)")
+    eval_every: int | None = option(None, "epochs between evaluations (default: the figure's)")
+    init_scales: tuple[float, ...] = option(GRID["init_scale"], "comma-separated initialisation scales",
+                                            positive=True)
+    lrs: tuple[float, ...] = option(GRID["lr"], "comma-separated learning rates", positive=True)
+    n_test: int = option(PAPER["n_test"], "test series per seed")
+    dtype: str = option("float32", "precision", choices=("float32", "float64"))
+    results: str | None = option(None, "JSON file written after every cell and resumed if it exists")
 
 
 def cell_key(init_scale, lr, attention):
@@ -441,7 +464,16 @@ def _p(p):
     return "< 0.001" if p < 0.001 else f"{p:.3f}"
 
 
-def format_sensitivity(result, measure=None):
+def run(settings, *, command=None, progress=None):
+    """:func:`run_sensitivity` with the settings of ``refattn nt-sensitivity``; ``command`` (the command
+    line) goes into the results file, so that the file says how to resume it."""
+    return run_sensitivity(settings.figure, seeds=settings.seeds, epochs=settings.epochs,
+                           eval_every=settings.eval_every, init_scales=settings.init_scales, lrs=settings.lrs,
+                           n_test=settings.n_test, dtype=settings.dtype, results=settings.results, command=command,
+                           progress=progress)
+
+
+def report(result, measure=None):
     """:func:`summarise`'s rows as a Markdown table (``measure`` as there)."""
     s = result["settings"]
     name, better = _measure_of(s["figure"], measure)
@@ -462,7 +494,7 @@ def format_sensitivity(result, measure=None):
     return "\n".join(lines)
 
 
-def plot_sensitivity(result, *, axes=None):
+def plot(result, *, axes=None):
     """Two panels: the measure per seed and its median for EA and DPA over the grid; mean curves per cell.
 
     Left: for every (init, lr) cell, the per-seed values of the figure's

@@ -31,7 +31,7 @@ Beyond one task (``derivations/15-nt-experiments.md``):
 * ``device="gpu"``: the same program on CuPy (the parameters live on the GPU;
   the data are made on the host and copied explicitly).
 
-The runner is :func:`run_nt`; the command is ``refattn nt``. :func:`compare_layouts`
+The runner is :func:`run_nt`; the command is ``refattn nt`` (:class:`Settings`, :func:`run`). :func:`compare_layouts`
 trains EA and DPA under several placements of the model's two bias vectors
 and :func:`format_layout_table` tabulates them (derivation 11, section 7).
 The derivation is ``derivations/11-nt-model.md`` (model) and
@@ -41,29 +41,60 @@ The derivation is ``derivations/11-nt-model.md`` (model) and
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
+from numbers import Real
 
 import numpy as np
-
-from numbers import Real
 
 from ..core import backend as _backend
 from ..core.backend import cupy_available, to_numpy
 from ..core.checks import check_int
-from ..training.models.nt import CANDIDATE_LAYOUTS, DEFAULT_LAYOUT, NTModel, ea_symbol_dependence
+from ..training.models.nt import CANDIDATE_LAYOUTS, DEFAULT_LAYOUT, LAYOUTS, NTModel, count_params, ea_symbol_dependence
 from ..training.optim import SGD
 from ..training.tasks.nt import generate, generate_mixture, parse_task, windows
 from ..training.runs import check_memory
 from ..training.train import Progress, check_checkpoint, train
+from . import max_memory, option
 
-__all__ = ["PAPER", "DEVICES", "parse_mixture", "array_module_for", "make_batches", "evaluate", "evaluate_tasks",
-           "snapshot_context", "run_nt", "batched_speedup", "seed_scaling", "format_seed_scaling",
-           "profile_loss_and_grad", "format_nt", "compare_layouts", "format_layout_table"]
+__all__ = ["PAPER", "DEVICES", "Settings", "parse_mixture", "array_module_for", "make_batches", "evaluate",
+           "evaluate_tasks", "snapshot_context", "run_nt", "run", "batched_speedup", "seed_scaling",
+           "format_seed_scaling", "profile_loss_and_grad", "report", "plot", "compare_layouts",
+           "format_layout_table"]
 
 #: Expressive's training and testing constants (section 4).
 PAPER = {"n_batch": 40, "lr": 0.02, "momentum": 0.8, "n_g": 50, "n_test": 100, "runs": 16}
 
 #: Where :func:`run_nt` can run: NumPy on the host, or CuPy on a GPU.
 DEVICES = ("cpu", "gpu")
+
+#: The figure ``refattn nt --out DIR`` writes.
+FIGURE = "nt_{task}_{context}_{attention}_{layout}.png"
+
+
+@dataclass
+class Settings:
+    """Train Expressive's one-bilayer transformer on an NT task, all seeds batched."""
+
+    task: str = option("N2T5", "task name, e.g. N2T5, N16T2, N16T2-S")
+    context: int = option(16, "context length N_con")
+    attention: str = option("expressive", "a registered activation: softmax (DPA, Eq. 1) or expressive (EA, Eq. 2), "
+                                          "...")
+    seeds: int = option(16, "number of independent runs")
+    epochs: int = option(200, "epochs")
+    eval_every: int = option(10, "evaluate every this many epochs")
+    n_test: int = option(PAPER["n_test"], "test series per evaluation")
+    checkpoint: str | None = option(None, "a .npz file to resume from and save to")
+    layout: str = option(DEFAULT_LAYOUT, "where the two bias vectors sit; derivation 11, section 7",
+                         choices=tuple(LAYOUTS))
+    init_scale: float = option(1.0, "multiplies 1/sqrt(fan_in), the half-width of the uniform initialisation")
+    bias_init: str = option("zeros", "bias initialisation", choices=("zeros", "uniform"))
+    lr_drop: tuple[int, float] | None = option(None, "divide the learning rate by FACTOR from EPOCH on "
+                                                     "(Expressive's mixture run)", metavar=("EPOCH", "FACTOR"))
+    device: str = option("cpu", "NumPy on the CPU or CuPy on the GPU", choices=DEVICES)
+    dtype: str = option("float64", "precision of the parameters and activations; float32 is about 2x faster",
+                        choices=("float64", "float32"))
+    count_params: bool = option(False, "print only the parameter count")
+    max_memory: float | None = max_memory()
 
 
 def parse_mixture(task):
@@ -627,8 +658,23 @@ def format_seed_scaling(result):
     return "\n".join(lines)
 
 
-def format_nt(result):
-    """``run_nt``'s result in a few lines."""
+def run(settings, *, progress=None):
+    """:func:`run_nt` with the settings of ``refattn nt``; with ``count_params`` only
+    ``{"count_params": n}``, the model's parameter count (:func:`refattn.training.models.nt.count_params`)."""
+    if settings.count_params:
+        _, N, _ = parse_task(settings.task)
+        return {"count_params": count_params(N, settings.context, layout=settings.layout)}
+    return run_nt(settings.task, settings.context, settings.attention, seeds=settings.seeds, epochs=settings.epochs,
+                  eval_every=settings.eval_every, n_test=settings.n_test, checkpoint=settings.checkpoint,
+                  progress=progress, layout=settings.layout, init_scale=settings.init_scale,
+                  bias_init=settings.bias_init, device=settings.device, max_memory=settings.max_memory,
+                  dtype=settings.dtype, lr_drop=settings.lr_drop)
+
+
+def report(result):
+    """:func:`run_nt`'s result in a few lines (the parameter count alone for ``count_params``)."""
+    if "count_params" in result:
+        return str(result["count_params"])
     r = result
     hit = [e for e in r["epochs_to_100"] if e is not None]
     return "\n".join([
@@ -713,3 +759,29 @@ def format_layout_table(results):
         lines.append(f"| {r['layout']} | {_label(r['attention'])} | {sees} | {r['reached_100']}/{len(r['seeds'])} | "
                      f"{'-' if med is None else f'{med:g}'} | {r['mean_final_accuracy']:.3f} | {per_seed} | {versus} |")
     return "\n".join(lines)
+
+
+def plot(result):
+    """Accuracy per evaluation (every seed thin, the mean thick) and the training loss
+    of one :func:`run_nt` result."""
+    from matplotlib.figure import Figure  # noqa: PLC0415
+
+    if "count_params" in result:
+        raise ValueError("a parameter count has no curves to draw")
+    fig = Figure(figsize=(9, 3.4))
+    ax, bx = fig.subplots(1, 2)
+    acc = np.asarray(result["accuracy"])
+    for row in acc:
+        ax.plot(result["eval_epochs"], row, color="0.75", lw=0.7)
+    if acc.size:
+        ax.plot(result["eval_epochs"], acc.mean(axis=0), color="k", lw=2, label="mean over seeds")
+    ax.axhline(1.0 / result["N"], color="r", ls=":", lw=1, label="chance 1/N")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel(f"accuracy ({result['n_g']} greedy symbols)")
+    ax.set_title(f"{result['task']}, N_con = {result['n_con']}, {result['attention']}", fontsize=9)
+    ax.legend(fontsize=7)
+    bx.semilogy(np.arange(1, len(result["loss"]) + 1), result["loss"])
+    bx.set_xlabel("epoch")
+    bx.set_ylabel("training loss (mean over seeds)")
+    fig.tight_layout()
+    return fig

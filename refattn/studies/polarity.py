@@ -17,6 +17,7 @@ thresholds, on the training split; :func:`refattn.training.tasks.polarity.polari
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -33,13 +34,15 @@ from ..training.tasks.polarity import (
     polarity_groups,
     token_polarity,
 )
+from ..plots import GROUP_COLOURS
 from ..training.runs import check_memory
 from ..training.train import Progress, batch_iterator, checkpoint_paths, train
+from . import max_memory, option
 
-__all__ = ["PAPER_FIG2", "OPTIMISERS", "train_classifier", "run_polarity", "format_polarity"]
+__all__ = ["PAPER_FIG2", "OPTIMISERS", "Settings", "train_classifier", "run_polarity", "run", "report", "plot"]
 
 #: The authors' public-code numbers for the TanhMax (self score) and softmax runs
-#: (mean over tokens of each group), as given in the issue.
+#: (mean over tokens of each group).
 PAPER_FIG2 = {
     "tanhmax": {"score": {"positive": 7.10, "negative": -8.70, "neutral": 0.63},
                 "weight": {"positive": 0.48, "negative": -0.49, "neutral": 0.0}},
@@ -54,6 +57,26 @@ def _adadelta_code(params, lr=0.05):
 #: Optimisers by name (``optimizer=``); ``"adadelta-code"`` is the setting of TanhMax's public code.
 OPTIMISERS = {"adam": Adam, "adadelta": Adadelta, "adadelta-code": _adadelta_code, "adagrad": Adagrad, "sgd": SGD}
 _GROUPS = (("positive", POSITIVE), ("negative", NEGATIVE), ("neutral", NEUTRAL))
+
+#: The figure ``refattn polarity --out DIR`` writes.
+FIGURE = "polarity_fig2.png"
+
+
+@dataclass
+class Settings:
+    """TanhMax's synthetic polarity experiment (Fig. 2) over many seeds: scores, weights, logit contributions
+    and sign patterns per group."""
+
+    activations: tuple[str, ...] = option(("softmax", "tanhmax", "signexp", "expressive"),
+                                          "comma-separated activations")
+    seeds: int = option(10, "number of seeds")
+    score: str = option("self", "score", choices=("self", "global", "additive"))
+    epochs: int = option(20, "epochs")
+    optimizer: str = option("adam", "optimiser (adadelta-code: TanhMax's public code, Adadelta(0.05) on 100 x BCE)",
+                            choices=tuple(OPTIMISERS))
+    lr: float = option(1e-2, "learning rate")
+    checkpoint_dir: str | None = option(None, "folder for resumable checkpoints, one per activation")
+    max_memory: float | None = max_memory()
 
 
 def _per_token_mean(values, tokens, mask, V):
@@ -261,8 +284,15 @@ def _num(value, spec):
     return "n/a" if value is None or not np.isfinite(value) else format(value, spec)
 
 
-def format_polarity(result):
-    """``run_polarity``'s result: per activation the means, patterns and the paper's numbers."""
+def run(settings, *, progress=None, on_result=None):
+    """:func:`run_polarity` with the settings of ``refattn polarity`` (TanhMax's small configuration of the data)."""
+    return run_polarity(settings.activations, seeds=settings.seeds, score=settings.score, epochs=settings.epochs,
+                        optimizer=settings.optimizer, lr=settings.lr, progress=progress,
+                        checkpoint_dir=settings.checkpoint_dir, on_result=on_result, max_memory=settings.max_memory)
+
+
+def report(result):
+    """:func:`run_polarity`'s result: per activation the means, patterns and the paper's numbers."""
     lines = [f"synthetic polarity ({result['settings']['data']}), {len(result['settings']['seeds'])} seeds, "
              f"{result['settings']['epochs']} epochs, {result['settings']['optimizer']} lr "
              f"{result['settings']['lr']}; {result['seconds']:.1f} s", ""]
@@ -286,3 +316,28 @@ def format_polarity(result):
                          f"c+ {_num(row['contribution_positive'], '+.3f')}  "
                          f"c- {_num(row['contribution_negative'], '+.3f')}  {row['pattern']}{div}")
     return "\n".join(lines)
+
+
+def plot(result):
+    """TanhMax Fig. 2 style: each token's score against its mean weight, coloured by its gamma_e group,
+    one panel per activation (first seed); from :func:`run_polarity`."""
+    from matplotlib.figure import Figure  # noqa: PLC0415
+
+    acts = list(result["activations"])
+    groups = np.asarray(result["groups"])
+    fig = Figure(figsize=(3.3 * len(acts), 3.2))
+    axes = fig.subplots(1, len(acts), squeeze=False)
+    codes = {"neutral": NEUTRAL, "positive": POSITIVE, "negative": NEGATIVE}
+    for ax, act in zip(axes[0], acts):
+        tok = result["activations"][act]["tokens_first_seed"]
+        s, w, seen = np.asarray(tok["score"]), np.asarray(tok["weight"]), np.asarray(tok["seen"])
+        for name in ("neutral", "positive", "negative"):
+            sel = seen & (groups == codes[name])
+            ax.scatter(s[sel], w[sel], s=6, color=GROUP_COLOURS[name], label=name, alpha=0.7)
+        r = result["activations"][act]
+        ax.set_title(f"{act}: seed {r['per_seed'][0]['seed']}, {r['per_seed'][0]['pattern']}", fontsize=9)
+        ax.set_xlabel("token score")
+    axes[0, 0].set_ylabel("mean attention weight")
+    axes[0, 0].legend(fontsize=7)
+    fig.tight_layout()
+    return fig

@@ -33,8 +33,8 @@ rounding floor near 1e-16. :func:`forward_stack_split` carries ``X = 1 m^T + R``
 and propagates the deviations ``R`` without cancellation, so that the doubly
 exponential collapse can be followed down to float64 underflow (Eqs.
 16.RC10-16.RC13).
-:func:`run_rank_collapse`, :func:`format_rank_collapse` and
-:func:`plot_rank_collapse` are the command-line entry points.
+:func:`run_rank_collapse`, :func:`report` and
+:func:`plot` are what ``refattn rank-collapse`` runs (:class:`Settings`, :func:`run`).
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ import math
 import sys
 import time
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 from autograd import elementwise_grad
@@ -51,6 +52,7 @@ from ..core.activations import ACTIVATIONS, activation as _activation
 from ..core.attention import attention
 from ..core.checks import check_float_array, check_int
 from ..theory.catalogue import about
+from . import option
 
 __all__ = [
     "ARCHITECTURES",
@@ -63,9 +65,11 @@ __all__ = [
     "forward_stack",
     "forward_stack_split",
     "residual_curves",
+    "Settings",
     "run_rank_collapse",
-    "format_rank_collapse",
-    "plot_rank_collapse",
+    "run",
+    "report",
+    "plot",
 ]
 
 #: The three stacks of Dong et al. (2021): ``"pure"`` X <- SA(X);
@@ -75,6 +79,27 @@ ARCHITECTURES = ("pure", "skip", "ffn")
 #: log10 recorded for a ratio that is exactly 0 in float64 (the smallest
 #: subnormal double is 4.9e-324, so every positive ratio lies above it).
 LOG10_ZERO = -324.0
+
+#: The figure ``refattn rank-collapse --out DIR`` writes.
+FIGURE = "rank_collapse.png"
+
+
+@dataclass
+class Settings:
+    """Residual ratio against depth for every activation, pure attention, with skips and with feed-forward
+    layers (TanhMax Fig. 4)."""
+
+    activations: tuple[str, ...] | None = option(None, "comma-separated activations (default: every registered "
+                                                       "activation)")
+    architectures: tuple[str, ...] = option(ARCHITECTURES, "comma-separated architectures")
+    depth: int = option(12, "layers")
+    n: int = option(8, "tokens")
+    d: int = option(16, "model width")
+    heads: int = option(2, "heads")
+    seeds: int = option(2, "weight draws")
+    inputs: int = option(2, "inputs per weight draw")
+    rescale: bool = option(False, "rescale the tokens to a fixed norm after every layer")
+    seed: int = option(0, "seed")
 
 
 # --------------------------------------------------------------------------
@@ -990,7 +1015,15 @@ def _cell(curve, form, depth, width=8):
     return f"{v:{width - 1}.2f}{star}"
 
 
-def format_rank_collapse(result, depths=None):
+def run(settings, *, progress=None, on_result=None):
+    """:func:`run_rank_collapse` with the settings of ``refattn rank-collapse``."""
+    return run_rank_collapse(settings.activations, depth=settings.depth, n=settings.n, d=settings.d,
+                             heads=settings.heads, seeds=settings.seeds, inputs=settings.inputs,
+                             architectures=settings.architectures, seed=settings.seed, rescale=settings.rescale,
+                             progress=progress, on_result=on_result)
+
+
+def report(result, depths=None):
     """A text table: log10 of both residual ratios at a few depths, per activation and architecture."""
     cfg = result["config"]
     if depths is None:
@@ -1025,7 +1058,7 @@ def format_rank_collapse(result, depths=None):
     return "\n".join(lines)
 
 
-def plot_rank_collapse(result, form="both"):
+def plot(result, form="both"):
     """log10 residual ratio against depth: one panel per architecture, one line per activation.
 
     ``form``: ``"code"``, ``"exact"`` or ``"both"`` (solid = exact, dashed =

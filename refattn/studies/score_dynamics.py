@@ -1,6 +1,6 @@
 r"""Proposition 1 against training: measured score changes per step vs predicted velocity.
 
-Issue 4, item 5. Plain gradient descent with step ``eta`` on the empirical risk
+``refattn dynamics``. Plain gradient descent with step ``eta`` on the empirical risk
 of :class:`refattn.theory.proposition1.OneLayerModel` (full batch, synthetic polarity
 sentences from :mod:`refattn.training.tasks.polarity`) moves every token's score by
 ``Delta s = s(theta - eta grad R) - s(theta)``. Gradient flow is the limit
@@ -26,19 +26,45 @@ The derivation is ``derivations/12-score-dynamics-experiment.md``.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from autograd import grad
 
+from ..plots import GROUP_COLOURS
 from ..theory.proposition1 import OneLayerModel, velocity_decomposition
 from ..training.tasks.polarity import NEGATIVE, NEUTRAL, POSITIVE, PolarityConfig, make_polarity
+from . import option
 
-__all__ = ["DYNAMICS_DATA", "step_check", "trajectories", "run_dynamics", "format_dynamics"]
+__all__ = ["DYNAMICS_DATA", "KINDS", "ETAS", "Settings", "step_check", "trajectories", "run", "report", "plot"]
 
 #: A small polarity task: 8 positive, 8 negative, 32 neutral tokens; 2 polar +
 #: 4 neutral tokens per sentence; 150 sentences per class.
 DYNAMICS_DATA = PolarityConfig(n_pos=8, n_neg=8, n_neutral=32, polar_per_sentence=2,
                                neutral_per_sentence=4, n_per_class=150, seed=0)
+
+#: The parameterisations compared: free per-token Q, K (Proposition 1's assumption) and shared projections.
+KINDS = ("free", "shared")
+
+#: The step sizes of :func:`step_check`.
+ETAS = (1e-1, 1e-2, 1e-3, 1e-4)
+
+#: The figure ``refattn dynamics --out DIR`` writes.
+FIGURE = "score_dynamics.png"
+
+#: At most about this many points of each trajectory are kept in the result (for the figure).
+TRAJECTORY_POINTS = 100
+
+
+@dataclass
+class Settings:
+    """Proposition 1 against gradient descent on synthetic polarity data: measured score change per step vs
+    the predicted velocity."""
+
+    activations: tuple[str, ...] = option(("softmax", "tanhmax"), "comma-separated activations")
+    seed: int = option(0, "seed of the data and the initialisation")
+    steps: int = option(400, "gradient steps of the trajectories")
+    eta: float = option(0.5, "step size of the trajectories")
 
 
 def _setup(kind, act, seed, data, d, dv):
@@ -132,19 +158,23 @@ def trajectories(kind="free", act="tanhmax", *, steps=200, eta=0.05, seed=0, dat
     return out
 
 
-def run_dynamics(*, activations=("softmax", "tanhmax"), kinds=("free", "shared"), steps=400, eta=0.5,
-                 etas=(1e-1, 1e-2, 1e-3, 1e-4), seed=0, return_raw=False):
+def run(settings):
     """Everything ``refattn dynamics`` reports, as plain data (JSON-able).
 
-    With ``return_raw`` the full :func:`step_check` and :func:`trajectories`
-    results (arrays, for the figures) are returned too, as ``(summary, raw)``.
+    One row per activation and parameterisation (:data:`KINDS`): the
+    :func:`step_check` errors at :data:`ETAS`, and a :func:`trajectories` run
+    of ``settings.steps`` steps of size ``settings.eta`` with its group means
+    (about :data:`TRAJECTORY_POINTS` recorded steps, first and last included)
+    under ``trajectory``.
     """
-    rows, raw = [], []
-    for act in activations:
-        for kind in kinds:
-            sc = step_check(kind, act, etas=etas, seed=seed)
-            tr = trajectories(kind, act, steps=steps, eta=eta, seed=seed)
-            groups = ("positive", "negative", "neutral")
+    steps, eta, seed = settings.steps, settings.eta, settings.seed
+    groups = ("positive", "negative", "neutral")
+    every = max(1, steps // TRAJECTORY_POINTS) if isinstance(steps, int) else 1
+    rows = []
+    for act in settings.activations:
+        for kind in KINDS:
+            sc = step_check(kind, act, etas=ETAS, seed=seed)
+            tr = trajectories(kind, act, steps=steps, eta=eta, seed=seed, record_every=every)
             rows.append({
                 "activation": act, "kind": kind,
                 "etas": sc["etas"], "vs_prop1": sc["vs_prop1"], "vs_exact": sc["vs_exact"],
@@ -153,19 +183,20 @@ def run_dynamics(*, activations=("softmax", "tanhmax"), kinds=("free", "shared")
                 "risk_start": float(tr["risk"][0]), "risk_end": float(tr["risk"][-1]),
                 "final_mean_score": {g: float(tr[f"measured_{g}"][-1]) for g in groups},
                 "final_mean_score_predicted": {g: float(tr[f"predicted_{g}"][-1]) for g in groups},
+                "trajectory": {"step": tr["step"].tolist(),
+                               "measured": {g: tr[f"measured_{g}"].tolist() for g in groups},
+                               "predicted": {g: tr[f"predicted_{g}"].tolist() for g in groups}},
             })
-            raw.append({"step_check": sc, "trajectories": tr})
-    summary = {"seed": seed,
-               "data": {"n_pos": DYNAMICS_DATA.n_pos, "n_neg": DYNAMICS_DATA.n_neg,
-                        "n_neutral": DYNAMICS_DATA.n_neutral, "n_per_class": DYNAMICS_DATA.n_per_class,
-                        "polar_per_sentence": DYNAMICS_DATA.polar_per_sentence,
-                        "neutral_per_sentence": DYNAMICS_DATA.neutral_per_sentence},
-               "rows": rows}
-    return (summary, raw) if return_raw else summary
+    return {"seed": seed,
+            "data": {"n_pos": DYNAMICS_DATA.n_pos, "n_neg": DYNAMICS_DATA.n_neg,
+                     "n_neutral": DYNAMICS_DATA.n_neutral, "n_per_class": DYNAMICS_DATA.n_per_class,
+                     "polar_per_sentence": DYNAMICS_DATA.polar_per_sentence,
+                     "neutral_per_sentence": DYNAMICS_DATA.neutral_per_sentence},
+            "rows": rows}
 
 
-def format_dynamics(result):
-    """``run_dynamics``'s summary as a text table."""
+def report(result):
+    """:func:`run`'s result as a text table."""
     etas = result["rows"][0]["etas"]
     head = "  ".join(f"eta={e:g}" for e in etas)
     lines = ["Proposition 1 against gradient descent: rel. error of (measured score change)/eta",
@@ -177,3 +208,32 @@ def format_dynamics(result):
         lines.append(f"{r['activation']:<8} {r['kind']:<6} prop1 {p1} | exact {ex} | sign {r['sign_agreement']:.2f} "
                      f"| trajectory gap {r['trajectory_rel_gap']:.1e} ({r['steps']} steps, eta {r['eta']:g})")
     return "\n".join(lines)
+
+
+def plot(result):
+    """Predicted (Proposition 1, integrated) vs measured mean score per token group, one panel per
+    (activation, parameterisation), and below each the step-size check."""
+    from matplotlib.figure import Figure  # noqa: PLC0415
+
+    rows = result["rows"]
+    n = len(rows)
+    fig = Figure(figsize=(3.4 * n, 6.2))
+    axes = fig.subplots(2, n, squeeze=False)
+    for j, r in enumerate(rows):
+        tr = r["trajectory"]
+        ax = axes[0, j]
+        for g, colour in GROUP_COLOURS.items():
+            ax.plot(tr["step"], tr["measured"][g], color=colour, label=f"{g}: measured")
+            ax.plot(tr["step"], tr["predicted"][g], color=colour, ls="--", label=f"{g}: Prop. 1")
+        ax.set_title(f"{r['activation']}, {r['kind']} Q, K", fontsize=9)
+        ax.set_xlabel("gradient step")
+        ax = axes[1, j]
+        ax.loglog(r["etas"], r["vs_prop1"], "o-", label="vs Proposition 1")
+        ax.loglog(r["etas"], r["vs_exact"], "s--", label="vs $-J\\nabla R$")
+        ax.set_xlabel("step size $\\eta$")
+    axes[0, 0].set_ylabel("mean token score")
+    axes[1, 0].set_ylabel("rel. error of $\\Delta s/\\eta$")
+    axes[0, 0].legend(fontsize=6)
+    axes[1, 0].legend(fontsize=7)
+    fig.tight_layout()
+    return fig

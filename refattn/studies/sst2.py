@@ -53,6 +53,7 @@ import os
 import re
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -65,6 +66,7 @@ from ..training.models.polarity import SCORE_KINDS
 from ..training.tasks.sst2 import ENV_VAR, UNK_ID, Vocabulary, load_sst2, tokenize
 from ..core.checks import check_int
 from ..training.train import checkpoint_paths
+from . import option
 from .polarity import OPTIMISERS, train_classifier
 
 __all__ = [
@@ -80,10 +82,15 @@ __all__ = [
     "is_odd",
     "orient_weights",
     "weight_colour",
+    "sentences_figure",
     "render_sentences",
     "render_figure1",
+    "DATA_HELP",
+    "Settings",
     "run_sst2",
-    "format_sst2",
+    "run",
+    "report",
+    "plot",
 ]
 
 #: TanhMax, Table 2, column "SST" (test-set accuracy of its text classifier).
@@ -118,7 +125,25 @@ DEFAULTS = {"activations": ("softmax", "tanhmax"), "seeds": 3, "score": "self", 
             "batch_size": 100, "optimizer": "adam", "lr": 1e-3, "dropout": 0.5, "max_len": 40,
             "min_count": 1}
 
-_FIGURE_NAME = "sst2_fig1.png"
+#: Figure 1's file, written by ``refattn sst2 --out DIR`` (and by :func:`run_sst2` with ``out``).
+FIGURE = "sst2_fig1.png"
+
+#: The help of every command's SST-2 folder option.
+DATA_HELP = ("SST-2 folder holding train.tsv and dev.tsv, never downloaded (default $REFATTN_SST2, else the "
+             "shared data folder beside the repository)")
+
+
+@dataclass
+class Settings:
+    """TanhMax's classifier on SST-2: dev accuracy over seeds beside its Table 2, and its Figure 1 (sentences
+    coloured by signed attention weight)."""
+
+    data: str | None = option(None, DATA_HELP)
+    activations: tuple[str, ...] = option(DEFAULTS["activations"], "comma-separated activations")
+    seeds: int = option(DEFAULTS["seeds"], "number of seeds")
+    epochs: int = option(DEFAULTS["epochs"], "epochs")
+    figure_seed: int | None = option(None, "the seed whose weights Figure 1 shows (default: the first)")
+    checkpoint_dir: str | None = option(None, "folder for resumable checkpoints, one per activation")
 
 
 # --------------------------------------------------------------------------
@@ -402,9 +427,8 @@ def _check_rows(sentences, weights, row_labels):
     return rows, arrays
 
 
-def render_sentences(sentences, weights, path, title=None, *, row_labels=None, scale=None, width=96,
-                     fontsize=10):
-    """Draw sentences word by word on backgrounds coloured by weight; save a PNG.
+def sentences_figure(sentences, weights, title=None, *, row_labels=None, scale=None, width=96, fontsize=10):
+    """Draw sentences word by word on backgrounds coloured by weight.
 
     Each row is one sentence (with its label above it, if given), wrapped at
     ``width`` characters; every word sits on a box of colour
@@ -419,8 +443,6 @@ def render_sentences(sentences, weights, path, title=None, *, row_labels=None, s
         A str is split on white space.
     weights : sequence of array_like
         One 1-D array per sentence, one finite weight per token.
-    path : str or os.PathLike
-        The PNG to write (its folder is created).
     title : str, optional
         May span several lines (``"\n"``).
     row_labels : sequence of str, optional
@@ -435,14 +457,11 @@ def render_sentences(sentences, weights, path, title=None, *, row_labels=None, s
 
     Returns
     -------
-    str
-        The path written.
+    matplotlib.figure.Figure
     """
     from matplotlib.figure import Figure  # noqa: PLC0415  (matplotlib only when drawing)
 
     rows, arrays = _check_rows(sentences, weights, row_labels)
-    if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"path: expected a file path, got {type(path).__name__}")
     width = check_int(width, "width", 20)
     if scale is None:
         scale = max(float(np.max(np.abs(w), initial=0.0)) for w in arrays) or 1.0
@@ -488,20 +507,39 @@ def render_sentences(sentences, weights, path, title=None, *, row_labels=None, s
         ax.text(col, ln, text, fontsize=fontsize, va="center", family="monospace",
                 color="white" if dark else "black",
                 bbox={"boxstyle": "square,pad=0.15", "facecolor": face, "edgecolor": "none"})
-    folder = os.path.dirname(os.path.abspath(os.fspath(path)))
-    os.makedirs(folder, exist_ok=True)
+    return fig
+
+
+def _save_png(fig, path):
+    """Save ``fig`` as the PNG ``path`` (its folder created); the path written."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path: expected a file path, got {type(path).__name__}")
+    os.makedirs(os.path.dirname(os.path.abspath(os.fspath(path))), exist_ok=True)
     fig.savefig(path, dpi=110)
     return os.fspath(path)
 
 
+def render_sentences(sentences, weights, path, title=None, **options):
+    """:func:`sentences_figure` saved as the PNG ``path`` (its folder is created); returns the path.
+    TanhMax's Figure 1 format (``derivations/14-sst2.md``, section 5)."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path: expected a file path, got {type(path).__name__}")
+    return _save_png(sentences_figure(sentences, weights, title, **options), path)
+
+
 def render_figure1(result, path):
-    """Draw the Figure 1 part of a :func:`run_sst2` result with :func:`render_sentences`.
+    """:func:`plot` of a :func:`run_sst2` result saved as the PNG ``path``; returns the path."""
+    return _save_png(plot(result), path)
+
+
+def plot(result):
+    """The Figure 1 part of a :func:`run_sst2` result, drawn with :func:`sentences_figure`.
 
     Rows: for each of TanhMax's four sentences, the closest dev sentence and
     then the paper's own text, each under every activation (weights of
     ``result["figure1"]["seed"]``, oriented by (14.O1)). Each activation has its own colour scale,
     its largest ``|w|`` in the figure (softmax weights of a 20-token sentence
-    are near 1/20, TanhMax's need not be). Returns the path written.
+    are near 1/20, TanhMax's need not be).
     """
     fig1 = result["figure1"]
     acts = list(result["activations"])
@@ -521,7 +559,7 @@ def render_figure1(result, path):
                 labels.append(f"{k + 1}. {item['role']} - {what} - {act}: P(positive) = {per['prob']:.2f}")
     title = (f"SST-2, TanhMax Fig. 1: attention weights, red > 0, blue < 0 (seed {fig1['seed']})\n"
              "full colour at |w| = " + ", ".join(f"{a} {top[a]:.2g}" for a in acts))
-    return render_sentences(sentences, weights, path, title, row_labels=labels, scale=scales)
+    return sentences_figure(sentences, weights, title, row_labels=labels, scale=scales)
 
 
 # --------------------------------------------------------------------------
@@ -742,12 +780,19 @@ def run_sst2(data=None, *, activations=DEFAULTS["activations"], seeds=DEFAULTS["
                           "public), this module's settings"},
     }
     if out is not None:
-        result["figure"] = render_figure1(result, os.path.join(os.fspath(out), _FIGURE_NAME))
+        result["figure"] = render_figure1(result, os.path.join(os.fspath(out), FIGURE))
     result["seconds"] = time.perf_counter() - t_start
     return result
 
 
-def format_sst2(result):
+def run(settings, *, progress=None, on_result=None):
+    """:func:`run_sst2` with the settings of ``refattn sst2`` (Figure 1 is drawn by :func:`plot`)."""
+    return run_sst2(settings.data, activations=settings.activations, seeds=settings.seeds, epochs=settings.epochs,
+                    figure_seed=settings.figure_seed, checkpoint_dir=settings.checkpoint_dir, progress=progress,
+                    on_result=on_result)
+
+
+def report(result):
     """A :func:`run_sst2` result as text: accuracy beside Table 2, and the Figure 1 sentences used."""
     st, d = result["settings"], result["data"]
     lines = [f"SST-2 from {d['path']}: {d['train']} train / {d['dev']} dev sentences, vocabulary {d['vocab_size']} "

@@ -4,7 +4,7 @@ r"""TanhMax Table 2 (SST) over the settings the paper leaves open: a small sweep
 one setting (embedding 30, Adam 1e-3, one epoch over GLUE's phrases), taken
 from the authors' synthetic notebook, and gets softmax 0.81 against the
 paper's 0.834 (TanhMax 0.872). Table 2's verdict should follow the best
-setting we can find for each activation, not one guess (issue 19). The
+setting we can find for each activation, not one guess. The
 sweep (``derivations/14-sst2.md``, section 9):
 
 * **embedding size** 30 (the notebook's) or 100;
@@ -22,12 +22,14 @@ GLUE's test labels are not public), reported with the seeds' spread and a
 paired comparison at each setting.
 
 Every finished (setting, activation) is saved at once to the results file
-(:class:`refattn.training.runs.CellStore`) and kept when the sweep is run again.
+(:class:`refattn.training.runs.CellStore`) and kept when the sweep is run again:
+``refattn sst2-sweep --results derivations/data/14-sst2-sweep.json``.
 """
 
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -36,9 +38,11 @@ from ..training.tasks.sst2 import Vocabulary, load_sst2
 from .lm import maximal_phrases
 from .nt_sensitivity import code_commit, rank_test
 from .polarity import train_classifier
-from .sst2 import DEFAULTS, PAPER_TABLE2, _nonempty, resolve_data_dir
+from . import option
+from .sst2 import DATA_HELP, DEFAULTS, PAPER_TABLE2, _nonempty, resolve_data_dir
 
-__all__ = ["SWEEP", "LRS", "EPOCHS", "sentences_of", "run_sst2_sweep", "best_settings", "format_sst2_sweep"]
+__all__ = ["SWEEP", "LRS", "EPOCHS", "Settings", "sentences_of", "run_sst2_sweep", "run", "best_settings", "report",
+           "plot"]
 
 #: The sweep's axes: embedding sizes, and (optimiser, training units) pairs. The authors' Adadelta moves
 #: each weight by at most ``0.05 sqrt(1e-6 / 0.1) = 1.6e-4`` per step at first, so it needs many epochs;
@@ -52,6 +56,25 @@ LRS = {"adam": 1e-3, "adadelta-code": 0.05}
 #: Epochs per (optimiser, units), dev accuracy after each: 67k phrases against 6.9k sentences, and
 #: Adadelta's slow start.
 EPOCHS = {"adam/phrases": 2, "adam/sentences": 15, "adadelta-code/sentences": 45, "adadelta-code/phrases": 5}
+
+#: The figure ``refattn sst2-sweep --out DIR`` writes.
+FIGURE = "sst2_sweep.png"
+
+
+@dataclass
+class Settings:
+    """TanhMax Table 2 (SST) over the settings the paper leaves open: embedding size x optimiser x training
+    units, dev accuracy after every epoch, the best of each activation; each finished setting saved and
+    resumed."""
+
+    data: str | None = option(None, DATA_HELP)
+    activations: tuple[str, ...] = option(DEFAULTS["activations"], "comma-separated activations")
+    seeds: int = option(5, "seeds per setting")
+    embed_dims: tuple[int, ...] = option(SWEEP["embed_dim"], "comma-separated embedding sizes")
+    trainings: tuple[str, ...] = option(tuple(f"{o}/{u}" for o, u in SWEEP["training"]),
+                                        "comma-separated OPTIMIZER/UNITS pairs, units 'phrases' or 'sentences' "
+                                        f"(epochs of each: {', '.join(f'{k} {v}' for k, v in EPOCHS.items())})")
+    results: str | None = option(None, "JSON file written after every setting and resumed if it exists")
 
 
 def sentences_of(phrases, labels):
@@ -149,6 +172,14 @@ def run_sst2_sweep(data=None, *, activations=DEFAULTS["activations"], seeds=5, s
     return out
 
 
+def run(settings, *, command=None, progress=None):
+    """:func:`run_sst2_sweep` with the settings of ``refattn sst2-sweep``."""
+    training = tuple(tuple(t.split("/", 1)) for t in settings.trainings)
+    return run_sst2_sweep(settings.data, activations=settings.activations, seeds=settings.seeds,
+                          sweep={"embed_dim": settings.embed_dims, "training": training}, results=settings.results,
+                          command=command, progress=progress)
+
+
 def _train(tr_ids, tr_y, vocab_size, act, seeds, mask, setting, n_epochs, holder, callback, progress):
     """:func:`train_classifier` with the sweep's setting; ``holder["model"]`` is set before the first epoch ends."""
     from ..training.models.polarity import PolarityClassifier  # noqa: PLC0415
@@ -195,7 +226,7 @@ def best_settings(result):
     return best
 
 
-def format_sst2_sweep(result):
+def report(result):
     """Every setting's best-epoch dev accuracy per activation, and each activation's best, as Markdown."""
     best = result.get("best") or best_settings(result)
     acts = result["settings"]["activations"]
@@ -213,3 +244,30 @@ def format_sst2_sweep(result):
             lines.append(f"best {a}: {b['mean']:.4f} ± {b['std'] or 0:.4f} at {_key(b['setting'], '').strip()}, "
                          f"epoch {b['epoch']} (paper: {b['paper']})")
     return "\n".join(lines)
+
+
+def plot(result):
+    """Dev accuracy after every epoch, one panel per setting: the mean over seeds of each activation, and
+    the range of the seeds shaded."""
+    from matplotlib.figure import Figure  # noqa: PLC0415
+
+    acts = result["settings"]["activations"]
+    names = sorted({_key(rec["setting"], "").strip() for rec in result["cells"].values()})
+    if not names:
+        raise ValueError("no setting has finished: nothing to draw")
+    fig = Figure(figsize=(3.2 * len(names), 3))
+    axes = fig.subplots(1, len(names), squeeze=False, sharey=True)[0]
+    for ax, name in zip(axes, names):
+        for i, act in enumerate(acts):
+            rec = result["cells"].get(f"{name} {act}")
+            if rec is not None:
+                acc = np.asarray(rec["dev_accuracy"])  # (seeds, epochs)
+                ep = np.arange(1, acc.shape[1] + 1)
+                ax.plot(ep, acc.mean(axis=0), color=f"C{i}", label=act)
+                ax.fill_between(ep, acc.min(axis=0), acc.max(axis=0), color=f"C{i}", alpha=0.15)
+        ax.set_title(name, fontsize=8)
+        ax.set_xlabel("epoch")
+    axes[0].set_ylabel("dev accuracy")
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    return fig

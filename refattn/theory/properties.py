@@ -33,8 +33,8 @@ to the machine epsilon ``eps`` of the grid's dtype:
   softmax), so ``sqrt(eps)`` sits about seven decades (float64) above it and
   as far below every honest signal measured here.
 
-``refattn properties --json`` prints :func:`run_properties`; without
-``--json`` it prints :func:`format_properties_table`.
+``refattn properties`` (:mod:`refattn.studies.four_properties`) measures every activation with
+:func:`measure` and compares the result with :data:`PAPER_TABLE3`.
 """
 
 from __future__ import annotations
@@ -61,8 +61,6 @@ __all__ = [
     "measure_contextual_normalisation",
     "measure_origin_symmetry",
     "measure",
-    "run_properties",
-    "format_properties_table",
 ]
 
 #: The four properties of TanhMax section 4, in the order of its Table 3 columns
@@ -577,144 +575,3 @@ def measure(name_or_activation, *, grid=None, seed=0) -> dict:
         "contextual_normalisation": measure_contextual_normalisation(act, seed=seed),
         "origin_symmetry": measure_origin_symmetry(act, grid=grid),
     }
-
-
-def _marks(row: dict) -> str:
-    held = [PROPERTY_TITLES[p] for p in PROPERTIES if row[p]]
-    missed = [PROPERTY_TITLES[p] for p in PROPERTIES if not row[p]]
-    if not missed:
-        return "all four hold"
-    return (("holds: " + ", ".join(held) + "; " if held else "") + "fails: " + ", ".join(missed))
-
-
-def run_properties(seed=0) -> dict:
-    """Measure the four properties for every registered activation and compare with Table 3.
-
-    Iterates over :data:`refattn.core.activations.ACTIVATIONS`, so a newly
-    registered activation is measured too; only :data:`PAPER_TABLE3` is
-    written down. ``refattn properties --json`` prints this dict.
-    Derivation: ``derivations/06-four-properties.md`` (section 6 has the table).
-
-    Parameters
-    ----------
-    seed : int
-        Seed of the random rows and matrices.
-
-    Returns
-    -------
-    dict
-        JSON-serialisable (plain floats, ints, bools, strings, lists, None)::
-
-            {"activations": {name: measure(name)},
-             "computed": {name: {property: bool}},
-             "paper_table3": {name: {"row": paper label, property: bool}},
-             "comparison": [{"activation", "paper_row", "property", "paper",
-                             "computed", "agree"}, ...],   # Table 3's rows only
-             "agree_with_paper": bool,                      # every comparison agrees
-             "differences": [str, ...],   # disagreements, then rows Table 3 lacks
-             "criteria": {property: str},
-             "tolerances": {...}, "grid": {...}, "seed": int}
-    """
-    seed = check_int(seed, "seed", 0)
-    grid = default_grid()
-    activations = {name: measure(name, grid=grid, seed=seed) for name in ACTIVATIONS}
-    computed = {name: {p: m[p]["holds"] for p in PROPERTIES} for name, m in activations.items()}
-    comparison, differences = [], []
-    for name, paper in PAPER_TABLE3.items():
-        if name not in computed:  # an activation the registry no longer has
-            differences.append(f"{name} ({PAPER_ROW_NAMES[name]}): in Table 3 but not registered")
-            continue
-        for p in PROPERTIES:
-            agree = paper[p] == computed[name][p]
-            comparison.append({"activation": name, "paper_row": PAPER_ROW_NAMES[name],
-                               "property": p, "paper": bool(paper[p]),
-                               "computed": computed[name][p], "agree": bool(agree)})
-            if not agree:
-                differences.append(
-                    f"{name} ({PAPER_ROW_NAMES[name]}), {PROPERTY_TITLES[p]}: Table 3 says "
-                    f"{'yes' if paper[p] else 'no'}, computed {'yes' if computed[name][p] else 'no'}")
-    for name in ACTIVATIONS:
-        if name not in PAPER_TABLE3:
-            differences.append(f"{name}: not in Table 3; computed: {_marks(computed[name])}")
-    lo, hi, n = _DEFAULT_GRID
-    return {
-        "activations": activations,
-        "computed": computed,
-        "paper_table3": {name: {"row": PAPER_ROW_NAMES[name], **dict(row)}
-                         for name, row in PAPER_TABLE3.items()},
-        "comparison": comparison,
-        "agree_with_paper": all(r["agree"] for r in comparison),
-        "differences": differences,
-        "criteria": dict(CRITERIA),
-        "tolerances": tolerances(np.float64),
-        "grid": {"min": lo, "max": hi, "points": n, "dtype": "float64"},
-        "seed": seed,
-    }
-
-
-_CHECK, _BLANK, _DIFFERS = "✓", "-", "!"
-
-
-def format_properties_table(result: dict) -> str:
-    """The result of :func:`run_properties` as a plain-text table.
-
-    One row per activation, one column per property: ``✓`` where the
-    property holds, ``-`` where it does not, followed by the paper's Table 3
-    mark in brackets (blank brackets for rows the paper does not list) and
-    ``!`` where the computed value differs from the paper. A second block
-    gives one number of evidence per property; then the differences.
-    """
-    if not isinstance(result, dict):
-        raise TypeError(f"result: expected the dict of run_properties(), got {type(result).__name__}")
-    missing = [k for k in ("activations", "computed", "paper_table3", "differences") if k not in result]
-    if missing:
-        raise ValueError(f"result: expected the dict of run_properties(), missing keys {missing}")
-    computed, paper = result["computed"], result["paper_table3"]
-    w = max(len("activation"), *(len(n) for n in computed))
-    pw = max(len("(not listed)"), *(len(r["row"]) for r in paper.values()))
-    cols = [max(len(PROPERTY_TITLES[p]), 8) for p in PROPERTIES]
-
-    def mark(v):
-        return _CHECK if v else _BLANK
-
-    lines = [
-        "TanhMax section 4: the four properties, computed for every registered activation",
-        f"({_CHECK} holds, {_BLANK} does not; [paper's Table 3 mark]; "
-        f"{_DIFFERS} computed differs from the paper)",
-        "",
-        f"{'activation':{w}s}  {'Table 3 row':{pw}s}  "
-        + "  ".join(f"{PROPERTY_TITLES[p]:{c}s}" for p, c in zip(PROPERTIES, cols)),
-        "-" * (w + pw + 4 + sum(cols) + 2 * (len(cols) - 1)),
-    ]
-    for name, row in computed.items():
-        prow = paper.get(name)
-        cells = []
-        for p, c in zip(PROPERTIES, cols):
-            if prow is None:
-                cell = f"{mark(row[p])} [ ]"
-            else:
-                cell = f"{mark(row[p])} [{mark(prow[p])}]" + (_DIFFERS if row[p] != prow[p] else "")
-            cells.append(f"{cell:{c}s}")
-        label = prow["row"] if prow is not None else "(not listed)"
-        lines.append((f"{name:{w}s}  {label:{pw}s}  " + "  ".join(cells)).rstrip())
-    lines += ["", "Evidence (criteria: refattn.theory.properties.CRITERIA; derivations/06-four-properties.md):",
-              f"{'activation':{w}s}  {'min rel. step of g':>18s}  {'affine residual':>15s}  "
-              f"{'rank mixed/pos. (bound)':>23s}  {'offdiag/diag':>12s}  {'odd defect':>10s}"]
-    for name, m in result["activations"].items():
-        br = m["log_nonlinearity"]["evidence"].get("bottleneck_rank")
-        if br is None:
-            ranks = "n/a"
-        else:
-            r = [str(v["rank"]) if v["applicable"] else "n/a" for v in br["regimes"].values()]
-            ranks = f"{'/'.join(r)} ({br['bound']})"
-        lines.append(
-            f"{name:{w}s}  {m['monotonicity']['evidence']['min_relative_step']:18.2e}  "
-            f"{m['log_nonlinearity']['evidence']['relative_affine_residual']:15.2e}  "
-            f"{ranks:>23s}  "
-            f"{m['contextual_normalisation']['evidence']['max_offdiag_over_diag']:12.2e}  "
-            f"{m['origin_symmetry']['evidence']['max_relative_odd_defect']:10.2e}")
-    lines.append("")
-    if result.get("agree_with_paper", True):
-        lines.append("Every row of Table 3 agrees with the computed properties.")
-    lines += ["Differences and rows Table 3 lacks:"] + [f"  {d}" for d in result["differences"]]
-    return "\n".join(lines)

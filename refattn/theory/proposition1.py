@@ -41,6 +41,8 @@ What this module provides:
 * :func:`velocity_decomposition` -- the exact gradient-flow velocity of every
   token's score, ``-(ds/dtheta)(dR/dtheta)^T``, from autograd, split into the
   part Proposition 1 keeps and the cross terms it neglects.
+
+``refattn prop1`` (:mod:`refattn.studies.prop1`) checks Eq. 4 with these for every activation.
 """
 
 from __future__ import annotations
@@ -73,8 +75,7 @@ __all__ = [
     "CLOSED_FORMS",
     "OneLayerModel",
     "velocity_decomposition",
-    "run_prop1",
-    "format_prop1_table",
+    "SETTINGS",
 ]
 
 #: The output nonlinearities sigma of ``y = sigma(V^T W)``.
@@ -561,104 +562,5 @@ def velocity_decomposition(model, params, tokens, target):
     }
 
 
-def _rel(a, ref):
-    scale = float(np.max(np.abs(ref)))
-    return float(np.max(np.abs(a - ref))) / scale if scale > 0 else float(np.max(np.abs(a)))
-
-
-def _batch(rng, T, N, n, loss):
-    """Instances drawn from a vocabulary of T tokens: tokens repeat across
-    instances (and sometimes within one)."""
-    tokens = rng.integers(0, T, size=(N, n))
-    target = rng.integers(0, 2, size=N).astype(float) if loss == "bce" else rng.standard_normal(N)
-    return tokens, target
-
-
-#: (output, loss) pairs that ``refattn prop1`` checks.
+#: (output, loss) pairs that ``refattn prop1`` checks (:mod:`refattn.studies.prop1`).
 SETTINGS = (("sigmoid", "bce"), ("sigmoid", "squared"), ("identity", "squared"))
-
-
-def run_prop1(seed=0, *, T=12, N=6, n=5, d=4, dv=3):
-    r"""Proposition 1 checked for every activation: the result of ``refattn prop1``.
-
-    For every registered activation and every (output, loss) in :data:`SETTINGS`:
-
-    * ``free``: the largest relative error (norm-wise, ``max|formula - exact| /
-      max|exact|``) of Eq. 4 against the exact autograd velocity, on a batch of
-      ``N`` instances of length ``n`` drawn from ``T`` tokens (so tokens are shared
-      across instances); must be <= 1e-10;
-    * ``shared`` and ``global``: how large the neglected cross terms are,
-      ``max|exact - diagonal| / max|exact|``, the relative error of the paper's
-      formula, and the fraction of tokens whose velocity has the sign the
-      formula predicts.
-    """
-    rng0 = np.random.default_rng(seed)
-    rows = []
-    for name in ACTIVATIONS:
-        row = {"activation": name, "settings": []}
-        for output, loss in SETTINGS:
-            rng = np.random.default_rng(rng0.integers(2 ** 32))
-            tokens, target = _batch(rng, T, N, n, loss)
-            entry = {"output": output, "loss": loss}
-            for kind, scale in (("free", math.sqrt(d)), ("shared", math.sqrt(d)), ("global", 1.0)):
-                model = OneLayerModel(kind, name, output, loss, scale)
-                params = model.init_params(T, d, dv, rng)
-                r = velocity_decomposition(model, params, tokens, target)
-                m = r["present"]
-                ex = r["exact"]
-                if kind == "free":
-                    entry["free_max_rel_error"] = _rel(r["formula"][m], ex[m])
-                    entry["free_max_rel_error_all_tokens"] = _rel(r["formula"], ex)
-                    entry["free_dR_ds_max_rel_error"] = _rel(r["dR_ds_formula"], r["dR_ds"])
-                else:
-                    moving = m & (np.abs(ex) > 1e-12 * np.max(np.abs(ex)))
-                    entry[kind] = {
-                        "cross_terms_rel": _rel(ex - r["diagonal"], ex) if np.any(ex) else 0.0,
-                        "token_cross_rel": _rel(r["cross"], ex) if np.any(ex) else 0.0,
-                        "other_path_rel": _rel(r["other"], ex) if np.any(ex) else 0.0,
-                        "formula_rel_error": _rel(r["formula"], ex) if np.any(ex) else 0.0,
-                        "sign_agreement": float(np.mean(np.sign(r["formula"][moving]) == np.sign(ex[moving])))
-                        if np.any(moving) else 1.0,
-                    }
-            row["settings"].append(entry)
-        row["free_max_rel_error"] = max(e["free_max_rel_error"] for e in row["settings"])
-        for kind in ("shared", "global"):
-            row[f"{kind}_cross_terms_rel"] = max(e[kind]["cross_terms_rel"] for e in row["settings"])
-            row[f"{kind}_sign_agreement"] = min(e[kind]["sign_agreement"] for e in row["settings"])
-        row["ok"] = bool(row["free_max_rel_error"] <= PROP1_TOLERANCE)
-        rows.append(row)
-    return {
-        "tolerance": PROP1_TOLERANCE,
-        "seed": seed,
-        "sizes": {"T": T, "N": N, "n": n, "d": d, "dv": dv},
-        "rows": rows,
-        "ok": all(r["ok"] for r in rows),
-    }
-
-
-#: Proposition 1 under its assumption must match autograd to this relative error.
-PROP1_TOLERANCE = 1e-10
-
-
-def format_prop1_table(result):
-    """``run_prop1``'s result as a text table."""
-    lines = [
-        f"Proposition 1 (TanhMax, Eq. 4) vs the exact gradient-flow velocity (autograd), "
-        f"float64, seed {result['seed']}, sizes {result['sizes']}",
-        "free: Q_i, K_i free per-token parameters (the proposition's assumption), max relative error;",
-        "shared / global: TanhMax's code / Sun & Lu's global query, size of the neglected cross terms "
-        "relative to the exact velocity, and the fraction of tokens whose velocity sign the formula gets right.",
-        "",
-        f"{'activation':<11} {'free err':>9} {'shared cross':>13} {'shared sign':>12} "
-        f"{'global cross':>13} {'global sign':>12}  status",
-    ]
-    for r in result["rows"]:
-        lines.append(
-            f"{r['activation']:<11} {r['free_max_rel_error']:9.1e} {r['shared_cross_terms_rel']:13.2f} "
-            f"{r['shared_sign_agreement']:12.2f} {r['global_cross_terms_rel']:13.2f} "
-            f"{r['global_sign_agreement']:12.2f}  {'ok' if r['ok'] else 'FAIL'}"
-        )
-    lines.append("")
-    lines.append("all within tolerance" if result["ok"] else
-                 f"FAILED: some activation exceeds {result['tolerance']:g}")
-    return "\n".join(lines)

@@ -23,8 +23,8 @@ The two ranges are disjoint. What is true, and what this module computes
     bottleneck" survives.
 
 Everything here works in float64 NumPy and reuses the library's stable
-forward passes (``refattn.core.activations``). ``python -m refattn.theory.proposition2`` prints
-the numbers quoted in the derivation.
+forward passes (``refattn.core.activations``). ``refattn prop2`` (:mod:`refattn.studies.prop2`)
+prints the numbers quoted in the derivation.
 """
 
 from __future__ import annotations
@@ -417,32 +417,3 @@ def log_rank(activation_name, n, d, m, seed=0):
     return {"activation": activation_name, "n": n, "d": d, "m": m, "seed": int(seed),
             "singular_values": sv, "tol": tol, "rank": int(np.sum(sv > tol)),
             "softmax_bound": d + 1}
-
-
-def _report():  # pragma: no cover - exercised by the derivation's commands
-    """The numbers quoted in ``derivations/05-proposition-2.md``."""
-    s = np.zeros(4)
-    sm = activation("softmax")(s)
-    print("softmax(0) =", sm, " sum|.| =", np.sum(np.abs(sm)),
-          " in_tanhmax_range:", bool(in_tanhmax_range(sm)))
-    s = np.array([0.3, -1.2, 2.0, 0.0])
-    print("s =", s, " sum|tanhmax(s)| =", repr(float(tanhmax_l1_norm(s))),
-          " margin (05.P3) =", repr(float(tanhmax_l1_margin(s))))
-    w = np.array([0.5, -0.25, 0.125, 0.0])
-    z = tanhmax_preimage(w)
-    print("w =", w, " preimage =", z, " tanhmax(preimage) =", activation("tanhmax")(z))
-    s = np.array([0.5, -1.0, 1.5, 0.2])
-    cs = np.array([0.0, 1.0, 2.0, 5.0, 10.0, 15.0])
-    print("closure gap, s =", s)
-    for c, g1, g2 in zip(cs, closure_gap(s, cs), closure_gap_closed_form(s, cs)):
-        print(f"  c = {c:5.1f}  numerical {g1:.6e}  closed form {g2:.6e}")
-    for name in ("softmax", "tanhmax", "signexp", "sigsoftmax"):
-        r = log_rank(name, n=16, d=4, m=200, seed=0)
-        print(f"log_rank({name!r}, n=16, d=4, m=200, seed=0): rank {r['rank']} "
-              f"(softmax bound d+1 = {r['softmax_bound']}); singular values 5-7: "
-              + ", ".join(f"{v:.3e}" for v in r["singular_values"][4:7])
-              + f"; smallest {r['singular_values'][-1]:.3e}")
-
-
-if __name__ == "__main__":  # pragma: no cover
-    _report()

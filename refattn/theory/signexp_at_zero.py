@@ -11,8 +11,8 @@ as a spike of height ``~ jump / (2 eps)``.
 :func:`signexp_near_zero` puts one entry of a random row at each of a list
 of offsets ``delta`` and returns the three estimates of that entry's
 gradient together with their closed-form predictions
-(``derivations/09-signexp-at-zero.md``). ``python -m refattn.theory.signexp_at_zero``
-prints the table quoted there.
+(``derivations/09-signexp-at-zero.md``). ``refattn signexp-at-zero``
+(:mod:`refattn.studies.signexp_zero`) prints the table quoted there.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from autograd import make_vjp
 
 from ..core.activations import activation
 
-__all__ = ["DEFAULT_OFFSETS", "signexp_near_zero", "near_zero_table"]
+__all__ = ["DEFAULT_OFFSETS", "signexp_near_zero"]
 
 #: 0, then +-1e-8, ..., +-1e-1 (with the default eps = 1e-6, +-1e-6 lands exactly on the window's edge).
 DEFAULT_OFFSETS = (0.0,) + tuple(sgn * 10.0 ** -k for k in range(8, 0, -1) for sgn in (1.0, -1.0))
@@ -168,23 +168,3 @@ def _quotient_closed_form(xp, xm, eps, uj, R, V):
     lin = sp * diff if sp == sm else sp * ep - sm * em  # sign+ e+ - sign- e-
     num = uj * (R * lin + ep * em * (sp - sm)) - V * diff
     return float(num / ((R + ep) * (R + em)) / (2.0 * eps))
-
-
-def near_zero_table(result):
-    """The result of :func:`signexp_near_zero` as a plain-text (markdown) table."""
-    lines = [f"signexp, entry j = {result['j']} of a row of n = {result['n']} (seed {result['seed']}), "
-             f"eps = {result['eps']:g}; jump J = {result['jump']:.6g}, one-sided limits "
-             f"L+ = {result['limit_plus']:.6g}, L- = {result['limit_minus']:.6g}",
-             "",
-             "| delta | regime | analytic | autograd | central | predicted (09.Z8) | exact quotient (09.Z6) |",
-             "|---:|---|---:|---:|---:|---:|---:|"]
-    cols = ("analytic", "autograd", "central", "central_predicted", "central_exact")
-    for i, d in enumerate(result["offsets"]):
-        # "+ 0.0" prints IEEE -0.0 (which the VJP returns at an exact 0) as 0
-        vals = " | ".join(f"{result[c][i] + 0.0:.10g}" for c in cols)
-        lines.append(f"| {d:+.0e} | {result['regime'][i]} | {vals} |")
-    return "\n".join(lines)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    print(near_zero_table(signexp_near_zero()))

@@ -33,17 +33,15 @@ What this module provides:
 * :func:`mean_cycle_length` -- the candidate readings of section 5's "mean
   cycle length"; the mean over cycles (``how="per_cycle"``) reproduces the
   paper's 47.6 (N16T2) and 23.8 (N16T2-S);
-* :func:`run_nt_cycles`, :func:`format_nt_cycles` -- the JSON result and the
-  Eq. 7-style line. ``python -m refattn.training.tasks.nt N16T2 N16T2-S`` prints them.
+
+``refattn nt-cycles`` (:mod:`refattn.studies.nt_cycles`) prints a task's cycle
+structure as an Eq. 7-style line, beside the paper's numbers.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
 import re
-import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -70,8 +68,6 @@ __all__ = [
     "state_cycles",
     "cycle_structure",
     "mean_cycle_length",
-    "run_nt_cycles",
-    "format_nt_cycles",
     "check_symbols",
 ]
 
@@ -708,111 +704,3 @@ def mean_cycle_length(structure, how="per_cycle"):
     if how == "per_distinct_length":
         return float(np.mean(L))
     raise ValueError(f"how: expected one of {MEAN_READINGS}, got {how!r}")
-
-
-def run_nt_cycles(N, tau, variant="NT", *, max_states=DEFAULT_MAX_STATES):
-    """The cycle structure of one task as a JSON-serialisable dict (``refattn nt-cycles``).
-
-    Keys: ``task``, ``variant``, ``N``, ``tau``, ``states`` (``N**(tau+1)``),
-    ``cycles`` (``[{"length", "count"}]``, longest first), ``check_sum``
-    (``sum length * count``: the number of states on cycles, ``N**(tau+1)`` when
-    the map is invertible), ``number_of_cycles``, ``invertible``,
-    ``cyclic_states``, ``transient_states``, ``mean_cycle_length`` (every reading
-    of :func:`mean_cycle_length`, plus ``per_initial_condition``: the mean, over
-    all ``N**(tau+1)`` initial conditions, of the length of the cycle the series
-    ends on, which equals ``per_state`` when the map is invertible),
-    ``mean_cycle_length_paper_reading`` (the ``per_cycle`` value, the reading that
-    reproduces Expressive's 47.6 and 23.8), ``paper_reading``, and where the paper
-    prints numbers for this task, ``paper_cycles`` / ``matches_paper_cycles``
-    (Eqs. 5-7) and ``paper_mean_cycle_length`` /
-    ``matches_paper_mean_cycle_length`` (to the paper's one decimal).
-    (``derivations/10-nt-tasks.md``, sections 6-7.)
-    """
-    _variant(variant)
-    sc = state_cycles(variant, N, tau, max_states=max_states)
-    s = sc.structure
-    n = sc.successor.size
-    n_cyclic = int(np.count_nonzero(sc.on_cycle))
-    means = {how: mean_cycle_length(s, how) for how in MEAN_READINGS}
-    means["per_initial_condition"] = float(np.mean(sc.cycle_length))
-    result = {
-        "task": sc.task,
-        "variant": variant,
-        "N": sc.N,
-        "tau": sc.tau,
-        "states": n,
-        "cycles": [{"length": L, "count": c} for L, c in s.items()],
-        "check_sum": sum(L * c for L, c in s.items()),
-        "number_of_cycles": sum(s.values()),
-        "invertible": sc.invertible,
-        "cyclic_states": n_cyclic,
-        "transient_states": n - n_cyclic,
-        "mean_cycle_length": means,
-        "paper_reading": "per_cycle",
-        "mean_cycle_length_paper_reading": means["per_cycle"],
-    }
-    if sc.task in PAPER_CYCLES:
-        result["paper_cycles"] = [{"length": L, "count": c} for L, c in PAPER_CYCLES[sc.task].items()]
-        result["matches_paper_cycles"] = s == PAPER_CYCLES[sc.task]
-    if sc.task in PAPER_MEAN_CYCLE_LENGTH:
-        paper = PAPER_MEAN_CYCLE_LENGTH[sc.task]
-        result["paper_mean_cycle_length"] = paper
-        result["matches_paper_mean_cycle_length"] = {
-            how: round(v, 1) == paper for how, v in means.items()}
-    return result
-
-
-def format_nt_cycles(result):
-    """:func:`run_nt_cycles`'s result as text, the cycle sum written like Expressive Eq. 7.
-
-    Example first line: ``N16T2: 64*56 + 16*28 + 4*14 + 1*7 + 1*1 = 4096 = 16^3``
-    (number of cycles * cycle length, longest first), then the number of cycles,
-    invertibility, every mean-cycle-length reading and the comparison with the
-    paper (``derivations/10-nt-tasks.md``, sections 6-7).
-
-    Parameters
-    ----------
-    result : dict
-        As returned by :func:`run_nt_cycles`.
-
-    Returns
-    -------
-    str
-    """
-    terms = " + ".join(f"{c['count']}*{c['length']}" for c in result["cycles"])
-    N, tau = result["N"], result["tau"]
-    lines = [f"{result['task']}: {terms} = {result['check_sum']}"
-             + (f" = {N}^{tau + 1}" if result["check_sum"] == result["states"] else
-                f" states on cycles, of {result['states']} = {N}^{tau + 1}")]
-    lines.append(f"  {result['number_of_cycles']} cycles; state map "
-                 + ("invertible: every state lies on a cycle" if result["invertible"] else
-                    f"not invertible: {result['transient_states']} transient states"))
-    m = result["mean_cycle_length"]
-    lines.append("  mean cycle length: " + ", ".join(f"{how} {v:.2f}" for how, v in m.items()))
-    if "paper_mean_cycle_length" in result:
-        hits = [how for how, ok in result["matches_paper_mean_cycle_length"].items() if ok]
-        lines.append(f"  paper (section 5): {result['paper_mean_cycle_length']}; matched by "
-                     + (", ".join(hits) if hits else "no reading"))
-    if "matches_paper_cycles" in result:
-        lines.append("  paper's cycle table (Eqs. 5-7, section 5): "
-                     + ("reproduced exactly" if result["matches_paper_cycles"] else "NOT reproduced"))
-    return "\n".join(lines)
-
-
-def main(argv=None):
-    """``python -m refattn.training.tasks.nt N16T2 N16T2-S [--json]``: print :func:`format_nt_cycles`."""
-    parser = argparse.ArgumentParser(prog="python -m refattn.training.tasks.nt",
-                                     description="cycle structure of Expressive's NT tasks")
-    parser.add_argument("tasks", nargs="+", help="task names such as N16T2, N16T2-S, N16T2-R")
-    parser.add_argument("--json", action="store_true", help="print a JSON list of results")
-    args = parser.parse_args(argv)
-    results = []
-    for name in args.tasks:
-        variant, N, tau = parse_task(name)
-        results.append(run_nt_cycles(N, tau, variant))
-    print(json.dumps(results, indent=2) if args.json else "\n".join(map(format_nt_cycles, results)))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
