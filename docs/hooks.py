@@ -10,7 +10,8 @@ module adds to the site, as generated files:
   executed in its own process with ``REFATTN_SMALL=1`` (``REFATTN_BOOK_SMALL=0``
   runs them at full size), with printed output and saved figures under each
   cell, and the source ``.py`` beside it;
-* ``exercises/*.md``: the statements (never ``exercises/solutions/``);
+* ``exercises/*.md``: the statements and their index (the model solutions live in the
+  package, ``refattn/exercises/solutions/``, never in the book);
 * ``api/*.md``: one mkdocstrings page per reference module;
 * ``assets/mathjax/tex-svg-full.js``: MathJax 3 from the django-static-mathjax
   wheel, so that math is typeset with no network.
@@ -19,7 +20,7 @@ While pages are rendered, code spans that name a repository path
 (``derivations/01-reweighted-softmax.md``, ``notebooks/01_activations_tour.py``,
 ``refattn/core/activations.py``) or a documented object
 (``refattn.core.activations.Softmax``) become links, and links to files that are
-not in the site (``exercises/solutions/``) become plain text.
+not in the site become plain text.
 
 Run as a script, ``python docs/hooks.py NOTEBOOK OUTDIR`` executes one
 notebook and writes ``OUTDIR/cells.json``; the build runs it once per

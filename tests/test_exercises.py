@@ -1,20 +1,27 @@
-"""The exercises: every model solution passes its grader, a plausible wrong answer fails it,
-and ``refattn exercises`` lists, grades and refuses bad input as documented.
+"""The exercises: every model solution passes its grader (public and hidden cases), a plausible
+wrong answer fails it with feedback a student can act on, and ``refattn exercises`` lists,
+labels, grades and refuses bad input as documented.
 
-The model solutions live in ``exercises/solutions/`` (found from the repository
-root, as a user would give the path); the wrong answers are written here, one
-per exercise, so that they never sit beside the solutions.
+The model solutions are the package's single sources (``refattn/exercises/solutions/``);
+the wrong answers are written here, one per exercise, so that they never sit beside the
+solutions. All answers of one kind are graded in one run (one child process), module-scoped.
+The sandbox, the export and the autograder are tested in ``test_exercises_kit.py``.
 """
 
 import json
 import os
+import re
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from refattn.cli import main as cli_main
-from refattn.exercises import EXERCISES, exercise, grade, list_exercises, main as exercises_main
+from refattn.exercises import (EXERCISES, PARTS, exercise, grade, grade_many, list_exercises,
+                               main as exercises_main)
+from refattn.exercises.core import ALLOWED, MAX_LINE
+from refattn.exercises.export import PACKAGE
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -135,9 +142,45 @@ WRONG = {
     "closure-witness": ("a shift far larger than needed", "ANSWER = 12.0\n"),
 }
 
+#: Wrong answers that a grader recognises, and the hint each must get.
+HINTED = {
+    "sign": ("tanhmax-velocity", WRONG["tanhmax-velocity"][1], "the sign is flipped"),
+    "factor": ("neural-score-vjp", WRONG["neural-score-vjp"][1], "off by a constant factor: your result is 2.23607, "),
+    "transpose": ("jacobian", WRONG["jacobian"][1], "transpose"),
+    "axis": ("softmax-vjp", """
+        import numpy as np
+        def softmax_vjp(s, u):
+            e = np.exp(s - np.max(s))
+            phi = e / np.sum(e)
+            return phi * (u - np.sum(u * phi))
+        """, "reduce along the last axis only"),
+    "overflow": ("softmax-vjp", """
+        import numpy as np
+        def softmax_vjp(s, u):
+            with np.errstate(all="ignore"):
+                e = np.exp(s)
+                phi = e / np.sum(e, axis=-1, keepdims=True)
+                return phi * (u - np.sum(u * phi, axis=-1, keepdims=True))
+        """, "NaN or inf where the true value is finite"),
+}
+
+#: The model solution of exercise 12 with ``s == 0`` for the sqrt(tiny) rule: right on every public
+#: case (they lie far from sqrt(tiny)), wrong at s = 1e-154, where h(s) = 1e-308 is not 0.
+EXACT_ZERO_RULE = """
+    import numpy as np
+    def expressive_weights(s, mask=None):
+        zero = s == 0
+        w = 1.0 / np.where(zero, 1.0, s)
+        h = np.where(zero, 0.0, 1.0 / (1.0 + w * w))
+        if mask is not None:
+            h = np.where(mask, h, 0.0)
+        z = np.sum(h, axis=-1, keepdims=True)
+        return h / np.where(z > 0, z, 1.0)
+    """
+
 
 def solution(ex):
-    return ROOT / ex.solution
+    return PACKAGE / ex.solution
 
 
 def write(tmp_path, text, name="answer.py"):
@@ -146,46 +189,106 @@ def write(tmp_path, text, name="answer.py"):
     return str(path)
 
 
-def test_at_least_twelve_exercises_each_with_statement_and_solution():
+@pytest.fixture(scope="module")
+def solved():
+    """Every model solution, public and hidden cases, at the default hidden seed and one other."""
+    items = [(ex, solution(ex)) for ex in EXERCISES]
+    return {seed: dict(zip((ex.name for ex in EXERCISES), grade_many(items, hidden=True, hidden_seed=seed)))
+            for seed in (None, 7)}
+
+
+@pytest.fixture(scope="module")
+def wrong(tmp_path_factory):
+    """Every wrong answer of :data:`WRONG` and :data:`HINTED`, graded with hidden cases in one run."""
+    d = tmp_path_factory.mktemp("wrong")
+    items = [(name, write(d, text, f"{name}.py")) for name, (_, text) in WRONG.items()]
+    items += [(name, write(d, text, f"hint-{key}.py")) for key, (name, text, _) in HINTED.items()]
+    items.append(("no-normaliser", write(d, EXACT_ZERO_RULE, "exact-zero.py")))
+    verdicts = grade_many(items, hidden=True)
+    keys = list(WRONG) + [f"hint-{k}" for k in HINTED] + ["exact-zero"]
+    return dict(zip(keys, verdicts))
+
+
+def test_registry_statements_labels_and_solutions():
     assert len(EXERCISES) >= 12
     assert [ex.number for ex in EXERCISES] == list(range(1, len(EXERCISES) + 1))
     readme = (ROOT / "exercises" / "README.md").read_text()
     for ex in EXERCISES:
-        statement = ROOT / ex.statement
-        assert statement.is_file(), ex.statement
-        text = statement.read_text()
+        text = (ROOT / ex.statement).read_text()
         assert f"refattn exercises check {ex.name} FILE.py" in text
+        assert ex.label_line in text and ALLOWED in text, ex.name
         for sig in ex.defines:
             assert sig.split("(")[0] in text, (ex.name, sig)
+        # statements point at derivations, never at the library code that is the answer
+        assert "derivations/" in text and not re.search(r"refattn/(core|theory|studies|fast)|refattn\.\w+\.", text)
         assert solution(ex).is_file(), ex.solution
-        assert f"({ex.stem}.md)" in readme and f"`{ex.name}`" in readme
+        row = f"| {ex.number} | `{ex.name}` | {ex.difficulty} of 3 | {ex.minutes} |"
+        assert row in readme and f"({ex.stem}.md)" in readme, ex.name
+        assert ex.part in PARTS and ex.difficulty in (1, 2, 3) and 5 <= ex.minutes <= 120
+    for part, title in PARTS.items():
+        assert f"## Part {part}: {title}" in readme
+        assert any(ex.part == part for ex in EXERCISES)
     assert set(WRONG) == {ex.name for ex in EXERCISES}
-    # statements and solutions are kept apart: no answer code beside a statement
-    assert not list((ROOT / "exercises").glob("*.py"))
+    # the book renders exercises/: statements only, no answer code
+    assert not list((ROOT / "exercises").rglob("*.py"))
 
 
+@pytest.mark.parametrize("seed", [None, 7], ids=["default-seed", "seed-7"])
 @pytest.mark.parametrize("ex", EXERCISES, ids=lambda ex: ex.name)
-def test_model_solution_passes(ex):
-    verdict = grade(ex.name, solution(ex))
+def test_model_solution_passes_public_and_hidden(ex, seed, solved):
+    verdict = solved[seed][ex.name]
     assert verdict.ok, str(verdict)
-    assert verdict.checks and all(ok for ok, _ in verdict.checks)
+    assert verdict.checks and all(c.ok for c in verdict.checks)
+    assert verdict.group(False)[1] >= 1
+    assert verdict.group(True)[1] >= (0 if ex.kind == "number" else 2)
+    assert verdict.hints == [] and verdict.printed == {}
 
 
 @pytest.mark.parametrize("ex", EXERCISES, ids=lambda ex: ex.name)
-def test_plausible_wrong_answer_fails(ex, tmp_path):
-    why, text = WRONG[ex.name]
-    verdict = grade(ex.name, write(tmp_path, text))
+def test_plausible_wrong_answer_fails(ex, wrong):
+    why = WRONG[ex.name][0]
+    verdict = wrong[ex.name]
     assert not verdict.ok, f"a wrong answer ({why}) passed:\n{verdict}"
-    failed = [msg for ok, msg in verdict.checks if not ok]
-    assert failed and all(msg.strip() for msg in failed)
+    failed = [c.message for c in verdict.checks if not c.ok]
+    assert failed and all(m.strip() for m in failed)
+    assert all(len(c.message) <= MAX_LINE for c in verdict.checks)
 
 
-def test_failure_says_where_and_expected_against_got(tmp_path):
-    verdict = grade("softmax-vjp", write(tmp_path, WRONG["softmax-vjp"][1]))
-    msg = next(m for ok, m in verdict.checks if not ok)
+def test_failure_says_where_and_expected_against_got(wrong):
+    msg = next(c.message for c in wrong["softmax-vjp"].checks if not c.ok)
     assert "at index" in msg and "expected" in msg and "got" in msg and "s[" in msg and "u[" in msg
-    verdict = grade("no-normaliser", write(tmp_path, WRONG["no-normaliser"][1]))
-    assert any("rows [2, 3, 4" in m for ok, m in verdict.checks if not ok), str(verdict)
+    assert any("NaN or inf in rows" not in c.message and "wrong" in c.message
+               for c in wrong["no-normaliser"].checks if not c.ok)
+    assert any(c.case == "an all-zero row (no normaliser)" and "NaN or inf" in c.message
+               for c in wrong["no-normaliser"].checks if not c.ok), str(wrong["no-normaliser"])
+
+
+@pytest.mark.parametrize("key", list(HINTED))
+def test_common_mistakes_get_a_hint(key, wrong):
+    verdict = wrong[f"hint-{key}"]
+    assert not verdict.ok
+    assert any(HINTED[key][2] in h for h in verdict.hints), str(verdict)
+
+
+def test_hidden_failures_name_the_kind_not_the_input(wrong):
+    """A failing hidden case says what kind of case failed, never an input, an index or a value."""
+    verdict = wrong["exact-zero"]
+    assert verdict.group(False) == (verdict.group(False)[1], verdict.group(False)[1])  # public: all pass
+    failed = [c for c in verdict.checks if not c.ok]
+    assert failed and all(c.hidden for c in failed)
+    assert {c.case for c in failed} >= {"scores just below sqrt(tiny), about 1e-154 (count as 0)",
+                                        "both sides of sqrt(tiny) in one row"}
+    assert "scores above sqrt(tiny), about 1e-150 (h ~ z^2 is tiny but counts)" not in {c.case for c in failed}
+    for c in (c for v in wrong.values() for c in v.checks if c.hidden and not c.ok):
+        assert not re.search(r"expected|got|index|\bs\[|\[[-0-9.e, ]+\]", c.message), c.message
+
+
+def test_gradcheck_feedback_is_one_folded_line(wrong):
+    verdict = wrong["neural-score-vjp"]
+    lines = [c.message for c in verdict.checks if "gradcheck" in c.message]
+    assert lines and all(len(m) <= 300 for m in lines)
+    assert any("'Wq'" in m and "autograd and central differences" in m for m in lines)
+    assert len(str(verdict).splitlines()) <= 40
 
 
 def test_names_and_numbers_resolve():
@@ -194,30 +297,34 @@ def test_names_and_numbers_resolve():
         exercise("nope")
 
 
-def test_list_is_strict_json_with_name_title_statement_kind(capsys):
+def test_list_is_strict_json_with_labels(capsys):
     assert cli_main(["exercises", "--json"]) == 0
     items = json.loads(capsys.readouterr().out)
     assert items == list_exercises()
     assert len(items) == len(EXERCISES)
-    for item in items:
-        assert {"name", "title", "statement", "kind"} <= set(item)
+    for item, ex in zip(items, EXERCISES):
+        assert {"name", "title", "statement", "kind", "part", "part_title", "difficulty", "minutes"} <= set(item)
+        assert (item["part"], item["difficulty"], item["minutes"]) == (ex.part, ex.difficulty, ex.minutes)
         assert item["kind"] in ("function", "number")
         assert (ROOT / item["statement"]).is_file()
     assert cli_main(["exercises"]) == 0
     out = capsys.readouterr().out
-    assert all(ex.name in out for ex in EXERCISES)
+    for part, title in PARTS.items():
+        assert f"Part {part}: {title}" in out
+    for ex in EXERCISES:
+        assert re.search(rf"\b{ex.number}\s+{re.escape(ex.name)}\s+{ex.difficulty}/3\s+{ex.minutes}\b", out), ex.name
 
 
 def test_check_exit_codes(tmp_path, capsys):
     ex = EXERCISES[0]
     assert cli_main(["exercises", "check", ex.name, str(solution(ex))]) == 0
     assert "CORRECT" in capsys.readouterr().out
-    wrong = write(tmp_path, WRONG[ex.name][1])
-    assert cli_main(["exercises", "check", ex.name, wrong]) == 1
+    wrong_answer = write(tmp_path, WRONG[ex.name][1])
+    assert cli_main(["exercises", "check", ex.name, wrong_answer]) == 1
     assert "WRONG" in capsys.readouterr().out
-    assert cli_main(["exercises", "check", "--json", ex.name, wrong]) == 1
+    assert cli_main(["exercises", "check", "--json", ex.name, wrong_answer]) == 1
     verdict = json.loads(capsys.readouterr().out)
-    assert verdict["ok"] is False and verdict["exercise"] == ex.stem
+    assert verdict["ok"] is False and verdict["exercise"] == ex.stem and verdict["hidden_run"] is False
     # bad input: one line naming it, exit 2
     assert cli_main(["exercises", "check", "no-such-exercise", str(solution(ex))]) == 2
     err = capsys.readouterr().err.strip()
@@ -226,6 +333,9 @@ def test_check_exit_codes(tmp_path, capsys):
     assert cli_main(["exercises", "check", ex.name, missing]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "missing.py" in err
+    assert cli_main(["exercises", "check", ex.name, wrong_answer, "--timeout", "-1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--timeout" in err
     # the same through python -m refattn.exercises's main
     assert exercises_main(["check", ex.name, missing]) == 2
     capsys.readouterr()
@@ -234,14 +344,19 @@ def test_check_exit_codes(tmp_path, capsys):
 @pytest.mark.parametrize("text, expect", [
     ("def softmax_vjp(s, u):\n    return 1 / 0\n", "raised ZeroDivisionError"),
     ("import numpy as np\n", "defines no function softmax_vjp(s, u)"),
+    ("softmax_vjp = 3\n", "defines no function softmax_vjp(s, u)"),
     ("def softmax_vjp(s, u) return s\n", "raised SyntaxError"),
     ("raise RuntimeError('boom')\n", "raised RuntimeError: boom"),
     ("def softmax_vjp(s, u):\n    return s[:1]\n", "expected shape"),
+    ("def softmax_vjp(s, u):\n    return 'ds'\n", "expected an array of real numbers, got a str"),
+    ("def softmax_vjp(s, u):\n    return {'s': s}\n", "expected an array of real numbers, got a dict"),
+    ("def softmax_vjp(s, u):\n    return s * 1j\n", "expected real numbers, got complex ones"),
 ])
 def test_broken_answers_are_wrong_not_bad_input(tmp_path, capsys, text, expect):
     path = write(tmp_path, text)
     assert cli_main(["exercises", "check", "softmax-vjp", path]) == 1
-    assert expect in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert expect in out and "grader error" not in out
 
 
 def test_number_answer_must_be_a_number(tmp_path):
@@ -253,7 +368,7 @@ def test_number_answer_must_be_a_number(tmp_path):
 
 def test_graders_do_not_need_the_answer_inside_the_package(tmp_path):
     """A copy of a model solution in an unrelated folder, with an unusual file name, grades
-    the same: the grader imports the file from its path, not from the package."""
+    the same: the grader reads the file from its path, not from the package."""
     ex = exercise("reweighted-vjp")
     other = tmp_path / "some where" / "my answer (v2).py"
     other.parent.mkdir()
@@ -264,3 +379,19 @@ def test_graders_do_not_need_the_answer_inside_the_package(tmp_path):
         assert grade(ex.name, str(other)).ok
     finally:
         os.chdir(cwd)
+
+
+def test_tanhmax_ell_accurate_near_zero_is_right(tmp_path):
+    """An ell more accurate than the library's near 0 (log1p(2 sinh^2(s/2)): no cancellation)
+    passes: the tolerance allows the reference's own rounding, absolute 1e-15."""
+    text = WRONG["tanhmax-derivatives"][1].replace(
+        "return np.log(np.cosh(s))",
+        "a = np.abs(s)\n                return np.where(a < 1, np.log1p(2 * np.sinh(a / 2) ** 2), "
+        "a + np.log1p(np.exp(-2 * a)) - np.log(2.0))")
+    verdict = grade("tanhmax-derivatives", write(tmp_path, text), hidden=True)
+    assert verdict.ok, str(verdict)
+    from refattn import activation
+
+    s = np.array([-1e-8])  # log cosh s = 5e-17; the library's cancelling sum gives 1.1e-16
+    lib, accurate = activation("tanhmax").ell(s), np.log1p(2 * np.sinh(s / 2) ** 2)
+    assert abs(lib - accurate)[0] > 1e-12 * abs(accurate)[0]  # relative 1e-12 alone would fail this answer

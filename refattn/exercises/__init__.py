@@ -1,148 +1,182 @@
-"""Exercises on the derivations, each with a grader that checks an answer file against the library.
+"""Exercises on the derivations, each with a grader that an answer cannot fool.
 
 The statements are markdown files in the repository's ``exercises/`` folder
-(``exercises/README.md`` lists them), the model solutions sit apart in
-``exercises/solutions/``. An answer is a Python file that defines the
-functions an exercise asks for (or a number ``ANSWER``); :func:`grade` imports
-it from its path (it need not be inside the package or on ``sys.path``),
-calls it on random inputs and compares with the library:
+(``exercises/README.md`` lists them by part, with difficulty and minutes);
+each exercise's model solution, with its solution marked by ``### BEGIN
+SOLUTION`` / ``### END SOLUTION``, is package data in
+``refattn/exercises/solutions/`` and the source of the student's starter
+(:mod:`refattn.exercises.export`).
 
-    refattn exercises                      list them
-    refattn exercises --json               the same, as a strict JSON list
-    refattn exercises check NAME FILE.py   grade a file: exit 0 correct, 1 wrong, 2 bad input
+An answer is a Python file that defines the functions an exercise asks for
+(or a number ``ANSWER``). The grader runs it in a separate process with a
+time limit, under the exercises' rule (NumPy and the standard library; no
+refattn, autograd, jax, torch, tensorflow or sympy; no reading the library's
+files), sends it the inputs, and judges what it returns here, against the
+library (:mod:`refattn.exercises.sandbox`, :mod:`refattn.exercises.grading`):
+
+    refattn exercises                      list them (--json: a strict JSON list)
+    refattn exercises check NAME FILE.py   grade the public cases: exit 0 correct, 1 wrong, 2 bad input
+        [--hidden] [--timeout S] [--json]  also the hidden cases (reported by kind only)
+    refattn exercises export --student DIR       statements and starters, no solutions
+    refattn exercises export --gradescope FILE.zip   a Gradescope autograder
 
 ``NAME`` is an exercise's name (``softmax-vjp``), its number (``1`` or
-``01``) or both (``01-softmax-vjp``).
+``01``) or both (``01-softmax-vjp``). Interrupting (Ctrl-C) prints one line
+and exits with 130.
 """
 
 from __future__ import annotations
 
 import json as _json
-import os
+import sys
 
-from .core import Exercise, Report, StudentError, Verdict
-from .graders import EXERCISES
+from .core import PARTS, Exercise, GraderError, Verdict
+from .graders import DEFAULT_HIDDEN_SEED, EXERCISES
+from .grading import exercise, grade, grade_many
+from .sandbox import DEFAULT_TIMEOUT_S, RULE
 
-__all__ = ["EXERCISES", "Exercise", "Verdict", "exercise", "grade", "list_exercises",
-           "run_command", "add_arguments", "command_from_args", "main"]
-
-
-def exercise(name) -> Exercise:
-    """The exercise called ``name`` (``"softmax-vjp"``, ``"1"``, ``"01"`` or ``"01-softmax-vjp"``).
-
-    Raises ``ValueError`` naming the known exercises for anything else.
-    """
-    if isinstance(name, str):
-        for ex in EXERCISES:
-            if name in (ex.name, ex.stem, str(ex.number), f"{ex.number:02d}"):
-                return ex
-    known = ", ".join(ex.name for ex in EXERCISES)
-    raise ValueError(f"NAME: unknown exercise {name!r}; expected one of {known} (or its number)")
+__all__ = ["EXERCISES", "PARTS", "RULE", "Exercise", "Verdict", "GraderError", "exercise", "grade", "grade_many",
+           "list_exercises", "run_command", "add_arguments", "command_from_args", "main", "DEFAULT_TIMEOUT_S",
+           "DEFAULT_HIDDEN_SEED"]
 
 
 def list_exercises() -> list:
-    """Every exercise as a dict: number, name, title, statement (path relative to the
-    repository root), kind ("function" or "number") and what the answer defines."""
+    """Every exercise as a dict: number, name, title, statement (path relative to the repository
+    root), kind ("function" or "number"), what the answer defines, part (1-3) and its title,
+    difficulty (1-3) and estimated minutes."""
     return [ex.as_dict() for ex in EXERCISES]
 
 
-def grade(name, path) -> Verdict:
-    """Grade the answer file ``path`` for exercise ``name``.
-
-    Raises
-    ------
-    ValueError
-        One line for bad input: an unknown exercise, or no file at ``path``.
-
-    Returns
-    -------
-    Verdict
-        ``ok`` and one line per check. A file that cannot be imported, lacks a
-        function the exercise asks for, or whose code raises is a wrong answer
-        (a failed check saying so), not bad input.
-    """
-    from ..custom import load_module  # noqa: PLC0415
-
-    ex = exercise(name)
-    if not isinstance(path, (str, os.PathLike)) or not os.path.isfile(path):
-        raise ValueError(f"FILE: no such file {os.fspath(path) if isinstance(path, os.PathLike) else path!r}")
-    path = os.fspath(path)
-    report = Report()
-    try:
-        module = load_module(path, "FILE")
-    except ValueError as exc:  # the student's file raised while imported: a wrong answer
-        report.check(False, str(exc).replace("FILE: ", "", 1))
-        return Verdict(ex.stem, path, False, report.checks)
-    missing = [sig for sig in ex.defines if not hasattr(module, sig.split("(")[0])]
-    if missing:
-        what = "function" if ex.kind == "function" else "name"
-        for sig in missing:
-            report.check(False, f"{path} defines no {what} {sig}")
-        return Verdict(ex.stem, path, False, report.checks)
-    try:
-        ex.grader(module, report)
-    except StudentError:
-        pass  # recorded by Report.call; the checks after it cannot run
-    except Exception as exc:  # the student's code raised inside a library call (gradcheck, say)
-        msg = str(exc).splitlines()[0] if str(exc) else ""
-        report.check(False, f"grading stopped: your code raised {type(exc).__name__}: {msg}")
-    if not report.checks:  # pragma: no cover - every grader records at least one check
-        report.check(False, "the grader recorded no check")
-    return Verdict(ex.stem, path, report.ok, report.checks)
-
-
 def format_list(items) -> str:
-    """The list of :func:`list_exercises` as a plain-text table."""
+    """The list of :func:`list_exercises` as a plain-text table, grouped by part."""
     w = max(len(d["name"]) for d in items)
-    lines = [f"{'no':>2s}  {'name':{w}s}  {'answer':8s}  title", "-" * (w + 60)]
-    for d in items:
-        lines.append(f"{d['number']:2d}  {d['name']:{w}s}  {d['kind']:8s}  {d['title']}")
-    lines += ["", "Statements: exercises/NN-name.md in the repository. Grade an answer with",
+    lines = []
+    for part, title in PARTS.items():
+        rows = [d for d in items if d["part"] == part]
+        minutes = sum(d["minutes"] for d in rows)
+        lines += [f"Part {part}: {title} (about {minutes} minutes)",
+                  f"  {'no':>2s}  {'name':{w}s}  diff  min  title"]
+        lines += [f"  {d['number']:2d}  {d['name']:{w}s}  {d['difficulty']:>2d}/3  {d['minutes']:3d}  {d['title']}"
+                  for d in rows]
+        lines.append("")
+    lines += ["Statements: exercises/NN-name.md in the repository. Grade an answer with",
               "  refattn exercises check NAME FILE.py"]
     return "\n".join(lines)
 
 
-def run_command(command, name=None, path=None, *, json=False, out=print) -> int:
-    """What ``refattn exercises [check NAME FILE]`` does; returns the exit code.
+def _timeout(value) -> float:
+    try:
+        t = float(value)
+    except (TypeError, ValueError):
+        t = float("nan")
+    if not (t > 0 and t < float("inf")):
+        raise ValueError(f"--timeout: expected a positive number of seconds, got {value!r}")
+    return t
 
-    ``command`` is ``None`` (list) or ``"check"``; ``json`` prints strict JSON
-    (a list of :func:`list_exercises`, or :meth:`Verdict.as_dict`). Bad input
-    raises ``ValueError`` (the command line turns it into one line and exit 2).
+
+def run_command(command, name=None, path=None, *, json=False, hidden=False, timeout=DEFAULT_TIMEOUT_S,
+                student=None, gradescope=None, hidden_seed=None, hidden_visibility="after_published",
+                out=print, err=None) -> int:
+    """What ``refattn exercises [check NAME FILE | export ...]`` does; returns the exit code.
+
+    ``command`` is ``None`` (list), ``"check"`` or ``"export"``; ``json``
+    prints strict JSON (a list of :func:`list_exercises`, or
+    :meth:`Verdict.as_dict`). Bad input raises ``ValueError`` (the command
+    line turns it into one line and exit 2); a grader error is one line on
+    ``err`` and exit 2.
     """
+    err = err or (lambda text: print(text, file=sys.stderr))
     if command is None:
         items = list_exercises()
         out(_json.dumps(items, indent=2, allow_nan=False) if json else format_list(items))
         return 0
+    if command == "export":
+        from .export import export_gradescope, export_student  # noqa: PLC0415
+
+        if student is None and gradescope is None:
+            raise ValueError("export: expected --student DIR, --gradescope FILE.zip or both")
+        done = {}
+        if student is not None:
+            done["student"] = [str(p) for p in export_student(student)]
+        if gradescope is not None:
+            config = export_gradescope(gradescope, hidden_seed=hidden_seed,
+                                       timeout=None if timeout == DEFAULT_TIMEOUT_S else timeout,
+                                       hidden_visibility=hidden_visibility)
+            done["gradescope"] = {"zip": str(gradescope), "timeout_s": config["timeout_s"],
+                                  "hidden_visibility": config["hidden_visibility"],
+                                  "points": sum(e["points"] for e in config["exercises"])}
+        if json:
+            out(_json.dumps(done, indent=2, allow_nan=False))
+        else:
+            if "student" in done:
+                out(f"student handout: {len(done['student'])} files in {student} (statements, starters, README.md)")
+            if "gradescope" in done:
+                g = done["gradescope"]
+                out(f"Gradescope autograder: {gradescope} ({g['points']} points, {g['timeout_s']:g} s per answer, "
+                    f"hidden tests {g['hidden_visibility']}); upload it as the assignment's autograder")
+        return 0
     if command != "check":
-        raise ValueError(f"command: expected 'check' or nothing, got {command!r}")
-    verdict = grade(name, path)
+        raise ValueError(f"command: expected 'check', 'export' or nothing, got {command!r}")
+    try:
+        verdict = grade(name, path, hidden=hidden, timeout=timeout,
+                        hidden_seed=None if hidden_seed is None else hidden_seed)
+    except GraderError as exc:
+        err(f"refattn exercises: grader error (not your answer's fault): {str(exc).splitlines()[0]}")
+        return 2
     out(_json.dumps(verdict.as_dict(), indent=2, allow_nan=False) if json else str(verdict))
+    if verdict.grader_error:
+        err(f"refattn exercises: grader error (not your answer's fault): {verdict.grader_error}")
+        return 2
     return 0 if verdict.ok else 1
 
 
 def add_arguments(parser):
-    """The arguments of ``refattn exercises``: ``--json`` and the subcommand ``check NAME FILE``."""
+    """The arguments of ``refattn exercises``: ``--json``, and the subcommands ``check`` and ``export``."""
     parser.add_argument("--json", action="store_true", help="print strict JSON")
-    sub = parser.add_subparsers(dest="exercises_command", metavar="check")
+    sub = parser.add_subparsers(dest="exercises_command", metavar="{check,export}")
     p = sub.add_parser("check", help="grade an answer file: exit 0 correct, 1 wrong, 2 bad input")
     p.add_argument("name", metavar="NAME", help="the exercise: its name (softmax-vjp) or number (1, 01)")
     p.add_argument("file", metavar="FILE.py", help="the answer file")
     p.add_argument("--json", dest="check_json", action="store_true", help="print the verdict as strict JSON")
+    p.add_argument("--hidden", action="store_true",
+                   help="run the hidden cases too (other seeds, shapes and edge cases; reported by kind only)")
+    p.add_argument("--hidden-seed", type=int, default=None, help="the hidden cases' seed (default: the library's)")
+    p.add_argument("--timeout", default=DEFAULT_TIMEOUT_S,
+                   help=f"seconds the answer has to return all its values (default {DEFAULT_TIMEOUT_S:g})")
+    p = sub.add_parser("export", help="write a student handout and/or a Gradescope autograder")
+    p.add_argument("--student", metavar="DIR", help="write statements, starters and an index into DIR")
+    p.add_argument("--gradescope", metavar="FILE.zip", help="write a Gradescope autograder zip")
+    p.add_argument("--hidden-seed", type=int, default=None,
+                   help="the hidden cases' seed in the autograder (default: drawn at random)")
+    p.add_argument("--timeout", default=DEFAULT_TIMEOUT_S,
+                   help=f"seconds per answer in the autograder (default {DEFAULT_TIMEOUT_S:g})")
+    p.add_argument("--hidden-visibility", default="after_published",
+                   help="Gradescope visibility of the hidden tests: hidden, after_due_date, after_published "
+                        "(default) or visible")
+    p.add_argument("--json", dest="export_json", action="store_true", help="print what was written as JSON")
     return parser
 
 
 def command_from_args(args) -> int:
-    """Run :func:`run_command` from parsed :func:`add_arguments` arguments."""
+    """Run :func:`run_command` from parsed :func:`add_arguments` arguments. Ctrl-C: one line, exit 130."""
     command = getattr(args, "exercises_command", None)
-    as_json = bool(args.json or getattr(args, "check_json", False))
-    return run_command(command, getattr(args, "name", None), getattr(args, "file", None), json=as_json)
+    as_json = bool(args.json or getattr(args, "check_json", False) or getattr(args, "export_json", False))
+    try:
+        timeout = _timeout(getattr(args, "timeout", DEFAULT_TIMEOUT_S))
+        return run_command(command, getattr(args, "name", None), getattr(args, "file", None), json=as_json,
+                           hidden=getattr(args, "hidden", False), timeout=timeout,
+                           student=getattr(args, "student", None), gradescope=getattr(args, "gradescope", None),
+                           hidden_seed=getattr(args, "hidden_seed", None),
+                           hidden_visibility=getattr(args, "hidden_visibility", "after_published"))
+    except KeyboardInterrupt:
+        print("refattn exercises: interrupted", file=sys.stderr)
+        return 130
 
 
 def main(argv=None) -> int:
-    """``python -m refattn.exercises [--json] [check NAME FILE]``, as ``refattn exercises``:
+    """``python -m refattn.exercises [--json] [check NAME FILE | export ...]``, as ``refattn exercises``:
     bad input is one line on stderr and exit code 2."""
     import argparse  # noqa: PLC0415
-    import sys  # noqa: PLC0415
 
     parser = add_arguments(argparse.ArgumentParser(prog="refattn exercises",
                                                    description="exercises on the derivations, graded"))

@@ -1,0 +1,237 @@
+"""A student handout and a Gradescope autograder, made from the package.
+
+Each exercise has one source, ``refattn/exercises/solutions/NN-name.py``:
+the model solution, with every piece of solution between the nbgrader-style
+lines ``### BEGIN SOLUTION`` and ``### END SOLUTION`` (comments, so the file
+runs as it is). :func:`starter` removes those pieces: a piece inside a
+function becomes ``# YOUR CODE HERE`` and ``raise NotImplementedError()`` at
+its indentation; a piece at module level (notes, helpers, the computation
+of ``ANSWER``) disappears. Signatures, docstrings and anything outside the
+markers stay.
+
+* :func:`export_student` writes the statements (``exercises/*.md`` of the
+  repository), an index and one starter per exercise: no solution text and
+  no grader (the hidden cases live in the grader).
+* :func:`export_gradescope` writes a zip that Gradescope unpacks into
+  ``/autograder/source``: ``setup.sh`` (installs the runtime dependencies
+  from PyPI), ``run_autograder`` (grades ``/autograder/submission`` into
+  ``/autograder/results/results.json``), a copy of the package (graders and
+  solutions) and ``refattn_autograder.json``, the settings: the hidden
+  cases' seed (drawn at export unless given, so the hidden inputs are not
+  those of the public source), the time limit and the points.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import zipfile
+from importlib import metadata
+from pathlib import Path
+
+from .core import PARTS
+from .graders import EXERCISES
+from .sandbox import DEFAULT_TIMEOUT_S, RULE
+
+__all__ = ["BEGIN", "END", "solution_source", "starter", "solution_blocks", "export_student", "export_gradescope",
+           "VISIBILITIES", "CONFIG_NAME"]
+
+BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
+#: Gradescope's visibility settings for a test.
+VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
+#: The settings file inside the autograder zip.
+CONFIG_NAME = "refattn_autograder.json"
+
+PACKAGE = Path(__file__).resolve().parents[1]  # refattn/
+STATEMENTS = PACKAGE.parent / "exercises"  # the repository's exercises/ (absent from an installed wheel)
+
+
+def solution_source(ex) -> str:
+    """The text of exercise ``ex``'s single source (model solution with markers)."""
+    return (PACKAGE / ex.solution).read_text(encoding="utf-8")
+
+
+def _split(source, name="source"):
+    """``[(inside, lines)]``: the source cut at the markers; ``ValueError`` if they do not pair up."""
+    pieces, inside, current, indent = [], False, [], ""
+    for n, line in enumerate(source.splitlines(keepends=True), 1):
+        stripped = line.strip()
+        if stripped == BEGIN:
+            if inside:
+                raise ValueError(f"{name}:{n}: {BEGIN} inside another solution block")
+            pieces.append((False, current, ""))
+            current, inside, indent = [], True, line[:len(line) - len(line.lstrip())]
+        elif stripped == END:
+            if not inside:
+                raise ValueError(f"{name}:{n}: {END} without {BEGIN}")
+            pieces.append((True, current, indent))
+            current, inside = [], False
+        else:
+            current.append(line)
+    if inside:
+        raise ValueError(f"{name}: {BEGIN} without {END}")
+    pieces.append((False, current, ""))
+    return pieces
+
+
+def solution_blocks(source) -> list:
+    """The text of every solution block of ``source`` (what a starter must not contain)."""
+    return ["".join(lines) for inside, lines, _ in _split(source) if inside]
+
+
+def starter(source, name="source") -> str:
+    """The student's starter: ``source`` with every solution block replaced (module docstring)."""
+    out = []
+    for inside, lines, indent in _split(source, name):
+        if not inside:
+            out += lines
+        elif indent:
+            out += [f"{indent}# YOUR CODE HERE\n", f"{indent}raise NotImplementedError()\n"]
+    text = re.sub(r"\n{4,}", "\n\n\n", "".join(out))  # a removed helper leaves no hole
+    return text.strip("\n") + "\n"
+
+
+def _index(title_note) -> str:
+    """The handout's README: the exercises by part, with labels, and how to check an answer."""
+    lines = ["# Exercises on attention beyond softmax", "",
+             title_note, "",
+             "Each exercise has a statement (`NN-name.md`) and a starter (`NN-name.py`): keep the",
+             "signatures, fill in the bodies. Check an answer with refattn installed:", "",
+             "    refattn exercises check NAME NN-name.py          # the public cases",
+             "    refattn exercises check NAME NN-name.py --json   # the same, as JSON", "",
+             "It runs your file in a separate process, with a time limit, and says what is wrong",
+             "and where. " + RULE, ""]
+    for part, title in PARTS.items():
+        lines += [f"## Part {part}: {title}", "", "| no | name | difficulty | minutes | statement | starter |",
+                  "|---:|---|:---:|---:|---|---|"]
+        for ex in (e for e in EXERCISES if e.part == part):
+            lines.append(f"| {ex.number} | `{ex.name}` | {ex.difficulty} of 3 | {ex.minutes} | "
+                         f"[{ex.title}]({ex.stem}.md) | [`{ex.stem}.py`]({ex.stem}.py) |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def export_student(directory) -> list:
+    """Write the handout into ``directory``: statements, starters and an index; return the paths.
+
+    Raises ``ValueError`` (one line) when the statements cannot be found (an
+    installed wheel carries the graders and solutions, not the statements:
+    export from a clone of the repository).
+    """
+    directory = Path(directory)
+    if not STATEMENTS.is_dir():
+        raise ValueError(f"--student: the statements (exercises/*.md) are not beside the package at "
+                         f"{PACKAGE.parent}; export from a clone of the repository")
+    if directory.exists() and not directory.is_dir():
+        raise ValueError(f"--student: {os.fspath(directory)!r} exists and is not a folder")
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for ex in EXERCISES:
+        text = (STATEMENTS / f"{ex.stem}.md").read_text(encoding="utf-8")
+        (directory / f"{ex.stem}.md").write_text(text, encoding="utf-8")
+        (directory / f"{ex.stem}.py").write_text(starter(solution_source(ex), ex.solution), encoding="utf-8")
+        written += [directory / f"{ex.stem}.md", directory / f"{ex.stem}.py"]
+    note = ("The derivations the statements cite (`derivations/NN-*.md`) are in the refattn book and "
+            "repository.")
+    (directory / "README.md").write_text(_index(note), encoding="utf-8")
+    return [directory / "README.md", *written]
+
+
+# ------------------------------------------------------------------------------
+# Gradescope
+# ------------------------------------------------------------------------------
+
+_SETUP_SH = """#!/usr/bin/env bash
+# Gradescope runs this once, when it builds the autograder's image: Python and
+# refattn's runtime dependencies from PyPI (the package itself is in this folder).
+set -euo pipefail
+if ! command -v python3 >/dev/null || ! python3 -m pip --version >/dev/null 2>&1; then
+    apt-get update
+    apt-get install -y python3 python3-pip
+fi
+python3 -m pip install -r /autograder/source/requirements.txt
+"""
+
+_RUN_AUTOGRADER = """#!/usr/bin/env bash
+# Gradescope runs this for each submission: it grades the files in
+# $ROOT/submission and writes $ROOT/results/results.json. ROOT is /autograder,
+# or REFATTN_AUTOGRADER_ROOT (to run it elsewhere); the Python is python3, or
+# REFATTN_AUTOGRADER_PYTHON.
+set -u
+ROOT="${REFATTN_AUTOGRADER_ROOT:-/autograder}"
+PYTHON="${REFATTN_AUTOGRADER_PYTHON:-python3}"
+cd "$ROOT/source"
+PYTHONPATH="$ROOT/source" exec "$PYTHON" -m refattn.exercises.gradescope --root "$ROOT"
+"""
+
+
+def _requirements() -> list:
+    """refattn's runtime dependencies, as pip requirement lines (the installed metadata's)."""
+    try:
+        reqs = metadata.requires("refattn") or []
+    except metadata.PackageNotFoundError:  # pragma: no cover - running from a bare source tree
+        reqs = []
+    out = [r for r in reqs if "extra ==" not in r]
+    return out or ["numpy>=1.24", "autograd>=1.6", "matplotlib>=3.6", "threadpoolctl>=3.1"]
+
+
+def _package_files():
+    for base, dirs, files in os.walk(PACKAGE):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__" and not d.startswith("."))
+        for f in sorted(files):
+            if f.endswith((".pyc", ".pyo")):
+                continue
+            path = Path(base) / f
+            yield path, Path("refattn") / path.relative_to(PACKAGE)
+
+
+def export_gradescope(path, *, hidden_seed=None, timeout=None, hidden_visibility="after_published") -> dict:
+    """Write the Gradescope autograder zip to ``path``; return its settings.
+
+    Parameters
+    ----------
+    path : str or PathLike
+        The zip to write (replaced if it exists).
+    hidden_seed : int, optional
+        The hidden cases' seed; drawn at random when omitted (it is stored in
+        the zip, which students never see).
+    timeout : float, optional
+        Seconds per answer (default: the grader's).
+    hidden_visibility : str
+        Gradescope's visibility of the hidden tests: one of
+        :data:`VISIBILITIES` (``after_published`` by default).
+    """
+    if hidden_visibility not in VISIBILITIES:
+        raise ValueError(f"--hidden-visibility: expected one of {', '.join(VISIBILITIES)}, "
+                         f"got {hidden_visibility!r}")
+    if timeout is not None and not (isinstance(timeout, (int, float)) and timeout > 0):
+        raise ValueError(f"--timeout: expected a positive number of seconds, got {timeout!r}")
+    path = Path(path)
+    if path.suffix != ".zip":
+        raise ValueError(f"--gradescope: expected a file name ending in .zip, got {os.fspath(path)!r}")
+    if path.parent and not path.parent.is_dir():
+        raise ValueError(f"--gradescope: no folder {os.fspath(path.parent)!r}")
+    config = {
+        "hidden_seed": secrets.randbelow(2 ** 31) if hidden_seed is None else int(hidden_seed),
+        "timeout_s": float(timeout or DEFAULT_TIMEOUT_S),
+        "hidden_visibility": hidden_visibility,
+        "exercises": [{"stem": ex.stem, "points": ex.points} for ex in EXERCISES],
+    }
+    tmp = path.with_name(path.name + ".part")
+    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
+        def add_text(name, text, mode=0o644):
+            info = zipfile.ZipInfo(name, date_time=(2024, 1, 1, 0, 0, 0))
+            info.external_attr = (0o100000 | mode) << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            z.writestr(info, text)
+
+        add_text("setup.sh", _SETUP_SH, 0o755)
+        add_text("run_autograder", _RUN_AUTOGRADER, 0o755)
+        add_text("requirements.txt", "\n".join(_requirements()) + "\n")
+        add_text(CONFIG_NAME, json.dumps(config, indent=2) + "\n")
+        for src, arc in _package_files():
+            add_text(arc.as_posix(), src.read_bytes())
+    os.replace(tmp, path)
+    return config

@@ -1,0 +1,140 @@
+"""The Gradescope autograder: grade a submission folder, write ``results.json``.
+
+``run_autograder`` (from :func:`refattn.exercises.export.export_gradescope`)
+runs ``python -m refattn.exercises.gradescope --root ROOT`` with Gradescope's
+layout under ``ROOT`` (``/autograder`` there): ``source/`` (the unpacked zip,
+with ``refattn_autograder.json``), ``submission/`` (the student's files) and
+``results/``. Each exercise's answer is the submitted file ``NN-name.py``
+(the starter's name; ``name.py`` is accepted too, in any subfolder).
+
+``results.json`` has one test per exercise and group: ``NN name: public
+cases`` (``visible``) and ``NN name: hidden cases`` (the export's hidden
+visibility), each worth half the exercise's points (all of them when it has
+no hidden cases), scored by the fraction of cases passed. A missing file
+scores 0 with a line saying which name was looked for. The file is written
+whatever happens (an autograder failure is a result with its message).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+__all__ = ["results_for", "main"]
+
+
+def _find(submission: Path, ex):
+    """The submitted answer to ``ex``: ``NN-name.py`` (or ``name.py``), anywhere below ``submission``."""
+    wanted = {f"{ex.stem}.py", f"{ex.name}.py", f"{ex.stem.replace('-', '_')}.py", f"{ex.name.replace('-', '_')}.py"}
+    found = sorted(p for p in submission.rglob("*.py") if p.name.lower() in wanted and p.is_file())
+    return found[0] if found else None
+
+
+def _test(name, score, max_score, output, visibility) -> dict:
+    return {"name": name, "score": round(float(score), 4), "max_score": float(max_score), "output": output,
+            "visibility": visibility}
+
+
+def _output(verdict, hidden) -> str:
+    """The feedback of one group: its checks (hidden ones by kind), hints and what was printed."""
+    if not verdict.cases:  # the answer never ran: the one line saying why
+        return "\n".join(c.message for c in verdict.checks)
+    lines = verdict.lines(hidden)
+    if not hidden:
+        lines += [f"hint: {h}" for h in verdict.hints]
+        for group in ("import", "public", "process"):
+            if verdict.printed.get(group):
+                shown = verdict.printed[group].rstrip("\n").splitlines()[:20]
+                lines += [f"your answer printed ({group}; not graded):"] + [f"  | {ln[:200]}" for ln in shown]
+    return "\n".join(lines)
+
+
+def results_for(root, config) -> dict:
+    """The results of grading ``root/submission`` with ``config`` (the zip's settings)."""
+    from .grading import exercise, grade_many  # noqa: PLC0415
+
+    root = Path(root)
+    submission = root / "submission"
+    exercises = [(exercise(e["stem"]), float(e["points"])) for e in config["exercises"]]
+    found = {ex.stem: _find(submission, ex) for ex, _ in exercises}
+    items = [(ex, os.fspath(found[ex.stem])) for ex, _ in exercises if found[ex.stem] is not None]
+    verdicts = grade_many(items, hidden=True, hidden_seed=config["hidden_seed"], timeout=config["timeout_s"],
+                          forbidden_dirs=[os.fspath(root / "source")])
+    by_stem = {v.exercise: v for v in verdicts}
+    tests = []
+    for ex, points in exercises:
+        title = f"{ex.number:02d} {ex.name}"
+        verdict = by_stem.get(ex.stem)
+        n_hidden = verdict.group(True)[1] if verdict is not None and verdict.cases else \
+            sum(1 for c in ex.cases(config["hidden_seed"]) if c.hidden)
+        public_points = points / 2 if n_hidden else points
+        if verdict is None:
+            missing = f"no file {ex.stem}.py in your submission: nothing to grade"
+            tests.append(_test(f"{title}: public cases", 0, public_points, missing, "visible"))
+            if n_hidden:
+                tests.append(_test(f"{title}: hidden cases", 0, points - public_points, missing,
+                                   config["hidden_visibility"]))
+            continue
+        for hidden, max_score, visibility in ((False, public_points, "visible"),
+                                              (True, points - public_points, config["hidden_visibility"])):
+            if hidden and not n_hidden:
+                continue
+            passed, total = verdict.group(hidden)
+            score = max_score * passed / total if total else 0.0
+            out = _output(verdict, hidden)
+            if verdict.grader_error:
+                out = f"grader error (not your answer's fault; your instructor can see it): {verdict.grader_error}\n" + out
+            name = f"{title}: {'hidden' if hidden else 'public'} cases"
+            tests.append(_test(name, score, max_score, out, visibility))
+    total = sum(t["score"] for t in tests)
+    return {"score": round(total, 4), "tests": tests, "visibility": "visible", "stdout_visibility": "hidden",
+            "output": f"refattn exercises: {total:g} of {sum(t['max_score'] for t in tests):g} points. "
+                      "Each exercise has public cases (the ones `refattn exercises check` runs) and hidden ones."}
+
+
+def _write(results_dir: Path, results: dict):
+    results_dir.mkdir(parents=True, exist_ok=True)
+    tmp = results_dir / "results.json.part"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(results, f, indent=2, allow_nan=False)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, results_dir / "results.json")
+
+
+def main(argv=None) -> int:
+    """``python -m refattn.exercises.gradescope --root ROOT``: grade and write ``ROOT/results/results.json``."""
+    parser = argparse.ArgumentParser(prog="python -m refattn.exercises.gradescope",
+                                     description="grade a Gradescope submission folder")
+    parser.add_argument("--root", default=os.environ.get("REFATTN_AUTOGRADER_ROOT", "/autograder"),
+                        help="the autograder's root: source/, submission/, results/ (default /autograder)")
+    args = parser.parse_args(argv)
+    root = Path(args.root)
+    try:
+        from .export import CONFIG_NAME  # noqa: PLC0415
+
+        config = json.loads((root / "source" / CONFIG_NAME).read_text(encoding="utf-8"))
+        results = results_for(root, config)
+    except KeyboardInterrupt:
+        print("refattn autograder: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - whatever happens, Gradescope gets a results file saying it
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        results = {"score": 0.0, "tests": [], "output": f"the autograder failed: {type(exc).__name__}: {first}; "
+                                                        "this is not your submission's fault: tell your instructor"}
+        _write(root / "results", results)
+        print(results["output"], file=sys.stderr)
+        return 1
+    import refattn  # noqa: PLC0415
+
+    print(f"refattn {refattn.__version__} from {os.path.dirname(refattn.__file__)}: "
+          f"{results['score']:g} points written to {root / 'results' / 'results.json'}")
+    _write(root / "results", results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,52 @@
+"""Exercise 06: SignExp across a score of 0 (derivation 09).
+
+Statement: 06-signexp-at-zero.md (in the handout; exercises/ in the
+repository). Fill in the body of each function, then check it with
+
+    refattn exercises check signexp-at-zero 06-signexp-at-zero.py
+
+Allowed: NumPy and Python's standard library.
+"""
+
+### BEGIN SOLUTION
+# With R = sum_{i != j} e^{|s_i|} and V = sum_{i != j} u_i sign(s_i) e^{|s_i|},
+# F(x) = u . phi(s with s_j = x) = (u_j sign(x) e^{|x|} + V) / (R + e^{|x|}):
+#
+#     jump  J  = F(0+) - F(0-) = 2 u_j / (R + 1)                       (Z3)
+#     slopes L+- = (u_j R -+ V) / (R + 1)^2                             (Z4)
+#     central difference at s_j = 0:  J / (2 eps) + (L+ + L-) / 2 + O(eps)   (Z7)
+### END SOLUTION
+import numpy as np
+
+### BEGIN SOLUTION
+
+
+def _R_V(s, u, j):
+    others = np.arange(len(s)) != j
+    e = np.exp(np.abs(s[others]))
+    return np.sum(e), np.sum(u[others] * np.sign(s[others]) * e)
+### END SOLUTION
+
+
+def jump(s, u, j):
+    """``J = F(0+) - F(0-)`` for the row ``s`` (1-D, ``s[j] == 0``) and cotangent ``u``."""
+    ### BEGIN SOLUTION
+    R, _ = _R_V(s, u, j)
+    return 2.0 * u[j] / (R + 1.0)
+    ### END SOLUTION
+
+
+def slopes(s, u, j):
+    """``(L+, L-)``, the one-sided slopes of ``F`` at 0: a tuple of two floats."""
+    ### BEGIN SOLUTION
+    R, V = _R_V(s, u, j)
+    return (u[j] * R - V) / (R + 1.0) ** 2, (u[j] * R + V) / (R + 1.0) ** 2
+    ### END SOLUTION
+
+
+def central_at_zero(s, u, j, eps):
+    """Your first-order prediction of ``(F(eps) - F(-eps)) / (2 eps)``."""
+    ### BEGIN SOLUTION
+    lp, lm = slopes(s, u, j)
+    return jump(s, u, j) / (2.0 * eps) + 0.5 * (lp + lm)
+    ### END SOLUTION

@@ -1,0 +1,375 @@
+"""The course kit around the graders: answers run apart and cannot cheat their way to a pass,
+Ctrl-C is one line, the student handout holds no solution, and the Gradescope autograder,
+run in a folder laid out as Gradescope lays it out, writes valid results.
+
+Every cheat is an answer a student who wants the points without the work could write. Each
+must be graded wrong (exit 1, one line saying why, valid JSON with ``--json``) within the
+time limit. The time limit in these tests is short (:data:`LIMIT`); an answer that runs over
+it is reported as timed out, whatever the machine's speed.
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import refattn
+from refattn.cli import main as cli_main
+from refattn.exercises import EXERCISES, exercise, grade, grade_many
+from refattn.exercises.export import (CONFIG_NAME, PACKAGE, export_gradescope, solution_blocks, solution_source,
+                                      starter)
+
+from test_exercises import WRONG
+
+ROOT = Path(__file__).resolve().parent.parent
+LIMIT = 3  # seconds an answer has in these tests
+PKG = os.path.dirname(refattn.__file__)
+SOLUTION_01 = os.path.join(PKG, "exercises", "solutions", "01-softmax-vjp.py")
+
+#: Answers to exercise 01 that try to get the points without the work, and a word the one
+#: line saying why must contain.
+CHEATS = {
+    "sys.exit(0) at import": ("import sys\nsys.exit(0)\n", "sys.exit(0)"),
+    "os._exit(0) in the function": ("import os\ndef softmax_vjp(s, u):\n    os._exit(0)\n",
+                                    "exit status 0 while running softmax_vjp"),
+    "import refattn": ("import refattn\nsoftmax_vjp = lambda s, u: refattn.activation('softmax').vjp(s, u)\n",
+                       "refused: importing refattn"),
+    "from refattn.core.activations import": (
+        "from refattn.core.activations import activation\n"
+        "def softmax_vjp(s, u):\n    return activation('softmax').vjp(s, u)\n", "refused: importing refattn"),
+    "importlib.import_module": (
+        "import importlib\ndef softmax_vjp(s, u):\n"
+        "    return importlib.import_module('refattn').activation('softmax').vjp(s, u)\n", "refused: "),
+    "__import__": ("r = __import__('refattn.core.activations', fromlist=['activation'])\n"
+                   "softmax_vjp = lambda s, u: r.activation('softmax').vjp(s, u)\n", "refused: importing refattn"),
+    "exec(open(library file))": (f"exec(open({os.path.join(PKG, 'core', 'activations.py')!r}).read())\n"
+                                 "softmax_vjp = lambda s, u: activation('softmax').vjp(s, u)\n",
+                                 "refused: reading"),
+    "autograd's make_vjp": (
+        "from autograd import make_vjp\nimport autograd.numpy as anp\n"
+        "def softmax_vjp(s, u):\n"
+        "    f = lambda x: anp.exp(x) / anp.sum(anp.exp(x), -1, keepdims=True)\n"
+        "    return make_vjp(f)(s)[0](u)\n", "refused: importing autograd"),
+    "loading the model solution": (
+        "import importlib.util\n"
+        f"spec = importlib.util.spec_from_file_location('m', {SOLUTION_01!r})\n"
+        "m = importlib.util.module_from_spec(spec)\nspec.loader.exec_module(m)\nsoftmax_vjp = m.softmax_vjp\n",
+        "refused: reading"),
+    "the solution through /proc/self/root and ..": (
+        f"p = '/proc/self/root' + {os.path.join(PKG, 'core', '..', 'exercises', 'solutions', '01-softmax-vjp.py')!r}\n"
+        "ns = {}\nexec(open(p).read(), ns)\nsoftmax_vjp = ns['softmax_vjp']\n", "refused: reading"),
+    "os.open relative to a directory descriptor": (
+        f"import os\nfd = os.open({os.path.dirname(PKG)!r}, os.O_RDONLY)\n"
+        "f = os.open('refattn/exercises/solutions/01-softmax-vjp.py', os.O_RDONLY, dir_fd=fd)\n"
+        "ns = {}\nexec(os.read(f, 1 << 20).decode(), ns)\nsoftmax_vjp = ns['softmax_vjp']\n", "refused: os.open"),
+    "a subprocess that imports refattn": (
+        "import subprocess, sys\ndef softmax_vjp(s, u):\n"
+        "    subprocess.run([sys.executable, '-c', 'import refattn'])\n    return s\n", "refused: starting a process"),
+    "refusal caught and ignored": (
+        "try:\n    import refattn\nexcept Exception:\n    pass\n"
+        "def softmax_vjp(s, u):\n    return s\n", "refused: importing refattn"),
+    "monkeypatching os.stat first": (
+        "import os\nos.stat = os.lstat = lambda *a, **k: None\n"
+        "import refattn\nsoftmax_vjp = lambda s, u: refattn.activation('softmax').vjp(s, u)\n",
+        "refused: importing refattn"),
+    "disabling the guard": (
+        "import builtins, gc\nbuiltins.len = lambda x: 0\n"
+        "guard = next(f for f in gc.get_objects() if getattr(f, '__name__', '') == 'guard')\n"
+        "guard.__code__ = (lambda event, args: None).__code__\n"
+        "import refattn\nsoftmax_vjp = lambda s, u: refattn.activation('softmax').vjp(s, u)\n",
+        "refused: replacing a function's __code__"),
+    "a second _posixsubprocess": (
+        "import sys\ndel sys.modules['_posixsubprocess']\nimport _posixsubprocess\n"
+        "def softmax_vjp(s, u):\n    return s\n", "refused: importing _posixsubprocess"),
+    "an infinite loop": ("def softmax_vjp(s, u):\n    while True:\n        pass\n",
+                         f"timed out after {LIMIT} s while running softmax_vjp"),
+    "a crash (SIGSEGV)": ("import faulthandler\nfaulthandler.disable()\n"
+                          "def softmax_vjp(s, u):\n    faulthandler._sigsegv()\n",
+                          "killed by signal SIGSEGV while running softmax_vjp"),
+}
+
+
+def write(tmp_path, text, name="answer.py"):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return str(path)
+
+
+@pytest.mark.parametrize("name", list(CHEATS))
+def test_cheating_answer_is_wrong_with_one_line(name, tmp_path, capsys):
+    text, why = CHEATS[name]
+    path = write(tmp_path, text)
+    code = cli_main(["exercises", "check", "softmax-vjp", path, "--json", "--timeout", str(LIMIT)])
+    captured = capsys.readouterr()
+    verdict = json.loads(captured.out)  # strict JSON on stdout, nothing before or after it
+    assert code == 1, captured.out
+    assert verdict["ok"] is False
+    assert len(verdict["checks"]) == 1 and verdict["checks"][0]["ok"] is False
+    message = verdict["checks"][0]["message"]
+    assert why in message and "\n" not in message, message
+    assert "grader error" not in captured.err
+
+
+def test_print_at_import_is_graded_on_its_merits(tmp_path, capsys):
+    text = solution_source(exercise("softmax-vjp")).replace("import numpy as np\n",
+                                                            "import numpy as np\nprint('hello from import')\n", 1)
+    path = write(tmp_path, text)
+    assert cli_main(["exercises", "check", "softmax-vjp", path, "--json"]) == 0
+    verdict = json.loads(capsys.readouterr().out)
+    assert verdict["ok"] is True and verdict["printed"] == {"import": "hello from import\n"}
+    assert cli_main(["exercises", "check", "softmax-vjp", path]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("01-softmax-vjp: CORRECT") and "| hello from import" in out
+
+
+def test_monkeypatching_in_the_answer_cannot_fake_a_pass(tmp_path):
+    """An all-zero answer that first rebinds NumPy's comparison helpers (as a patch of the
+    grader would): the checking happens in another process, so it is still wrong."""
+    text = """
+        import numpy as np
+        np.allclose = lambda *a, **k: True
+        np.max = lambda *a, **k: 0.0
+        def softmax_vjp(s, u):
+            return np.zeros_like(s)
+        """
+    verdict = grade("softmax-vjp", write(tmp_path, text))
+    assert not verdict.ok and verdict.group(False)[0] == 0
+
+
+def test_answers_after_a_hang_or_an_exit_still_run(tmp_path):
+    """One child runs many answers; after one that hangs or exits, a new child runs the rest."""
+    loop = write(tmp_path, CHEATS["an infinite loop"][0], "loop.py")
+    gone = write(tmp_path, CHEATS["os._exit(0) in the function"][0], "gone.py")
+    items = [("softmax-vjp", loop), ("tanhmax-derivatives", PACKAGE / exercise(2).solution),
+             ("softmax-vjp", gone), ("closure-witness", PACKAGE / exercise(14).solution)]
+    verdicts = grade_many(items, timeout=LIMIT)
+    assert [v.ok for v in verdicts] == [False, True, False, True]
+    assert "timed out" in verdicts[0].checks[0].message and "exit status 0" in verdicts[2].checks[0].message
+
+
+def test_a_library_error_is_a_grader_error_not_the_answers(tmp_path, capsys, monkeypatch):
+    from refattn.exercises import graders
+
+    def broken(*args, **kwargs):
+        raise ValueError("cotangent: shape (9,) does not match the output's (3, 5)")
+
+    monkeypatch.setattr(graders, "gradcheck", broken)
+    path = str(PACKAGE / exercise(1).solution)
+    assert cli_main(["exercises", "check", "softmax-vjp", path]) == 2
+    captured = capsys.readouterr()
+    assert "grader error (not your answer's fault)" in captured.err and len(captured.err.splitlines()) == 1
+    assert "your code raised" not in captured.out and "FAIL" in captured.out
+    monkeypatch.setattr(graders, "activation_vjp", broken)  # while drawing the cases: nothing graded
+    assert cli_main(["exercises", "check", "softmax-vjp", path]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "grader error" in captured.err and len(captured.err.splitlines()) == 1
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="finds the child through /proc")
+def test_ctrl_c_is_one_line_and_exit_130(tmp_path):
+    path = write(tmp_path, CHEATS["an infinite loop"][0])
+    proc = subprocess.Popen([sys.executable, "-m", "refattn.exercises", "check", "softmax-vjp", path, "--timeout", "60"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+
+    def children():
+        out = []
+        for d in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if int(fields[1]) == proc.pid:
+                out.append(int(d))
+        return out
+
+    try:
+        for _ in range(1200):  # the grader is running an answer once its child exists
+            kids = children()
+            if kids or proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert kids, "the grader started no child"
+        time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130
+    assert err.strip() == "refattn exercises: interrupted" and out == ""
+    time.sleep(0.1)
+    assert not [k for k in kids if os.path.exists(f"/proc/{k}") and "Z" not in open(f"/proc/{k}/stat").read()
+                .rsplit(")", 1)[1].split()[0]]
+
+
+# ------------------------------------------------------------------------------
+# Single sources, starters and the student handout
+# ------------------------------------------------------------------------------
+
+
+def _solution_lines():
+    """Every line of every solution block, long enough to be telling."""
+    lines = set()
+    for ex in EXERCISES:
+        for block in solution_blocks(solution_source(ex)):
+            lines |= {ln.strip() for ln in block.splitlines() if len(ln.strip()) >= 8}
+    return lines
+
+
+def test_starter_keeps_signatures_and_drops_solutions():
+    for ex in EXERCISES:
+        source = solution_source(ex)
+        text = starter(source, ex.solution)
+        compile(text, ex.stem, "exec")
+        assert "### BEGIN SOLUTION" not in text and "### END SOLUTION" not in text
+        assert solution_blocks(source), ex.name
+        for sig in ex.defines:
+            if ex.kind == "function":
+                assert f"def {sig.split('(')[0]}(" in text, (ex.name, sig)
+        assert f"refattn exercises check {ex.name}" in text
+    with pytest.raises(ValueError, match="without"):
+        starter("x = 1\n### END SOLUTION\n")
+    with pytest.raises(ValueError, match="without"):
+        starter("def f():\n    ### BEGIN SOLUTION\n    return 1\n")
+
+
+def test_student_export_has_statements_starters_and_no_solution(tmp_path, capsys):
+    out = tmp_path / "handout"
+    assert cli_main(["exercises", "export", "--student", str(out)]) == 0
+    capsys.readouterr()
+    names = sorted(p.name for p in out.iterdir())
+    assert names == sorted(["README.md"] + [f"{ex.stem}{ext}" for ex in EXERCISES for ext in (".md", ".py")])
+    texts = {p.name: p.read_text() for p in out.iterdir()}
+    solution_lines = _solution_lines()
+    leaked = [(name, ln.strip()) for name, text in texts.items() for ln in text.splitlines()
+              if ln.strip() in solution_lines]
+    assert not leaked, leaked[:5]
+    readme = texts["README.md"]
+    for ex in EXERCISES:
+        assert f"[`{ex.stem}.py`]({ex.stem}.py)" in readme
+        assert texts[f"{ex.stem}.md"] == (ROOT / ex.statement).read_text()
+    # every starter is a wrong answer that says what is missing (graded in one run)
+    verdicts = grade_many([(ex, out / f"{ex.stem}.py") for ex in EXERCISES])
+    for ex, v in zip(EXERCISES, verdicts):
+        assert not v.ok, ex.name
+        assert "NotImplementedError" in str(v) or ex.kind == "number", str(v)
+
+
+# ------------------------------------------------------------------------------
+# The Gradescope autograder
+# ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def autograder(tmp_path_factory):
+    """The exported zip, unpacked as Gradescope unpacks it into <root>/source."""
+    d = tmp_path_factory.mktemp("gradescope")
+    zpath = d / "autograder.zip"
+    assert cli_main(["exercises", "export", "--gradescope", str(zpath), "--timeout", "20"]) == 0
+    with zipfile.ZipFile(zpath) as z:
+        names = set(z.namelist())
+        modes = {i.filename: (i.external_attr >> 16) & 0o777 for i in z.infolist()}
+        source = d / "template" / "source"
+        z.extractall(source)
+    for name in ("setup.sh", "run_autograder"):
+        os.chmod(source / name, modes[name])
+    return d, names, modes
+
+
+def _run_autograder(base, template, answers, name):
+    """Lay out <root>/{source,submission,results} and run run_autograder with this Python."""
+    root = base / name
+    shutil.copytree(template / "source", root / "source", symlinks=True)
+    (root / "submission").mkdir(parents=True)
+    (root / "results").mkdir()
+    for fname, text in answers.items():
+        (root / "submission" / fname).write_text(text)
+    env = {**os.environ, "REFATTN_AUTOGRADER_ROOT": str(root), "REFATTN_AUTOGRADER_PYTHON": sys.executable}
+    proc = subprocess.run([str(root / "source" / "run_autograder")], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert str(root / "source") in proc.stdout  # graded by the zip's own copy of the package
+    return json.loads((root / "results" / "results.json").read_text())
+
+
+def _valid(results):
+    assert isinstance(results["tests"], list) and results["tests"]
+    for t in results["tests"]:
+        assert {"name", "score", "max_score", "output", "visibility"} <= set(t)
+        assert t["visibility"] in ("visible", "hidden", "after_due_date", "after_published")
+        assert 0 <= t["score"] <= t["max_score"] and isinstance(t["output"], str)
+    names = [t["name"] for t in results["tests"]]
+    assert len(names) == len(set(names))
+    for ex in EXERCISES:
+        assert f"{ex.number:02d} {ex.name}: public cases" in names
+        assert (f"{ex.number:02d} {ex.name}: hidden cases" in names) == (ex.kind != "number")
+    assert sum(t["max_score"] for t in results["tests"]) == sum(ex.points for ex in EXERCISES)
+
+
+def test_the_zip_carries_what_it_needs(autograder):
+    _, names, modes = autograder
+    assert {"setup.sh", "run_autograder", "requirements.txt", CONFIG_NAME, "refattn/__init__.py",
+            "refattn/exercises/_child.py"} <= names
+    assert all(f"refattn/{ex.solution}" in names for ex in EXERCISES)
+    assert modes["setup.sh"] & 0o111 and modes["run_autograder"] & 0o111
+    assert not any("__pycache__" in n for n in names)
+
+
+def test_gradescope_full_marks_for_the_solutions(autograder):
+    base, _, _ = autograder
+    config = json.loads((base / "template" / "source" / CONFIG_NAME).read_text())
+    assert config["timeout_s"] == 20 and isinstance(config["hidden_seed"], int)
+    answers = {f"{ex.stem}.py": solution_source(ex) for ex in EXERCISES}
+    results = _run_autograder(base, base / "template", answers, "solutions")
+    _valid(results)
+    assert results["score"] == sum(ex.points for ex in EXERCISES)
+    assert all(t["score"] == t["max_score"] for t in results["tests"]), results
+
+
+def test_gradescope_partial_marks_for_wrong_answers(autograder, tmp_path):
+    base, _, _ = autograder
+    answers = {f"{ex.stem}.py": solution_source(ex) for ex in EXERCISES}
+    for name in ("softmax-vjp", "no-normaliser", "closure-witness"):
+        answers[f"{exercise(name).stem}.py"] = textwrap.dedent(WRONG[name][1])
+    answers["06_signexp_at_zero.py"] = answers.pop("06-signexp-at-zero.py")  # another accepted name
+    del answers["13-central-difference-step.py"]
+    answers["02-tanhmax-derivatives.py"] = "import refattn\n" + answers["02-tanhmax-derivatives.py"]
+    results = _run_autograder(base, base / "template", answers, "wrong")
+    _valid(results)
+    by_name = {t["name"]: t for t in results["tests"]}
+    total = sum(ex.points for ex in EXERCISES)
+    assert 0 < results["score"] < total
+    for title in ("01 softmax-vjp", "12 no-normaliser", "02 tanhmax-derivatives"):
+        public = by_name[f"{title}: public cases"]
+        assert public["score"] < public["max_score"], public
+    assert by_name["14 closure-witness: public cases"]["score"] == 0
+    assert by_name["13 central-difference-step: public cases"]["score"] == 0
+    assert "no file 13-central-difference-step.py" in by_name["13 central-difference-step: public cases"]["output"]
+    assert "refused: importing refattn" in by_name["02 tanhmax-derivatives: public cases"]["output"]
+    assert by_name["06 signexp-at-zero: hidden cases"]["score"] == by_name["06 signexp-at-zero: hidden cases"]["max_score"]
+    # a hidden test says kinds, not inputs; a wrong public one says where
+    assert "at index" in by_name["01 softmax-vjp: public cases"]["output"]
+    assert "at index" not in by_name["12 no-normaliser: hidden cases"]["output"]
+    assert by_name["12 no-normaliser: hidden cases"]["visibility"] == "after_published"
+
+
+def test_export_refuses_bad_input(tmp_path, capsys):
+    assert cli_main(["exercises", "export"]) == 2
+    assert cli_main(["exercises", "export", "--gradescope", str(tmp_path / "x.tar")]) == 2
+    assert cli_main(["exercises", "export", "--gradescope", str(tmp_path / "x.zip"),
+                     "--hidden-visibility", "sometimes"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 3 and "export" in err[0] and "--gradescope" in err[1] and "--hidden-visibility" in err[2]
+    assert not (tmp_path / "x.zip").exists()
+    export_gradescope(tmp_path / "y.zip", hidden_seed=5)
+    with zipfile.ZipFile(tmp_path / "y.zip") as z:
+        assert json.loads(z.read(CONFIG_NAME))["hidden_seed"] == 5
