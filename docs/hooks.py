@@ -537,6 +537,8 @@ def _fix_links(text: str, page_uri: str) -> str:
         nb = re.fullmatch(r"notebooks/([0-9][\w-]*)\.py", uri)
         if nb and f"notebooks/{nb.group(1)}.md" in files:
             return f"[{label}]({_rel(page_uri, f'notebooks/{nb.group(1)}.md')})"
+        if uri == "README.md" and anchor == "the-papers":  # the README's reference table is the page papers.md
+            return f"[{label}]({_rel(page_uri, 'papers.md')})"
         return label
 
     return _outside_fences(text, lambda seg: _LINK.sub(repl, seg))
@@ -594,10 +596,20 @@ def _split_displays(text: str) -> str:
     return "\n".join(out)
 
 
+_STEP_BLOCK = re.compile(r'^(```python exec="on"[^\n]*\n.*?^```)[ \t]*$', re.M | re.S)
+
+
+def _wrap_step_blocks(markdown: str) -> str:
+    """Each executed block (markdown-exec: its source, then what it printed) in
+    a ``<div class="step-block">``, which book.css styles and the browser test counts."""
+    return _STEP_BLOCK.sub(lambda m: f'<div class="step-block" markdown>\n\n{m.group(1)}\n\n</div>', markdown)
+
+
 def on_page_markdown(markdown, page, config, files):
     uri = page.file.src_uri
     if uri.startswith("api/"):
         return markdown
+    markdown = _wrap_step_blocks(markdown)
     if uri.startswith("derivations/"):
         markdown = _embed_figures(markdown, Path(uri).name)
     _check_paths(markdown, uri)

@@ -292,7 +292,8 @@ for name in ACTIVATIONS:
 # Autograd agrees to rounding error (the two compute the same derivative by
 # different arithmetic); central differences agree to the accuracy of the
 # difference quotient, whose error is dominated by rounding,
-# about $\epsilon_{\mathrm{mach}}/\varepsilon$ relative.
+# about $u_\mathrm{r}/\varepsilon$ relative ($u_\mathrm{r} = 2^{-53}$, the unit
+# roundoff of float64; $u$ is the cotangent).
 
 # %% [markdown]
 # ## signexp at 0: the Dirac spike
@@ -304,7 +305,7 @@ for name in ACTIVATIONS:
 # $ds_k^{\mathrm{FD}} = u_k\,p_k(s+\varepsilon e_k)/\varepsilon \approx u_k p_k/\varepsilon$
 # at the zero entry. At every other entry the difference quotient agrees with
 # the analytic VJP as it does anywhere else: up to its truncation error
-# $O(\varepsilon^2)$ and its rounding error $O(\epsilon_{\mathrm{mach}}/\varepsilon)$
+# $O(\varepsilon^2)$ and its rounding error $O(u_\mathrm{r}/\varepsilon)$
 # (the last column below).
 
 # %%
