@@ -23,9 +23,10 @@ While pages are rendered, code spans that name a repository path
 ``refattn/core/activations.py``) or a documented object
 (``refattn.core.activations.Softmax``) become links, and links to files that are
 not in the site (``exercises/solutions/``) become plain text. A code span that
-names a repository path that does not exist, or a test
-(``tests/test_x.py::test_name``) that is not in its file, is a warning, so
-``mkdocs build --strict`` fails on it.
+names a repository path that does not exist, a test
+(``tests/test_x.py::test_name``) that is not in its file, or a ``refattn.``
+name that does not import, is a warning, so ``mkdocs build --strict`` fails
+on it.
 
 The derivations' step blocks (fences marked ``exec="on"``) are run by the
 markdown-exec plugin while the page is rendered; the book shows each with its
@@ -464,12 +465,32 @@ _REPO_PATH = re.compile(r"((?:refattn|derivations|notebooks|exercises|tests|benc
                         r"(?:::(\w+))?(?:#[\w-]+)?")
 
 
+def _names_an_object(dotted: str) -> bool:
+    """True when ``refattn.a.b.c`` imports (the longest module prefix) and the rest are attributes."""
+    parts = dotted.split(".")
+    for k in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:k]))
+        except ImportError:
+            continue
+        try:
+            for name in parts[k:]:
+                obj = getattr(obj, name)
+        except AttributeError:
+            return False
+        return True
+    return False
+
+
 def _check_paths(text: str, page_uri: str) -> None:
     """Warn (an error under ``--strict``) about a code span that names a
-    repository path that does not exist, or a test that is not in its file."""
+    repository path that does not exist, a test that is not in its file, or a
+    ``refattn.`` name that does not import."""
 
     def one(seg: str) -> str:
         for span in _CODE.findall(seg):
+            if re.fullmatch(r"refattn(\.\w+)+", span) and not _names_an_object(span):
+                _log().warning("%s: `%s` names nothing in refattn", page_uri, span)
             m = _REPO_PATH.fullmatch(span)
             if not m:
                 continue

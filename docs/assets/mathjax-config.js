@@ -33,9 +33,13 @@ function fitDisplays() {
   for (const box of document.querySelectorAll('mjx-container[display="true"]')) {
     box.style.fontSize = "";
     const avail = box.parentElement.clientWidth;
-    const need = box.scrollWidth;
-    if (need > avail && avail > 0) {
-      box.style.fontSize = Math.floor(100 * avail / need) + "%";
+    if (avail <= 0 || box.scrollWidth <= avail) continue;
+    // a tag's spacing does not scale exactly with the font: shrink until it fits
+    let pct = Math.floor(100 * avail / box.scrollWidth);
+    box.style.fontSize = pct + "%";
+    while (box.scrollWidth > avail && pct > 40) {
+      pct -= 2;
+      box.style.fontSize = pct + "%";
     }
   }
 }
