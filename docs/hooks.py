@@ -3,16 +3,19 @@
 Nothing in ``docs/`` duplicates the repository's text. At build time this
 module adds to the site, as generated files:
 
-* ``index.md``: the README (the reading path and the measured numbers);
+* ``papers.md``: the README's section "The papers", the one reference table
+  (the landing page, ``docs/index.md``, and the other pages of ``docs/`` are
+  ordinary pages of the book);
 * ``derivations/*.md``: every derivation, with the figures of ``FIGURES``
   embedded where the derivation states what they show;
 * ``notebooks/*.md``: every ``notebooks/*.py`` (jupytext percent format),
   executed in its own process with ``REFATTN_SMALL=1`` (``REFATTN_BOOK_SMALL=0``
   runs them at full size), with printed output and saved figures under each
-  cell, and the source ``.py`` beside it;
+  cell, the source ``.py`` and a Jupyter ``.ipynb`` (made by jupytext) beside it;
 * ``exercises/*.md``: the statements and their index (the model solutions live in the
   package, ``refattn/exercises/solutions/``, never in the book);
-* ``api/*.md``: one mkdocstrings page per reference module;
+* ``api/*.md``: one mkdocstrings page per module of ``API_MODULES``; a
+  listed module that does not exist stops the build;
 * ``assets/mathjax/tex-svg-full.js``: MathJax 3 from the django-static-mathjax
   wheel, so that math is typeset with no network.
 
@@ -20,7 +23,15 @@ While pages are rendered, code spans that name a repository path
 (``derivations/01-reweighted-softmax.md``, ``notebooks/01_activations_tour.py``,
 ``refattn/core/activations.py``) or a documented object
 (``refattn.core.activations.Softmax``) become links, and links to files that are
-not in the site become plain text.
+not in the site become plain text. A code span that
+names a repository path that does not exist, a test
+(``tests/test_x.py::test_name``) that is not in its file, or a ``refattn.``
+name that does not import, is a warning, so ``mkdocs build --strict`` fails
+on it.
+
+The derivations' step blocks (fences marked ``exec="on"``) are run by the
+markdown-exec plugin while the page is rendered; the book shows each with its
+output, and a block that raises is a warning, so the strict build fails.
 
 Run as a script, ``python docs/hooks.py NOTEBOOK OUTDIR`` executes one
 notebook and writes ``OUTDIR/cells.json``; the build runs it once per
@@ -45,10 +56,22 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: The reference modules that get an API page, in reading order; a module
-#: that does not exist (yet) is left out.
-API_MODULES = ["backend", "activations", "scores", "attention", "gradcheck", "layers", "custom",
-               "runs", "train", "dynamics", "properties", "ranges", "singular", "streaming"]
+#: The modules that get an API page, in reading order (names below ``refattn``).
+#: A module listed here that does not exist stops the build: a module that is
+#: moved or renamed must be renamed here too, or its page would silently vanish.
+API_MODULES = [
+    "core.backend", "core.activations", "core.scores", "core.attention", "core.gradcheck",
+    "custom",
+    "theory.proposition1", "theory.properties", "theory.proposition2", "theory.signexp_at_zero",
+    "fast.kernels", "fast.streaming",
+    "training.layers", "training.optim", "training.train", "training.runs",
+    "training.models.polarity", "training.models.nt", "training.models.decoder",
+    "training.tasks.polarity", "training.tasks.nt", "training.tasks.sst2",
+]
+
+#: The pages of ``docs/`` in the navigation, after the landing page.
+DOOR_PAGES = ["verify.md", "teach.md"]
+REFERENCE_PAGES = ["results.md", "map.md", "papers.md", "cli.md", "performance.md", "gpu.md"]
 
 #: Figures embedded in derivations, where the derivation states what the
 #: figure shows: derivation file -> [(section heading, figure names)]. Each
@@ -194,20 +217,36 @@ def _exercises() -> list[Path]:
     return sorted((ROOT / "exercises").glob("[0-9]*.md"))
 
 
+def _module_file(module: str) -> Path:
+    path = ROOT / "refattn" / Path(*module.split("."))
+    return path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+
+
 def _api_modules() -> list[str]:
-    return [m for m in API_MODULES if (ROOT / "refattn" / f"{m}.py").exists()
-            or (ROOT / "refattn" / m / "__init__.py").exists()]
+    """``API_MODULES``, each checked to exist: a missing one is an error, not a skip."""
+    from mkdocs.exceptions import PluginError  # noqa: PLC0415
+
+    missing = [m for m in API_MODULES if not _module_file(m).is_file()]
+    if missing:
+        raise PluginError(f"API_MODULES in docs/hooks.py names modules that do not exist: "
+                          f"{', '.join('refattn.' + m for m in missing)} (moved or renamed? update the list)")
+    return list(API_MODULES)
 
 
 def on_config(config):
     """The navigation, from what is in the repository now (a new notebook or
     derivation appears without editing mkdocs.yml)."""
+    # the step blocks of the derivations (markdown-exec) import this checkout's refattn
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
     config["nav"] = [
         {"Home": "index.md"},
         {"Derivations": ["derivations/00-overview.md", "derivations/index.md"]
             + [f"derivations/{p.name}" for p in _derivations() if not p.name.startswith("00-")]},
         {"Notebooks": [f"notebooks/{p.stem}.md" for p in _notebooks()]},
         {"Exercises": ["exercises/README.md"] + [f"exercises/{p.name}" for p in _exercises()]},
+        {"Verify and teach": DOOR_PAGES},
+        {"Results and reference": REFERENCE_PAGES},
         {"API reference": ["api/index.md"] + [f"api/{m}.md" for m in _api_modules()]},
     ]
     return config
@@ -252,8 +291,10 @@ def _fence(text: str, lang: str = "") -> str:
 def _notebook_page(stem: str, run: dict) -> str:
     parts = []
     note = (f'!!! info "Executed when this book was built"\n'
-            f"    Source: [`notebooks/{stem}.py`]({stem}.py) (a jupytext percent-format script; run it with\n"
-            f"    `PYTHONPATH=. python notebooks/{stem}.py` or open it with jupytext).\n"
+            f"    Source: [`notebooks/{stem}.py`]({stem}.py), a jupytext percent-format script, and the same as a\n"
+            f"    Jupyter notebook: [`{stem}.ipynb`]({stem}.ipynb). After the README's set-up, run it with\n"
+            f"    `.venv/bin/python notebooks/{stem}.py` (its figures go to `figures/`), or make the\n"
+            f"    `.ipynb` yourself with `.venv/bin/jupytext --to notebook notebooks/{stem}.py`.\n"
             f"    The code below ran at the size the tests use (`REFATTN_SMALL=1`) in "
             f"{run['seconds']:.1f} s; the output and figures under each cell are what it printed and drew.\n")
     placed = False
@@ -277,6 +318,24 @@ def _notebook_page(stem: str, run: dict) -> str:
             out.append("</div>\n")
             parts.append("\n".join(out))
     return "\n".join(parts)
+
+
+def _ipynb(path: Path) -> str:
+    """The notebook ``path`` (jupytext percent format) as Jupyter's ``.ipynb``, unexecuted."""
+    import jupytext  # noqa: PLC0415
+
+    return jupytext.writes(jupytext.read(path), fmt="ipynb")
+
+
+def _readme_section(title: str) -> str:
+    """The README's section ``## title`` (to the next ``## ``), for a page of the book."""
+    from mkdocs.exceptions import PluginError  # noqa: PLC0415
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    m = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", text, re.M | re.S)
+    if not m:
+        raise PluginError(f"README.md has no section '## {title}' (docs/hooks.py makes a page of it)")
+    return m.group(1)
 
 
 def _api_page(module: str, citing: list[str]) -> str:
@@ -308,7 +367,7 @@ def on_files(files, config):
     def add(src_uri, **kw):
         files.append(File.generated(config, src_uri, **kw))
 
-    add("index.md", content=(ROOT / "README.md").read_text(encoding="utf-8"))
+    add("papers.md", content="# The papers\n" + _readme_section("The papers"))
     for p in sorted((ROOT / "derivations").glob("*.md")):
         add(f"derivations/{p.name}", content=p.read_text(encoding="utf-8"))
     for p in [ROOT / "exercises" / "README.md", *_exercises()]:
@@ -319,6 +378,7 @@ def on_files(files, config):
     for stem, run in runs.items():
         add(f"notebooks/{stem}.md", content=_notebook_page(stem, run))
         add(f"notebooks/{stem}.py", abs_src_path=str(ROOT / "notebooks" / f"{stem}.py"))
+        add(f"notebooks/{stem}.ipynb", content=_ipynb(ROOT / "notebooks" / f"{stem}.py"))
         section = ""
         for cell in run["cells"]:
             heading = re.search(r"^#{1,6} (.+)$", cell["source"], re.M) if cell["type"] == "markdown" else None
@@ -329,7 +389,7 @@ def on_files(files, config):
 
     modules = _api_modules()
     for m in modules:
-        pattern = re.compile(rf"refattn[./]{m}\b")
+        pattern = re.compile(r"refattn[./]" + r"[./]".join(map(re.escape, m.split("."))) + r"\b")
         citing = [p.name for p in _derivations() if pattern.search(p.read_text(encoding="utf-8"))]
         add(f"api/{m}.md", content=_api_page(m, citing))
     add("api/index.md", content=_api_index(modules))
@@ -375,12 +435,21 @@ def _rel(page_uri: str, target_uri: str) -> str:
     return os.path.relpath(target_uri, os.path.dirname(page_uri) or ".").replace(os.sep, "/")
 
 
+def _documented_module(parts: list[str]) -> str | None:
+    """The longest prefix of ``refattn.a.b.c`` (as parts) that has an API page."""
+    for k in range(len(parts) - 1, 1, -1):
+        name = ".".join(parts[1:k])
+        if name in _state.get("modules", ()):
+            return name
+    return None
+
+
 def _resolves(dotted: str) -> bool:
     """True when ``refattn.MODULE.NAME[.ATTR]`` is an object that the API pages
     render (as griffe sees it, the way mkdocstrings does): in a documented
     module, defined there, public, with a docstring."""
     parts = dotted.split(".")
-    if len(parts) < 3 or parts[1] not in _state.get("modules", ()) or any(p.startswith("_") for p in parts):
+    if len(parts) < 3 or _documented_module(parts) is None or any(p.startswith("_") for p in parts):
         return False
     if "griffe" not in _state:
         import griffe  # noqa: PLC0415
@@ -391,6 +460,50 @@ def _resolves(dotted: str) -> bool:
     except (KeyError, ValueError, AttributeError):
         return False
     return not obj.is_alias and obj.docstring is not None
+
+
+_REPO_PATH = re.compile(r"((?:refattn|derivations|notebooks|exercises|tests|benchmarks|docs)/[\w./-]*\w)"
+                        r"(?:::(\w+))?(?:#[\w-]+)?")
+
+
+def _names_an_object(dotted: str) -> bool:
+    """True when ``refattn.a.b.c`` imports (the longest module prefix) and the rest are attributes."""
+    parts = dotted.split(".")
+    for k in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:k]))
+        except ImportError:
+            continue
+        try:
+            for name in parts[k:]:
+                obj = getattr(obj, name)
+        except AttributeError:
+            return False
+        return True
+    return False
+
+
+def _check_paths(text: str, page_uri: str) -> None:
+    """Warn (an error under ``--strict``) about a code span that names a
+    repository path that does not exist, a test that is not in its file, or a
+    ``refattn.`` name that does not import."""
+
+    def one(seg: str) -> str:
+        for span in _CODE.findall(seg):
+            if re.fullmatch(r"refattn(\.\w+)+", span) and not _names_an_object(span):
+                _log().warning("%s: `%s` names nothing in refattn", page_uri, span)
+            m = _REPO_PATH.fullmatch(span)
+            if not m:
+                continue
+            path, test = m.group(1), m.group(2)
+            if not (ROOT / path).exists():
+                _log().warning("%s: `%s` names %s, which is not in the repository", page_uri, span, path)
+            elif test and not re.search(rf"^(?:async )?def {test}\(", (ROOT / path).read_text(encoding="utf-8"),
+                                        re.M):
+                _log().warning("%s: `%s`: %s has no test %s", page_uri, span, path, test)
+        return seg
+
+    _outside_fences(text, one)
 
 
 def _link_code_spans(text: str, page_uri: str) -> str:
@@ -404,9 +517,9 @@ def _link_code_spans(text: str, page_uri: str) -> str:
         m = re.fullmatch(r"notebooks/([0-9][\w-]*)\.py", path)
         if m and f"notebooks/{m.group(1)}.md" in files:
             return f"notebooks/{m.group(1)}.md"
-        m = re.fullmatch(r"refattn/(\w+)\.py", path)
-        if m and f"api/{m.group(1)}.md" in files:
-            return f"api/{m.group(1)}.md"
+        m = re.fullmatch(r"refattn/([\w/]+?)(?:/__init__)?\.py", path)
+        if m and f"api/{m.group(1).replace('/', '.')}.md" in files:
+            return f"api/{m.group(1).replace('/', '.')}.md"
         return None
 
     def one(seg: str) -> str:
@@ -446,6 +559,8 @@ def _fix_links(text: str, page_uri: str) -> str:
         nb = re.fullmatch(r"notebooks/([0-9][\w-]*)\.py", uri)
         if nb and f"notebooks/{nb.group(1)}.md" in files:
             return f"[{label}]({_rel(page_uri, f'notebooks/{nb.group(1)}.md')})"
+        if uri == "README.md" and anchor == "the-papers":  # the README's reference table is the page papers.md
+            return f"[{label}]({_rel(page_uri, 'papers.md')})"
         return label
 
     return _outside_fences(text, lambda seg: _LINK.sub(repl, seg))
@@ -503,12 +618,23 @@ def _split_displays(text: str) -> str:
     return "\n".join(out)
 
 
+_STEP_BLOCK = re.compile(r'^(```python exec="on"[^\n]*\n.*?^```)[ \t]*$', re.M | re.S)
+
+
+def _wrap_step_blocks(markdown: str) -> str:
+    """Each executed block (markdown-exec: its source, then what it printed) in
+    a ``<div class="step-block">``, which book.css styles and the browser test counts."""
+    return _STEP_BLOCK.sub(lambda m: f'<div class="step-block" markdown>\n\n{m.group(1)}\n\n</div>', markdown)
+
+
 def on_page_markdown(markdown, page, config, files):
     uri = page.file.src_uri
     if uri.startswith("api/"):
         return markdown
+    markdown = _wrap_step_blocks(markdown)
     if uri.startswith("derivations/"):
         markdown = _embed_figures(markdown, Path(uri).name)
+    _check_paths(markdown, uri)
     markdown = _fix_links(markdown, uri)
     markdown = _outside_fences(markdown, _split_displays)
     return _link_code_spans(markdown, uri)

@@ -23,15 +23,20 @@
 # tanhmax, one VJP checked by hand, the gradient check of every activation,
 # and the one place where the checks disagree on purpose (signexp at 0).
 #
-# It imports everything from the package and redefines nothing. Run it as a
-# script with `PYTHONPATH=.` from the repository root, or open it with
-# jupytext. Two environment variables change its behaviour:
+# It imports everything from the package and redefines nothing. After the
+# README's set-up, run it as a script from the repository root,
+# `.venv/bin/python notebooks/01_activations_tour.py` (it prints where its
+# figures went), or make a Jupyter notebook of it with
+# `.venv/bin/jupytext --to notebook notebooks/01_activations_tour.py`.
+# Two environment variables change its behaviour:
 #
-# * `REFATTN_FIGDIR`: if set, every figure is saved there as a PNG;
+# * `REFATTN_FIGDIR`: the folder for its figures (run as a script without it:
+#   `figures/`; in Jupyter they are shown instead);
 # * `REFATTN_SMALL=1`: smaller grids and arrays (used in CI).
 
 # %%
 import os
+import sys
 
 import matplotlib
 
@@ -46,6 +51,9 @@ from refattn import ACTIVATIONS, activation  # noqa: E402
 from refattn.core.gradcheck import gradcheck  # noqa: E402
 
 SMALL = small()  # REFATTN_SMALL=1: small sizes; REFATTN_FIGDIR: where save() writes PNGs
+if not os.environ.get("REFATTN_FIGDIR") and "ipykernel" not in sys.modules:  # run as a script
+    os.environ["REFATTN_FIGDIR"] = "figures"  # save() writes PNGs there; Jupyter shows them inline
+    print("figures are saved in", os.path.abspath("figures"), "(REFATTN_FIGDIR names another folder)")
 
 
 np.set_printoptions(precision=4, suppress=False, linewidth=100)
@@ -285,7 +293,8 @@ for name in ACTIVATIONS:
 # Autograd agrees to rounding error (the two compute the same derivative by
 # different arithmetic); central differences agree to the accuracy of the
 # difference quotient, whose error is dominated by rounding,
-# about $\epsilon_{\mathrm{mach}}/\varepsilon$ relative.
+# about $u_\mathrm{r}/\varepsilon$ relative ($u_\mathrm{r} = 2^{-53}$, the unit
+# roundoff of float64; $u$ is the cotangent).
 
 # %% [markdown]
 # ## signexp at 0: the Dirac spike
@@ -297,7 +306,7 @@ for name in ACTIVATIONS:
 # $ds_k^{\mathrm{FD}} = u_k\,p_k(s+\varepsilon e_k)/\varepsilon \approx u_k p_k/\varepsilon$
 # at the zero entry. At every other entry the difference quotient agrees with
 # the analytic VJP as it does anywhere else: up to its truncation error
-# $O(\varepsilon^2)$ and its rounding error $O(\epsilon_{\mathrm{mach}}/\varepsilon)$
+# $O(\varepsilon^2)$ and its rounding error $O(u_\mathrm{r}/\varepsilon)$
 # (the last column below).
 
 # %%

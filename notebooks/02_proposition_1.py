@@ -9,17 +9,30 @@
 # %% [markdown]
 # # 02 — Proposition 1, numerically
 #
-# TanhMax's Proposition 1 (Eq. 4) says how the score of a token moves while
-# a one-attention-layer classifier trains by gradient flow:
+# TanhMax's Proposition 1 (Eq. 4) says how the score $s_i$ of token $i$
+# moves while a one-attention-layer classifier trains by gradient flow (time
+# $\tau$). The model: token $j$ has a query $Q_j$, a key $K_j$ and a value
+# $V_j$; its score is $s_j = f(Q_j, K_j)$; the attention weights are
+# $w = \phi(s)$, $w_j = g(s_j)/C$ with $C = \sum_k h(s_k)$ (TanhMax's Eq. 5);
+# the logit is $a = \sum_j w_j\,o_j$, where $o_j = V_j^\top W$ is token $j$'s
+# *polarity score* (what it alone adds to the logit); the output is
+# $y = \sigma(a)$. The proposition reads
 #
 # $$\frac{ds_i}{d\tau} = -\,\Delta_{I,i}\;\Delta_{II,i}\;c, \qquad
-# \Delta_{II,i} = \sum_j \pi_{ij}\,o_j .$$
+# \Delta_{II,i} = \sum_j \pi_{ij}\,o_j, \qquad
+# \pi_{ij} = \frac{\partial w_j}{\partial s_i} = [j = i]\,\frac{g'(s_i)}{C} - w_j\,\frac{h'(s_i)}{C},$$
+#
+# with $\Delta_{I,i} = |\partial s_i/\partial Q_i|^2 + |\partial s_i/\partial K_i|^2 \ge 0$
+# (how fast token $i$'s own query and key can move its score) and
+# $c = \sigma'(a)\,\partial R/\partial y$, one number per instance, from the
+# risk $R$. So $\pi$ is the activation's Jacobian, transposed, and
+# $\Delta_{II}$ says how the context pushes $s_i$.
 #
 # `derivations/03-proposition-1.md` proves it step by step (03.P1–03.P7) and
 # `derivations/04-score-dynamics-closed-forms.md` works out $\Delta_{II}$ for
 # every activation. This notebook steps through the same chain with numbers:
 #
-# 1. one instance, the paper's $\pi$ matrix, and $\Delta_{II}$ as a VJP;
+# 1. one instance, the matrix $\pi$, and $\Delta_{II}$ as a VJP;
 # 2. the formula against autograd's exact velocity $-J\,\nabla R$, with tokens
 #    shared across instances;
 # 3. TanhMax's Eq. 7 as printed and corrected;
@@ -32,6 +45,7 @@
 
 # %%
 import os
+import sys
 
 import matplotlib
 
@@ -46,6 +60,9 @@ from refattn.studies import prop1  # noqa: E402
 from refattn.theory import proposition1 as dyn  # noqa: E402
 
 SMALL = small()  # REFATTN_SMALL=1: small sizes; REFATTN_FIGDIR: where save() writes PNGs
+if not os.environ.get("REFATTN_FIGDIR") and "ipykernel" not in sys.modules:  # run as a script
+    os.environ["REFATTN_FIGDIR"] = "figures"  # save() writes PNGs there; Jupyter shows them inline
+    print("figures are saved in", os.path.abspath("figures"), "(REFATTN_FIGDIR names another folder)")
 
 
 np.set_printoptions(precision=4, suppress=False, linewidth=100)
@@ -135,10 +152,12 @@ print(prop1.report(res))
 # %% [markdown]
 # ## 3. TanhMax: Eq. 7 as printed and corrected
 #
-# With every token occurring once, $ds_i/d\tau = -\Delta_I\,\Delta'_{II}\,c$
-# with $\Delta'_{II} = \tilde w_i o_i - \hat w_i\sum_j \hat w_j o_j$ (Eqs.
-# 7–9; their printed denominators are corrected to $\sum_k\cosh s_k$, see
-# derivation 04, section 2). The printed Eq. 7 has no minus sign: the "as
+# TanhMax writes $\Delta_{II}$ for its own activation with two weights
+# (Eqs. 8–9, their printed denominators corrected to $\sum_k\cosh s_k$, see
+# derivation 04, section 2): $\tilde w_i = \cosh s_i/\sum_k\cosh s_k$ and
+# $\hat w_i = \sinh s_i/\sum_k\cosh s_k$, which is the attention weight $w_i$
+# itself. With every token occurring once, $ds_i/d\tau = -\Delta_I\,\Delta'_{II}\,c$
+# with $\Delta'_{II} = \tilde w_i o_i - \hat w_i\sum_j \hat w_j o_j$ (Eq. 7). The printed Eq. 7 has no minus sign: the "as
 # printed" points below take that sign, with the corrected weights.
 
 # %%
@@ -174,7 +193,7 @@ print("printed:   fraction of tokens with the wrong sign",
 # Take one instance of 8 tokens, an under-predicted positive instance
 # ($c < 0$), and vary the score $s_0$ and polarity $o_0$ of token 0 while the
 # other seven stay fixed. The colour is the sign of $ds_0/d\tau$; the
-# boundary between the colours is the threshold of `derivations/04` section 4
+# boundary between the colours is the threshold of `derivations/04-score-dynamics-closed-forms.md`, section 4,
 # ($o_0 = a$ for the $g = h$ family, $o_0 = \tanh(s_0)\,a$ for tanhmax, ...),
 # with $a$ the logit, which itself depends on $(s_0, o_0)$. (For softmax,
 # $o_0 = a$ solves to $o_0 = \sum_{j\ne 0} w_j o_j / (1 - w_0)$, the weighted
@@ -214,7 +233,7 @@ fig.tight_layout()
 save(fig, "02_which_scores_rise")
 
 # %% [markdown]
-# Read the panels with `derivations/04` section 4: softmax, sigsoftmax and
+# Read the panels with `derivations/04-score-dynamics-closed-forms.md`, section 4,: softmax, sigsoftmax and
 # sigmoid split the plane by a horizontal line (the score does not decide
 # the direction); tanhmax's boundary bends with $\tanh(s_0)$,
 # signexp's jumps at $s_0 = 0$; expressive's direction flips with the sign of

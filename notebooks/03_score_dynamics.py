@@ -25,6 +25,7 @@
 
 # %%
 import os
+import sys
 
 import matplotlib
 
@@ -38,6 +39,9 @@ from refattn.studies.polarity import run_polarity  # noqa: E402
 from refattn.training.tasks.polarity import SEED001_SMALL, PolarityConfig  # noqa: E402
 
 SMALL = small()
+if not os.environ.get("REFATTN_FIGDIR") and "ipykernel" not in sys.modules:  # run as a script
+    os.environ["REFATTN_FIGDIR"] = "figures"  # save() writes PNGs there; Jupyter shows them inline
+    print("figures are saved in", os.path.abspath("figures"), "(REFATTN_FIGDIR names another folder)")
 
 # %% [markdown]
 # ## 1. Proposition 1 against finite steps

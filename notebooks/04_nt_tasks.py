@@ -35,6 +35,7 @@
 
 # %%
 import os
+import sys
 
 import matplotlib
 
@@ -49,6 +50,9 @@ from refattn.plots import save, small  # noqa: E402
 from refattn.training.tasks.nt import cycle_structure, generate, mean_cycle_length, state_cycles  # noqa: E402
 
 SMALL = small()  # REFATTN_SMALL=1: small sizes; REFATTN_FIGDIR: where save() writes PNGs
+if not os.environ.get("REFATTN_FIGDIR") and "ipykernel" not in sys.modules:  # run as a script
+    os.environ["REFATTN_FIGDIR"] = "figures"  # save() writes PNGs there; Jupyter shows them inline
+    print("figures are saved in", os.path.abspath("figures"), "(REFATTN_FIGDIR names another folder)")
 
 # %% [markdown]
 # ## 1. The task family

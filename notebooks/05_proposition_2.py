@@ -33,6 +33,7 @@
 
 # %%
 import os
+import sys
 
 import matplotlib
 
@@ -53,6 +54,9 @@ from refattn.theory.proposition2 import (  # noqa: E402
 )
 
 SMALL = small()
+if not os.environ.get("REFATTN_FIGDIR") and "ipykernel" not in sys.modules:  # run as a script
+    os.environ["REFATTN_FIGDIR"] = "figures"  # save() writes PNGs there; Jupyter shows them inline
+    print("figures are saved in", os.path.abspath("figures"), "(REFATTN_FIGDIR names another folder)")
 np.set_printoptions(precision=6, linewidth=100)
 tanhmax, softmax = activation("tanhmax"), activation("softmax")
 

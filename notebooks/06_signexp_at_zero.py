@@ -30,6 +30,7 @@
 
 # %%
 import os
+import sys
 
 import matplotlib
 
@@ -42,6 +43,9 @@ from refattn.studies import signexp_zero  # noqa: E402
 from refattn.theory.signexp_at_zero import signexp_near_zero  # noqa: E402
 
 SMALL = small()
+if not os.environ.get("REFATTN_FIGDIR") and "ipykernel" not in sys.modules:  # run as a script
+    os.environ["REFATTN_FIGDIR"] = "figures"  # save() writes PNGs there; Jupyter shows them inline
+    print("figures are saved in", os.path.abspath("figures"), "(REFATTN_FIGDIR names another folder)")
 
 # %% [markdown]
 # ## The side-by-side table

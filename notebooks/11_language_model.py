@@ -31,6 +31,7 @@
 
 # %%
 import os
+import sys
 import time
 
 import matplotlib
@@ -50,6 +51,9 @@ from refattn.plots import save, small  # noqa: E402
 from refattn.training.train import train  # noqa: E402
 
 SMALL = small()
+if not os.environ.get("REFATTN_FIGDIR") and "ipykernel" not in sys.modules:  # run as a script
+    os.environ["REFATTN_FIGDIR"] = "figures"  # save() writes PNGs there; Jupyter shows them inline
+    print("figures are saved in", os.path.abspath("figures"), "(REFATTN_FIGDIR names another folder)")
 np.set_printoptions(precision=3, suppress=True, linewidth=110)
 
 # %% [markdown]

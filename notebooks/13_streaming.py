@@ -46,6 +46,9 @@ from refattn.plots import save, small  # noqa: E402
 from refattn.fast.streaming import streaming_attention, streaming_attention_backward  # noqa: E402
 
 SMALL = small()
+if not os.environ.get("REFATTN_FIGDIR") and "ipykernel" not in sys.modules:  # run as a script
+    os.environ["REFATTN_FIGDIR"] = "figures"  # save() writes PNGs there; Jupyter shows them inline
+    print("figures are saved in", os.path.abspath("figures"), "(REFATTN_FIGDIR names another folder)")
 rng = np.random.default_rng(0)
 
 # %% [markdown]

@@ -9,8 +9,8 @@
 # %% [markdown]
 # # 14 — Settling the papers' training claims: grids, long runs, verdicts with their uncertainty
 #
-# Verdicts should say how sure they are. The runs behind
-# them take hours, so they are kept in the repository as small JSON files
+# A verdict on a training claim should say how sure it is. The runs behind
+# the verdicts take hours, so they are kept in the repository as small JSON files
 # under `derivations/data/`, each with the command that made it, and this
 # notebook draws them without retraining:
 #
@@ -30,6 +30,7 @@
 # %%
 import json
 import os
+import sys
 from pathlib import Path
 
 import matplotlib
@@ -41,6 +42,9 @@ from refattn.studies import lm_study, nt_sensitivity, sst2_sweep  # noqa: E402
 from refattn.plots import save, small  # noqa: E402
 
 SMALL = small()
+if not os.environ.get("REFATTN_FIGDIR") and "ipykernel" not in sys.modules:  # run as a script
+    os.environ["REFATTN_FIGDIR"] = "figures"  # save() writes PNGs there; Jupyter shows them inline
+    print("figures are saved in", os.path.abspath("figures"), "(REFATTN_FIGDIR names another folder)")
 ROOT = Path.cwd() if (Path.cwd() / "derivations").is_dir() else Path.cwd().parent
 DATA = ROOT / "derivations" / "data"
 
@@ -58,8 +62,8 @@ def load(name):
 # ## 1. The speed that made the grids affordable
 #
 # `benchmarks/bench_nt.py` times `refattn nt` in Fig. 3's setting (N16T2,
-# $N_\text{con}=32$, 16 seeds batched) with the code of an earlier commit,
-# the baseline (float64), and with this checkout in float64 and
+# $N_\text{con}=32$, 16 seeds batched) with the code of commit 0b5003d, before
+# the step was made faster (float64), and with this checkout in float64 and
 # float32, interleaved in one run, so the ratios share one machine load.
 
 # %%

@@ -5,7 +5,10 @@ Headless Chromium (Debian's ``chromium``, driven by Playwright's Python
 client) opens each page of the built site and the test fails on: a
 JavaScript error or a console error, a request for anything but a local
 file, math that MathJax left as raw TeX or could not typeset, an image that
-does not load, an internal link to a missing file or to a missing anchor.
+does not load, an internal link to a missing file or to a missing anchor, a
+display equation wider than the page at 1280 pixels (its tag would hide
+behind a scrollbar); and it checks that the learning path's derivations show
+their step blocks executed, each with its output (derivation 01: all 13).
 It saves a screenshot of derivation 01 and of notebook 01 and prints where.
 
 It skips, saying why, when mkdocs (``pip install ".[docs]"``), Playwright
@@ -100,6 +103,18 @@ _CHECK_PAGE = r"""() => {
     if (!img.complete || img.naturalWidth === 0) out.broken.push(img.getAttribute('src'));
   }
   for (const a of document.querySelectorAll('a[href]')) out.links.push(a.href);
+  // step blocks: the source, then a non-empty output
+  out.steps = 0;
+  for (const b of root.querySelectorAll('.step-block')) {
+    const parts = b.querySelectorAll(':scope > .highlight');
+    if (parts.length === 2 && parts[1].textContent.trim()) out.steps += 1;
+  }
+  // a display equation wider than its column would hide its tag behind a scrollbar
+  out.wide = [];
+  for (const box of root.querySelectorAll('mjx-container[display="true"]')) {
+    const col = box.closest('.arithmatex') || box.parentElement;
+    if (col.scrollWidth > col.clientWidth + 1) out.wide.push(box.textContent.slice(0, 60) || col.textContent.slice(0, 60));
+  }
   return out;
 }"""
 
@@ -119,7 +134,7 @@ def test_book_pages_in_chromium(site, tmp_path_factory):
 
     shots = pathlib.Path(os.environ.get("REFATTN_BOOK_SHOTS") or tmp_path_factory.mktemp("book-shots"))
     shots.mkdir(parents=True, exist_ok=True)
-    problems, figures, ids_cache = [], {}, {}
+    problems, figures, steps, ids_cache = [], {}, {}, {}
     t0 = time.perf_counter()
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=_chromium(), args=["--no-sandbox"])
@@ -155,6 +170,7 @@ def test_book_pages_in_chromium(site, tmp_path_factory):
             here += [f"TeX error: {t!r}" for t in got["errors"]]
             here += [f"raw TeX in the text: {t!r}" for t in got["raw"]]
             here += [f"image does not load: {s}" for s in got["broken"]]
+            here += [f"display equation wider than the page at 1280 px: {s!r}" for s in got["wide"]]
             for url in got["links"]:
                 parts = urlsplit(url)
                 if parts.scheme != "file":
@@ -169,6 +185,8 @@ def test_book_pages_in_chromium(site, tmp_path_factory):
                     here.append(f"broken anchor: {url}")
             if name.startswith("notebooks/"):
                 figures[name] = len(got["images"])
+            if name.startswith("derivations/"):
+                steps[name] = got["steps"]
             if name == "derivations/01-reweighted-softmax.html":
                 page.screenshot(path=str(shots / "derivation-01.png"))
             if name == "notebooks/01_activations_tour.html":
@@ -192,3 +210,7 @@ def test_book_pages_in_chromium(site, tmp_path_factory):
     assert not problems, f"{len(problems)} problems:\n" + "\n".join(problems[:60])
     assert all(n > 0 for n in figures.values()), f"a notebook page shows no figure: {figures}"
     assert sum(figures.values()) >= 20, figures
+    # the learning path's derivations show their step blocks executed, each with its output
+    for page in ("00-overview", "01-reweighted-softmax", "02-scores", "03-proposition-1", "22-central-differences"):
+        assert steps.get(f"derivations/{page}.html", 0) >= 5, f"derivations/{page}: {steps.get(f'derivations/{page}.html')} executed step blocks with output"
+    assert steps["derivations/01-reweighted-softmax.html"] >= 13, steps

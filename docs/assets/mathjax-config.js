@@ -16,5 +16,31 @@ window.MathJax = {
     processHtmlClass: "arithmatex|md-ellipsis"
   },
   svg: { fontCache: "global" },
-  loader: { load: [] }
+  loader: { load: [] },
+  startup: {
+    pageReady() {
+      return MathJax.startup.defaultPageReady().then(fitDisplays);
+    }
+  }
 };
+
+// A display equation wider than the text column is scaled down to fit, so
+// that its tag (01.R1, ...) stays visible instead of hiding behind a
+// scrollbar. SVG output is sized in ex units, so a smaller font-size scales
+// the whole equation. Runs after typesetting and again when the window
+// changes width.
+function fitDisplays() {
+  for (const box of document.querySelectorAll('mjx-container[display="true"]')) {
+    box.style.fontSize = "";
+    const avail = box.parentElement.clientWidth;
+    if (avail <= 0 || box.scrollWidth <= avail) continue;
+    // a tag's spacing does not scale exactly with the font: shrink until it fits
+    let pct = Math.floor(100 * avail / box.scrollWidth);
+    box.style.fontSize = pct + "%";
+    while (box.scrollWidth > avail && pct > 40) {
+      pct -= 2;
+      box.style.fontSize = pct + "%";
+    }
+  }
+}
+window.addEventListener("resize", () => { if (window.MathJax && MathJax.startup) fitDisplays(); });

@@ -1,4 +1,4 @@
-"""Issue 3, items 4 and 5: expressive-attention geometry (Expressive, Fig. 1)
+"""Expressive-attention geometry (Expressive, Fig. 1)
 and Neural Attention expressivity (NeuralAttn, Fig. 1, Eqs. 2-4).
 
 Each claim is checked against a closed form or an independent computation:
