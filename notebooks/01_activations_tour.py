@@ -36,7 +36,6 @@
 
 # %%
 import os
-import sys
 
 import matplotlib
 
@@ -46,14 +45,11 @@ import numpy as np  # noqa: E402
 from autograd import make_vjp  # noqa: E402
 
 from refattn.theory.catalogue import about  # noqa: E402
-from refattn.plots import save, small  # noqa: E402
+from refattn.plots import save, start  # noqa: E402
 from refattn import ACTIVATIONS, activation  # noqa: E402
 from refattn.core.gradcheck import gradcheck  # noqa: E402
 
-SMALL = small()  # REFATTN_SMALL=1: small sizes; REFATTN_FIGDIR: where save() writes PNGs
-if not os.environ.get("REFATTN_FIGDIR") and "ipykernel" not in sys.modules:  # run as a script
-    os.environ["REFATTN_FIGDIR"] = "figures"  # save() writes PNGs there; Jupyter shows them inline
-    print("figures are saved in", os.path.abspath("figures"), "(REFATTN_FIGDIR names another folder)")
+SMALL = start()  # REFATTN_SMALL=1: small sizes; figures go to REFATTN_FIGDIR, or figures/ run as a script
 
 
 np.set_printoptions(precision=4, suppress=False, linewidth=100)

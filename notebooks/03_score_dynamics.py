@@ -25,7 +25,6 @@
 
 # %%
 import os
-import sys
 
 import matplotlib
 
@@ -33,15 +32,12 @@ matplotlib.use(os.environ.get("MPLBACKEND", "Agg"))
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from refattn.plots import save, small  # noqa: E402
+from refattn.plots import save, start  # noqa: E402
 from refattn.studies import polarity, score_dynamics  # noqa: E402
 from refattn.studies.polarity import run_polarity  # noqa: E402
-from refattn.training.tasks.polarity import SEED001_SMALL, PolarityConfig  # noqa: E402
+from refattn.training.tasks.polarity import TANHMAX_SMALL, PolarityConfig  # noqa: E402
 
-SMALL = small()
-if not os.environ.get("REFATTN_FIGDIR") and "ipykernel" not in sys.modules:  # run as a script
-    os.environ["REFATTN_FIGDIR"] = "figures"  # save() writes PNGs there; Jupyter shows them inline
-    print("figures are saved in", os.path.abspath("figures"), "(REFATTN_FIGDIR names another folder)")
+SMALL = start()  # REFATTN_SMALL=1: small sizes; figures go to REFATTN_FIGDIR, or figures/ run as a script
 
 # %% [markdown]
 # ## 1. Proposition 1 against finite steps
@@ -75,7 +71,7 @@ save(fig, "03_score_dynamics")
 # seed of an activation trained in one batched program.
 
 # %%
-config = PolarityConfig(n_pos=20, n_neg=20, n_neutral=200, n_per_class=600, seed=0) if SMALL else SEED001_SMALL
+config = PolarityConfig(n_pos=20, n_neg=20, n_neutral=200, n_per_class=600, seed=0) if SMALL else TANHMAX_SMALL
 result = run_polarity(("softmax", "tanhmax", "signexp", "expressive"), seeds=3 if SMALL else 10,
                       config=config, epochs=4 if SMALL else 20)
 print(polarity.report(result))

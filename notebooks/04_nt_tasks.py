@@ -35,7 +35,6 @@
 
 # %%
 import os
-import sys
 
 import matplotlib
 
@@ -46,13 +45,10 @@ import numpy as np  # noqa: E402
 from refattn.studies import nt_figures  # noqa: E402
 from refattn.studies.nt_figures import LOG_FLOOR, plot_attention_snapshots, run_fig4  # noqa: E402
 from refattn.training.models.nt import count_params  # noqa: E402
-from refattn.plots import save, small  # noqa: E402
+from refattn.plots import save, start  # noqa: E402
 from refattn.training.tasks.nt import cycle_structure, generate, mean_cycle_length, state_cycles  # noqa: E402
 
-SMALL = small()  # REFATTN_SMALL=1: small sizes; REFATTN_FIGDIR: where save() writes PNGs
-if not os.environ.get("REFATTN_FIGDIR") and "ipykernel" not in sys.modules:  # run as a script
-    os.environ["REFATTN_FIGDIR"] = "figures"  # save() writes PNGs there; Jupyter shows them inline
-    print("figures are saved in", os.path.abspath("figures"), "(REFATTN_FIGDIR names another folder)")
+SMALL = start()  # REFATTN_SMALL=1: small sizes; figures go to REFATTN_FIGDIR, or figures/ run as a script
 
 # %% [markdown]
 # ## 1. The task family

@@ -33,7 +33,6 @@
 
 # %%
 import os
-import sys
 
 import matplotlib
 
@@ -42,7 +41,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from refattn import activation  # noqa: E402
-from refattn.plots import save, small  # noqa: E402
+from refattn.plots import save, start  # noqa: E402
 from refattn.theory.proposition2 import (  # noqa: E402
     closure_gap,
     closure_gap_closed_form,
@@ -53,10 +52,7 @@ from refattn.theory.proposition2 import (  # noqa: E402
     tanhmax_preimage,
 )
 
-SMALL = small()
-if not os.environ.get("REFATTN_FIGDIR") and "ipykernel" not in sys.modules:  # run as a script
-    os.environ["REFATTN_FIGDIR"] = "figures"  # save() writes PNGs there; Jupyter shows them inline
-    print("figures are saved in", os.path.abspath("figures"), "(REFATTN_FIGDIR names another folder)")
+SMALL = start()  # REFATTN_SMALL=1: small sizes; figures go to REFATTN_FIGDIR, or figures/ run as a script
 np.set_printoptions(precision=6, linewidth=100)
 tanhmax, softmax = activation("tanhmax"), activation("softmax")
 

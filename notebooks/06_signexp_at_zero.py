@@ -30,7 +30,6 @@
 
 # %%
 import os
-import sys
 
 import matplotlib
 
@@ -38,14 +37,11 @@ matplotlib.use(os.environ.get("MPLBACKEND", "Agg"))
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from refattn.plots import save, small  # noqa: E402
+from refattn.plots import save, start  # noqa: E402
 from refattn.studies import signexp_zero  # noqa: E402
 from refattn.theory.signexp_at_zero import signexp_near_zero  # noqa: E402
 
-SMALL = small()
-if not os.environ.get("REFATTN_FIGDIR") and "ipykernel" not in sys.modules:  # run as a script
-    os.environ["REFATTN_FIGDIR"] = "figures"  # save() writes PNGs there; Jupyter shows them inline
-    print("figures are saved in", os.path.abspath("figures"), "(REFATTN_FIGDIR names another folder)")
+SMALL = start()  # REFATTN_SMALL=1: small sizes; figures go to REFATTN_FIGDIR, or figures/ run as a script
 
 # %% [markdown]
 # ## The side-by-side table

@@ -30,7 +30,6 @@
 # %%
 import math
 import os
-import sys
 
 import matplotlib
 
@@ -41,12 +40,9 @@ import numpy as np  # noqa: E402
 from refattn import score  # noqa: E402
 from refattn.studies import geometry as geo  # noqa: E402
 from refattn.studies import neural_surface as ns  # noqa: E402
-from refattn.plots import save, small  # noqa: E402
+from refattn.plots import save, start  # noqa: E402
 
-SMALL = small()  # REFATTN_SMALL=1: small sizes
-if not os.environ.get("REFATTN_FIGDIR") and "ipykernel" not in sys.modules:  # run as a script
-    os.environ["REFATTN_FIGDIR"] = "figures"  # save() writes PNGs there; Jupyter shows them inline
-    print("figures are saved in", os.path.abspath("figures"), "(REFATTN_FIGDIR names another folder)")
+SMALL = start()  # REFATTN_SMALL=1: small sizes; figures go to REFATTN_FIGDIR, or figures/ run as a script
 
 np.set_printoptions(precision=4, linewidth=100)
 

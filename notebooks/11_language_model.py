@@ -31,7 +31,6 @@
 
 # %%
 import os
-import sys
 import time
 
 import matplotlib
@@ -47,13 +46,10 @@ from refattn.studies.lm import DEFAULTS, load_corpus, run_lm, windows  # noqa: E
 from refattn.studies.sst2 import resolve_data_dir  # noqa: E402
 from refattn.training.models.decoder import DecoderLM, cog_hybrid, neural_first  # noqa: E402
 from refattn.training.optim import Adam  # noqa: E402
-from refattn.plots import save, small  # noqa: E402
+from refattn.plots import save, start  # noqa: E402
 from refattn.training.train import train  # noqa: E402
 
-SMALL = small()
-if not os.environ.get("REFATTN_FIGDIR") and "ipykernel" not in sys.modules:  # run as a script
-    os.environ["REFATTN_FIGDIR"] = "figures"  # save() writes PNGs there; Jupyter shows them inline
-    print("figures are saved in", os.path.abspath("figures"), "(REFATTN_FIGDIR names another folder)")
+SMALL = start()  # REFATTN_SMALL=1: small sizes; figures go to REFATTN_FIGDIR, or figures/ run as a script
 np.set_printoptions(precision=3, suppress=True, linewidth=110)
 
 # %% [markdown]

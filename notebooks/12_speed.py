@@ -44,12 +44,9 @@ from refattn import ACTIVATIONS, activation, fast  # noqa: E402
 from refattn.core import attention as reference  # noqa: E402
 from refattn.fast import attention, attention_backward, threads  # noqa: E402
 from refattn.fast.kernels import Generic, forward as kernel_forward, kernel  # noqa: E402
-from refattn.plots import save, small  # noqa: E402
+from refattn.plots import save, start  # noqa: E402
 
-SMALL = small()
-if not os.environ.get("REFATTN_FIGDIR") and "ipykernel" not in sys.modules:  # run as a script
-    os.environ["REFATTN_FIGDIR"] = "figures"  # save() writes PNGs there; Jupyter shows them inline
-    print("figures are saved in", os.path.abspath("figures"), "(REFATTN_FIGDIR names another folder)")
+SMALL = start()  # REFATTN_SMALL=1: small sizes; figures go to REFATTN_FIGDIR, or figures/ run as a script
 rng = np.random.default_rng(0)
 print("threads:", fast.num_threads(), "| BLAS control:", threads.blas_control() is not None)
 

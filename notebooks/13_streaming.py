@@ -42,13 +42,10 @@ import numpy as np  # noqa: E402
 
 from refattn import ACTIVATIONS, activation  # noqa: E402
 from refattn.core.attention import attention, attention_backward  # noqa: E402
-from refattn.plots import save, small  # noqa: E402
+from refattn.plots import save, start  # noqa: E402
 from refattn.fast.streaming import streaming_attention, streaming_attention_backward  # noqa: E402
 
-SMALL = small()
-if not os.environ.get("REFATTN_FIGDIR") and "ipykernel" not in sys.modules:  # run as a script
-    os.environ["REFATTN_FIGDIR"] = "figures"  # save() writes PNGs there; Jupyter shows them inline
-    print("figures are saved in", os.path.abspath("figures"), "(REFATTN_FIGDIR names another folder)")
+SMALL = start()  # REFATTN_SMALL=1: small sizes; figures go to REFATTN_FIGDIR, or figures/ run as a script
 rng = np.random.default_rng(0)
 
 # %% [markdown]

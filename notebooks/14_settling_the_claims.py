@@ -30,7 +30,6 @@
 # %%
 import json
 import os
-import sys
 from pathlib import Path
 
 import matplotlib
@@ -39,12 +38,9 @@ matplotlib.use(os.environ.get("MPLBACKEND", "Agg"))
 import matplotlib.pyplot as plt  # noqa: E402
 
 from refattn.studies import lm_study, nt_sensitivity, sst2_sweep  # noqa: E402
-from refattn.plots import save, small  # noqa: E402
+from refattn.plots import save, start  # noqa: E402
 
-SMALL = small()
-if not os.environ.get("REFATTN_FIGDIR") and "ipykernel" not in sys.modules:  # run as a script
-    os.environ["REFATTN_FIGDIR"] = "figures"  # save() writes PNGs there; Jupyter shows them inline
-    print("figures are saved in", os.path.abspath("figures"), "(REFATTN_FIGDIR names another folder)")
+SMALL = start()  # REFATTN_SMALL=1: small sizes; figures go to REFATTN_FIGDIR, or figures/ run as a script
 ROOT = Path.cwd() if (Path.cwd() / "derivations").is_dir() else Path.cwd().parent
 DATA = ROOT / "derivations" / "data"
 

@@ -2,7 +2,7 @@
 
 (Each study draws its own figure: ``plot`` in its module of :mod:`refattn.studies`.)
 
-Notebooks (``notebooks/*.py``) read two environment variables:
+Notebooks (``notebooks/*.py``) begin with :func:`start` and read two environment variables:
 
 * ``REFATTN_FIGDIR``: when set, :func:`save` writes each figure there as a PNG
   (the test suite sets it to a temporary folder and checks that figures appear);
@@ -13,8 +13,9 @@ Notebooks (``notebooks/*.py``) read two environment variables:
 from __future__ import annotations
 
 import os
+import sys
 
-__all__ = ["small", "figdir", "save", "GROUP_COLOURS"]
+__all__ = ["small", "start", "figdir", "save", "GROUP_COLOURS"]
 
 
 def small() -> bool:
@@ -27,6 +28,20 @@ def small() -> bool:
     if value not in ("", "0", "1"):
         raise ValueError(f"REFATTN_SMALL: expected 0 or 1, got {value!r}")
     return value == "1"
+
+
+def start() -> bool:
+    """What every notebook does first; returns :func:`small`.
+
+    Run as a script (not in Jupyter, which shows figures inline) with no
+    ``REFATTN_FIGDIR`` set, the figures go to ``figures/``, and the notebook
+    says so on its first line of output.
+    """
+    is_small = small()
+    if not os.environ.get("REFATTN_FIGDIR") and "ipykernel" not in sys.modules:
+        os.environ["REFATTN_FIGDIR"] = "figures"
+        print("figures are saved in", os.path.abspath("figures"), "(REFATTN_FIGDIR names another folder)")
+    return is_small
 
 
 def figdir():

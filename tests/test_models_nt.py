@@ -62,7 +62,7 @@ def random_batch(model, S, B, rng):
 # --------------------------------------------------------------------------
 
 
-def test_count_params_reproduces_seed_004():
+def test_count_params_reproduces_expressive():
     assert count_params(2, 16) == 802 == PAPER_PARAM_COUNTS[(2, 16)]  # N2T5 (section 5, Fig. 4)
     big = count_params(16, 128)  # N16T5, N_con = 128: "about 4 * 10^5" (Fig. 5)
     assert big == 395_280

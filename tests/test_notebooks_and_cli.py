@@ -165,7 +165,7 @@ def test_nt_cli_layout_flags(tmp_path, capsys):
     (["lm", "--data", "toy", "--activations", "softmax,cog-hybrid", "--seeds", "1", "--steps", "2", "--layers", "3",
       "--width", "16"], "lm.png"),
 ])
-def test_issue5_and_issue6_commands(argv, figure, tmp_path, capsys):
+def test_study_commands_draw_their_figures(argv, figure, tmp_path, capsys):
     """Each command prints one JSON object with --json and writes its figure with --out."""
     assert main(argv + ["--json", "--out", str(tmp_path)]) == 0
     result = json.loads(capsys.readouterr().out)
@@ -200,7 +200,7 @@ def test_bench_kernels_smoke():
 
 
 # --------------------------------------------------------------------------
-# One error style, output safety, strict JSON (issue 15)
+# One error style, output safety, strict JSON
 # --------------------------------------------------------------------------
 
 TINY_POLARITY = ["polarity", "--activations", "softmax", "--seeds", "1", "--epochs", "1"]

@@ -1,4 +1,4 @@
-"""Issue 19: the faster NT step gives the reference's numbers; the sensitivity grid's statistics and files."""
+"""The faster NT step gives the reference's numbers; the sensitivity grid's statistics and files."""
 
 from __future__ import annotations
 

@@ -23,8 +23,8 @@ from refattn.training.tasks.polarity import (
     NEGATIVE,
     NEUTRAL,
     POSITIVE,
-    SEED001_LARGE,
-    SEED001_SMALL,
+    TANHMAX_LARGE,
+    TANHMAX_SMALL,
     SUN_LU,
     UNASSIGNED,
     PolarityConfig,
@@ -33,7 +33,7 @@ from refattn.training.tasks.polarity import (
     token_polarity,
 )
 
-PRESETS = {"seed001_large": SEED001_LARGE, "seed001_small": SEED001_SMALL, "sun_lu": SUN_LU}
+PRESETS = {"seed001_large": TANHMAX_LARGE, "seed001_small": TANHMAX_SMALL, "sun_lu": SUN_LU}
 
 
 def test_group_names_match_codes():
@@ -43,16 +43,16 @@ def test_group_names_match_codes():
 
 def test_presets_are_the_papers_numbers():
     # TanhMax's public code and Sun & Lu (2020), as given by the issue
-    assert (SEED001_LARGE.n_pos, SEED001_LARGE.n_neg, SEED001_LARGE.n_neutral) == (500, 500, 9_000)
-    assert SEED001_LARGE.vocab_size == 10_000 and SEED001_LARGE.n_sentences == 50_000
-    assert (SEED001_SMALL.n_pos, SEED001_SMALL.n_neg, SEED001_SMALL.n_neutral) == (100, 100, 1_800)
-    assert SEED001_SMALL.vocab_size == 2_000 and SEED001_SMALL.n_sentences == 10_000
+    assert (TANHMAX_LARGE.n_pos, TANHMAX_LARGE.n_neg, TANHMAX_LARGE.n_neutral) == (500, 500, 9_000)
+    assert TANHMAX_LARGE.vocab_size == 10_000 and TANHMAX_LARGE.n_sentences == 50_000
+    assert (TANHMAX_SMALL.n_pos, TANHMAX_SMALL.n_neg, TANHMAX_SMALL.n_neutral) == (100, 100, 1_800)
+    assert TANHMAX_SMALL.vocab_size == 2_000 and TANHMAX_SMALL.n_sentences == 10_000
     assert (SUN_LU.n_pos, SUN_LU.n_neg, SUN_LU.n_neutral) == (50, 50, 1_000)
     assert SUN_LU.vocab_size == 1_100 and SUN_LU.n_per_class == 6_000
     for c in PRESETS.values():
         assert (c.polar_per_sentence, c.neutral_per_sentence, c.sentence_length) == (2, 10, 12)
         assert c.test_fraction == 0.3
-    assert SEED001_LARGE.replace and SEED001_SMALL.replace and not SUN_LU.replace
+    assert TANHMAX_LARGE.replace and TANHMAX_SMALL.replace and not SUN_LU.replace
 
 
 # --------------------------------------------------------------------------
@@ -90,19 +90,19 @@ def test_make_polarity_structure(preset):
 
 
 def test_make_polarity_deterministic_and_seeded():
-    a, b = make_polarity(SEED001_SMALL), make_polarity(SEED001_SMALL)
+    a, b = make_polarity(TANHMAX_SMALL), make_polarity(TANHMAX_SMALL)
     assert np.array_equal(a.tokens, b.tokens) and np.array_equal(a.test_idx, b.test_idx)
-    c = make_polarity(SEED001_SMALL, rng=np.random.default_rng(SEED001_SMALL.seed))
+    c = make_polarity(TANHMAX_SMALL, rng=np.random.default_rng(TANHMAX_SMALL.seed))
     assert np.array_equal(a.tokens, c.tokens)
-    assert np.array_equal(make_polarity(SEED001_SMALL, 7).tokens,
-                          make_polarity(dataclasses.replace(SEED001_SMALL, seed=7)).tokens)
-    assert not np.array_equal(a.tokens, make_polarity(SEED001_SMALL, 1).tokens)
+    assert np.array_equal(make_polarity(TANHMAX_SMALL, 7).tokens,
+                          make_polarity(dataclasses.replace(TANHMAX_SMALL, seed=7)).tokens)
+    assert not np.array_equal(a.tokens, make_polarity(TANHMAX_SMALL, 1).tokens)
 
 
 def test_repeat_probability_with_replacement():
     # Closed form: a sentence repeats a token unless its 2 polar draws (from
     # 100) and its 10 neutral draws (from 1,800) are each all different.
-    c = SEED001_SMALL
+    c = TANHMAX_SMALL
     p_distinct = math.prod(1 - i / c.n_pos for i in range(c.polar_per_sentence)) * \
         math.prod(1 - i / c.n_neutral for i in range(c.neutral_per_sentence))
     p = 1 - p_distinct  # ~0.035
@@ -262,8 +262,8 @@ def test_neutral_tokens_groups_match_hypergeometric_expectation(split):
     # 2f+ - f > 0.5 f and f+ > 5 (negative likewise). Observed group sizes
     # must match the expectations, to within 4 standard deviations (+1 for
     # the near-empty chance groups). Chance "polar" neutral tokens do occur:
-    # about one of each in SEED001_SMALL's training split.
-    c = SEED001_SMALL
+    # about one of each in TANHMAX_SMALL's training split.
+    c = TANHMAX_SMALL
     d = make_polarity(c)
     x, y = (d.tokens, d.labels) if split == "all" else d.train
     gamma, fp, fn = token_polarity(x, y, d.vocab_size)
@@ -304,16 +304,16 @@ def test_neutral_tokens_groups_match_hypergeometric_expectation(split):
 ])
 def test_config_rejects_bad_fields(changes, err, match):
     with pytest.raises(err, match=match):
-        dataclasses.replace(SEED001_SMALL, **changes)
+        dataclasses.replace(TANHMAX_SMALL, **changes)
 
 
 def test_make_polarity_rejects_bad_arguments():
     with pytest.raises(TypeError, match="config"):
         make_polarity({"n_pos": 5})
     with pytest.raises(TypeError, match="rng"):
-        make_polarity(SEED001_SMALL, rng=1.5)
+        make_polarity(TANHMAX_SMALL, rng=1.5)
     with pytest.raises(ValueError, match="rng"):
-        make_polarity(SEED001_SMALL, rng=-1)
+        make_polarity(TANHMAX_SMALL, rng=-1)
 
 
 def test_token_polarity_rejects_bad_input():

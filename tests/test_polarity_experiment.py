@@ -56,7 +56,7 @@ def test_bad_input():
 @pytest.mark.parametrize("act,score,opt,lr", [("tanhmax", "self", "adadelta", 1.0), ("signexp", "global", "sgd", 0.05),
                                               ("expressive", "additive", "adam", 0.05)])
 def test_classifier_trains_the_same_with_analytic_and_autograd_gradients(act, score, opt, lr):
-    """Issue 4 item 1 on the real model: 20 optimiser steps (5 epochs x 4 batches, dropout on)
+    """On the real model: 20 optimiser steps (5 epochs x 4 batches, dropout on)
     with the hand-derived backward and with autograd agree to 1e-10 in float64."""
     from refattn.studies.polarity import train_classifier
     from refattn.training.tasks.polarity import make_polarity

@@ -190,7 +190,7 @@ def _parse_table3(text):
     return rows
 
 
-def test_paper_table3_is_the_table_printed_in_seed_001():
+def test_paper_table3_is_the_table_printed_in_tanhmax():
     files = sorted(SEEDS.glob("001_*.txt"))
     if not files:
         pytest.skip("TanhMax's text is not next to this checkout")

@@ -1,4 +1,4 @@
-"""Runs that never lose results (issue 15): results written as they finish, append-only
+"""Runs that never lose results: results written as they finish, append-only
 checkpoint histories, checkpoints and memory checked before any work, one BLAS thread
 while training, and clear one-line errors for bad data files."""
 

@@ -1,4 +1,4 @@
-"""Issue 19: the LM study and the SST sweep, at toy size: files, resume, selection, paired gaps."""
+"""The LM study and the SST sweep, at toy size: files, resume, selection, paired gaps."""
 
 from __future__ import annotations
 

@@ -39,7 +39,9 @@ a score below ``sqrt(tiny)`` of its dtype (1.5e-154 in float64) counts as 0.
 At the **singular points** (signexp's jump at 0, the relu and cosformer kinks)
 the library takes what autograd computes: ``rho'(0) = ell'(0) = 0`` for
 signexp, the left slope for the kinks (``derivations/09-signexp-at-zero.md``).
-**NaN propagates**: a NaN score makes its whole row NaN.
+**NaN propagates**: a NaN or infinite score makes its row NaN (its entry alone
+for linear and relu, normalised by the count), a masked one is ignored
+(derivation 01, section 4.4).
 """
 
 from __future__ import annotations
@@ -152,6 +154,9 @@ class Activation:
         phi : ndarray like ``s``, 0 where masked and on rows with no normaliser
         cache : dict, ``s``, ``p``, ``axis`` and ``mask`` for :meth:`backward`
         """
+        xp = array_module(s, mask)
+        s = xp.where(xp.isinf(s), np.nan, s)  # +-inf has no defined weight: it counts as NaN, and NaN propagates
+        s = s if mask is None else xp.where(mask, s, 0.0)  # a masked entry is ignored, whatever its score
         p = self.p(s, axis, mask)
         phi = self.rho(s) * p  # Eq. 01.R1
         return phi, {"kind": "Activation", "s": s, "p": p, "axis": axis, "mask": mask}

@@ -25,6 +25,8 @@ the reference's ``p``, ``rho``, ``drho`` and ``dell``: slower, never wrong.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..core import activations as A
@@ -252,8 +254,8 @@ def _split_p(xp, s, a, b, f, b_unbounded, axis, mask, overwrite_s=False):
         else:
             if mask is not None:
                 a = xp.where(mask, a, -np.inf)  # h = 0 where masked
-            m = xp.max(a, axis=axis, keepdims=True)  # log-sum-exp shift
-            m = xp.where(m > -np.inf, m, 0.0)  # rows with no normaliser: any finite shift
+            m = xp.max(a, axis=axis, keepdims=True)  # log-sum-exp shift; NaN where the row has a NaN
+            m = xp.where(m == -np.inf, 0.0, m)  # rows with no normaliser: any finite shift
             H = xp.subtract(a, m, out=a if a is not s or overwrite_s else None)  # (..., n) exponent <= 0
             if f != 1.0:
                 H = xp.multiply(H, f, out=H)
@@ -264,9 +266,9 @@ def _split_p(xp, s, a, b, f, b_unbounded, axis, mask, overwrite_s=False):
             H = H * mask  # h = 0 where masked (H is finite, so no 0 * inf)
         if b_unbounded:  # rescale by the row maximum: b <= 1
             top = xp.max(H, axis=axis, keepdims=True)
-            H = H / xp.where(top > 0, top, 1.0)
+            H = H / xp.where(top == 0, 1.0, top)
         z = xp.sum(H, axis=axis, keepdims=True)
-        z = xp.where(z > 0, z, 1.0)  # no normaliser: H = 0, so p = 0
+        z = xp.where(z == 0, 1.0, z)  # no normaliser: H = 0, so p = 0 (a NaN z stays NaN)
         if H is b or (H is s and not overwrite_s):
             return H / z
         return xp.divide(H, z, out=H)
@@ -279,6 +281,10 @@ def forward(act, s, axis=-1, mask=None, overwrite_s=False):
     the kernel does not need them: ``not kernel(act).needs_s``)."""
     with np.errstate(over="ignore", under="ignore", divide="ignore"):
         k = kernel(act)
+        xp = array_module(s, mask)
+        if not math.isfinite(float(to_numpy(xp.sum(s)))):  # rare: a score that is not finite (or a sum that overflows)
+            s = xp.where(xp.isinf(s), np.nan, s)  # as the reference: +-inf counts as NaN, which fills its row
+            s = s if mask is None else xp.where(mask, s, 0.0)  # and a masked entry is ignored
         return k.forward(s, axis, mask, overwrite_s and not k.needs_s)
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ..training import layers as reference
 from ..core.backend import array_module, is_traced
-from ..core.checks import check_float_array, check_real
+from ..core.checks import check_float_array, check_grad, check_real
 
 __all__ = ["layer_norm", "layer_norm_backward"]
 
@@ -42,6 +42,6 @@ def layer_norm_backward(grad_z, cache):
     if is_traced(grad_z) or is_traced(cache.get("z") if isinstance(cache, dict) else None):
         return reference.layer_norm_backward(grad_z, cache)
     z, r = reference._cached(cache, "layer_norm", "z", "r")
-    reference._check_grad(grad_z, "grad_z", reference._shape(z))
+    check_grad(grad_z, "grad_z", z.shape)
     xp = array_module(z, grad_z)
     return r * (grad_z - _rowmean(xp, grad_z) - z * _rowmean(xp, grad_z * z))  # (..., d)

@@ -39,10 +39,12 @@ from __future__ import annotations
 
 import contextlib
 
+import math
+
 import numpy as np
 
 from ..core import checks
-from ..core.backend import array_module, quiet, stop_gradient, sum_to
+from ..core.backend import array_module, quiet, stop_gradient, sum_to, to_numpy
 from ..core.checks import check_float_array, check_int
 from ..core.scores import CosFormer, relu
 from .kernels import rho_is_one
@@ -145,6 +147,15 @@ class _Blocks:
         return (cols,) + tuple(self.sc.backward(ds[..., 0, :], cache))  # per token: q_i pairs with k_i
 
 
+def _non_finite_as_reference(xp, s, keep):
+    """The reference's rule (``Activation.forward``): a score of +-inf counts as NaN, which fills its
+    row, and a masked entry is ignored whatever its score. One sum tells whether anything is to do."""
+    if math.isfinite(float(to_numpy(xp.sum(stop_gradient(s))))):
+        return s
+    s = xp.where(xp.isinf(s), np.nan, s)
+    return s if keep is None else xp.where(keep, s, 0.0)
+
+
 def _ell_over_c(act, s):
     """``(ell / c, c)``: ``c = 2`` for sigsoftmax, whose ``ell ~ 2s`` overflows for scores below half the
     most negative float while ``ell / 2`` does not (:class:`refattn.core.activations.SigSoftmax`); 1 otherwise."""
@@ -183,21 +194,21 @@ def _stream_rows(xp, blocks, act, V, rows):
         if not blocks.visible(rows, cols):
             break  # causal: this and every later key block lie above the diagonal
         # Step 1: the block's scores, by the reference score function
-        s, _ = blocks.scores(rows, cols)  # (..., bq, bk)
+        keep = blocks.keep(rows, cols)
+        s = _non_finite_as_reference(xp, blocks.scores(rows, cols)[0], keep)  # (..., bq, bk)
         # Step 2: ell = log h; a masked entry has h = 0, ell = -inf
         l, c = _ell_over_c(act, s)  # (..., bq, bk)  ell / c
-        keep = blocks.keep(rows, cols)
         if keep is not None:
             l = xp.where(keep, l, -np.inf)  # (..., bq, bk)
         # Step 3: the running maximum; the shift carries no gradient
         m_new = xp.maximum(m, xp.max(stop_gradient(l), axis=-1, keepdims=True))  # (..., bq, 1)
-        shift = xp.where(m_new > -np.inf, m_new, 0.0)  # (..., bq, 1)  a row that saw no h > 0: any finite shift
+        shift = xp.where(m_new == -np.inf, 0.0, m_new)  # (..., bq, 1)  a row that saw no h > 0: any finite shift
         # Step 4: rescale what was summed so far from shift m_old to m_new: e^(c (m_old - m_new)) in [0, 1]
-        alpha = xp.exp(c * (xp.where(m > -np.inf, m, shift) - shift))  # (..., bq, 1)  1 while nothing was seen
+        alpha = xp.exp(c * (xp.where(m == -np.inf, shift, m) - shift))  # (..., bq, 1)  1 while nothing was seen
         # Step 5: this block's terms e_ij = e^(ell_ij - c m_new) in [0, 1], and the new normaliser
         e = xp.exp(c * (l - shift))  # (..., bq, bk)  0 where masked
         z_new = alpha * z + xp.sum(e, axis=-1, keepdims=True)  # (..., bq, 1)  >= 1 once a key has h > 0
-        inv = 1.0 / xp.where(z_new > 0, z_new, 1.0)  # (..., bq, 1)  no normaliser yet: y stays 0
+        inv = 1.0 / xp.where(z_new == 0, 1.0, z_new)  # (..., bq, 1)  no normaliser yet: y stays 0 (NaN stays NaN)
         # Step 6: y = output over the keys seen so far: old terms rescaled, new ones rho e v
         w = e if rho_is_one(act) else act.rho(s) * e  # (..., bq, bk)  rho_ij e_ij
         y = (alpha * z * inv) * y + (w * inv) @ V[..., cols, :]  # (..., bq, d_v)
@@ -270,6 +281,9 @@ def streaming_attention(Q, K, V, *, score="scaled_dot", activation="softmax", pa
     with _one_blas_thread(xp):
         parts = [_stream_rows(xp, blocks, act, V, rows) for rows in blocks.query_blocks()]  # Steps 1-6
     out = xp.concatenate([y for y, _, _ in parts], axis=-2)  # (..., n_q, d_v)
+    # a value that is not finite reaches every row of its slice in the reference (0 inf = NaN in W V),
+    # also the rows whose key blocks lie above the diagonal and were skipped here
+    out = xp.where(xp.isfinite(V).all(axis=(-2, -1), keepdims=True), out, np.nan)
     m = xp.concatenate([mi[..., 0] for _, mi, _ in parts], axis=-1)  # (..., n_q)
     z = xp.concatenate([zi[..., 0] for _, _, zi in parts], axis=-1)  # (..., n_q)
     cache = {"Q": Q, "K": K, "V": V, "params": params, "mask": mask, "causal": bool(causal),
@@ -321,8 +335,8 @@ def _backward_blocks(xp, blocks, act, grad_out, cache):
     # Step 7: D_i = dY_i . Y_i = sum_j u_ij phi_ij, one number per query row
     D = xp.sum(grad_out * out, axis=-1, keepdims=True)  # (..., n_q, 1)
     m, z = cache["m"][..., None], cache["z"][..., None]  # (..., n_q, 1)
-    shift = xp.where(m > -np.inf, m, 0.0)  # (..., n_q, 1)  the forward's final shift
-    inv = 1.0 / xp.where(z > 0, z, 1.0)  # (..., n_q, 1)  no normaliser: p = 0
+    shift = xp.where(m == -np.inf, 0.0, m)  # (..., n_q, 1)  the forward's final shift
+    inv = 1.0 / xp.where(z == 0, 1.0, z)  # (..., n_q, 1)  no normaliser: p = 0
     dQ = None if Q is None else xp.zeros_like(Q)  # (..., n_q, d)
     dK, dV = xp.zeros_like(K), xp.zeros_like(V)  # (..., n_k, d), (..., n_k, d_v)
     dparams = {p: xp.zeros_like(v) for p, v in params.items()}
@@ -333,8 +347,9 @@ def _backward_blocks(xp, blocks, act, grad_out, cache):
                 continue  # causal: a block above the diagonal has p = 0
             # Step 8: recompute the block's scores and its final p_ij = e^(ell_ij - c m_i) / z_i
             s, score_cache = blocks.scores(rows, cols)  # (..., bq, bk)
-            l, c = _ell_over_c(act, s)  # (..., bq, bk)
             keep = blocks.keep(rows, cols)
+            s = _non_finite_as_reference(xp, s, keep)
+            l, c = _ell_over_c(act, s)  # (..., bq, bk)
             if keep is not None:
                 l = xp.where(keep, l, -np.inf)
             p = xp.exp(c * (l - shift[..., rows, :])) * inv[..., rows, :]  # (..., bq, bk)

@@ -29,7 +29,7 @@ from ..training.tasks.polarity import (
     NEGATIVE,
     NEUTRAL,
     POSITIVE,
-    SEED001_SMALL,
+    TANHMAX_SMALL,
     make_polarity,
     polarity_groups,
     token_polarity,
@@ -162,20 +162,20 @@ def train_classifier(tokens, labels, vocab_size, activation, *, seeds, mask=None
     return model, params, out
 
 
-def memory_estimate(seeds, config=SEED001_SMALL):
+def memory_estimate(seeds, config=TANHMAX_SMALL):
     """Bytes :func:`run_polarity` needs at its peak, estimated before any work.
 
     Every array of the run carries the seed axis; the largest are the test
     forward pass and the per-token means, about 240 bytes per token of the data
     set and seed as tracemalloc measures them (27-29 MB per seed for
-    ``SEED001_SMALL``'s 120,000 tokens); the estimate allows 300
+    ``TANHMAX_SMALL``'s 120,000 tokens); the estimate allows 300
     (``tests/test_runs.py::test_memory_estimates_bound_the_measured_peaks``).
     """
     tokens = 2 * config.n_per_class * (config.polar_per_sentence + config.neutral_per_sentence)
     return int(seeds) * tokens * 300 + 8 * 2**20
 
 
-def run_polarity(activations=("softmax", "tanhmax", "signexp", "expressive"), *, seeds=10, config=SEED001_SMALL,
+def run_polarity(activations=("softmax", "tanhmax", "signexp", "expressive"), *, seeds=10, config=TANHMAX_SMALL,
                  score="self", epochs=8, batch_size=100, optimizer="adam", lr=1e-2, dropout=0.5,
                  converged=0.99, progress=None, checkpoint_dir=None, on_result=None, max_memory=None):
     """Train every activation over ``seeds`` seeds; read out what Fig. 2 shows, per seed.

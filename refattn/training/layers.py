@@ -50,9 +50,9 @@ import math
 
 import numpy as np
 
-from ..core.backend import array_module, dtype_of, stop_gradient
+from ..core.backend import array_module, dtype_of, shape_of, stop_gradient
 
-from ..core.checks import check_float_array, check_real
+from ..core.checks import check_float_array, check_grad, check_real
 
 from ..core.activations import sigmoid
 
@@ -70,22 +70,11 @@ __all__ = [
 ]
 
 
-def _shape(x):
-    return tuple(np.shape(stop_gradient(x)))
-
-
 def _cached(cache, layer, *names):
     """The entries ``names`` of a cache from the forward of ``layer``, or a clear error."""
     if not isinstance(cache, dict) or cache.get("layer") != layer:
         raise TypeError(f"cache: expected the cache returned by {layer}, got {type(cache).__name__}")
     return tuple(cache[n] for n in names)
-
-
-def _check_grad(grad, name, want):
-    """``grad`` must be a float array of the output's shape ``want``."""
-    check_float_array(grad, name, min_ndim=0)
-    if _shape(grad) != tuple(want):
-        raise ValueError(f"{name}: shape {_shape(grad)} does not match the output's shape {tuple(want)}")
 
 
 # --------------------------------------------------------------------------
@@ -96,12 +85,12 @@ def _check_grad(grad, name, want):
 def _check_linear(x, W, b):
     """Validate ``linear``'s arguments; return ``(lead, o, i)`` with ``lead = (S,)`` or ``()``."""
     check_float_array(W, "W", min_ndim=2)
-    Ws = _shape(W)
+    Ws = shape_of(W)
     if len(Ws) > 3:
         raise ValueError(f"W: expected shape (o, i) or (S, o, i) with a leading seed axis, got {Ws}")
     lead, (o, i) = Ws[:-2], Ws[-2:]
     check_float_array(x, "x", min_ndim=1 + len(lead))
-    xs = _shape(x)
+    xs = shape_of(x)
     if xs[-1] != i:
         raise ValueError(f"x: its last axis has {xs[-1]} features, but W {Ws} takes i = {i} (y = x W^T + b)")
     if xs[:len(lead)] != lead:
@@ -109,8 +98,8 @@ def _check_linear(x, W, b):
                          f"got shape {xs}")
     if b is not None:
         check_float_array(b, "b", min_ndim=1)
-        if _shape(b) != lead + (o,):
-            raise ValueError(f"b: expected shape {lead + (o,)} to match W {Ws}, got {_shape(b)}")
+        if shape_of(b) != lead + (o,):
+            raise ValueError(f"b: expected shape {lead + (o,)} to match W {Ws}, got {shape_of(b)}")
     return lead, o, i
 
 
@@ -144,7 +133,7 @@ def linear(x, W, b=None):
     y = xp.reshape(x, lead + (-1, i)) @ xp.swapaxes(W, -1, -2)  # (S, rows, o) or (rows, o): every row at once
     if b is not None:
         y = y + b[..., None, :]  # (S, 1, o) or (1, o) broadcast over the rows
-    return xp.reshape(y, _shape(x)[:-1] + (o,)), {"layer": "linear", "x": x, "W": W, "b": b}  # (S, ..., o)
+    return xp.reshape(y, shape_of(x)[:-1] + (o,)), {"layer": "linear", "x": x, "W": W, "b": b}  # (S, ..., o)
 
 
 def linear_backward(grad_y, cache):
@@ -168,13 +157,13 @@ def linear_backward(grad_y, cache):
     """
     x, W, b = _cached(cache, "linear", "x", "W", "b")
     lead, o, i = _check_linear(x, W, b)
-    _check_grad(grad_y, "grad_y", _shape(x)[:-1] + (o,))
+    check_grad(grad_y, "grad_y", shape_of(x)[:-1] + (o,))
     xp = array_module(x, W, grad_y)
     xf = xp.reshape(x, lead + (-1, i))  # (S, rows, i)
     gf = xp.reshape(grad_y, lead + (-1, o))  # (S, rows, o)
     dW = xp.swapaxes(gf, -1, -2) @ xf  # (S, o, i)   sum over rows of dy x^T
     db = None if b is None else xp.sum(gf, axis=-2)  # (S, o)
-    dx = xp.reshape(gf @ W, _shape(x))  # (S, ..., i)
+    dx = xp.reshape(gf @ W, shape_of(x))  # (S, ..., i)
     return dx, dW, db
     # y_n = W x_n + b:  dy_n/dx_n = W,  dy_nk/dW_kj = x_nj,  dy_n/db = I   (21.L1-21.L3)
 
@@ -211,7 +200,7 @@ def relu(x):
 def relu_backward(grad_y, cache):
     """Backward pass of :func:`relu`: ``dx = grad_y [x > 0]`` (``relu'(0) = 0`` by convention)."""
     (x,) = _cached(cache, "relu", "x")
-    _check_grad(grad_y, "grad_y", _shape(x))
+    check_grad(grad_y, "grad_y", shape_of(x))
     return grad_y * (x > 0)
     # relu'(x) = 1 for x > 0, 0 for x < 0; at the kink x = 0 we take 0   (21.R1)
 
@@ -274,7 +263,7 @@ def layer_norm_backward(grad_z, cache):
     ndarray, the shape of ``x``
     """
     z, r = _cached(cache, "layer_norm", "z", "r")
-    _check_grad(grad_z, "grad_z", _shape(z))
+    check_grad(grad_z, "grad_z", shape_of(z))
     xp = array_module(z, grad_z)
     mean_u = xp.mean(grad_z, axis=-1, keepdims=True)  # (..., 1)
     mean_uz = xp.mean(grad_z * z, axis=-1, keepdims=True)  # (..., 1)
@@ -300,15 +289,15 @@ def _tokens(shape, seed_axis):
 def _check_loss_grad(grad_loss, shape, seed_axis):
     want = shape[:1] if seed_axis else ()
     check_float_array(grad_loss, "grad_loss", min_ndim=0)
-    if _shape(grad_loss) != want:
+    if shape_of(grad_loss) != want:
         raise ValueError(f"grad_loss: expected shape {want} (one per {'seed' if seed_axis else 'loss'}), "
-                         f"got {_shape(grad_loss)}")
+                         f"got {shape_of(grad_loss)}")
 
 
 def _check_targets(logits, target):
     """Validate ``softmax_cross_entropy``'s arguments; return ``(shape of target, V)``."""
     check_float_array(logits, "logits", min_ndim=1)
-    ls = _shape(logits)
+    ls = shape_of(logits)
     dtype = getattr(target, "dtype", None)
     if dtype is None or np.dtype(dtype).kind not in "iu":
         raise TypeError(f"target: expected an integer array of class ids, got "
@@ -381,13 +370,13 @@ def softmax_cross_entropy_backward(grad_loss, cache):
     ndarray, the shape of ``logits``
     """
     logits, target, seed_axis = _cached(cache, "softmax_cross_entropy", "logits", "target", "seed_axis")
-    shape, V = _shape(logits)[:-1], _shape(logits)[-1]
+    shape, V = shape_of(logits)[:-1], shape_of(logits)[-1]
     _check_loss_grad(grad_loss, shape, seed_axis)
     xp = array_module(logits, grad_loss)
     e = xp.exp(logits - xp.max(logits, axis=-1, keepdims=True))  # (..., V) shifted
     p = e / xp.sum(e, axis=-1, keepdims=True)  # (..., V) softmax
     onehot = xp.eye(V, dtype=dtype_of(logits))[xp.asarray(target)]  # (..., V)
-    g = xp.reshape(grad_loss, _shape(grad_loss) + (1,) * (len(shape) + 1 - len(_shape(grad_loss))))  # (S, 1, .., 1)
+    g = xp.reshape(grad_loss, shape_of(grad_loss) + (1,) * (len(shape) + 1 - len(shape_of(grad_loss))))  # (S, 1, .., 1)
     return (p - onehot) * g / _tokens(shape, seed_axis)  # (..., V)
     # d logsumexp(y)/dy = softmax(y),  d y_target/dy = e_target,  d mean/d term = 1/T   (21.C1)
 
@@ -421,7 +410,7 @@ def sigmoid_cross_entropy(logits, labels, *, seed_axis=False):
     ``test_sigmoid_is_softmax_cross_entropy_of_two_logits``.
     """
     y = _labels(logits, labels)
-    shape = _shape(logits)
+    shape = shape_of(logits)
     seed_axis = _check_seed_axis(seed_axis, shape)
     xp = array_module(logits)
     loss = xp.mean(xp.logaddexp(0.0, logits) - y * logits, axis=_mean_axes(len(shape), seed_axis))  # (S,) or ()
@@ -435,8 +424,8 @@ def _labels(logits, labels):
     if dtype is None or np.dtype(dtype).kind not in "iufb":
         raise TypeError(f"labels: expected a numeric array of numbers in [0, 1], got "
                         f"{type(labels).__name__ if dtype is None else np.dtype(dtype)}")
-    if tuple(labels.shape) != _shape(logits):
-        raise ValueError(f"labels: expected the logits' shape {_shape(logits)}, got {tuple(labels.shape)}")
+    if tuple(labels.shape) != shape_of(logits):
+        raise ValueError(f"labels: expected the logits' shape {shape_of(logits)}, got {tuple(labels.shape)}")
     if isinstance(labels, np.ndarray) and not ((labels >= 0).all() and (labels <= 1).all()):
         raise ValueError("labels: binary cross-entropy needs labels in [0, 1]")  # host labels only, as above
     return array_module(logits).asarray(labels).astype(dtype_of(logits))
@@ -452,9 +441,9 @@ def sigmoid_cross_entropy_backward(grad_loss, cache):
     ndarray, the shape of ``logits``
     """
     logits, y, seed_axis = _cached(cache, "sigmoid_cross_entropy", "logits", "labels", "seed_axis")
-    shape = _shape(logits)
+    shape = shape_of(logits)
     _check_loss_grad(grad_loss, shape, seed_axis)
     xp = array_module(logits, grad_loss)
-    g = xp.reshape(grad_loss, _shape(grad_loss) + (1,) * (len(shape) - len(_shape(grad_loss))))  # (S, 1, .., 1)
+    g = xp.reshape(grad_loss, shape_of(grad_loss) + (1,) * (len(shape) - len(shape_of(grad_loss))))  # (S, 1, .., 1)
     return (sigmoid(xp, logits) - y) * g / _tokens(shape, seed_axis)  # (...)
     # d softplus(a)/da = sigmoid(a),  d (l a)/da = l,  d mean/d term = 1/T   (21.C3)

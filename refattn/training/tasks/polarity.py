@@ -12,9 +12,9 @@ model has to learn to ignore. Three presets:
 =================  ======================  ============  ======================
 preset             vocabulary pos/neg/neu  sentences     per sentence
 =================  ======================  ============  ======================
-``SEED001_LARGE``  500 / 500 / 9,000       50,000        2 polar + 10 neutral,
+``TANHMAX_LARGE``  500 / 500 / 9,000       50,000        2 polar + 10 neutral,
                                                          drawn with replacement
-``SEED001_SMALL``  100 / 100 / 1,800       10,000        as above
+``TANHMAX_SMALL``  100 / 100 / 1,800       10,000        as above
 ``SUN_LU``         50 / 50 / 1,000         12,000        2 distinct polar +
                                                          10 distinct neutral
 =================  ======================  ============  ======================
@@ -70,8 +70,8 @@ __all__ = [
     "UNASSIGNED",
     "GROUP_NAMES",
     "PolarityConfig",
-    "SEED001_LARGE",
-    "SEED001_SMALL",
+    "TANHMAX_LARGE",
+    "TANHMAX_SMALL",
     "SUN_LU",
     "PolarityData",
     "make_polarity",
@@ -138,7 +138,7 @@ class PolarityConfig:
     Notes
     -----
     The configuration is frozen; derive variants with
-    ``dataclasses.replace(SEED001_SMALL, n_per_class=200)``.
+    ``dataclasses.replace(TANHMAX_SMALL, n_per_class=200)``.
     """
 
     n_pos: int
@@ -193,9 +193,9 @@ class PolarityConfig:
 
 
 #: TanhMax, large configuration: 50,000 sentences, vocabulary 10,000.
-SEED001_LARGE = PolarityConfig(n_pos=500, n_neg=500, n_neutral=9_000, n_per_class=25_000)
+TANHMAX_LARGE = PolarityConfig(n_pos=500, n_neg=500, n_neutral=9_000, n_per_class=25_000)
 #: TanhMax, small configuration: 10,000 sentences, vocabulary 2,000.
-SEED001_SMALL = PolarityConfig(n_pos=100, n_neg=100, n_neutral=1_800, n_per_class=5_000)
+TANHMAX_SMALL = PolarityConfig(n_pos=100, n_neg=100, n_neutral=1_800, n_per_class=5_000)
 #: Sun & Lu (2020): vocabulary 1,100, 6,000 sentences per class, distinct tokens.
 SUN_LU = PolarityConfig(n_pos=50, n_neg=50, n_neutral=1_000, n_per_class=6_000, replace=False)
 
@@ -272,7 +272,7 @@ def _draw(rng, m, k, replace):
     return _distinct_draws(rng, m, k)
 
 
-def make_polarity(config: PolarityConfig = SEED001_SMALL, rng=None) -> PolarityData:
+def make_polarity(config: PolarityConfig = TANHMAX_SMALL, rng=None) -> PolarityData:
     """Generate synthetic polarity sentences (TanhMax section 5.1; Sun & Lu 2020).
 
     A sentence with label ``y`` (1 positive, 0 negative) is
@@ -286,7 +286,7 @@ def make_polarity(config: PolarityConfig = SEED001_SMALL, rng=None) -> PolarityD
     Parameters
     ----------
     config : PolarityConfig
-        What to generate; default :data:`SEED001_SMALL`.
+        What to generate; default :data:`TANHMAX_SMALL`.
     rng : numpy.random.Generator or int or None
         The random generator, or a seed for one; None uses ``config.seed``.
 
@@ -437,9 +437,9 @@ def polarity_groups(gamma, f_pos, f_neg, *, closed_at_one=True):
     On the synthetic data the groups are far from the ground truth for
     neutral tokens: a neutral token seen f times has ``f+ - f-`` spread like
     ``sqrt(f)``, so with f around 55 (both TanhMax presets) fewer than half
-    of them meet ``|f+ - f-| < 5`` (4,117 of 9,000 on ``SEED001_LARGE``), and
+    of them meet ``|f+ - f-| < 5`` (4,117 of 9,000 on ``TANHMAX_LARGE``), and
     on a training split a few pass the polar thresholds by chance (7 positive
-    and 5 negative on ``SEED001_LARGE``'s, seed 0).
+    and 5 negative on ``TANHMAX_LARGE``'s, seed 0).
 
     Parameters
     ----------
