@@ -382,6 +382,15 @@ def on_files(files, config):
     for p in [ROOT / "exercises" / "README.md", *_exercises()]:
         add(f"exercises/{p.name}", content=p.read_text(encoding="utf-8"))
 
+    chromium = teaching.find_chromium()  # before the notebooks run: a missing one that is required stops here
+    if chromium is None:
+        why = "no Chromium executable (apt-get install chromium, or set REFATTN_CHROMIUM)"
+        if teaching.required():
+            raise PluginError(f"REFATTN_BOOK_REQUIRED=1 but {why}: the problem sets and slides need it for "
+                              "their PDFs")
+        _log().info("refattn book: %s; the problem-set and slide PDFs are skipped", why)
+    _state["chromium"] = chromium
+
     runs = _execute_all()
     _state["figures"] = {}
     for stem, run in runs.items():
@@ -405,14 +414,6 @@ def on_files(files, config):
 
     # the problem sets, and the PDFs of problem sets and decks (printed after the build, where a
     # Chromium is found: a placeholder here, so that links to them resolve)
-    chromium = teaching.find_chromium()
-    if chromium is None:
-        why = "no Chromium executable (apt-get install chromium, or set REFATTN_CHROMIUM)"
-        if teaching.required():
-            raise PluginError(f"REFATTN_BOOK_REQUIRED=1 but {why}: the problem sets and slides need it for "
-                              "their PDFs")
-        _log().info("refattn book: %s; the problem-set and slide PDFs are skipped", why)
-    _state["chromium"] = chromium
     _state["printed"] = teaching.Printed(runs)
     for n in teaching.DECKS:
         add(f"problems/part-{n}.md", content=teaching.problem_set(n, pdf=chromium is not None))
@@ -661,6 +662,8 @@ def on_page_markdown(markdown, page, config, files):
         page.meta["template"] = "slides.html"
         markdown = teaching.deck_markdown(teaching.resolve(markdown, uri, _state["figures"], _state["printed"],
                                                            pdf=_state["chromium"] is not None))
+    if not _state.get("chromium"):  # no PDFs in this build: no links to them either
+        markdown = teaching.drop_pdf_links(markdown)
     markdown = _wrap_step_blocks(markdown)
     if uri.startswith("derivations/"):
         markdown = _embed_figures(markdown, Path(uri).name)

@@ -136,6 +136,9 @@ class Printed:
         start = next((i for i, line in enumerate(lines) if text in line), None)
         if start is None:
             raise _error(f"no line that {source} printed contains {text!r}")
+        if start + count > len(lines):
+            raise _error(f"{source} printed {len(lines) - start} lines from the one that contains {text!r}, "
+                         f"not {count}")
         return lines[start:start + count]
 
 
@@ -341,6 +344,14 @@ def problem_set(part: int, pdf: bool) -> str:
 # --------------------------------------------------------------------------
 # PDFs, by headless Chromium
 # --------------------------------------------------------------------------
+
+_PDF_LINK = re.compile(r"\s*\(\[PDF\]\([^()\s]*\.pdf\)\)")
+
+
+def drop_pdf_links(markdown: str) -> str:
+    """``markdown`` without its `` ([PDF](....pdf))`` links, for a build that prints no PDF."""
+    return _PDF_LINK.sub("", markdown)
+
 
 
 def print_pdf(chromium: str, page: Path, pdf: Path) -> None:

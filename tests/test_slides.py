@@ -106,3 +106,11 @@ def test_problem_set_holds_its_statements_and_no_solution(part):
     assert f"about {sum(ex.minutes for ex in mine)} minutes in all" in text
     assert not leaked(text), "solution text in the problem set"
     assert "(part-%d.pdf)" % part in text and "(part-%d.pdf)" % part not in teaching.problem_set(part, pdf=False)
+
+
+def test_a_build_without_pdfs_links_to_none():
+    text = "[slides](slides/part-1.md) ([PDF](slides/part-1.pdf)); [set](problems/part-1.md)\n  ([PDF](a.pdf)).\n"
+    assert teaching.drop_pdf_links(text) == "[slides](slides/part-1.md); [set](problems/part-1.md).\n"
+    for page in ("index.md", "teach.md"):
+        text = (ROOT / "docs" / page).read_text(encoding="utf-8")
+        assert ".pdf)" in text and ".pdf)" not in teaching.drop_pdf_links(text), page
