@@ -317,7 +317,9 @@ def test_slide_decks_fit_page_and_print(site):
     assert all(n >= 8 for n in counts.values()), counts
     # the deck's PDF, printed by the build: one page per slide, math typeset
     for deck in DECKS:
-        pages, text = _pdf_text(site / "slides" / f"{deck.stem}.pdf")
+        pdf = site / "slides" / f"{deck.stem}.pdf"
+        assert pdf.is_file(), f"no slides/{pdf.name}: the build prints it with headless Chromium"
+        pages, text = _pdf_text(pdf)
         assert pages == counts[deck.stem], f"slides/{deck.stem}.pdf: {pages} pages for {counts[deck.stem]} slides"
         assert not re.search(r"\\\(|\\\[|\\frac|\$\$", text), f"slides/{deck.stem}.pdf has raw TeX"
 
