@@ -17,7 +17,11 @@ module adds to the site, as generated files:
 * ``api/*.md``: one mkdocstrings page per module of ``API_MODULES``; a
   listed module that does not exist stops the build;
 * ``assets/mathjax/tex-svg-full.js``: MathJax 3 from the django-static-mathjax
-  wheel, so that math is typeset with no network.
+  wheel, so that math is typeset with no network;
+* ``problems/part-N.md``: a problem set per part of the learning path, and,
+  where a Chromium executable is found, the PDFs of the problem sets and of
+  the slide decks (``docs/slides/part-N.md``, rendered with their own
+  template), printed after the site is written: ``docs/teaching.py``.
 
 While pages are rendered, code spans that name a repository path
 (``derivations/01-reweighted-softmax.md``, ``notebooks/01_activations_tour.py``,
@@ -53,6 +57,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import teaching  # docs/teaching.py: the slide decks, the problem sets and their PDFs
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -246,6 +252,8 @@ def on_config(config):
         {"Notebooks": [f"notebooks/{p.stem}.md" for p in _notebooks()]},
         {"Exercises": ["exercises/README.md"] + [f"exercises/{p.name}" for p in _exercises()]},
         {"Verify and teach": DOOR_PAGES},
+        {"Slides and problem sets": [{f"Slides, part {n}": uri} for n, uri in teaching.DECKS.items()]
+            + [{f"Problem set, part {n}": f"problems/part-{n}.md"} for n in teaching.DECKS]},
         {"Results and reference": REFERENCE_PAGES},
         {"API reference": ["api/index.md"] + [f"api/{m}.md" for m in _api_modules()]},
     ]
@@ -362,6 +370,7 @@ def _api_index(modules: list[str]) -> str:
 
 def on_files(files, config):
     """Add every page, figure and script of the book as a generated file."""
+    from mkdocs.exceptions import PluginError  # noqa: PLC0415
     from mkdocs.structure.files import File  # noqa: PLC0415
 
     def add(src_uri, **kw):
@@ -372,6 +381,15 @@ def on_files(files, config):
         add(f"derivations/{p.name}", content=p.read_text(encoding="utf-8"))
     for p in [ROOT / "exercises" / "README.md", *_exercises()]:
         add(f"exercises/{p.name}", content=p.read_text(encoding="utf-8"))
+
+    chromium = teaching.find_chromium()  # before the notebooks run: a missing one that is required stops here
+    if chromium is None:
+        why = "no Chromium executable (apt-get install chromium, or set REFATTN_CHROMIUM)"
+        if teaching.required():
+            raise PluginError(f"REFATTN_BOOK_REQUIRED=1 but {why}: the problem sets and slides need it for "
+                              "their PDFs")
+        _log().info("refattn book: %s; the problem-set and slide PDFs are skipped", why)
+    _state["chromium"] = chromium
 
     runs = _execute_all()
     _state["figures"] = {}
@@ -393,6 +411,15 @@ def on_files(files, config):
         citing = [p.name for p in _derivations() if pattern.search(p.read_text(encoding="utf-8"))]
         add(f"api/{m}.md", content=_api_page(m, citing))
     add("api/index.md", content=_api_index(modules))
+
+    # the problem sets, and the PDFs of problem sets and decks (printed after the build, where a
+    # Chromium is found: a placeholder here, so that links to them resolve)
+    _state["printed"] = teaching.Printed(runs)
+    for n in teaching.DECKS:
+        add(f"problems/part-{n}.md", content=teaching.problem_set(n, pdf=chromium is not None))
+    if chromium:
+        for uri in [*teaching.DECKS.values(), *(f"problems/part-{n}.md" for n in teaching.DECKS)]:
+            add(uri[:-3] + ".pdf", content=b"")
 
     import mathjax  # noqa: PLC0415  (the django-static-mathjax wheel)
 
@@ -631,6 +658,12 @@ def on_page_markdown(markdown, page, config, files):
     uri = page.file.src_uri
     if uri.startswith("api/"):
         return markdown
+    if uri in teaching.DECKS.values():  # a slide deck: its own template, directives, one <section> per slide
+        page.meta["template"] = "slides.html"
+        markdown = teaching.deck_markdown(teaching.resolve(markdown, uri, _state["figures"], _state["printed"],
+                                                           pdf=_state["chromium"] is not None))
+    if not _state.get("chromium"):  # no PDFs in this build: no links to them either
+        markdown = teaching.drop_pdf_links(markdown)
     markdown = _wrap_step_blocks(markdown)
     if uri.startswith("derivations/"):
         markdown = _embed_figures(markdown, Path(uri).name)
@@ -663,6 +696,13 @@ def on_post_build(config):
     tmp = _state.pop("tmp", None)
     if tmp:
         shutil.rmtree(tmp, ignore_errors=True)
+    if _state.get("chromium"):
+        t0 = time.perf_counter()
+        pages = [uri[:-3] + ".html" for uri in [*teaching.DECKS.values(),
+                                                 *(f"problems/part-{n}.md" for n in teaching.DECKS)]]
+        teaching.print_pdfs(_state["chromium"], Path(config["site_dir"]), pages)
+        _log().info("refattn book: printed %d PDFs (problem sets and slides) in %.1f s", len(pages),
+                    time.perf_counter() - t0)
 
 
 if __name__ == "__main__":

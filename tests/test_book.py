@@ -11,8 +11,18 @@ behind a scrollbar); and it checks that the learning path's derivations show
 their step blocks executed, each with its output (derivation 01: all 13).
 It saves a screenshot of derivation 01 and of notebook 01 and prints where.
 
-It skips, saying why, when mkdocs (``pip install ".[docs]"``), Playwright
-(``".[browser]"``) or a Chromium executable is missing, unless
+The slide decks (``docs/slides/``) are pages like the others, and more: at
+1280 x 720 every slide of every deck holds its content inside its margins
+(nothing cut off, no scrollbar, no code block that scrolls), the arrow keys
+page through the slides and the address follows, every figure a deck cites
+is one the build drew, and each deck's PDF has one page per slide. Each
+problem set's PDF (``problems/part-N.pdf``, printed by headless Chromium
+during the build) has a page per exercise, each exercise title of its part,
+typeset math, and no line of any model solution
+(``refattn/exercises/solutions/``, between the solution markers).
+
+It skips, saying why, when mkdocs (``pip install ".[docs]"``), Playwright or
+pypdf (``".[browser]"``) or a Chromium executable is missing, unless
 ``REFATTN_BOOK_REQUIRED=1`` (set by ``.ci/run``), where a missing piece is a
 failure. ``REFATTN_BOOK_SITE=DIR`` checks a site already built there instead
 of building one; ``REFATTN_BOOK_SHOTS=DIR`` says where the screenshots go
@@ -26,7 +36,6 @@ import importlib.util
 import os
 import pathlib
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -34,22 +43,24 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
+from teaching_checks import leaked, teaching
+
+from refattn.exercises import EXERCISES, PARTS
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 REQUIRED = os.environ.get("REFATTN_BOOK_REQUIRED") == "1"
+DECKS = sorted((ROOT / "docs" / "slides").glob("*.md"))
 
 
 def _chromium():
-    named = os.environ.get("REFATTN_CHROMIUM")
-    if named:
-        return named if os.access(named, os.X_OK) else None
-    return next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
+    return teaching.find_chromium()  # REFATTN_CHROMIUM, or chromium on PATH: the one the build prints with
 
 
 def _missing():
     if importlib.util.find_spec("mkdocs") is None or importlib.util.find_spec("material") is None:
         return 'mkdocs is not installed (pip install ".[docs]")'
-    if importlib.util.find_spec("playwright") is None:
-        return 'playwright is not installed (pip install ".[browser]")'
+    if importlib.util.find_spec("playwright") is None or importlib.util.find_spec("pypdf") is None:
+        return 'playwright or pypdf is not installed (pip install ".[browser]")'
     if _chromium() is None:
         return "no chromium executable (apt-get install chromium, or set REFATTN_CHROMIUM)"
     return None
@@ -125,11 +136,13 @@ def test_book_pages_in_chromium(site, tmp_path_factory):
     # 404.html is for a web server (absolute URLs from the site root); not a page of the book
     pages = sorted(p for p in site.rglob("*.html") if p.name != "404.html")
     rel = {p.relative_to(site).as_posix() for p in pages}
-    # every derivation, notebook and exercise statement has its page; no solution does
+    # every derivation, notebook, exercise statement and slide deck has its page; no solution does
     for src, page in ([(p, f"derivations/{p.stem}.html") for p in (ROOT / "derivations").glob("*.md")]
                       + [(p, f"notebooks/{p.stem}.html") for p in (ROOT / "notebooks").glob("[0-9]*.py")]
-                      + [(p, f"exercises/{p.stem}.html") for p in (ROOT / "exercises").glob("[0-9]*.md")]):
+                      + [(p, f"exercises/{p.stem}.html") for p in (ROOT / "exercises").glob("[0-9]*.md")]
+                      + [(p, f"slides/{p.stem}.html") for p in DECKS]):
         assert page in rel, f"{src.relative_to(ROOT)} has no page {page} in the book"
+    assert {f"problems/part-{n}.html" for n in PARTS} <= rel, "a problem set per part"
     assert not any("solution" in r for r in rel), "exercise solutions must stay out of the book"
 
     shots = pathlib.Path(os.environ.get("REFATTN_BOOK_SHOTS") or tmp_path_factory.mktemp("book-shots"))
@@ -214,3 +227,115 @@ def test_book_pages_in_chromium(site, tmp_path_factory):
     for page in ("00-overview", "01-reweighted-softmax", "02-scores", "03-proposition-1", "22-central-differences"):
         assert steps.get(f"derivations/{page}.html", 0) >= 5, f"derivations/{page}: {steps.get(f'derivations/{page}.html')} executed step blocks with output"
     assert steps["derivations/01-reweighted-softmax.html"] >= 13, steps
+
+
+# --------------------------------------------------------------------------
+# The slide decks and the problem sets
+# --------------------------------------------------------------------------
+
+#: Each slide's content inside the slide's padding (MathJax's hidden MathML for screen readers
+#: aside), no code block or table that scrolls, and the page without scrollbars.
+_CHECK_DECK = r"""() => {
+  const out = {slides: refattnDeck.slides.length, spill: [], scroll: [], images: []};
+  refattnDeck.slides.forEach((s, i) => {
+    const box = s.getBoundingClientRect(), st = getComputedStyle(s);
+    const left = box.left + parseFloat(st.paddingLeft), right = box.right - parseFloat(st.paddingRight);
+    const top = box.top + parseFloat(st.paddingTop), bottom = box.bottom - parseFloat(st.paddingBottom);
+    const spilt = [];
+    for (const el of s.querySelectorAll('*')) {
+      if (el.closest('mjx-assistive-mml') || spilt.some(p => p.contains(el))) continue;
+      const r = el.getBoundingClientRect();
+      if (!r.width && !r.height) continue;
+      if (r.left < left - 1 || r.right > right + 1 || r.top < top - 1 || r.bottom > bottom + 1) {
+        spilt.push(el);  // its descendants are not reported again
+        out.spill.push(`slide ${i + 1}: <${el.tagName.toLowerCase()} class="${el.getAttribute('class') || ''}"> ` +
+                       `${(el.textContent || '').trim().slice(0, 40)}... ends ${Math.round(r.right - right)} px ` +
+                       `right of the margin, ${Math.round(r.bottom - bottom)} px below it`);
+      }
+    }
+    for (const el of s.querySelectorAll('pre, table, .arithmatex, .column'))
+      if (el.scrollWidth > el.clientWidth + 1)
+        out.scroll.push(`slide ${i + 1}: <${el.tagName.toLowerCase()}> ${el.scrollWidth} px wide in ${el.clientWidth}`);
+    for (const img of s.querySelectorAll('img')) out.images.push(img.getAttribute('src'));
+  });
+  const doc = document.documentElement;
+  out.page = [doc.scrollWidth, window.innerWidth, doc.scrollHeight, window.innerHeight];
+  return out;
+}"""
+
+
+def _pdf_text(path):
+    from pypdf import PdfReader
+
+    reader = PdfReader(str(path))
+    return len(reader.pages), " ".join(page.extract_text() for page in reader.pages)
+
+
+def test_slide_decks_fit_page_and_print(site):
+    from playwright.sync_api import sync_playwright
+
+    problems, counts = [], {}
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=_chromium(), args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1280, "height": 720})
+        errors = []
+        page.on("pageerror", lambda e: errors.append(f"JavaScript error: {e}"))
+        page.on("console", lambda m: errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+        for deck in DECKS:
+            name = f"slides/{deck.stem}.html"
+            page.goto((site / name).as_uri(), wait_until="load")
+            page.evaluate("() => MathJax.startup.promise")
+            got = page.evaluate(_CHECK_DECK)
+            counts[deck.stem] = got["slides"]
+            problems += [f"{name}: {p}" for p in got["spill"] + got["scroll"]]
+            width, inner_w, height, inner_h = got["page"]
+            if width > inner_w or height > inner_h:
+                problems.append(f"{name}: the page is {width} x {height} px in a {inner_w} x {inner_h} window")
+            # every figure the source cites is one the build drew, and the deck shows it
+            for fig in re.findall(r"\]\(figure:([\w-]+)\)", deck.read_text(encoding="utf-8")):
+                if not list(site.glob(f"notebooks/*/{fig}.png")):
+                    problems.append(f"{name}: cites figure:{fig}, which the build did not draw")
+                if not any(src.endswith(f"/{fig}.png") for src in got["images"]):
+                    problems.append(f"{name}: does not show figure:{fig}")
+            # one slide at a time, paged by the keys, the address following
+            shown = "() => refattnDeck.slides.map(s => getComputedStyle(s).visibility === 'visible')"
+            page.keyboard.press("ArrowRight")
+            if page.evaluate("() => [refattnDeck.current(), location.hash]") != [1, "#2"]:
+                problems.append(f"{name}: the right arrow did not show slide 2 at #2")
+            if page.evaluate(shown) != [k == 1 for k in range(got["slides"])]:
+                problems.append(f"{name}: not exactly slide 2 visible after the right arrow")
+            page.keyboard.press("End")
+            if page.evaluate("() => refattnDeck.current()") != got["slides"] - 1:
+                problems.append(f"{name}: End did not show the last slide")
+            page.goto((site / name).as_uri() + "#3", wait_until="load")
+            if page.evaluate("() => refattnDeck.current()") != 2:
+                problems.append(f"{name}: #3 in the address did not open slide 3")
+            problems += [f"{name}: {e}" for e in errors]
+            errors.clear()
+        browser.close()
+    assert not problems, f"{len(problems)} problems:\n" + "\n".join(problems[:40])
+    assert all(n >= 8 for n in counts.values()), counts
+    # the deck's PDF, printed by the build: one page per slide, math typeset
+    for deck in DECKS:
+        pdf = site / "slides" / f"{deck.stem}.pdf"
+        assert pdf.is_file(), f"no slides/{pdf.name}: the build prints it with headless Chromium"
+        pages, text = _pdf_text(pdf)
+        assert pages == counts[deck.stem], f"slides/{deck.stem}.pdf: {pages} pages for {counts[deck.stem]} slides"
+        assert not re.search(r"\\\(|\\\[|\\frac|\$\$", text), f"slides/{deck.stem}.pdf has raw TeX"
+
+
+@pytest.mark.parametrize("part", sorted(PARTS))
+def test_problem_set_pdf_has_its_exercises_and_no_solution(site, part):
+    pdf = site / "problems" / f"part-{part}.pdf"
+    assert pdf.is_file(), f"no {pdf.relative_to(site)}: the build prints it with headless Chromium"
+    pages, text = _pdf_text(pdf)
+    mine = [ex for ex in EXERCISES if ex.part == part]
+    assert pages >= 1 + len(mine), f"{pdf.name}: {pages} pages; each of its {len(mine)} exercises starts a page"
+    squeezed = "".join(text.split())
+    for ex in EXERCISES:
+        found = "".join(f"Exercise {ex.number}: {ex.title}".split()) in squeezed
+        assert found == (ex.part == part), f"{pdf.name}: exercise {ex.number} ({ex.title}) {'missing' if not found else 'is of part ' + str(ex.part)}"
+    assert f"Difficulty {mine[0].difficulty} of 3" in text
+    assert not re.search(r"\\\(|\\\[|\\frac|\$\$", text), f"{pdf.name} has raw TeX: MathJax had not typeset it"
+    found = leaked(text)
+    assert not found, f"{pdf.name} holds solution text: {found[:3]}"

@@ -41,7 +41,7 @@ COMMAND_PAGES = [README, LANDING, ROOT / "docs" / "verify.md", ROOT / "docs" / "
 #: User-facing text: no work items, no paths outside the repository.
 USER_FACING = sorted([README, ROOT / "benchmarks" / "README.md", ROOT / "mkdocs.yml",
                       *(ROOT / "derivations").glob("*.md"), *(ROOT / "notebooks").glob("*.py"),
-                      *(ROOT / "docs").glob("*.md")])
+                      *(ROOT / "docs").rglob("*.md")])
 WORK_ITEM = re.compile(r"issues? ?#?[0-9]|issue-[0-9]", re.I)
 OUTSIDE = re.compile(r"\.\./shared|shared/seeds|shared/data|/work/|/root/|/tmp/")
 

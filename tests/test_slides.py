@@ -1,0 +1,116 @@
+"""The slide decks and problem sets, as far as they can be checked without building the book
+(``tests/test_book.py`` builds it, opens the decks in Chromium and reads the PDFs).
+
+* one deck per part of the learning path, ``docs/slides/part-N.md``;
+* every figure a deck cites is one that a notebook draws (``save(fig, "NAME")``), every
+  equation label it cites is the tag of exactly one display of ``derivations/``, and every
+  printed line it quotes from a derivation is printed by that derivation's step blocks;
+* slides split at ``---`` lines, not at ``---`` inside a code fence;
+* a problem set holds every statement of its part, labels from ``refattn.exercises``, and no
+  line of any model solution.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import re
+import shlex
+
+import pytest
+from teaching_checks import leaked, teaching
+
+from refattn.exercises import EXERCISES, PARTS
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+DECKS = sorted((ROOT / "docs" / "slides").glob("*.md"))
+
+
+def directives(kind):
+    """``(deck, arguments)`` of every ``{{ kind ... }}`` in the decks."""
+    return [(d.name, shlex.split(m.group(1))) for d in DECKS
+            for m in re.finditer(r"\{\{\s*" + kind + r"\s+(.*?)\s*\}\}", d.read_text(encoding="utf-8"))]
+
+
+def test_one_deck_per_part_of_the_learning_path():
+    assert [d.relative_to(ROOT / "docs").as_posix() for d in DECKS] == sorted(teaching.DECKS.values())
+    assert sorted(teaching.DECKS) == sorted(PARTS)
+    for n, uri in teaching.DECKS.items():
+        text = (ROOT / "docs" / uri).read_text(encoding="utf-8")
+        assert text.startswith("# "), f"{uri}: a deck starts with its title slide"
+        assert f"{{{{ exercises {n} }}}}" in text, f"{uri}: the deck ends with part {n}'s exercises"
+        assert len(teaching.split_slides(text)) >= 8, uri
+
+
+def test_decks_cite_only_figures_that_notebooks_draw():
+    drawn = {m for p in (ROOT / "notebooks").glob("[0-9]*.py")
+             for m in re.findall(r"""save\(\w+,\s*["']([\w-]+)["']""", p.read_text(encoding="utf-8"))}
+    cited = {(d.name, name) for d in DECKS for name in re.findall(r"\]\(figure:([\w-]+)\)", d.read_text())}
+    assert len({d for d, _ in cited}) == len(DECKS), "every deck shows figures that notebooks draw"
+    missing = sorted((d, name) for d, name in cited if name not in drawn)
+    assert not missing, f"figures that no notebook draws: {missing}"
+
+
+def test_every_equation_label_is_one_display_of_the_derivations():
+    labels = directives("eq")
+    assert len(labels) >= 15, labels
+    for deck, (label,) in labels:
+        display = teaching.equation(label)
+        assert display.startswith("$$") and f"\\tag{{{label}}}" in display, (deck, label)
+    with pytest.raises(Exception, match="expected exactly one display"):
+        teaching.equation("99.NOPE")
+
+
+def test_quoted_output_of_derivations_is_what_their_step_blocks_print():
+    printed = teaching.Printed(runs={})
+    quoted = [(deck, args) for deck, args in directives("output") + directives("value")
+              if args[0].startswith("derivations/")]
+    assert quoted, "the decks quote the derivations' step blocks"
+    for deck, args in quoted:
+        assert printed.find(args[0], args[1]), (deck, args)
+    # every source named at all exists in the repository
+    for deck, args in directives("output") + directives("value"):
+        assert (ROOT / args[0]).is_file(), (deck, args[0])
+    with pytest.raises(Exception, match="no line that"):
+        printed.find("derivations/00-overview.md", "a line that no block prints")
+
+
+def test_numbers_are_printed_as_the_source_printed_them_or_in_the_format_asked():
+    assert teaching.number("0.105457", None) == "0.105457"
+    assert teaching.number("5.735744996765771e-16", ".2g") == "$5.7\\times 10^{-16}$"
+    assert teaching.number("3e+05", None) == "$3\\times 10^{5}$"
+    assert teaching.number("False", ".2g") == "False"
+
+
+def test_slides_split_at_dashes_outside_code_fences():
+    text = "# Title\n\nintro\n\n--- wide two\n\n## A\n\n```text\n---\n```\n\n---\n\n## B\n"
+    slides = teaching.split_slides(text)
+    assert [c for c, _ in slides] == [["title"], ["wide", "two"], []]
+    assert "```text\n---\n```" in slides[1][1] and "## B" in slides[2][1]
+    html = teaching.deck_markdown("# T\n\n---\n\n## A\n\nleft\n\n+++\n\nright\n")
+    assert html.count('<section class="slide') == 2 and 'class="columns"' in html
+    assert 'data-number="2 / 2"' in html and 'data-deck="T"' in html
+
+
+@pytest.mark.parametrize("part", sorted(PARTS))
+def test_problem_set_holds_its_statements_and_no_solution(part):
+    text = teaching.problem_set(part, pdf=True)
+    mine = [ex for ex in EXERCISES if ex.part == part]
+    assert mine
+    for ex in EXERCISES:
+        heading = f"## Exercise {ex.number}: "
+        assert (heading in text) == (ex in mine), (part, ex.name)
+    for ex in mine:
+        body = (ROOT / ex.statement).read_text(encoding="utf-8").split(ex.label_line, 1)[1].strip()
+        assert body in text, f"part {part}: the statement of {ex.name} is not in the problem set whole"
+        assert f"Difficulty {ex.difficulty} of 3 · about {ex.minutes} minutes" in text
+    assert f"about {sum(ex.minutes for ex in mine)} minutes in all" in text
+    assert not leaked(text), "solution text in the problem set"
+    assert "(part-%d.pdf)" % part in text and "(part-%d.pdf)" % part not in teaching.problem_set(part, pdf=False)
+
+
+def test_a_build_without_pdfs_links_to_none():
+    text = "[slides](slides/part-1.md) ([PDF](slides/part-1.pdf)); [set](problems/part-1.md)\n  ([PDF](a.pdf)).\n"
+    assert teaching.drop_pdf_links(text) == "[slides](slides/part-1.md); [set](problems/part-1.md).\n"
+    for page in ("index.md", "teach.md"):
+        text = (ROOT / "docs" / page).read_text(encoding="utf-8")
+        assert ".pdf)" in text and ".pdf)" not in teaching.drop_pdf_links(text), page
