@@ -373,3 +373,44 @@ def test_export_refuses_bad_input(tmp_path, capsys):
     export_gradescope(tmp_path / "y.zip", hidden_seed=5)
     with zipfile.ZipFile(tmp_path / "y.zip") as z:
         assert json.loads(z.read(CONFIG_NAME))["hidden_seed"] == 5
+
+
+def test_the_hint_names_u_dot_p_in_place_of_u_dot_phi(tmp_path):
+    """Exercise 3's common mistake (the one its statement warns about) is named by the grader."""
+    text = """
+        import numpy as np
+        def reweighted_vjp(p, rho, drho, dell, u):
+            pl = p * dell
+            return u * (drho * p + rho * pl) - pl * np.sum(u * p, axis=-1, keepdims=True)
+        """
+    verdict = grade("reweighted-vjp", write(tmp_path, text))
+    assert not verdict.ok
+    assert any("<u, p> in place of <u, phi>" in h for h in verdict.hints), verdict.hints
+
+
+def test_an_overflow_is_not_blamed_on_the_reduction_axis(tmp_path):
+    """softmax's VJP without the max shift overflows on the rows near 800: the hint says so, and
+    the 'right in 1-D, wrong for more axes' hint does not fire although the 1-D row passes."""
+    text = """
+        import numpy as np
+        def softmax_vjp(s, u):
+            e = np.exp(s)
+            p = e / e.sum(axis=-1, keepdims=True)
+            return p * (u - np.sum(u * p, axis=-1, keepdims=True))
+        """
+    verdict = grade("softmax-vjp", write(tmp_path, text))
+    assert not verdict.ok
+    assert any(h.startswith("NaN or inf") for h in verdict.hints), verdict.hints
+    assert not any("more axes" in h for h in verdict.hints), verdict.hints
+
+
+def test_the_axis_hint_still_fires_for_a_global_sum(tmp_path):
+    text = """
+        import numpy as np
+        def softmax_vjp(s, u):
+            e = np.exp(s - np.max(s, axis=-1, keepdims=True))
+            p = e / e.sum(axis=-1, keepdims=True)
+            return p * (u - np.sum(u * p))
+        """
+    verdict = grade("softmax-vjp", write(tmp_path, text))
+    assert not verdict.ok and any("more axes" in h for h in verdict.hints), verdict.hints

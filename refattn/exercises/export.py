@@ -48,6 +48,15 @@ PACKAGE = Path(__file__).resolve().parents[1]  # refattn/
 STATEMENTS = PACKAGE.parent / "exercises"  # the repository's exercises/ (absent from an installed wheel)
 
 
+def statements_dir():
+    """The folder of the statements: beside the package (a clone, or an editable install), else
+    ``exercises/`` in the current folder (a clone whose package was installed with ``pip install .``)."""
+    for folder in (STATEMENTS, Path.cwd() / "exercises"):
+        if (folder / "01-softmax-vjp.md").is_file():
+            return folder
+    return None
+
+
 def solution_source(ex) -> str:
     """The text of exercise ``ex``'s single source (model solution with markers)."""
     return (PACKAGE / ex.solution).read_text(encoding="utf-8")
@@ -121,15 +130,16 @@ def export_student(directory) -> list:
     export from a clone of the repository).
     """
     directory = Path(directory)
-    if not STATEMENTS.is_dir():
-        raise ValueError(f"--student: the statements (exercises/*.md) are not beside the package at "
-                         f"{PACKAGE.parent}; export from a clone of the repository")
+    statements = statements_dir()
+    if statements is None:
+        raise ValueError(f"--student: the statements (exercises/*.md) are neither beside the package at "
+                         f"{PACKAGE.parent} nor in ./exercises; run it in the root of a clone of the repository")
     if directory.exists() and not directory.is_dir():
         raise ValueError(f"--student: {os.fspath(directory)!r} exists and is not a folder")
     directory.mkdir(parents=True, exist_ok=True)
     written = []
     for ex in EXERCISES:
-        text = (STATEMENTS / f"{ex.stem}.md").read_text(encoding="utf-8")
+        text = (statements / f"{ex.stem}.md").read_text(encoding="utf-8")
         (directory / f"{ex.stem}.md").write_text(text, encoding="utf-8")
         (directory / f"{ex.stem}.py").write_text(starter(solution_source(ex), ex.solution), encoding="utf-8")
         written += [directory / f"{ex.stem}.md", directory / f"{ex.stem}.py"]

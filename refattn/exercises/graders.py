@@ -159,9 +159,20 @@ def _softplus_max():
 
 def _reweighted_case(kind, act, s, u, mask, hidden):
     with np.errstate(all="ignore"):
-        args = (act.p(s, mask=mask), act.rho(s), act.drho(s), act.dell(s), u)
-    return _compare(kind, call("reweighted_vjp", *args), activation_vjp(act, s, u, mask=mask), hidden=hidden,
-                    ndim=s.ndim, inputs={"s": s, "u": u, "p": args[0]}, rtol=1e-10)
+        p, rho, drho, dell = act.p(s, mask=mask), act.rho(s), act.drho(s), act.dell(s)
+        # the mistake the statement warns about: <u, p> where Eq. 01.R4 has <u, phi> = sum_i u_i rho_i p_i
+        with_p = u * (drho + rho * dell) * p - dell * p * np.sum(u * p, axis=-1, keepdims=True)
+    expected = activation_vjp(act, s, u, mask=mask)
+
+    def check(r, report):
+        got = r.array(0, np.shape(expected))
+        if not report.close(r.label(0), got, expected, inputs=None if hidden else {"s": s, "u": u, "p": p, "rho": rho},
+                            rtol=1e-10) and np.allclose(got, with_p, rtol=1e-10, atol=1e-300) \
+                and not np.allclose(with_p, expected, rtol=1e-10):
+            report.hint("your result is Eq. 01.R4 with <u, p> in place of <u, phi> = sum_i u_i rho_i p_i: "
+                        "the two agree only where rho = 1, which is why softmax-like rows pass")
+
+    return Case(kind, (call("reweighted_vjp", p, rho, drho, dell, u),), check, hidden, s.ndim)
 
 
 def _random_mask(rng, shape):
@@ -256,7 +267,9 @@ def _all_ones_case(kind, s, u, hidden):
             k = np.unravel_index(np.argmax(np.abs(at_ones)), s.shape)
             report.check(False, f"wrong_vjp should pass gradcheck with the all-ones cotangent, but at u = 1 it "
                                 f"returns {at_ones[k]:.4g} at index {tuple(int(i) for i in k)}, where the true VJP "
-                                f"is 0 (sigsoftmax's weights sum to 1): a wrong VJP that passes must vanish at u = 1",
+                                f"is 0 (sigsoftmax's weights sum to 1): a wrong VJP that passes must vanish at u = 1"
+                                + (" in every row (is a sum taken over the whole array instead of along the last "
+                                   "axis?)" if s.ndim > 1 else ""),
                          brief="wrong_vjp is not 0 at the all-ones cotangent, where the true VJP is")
         res = gradcheck(fun, {"s": s}, lambda _u, **_a: {"s": at_u}, cotangent=u, name="random",
                         rtol=1e-6, atol=1e-12)
