@@ -61,6 +61,12 @@ def _relative(target: str) -> bool:
     return bool(target) and not target.startswith("#") and not re.match(r"[a-z][a-z0-9+.-]*:", target)
 
 
+def _in_repository(page: pathlib.Path, target: str) -> str:
+    """The link's target as a path from the repository's root (absolute if it leaves the repository)."""
+    resolved = (page.parent / target.split("#", 1)[0]).resolve()
+    return resolved.relative_to(ROOT).as_posix() if resolved.is_relative_to(ROOT) else str(resolved)
+
+
 def test_the_pages_have_links_to_check():
     assert len(PAGES) >= 9 and (ROOT / "docs" / "index.md") in PAGES
     assert sum(len(_links(p)) for p in PAGES) > 150
@@ -77,9 +83,8 @@ def test_every_relative_link_resolves_in_the_repository(page):
     for line, target in _links(page):
         if not _relative(target):
             continue
-        path = target.split("#", 1)[0]
-        resolved = (page.parent / path).resolve()
-        rel = resolved.relative_to(ROOT).as_posix() if resolved.is_relative_to(ROOT) else str(resolved)
+        rel = _in_repository(page, target)
+        resolved = ROOT / rel
         if rel in BUILT:
             continue
         if not resolved.is_file() and not (resolved.is_dir() and any(
@@ -91,8 +96,7 @@ def test_every_relative_link_resolves_in_the_repository(page):
 def test_pages_that_link_what_the_build_makes_say_so():
     for page in PAGES:
         text = page.read_text(encoding="utf-8")
-        built = [t for _, t in _links(page) if _relative(t)
-                 and (page.parent / t.split("#")[0]).resolve().relative_to(ROOT).as_posix() in BUILT]
+        built = [t for _, t in _links(page) if _relative(t) and _in_repository(page, t) in BUILT]
         if built:
             assert "when the book is built" in " ".join(text.split()), (
                 f"{page.relative_to(ROOT)} links {built}, made by the book's build, without saying so")
