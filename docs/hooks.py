@@ -26,8 +26,14 @@ module adds to the site, as generated files:
 While pages are rendered, code spans that name a repository path
 (``derivations/01-reweighted-softmax.md``, ``notebooks/01_activations_tour.py``,
 ``refattn/core/activations.py``) or a documented object
-(``refattn.core.activations.Softmax``) become links, and links to files that are
-not in the site become plain text. A code span that
+(``refattn.core.activations.Softmax``) become links. Links are written as they
+resolve in the repository, so that every page reads the same on GitHub: the
+pages of ``docs/`` link ``../derivations/01-reweighted-softmax.md``,
+``../notebooks/01_activations_tour.py`` (the notebook's executed page in the
+book) and ``../README.md#the-papers`` (the page ``papers.md``), and each link
+becomes the book's path to the page that renders its target
+(``_fix_links``); a link to a file that is not in the site becomes plain
+text. A code span that
 names a repository path that does not exist, a test
 (``tests/test_x.py::test_name``) that is not in its file, or a ``refattn.``
 name that does not import, is a warning, so ``mkdocs build --strict`` fails
@@ -302,7 +308,8 @@ def _notebook_page(stem: str, run: dict) -> str:
             f"    Source: [`notebooks/{stem}.py`]({stem}.py), a jupytext percent-format script, and the same as a\n"
             f"    Jupyter notebook: [`{stem}.ipynb`]({stem}.ipynb). After the README's set-up, run it with\n"
             f"    `.venv/bin/python notebooks/{stem}.py` (its figures go to `figures/`), or make the\n"
-            f"    `.ipynb` yourself with `.venv/bin/jupytext --to notebook notebooks/{stem}.py`.\n"
+            f"    `.ipynb` yourself with `.venv/bin/jupytext --to notebook notebooks/{stem}.py` (jupytext\n"
+            f"    comes with the test extra, the README's second set-up line).\n"
             f"    The code below ran at the size the tests use (`REFATTN_SMALL=1`) in "
             f"{run['seconds']:.1f} s; the output and figures under each cell are what it printed and drew.\n")
     placed = False
@@ -570,25 +577,50 @@ def _link_code_spans(text: str, page_uri: str) -> str:
     return _outside_fences(text, one)
 
 
-def _fix_links(text: str, page_uri: str) -> str:
-    """Links to files the site does not hold become plain text (or point at
-    the page that renders them: a notebook's page for its ``.py``)."""
+def _book_uri(repo_path: str, page_uri: str) -> str | None:
+    """The page or file of the book that renders the repository file ``repo_path``
+    (a path from the repository's root), or None where the book has none.
+
+    ``docs/x`` is the book's ``x``; a notebook's ``.py`` is its executed page
+    (except on that page itself, whose note links the source); a module of
+    ``refattn`` with an API page is that page; ``derivations/``, ``exercises/``
+    and the other generated files keep their paths; a folder is its
+    ``index.md`` or ``README.md``."""
     files = _state["files"]
+    for cand in (repo_path, f"{repo_path}/index.md", f"{repo_path}/README.md"):
+        uri = cand[len("docs/"):] if cand.startswith("docs/") else cand
+        nb = re.fullmatch(r"notebooks/([0-9][\w-]*)\.py", uri)
+        if nb and f"notebooks/{nb.group(1)}.md" in files and page_uri != f"notebooks/{nb.group(1)}.md":
+            return f"notebooks/{nb.group(1)}.md"
+        api = re.fullmatch(r"refattn/([\w/]+?)(?:/__init__)?\.py", uri)
+        if api and f"api/{api.group(1).replace('/', '.')}.md" in files:
+            return f"api/{api.group(1).replace('/', '.')}.md"
+        if uri in files:
+            return uri
+    return None
+
+
+def _fix_links(text: str, page_uri: str, repo_dir: str) -> str:
+    """Links written as they resolve in the repository become links to the
+    book's pages: each relative link is resolved from ``repo_dir``, the
+    folder that holds the page's source in the repository (``docs/`` for the
+    pages of ``docs/``, so that they can link ``../derivations/...md`` and
+    ``../notebooks/...py`` and work on GitHub too), and mapped by
+    :func:`_book_uri`. The README's section "The papers" is the page
+    ``papers.md``. A link to a file the book does not hold becomes plain text."""
 
     def repl(m):
         bang, label, target = m.groups()
         if bang or not target or re.match(r"[a-z]+:", target) or target.startswith("#"):
             return m.group(0)
         path, _, anchor = target.partition("#")
-        uri = os.path.normpath(os.path.join(os.path.dirname(page_uri), path)).replace(os.sep, "/")
-        if uri in files or f"{uri}/index.md" in files or f"{uri}/README.md" in files:
-            return m.group(0)
-        nb = re.fullmatch(r"notebooks/([0-9][\w-]*)\.py", uri)
-        if nb and f"notebooks/{nb.group(1)}.md" in files:
-            return f"[{label}]({_rel(page_uri, f'notebooks/{nb.group(1)}.md')})"
-        if uri == "README.md" and anchor == "the-papers":  # the README's reference table is the page papers.md
+        repo_path = os.path.normpath(os.path.join(repo_dir, path)).replace(os.sep, "/")
+        if repo_path == "README.md" and anchor == "the-papers":  # the README's reference table
             return f"[{label}]({_rel(page_uri, 'papers.md')})"
-        return label
+        uri = _book_uri(repo_path, page_uri)
+        if uri is None:
+            return label
+        return f"[{label}]({_rel(page_uri, uri)}{'#' + anchor if anchor else ''})"
 
     return _outside_fences(text, lambda seg: _LINK.sub(repl, seg))
 
@@ -668,7 +700,9 @@ def on_page_markdown(markdown, page, config, files):
     if uri.startswith("derivations/"):
         markdown = _embed_figures(markdown, Path(uri).name)
     _check_paths(markdown, uri)
-    markdown = _fix_links(markdown, uri)
+    # the pages of docs/ are in docs/ in the repository; every generated page sits where its source does
+    repo_dir = os.path.dirname(("docs/" if page.file.src_dir is not None else "") + uri)
+    markdown = _fix_links(markdown, uri, repo_dir)
     markdown = _outside_fences(markdown, _split_displays)
     return _link_code_spans(markdown, uri)
 

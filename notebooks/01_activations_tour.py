@@ -27,7 +27,8 @@
 # README's set-up, run it as a script from the repository root,
 # `.venv/bin/python notebooks/01_activations_tour.py` (it prints where its
 # figures went), or make a Jupyter notebook of it with
-# `.venv/bin/jupytext --to notebook notebooks/01_activations_tour.py`.
+# `.venv/bin/jupytext --to notebook notebooks/01_activations_tour.py`
+# (jupytext comes with the test extra, the README's second set-up line).
 # Two environment variables change its behaviour:
 #
 # * `REFATTN_FIGDIR`: the folder for its figures (run as a script without it:

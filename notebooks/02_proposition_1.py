@@ -33,7 +33,7 @@
 # every activation. This notebook steps through the same chain with numbers:
 #
 # 1. one instance, the matrix $\pi$, and $\Delta_{II}$ as a VJP;
-# 2. the formula against autograd's exact velocity $-J\,\nabla R$, with tokens
+# 2. the formula against autograd's exact velocity $-G\,\nabla R$, with tokens
 #    shared across instances;
 # 3. TanhMax's Eq. 7 as printed and corrected;
 # 4. which scores rise and which fall, for every activation;
@@ -87,12 +87,21 @@ print("polarity o:", o)
 # %% [markdown]
 # **Step 03.P5**: the paper's $\pi_{ij} = [j=i]\,g'(s_i)/C - w_j h'(s_i)/C$,
 # straight from $g = \sinh$, $h = \cosh$. It is the transposed Jacobian of
-# the activation.
+# the activation, $\pi = J^\top$ with $J_{ji} = \partial w_j/\partial s_i$.
+# Tanhmax's $J = \mathrm{diag}(\cosh(s)/C) - ww^\top$ is symmetric, though
+# (as are softmax's and signexp's: their $h'/C$ is $w$ itself), so here
+# $\pi = J$ as well and the check cannot tell $J$ from $J^\top$. Sigmoid
+# ($g = h = \sigma$, $h' = \sigma(s)\sigma(-s)$, not a multiple of $w$) has
+# a Jacobian that is not symmetric, and there $\pi$ is $J^\top$, not $J$.
 
 # %%
 pi = dyn.pi_matrix("tanhmax", s)
 print(pi)
-print("max |pi - J^T| =", np.max(np.abs(pi - activation("tanhmax").jacobian(s).T)))
+print("tanhmax: max |pi - J^T| =", np.max(np.abs(pi - activation("tanhmax").jacobian(s).T)),
+      "  max |pi - J| =", np.max(np.abs(pi - activation("tanhmax").jacobian(s))))
+J_sig = activation("sigmoid").jacobian(s)
+pi_sig = dyn.pi_matrix("sigmoid", s)
+print("sigmoid: max |pi - J^T| =", np.max(np.abs(pi_sig - J_sig.T)), "  max |pi - J| =", np.max(np.abs(pi_sig - J_sig)))
 
 # %% [markdown]
 # **Step 03.P6**: $\Delta_{II} = \pi\,o$, which is the activation's VJP with
@@ -109,7 +118,8 @@ print("sum_j w_j o_j =", w @ o, "  logit a =", model.logits(params, tokens[:1])[
 # ## 2. The formula against the exact velocity
 #
 # Step 03.P1: under gradient flow the exact velocity of every score is
-# $-J\,\nabla_\vartheta R$ with $J = \partial s/\partial\vartheta$.
+# $-G\,\nabla_\vartheta R$ with $G = \partial s/\partial\vartheta$ (called $G$,
+# not $J$, because $J$ is the activation's Jacobian above).
 # `velocity_decomposition` computes it with autograd, independently of the
 # formula. Tokens repeat across instances here, so the formula is (03.P'): a sum
 # over every occurrence of the token. A vocabulary token that occurs in no
@@ -124,7 +134,7 @@ print("relative error of Proposition 1 (all tokens):", err)
 
 fig, ax = plt.subplots(figsize=(7, 3))
 idx = np.arange(len(present))
-ax.bar(idx - 0.2, r["exact"], width=0.4, label="exact: $-J\\,\\nabla R$ (autograd)")
+ax.bar(idx - 0.2, r["exact"], width=0.4, label="exact: $-G\\,\\nabla R$ (autograd)")
 ax.bar(idx + 0.2, r["formula"], width=0.4, label="Proposition 1 (03.P')")
 absent = idx[~present]  # tokens that occur in no instance: no gradient reaches their scores
 ax.plot(absent, np.zeros(len(absent)), "x", color="0.4", ms=7, ls="none",

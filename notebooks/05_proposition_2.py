@@ -21,10 +21,11 @@
 # what is true instead; this notebook draws it, using `refattn.theory.proposition2`:
 #
 # * (a) tanhmax maps $\mathbb R^n$ one-to-one onto the open $\ell_1$ ball
-#   $B = \{w : \sum_i|w_i| < 1\}$;
+#   $B_1 = \{w : \sum_i|w_i| < 1\}$;
 # * (b) $\mathrm{tanhmax}(s + c\mathbf 1)\to\mathrm{softmax}(s)$ as
-#   $c\to\infty$, with an exact gap $\sim 2(B/A)e^{-2c}$: softmax's range lies
-#   in the *closure* of TanhMax's;
+#   $c\to\infty$, with an exact $\ell_1$ gap $\sim 2(B/A)e^{-2c}$, where
+#   $A = \sum_k e^{s_k}$ and $B = \sum_k e^{-s_k}$: softmax's range lies in the
+#   *closure* of TanhMax's;
 # * (c) what survives of "breaking the softmax bottleneck": the matrix of
 #   $\log|\phi(Wh)|$ has full rank for TanhMax, rank $d+1$ for softmax.
 #
@@ -121,18 +122,33 @@ save(fig, "05_tanhmax_image_n2")
 #
 # `tanhmax_preimage` solves $G(x) = \sum_k\sqrt{x^2 + w_k^2} - 1 = 0$ for
 # $x = 1/\sum_k\cosh s_k$ (Eqs. 05.P4-05.P6) and sets $s_i = \operatorname{asinh}(w_i/x)$.
-# Near the boundary the scores grow like $\log(1/(1 - \|w\|_1))$; the round
-# trip stays exact to rounding.
+# Near the boundary the scores grow, but only like $\tfrac12\log(1/(1 - \|w\|_1))$
+# while every entry of $w$ is non-zero: each factor 1000 closer to the sphere
+# adds about $\tfrac12\ln 1000 = 3.45$ to $\max|s|$. With an entry of $w$ equal
+# to 0 they grow like $\log(1/(1 - \|w\|_1))$, $\ln 1000 = 6.91$ per factor
+# 1000 (derivation 05, section 3, Step 4, works out both; each row below
+# draws a new $w$, so the steps scatter around these values). The round trip
+# stays exact to rounding either way.
 
 # %%
+def preimage_table(gaps, zeros):
+    """For random w of six entries, `zeros` of them 0, at distance `gap` from the sphere:
+    max |s| of the preimage and the largest relative error of the round trip (non-zero entries)."""
+    print(f"{'1 - |w|_1':>10s} {'max |s|':>9s} {'max rel. error of tanhmax(preimage(w))':>40s}")
+    for gap in gaps:
+        w = rng.standard_normal(6)
+        w[:zeros] = 0.0
+        w = w / np.sum(np.abs(w)) * (1 - gap)
+        z = tanhmax_preimage(w)
+        err = np.max(np.abs(tanhmax(z) - w)[zeros:] / np.abs(w[zeros:]))
+        print(f"{gap:10.0e} {np.max(np.abs(z)):9.3f} {err:40.2e}")
+
+
 rng = np.random.default_rng(0)
-print(f"{'1 - |w|_1':>10s} {'max |s|':>9s} {'max rel. error of tanhmax(preimage(w))':>40s}")
-for gap in (0.5, 1e-3, 1e-6, 1e-9, 1e-12):
-    w = rng.standard_normal(6)
-    w = w / np.sum(np.abs(w)) * (1 - gap)
-    z = tanhmax_preimage(w)
-    err = np.max(np.abs(tanhmax(z) - w) / np.abs(w))
-    print(f"{gap:10.0e} {np.max(np.abs(z)):9.3f} {err:40.2e}")
+print("every entry of w non-zero:")
+preimage_table((0.5, 1e-3, 1e-6, 1e-9, 1e-12), zeros=0)
+print("one entry of w equal to 0:")
+preimage_table((1e-3, 1e-6, 1e-9, 1e-12), zeros=1)
 
 # %% [markdown]
 # ## (b) The closure path: tanhmax(s + c 1) walks to softmax(s)

@@ -18,11 +18,12 @@
 # * the hand-derived VJP (`activation("signexp").backward`) and
 # * autograd's VJP of the same forward code both use the pointwise
 #   convention $\rho'(0) = 0$, $\mathrm{sign}(0) = 0$: no Dirac term;
-# * central differences with step $\varepsilon$ see the jump as a spike of
-#   height $\approx J/(2\varepsilon)$ whenever their window
-#   $[\delta-\varepsilon, \delta+\varepsilon]$ contains 0.
+# * central differences with step $\varepsilon$, at a score $s_j = \Delta$
+#   (the offset from 0; $\delta$ is kept for the Dirac delta), see the jump
+#   as a spike of height $\approx J/(2\varepsilon)$ whenever their window
+#   $[\Delta-\varepsilon, \Delta+\varepsilon]$ contains 0.
 #
-# `refattn.theory.signexp_at_zero.signexp_near_zero` moves one entry $s_j = \delta$ of a
+# `refattn.theory.signexp_at_zero.signexp_near_zero` moves one entry $s_j = \Delta$ of a
 # random row through 0 and records all three, with the closed-form
 # predictions of `derivations/09-signexp-at-zero.md` (Eqs. 09.Z3-09.Z8).
 # `REFATTN_SMALL=1` makes the sweeps short; `REFATTN_FIGDIR` is where the
@@ -47,8 +48,8 @@ SMALL = start()  # REFATTN_SMALL=1: small sizes; figures go to REFATTN_FIGDIR, o
 # ## The side-by-side table
 #
 # The default offsets are $0$, $\pm10^{-8}, \dots, \pm10^{-1}$ with
-# $\varepsilon = 10^{-6}$. "straddles" means $|\delta| < \varepsilon$ (the
-# window contains 0), "touches" means $|\delta| = \varepsilon$ (one end of
+# $\varepsilon = 10^{-6}$. "straddles" means $|\Delta| < \varepsilon$ (the
+# window contains 0), "touches" means $|\Delta| = \varepsilon$ (one end of
 # the window is exactly 0, where $\mathrm{sign}(0) = 0$ puts $F$ at the
 # midpoint of the jump: half a spike), "one side" means the window misses 0.
 
@@ -60,19 +61,19 @@ print(signexp_zero.report(res))
 # Reading the table:
 #
 # * analytic and autograd agree in every row, to the last digit;
-# * at $\delta = 0$ both are exactly 0 (the library's convention); an
+# * at $\Delta = 0$ both are exactly 0 (the library's convention); an
 #   infinitesimal step to either side gives the one-sided limits $L_\pm$,
 #   which differ from each other because the normaliser $C$ has a kink;
-# * central differences agree with them once $|\delta| > \varepsilon$, and
+# * central differences agree with them once $|\Delta| > \varepsilon$, and
 #   are $\approx J/(2\varepsilon)$ inside the window, exactly as predicted.
 
 # %% [markdown]
 # ## The three estimates against |delta|, both signs
 #
-# A log-spaced sweep of $|\delta|$ from $10^{-10}$ to $10^{-1}$ on each side of 0,
+# A log-spaced sweep of $|\Delta|$ from $10^{-10}$ to $10^{-1}$ on each side of 0,
 # at $\varepsilon = 10^{-6}$. The vertical axis is $|\text{estimate}|$ on a
 # log scale, because the spike is five orders of magnitude above the rest.
-# The sweep contains $|\delta| = 10^{-6} = \varepsilon$ exactly; that one
+# The sweep contains $|\Delta| = 10^{-6} = \varepsilon$ exactly; that one
 # point sits at half height (the window touches 0). Left of the dashed line
 # the analytic VJP and autograd already sit at the one-sided limits
 # $L_+$ (left panel) and $L_-$ (right panel), which differ because the
@@ -91,8 +92,8 @@ print(f"one-sided limits: L+ = {res['limit_plus']:.6g}, L- = {res['limit_minus']
 # %% [markdown]
 # ## The spike ~ 1/(2 eps), for three steps
 #
-# For each step $\varepsilon$, the central difference against $\delta/\varepsilon$.
-# Inside the window ($|\delta| < \varepsilon$) it sits on a plateau of
+# For each step $\varepsilon$, the central difference against $\Delta/\varepsilon$.
+# Inside the window ($|\Delta| < \varepsilon$) it sits on a plateau of
 # height $J/(2\varepsilon)$ plus an $O(1)$ term (Eq. 09.Z8); outside it drops to the
 # ordinary derivative. Multiplying the plateau by $2\varepsilon$ recovers the
 # jump $J$ for every step: the spike is the finite-difference image of the

@@ -74,7 +74,7 @@ def test_the_books_home_is_a_landing_page_with_a_figure_and_the_three_parts():
     parts = re.findall(r"^### Part (\d): .*\(about (\d+) hours?\)$", text, re.M)
     assert [p for p, _ in parts] == ["1", "2", "3"], parts
     part1 = text.split("### Part 1", 1)[1].split("### Part 2", 1)[0]
-    order = [part1.index(x) for x in ("00-overview.md", "01-reweighted-softmax.md", "01_activations_tour.md",
+    order = [part1.index(x) for x in ("00-overview.md", "01-reweighted-softmax.md", "notebooks/01_activations_tour.py",
                                       "exercises/01-softmax-vjp.md")]
     assert order == sorted(order), "part 1: overview, then derivation 01, then notebook 01, then exercises"
 
