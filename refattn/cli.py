@@ -38,7 +38,6 @@ import math
 import os
 import signal
 import sys
-import types
 import typing
 
 __all__ = ["main", "build_parser", "add_settings", "settings_from_args"]
@@ -64,10 +63,9 @@ def _option_name(f):
 
 def _unwrap(annotation):
     """``(type, optional)``: ``int | None`` is ``(int, True)``, ``int`` is ``(int, False)``."""
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(annotation) if a is not type(None)]
-        return args[0], len(args) < len(typing.get_args(annotation))
-    return annotation, False
+    from .studies import field_type  # noqa: PLC0415
+
+    return field_type(annotation)
 
 
 def _fields(cls):
@@ -474,9 +472,14 @@ def _interrupted(state, argv):
         kept = [(option, path) for option, path in held_paths(state["claimed"]) if os.path.exists(path)]
     rerun = shlex.join(["refattn", *argv])
     resumable = [p for o, p in kept if o != "--out"]
+    if not kept and state["claimed"]:  # outputs given, but nothing had finished to be written to them
+        from .training.runs import held_paths  # noqa: PLC0415
+
+        named = ", ".join(path for _, path in held_paths(state["claimed"]))
+        return (f"{prog}: interrupted before anything was saved to {named}; run the same command again to "
+                f"start: {rerun}")
     if not kept:
-        hint = _resume_hint(command)
-        return f"{prog}: interrupted; nothing was saved{hint}"
+        return f"{prog}: interrupted; nothing was saved{_resume_hint(command)}"
     names = [_describe(option, path, command) for option, path in kept]
     shown = "; ".join(names[:4]) + (f"; and {len(names) - 4} more" if len(names) > 4 else "")
     if resumable:

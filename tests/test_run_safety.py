@@ -517,6 +517,15 @@ def test_every_command_that_allocates_per_seed_or_size_refuses_too_much_before_a
     assert time.process_time() - t0 < 60  # refused, not attempted (a generous bound: CPU time, any machine)
 
 
+def test_every_study_whose_memory_grows_with_its_settings_has_max_memory():
+    """Only the studies of fixed size (the propositions' numbers, the four properties, the score
+    dynamics on fixed data) go without a memory estimate; every other one can be told its limit."""
+    fixed = {"prop1", "properties", "dynamics"}
+    for command in STUDIES:
+        has = "max_memory" in {f.name for f in dataclasses.fields(study(command).Settings)}
+        assert has == (command not in fixed), command
+
+
 def _peak(fn):
     tracemalloc.start()
     try:
@@ -651,6 +660,13 @@ def test_ctrl_c_says_what_was_kept_for_each_kind_of_output(tmp_path, monkeypatch
     assert line.endswith("to resume, run the same command again: refattn " + " ".join(
         argv + ["--out", str(out), "--checkpoint-dir", str(ckdir)]))
     assert not list(out.glob(".*lock")) and not list(ckdir.glob("*.lock"))
+    early = tmp_path / "early"
+    argv = ["polarity", "--activations", "tanhmax,softmax", "--seeds", "1", "--epochs", "1", "--checkpoint-dir",
+            str(early)]
+    assert cli.main(argv) == 130
+    assert _one_line(capsys.readouterr().err) == (
+        f"refattn polarity: interrupted before anything was saved to {early}/polarity_tanhmax.npz, "
+        f"{early}/polarity_softmax.npz; run the same command again to start: refattn {' '.join(argv)}")
 
 
 def test_an_activation_file_that_calls_sys_exit_is_refused_in_one_line(tmp_path, capsys):

@@ -35,8 +35,8 @@ import os
 import types
 import typing
 
-__all__ = ["STUDIES", "study", "option", "max_memory", "option_name", "check_settings", "check_folder",
-           "check_device", "RANGE_RULES"]
+__all__ = ["STUDIES", "study", "option", "max_memory", "option_name", "field_type", "check_settings",
+           "check_folder", "check_device", "RANGE_RULES"]
 
 #: Command name -> module of :mod:`refattn.studies`, in the order ``refattn --help`` lists them
 #: (the theory's numbers, TanhMax's experiments, Expressive's, NeuralAttn's and the language model).
@@ -115,8 +115,8 @@ def option_name(f):
     return f.name if f.metadata.get("positional") else "--" + f.name.replace("_", "-")
 
 
-def _check_number(value, kind, meta, option, text=None):
-    shown = repr(text) if text is not None else f"{value!r}"
+def _check_number(value, kind, meta, option):
+    shown = repr(value)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and not isinstance(value, int)):
         raise ValueError(f"{option}: expected {'a whole number' if kind is int else 'a number'}, got {shown}")
     if not math.isfinite(value):
@@ -242,17 +242,23 @@ def check_settings(settings):
             _check_number(value, tp, meta, option)
     if hasattr(settings, "check"):
         settings.check()
-    for f in dataclasses.fields(settings):  # the files last: nothing is locked for settings refused above
-        value = getattr(settings, f.name)
-        if value is not None and "output" in f.metadata:
-            _check_output(f.metadata["output"], value, option_name(f))
-        if value is not None and f.metadata.get("device"):
+    given = [(f, getattr(settings, f.name)) for f in dataclasses.fields(settings)
+             if getattr(settings, f.name) is not None]
+    for f, value in given:
+        if f.metadata.get("device"):
             check_device(value, option_name(f))
+    for f, value in given:  # the files last: nothing is locked for settings refused above
+        if "output" in f.metadata:
+            _check_output(f.metadata["output"], value, option_name(f))
+
+
+def field_type(annotation):
+    """``(type, optional)`` of a settings field's annotation: ``int | None`` is ``(int, True)``."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return args[0], len(args) < len(typing.get_args(annotation))
+    return annotation, False
 
 
 def _unwrap(annotation):
-    """``int | None`` -> ``int``."""
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(annotation) if a is not type(None)]
-        return args[0]
-    return annotation
+    return field_type(annotation)[0]

@@ -165,7 +165,10 @@ def _sessions():
 
 
 def _lockfile(path, folder):
-    return os.path.join(path, ".refattn.lock") if folder else f"{path}.lock"
+    """The lock file of ``path``, beside the file it stands for: two names of one file (a symbolic
+    link) share one lock."""
+    real = os.path.realpath(path)
+    return os.path.join(real, ".refattn.lock") if folder else f"{real}.lock"
 
 
 def _holder(fd):
