@@ -28,13 +28,22 @@ _WHERE = {"attention": "core.attention", "attention_backward": "core.attention",
           "define_activation": "custom"}
 
 
-def __getattr__(name):
-    if name in _WHERE:
-        import importlib  # noqa: PLC0415
+#: The subpackages and modules, also loaded on first use (``refattn.core.attention`` after ``import refattn``).
+_SUBMODULES = ("core", "theory", "fast", "training", "studies", "exercises", "custom", "check", "cli", "plots")
 
+
+def __getattr__(name):
+    import importlib  # noqa: PLC0415
+
+    if name in _WHERE:
         value = getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
         globals()[name] = value  # found directly from now on
         return value
+    if name in _SUBMODULES:
+        for where in sorted(set(_WHERE.values())):  # what the front door loads comes with it, as it always did
+            if where.startswith(name + "."):
+                importlib.import_module(f".{where}", __name__)
+        return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'refattn' has no attribute {name!r}")
 
 

@@ -151,11 +151,12 @@ def _check_outcome(command, argv, code, out, err):
 
 
 def _names_what_was_given(line, argv):
-    """A refusal begins with an option, a value or file the user gave, or argparse's own words; never
-    with the name of a parameter inside refattn (``n_heads: ...``)."""
+    """A refusal begins with an option (or a positional argument's metavar), a value or file the user
+    gave, or argparse's own words; never with the name of a parameter inside refattn (``n_heads: ...``)."""
     head = line.split("error: ", 1)[1] if "error: " in line else line
     first = head.split(": ", 1)[0].strip("'")
     return (first.startswith(("--", "argument ", "REFATTN_")) or "/" in first or first in ("stdout", "figure")
+            or first.isupper()  # a positional argument by its metavar: FILE, NAME
             or head.startswith(("the following arguments", "unrecognized arguments", "invalid choice"))
             or any(first and first in a for a in argv))
 
