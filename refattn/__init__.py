@@ -14,22 +14,38 @@ layers, models, tasks, results files), :mod:`refattn.studies` (the papers'
 experiments, one module each) and :mod:`refattn.exercises` (graded exercises).
 """
 
-from .core.activations import ACTIVATIONS, Activation, activation
-from .core.attention import attention, attention_backward
-from .core.gradcheck import gradcheck
-from .core.scores import SCORES, Score, score
-
 __version__ = "0.1.0"
 
 __all__ = ["attention", "attention_backward", "activation", "score", "gradcheck", "define_activation",
            "ACTIVATIONS", "Activation", "SCORES", "Score", "__version__"]
 
+# Each name of the front door and the module that defines it. They are loaded on first use
+# (PEP 562), so that ``import refattn.core.attention`` loads nothing of refattn outside the
+# textbook, and the ``refattn`` command starts (and answers Ctrl-C) before NumPy is imported.
+_WHERE = {"attention": "core.attention", "attention_backward": "core.attention", "activation": "core.activations",
+          "ACTIVATIONS": "core.activations", "Activation": "core.activations", "score": "core.scores",
+          "SCORES": "core.scores", "Score": "core.scores", "gradcheck": "core.gradcheck",
+          "define_activation": "custom"}
+
+
+#: The subpackages and modules, also loaded on first use (``refattn.core.attention`` after ``import refattn``).
+_SUBMODULES = ("core", "theory", "fast", "training", "studies", "exercises", "custom", "check", "cli", "plots")
+
 
 def __getattr__(name):
-    # define_activation lives in refattn.custom, loaded on first use, so that importing the
-    # textbook (refattn.core) loads nothing of refattn outside it
-    if name == "define_activation":
-        from .custom import define_activation  # noqa: PLC0415
+    import importlib  # noqa: PLC0415
 
-        return define_activation
+    if name in _WHERE:
+        value = getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
+        globals()[name] = value  # found directly from now on
+        return value
+    if name in _SUBMODULES:
+        for where in sorted(set(_WHERE.values())):  # what the front door loads comes with it, as it always did
+            if where.startswith(name + "."):
+                importlib.import_module(f".{where}", __name__)
+        return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'refattn' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

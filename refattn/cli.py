@@ -18,8 +18,14 @@ fixed-length tuple takes that many values (``--lr-drop EPOCH FACTOR``). Every st
 (:class:`refattn.training.runs.ResultsFile`), then the whole result, and the figure is saved
 beside it (a figure that cannot be saved is a warning, never the loss of the results).
 
-Bad input is one line on stderr, ``refattn <command>: error: ...`` naming the option, and exit
-code 2 (``--debug`` shows the traceback); so is a parse error, with a pointer to ``--help``.
+Every option's rules (its range, no repeats in a list, no empty value, a writable output path, a
+present device) come from the field's metadata and are checked before any work
+(:func:`refattn.studies.check_settings`); every file a command writes is locked for it, so that a
+second command on the same checkpoint, results file or ``--out`` folder is refused at once
+(:mod:`refattn.training.runs`). Bad input is one line on stderr, ``refattn <command>: error: ...``
+naming the option, and exit code 2 (``--debug`` shows the traceback); so is a parse error, with a
+pointer to ``--help``. Ctrl-C is one line saying what was kept and how to resume (exit code 130), a
+closed output ends quietly, and nothing ends in a traceback (:func:`main`).
 """
 
 from __future__ import annotations
@@ -30,8 +36,8 @@ import functools
 import inspect
 import math
 import os
+import signal
 import sys
-import types
 import typing
 
 __all__ = ["main", "build_parser", "add_settings", "settings_from_args"]
@@ -50,15 +56,16 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _option_name(f):
-    return f.name if f.metadata.get("positional") else "--" + f.name.replace("_", "-")
+    from .studies import option_name  # noqa: PLC0415
+
+    return option_name(f)
 
 
 def _unwrap(annotation):
     """``(type, optional)``: ``int | None`` is ``(int, True)``, ``int`` is ``(int, False)``."""
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(annotation) if a is not type(None)]
-        return args[0], len(args) < len(typing.get_args(annotation))
-    return annotation, False
+    from .studies import field_type  # noqa: PLC0415
+
+    return field_type(annotation)
 
 
 def _fields(cls):
@@ -145,18 +152,14 @@ def _names(text, option):
     return names
 
 
-def _numbers(text, kind, option, positive):
-    """Comma-separated integers or numbers (all > 0 with ``positive``), or one line naming ``option``."""
+def _numbers(text, kind, option):
+    """Comma-separated integers or numbers, or one line naming ``option`` (their range is checked
+    with the other settings, :func:`refattn.studies.check_settings`)."""
     what = "integers" if kind is int else "numbers such as 0.5,1,2"
     try:
-        values = tuple(kind(x) for x in text.split(","))
+        return tuple(kind(x) for x in text.split(","))
     except ValueError:
         raise ValueError(f"{option}: expected comma-separated {what}, got {text!r}") from None
-    if not all(math.isfinite(v) for v in values):
-        raise ValueError(f"{option}: expected comma-separated {what}, got {text!r}")
-    if positive and not all(v > 0 for v in values):
-        raise ValueError(f"{option}: expected numbers > 0, got {text!r}")
-    return values
 
 
 def _convert(f, tp, value):
@@ -167,16 +170,21 @@ def _convert(f, tp, value):
     if _is_list(tp):
         if kinds[0] is str:
             return _names(value, option)
-        return _numbers(value, kinds[0], option, f.metadata.get("positive", False))
+        return _numbers(value, kinds[0], option)
     metavar = f.metadata.get("metavar") or (None,) * len(kinds)
     return tuple(_number(v, kind, f"{option} {name}" if name else option)
                  for v, kind, name in zip(value, kinds, metavar))
 
 
 def settings_from_args(cls, args):
-    """The ``cls`` instance that parsed arguments (:func:`add_settings`) describe; ``ValueError``
-    naming the option for a list or pair that does not parse."""
-    return cls(**{f.name: _convert(f, tp, getattr(args, f.name)) for f, tp, _ in _fields(cls)})
+    """The ``cls`` instance that parsed arguments (:func:`add_settings`) describe, checked against
+    its fields' rules (:func:`refattn.studies.check_settings`: ranges, repeats, empty values,
+    output paths, the device); ``ValueError`` naming the option otherwise."""
+    from .studies import check_settings  # noqa: PLC0415
+
+    settings = cls(**{f.name: _convert(f, tp, getattr(args, f.name)) for f, tp, _ in _fields(cls)})
+    check_settings(settings)
+    return settings
 
 
 # --------------------------------------------------------------------------
@@ -193,14 +201,17 @@ def _dumps(result) -> str:
 
 
 def _open_results(out, command, argv):
-    """``--out DIR``: create DIR and its results file ``DIR/<command>.json`` now, before any work,
-    so that an output folder that cannot be written is refused at once (one line)."""
-    from .training.runs import ResultsFile  # noqa: PLC0415
+    """``--out DIR``: make DIR, lock it for this run (a second run on it is refused at once) and
+    write its results file ``DIR/<command>.json`` now, before any work, so that an output folder
+    that cannot be written is refused at once (one line)."""
+    from .studies import check_folder  # noqa: PLC0415
+    from .training.runs import ResultsFile, claim  # noqa: PLC0415
 
-    if out == "":
-        raise ValueError("--out: expected a folder name, got an empty string")
+    if not out.strip():
+        raise ValueError(f"--out: expected a folder name, got {out!r}")
+    check_folder(out, "--out")
+    claim(out, "--out", folder=True)
     try:
-        os.makedirs(out, exist_ok=True)
         return ResultsFile(os.path.join(out, f"{command}.json"), ["refattn"] + list(argv))
     except OSError as exc:
         raise ValueError(f"--out: cannot write into {out!r} ({exc.strerror or exc})") from None
@@ -210,24 +221,38 @@ def _write_figure(module, settings, result, out, results):
     """Draw ``module.plot(result)`` into ``out`` and record the path in the result (key
     ``"figure"``, or ``"figure_file"`` where the result uses ``"figure"`` already). The results
     file gets the numbers first; a figure that cannot be drawn or saved is a warning on stderr
-    and ``result[key + "_error"]``, never the loss of the run's results."""
+    and ``result[key + "_error"]``, never the loss of the run's results. The figure is written
+    like every results file (:func:`refattn.training.runs.atomic_write`): never half a PNG."""
     import matplotlib  # noqa: PLC0415
+
+    from .training.runs import atomic_write  # noqa: PLC0415
 
     results.complete(result)  # the numbers are on disk before any drawing is tried
     matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
     key = "figure_file" if "figure" in result else "figure"
     path = os.path.join(out, module.FIGURE.format(**dataclasses.asdict(settings)))
     try:
-        module.plot(result).savefig(path, dpi=110, bbox_inches="tight")
+        fig = module.plot(result)
+        try:
+            if os.path.isdir(path):
+                raise IsADirectoryError(21, "Is a directory", path)
+            atomic_write(path, lambda fh: fig.savefig(fh, format="png", dpi=110, bbox_inches="tight"))
+        finally:
+            plt.close(fig)
     except (OSError, ValueError, RuntimeError) as exc:
         result[key + "_error"] = f"{type(exc).__name__}: {exc}"
-        print(f"refattn: warning: figure {path} not written ({exc}); the results follow", file=sys.stderr)
+        _say(f"refattn: warning: figure {path} not written ({exc}); the results follow")
         return
     result[key] = path
 
 
 def _run_study(command, args, argv) -> int:
-    """Run the study of ``command`` with the parsed arguments; print its report or its JSON."""
+    """Run the study of ``command`` with the parsed arguments; print its report or its JSON.
+
+    Every setting is checked, and every output path locked, before any work
+    (:func:`settings_from_args`)."""
     from .studies import study  # noqa: PLC0415
 
     module = study(command)
@@ -243,20 +268,22 @@ def _run_study(command, args, argv) -> int:
     if out is not None:
         _write_figure(module, settings, result, out, results)
         results.complete(result)
-    print(_dumps(result) if args.json else module.report(result))
+    _print(_dumps(result) if args.json else module.report(result))
     return module.status(result) if hasattr(module, "status") else 0
 
 
 def _check(args, argv) -> int:
     from .check import format_table, run_check  # noqa: PLC0415
 
+    if args.seed < 0:
+        raise ValueError(f"--seed: expected an integer >= 0, got {args.seed}")
     if args.activation is not None:  # one user activation: refattn/custom.py
         from .custom import run_check_file  # noqa: PLC0415
 
         result = run_check_file(args.activation, seed=args.seed)
     else:
         result = run_check(seed=args.seed)
-    print(_dumps(result) if args.json else format_table(result))
+    _print(_dumps(result) if args.json else format_table(result))
     return 0 if result["ok"] else 1
 
 
@@ -320,35 +347,192 @@ def _check_environment():
 
 
 def main(argv=None) -> int:
-    """Run one command. Bad input from the library (``ValueError``, ``TypeError``,
-    ``OSError``, and ``MemoryError`` for a run estimated too large) becomes one line on
-    stderr and exit code 2 (``--debug`` shows the traceback); a closed output pipe
-    (``refattn ... | head``) ends quietly."""
-    argv = sys.argv[1:] if argv is None else list(argv)
-    args = build_parser().parse_args(argv)
-    try:
-        _check_environment()
-        from .fast.memory import retain_freed_memory  # noqa: PLC0415
+    """Run one command, and answer every way it can end in one line at most.
 
-        retain_freed_memory()  # a command is its own process: keep freed memory for the next epoch's arrays
-        code = args.func(args, argv)
-        sys.stdout.flush()  # a closed pipe shows here, inside the try, not at interpreter exit
-        return code
+    * Bad input from the library (``ValueError``, ``TypeError``, ``OSError``,
+      and ``MemoryError`` for a run estimated too large) is one line on stderr
+      naming the option, file or value, exit code 2 (``--debug`` shows the
+      traceback); so is a parse error, with a pointer to ``--help``.
+    * Ctrl-C (``KeyboardInterrupt``), also while refattn is still importing,
+      is one line saying what was kept on disk and how to resume, exit code 130.
+    * A closed or broken stdout or stderr (``refattn ... | head``, ``>&-``)
+      ends quietly; a full disk behind stdout is one line naming stdout.
+    * Anything else is a bug in refattn: one line saying so, exit code 1.
+
+    Every command runs in one :func:`refattn.training.runs.session` (the files
+    it writes are locked until it ends), with BLAS held at one thread.
+    """
+    argv = sys.argv[1:] if argv is None else list(argv)
+    state = {"command": None, "claimed": []}
+    try:
+        return _main(argv, state)
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C while we report changes nothing
+        try:
+            line = _interrupted(state, argv)
+        except BaseException:  # noqa: BLE001 - the report of an interruption must not fail in turn
+            line = f"refattn {state['command'] or ''}: interrupted".replace(" :", ":")
+        _say(line)
+        return 130
+    except BrokenPipeError:
+        return _quiet_streams()
+
+
+def _main(argv, state) -> int:
+    try:
+        parser = build_parser()
+    except Exception as exc:  # noqa: BLE001 - a broken install: one line, not a traceback
+        if "--debug" in argv:
+            raise
+        _say(f"refattn: internal error: {type(exc).__name__}: {_first_line(exc)} (a bug in refattn; rerun with "
+             f"--debug for the traceback)")
+        return 1
+    args = parser.parse_args(argv)
+    state["command"] = args.command
+    from .training.runs import session  # noqa: PLC0415
+
+    try:
+        with session() as claimed:
+            state["claimed"] = claimed
+            _check_environment()
+            from .fast.memory import retain_freed_memory  # noqa: PLC0415
+            from .fast.threads import single_threaded_blas  # noqa: PLC0415
+
+            retain_freed_memory()  # a command is its own process: keep freed memory for the next epoch's arrays
+            with single_threaded_blas():  # the same numbers under any OPENBLAS_NUM_THREADS (docs/cli.md)
+                code = args.func(args, argv)
+            if sys.stdout is not None:
+                sys.stdout.flush()  # a closed pipe shows here, inside the try, not at interpreter exit
+            return code
+    except (BrokenPipeError, KeyboardInterrupt):
+        raise
     except (ValueError, TypeError, OSError, MemoryError) as exc:
-        if isinstance(exc, BrokenPipeError):
-            return _quiet_broken_pipe()
         if args.debug:
             raise
-        where = f" {exc.filename}:" if isinstance(exc, OSError) and exc.filename else ""
-        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        print(f"refattn {args.command}: error:{where} {message}", file=sys.stderr)
+        _say(f"refattn {args.command}: error:{_where(exc)} {_first_line(exc)}")
         return 2
+    except Exception as exc:  # noqa: BLE001 - no traceback reaches a user; --debug shows it
+        if args.debug:
+            raise
+        _say(f"refattn {args.command}: internal error: {type(exc).__name__}: {_first_line(exc)} (a bug in "
+             f"refattn; rerun with --debug for the traceback)")
+        return 1
 
 
-def _quiet_broken_pipe() -> int:
+def _first_line(exc):
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _where(exc):
+    """`` FILE:`` for an ``OSError`` that names its file (``stdout`` for the output itself)."""
+    if not isinstance(exc, OSError):
+        return ""
+    if exc.filename is not None:
+        return f" {os.fspath(exc.filename)}:"
+    return " stdout:" if getattr(exc, "_refattn_stdout", False) else ""
+
+
+def _print(text):
+    """Print the command's output; an error writing it (a full disk behind stdout) names stdout."""
+    if sys.stdout is None:  # started with stdout closed: nobody reads the output
+        return
+    try:
+        print(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        exc._refattn_stdout = True
+        raise
+
+
+def _say(line):
+    """One line on stderr; nothing where stderr is closed or broken (never onto stdout)."""
+    if sys.stderr is None:
+        return
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
+def _interrupted(state, argv):
+    """The one line Ctrl-C prints: what the run kept on disk, and how to go on."""
+    import shlex  # noqa: PLC0415
+
+    command = state["command"]
+    prog = f"refattn {command}" if command else "refattn"
+    kept = []
+    if state["claimed"]:  # then refattn.training.runs is loaded: it claimed them
+        from .training.runs import held_paths  # noqa: PLC0415
+
+        kept = [(option, path) for option, path in held_paths(state["claimed"]) if os.path.exists(path)]
+    rerun = shlex.join(["refattn", *argv])
+    resumable = [p for o, p in kept if o != "--out"]
+    if not kept and state["claimed"]:  # outputs given, but nothing had finished to be written to them
+        from .training.runs import held_paths  # noqa: PLC0415
+
+        named = ", ".join(path for _, path in held_paths(state["claimed"]))
+        return (f"{prog}: interrupted before anything was saved to {named}; run the same command again to "
+                f"start: {rerun}")
+    if not kept:
+        return f"{prog}: interrupted; nothing was saved{_resume_hint(command)}"
+    names = [_describe(option, path, command) for option, path in kept]
+    shown = "; ".join(names[:4]) + (f"; and {len(names) - 4} more" if len(names) > 4 else "")
+    if resumable:
+        return f"{prog}: interrupted; kept {shown}; to resume, run the same command again: {rerun}"
+    return f"{prog}: interrupted; kept {shown}{_resume_hint(command)}"
+
+
+def _describe(option, path, command):
+    """``run.npz (through epoch 12)``, ``out/nt.json (2 finished pieces)``: one kept file, briefly."""
+    import json  # noqa: PLC0415
+
+    try:
+        if option == "--out":
+            with open(os.path.join(path, f"{command}.json"), encoding="utf-8") as fh:
+                doc = json.load(fh)
+            done = "complete" if doc.get("complete") else f"{len(doc.get('finished', {}))} finished pieces"
+            return f"{os.path.join(path, command + '.json')} ({done})"
+        if path.endswith(".npz"):
+            import numpy as np  # noqa: PLC0415
+
+            with np.load(path, allow_pickle=False) as data:
+                epoch = json.loads(str(data["meta"]))["epoch"]
+            return f"{path} ({epoch + 1} epochs trained)"
+        with open(path, encoding="utf-8") as fh:
+            return f"{path} ({len(json.load(fh).get('cells', {}))} finished runs)"
+    except Exception:  # noqa: BLE001 - a description is a courtesy: the name alone will do
+        return path
+
+
+def _resume_hint(command):
+    """`` (--checkpoint FILE.npz makes a run resumable)``, for a study that has such an option."""
+    if command is None:
+        return ""
+    from .studies import STUDIES, option_name  # noqa: PLC0415  (the standard library only)
+
+    module = sys.modules.get(f"{__package__}.studies.{STUDIES.get(command)}")
+    if module is None:  # interrupted before the study was loaded: no new import now
+        return ""
+    outputs = [f for f in dataclasses.fields(module.Settings) if "output" in f.metadata]
+    if not outputs:
+        return ""
+    metavar = {"checkpoint": "FILE.npz", "checkpoint_dir": "DIR", "results": "FILE.json"}
+    f = outputs[0]
+    return f" ({option_name(f)} {metavar[f.metadata['output']]} makes a run resumable)"
+
+
+def _quiet_streams() -> int:
     """The reader of stdout went away: send what is left to /dev/null and stop quietly."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, AttributeError, ValueError):
+        pass
     return 0
 
 

@@ -289,11 +289,14 @@ def _evaluate(f, x, role):
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Output seems independent of input")
+            warnings.simplefilter("ignore", np.exceptions.ComplexWarning)
             with np.errstate(all="ignore"):
                 r = f(x)
+    except SystemExit as exc:  # the user's code must not end the program
+        raise ValueError(f"{role}: called sys.exit({exc.code!r}) on an array of scores") from None
     except Exception as exc:  # the user's code: any error is reported, naming the function
         raise ValueError(f"{role}: raised {type(exc).__name__} on an array of scores: {exc}".splitlines()[0]) from exc
-    r = np.asarray(r, dtype=np.float64)
+    r = _real_values(r, x, role)
     if r.shape != x.shape:
         if r.ndim == 0:
             r = np.full(x.shape, float(r))
@@ -301,6 +304,31 @@ def _evaluate(f, x, role):
             raise ValueError(f"{role}: returned shape {r.shape} for scores of shape {x.shape}; "
                              f"it must act elementwise")
     return r
+
+
+def _real_values(r, x, role):
+    """``r`` (what a user's function returned for the float64 scores ``x``) as a float64 array,
+    refusing what autograd cannot differentiate or the reweighted form cannot use: nothing
+    returned, a list or another object, complex, integer or boolean values, less precision."""
+    if r is None:
+        raise ValueError(f"{role}: returned None for an array of scores; expected an array of real numbers "
+                         f"(does it end with return?)")
+    if not isinstance(r, (np.ndarray, np.generic, float, int)) or isinstance(r, (bool, np.bool_)):
+        raise ValueError(f"{role}: returned a {type(r).__name__} for an array of scores; expected an array of "
+                         f"real numbers (write it with autograd.numpy operations)")
+    dtype = np.asarray(r).dtype
+    if dtype.kind == "c":
+        raise ValueError(f"{role}: returned complex values ({dtype}); g and h must be real")
+    if dtype.kind in "biu" or isinstance(r, int):
+        what = "boolean" if dtype.kind == "b" else "integer"
+        raise ValueError(f"{role}: returned {what} values ({dtype}), which autograd cannot differentiate; "
+                         f"return floats (multiply by 1.0, or write 1.0 for a constant 1)")
+    if dtype.kind != "f":
+        raise ValueError(f"{role}: returned values of dtype {dtype}; expected real numbers")
+    if dtype != x.dtype and np.ndim(r) > 0:
+        raise ValueError(f"{role}: returned {dtype} values for {x.dtype} scores; keep the scores' precision "
+                         f"(drop the .astype)")
+    return np.asarray(r, dtype=np.float64)
 
 
 def _check_elementwise(f, x, role):
@@ -451,6 +479,9 @@ def define_activation(name, g, h, dg=None, dh=None, *, register=False, source=No
         if d is not None:
             _check_derivative(d, f, x, _label(d, "d" + role), _label(f, role))
             given.append("d" + role)
+        elif role == "g" or h is not g:  # autograd will differentiate it at every use: it must be able to
+            _evaluate(elementwise_grad(f), x, f"{_label(f, role)} (differentiated by autograd; write it with "
+                                              f"autograd.numpy, or pass d{role})")
     act = UserActivation(name, g, h, dg, dh, given=given,
                          source=source or "user-defined (refattn.define_activation)",
                          singular_scores=singular_scores, regularity=regularity)
@@ -535,6 +566,9 @@ def load_module(path, option):
     sys.modules[mod_name] = module  # dataclasses and pickling look the module up while it runs
     try:
         spec.loader.exec_module(module)
+    except SystemExit as exc:  # sys.exit() in the user's file: not the end of refattn's command
+        raise ValueError(f"{option}: importing {path} called sys.exit({exc.code!r}); a file of activations "
+                         f"must define them, not end the program") from None
     except Exception as exc:  # the user's code: report any error in one line
         msg = str(exc).splitlines()[0] if str(exc) else ""
         raise ValueError(f"{option}: importing {path} raised {type(exc).__name__}: {msg}") from exc

@@ -381,3 +381,34 @@ def test_a_convention_broken_beyond_the_check_grid_is_caught_when_it_happens():
     act = define_activation("sign-flip", identity, lambda s: anp.where(s > 50.0, -1.0, 1.0 + s * s))
     with pytest.raises(ValueError, match=r"^activation 'sign-flip': h is negative .* at s = 60.0"):
         act(np.array([0.0, 60.0]))
+
+
+@pytest.mark.parametrize("g, h, message", [
+    (lambda s: anp.exp(s) + 0j, anp.exp, r"^g: returned complex values \(complex128\); g and h must be real$"),
+    (anp.exp, lambda s: anp.exp(s) * (1 + 1j), r"^h: returned complex values"),
+    (lambda s: (s > 0).astype(int), anp.exp, r"^g: returned integer values \(int64\), which autograd cannot "),
+    (anp.exp, lambda s: 1, r"^h: returned integer values"),
+    (lambda s: s > 0, anp.exp, r"^g: returned boolean values \(bool\)"),
+    (lambda s: anp.exp(s)[:, None], anp.exp, r"^g: returned shape \(\d+, 1\) for scores of shape \(\d+,\)"),
+    (anp.exp, lambda s: anp.sum(anp.exp(s), keepdims=True), r"^h: returned shape \(1,\)"),
+    (lambda s: "x", anp.exp, r"^g: returned a str for an array of scores"),
+    (lambda s: list(s), anp.exp, r"^g: returned a list for an array of scores"),
+    (lambda s: None, anp.exp, r"^g: returned None for an array of scores"),
+    (lambda s: anp.exp(s).astype(np.float32), anp.exp, r"^g: returned float32 values for float64 scores"),
+    (lambda s: np.exp(np.asarray(s)), anp.exp, r"^g \(differentiated by autograd; write it with autograd.numpy"),
+    (lambda s: __import__("sys").exit(0), anp.exp, r"^g: called sys.exit\(0\) on an array of scores$"),
+])
+def test_define_activation_refuses_what_it_cannot_differentiate_or_evaluate_at_definition(g, h, message):
+    """Complex, integer or boolean values, a wrong shape, a non-array, less precision, a function
+    autograd cannot trace, or one that exits: refused when defined, in one line naming g or h,
+    not at the first use with autograd's message."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ValueError, match=message) as refused:
+            define_activation("refused", g, h)
+    assert "\n" not in str(refused.value)
+
+
+def test_a_constant_normaliser_written_as_a_float_is_still_accepted():
+    act = define_activation("linear-over-one", lambda s: s, lambda s: 1.0)
+    assert np.allclose(act(np.array([1.0, -2.0])), [0.5, -1.0])  # s_i / sum_k 1

@@ -207,11 +207,11 @@ TINY_POLARITY = ["polarity", "--activations", "softmax", "--seeds", "1", "--epoc
 
 
 @pytest.mark.parametrize("argv, names", [
-    (["polarity", "--activations", "softmax", "--seeds", "1", "--epochs", "0"], "epochs: expected an int >= 1"),
+    (["polarity", "--activations", "softmax", "--seeds", "1", "--epochs", "0"], "--epochs: expected an integer >= 1"),
     (["neural-cost", "--ns", "abc"], "--ns: expected comma-separated integers"),
     (["polarity", "--activations", "softmax,,tanhmax"], "--activations: expected comma-separated names"),
     (["polarity", "--activations", "softmax,softmax"], "--activations: 'softmax' is given twice"),
-    (["nt", "--seeds", "1", "--epochs", "0"], "epochs: expected an int >= 1"),
+    (["nt", "--seeds", "1", "--epochs", "0"], "--epochs: expected an integer >= 1"),
     (["nt", "--seeds", "1", "--epochs", "2", "--checkpoint", "run.txt"], "checkpoint: a checkpoint is a .npz file"),
     (["nt", "--seeds", "1", "--epochs", "2", "--lr-drop", "1.5", "2"], "--lr-drop EPOCH: expected a whole number"),
 ])

@@ -275,7 +275,7 @@ def test_sensitivity_cli(tmp_path, capsys):
     assert main(["nt-sensitivity", "fig4", "--lrs", "0.1,x"]) == 2
     assert "--lrs: expected comma-separated numbers" in capsys.readouterr().err
     assert main(["nt-sensitivity", "fig4", "--init-scales", "-1"]) == 2
-    assert "--init-scales: expected numbers > 0" in capsys.readouterr().err
+    assert "--init-scales: expected a number > 0, got -1.0" in capsys.readouterr().err
 
 
 def test_a_cell_is_the_same_with_one_thread_or_two(monkeypatch):

@@ -239,7 +239,7 @@ def test_data_dir_resolution(tiny_sst2, tmp_path, monkeypatch):
         resolve_data_dir()
     with pytest.raises(FileNotFoundError, match=r"--data.*REFATTN_SST2"):
         run_sst2()
-    with pytest.raises(FileNotFoundError, match=r"data \(--data\).*is not a folder"):
+    with pytest.raises(FileNotFoundError, match=r"^--data: .*is not a folder"):
         resolve_data_dir(tmp_path / "missing")
     (tmp_path / "half").mkdir()
     (tmp_path / "half" / "train.tsv").write_text("label\tsentence\n1\ta\n")

@@ -163,6 +163,8 @@ def command_from_args(args) -> int:
     as_json = bool(args.json or getattr(args, "check_json", False) or getattr(args, "export_json", False))
     try:
         timeout = _timeout(getattr(args, "timeout", DEFAULT_TIMEOUT_S))
+        if getattr(args, "hidden_seed", None) is not None and args.hidden_seed < 0:
+            raise ValueError(f"--hidden-seed: expected an integer >= 0, got {args.hidden_seed}")
         return run_command(command, getattr(args, "name", None), getattr(args, "file", None), json=as_json,
                            hidden=getattr(args, "hidden", False), timeout=timeout,
                            student=getattr(args, "student", None), gradescope=getattr(args, "gradescope", None),

@@ -30,8 +30,13 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import math
+import os
+import types
+import typing
 
-__all__ = ["STUDIES", "study", "option", "max_memory"]
+__all__ = ["STUDIES", "study", "option", "max_memory", "option_name", "field_type", "check_settings",
+           "check_folder", "check_device", "RANGE_RULES"]
 
 #: Command name -> module of :mod:`refattn.studies`, in the order ``refattn --help`` lists them
 #: (the theory's numbers, TanhMax's experiments, Expressive's, NeuralAttn's and the language model).
@@ -66,7 +71,7 @@ def study(command):
 
 
 def option(default=dataclasses.MISSING, help="", **cli):  # noqa: A002  (the word the command line uses)
-    """A field of a study's ``Settings``: its default and its help, written once.
+    """A field of a study's ``Settings``: its default, its help and its rules, written once.
 
     Parameters
     ----------
@@ -80,8 +85,17 @@ def option(default=dataclasses.MISSING, help="", **cli):  # noqa: A002  (the wor
         what None means.
     **cli
         What the command line needs beyond the field's type: ``choices``,
-        ``metavar``, ``positional=True``, ``positive=True`` (a list of numbers
-        that must all be > 0).
+        ``metavar``, ``positional=True``; and the rules :func:`check_settings`
+        applies before any work: ``low=`` and ``high=`` (a number, or every
+        number of a list, at least / at most this), ``positive=True`` (> 0),
+        ``items=`` (for a fixed-length tuple, one such dict of rules per value),
+        ``one_of=`` (a name, or every name of a list, among these; unlike
+        ``choices`` the help does not list them), ``check=`` (a function of
+        the value that raises ``ValueError`` for a bad one),
+        ``output=`` (``"checkpoint"``, a ``.npz`` file; ``"checkpoint_dir"``,
+        a folder of them; ``"results"``, a results file: each writable, locked
+        for this run, an existing one readable) and ``device=True`` (``"gpu"``
+        needs CuPy and a CUDA device).
     """
     return dataclasses.field(default=default, metadata={"help": help, **cli})
 
@@ -89,4 +103,162 @@ def option(default=dataclasses.MISSING, help="", **cli):  # noqa: A002  (the wor
 def max_memory():
     """The ``max_memory`` setting of the studies that check their memory estimate before any work."""
     return option(None, "GiB the run may use (default: the memory available now); a run estimated to need "
-                        "more is refused before any work", metavar="GIB")
+                        "more is refused before any work", metavar="GIB", positive=True)
+
+
+#: The metadata keys that carry a range rule (:func:`check_settings`).
+RANGE_RULES = ("low", "high", "positive", "items")
+
+
+def option_name(f):
+    """A settings field as the command line writes it: ``--eval-every`` (or ``figure``, positional)."""
+    return f.name if f.metadata.get("positional") else "--" + f.name.replace("_", "-")
+
+
+def _check_number(value, kind, meta, option):
+    shown = repr(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and not isinstance(value, int)):
+        raise ValueError(f"{option}: expected {'a whole number' if kind is int else 'a number'}, got {shown}")
+    if not math.isfinite(value):
+        raise ValueError(f"{option}: expected a finite number, got {shown}")
+    if meta.get("positive") and not value > 0:
+        raise ValueError(f"{option}: expected a number > 0, got {shown}")
+    if "low" in meta and value < meta["low"]:
+        raise ValueError(f"{option}: expected {'an integer' if kind is int else 'a number'} >= {meta['low']}, "
+                         f"got {shown}")
+    if "high" in meta and value > meta["high"]:
+        raise ValueError(f"{option}: expected {'an integer' if kind is int else 'a number'} <= {meta['high']}, "
+                         f"got {shown}")
+
+
+def _check_text(value, option):
+    if not isinstance(value, str):
+        raise ValueError(f"{option}: expected text, got {value!r}")
+    if not value.strip():
+        raise ValueError(f"{option}: expected a non-empty value, got {value!r}")
+    if "\0" in value:
+        raise ValueError(f"{option}: expected text without a NUL character, got {value!r}")
+
+
+def _check_name(value, meta, option):
+    """The ``one_of`` and ``check`` rules of a name (:func:`option`)."""
+    if "one_of" in meta and value not in meta["one_of"]:
+        raise ValueError(f"{option}: {value!r} is not one of {', '.join(meta['one_of'])}")
+    if "check" in meta:
+        try:
+            meta["check"](value)
+        except ValueError as exc:  # the checking function names its own parameter: name the option
+            raise ValueError(f"{option}: {str(exc).split(': ', 1)[-1]}") from None
+
+
+def _check_output(kind, value, option):
+    """An output path, checked and locked for this run before any work."""
+    from ..training.runs import check_results_path  # noqa: PLC0415
+    from ..training.train import check_checkpoint  # noqa: PLC0415
+
+    if kind == "checkpoint":
+        check_checkpoint(value, option)
+    elif kind == "checkpoint_dir":
+        check_folder(value, option)
+    elif kind == "results":
+        check_results_path(value, option)
+    else:  # pragma: no cover - a settings class with a typo
+        raise TypeError(f"{option}: unknown output kind {kind!r}")
+
+
+def check_folder(path, option):
+    """``path`` is a folder this run can write into (made if missing), or one line naming ``option``."""
+    import tempfile  # noqa: PLC0415
+
+    name = os.fspath(path)
+    if os.path.exists(name) and not os.path.isdir(name):
+        raise ValueError(f"{option}: {name!r} is a file; expected a folder")
+    try:
+        os.makedirs(name, exist_ok=True)
+        with tempfile.TemporaryFile(dir=name):
+            pass
+    except OSError as exc:
+        raise ValueError(f"{option}: cannot write into {name!r} ({exc.strerror or exc})") from None
+
+
+def check_device(device, option="--device"):
+    """``"gpu"`` needs CuPy and a CUDA device: one line naming ``option`` where there is none."""
+    if device == "gpu":
+        from ..core.backend import cupy_available  # noqa: PLC0415
+
+        if not cupy_available():
+            raise ValueError(f"{option}: 'gpu' needs CuPy and a CUDA device, and none was found here; "
+                             f"use {option} cpu (or install refattn's 'gpu' extra on a machine with a GPU)")
+
+
+def check_settings(settings):
+    """Check every field of a study's ``settings`` against the rules of its metadata (:func:`option`),
+    before any work: numbers finite and in range, lists non-empty and without repeats, text non-empty,
+    choices among the choices, output paths writable and locked for this run, the device present.
+
+    Raises
+    ------
+    ValueError
+        One line naming the option as the command line writes it and the value given.
+
+    Rules that tie settings together live in the settings class's own
+    ``check(self)`` method, called after the fields' rules.
+    """
+    hints = typing.get_type_hints(type(settings))
+    for f in dataclasses.fields(settings):
+        value, meta, option = getattr(settings, f.name), f.metadata, option_name(f)
+        if value is None:
+            continue
+        tp = _unwrap(hints[f.name])
+        if tp is bool:
+            if not isinstance(value, bool):
+                raise ValueError(f"{option}: expected True or False, got {value!r}")
+            continue
+        if typing.get_origin(tp) is tuple:
+            kinds = typing.get_args(tp)
+            fixed = kinds[-1] is not Ellipsis
+            if not isinstance(value, tuple) or not value or (fixed and len(value) != len(kinds)):
+                raise ValueError(f"{option}: expected {len(kinds) if fixed else 'a non-empty list of'} values, "
+                                 f"got {value!r}")
+            rules = meta.get("items", ({},) * len(kinds)) if fixed else (meta,) * len(value)
+            names = meta.get("metavar") if fixed and isinstance(meta.get("metavar"), tuple) else None
+            for i, (item, kind) in enumerate(zip(value, kinds if fixed else kinds[:1] * len(value))):
+                where = f"{option} {names[i]}" if names else option
+                if kind is str:
+                    _check_text(item, where)
+                    _check_name(item, meta, where)
+                else:
+                    _check_number(item, kind, rules[i], where)
+            twice = sorted({str(v) for v in value if value.count(v) > 1})
+            if twice and not fixed:
+                raise ValueError(f"{option}: {twice[0]} is given twice; each value once")
+            continue
+        if tp is str:
+            _check_text(value, option)
+            if "choices" in meta and value not in meta["choices"]:
+                raise ValueError(f"{option}: expected one of {', '.join(meta['choices'])}, got {value!r}")
+            _check_name(value, meta, option)
+        else:
+            _check_number(value, tp, meta, option)
+    if hasattr(settings, "check"):
+        settings.check()
+    given = [(f, getattr(settings, f.name)) for f in dataclasses.fields(settings)
+             if getattr(settings, f.name) is not None]
+    for f, value in given:
+        if f.metadata.get("device"):
+            check_device(value, option_name(f))
+    for f, value in given:  # the files last: nothing is locked for settings refused above
+        if "output" in f.metadata:
+            _check_output(f.metadata["output"], value, option_name(f))
+
+
+def field_type(annotation):
+    """``(type, optional)`` of a settings field's annotation: ``int | None`` is ``(int, True)``."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return args[0], len(args) < len(typing.get_args(annotation))
+    return annotation, False
+
+
+def _unwrap(annotation):
+    return field_type(annotation)[0]

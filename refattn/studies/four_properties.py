@@ -40,7 +40,7 @@ class Settings:
     """The four properties of TanhMax section 4 (monotonicity, log-nonlinearity, contextual normalisation,
     origin symmetry), measured for every activation, beside the paper's Table 3."""
 
-    seed: int = option(0, "seed of the random rows")
+    seed: int = option(0, "seed of the random rows", low=0)
 
 
 def _marks(row: dict) -> str:

@@ -38,7 +38,8 @@ import numpy as np
 from ..core.activations import activation
 from ..core.checks import check_float_array, check_int, check_real
 from ..core.scores import score
-from . import option
+from ..training.runs import check_memory
+from . import max_memory, option
 
 __all__ = [
     "CLOSED_FORMS",
@@ -361,10 +362,18 @@ class Settings:
 
     cs: tuple[float, ...] = option((0.25, 1.0, 3.0, 9.0), "comma-separated values of c = beta |q| |k|",
                                    positive=True)
-    n_keys: int = option(360, "keys spread evenly on the circle (the curves)")
-    dim: int = option(64, "dimension of the random keys")
-    n_random: int = option(2000, "random keys in that dimension")
-    seed: int = option(0, "seed of the random keys")
+    n_keys: int = option(360, "keys spread evenly on the circle (the curves)", low=4)
+    dim: int = option(64, "dimension of the random keys", low=2)
+    n_random: int = option(2000, "random keys in that dimension", low=1)
+    seed: int = option(0, "seed of the random keys", low=0)
+    max_memory: float | None = max_memory()
+
+
+def memory_estimate(n_keys, n_cs, dim, n_random):
+    """Bytes ``refattn geometry`` needs at its peak, before any work: the random keys (two float64
+    copies of ``n_random x dim``, as tracemalloc measures them; the estimate allows 2.5) and the
+    curves (about 150 bytes per key and value of ``c``; the estimate allows 200)."""
+    return 20 * int(n_random) * (int(dim) + 4) + 200 * int(n_keys) * int(n_cs) + 2**20
 
 
 def run(settings):
@@ -384,6 +393,8 @@ def run(settings):
     """
     cs = tuple(check_real(c, "cs", positive=True) for c in settings.cs)
     n_keys = check_int(settings.n_keys, "n_keys", 4)
+    check_memory(memory_estimate(n_keys, len(cs), settings.dim, settings.n_random),
+                 f"--n-keys {n_keys} --dim {settings.dim} --n-random {settings.n_random}", settings.max_memory)
     circle, contrast, random_keys = {}, [], []
     for name in CLOSED_FORMS:
         circle[name] = []

@@ -48,8 +48,10 @@ from ..training.models.polarity import PolarityClassifier
 from ..core.checks import check_int
 from ..training.tasks.polarity import PolarityConfig, make_polarity, token_polarity
 from ..training.tasks.sst2 import Vocabulary, load_sst2
-from . import option
-from .polarity import train_classifier
+from ..training.runs import check_memory
+from ..core.activations import ACTIVATIONS
+from . import max_memory, option
+from .polarity import classifier_memory, train_classifier
 from .sst2 import DATA_HELP
 from .sst2 import resolve_data_dir as resolve_sst2
 
@@ -112,14 +114,21 @@ class Settings:
 
     data: str = option("synthetic", "data", choices=("synthetic", "sst2"))
     sst2: str | None = option(None, DATA_HELP)
-    activations: tuple[str, ...] = option(("softmax", "tanhmax"), "comma-separated activations")
-    seeds: int | None = option(None, "number of seeds (default: 3 synthetic, 1 SST-2)")
-    epochs: int | None = option(None, "epochs (default: 8 synthetic, 2 SST-2)")
-    n_instances: int | None = option(None, "test instances measured (default: 300 synthetic, all 872 SST-2 dev)")
-    draws: int = option(100, "random permutations / weights per instance")
+    activations: tuple[str, ...] = option(("softmax", "tanhmax"), "comma-separated activations", one_of=ACTIVATIONS)
+    seeds: int | None = option(None, "number of seeds (default: 3 synthetic, 1 SST-2)", low=1)
+    epochs: int | None = option(None, "epochs (default: 8 synthetic, 2 SST-2)", low=1)
+    n_instances: int | None = option(None, "test instances measured (default: 300 synthetic, all 872 SST-2 dev)", low=1)
+    draws: int = option(100, "random permutations / weights per instance", low=1)
     split: str = option("label", "group instances by true label or by predicted class",
                         choices=("label", "prediction"))
-    seed: int = option(0, "seed of the data")
+    seed: int = option(0, "seed of the data", low=0)
+    max_memory: float | None = max_memory()
+
+    def check(self):
+        """``--sst2`` is read only with ``--data sst2``: given otherwise, it would be silently ignored."""
+        if self.sst2 is not None and self.data != "sst2":
+            raise ValueError(f"--sst2: a folder for --data sst2, but --data is {self.data!r}; add --data sst2")
+
 
 #: Kendall p-values are exact (the permutation distribution of the number of
 #: inversions) for tie-free rows of at most this many entries; rows with ties
@@ -770,7 +779,7 @@ def _load(data, sst2_path, seed, config):
         return (d.tokens[tr].astype(np.int64), d.labels[tr], full[tr], d.tokens[te].astype(np.int64), d.labels[te],
                 full[te], d.vocab_size, desc)
     if data == "sst2":
-        folder = resolve_sst2(sst2_path)
+        folder = resolve_sst2(sst2_path, "--sst2")
         s_tr, y_tr = load_sst2(folder, "train")
         s_te, y_te = load_sst2(folder, "dev")
         vocab = Vocabulary.build(s_tr)
@@ -783,10 +792,19 @@ def _load(data, sst2_path, seed, config):
     raise ValueError(f"data: expected 'synthetic' or 'sst2', got {data!r}")
 
 
+def memory_estimate(seeds, tokens, n_instances, n_draws, length):
+    """Bytes :func:`run_interpret` needs at its peak, before any work: training the classifier
+    (:func:`refattn.studies.polarity.classifier_memory` of the ``tokens`` of both splits) or the
+    permutation and randomisation draws, about 34 bytes per seed, instance, draw and token as
+    tracemalloc measures them (the estimate allows 48), whichever is larger."""
+    draws = 48 * int(seeds) * int(n_instances) * int(n_draws) * int(length)
+    return max(classifier_memory(seeds, tokens), draws + 8 * 2**20)
+
+
 def run_interpret(activations=("softmax", "tanhmax"), data="synthetic", sst2_path=None, seeds=None, epochs=None,
                   n_instances=None, seed=0, *, n_draws=100, score="self", config=SYNTHETIC_SMALL, orient_signed=True,
                   optimizer="adam", lr=1e-2, batch_size=100, dropout=0.5, split="label", progress=None,
-                  on_result=None):
+                  on_result=None, max_memory=None):
     r"""Train the classifier and measure TanhMax Table 1's quantities on test instances.
 
     For each activation: train ``seeds`` models at once
@@ -824,6 +842,9 @@ def run_interpret(activations=("softmax", "tanhmax"), data="synthetic", sst2_pat
         per-seed taus are reported either way (``per_seed``).
     on_result : callable, optional
         Called as ``on_result(activation, result)`` as each activation finishes.
+    max_memory : float, optional
+        GiB the run may use; a larger :func:`memory_estimate` is refused before
+        any training (default: the memory available now).
     split : {"label", "prediction"}
         Split the instances by their true label (default; Table 1's "dataset
         with class c") or by the model's predicted class (Jain & Wallace's
@@ -845,8 +866,8 @@ def run_interpret(activations=("softmax", "tanhmax"), data="synthetic", sst2_pat
     synthetic = data == "synthetic"
     if seeds is None:
         seeds = 3 if synthetic else 1
-    seeds = tuple(range(check_int(seeds, "seeds", 1))) if isinstance(seeds, (int, np.integer)) else \
-        tuple(check_int(s, "seeds[i]", 0) for s in seeds)
+    seeds = range(check_int(seeds, "seeds", 1)) if isinstance(seeds, (int, np.integer)) else \
+        tuple(check_int(s, "seeds[i]", 0) for s in seeds)  # a count is listed after the memory check
     if not seeds:
         raise ValueError("seeds: expected at least one seed")
     epochs = check_int(8 if synthetic else 2, "epochs", 0) if epochs is None else check_int(epochs, "epochs", 0)
@@ -858,6 +879,9 @@ def run_interpret(activations=("softmax", "tanhmax"), data="synthetic", sst2_pat
     n = len(te_tok) if n_instances is None and not synthetic else (300 if n_instances is None else n_instances)
     n = min(check_int(n, "n_instances", 1), len(te_tok))
     S = len(seeds)
+    check_memory(memory_estimate(S, tr_tok.size + te_tok.size, n, n_draws, te_tok.shape[1]),
+                 f"--seeds {S} --n-instances {n} --draws {n_draws}", max_memory)
+    seeds = tuple(seeds)
     te_tok, te_lab, te_mask = te_tok[:n], te_lab[:n], te_mask[:n]
     batch = {"tokens": np.broadcast_to(te_tok, (S,) + te_tok.shape), "mask": np.broadcast_to(te_mask, (S,) + te_mask.shape)}
     results = {}
@@ -922,7 +946,8 @@ def run(settings, *, progress=None, on_result=None):
     """:func:`run_interpret` with the settings of ``refattn interpret``."""
     return run_interpret(settings.activations, settings.data, sst2_path=settings.sst2, seeds=settings.seeds,
                          epochs=settings.epochs, n_instances=settings.n_instances, seed=settings.seed,
-                         n_draws=settings.draws, split=settings.split, progress=progress, on_result=on_result)
+                         n_draws=settings.draws, split=settings.split, progress=progress, on_result=on_result,
+                         max_memory=settings.max_memory)
 
 
 def report(result):

@@ -68,6 +68,7 @@ from ..training.models.decoder import DecoderLM
 from ..training.optim import Adam
 from ..training.tasks.sst2 import load_sst2
 from ..core.checks import check_int
+from ..fast.threads import single_threaded_blas
 from ..training.runs import check_memory
 from ..training.train import Progress, checkpoint_paths, train
 from . import max_memory, option
@@ -91,6 +92,9 @@ __all__ = [
     "plot",
 ]
 
+#: The variants that are not an activation of every layer (:func:`variant_options`).
+SPECIAL = ("cog-hybrid", "neural-first")
+
 #: The default comparison: the activations the brief names, in table order.
 VARIANTS = ("softmax", "tanhmax", "signexp", "cog-hybrid", "expressive", "sigsoftmax", "relu", "linear",
             "neural-first")
@@ -111,15 +115,24 @@ class Settings:
     in layer 0, same budget, seeds batched."""
 
     data: str | None = option(None, DATA_HELP + "; or 'toy' for generated sentences")
-    activations: tuple[str, ...] = option(VARIANTS, "comma-separated variants")
-    seeds: int = option(DEFAULTS["seeds"], "seeds")
-    steps: int = option(DEFAULTS["steps"], "Adam steps")
-    layers: int = option(DEFAULTS["layers"], "layers")
-    width: int = option(DEFAULTS["width"], "model width")
+    activations: tuple[str, ...] = option(VARIANTS, "comma-separated variants", one_of=ACTIVATIONS + SPECIAL)
+    seeds: int = option(DEFAULTS["seeds"], "seeds", low=1)
+    steps: int = option(DEFAULTS["steps"], "Adam steps", low=1)
+    layers: int = option(DEFAULTS["layers"], "layers", low=1)
+    width: int = option(DEFAULTS["width"], "model width", low=1)
     level: str = option(DEFAULTS["level"], "tokens", choices=("char", "word"))
-    lr: float = option(DEFAULTS["lr"], "Adam learning rate")
-    checkpoint_dir: str | None = option(None, "folder for resumable checkpoints, one per variant")
+    lr: float = option(DEFAULTS["lr"], "Adam learning rate", positive=True)
+    checkpoint_dir: str | None = option(None, "folder for resumable checkpoints, one per variant",
+                                        output="checkpoint_dir")
     max_memory: float | None = max_memory()
+
+    def check(self):
+        """The width splits into the model's heads; cog-hybrid has a signexp layer between softmax ones."""
+        if self.width % DEFAULTS["heads"]:
+            raise ValueError(f"--width: expected a multiple of the model's {DEFAULTS['heads']} heads, got {self.width}")
+        if "cog-hybrid" in self.activations and self.layers < 3:
+            raise ValueError(f"--layers: 'cog-hybrid' keeps softmax in the first and last layers and needs 3 or "
+                             f"more layers to hold a signexp one, got {self.layers}")
 
 
 #: TanhMax, Table 4, row "SST": language-model accuracy (%) of six-layer BERT
@@ -633,7 +646,8 @@ def run_lm(activations=DEFAULTS["activations"], data=None, seeds=DEFAULTS["seeds
         t0 = time.perf_counter()
         run = train(model, params, opt, make_batches, epochs=epochs, callbacks=[evaluate], checkpoint=ckpt,
                     fingerprint=fingerprint, progress=bar)
-        final = model.evaluate(params, fx, fy, batch_size=64)
+        with single_threaded_blas():  # as in training: the same numbers under any OPENBLAS_NUM_THREADS
+            final = model.evaluate(params, fx, fy, batch_size=64)
         seconds = time.perf_counter() - t0
         hist = run["history"]
         curve = {"step": [h["step"] for h in hist],
@@ -643,7 +657,7 @@ def run_lm(activations=DEFAULTS["activations"], data=None, seeds=DEFAULTS["seeds
         loss = [float(v) for v in final["loss"]]
         acc = [float(v) for v in final["accuracy"]]
         ppl = [float(np.exp(np.float64(v))) if np.isfinite(v) and v < 709.0 else float("inf") for v in loss]  # e^loss
-        finite = bool(np.all(np.isfinite(loss)))
+        finite = bool(np.all(np.isfinite(loss)) and np.all(np.isfinite(ppl)))  # a loss past 709 nats diverged too
         entry = {"layers": [{"activation": a.name, "score": k}
                             for a, k in zip(model.activations, model.score_kinds)],
                  "label": model.label, "n_params": model.n_params,
@@ -654,7 +668,8 @@ def run_lm(activations=DEFAULTS["activations"], data=None, seeds=DEFAULTS["seeds
         for key, vals in (("dev_loss", loss), ("dev_perplexity", ppl), ("dev_accuracy", acc)):
             entry[key + "_mean"], entry[key + "_std"] = _mean_std(vals)
         if sample_chars:
-            entry["samples"] = _samples(model, params, corpus, n_ctx, sample_chars)
+            with single_threaded_blas():
+                entry["samples"] = _samples(model, params, corpus, n_ctx, sample_chars)
         results[name] = entry
         if on_result is not None:
             on_result(name, entry)
@@ -777,18 +792,29 @@ def report(result):
         return "\n".join(lines)
     lines += ["", "Beside the papers (direction and size of the difference to softmax / dot-product attention):"]
     t4 = PAPER_TABLE4
+    diverged = {n for n in result["order"] if not v[n]["finite"]}
+
+    def no_verdict(name):  # a diverged run has no direction to compare: say so instead of a verdict
+        gone = [n for n in (name, "softmax") if n in diverged]
+        return f"no verdict: {' and '.join(gone)} diverged (non-finite dev loss or perplexity)" if gone else None
+
     for name in ("tanhmax", "relu", "linear", "sigsoftmax"):
         if name not in v:
             continue
-        da, se = _diff(result, name, "dev_accuracy")
         label = "dot product" if name == "linear" else name
+        if no_verdict(name):
+            lines.append(f"  TanhMax Table 4 (SST), {label} - softmax: {no_verdict(name)}")
+            continue
+        da, se = _diff(result, name, "dev_accuracy")
         parts = []
         for split in ("validation", "test"):
             (a, sa), (b, sb) = t4[split][name], t4[split]["softmax"]
             parts.append(f"{split} {a - b:+.1f} pp -> {_verdict(da, se, a - b, sa + sb)}")
         lines.append(f"  TanhMax Table 4 (SST), {label} - softmax: ours {100 * da:+.2f} ± {100 * se:.2f} pp; paper "
                      + "; ".join(parts))
-    if "neural-first" in v:
+    if "neural-first" in v and no_verdict("neural-first"):
+        lines.append(f"  NeuralAttn Table 1 (WikiText-103), neural vs dot: {no_verdict('neural-first')}")
+    elif "neural-first" in v:
         base = v["softmax"]["dev_perplexity_mean"]
         ours = (v["neural-first"]["dev_perplexity_mean"] - base) / base
         _, se_l = _diff(result, "neural-first", "dev_loss")
@@ -799,13 +825,15 @@ def report(result):
                      f"{100 * paper:+.2f} %; ours {100 * ours:+.2f} % (loss {dl:+.4f} ± {se_l:.4f} nats) -> "
                      f"{_verdict(dl, se_l, paper)}")
     for name in ("cog-hybrid", "signexp", "expressive"):
-        if name in v:
+        if name in v and no_verdict(name):
+            lines.append(f"  {name} - softmax: {no_verdict(name)}")
+        elif name in v:
             da, se = _diff(result, name, "dev_accuracy")
             lines.append(f"  {name} - softmax: ours {100 * da:+.2f} ± {100 * se:.2f} pp accuracy "
                          f"(no LM number in the papers to compare with)")
-    bad = [n for n in result["order"] if not v[n]["finite"]]
-    if bad:
-        lines.append(f"  diverged (non-finite dev loss for some seed): {', '.join(bad)}")
+    if diverged:
+        lines.append(f"  diverged (non-finite dev loss or perplexity for some seed): "
+                     f"{', '.join(n for n in result['order'] if n in diverged)}")
     lines.append(f"wall time of the whole run: {result['seconds']:.0f} s")
     return "\n".join(lines)
 

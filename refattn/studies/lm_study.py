@@ -37,9 +37,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..training.runs import CellStore
-from . import option
-from .lm import DEFAULTS, VARIANTS, run_lm
+from ..training.runs import CellStore, session
+from . import max_memory, option
+from ..core.activations import ACTIVATIONS
+from .lm import DEFAULTS, SPECIAL, VARIANTS, run_lm
 from .nt_sensitivity import code_commit
 from .sst2 import DATA_HELP
 
@@ -65,14 +66,21 @@ class Settings:
 
     data: str | None = option(None, DATA_HELP + "; or 'toy' for generated sentences")
     variants: tuple[str, ...] = option(FOCUS, "comma-separated focus variants, tuned and run long (softmax "
-                                              "among them)")
+                                              "among them)", one_of=ACTIVATIONS + SPECIAL)
     lrs: tuple[float, ...] = option(LRS, "comma-separated learning rates of the tuning grid", positive=True)
-    seeds: int = option(DEFAULTS["seeds"], "seeds of every run")
-    steps: int = option(DEFAULTS["steps"], "steps of the table's and the tuning's runs")
-    long_steps: int = option(1200, "length of the long runs")
-    long_evals: int = option(12, "evaluations along a long run")
-    phases: tuple[str, ...] = option(PHASES, "comma-separated phases, run in this order")
-    results: str | None = option(None, "JSON file written after every run and resumed if it exists")
+    seeds: int = option(DEFAULTS["seeds"], "seeds of every run", low=1)
+    steps: int = option(DEFAULTS["steps"], "steps of the table's and the tuning's runs", low=1)
+    long_steps: int = option(1200, "length of the long runs", low=1)
+    long_evals: int = option(12, "evaluations along a long run", low=1)
+    phases: tuple[str, ...] = option(PHASES, "comma-separated phases, run in this order", one_of=PHASES)
+    results: str | None = option(None, "JSON file written after every run and resumed if it exists", output="results")
+    max_memory: float | None = max_memory()
+
+    def check(self):
+        """The gaps are measured to softmax: it is one of the variants."""
+        if "softmax" not in self.variants:
+            raise ValueError(f"--variants: expected softmax among them (the gaps are to softmax), got "
+                             f"{','.join(self.variants)}")
 
 
 def _key(phase, variant, lr, steps=None):
@@ -123,9 +131,10 @@ def gap_curve(rec, ref, key="dev_loss"):
             "settled": settled}
 
 
+@session()  # the results file stays locked while the study runs
 def run_lm_study(*, variants=FOCUS, lrs=LRS, seeds=DEFAULTS["seeds"], steps=DEFAULTS["steps"], long_steps=1200,
                  long_evals=12, data=None, phases=PHASES, results=None, command=None,
-                 progress=None):
+                 progress=None, max_memory=None):
     """Run the study's phases (module docstring); each finished run is saved at once.
 
     Parameters
@@ -142,7 +151,10 @@ def run_lm_study(*, variants=FOCUS, lrs=LRS, seeds=DEFAULTS["seeds"], steps=DEFA
         As :func:`refattn.studies.lm.load_corpus` (``"toy"`` for a test).
     phases : sequence of {"table", "tune", "long", "control"}
     results : path, optional
-        The results file (:class:`refattn.training.runs.CellStore`).
+        The results file (:class:`refattn.training.runs.CellStore`), locked
+        while the study runs.
+    max_memory : float, optional
+        As :func:`refattn.studies.lm.run_lm`: GiB a run may use.
 
     Returns
     -------
@@ -168,7 +180,7 @@ def run_lm_study(*, variants=FOCUS, lrs=LRS, seeds=DEFAULTS["seeds"], steps=DEFA
     def run_cell(key, variant, lr, n_steps, eval_every):
         if key not in cells:
             r = run_lm((variant,), data=data, seeds=seeds, steps=n_steps, lr=lr, eval_every=eval_every,
-                       ngram_orders=(), progress=progress)
+                       ngram_orders=(), progress=progress, max_memory=max_memory)
             cells[key] = _record(r["variants"][variant])
             finish()
 
@@ -206,7 +218,8 @@ def run(settings, *, command=None, progress=None):
     into the results file, so that the file says how to resume it."""
     return run_lm_study(variants=settings.variants, lrs=settings.lrs, seeds=settings.seeds, steps=settings.steps,
                         data=settings.data, long_steps=settings.long_steps, long_evals=settings.long_evals,
-                        phases=settings.phases, results=settings.results, command=command, progress=progress)
+                        phases=settings.phases, results=settings.results, command=command, progress=progress,
+                        max_memory=settings.max_memory)
 
 
 def _long_runs(best):

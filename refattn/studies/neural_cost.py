@@ -61,7 +61,8 @@ from ..core.backend import sum_to
 
 from ..core.checks import check_float_array, score_inputs, check_int
 from ..core.scores import score
-from . import option
+from ..training.runs import check_memory
+from . import max_memory, option
 
 __all__ = [
     "METHODS",
@@ -124,15 +125,16 @@ class Settings:
     """Neural Attention's score memory and time, concatenated vs decomposed vs chunked, as ratios to
     dot-product scores (NeuralAttn Tables 6-8)."""
 
-    ns: tuple[int, ...] = option((128, 256, 512, 785, 1024), "comma-separated sequence lengths")
-    d_primes: tuple[int, ...] = option((2, 16, 64), "comma-separated projected widths d'")
-    batch: int = option(1, "batch")
-    heads: int = option(1, "heads")
-    hidden: int = option(16, "hidden units of the score MLP")
-    chunk: int = option(64, "query rows per chunk")
-    budget_mib: tuple[int, ...] = option((256, 1024), "comma-separated memory budgets for the longest n")
-    repeats: int = option(3, "timing repeats, best taken")
-    seed: int = option(0, "seed")
+    ns: tuple[int, ...] = option((128, 256, 512, 785, 1024), "comma-separated sequence lengths", low=1)
+    d_primes: tuple[int, ...] = option((2, 16, 64), "comma-separated projected widths d'", low=1)
+    batch: int = option(1, "batch", low=1)
+    heads: int = option(1, "heads", low=1)
+    hidden: int = option(16, "hidden units of the score MLP", low=1)
+    chunk: int = option(64, "query rows per chunk", low=1)
+    budget_mib: tuple[int, ...] = option((256, 1024), "comma-separated memory budgets for the longest n", low=1)
+    repeats: int = option(3, "timing repeats, best taken", low=1)
+    seed: int = option(0, "seed", low=0)
+    max_memory: float | None = max_memory()
 
 
 # --------------------------------------------------------------------------
@@ -824,8 +826,24 @@ def _table(result, n, tables):
     return lines
 
 
+def memory_estimate(ns, d_primes, *, batch=1, heads=1, d=64, hidden=16, chunk=64, max_mib=1536):
+    """Bytes ``refattn neural-cost`` needs at its peak, before any work: the largest measured call
+    (:func:`peak_bytes` of every method and ``d'`` at the longest ``n``, at most ``max_mib``, above
+    which a method is skipped) plus the queries and keys it runs on, for the longest ``n`` measured
+    or verified (a verified length has a score matrix within ``max_mib``), and 16 MiB besides."""
+    m, n = int(batch) * int(heads), max(int(v) for v in ns)
+    peaks = [peak_bytes(meth, n_q=n, d=d, d_prime=int(dp), hidden=hidden, chunk=chunk, batch=m)
+             for meth in METHODS for dp in d_primes]
+    n_verified = max(n, math.isqrt(int(max_mib * _MIB) // 8 // m) + 1)
+    return min(max(peaks), max_mib * _MIB) + 2 * m * n_verified * d * 8 + 16 * _MIB
+
+
 def run(settings, *, progress=None):
-    """:func:`run_neural_cost` with the settings of ``refattn neural-cost``."""
+    """:func:`run_neural_cost` with the settings of ``refattn neural-cost``, its memory estimate
+    checked first."""
+    check_memory(memory_estimate(settings.ns, settings.d_primes, batch=settings.batch, heads=settings.heads,
+                                 hidden=settings.hidden, chunk=settings.chunk),
+                 f"--ns {max(settings.ns)} --batch {settings.batch} --heads {settings.heads}", settings.max_memory)
     return run_neural_cost(settings.ns, settings.d_primes, batch=settings.batch, heads=settings.heads,
                            hidden=settings.hidden, chunk=settings.chunk, budget_mib=settings.budget_mib,
                            repeats=settings.repeats, seed=settings.seed, progress=progress)

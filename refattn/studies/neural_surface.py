@@ -41,7 +41,8 @@ from ..core.backend import array_module
 from ..core.checks import check_float_array, check_int
 from ..training.optim import Adam
 from ..core.scores import Score, score
-from . import option
+from ..training.runs import check_memory
+from . import max_memory, option
 
 __all__ = [
     "DOMAIN",
@@ -472,12 +473,20 @@ class Settings:
 
     target: str = option("rbf", "the relation: rbf, exp(-|q - k|^2 / 2), or a bilinear example",
                          choices=tuple(TARGETS))
-    n_train: int = option(1000, "training pairs")
-    n_test: int = option(1000, "test pairs")
-    hidden_size: int = option(32, "hidden units of the score MLP")
-    steps: int = option(2000, "full-batch Adam steps")
-    lr: float = option(0.01, "Adam's step size")
-    seed: int = option(0, "seed of the pairs and the MLP's initialisation")
+    n_train: int = option(1000, "training pairs", low=1)
+    n_test: int = option(1000, "test pairs", low=1)
+    hidden_size: int = option(32, "hidden units of the score MLP", low=1)
+    steps: int = option(2000, "full-batch Adam steps", low=0)
+    lr: float = option(0.01, "Adam's step size", positive=True)
+    seed: int = option(0, "seed of the pairs and the MLP's initialisation", low=0)
+    max_memory: float | None = max_memory()
+
+
+def memory_estimate(n_train, n_test, hidden_size):
+    """Bytes ``refattn neural-surface`` needs at its peak, before any work: per pair, the score
+    MLP's hidden layer and its gradient (tracemalloc measures about 6 float64 per pair and hidden
+    unit, and 20 more per pair; the estimate allows 8 and 32)."""
+    return 8 * (int(n_train) + int(n_test)) * (8 * int(hidden_size) + 32) + 2**20
 
 
 def run(settings):
@@ -490,6 +499,9 @@ def run(settings):
     ``bilinear_floor`` (:func:`bilinear_floor_rbf`: the population optimum of
     any bilinear score).
     """
+    check_memory(memory_estimate(settings.n_train, settings.n_test, settings.hidden_size),
+                 f"--n-train {settings.n_train} --n-test {settings.n_test} --hidden-size {settings.hidden_size}",
+                 settings.max_memory)
     return result_of(fit_relation(settings.target, n_train=settings.n_train, n_test=settings.n_test,
                                   hidden_size=settings.hidden_size, steps=settings.steps, lr=settings.lr,
                                   seed=settings.seed))

@@ -25,7 +25,8 @@ from ..training.tasks.nt import (
     mean_cycle_length,
     state_cycles,
 )
-from . import option
+from ..training.runs import check_memory
+from . import max_memory, option
 
 __all__ = ["Settings", "run", "report", "plot"]
 
@@ -37,9 +38,17 @@ FIGURE = "nt_cycles_N{N}T{tau}_{variant}.png"
 class Settings:
     """Cycle lengths and counts of Expressive's NT, NT-S and NT-R tasks, and the mean cycle length."""
 
-    N: int = option(help="the basis N (number of symbols)")
-    tau: int = option(help="the delay tau")
+    N: int = option(help="the basis N (number of symbols)", low=2)
+    tau: int = option(help="the delay tau", low=1)
     variant: str = option("NT", "the task", choices=VARIANTS)
+    max_memory: float | None = max_memory()
+
+
+def memory_estimate(N, tau):
+    """Bytes ``refattn nt-cycles`` needs at its peak, before any work: the successor map and the
+    cycle labels of the ``N^(tau+1)`` states (tracemalloc measures about 41 bytes per state; the
+    estimate allows 48)."""
+    return 48 * int(N) ** (int(tau) + 1) + 2**20
 
 
 def run(settings):
@@ -62,6 +71,8 @@ def run(settings):
     """
     if settings.variant not in VARIANTS:
         raise ValueError(f"variant: expected one of {VARIANTS}, got {settings.variant!r}")
+    check_memory(memory_estimate(settings.N, settings.tau), f"--N {settings.N} --tau {settings.tau} "
+                 f"({settings.N}^{settings.tau + 1} states)", settings.max_memory)
     sc = state_cycles(settings.variant, settings.N, settings.tau)
     s = sc.structure
     n = sc.successor.size

@@ -32,8 +32,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import option
-from .nt_training import DEVICES, PAPER, parse_mixture, run_nt
+from ..training.runs import check_memory
+from . import max_memory, option
+from .nt_training import DEVICES, PAPER, memory_estimate, parse_mixture, run_nt
 
 __all__ = ["PAPER_FIGURES", "FIGURES", "LOG_FLOOR", "COLOURS", "Settings", "run_fig3", "run_fig4", "run_mixture",
            "run_ntr", "run_nt_figure", "run", "attention_snapshots", "dynamic_range", "report", "plot",
@@ -52,10 +53,11 @@ class Settings:
 
     figure: str = option(help="fig3 (N16T2), fig4 (N2T5), fig6 (mixture), fig7 (NT-R)", choices=FIGURES,
                          positional=True)
-    seeds: int | None = option(None, "number of seeds (default: the figure's)")
-    epochs: int | None = option(None, "epochs of every run (default: the figure's)")
-    lr: float | None = option(None, f"learning rate (default Expressive's {PAPER['lr']:g})")
-    device: str = option("cpu", "NumPy on the CPU or CuPy on the GPU", choices=DEVICES)
+    seeds: int | None = option(None, "number of seeds (default: the figure's)", low=1)
+    epochs: int | None = option(None, "epochs of every run (default: the figure's)", low=1)
+    lr: float | None = option(None, f"learning rate (default Expressive's {PAPER['lr']:g})", positive=True)
+    device: str = option("cpu", "NumPy on the CPU or CuPy on the GPU", choices=DEVICES, device=True)
+    max_memory: float | None = max_memory()
 
 #: Expressive's numbers and statements, typed in from section 5 and the captions:
 #: ``{figure: {"setting": ..., "claims": {(N_con, attention[, task]): (value or None, text)}}}``.
@@ -125,6 +127,11 @@ def _runs(figure, task, n_cons, attentions, epochs, eval_every, **options):
         raise TypeError("attentions: expected a sequence of activation names, e.g. ('expressive', 'softmax')")
     if isinstance(n_cons, (int, np.integer)):
         n_cons = (int(n_cons),)
+    seeds = options.get("seeds", 1)
+    n_seeds = seeds if isinstance(seeds, (int, np.integer)) else len(tuple(seeds))
+    check_memory(memory_estimate(max(int(n) for n in n_cons), n_seeds, n_test=options.get("n_test", PAPER["n_test"]),
+                                 itemsize=np.dtype(options.get("dtype", "float64")).itemsize),
+                 f"--seeds {n_seeds} at N_con = {max(int(n) for n in n_cons)}", options.get("max_memory"))
     runs = [run_nt(task, int(n), att, epochs=_per(epochs, n, "epochs"), eval_every=_per(eval_every, n, "eval_every"),
                    **options)
             for n in n_cons for att in attentions]
@@ -317,7 +324,8 @@ def run_nt_figure(name, **options):
 
 def run(settings, *, progress=None):
     """:func:`run_nt_figure` with the settings of ``refattn nt-figure`` (a None setting: the figure's own)."""
-    options = {k: getattr(settings, k) for k in ("seeds", "epochs", "lr") if getattr(settings, k) is not None}
+    options = {k: getattr(settings, k) for k in ("seeds", "epochs", "lr", "max_memory")
+               if getattr(settings, k) is not None}
     return run_nt_figure(settings.figure, progress=progress, device=settings.device, **options)
 
 

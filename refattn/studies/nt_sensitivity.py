@@ -43,9 +43,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..training.runs import CellStore
-from . import option
-from .nt_training import PAPER, run_nt
+from ..training.runs import CellStore, check_memory, session
+from . import max_memory, option
+from .nt_training import PAPER, memory_estimate, run_nt
 
 __all__ = ["SETTINGS", "GRID", "MEASURES", "MEASURE_DIRECTIONS", "SETTLED", "CURVE_POINTS", "Settings", "cell_key",
            "rank_test", "rank_shift", "late_change", "thin_record", "run_sensitivity", "run", "summarise",
@@ -105,15 +105,16 @@ class Settings:
 
     figure: str = option(help="the figure's task and length (refattn.studies.nt_sensitivity.SETTINGS)",
                          choices=tuple(SETTINGS), positional=True)
-    seeds: int = option(16, "seeds per cell")
-    epochs: int | None = option(None, "epochs (default: the figure's)")
-    eval_every: int | None = option(None, "epochs between evaluations (default: the figure's)")
+    seeds: int = option(16, "seeds per cell", low=1)
+    epochs: int | None = option(None, "epochs (default: the figure's)", low=1)
+    eval_every: int | None = option(None, "epochs between evaluations (default: the figure's)", low=1)
     init_scales: tuple[float, ...] = option(GRID["init_scale"], "comma-separated initialisation scales",
                                             positive=True)
     lrs: tuple[float, ...] = option(GRID["lr"], "comma-separated learning rates", positive=True)
-    n_test: int = option(PAPER["n_test"], "test series per seed")
+    n_test: int = option(PAPER["n_test"], "test series per seed", low=1)
     dtype: str = option("float32", "precision", choices=("float32", "float64"))
-    results: str | None = option(None, "JSON file written after every cell and resumed if it exists")
+    results: str | None = option(None, "JSON file written after every cell and resumed if it exists", output="results")
+    max_memory: float | None = max_memory()
 
 
 def cell_key(init_scale, lr, attention):
@@ -272,9 +273,10 @@ def _settings(figure, seeds, epochs, eval_every, init_scales, lrs, n_test, dtype
     return s
 
 
+@session()  # the results file stays locked while the grid runs
 def run_sensitivity(figure="fig3", *, seeds=16, epochs=None, eval_every=None, init_scales=GRID["init_scale"],
                     lrs=GRID["lr"], n_test=PAPER["n_test"], dtype="float32", results=None, command=None,
-                    progress=None):
+                    progress=None, max_memory=None):
     """Train EA and DPA over the grid for one figure; each finished cell into ``results`` at once.
 
     Parameters
@@ -310,6 +312,9 @@ def run_sensitivity(figure="fig3", *, seeds=16, epochs=None, eval_every=None, in
         ``settings``, ``commit``, ``command``, ``cells`` ({:func:`cell_key`:
         record}) and ``summary`` (:func:`summarise`).
     """
+    if figure in SETTINGS and isinstance(seeds, (int, np.integer)):  # before the seeds are listed
+        check_memory(memory_estimate(SETTINGS[figure]["n_con"], int(seeds), n_test=int(n_test),
+                                     itemsize=np.dtype(dtype).itemsize), f"--seeds {seeds}", max_memory)
     settings = _settings(figure, seeds, epochs, eval_every, init_scales, lrs, n_test, dtype)
     store = CellStore(results, settings, grow=("init_scales", "lrs"), what="run_sensitivity")
     cells = store.cells
@@ -333,7 +338,8 @@ def run_sensitivity(figure="fig3", *, seeds=16, epochs=None, eval_every=None, in
                                epochs=settings["epochs"], eval_every=settings["eval_every"],
                                n_test=settings["n_test"], lr=lr, init_scale=init,
                                lr_drop=None if settings["lr_drop"] is None else tuple(settings["lr_drop"]),
-                               beta=settings.get("beta", 1.0), dtype=dtype, progress=progress)
+                               beta=settings.get("beta", 1.0), dtype=dtype, progress=progress,
+                               max_memory=max_memory)
                 cells[key] = _cell_record(r, figure)
                 save()
     out["summary"] = summarise(out)
@@ -470,7 +476,7 @@ def run(settings, *, command=None, progress=None):
     return run_sensitivity(settings.figure, seeds=settings.seeds, epochs=settings.epochs,
                            eval_every=settings.eval_every, init_scales=settings.init_scales, lrs=settings.lrs,
                            n_test=settings.n_test, dtype=settings.dtype, results=settings.results, command=command,
-                           progress=progress)
+                           progress=progress, max_memory=settings.max_memory)
 
 
 def report(result, measure=None):

@@ -54,6 +54,7 @@ from ..training.optim import SGD
 from ..training.tasks.nt import generate, generate_mixture, parse_task, windows
 from ..training.runs import check_memory
 from ..training.train import Progress, check_checkpoint, train
+from ..core.activations import ACTIVATIONS
 from . import max_memory, option
 
 __all__ = ["PAPER", "DEVICES", "Settings", "parse_mixture", "array_module_for", "make_batches", "evaluate",
@@ -75,22 +76,24 @@ FIGURE = "nt_{task}_{context}_{attention}_{layout}.png"
 class Settings:
     """Train Expressive's one-bilayer transformer on an NT task, all seeds batched."""
 
-    task: str = option("N2T5", "task name, e.g. N2T5, N16T2, N16T2-S")
-    context: int = option(16, "context length N_con")
+    task: str = option("N2T5", "task name, e.g. N2T5, N16T2, N16T2-S", check=lambda task: parse_mixture(task))
+    context: int = option(16, "context length N_con", low=1)
     attention: str = option("expressive", "a registered activation: softmax (DPA, Eq. 1) or expressive (EA, Eq. 2), "
-                                          "...")
-    seeds: int = option(16, "number of independent runs")
-    epochs: int = option(200, "epochs")
-    eval_every: int = option(10, "evaluate every this many epochs")
-    n_test: int = option(PAPER["n_test"], "test series per evaluation")
-    checkpoint: str | None = option(None, "a .npz file to resume from and save to")
+                                          "...", one_of=ACTIVATIONS)
+    seeds: int = option(16, "number of independent runs", low=1)
+    epochs: int = option(200, "epochs", low=1)
+    eval_every: int = option(10, "evaluate every this many epochs", low=1)
+    n_test: int = option(PAPER["n_test"], "test series per evaluation", low=1)
+    checkpoint: str | None = option(None, "a .npz file to resume from and save to", output="checkpoint")
     layout: str = option(DEFAULT_LAYOUT, "where the two bias vectors sit; derivation 11, section 7",
                          choices=tuple(LAYOUTS))
-    init_scale: float = option(1.0, "multiplies 1/sqrt(fan_in), the half-width of the uniform initialisation")
+    init_scale: float = option(1.0, "multiplies 1/sqrt(fan_in), the half-width of the uniform initialisation",
+                               positive=True)
     bias_init: str = option("zeros", "bias initialisation", choices=("zeros", "uniform"))
     lr_drop: tuple[int, float] | None = option(None, "divide the learning rate by FACTOR from EPOCH on "
-                                                     "(Expressive's mixture run)", metavar=("EPOCH", "FACTOR"))
-    device: str = option("cpu", "NumPy on the CPU or CuPy on the GPU", choices=DEVICES)
+                                                     "(Expressive's mixture run)", metavar=("EPOCH", "FACTOR"),
+                                                     items=({"low": 1}, {"positive": True}))
+    device: str = option("cpu", "NumPy on the CPU or CuPy on the GPU", choices=DEVICES, device=True)
     dtype: str = option("float64", "precision of the parameters and activations; float32 is about 2x faster",
                         choices=("float64", "float32"))
     count_params: bool = option(False, "print only the parameter count")

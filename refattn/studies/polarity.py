@@ -37,6 +37,7 @@ from ..training.tasks.polarity import (
 from ..plots import GROUP_COLOURS
 from ..training.runs import check_memory
 from ..training.train import Progress, batch_iterator, checkpoint_paths, train
+from ..core.activations import ACTIVATIONS
 from . import max_memory, option
 
 __all__ = ["PAPER_FIG2", "OPTIMISERS", "Settings", "train_classifier", "run_polarity", "run", "report", "plot"]
@@ -68,14 +69,15 @@ class Settings:
     and sign patterns per group."""
 
     activations: tuple[str, ...] = option(("softmax", "tanhmax", "signexp", "expressive"),
-                                          "comma-separated activations")
-    seeds: int = option(10, "number of seeds")
+                                          "comma-separated activations", one_of=ACTIVATIONS)
+    seeds: int = option(10, "number of seeds", low=1)
     score: str = option("self", "score", choices=("self", "global", "additive"))
-    epochs: int = option(20, "epochs")
+    epochs: int = option(20, "epochs", low=1)
     optimizer: str = option("adam", "optimiser (adadelta-code: TanhMax's public code, Adadelta(0.05) on 100 x BCE)",
                             choices=tuple(OPTIMISERS))
-    lr: float = option(1e-2, "learning rate")
-    checkpoint_dir: str | None = option(None, "folder for resumable checkpoints, one per activation")
+    lr: float = option(1e-2, "learning rate", positive=True)
+    checkpoint_dir: str | None = option(None, "folder for resumable checkpoints, one per activation",
+                                        output="checkpoint_dir")
     max_memory: float | None = max_memory()
 
 
@@ -162,17 +164,25 @@ def train_classifier(tokens, labels, vocab_size, activation, *, seeds, mask=None
     return model, params, out
 
 
-def memory_estimate(seeds, config=TANHMAX_SMALL):
-    """Bytes :func:`run_polarity` needs at its peak, estimated before any work.
+def classifier_memory(seeds, tokens, embed_dim=30):
+    """Bytes that training and evaluating TanhMax's classifier on ``tokens`` (padded) tokens needs
+    at its peak, for ``seeds`` seeds at once, estimated before any work.
 
-    Every array of the run carries the seed axis; the largest are the test
-    forward pass and the per-token means, about 240 bytes per token of the data
-    set and seed as tracemalloc measures them (27-29 MB per seed for
-    ``TANHMAX_SMALL``'s 120,000 tokens); the estimate allows 300
-    (``tests/test_runs.py::test_memory_estimates_bound_the_measured_peaks``).
+    Every array of the run carries the seed axis; the largest are the forward
+    pass over the data set and the per-token means, about ``100 + 1.5 E`` bytes
+    per token and seed (``E`` the embedding size) as tracemalloc measures them:
+    240 at ``E = 30`` for the polarity data, 108 to 555 for SST-2 sentences at
+    ``E`` = 4 to 300. The estimate allows ``200 + 4 E``
+    (``tests/test_runs.py::test_memory_estimates_bound_the_measured_peaks``,
+    ``tests/test_run_safety.py``).
     """
-    tokens = 2 * config.n_per_class * (config.polar_per_sentence + config.neutral_per_sentence)
-    return int(seeds) * tokens * 300 + 8 * 2**20
+    return int(seeds) * int(tokens) * (200 + 4 * int(embed_dim)) + 8 * 2**20
+
+
+def memory_estimate(seeds, config=SEED001_SMALL):
+    """Bytes :func:`run_polarity` needs at its peak, estimated before any work: :func:`classifier_memory`
+    of the data set (120,000 tokens for ``SEED001_SMALL``)."""
+    return classifier_memory(seeds, 2 * config.n_per_class * (config.polar_per_sentence + config.neutral_per_sentence))
 
 
 def run_polarity(activations=("softmax", "tanhmax", "signexp", "expressive"), *, seeds=10, config=TANHMAX_SMALL,

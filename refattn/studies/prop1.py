@@ -45,7 +45,7 @@ class Settings:
     """Proposition 1 (TanhMax, Eq. 4) for every activation: error against the exact gradient-flow velocity,
     and the cross terms under shared projections."""
 
-    seed: int = option(0, "seed of the random model and batch")
+    seed: int = option(0, "seed of the random model and batch", low=0)
 
 
 def _rel(a, ref):

@@ -33,7 +33,9 @@ from ..theory.proposition2 import (
     tanhmax_l1_norm,
     tanhmax_preimage,
 )
-from . import option
+from ..training.runs import check_memory
+from ..core.activations import ACTIVATIONS
+from . import max_memory, option
 
 __all__ = ["Settings", "run", "report", "plot"]
 
@@ -54,11 +56,19 @@ class Settings:
     gap against the shift c), and the log-rank that survives, in the numbers of derivation 05."""
 
     activations: tuple[str, ...] = option(("softmax", "tanhmax", "signexp", "sigsoftmax"),
-                                          "activations whose log-rank is measured")
-    n: int = option(16, "tokens: columns of log|phi(W h)|")
-    d: int = option(4, "width of h (softmax's rank is at most d + 1)")
-    m: int = option(200, "random vectors h: rows of log|phi(W h)|")
-    seed: int = option(0, "seed of W and the h")
+                                          "activations whose log-rank is measured", one_of=ACTIVATIONS)
+    n: int = option(16, "tokens: columns of log|phi(W h)|", low=2)
+    d: int = option(4, "width of h (softmax's rank is at most d + 1)", low=1)
+    m: int = option(200, "random vectors h: rows of log|phi(W h)|", low=1)
+    seed: int = option(0, "seed of W and the h", low=0)
+    max_memory: float | None = max_memory()
+
+
+def memory_estimate(n, d, m):
+    """Bytes ``refattn prop2`` needs at its peak, before any work: the ``m x n`` matrix of
+    log-weights and its ``m x d`` inputs, a few float64 copies of each (tracemalloc measures about
+    four; the estimate allows six)."""
+    return 48 * int(m) * (int(n) + int(d)) + 2**20
 
 
 def run(settings):
@@ -72,6 +82,8 @@ def run(settings):
     ``log_rank`` (per activation: the rank, the softmax bound ``d + 1`` and
     the singular values).
     """
+    check_memory(memory_estimate(settings.n, settings.d, settings.m),
+                 f"--n {settings.n} --d {settings.d} --m {settings.m}", settings.max_memory)
     sm = activation("softmax")(np.zeros(4))
     s = np.array(ROW)
     w = np.array(BALL_POINT)

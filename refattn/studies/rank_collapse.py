@@ -52,7 +52,8 @@ from ..core.activations import ACTIVATIONS, activation as _activation
 from ..core.attention import attention
 from ..core.checks import check_float_array, check_int
 from ..theory.catalogue import about
-from . import option
+from ..training.runs import check_memory
+from . import max_memory, option
 
 __all__ = [
     "ARCHITECTURES",
@@ -90,16 +91,22 @@ class Settings:
     layers (TanhMax Fig. 4)."""
 
     activations: tuple[str, ...] | None = option(None, "comma-separated activations (default: every registered "
-                                                       "activation)")
-    architectures: tuple[str, ...] = option(ARCHITECTURES, "comma-separated architectures")
-    depth: int = option(12, "layers")
-    n: int = option(8, "tokens")
-    d: int = option(16, "model width")
-    heads: int = option(2, "heads")
-    seeds: int = option(2, "weight draws")
-    inputs: int = option(2, "inputs per weight draw")
+                                                       "activation)", one_of=ACTIVATIONS)
+    architectures: tuple[str, ...] = option(ARCHITECTURES, "comma-separated architectures", one_of=ARCHITECTURES)
+    depth: int = option(12, "layers", low=1)
+    n: int = option(8, "tokens", low=2)
+    d: int = option(16, "model width", low=1)
+    heads: int = option(2, "heads", low=1)
+    seeds: int = option(2, "weight draws", low=1)
+    inputs: int = option(2, "inputs per weight draw", low=1)
     rescale: bool = option(False, "rescale the tokens to a fixed norm after every layer")
-    seed: int = option(0, "seed")
+    seed: int = option(0, "seed", low=0)
+    max_memory: float | None = max_memory()
+
+    def check(self):
+        """The heads split the width evenly."""
+        if self.d % self.heads:
+            raise ValueError(f"--heads: expected a divisor of --d {self.d}, got {self.heads}")
 
 
 # --------------------------------------------------------------------------
@@ -1015,8 +1022,29 @@ def _cell(curve, form, depth, width=8):
     return f"{v:{width - 1}.2f}{star}"
 
 
+def memory_estimate(n, d, depth=12, seeds=2, inputs=2, architectures=3):
+    """Bytes ``refattn rank-collapse`` needs at its peak, before any work.
+
+    Three parts: the weights of every stack, kept for the whole run (per layer at
+    most ``8 d^2`` float64 and a few kB of arrays' and dicts' overhead, counted as
+    ``96 d^2 + 3000`` bytes), the inputs and curves of every weight draw and input
+    (``12 n d + 48 depth + 1000`` bytes), and the largest temporaries of one
+    forward pass, which hold ``(n d)^2`` entries (about seven float64 copies as
+    tracemalloc measures them; the estimate allows eight) (``tests/test_run_safety.py``).
+    """
+    n, d, depth, seeds, inputs = (int(v) for v in (n, d, depth, seeds, inputs))
+    stacks = seeds * int(architectures) * depth * (96 * d * d + 3000)
+    draws = seeds * inputs * (12 * n * d + 48 * depth + 1000)
+    return 64 * (n * d) ** 2 + stacks + draws + 4 * 2**20
+
+
 def run(settings, *, progress=None, on_result=None):
-    """:func:`run_rank_collapse` with the settings of ``refattn rank-collapse``."""
+    """:func:`run_rank_collapse` with the settings of ``refattn rank-collapse``, its memory estimate
+    checked first."""
+    check_memory(memory_estimate(settings.n, settings.d, settings.depth, settings.seeds, settings.inputs,
+                                 len(settings.architectures)),
+                 f"--n {settings.n} --d {settings.d} --depth {settings.depth} --seeds {settings.seeds} "
+                 f"--inputs {settings.inputs}", settings.max_memory)
     return run_rank_collapse(settings.activations, depth=settings.depth, n=settings.n, d=settings.d,
                              heads=settings.heads, seeds=settings.seeds, inputs=settings.inputs,
                              architectures=settings.architectures, seed=settings.seed, rescale=settings.rescale,

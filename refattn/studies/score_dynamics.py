@@ -34,6 +34,7 @@ from autograd import grad
 from ..plots import GROUP_COLOURS
 from ..theory.proposition1 import OneLayerModel, velocity_decomposition
 from ..training.tasks.polarity import NEGATIVE, NEUTRAL, POSITIVE, PolarityConfig, make_polarity
+from ..core.activations import ACTIVATIONS
 from . import option
 
 __all__ = ["DYNAMICS_DATA", "KINDS", "ETAS", "Settings", "step_check", "trajectories", "run", "report", "plot"]
@@ -61,10 +62,10 @@ class Settings:
     """Proposition 1 against gradient descent on synthetic polarity data: measured score change per step vs
     the predicted velocity."""
 
-    activations: tuple[str, ...] = option(("softmax", "tanhmax"), "comma-separated activations")
-    seed: int = option(0, "seed of the data and the initialisation")
-    steps: int = option(400, "gradient steps of the trajectories")
-    eta: float = option(0.5, "step size of the trajectories")
+    activations: tuple[str, ...] = option(("softmax", "tanhmax"), "comma-separated activations", one_of=ACTIVATIONS)
+    seed: int = option(0, "seed of the data and the initialisation", low=0)
+    steps: int = option(400, "gradient steps of the trajectories", low=1)
+    eta: float = option(0.5, "step size of the trajectories", positive=True)
 
 
 def _setup(kind, act, seed, data, d, dv):

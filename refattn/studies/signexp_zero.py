@@ -20,7 +20,8 @@ import numpy as np
 
 from ..theory.signexp_at_zero import DEFAULT_OFFSETS, signexp_near_zero
 from ..training.runs import jsonable
-from . import option
+from ..training.runs import check_memory
+from . import max_memory, option
 
 __all__ = ["Settings", "run", "report", "plot"]
 
@@ -36,10 +37,23 @@ class Settings:
     """signexp at a score of 0: analytic VJP, autograd and central differences of one entry's gradient as
     the entry crosses 0, with the closed-form spike of the differences (Cog)."""
 
-    n: int = option(5, "length of the random row")
-    j: int = option(0, "the entry that crosses 0")
-    eps: float = option(1e-6, "step of the central differences")
-    seed: int = option(0, "seed of the row and the cotangent")
+    n: int = option(5, "length of the random row", low=1)
+    j: int = option(0, "the entry that crosses 0", low=0)
+    eps: float = option(1e-6, "step of the central differences", positive=True, high=0.5)
+    seed: int = option(0, "seed of the row and the cotangent", low=0)
+    max_memory: float | None = max_memory()
+
+    def check(self):
+        """The entry that crosses 0 is one of the row's."""
+        if self.j >= self.n:
+            raise ValueError(f"--j: expected an entry of the row, below --n {self.n}, got {self.j}")
+
+
+def memory_estimate(n):
+    """Bytes ``refattn signexp-at-zero`` needs at its peak, before any work: a few float64 copies
+    of the row and its gradients per offset (tracemalloc measures about 230 bytes per entry of the
+    row; the estimate allows 400)."""
+    return 400 * int(n) + 2**20
 
 
 def run(settings):
@@ -49,6 +63,7 @@ def run(settings):
     more key, ``sweep``: the same estimates at ``+|delta|`` and ``-|delta|`` for every ``|delta|``
     of :data:`SWEEP`.
     """
+    check_memory(memory_estimate(settings.n), f"--n {settings.n}", settings.max_memory)
     kw = {"n": settings.n, "eps": settings.eps, "seed": settings.seed, "j": settings.j}
     result = jsonable(signexp_near_zero(DEFAULT_OFFSETS, **kw))
     result["sweep"] = {side: jsonable(signexp_near_zero(sign * np.array(SWEEP), **kw))

@@ -65,9 +65,10 @@ from ..core.activations import activation as _get_activation
 from ..training.models.polarity import SCORE_KINDS
 from ..training.tasks.sst2 import ENV_VAR, UNK_ID, Vocabulary, load_sst2, tokenize
 from ..core.checks import check_int
+from ..training.runs import check_memory
 from ..training.train import checkpoint_paths
-from . import option
-from .polarity import OPTIMISERS, train_classifier
+from . import max_memory, option
+from .polarity import OPTIMISERS, classifier_memory, train_classifier
 
 __all__ = [
     "PAPER_TABLE2",
@@ -139,11 +140,19 @@ class Settings:
     coloured by signed attention weight)."""
 
     data: str | None = option(None, DATA_HELP)
-    activations: tuple[str, ...] = option(DEFAULTS["activations"], "comma-separated activations")
-    seeds: int = option(DEFAULTS["seeds"], "number of seeds")
-    epochs: int = option(DEFAULTS["epochs"], "epochs")
-    figure_seed: int | None = option(None, "the seed whose weights Figure 1 shows (default: the first)")
-    checkpoint_dir: str | None = option(None, "folder for resumable checkpoints, one per activation")
+    activations: tuple[str, ...] = option(DEFAULTS["activations"], "comma-separated activations", one_of=ACTIVATIONS)
+    seeds: int = option(DEFAULTS["seeds"], "number of seeds", low=1)
+    epochs: int = option(DEFAULTS["epochs"], "epochs", low=1)
+    figure_seed: int | None = option(None, "the seed whose weights Figure 1 shows (default: the first)", low=0)
+    checkpoint_dir: str | None = option(None, "folder for resumable checkpoints, one per activation",
+                                        output="checkpoint_dir")
+    max_memory: float | None = max_memory()
+
+    def check(self):
+        """Figure 1's seed is one of the run's."""
+        if self.figure_seed is not None and self.figure_seed >= self.seeds:
+            raise ValueError(f"--figure-seed: expected one of the seeds 0 .. {self.seeds - 1} (--seeds {self.seeds}), "
+                             f"got {self.figure_seed}")
 
 
 # --------------------------------------------------------------------------
@@ -161,7 +170,7 @@ def sibling_data_dir():
     return Path(refattn.__file__).resolve().parents[2] / "shared" / "data" / "sst2"
 
 
-def resolve_data_dir(path=None):
+def resolve_data_dir(path=None, option="--data"):
     """The SST-2 folder: ``path``, else ``$REFATTN_SST2``, else :func:`sibling_data_dir`.
 
     Nothing is downloaded. The folder must hold ``train.tsv`` and ``dev.tsv``.
@@ -170,6 +179,8 @@ def resolve_data_dir(path=None):
     ----------
     path : str or os.PathLike, optional
         The folder (the command line's ``--data``).
+    option : str
+        The option that gave ``path``, for messages.
 
     Returns
     -------
@@ -187,7 +198,7 @@ def resolve_data_dir(path=None):
     if path is not None:
         if not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"data: expected a folder path (str or os.PathLike), got {type(path).__name__}")
-        folder, source = Path(path).expanduser(), "data (--data)"
+        folder, source = Path(path).expanduser(), option
     elif os.environ.get(ENV_VAR):
         folder, source = Path(os.environ[ENV_VAR]).expanduser(), f"${ENV_VAR}"
     else:
@@ -197,11 +208,11 @@ def resolve_data_dir(path=None):
                                     f"${ENV_VAR} to the folder holding GLUE's train.tsv and dev.tsv "
                                     f"(looked in {str(folder)!r}; nothing is downloaded)")
     if not folder.is_dir():
-        raise FileNotFoundError(f"{source}: {str(folder)!r} is not a folder; pass --data DIR or set "
+        raise FileNotFoundError(f"{source}: {str(folder)!r} is not a folder; pass {option} DIR or set "
                                 f"${ENV_VAR} to the folder holding SST-2's train.tsv and dev.tsv")
     missing = [f for f in ("train.tsv", "dev.tsv") if not (folder / f).is_file()]
     if missing:
-        raise FileNotFoundError(f"{source}: {str(folder)!r} has no {' or '.join(missing)}; pass --data DIR "
+        raise FileNotFoundError(f"{source}: {str(folder)!r} has no {' or '.join(missing)}; pass {option} DIR "
                                 f"or set ${ENV_VAR} to the folder holding SST-2's train.tsv and dev.tsv")
     return folder
 
@@ -591,7 +602,7 @@ def _check_settings(activations, seeds, score, optimizer, lr, dropout):
         if a not in ACTIVATIONS:
             raise ValueError(f"activations: expected names from {ACTIVATIONS}, got {a!r}")
     if isinstance(seeds, (int, np.integer)):  # a count (a bool is rejected by _int)
-        seeds = tuple(range(check_int(seeds, "seeds", 1)))
+        seeds = range(check_int(seeds, "seeds", 1))  # listed after the memory check
     else:
         seeds = tuple(check_int(s, "seeds[i]", 0) for s in seeds)
         if not seeds:
@@ -620,7 +631,7 @@ def run_sst2(data=None, *, activations=DEFAULTS["activations"], seeds=DEFAULTS["
              epochs=DEFAULTS["epochs"], batch_size=DEFAULTS["batch_size"], optimizer=DEFAULTS["optimizer"],
              lr=DEFAULTS["lr"], dropout=DEFAULTS["dropout"], max_len=DEFAULTS["max_len"],
              min_count=DEFAULTS["min_count"], train_limit=None, figure_seed=None, checkpoint_dir=None, out=None,
-             progress=None, on_result=None):
+             progress=None, on_result=None, max_memory=None):
     """Train TanhMax's classifier on SST-2 per activation; dev accuracy and Figure 1's weights.
 
     Steps (``derivations/14-sst2.md``): read both splits (:func:`resolve_data_dir`);
@@ -661,6 +672,10 @@ def run_sst2(data=None, *, activations=DEFAULTS["activations"], seeds=DEFAULTS["
     on_result : callable, optional
         Called as ``on_result(activation, result)`` as each activation finishes
         (the command line writes it to disk, so a later failure loses nothing).
+    max_memory : float, optional
+        GiB the run may use; a larger estimate
+        (:func:`refattn.studies.polarity.classifier_memory`) is refused before
+        any training (default: the memory available now).
 
     Returns
     -------
@@ -707,6 +722,9 @@ def run_sst2(data=None, *, activations=DEFAULTS["activations"], seeds=DEFAULTS["
     tr_ids, tr_mask = vocab.encode(tr_text, max_len=max_len)  # (n, L) truncated
     dev_ids, dev_mask = vocab.encode(dev_text)  # (m, L_dev) full length
     S = len(seeds)
+    check_memory(classifier_memory(S, tr_ids.size + dev_ids.size), f"{S} seeds on {len(tr_text)} sentences",
+                 max_memory)
+    seeds = tuple(seeds)
     dev_tok = np.broadcast_to(dev_ids.astype(np.int64), (S,) + dev_ids.shape)  # (S, m, L_dev)
     dev_msk = np.broadcast_to(dev_mask, (S,) + dev_mask.shape)
     data_info = {
@@ -789,7 +807,7 @@ def run(settings, *, progress=None, on_result=None):
     """:func:`run_sst2` with the settings of ``refattn sst2`` (Figure 1 is drawn by :func:`plot`)."""
     return run_sst2(settings.data, activations=settings.activations, seeds=settings.seeds, epochs=settings.epochs,
                     figure_seed=settings.figure_seed, checkpoint_dir=settings.checkpoint_dir, progress=progress,
-                    on_result=on_result)
+                    on_result=on_result, max_memory=settings.max_memory)
 
 
 def report(result):

@@ -33,12 +33,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..training.runs import CellStore
+from ..training.runs import CellStore, check_memory, session
 from ..training.tasks.sst2 import Vocabulary, load_sst2
 from .lm import maximal_phrases
 from .nt_sensitivity import code_commit, rank_test
-from .polarity import train_classifier
-from . import option
+from .polarity import classifier_memory, train_classifier
+from ..core.activations import ACTIVATIONS
+from . import max_memory, option
 from .sst2 import DATA_HELP, DEFAULTS, PAPER_TABLE2, _nonempty, resolve_data_dir
 
 __all__ = ["SWEEP", "LRS", "EPOCHS", "Settings", "sentences_of", "run_sst2_sweep", "run", "best_settings", "report",
@@ -68,13 +69,16 @@ class Settings:
     resumed."""
 
     data: str | None = option(None, DATA_HELP)
-    activations: tuple[str, ...] = option(DEFAULTS["activations"], "comma-separated activations")
-    seeds: int = option(5, "seeds per setting")
-    embed_dims: tuple[int, ...] = option(SWEEP["embed_dim"], "comma-separated embedding sizes")
+    activations: tuple[str, ...] = option(DEFAULTS["activations"], "comma-separated activations", one_of=ACTIVATIONS)
+    seeds: int = option(5, "seeds per setting", low=1)
+    embed_dims: tuple[int, ...] = option(SWEEP["embed_dim"], "comma-separated embedding sizes", low=1)
     trainings: tuple[str, ...] = option(tuple(f"{o}/{u}" for o, u in SWEEP["training"]),
                                         "comma-separated OPTIMIZER/UNITS pairs, units 'phrases' or 'sentences' "
-                                        f"(epochs of each: {', '.join(f'{k} {v}' for k, v in EPOCHS.items())})")
-    results: str | None = option(None, "JSON file written after every setting and resumed if it exists")
+                                        f"(epochs of each: {', '.join(f'{k} {v}' for k, v in EPOCHS.items())})",
+                                        one_of=tuple(EPOCHS))
+    results: str | None = option(None, "JSON file written after every setting and resumed if it exists",
+                                 output="results")
+    max_memory: float | None = max_memory()
 
 
 def sentences_of(phrases, labels):
@@ -90,8 +94,9 @@ def _key(setting, act):
     return f"embed={setting['embed_dim']} {setting['optimizer']} {setting['units']} {act}"
 
 
+@session()  # the results file stays locked while the sweep runs
 def run_sst2_sweep(data=None, *, activations=DEFAULTS["activations"], seeds=5, sweep=SWEEP, epochs=EPOCHS,
-                   results=None, command=None, progress=None):
+                   results=None, command=None, progress=None, max_memory=None):
     """Train every setting of the sweep for every activation; dev accuracy per epoch and seed.
 
     Parameters
@@ -106,7 +111,12 @@ def run_sst2_sweep(data=None, *, activations=DEFAULTS["activations"], seeds=5, s
     epochs : dict
         Epochs per ``"optimizer/units"`` (:data:`EPOCHS`).
     results : path, optional
-        The results file.
+        The results file, locked while the sweep runs (a second run on it is
+        refused at once).
+    max_memory : float, optional
+        GiB the run may use; a larger estimate
+        (:func:`refattn.studies.polarity.classifier_memory`) is refused before
+        any training (default: the memory available now).
 
     Returns
     -------
@@ -116,7 +126,7 @@ def run_sst2_sweep(data=None, *, activations=DEFAULTS["activations"], seeds=5, s
         ``best`` (:func:`best_settings`).
     """
     activations = list(activations)
-    seeds = list(range(seeds)) if isinstance(seeds, (int, np.integer)) else [int(s) for s in seeds]
+    seeds = range(seeds) if isinstance(seeds, (int, np.integer)) else [int(s) for s in seeds]
     for key in SWEEP:
         if key not in sweep or not sweep[key]:
             raise ValueError(f"sweep: expected values for {key!r}, got {sweep!r}")
@@ -126,6 +136,17 @@ def run_sst2_sweep(data=None, *, activations=DEFAULTS["activations"], seeds=5, s
     if bad:
         raise ValueError(f"sweep: unknown (optimizer, units) {bad}; expected optimisers in {tuple(LRS)}, units "
                          f"'phrases' or 'sentences', and an entry in epochs for each")
+    folder = resolve_data_dir(data)
+    phrases, labels = load_sst2(folder, "train")
+    dev_text, dev_y = load_sst2(folder, "dev")
+    dev_text, dev_y, _ = _nonempty(dev_text, dev_y)
+    texts = {"phrases": _nonempty(phrases, labels)[:2], "sentences": sentences_of(*_nonempty(phrases, labels)[:2])}
+    dev_tokens = len(dev_text) * max((len(t.split()) for t in dev_text), default=1)
+    embeds = [int(e) for e in sweep["embed_dim"]]
+    check_memory(max(classifier_memory(len(seeds), len(texts[u][0]) * DEFAULTS["max_len"] + dev_tokens, e)
+                     for e in embeds for _, u in training),
+                 f"--seeds {len(seeds)} at embedding size {max(embeds)}", max_memory)
+    seeds = list(seeds)  # a count is listed only now, after the memory check
     settings = {"activations": activations, "seeds": seeds,
                 "sweep": {"embed_dim": [int(e) for e in sweep["embed_dim"]], "training": [list(t) for t in training]},
                 "epochs": {f"{o}/{u}": int(epochs[f"{o}/{u}"]) for o, u in training}, "lrs": LRS,
@@ -134,11 +155,6 @@ def run_sst2_sweep(data=None, *, activations=DEFAULTS["activations"], seeds=5, s
     cells = store.cells
     out = {"command": command, "settings": settings, "commit": code_commit(), "cells": cells}
     out["runs"] = store.runs(command, out["commit"])  # every command that added cells to the file
-    folder = resolve_data_dir(data)
-    phrases, labels = load_sst2(folder, "train")
-    dev_text, dev_y = load_sst2(folder, "dev")
-    dev_text, dev_y, _ = _nonempty(dev_text, dev_y)
-    texts = {"phrases": _nonempty(phrases, labels)[:2], "sentences": sentences_of(*_nonempty(phrases, labels)[:2])}
     S = len(seeds)
     for embed, (opt, units) in itertools.product(settings["sweep"]["embed_dim"], training):
         setting = {"embed_dim": int(embed), "optimizer": opt, "units": units}
@@ -177,7 +193,7 @@ def run(settings, *, command=None, progress=None):
     training = tuple(tuple(t.split("/", 1)) for t in settings.trainings)
     return run_sst2_sweep(settings.data, activations=settings.activations, seeds=settings.seeds,
                           sweep={"embed_dim": settings.embed_dims, "training": training}, results=settings.results,
-                          command=command, progress=progress)
+                          command=command, progress=progress, max_memory=settings.max_memory)
 
 
 def _train(tr_ids, tr_y, vocab_size, act, seeds, mask, setting, n_epochs, holder, callback, progress):

@@ -13,10 +13,24 @@ they are produced, and a memory estimate checked before any work.
 * :func:`check_memory` refuses a run whose estimated peak memory exceeds what
   the machine has, before the first array is allocated, with the estimate in
   the message (``--max-memory`` on the command line overrides).
+* :func:`locked`, :func:`claim` and :func:`session`: one writer per file. A
+  run takes an exclusive lock on every file it writes (a checkpoint, a
+  results file, an ``--out`` folder) before any work, so a second run on the
+  same path is refused at once with one line naming the path and the process
+  that holds it.
+
+Every write is durable before it is visible (:func:`atomic_write`): the new
+bytes go to a temporary file beside the target, are flushed to disk
+(``fsync``), then renamed over the target, and the folder's entry is flushed
+too; a failed or killed write leaves the previous file whole. A temporary
+left by a killed process (``<file>.partial-<pid>-<thread>``) is never read,
+and is removed by the next run that locks the file.
 """
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import json
 import math
 import os
@@ -26,13 +40,19 @@ import threading
 import warnings
 from collections.abc import Mapping
 
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not a POSIX system: runs are not locked there
+    fcntl = None
+
 import numpy as np
 from threadpoolctl import threadpool_info
 
 from ..core.backend import to_numpy
 
-__all__ = ["jsonable", "dumps", "atomic_write", "ResultsFile", "CellStore", "machine_info", "available_memory",
-           "check_memory", "format_bytes"]
+__all__ = ["jsonable", "dumps", "atomic_write", "locked", "claim", "session", "held_paths", "ResultsFile",
+           "CellStore", "check_results_path", "make_folder_for", "machine_info", "available_memory", "check_memory",
+           "format_bytes"]
 
 
 def jsonable(x):
@@ -70,23 +90,223 @@ def dumps(result, indent=2) -> str:
     return json.dumps(safe, indent=indent, allow_nan=False)
 
 
+def _fsync_folder(path):
+    """Flush the folder entry of ``path`` (a rename is durable only once its folder is)."""
+    try:
+        fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+    except OSError:  # pragma: no cover - a platform whose folders cannot be opened
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover - some file systems refuse fsync on a folder
+        pass
+    finally:
+        os.close(fd)
+
+
+def _partial(path):
+    return f"{path}.partial-{os.getpid()}-{threading.get_ident()}"
+
+
 def atomic_write(path, write):
     """Call ``write(fh)`` on a binary temporary file beside ``path``, then move it over ``path``.
 
-    The temporary name is this process's and thread's, so two writers sharing a
-    path never write into one temporary file; :func:`os.replace` makes the
-    newest complete file the one at ``path``, and an interrupted write leaves
-    the previous file intact (and no temporary behind)."""
-    tmp = f"{path}.partial-{os.getpid()}-{threading.get_ident()}"
+    The temporary is flushed to disk (``fsync``) before :func:`os.replace` moves
+    it over ``path``, and the folder's entry after, so ``path`` is always either
+    the previous file or the whole new one, also after a power cut. The
+    temporary's name is this process's and thread's (``<path>.partial-<pid>-<tid>``);
+    a failed write removes it, a killed one leaves it for the next run that locks
+    ``path`` to remove (:func:`locked`). An ``OSError`` (a full disk, say) names
+    ``path``."""
+    path = os.fspath(path)
+    tmp = _partial(path)
     try:
         with open(tmp, "wb") as fh:
             write(fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+        _fsync_folder(path)
+    except OSError as exc:
+        raise _naming(exc, path) from None
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+
+
+def _naming(exc, path):
+    """``exc`` (an ``OSError``) with ``path`` as its file name: ``[Errno 28]`` alone names nothing."""
+    if exc.filename is not None and not os.fspath(exc.filename).startswith(os.fspath(path) + ".partial-"):
+        return exc
+    return type(exc)(exc.errno, exc.strerror or str(exc), os.fspath(path))
+
+
+# --------------------------------------------------------------------------
+# One writer per file
+# --------------------------------------------------------------------------
+
+
+class _Lock:
+    """An exclusive ``flock`` on ``lockfile``, which holds the holder's process id."""
+
+    def __init__(self, path, lockfile, fd):
+        self.path, self.lockfile, self.fd, self.count = path, lockfile, fd, 1
+
+
+_HELD: dict = {}  # realpath of a lock file -> its _Lock (a lock is re-entrant within a process)
+_HELD_GUARD = threading.Lock()
+_THREAD = threading.local()  # .sessions: this thread's stack of lists of (option, path, _Lock) claimed
+
+
+def _sessions():
+    if not hasattr(_THREAD, "sessions"):
+        _THREAD.sessions = []
+    return _THREAD.sessions
+
+
+def _lockfile(path, folder):
+    """The lock file of ``path``, beside the file it stands for: two names of one file (a symbolic
+    link) share one lock."""
+    real = os.path.realpath(path)
+    return os.path.join(real, ".refattn.lock") if folder else f"{real}.lock"
+
+
+def _holder(fd):
+    try:
+        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+    except OSError:  # pragma: no cover
+        text = ""
+    return f"process {text}" if text.isdigit() else "another process"
+
+
+def _flock(path, lockfile, option):
+    """Open and lock ``lockfile`` (creating it), or raise the one-line refusal."""
+    where = os.path.dirname(os.path.abspath(lockfile))
+    while True:
+        try:
+            fd = os.open(lockfile, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        except OSError as exc:
+            raise ValueError(f"{option}: cannot write into {where!r} ({exc.strerror or exc})") from None
+        if fcntl is None:  # pragma: no cover
+            return fd
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = _holder(fd)
+            os.close(fd)
+            raise ValueError(f"{option}: {path!r} is in use by {holder} (lock file {lockfile!r}); wait for that "
+                             f"run to end, or use another path") from None
+        try:  # the holder before us may have removed the file between our open and our lock: retry then
+            same = os.path.samestat(os.fstat(fd), os.stat(lockfile))
+        except FileNotFoundError:
+            same = False
+        if same:
+            try:
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            except OSError as exc:  # a full disk: the run could not save anything either
+                os.close(fd)
+                with contextlib.suppress(OSError):
+                    os.remove(lockfile)
+                raise ValueError(f"{option}: cannot write into {where!r} ({exc.strerror or exc})") from None
+            return fd
+        os.close(fd)
+
+
+def _acquire(path, option, folder=False, clean=()):
+    path = os.fspath(path)
+    lockfile = _lockfile(path, folder)
+    key = os.path.realpath(lockfile)
+    with _HELD_GUARD:
+        lock = _HELD.get(key)
+        if lock is not None:
+            lock.count += 1
+            return lock
+        lock = _HELD[key] = _Lock(path, lockfile, _flock(path, lockfile, option))
+    # nobody else writes these files now: a temporary left by a killed run is stale
+    patterns = [os.path.join(glob.escape(path), "*.partial-*") if folder else glob.escape(path) + ".partial-*"]
+    patterns += [glob.escape(os.fspath(c)) + ".partial-*" for c in clean]
+    for stale in (name for pattern in patterns for name in glob.glob(pattern)):
+        with contextlib.suppress(OSError):
+            os.remove(stale)
+    return lock
+
+
+def _release(lock):
+    with _HELD_GUARD:
+        lock.count -= 1
+        if lock.count:
+            return
+        _HELD.pop(os.path.realpath(lock.lockfile), None)
+        try:  # remove the lock file while still holding the lock (a waiter then retries on a fresh one)
+            if os.path.samestat(os.fstat(lock.fd), os.stat(lock.lockfile)):
+                os.remove(lock.lockfile)
+        except OSError:
+            pass
+        os.close(lock.fd)
+
+
+@contextlib.contextmanager
+def locked(path, option="path", *, folder=False, clean=()):
+    """Hold an exclusive lock on ``path`` (a file, or a folder with ``folder=True``) in this block.
+
+    The lock is ``fcntl.flock`` on ``<path>.lock`` (``<folder>/.refattn.lock``),
+    a file that holds the process id of the holder and is removed on release;
+    the kernel releases the lock when the process ends, however it ends, so a
+    killed run never leaves a stale lock. Within one process the lock is
+    re-entrant. Taking it removes the stale temporaries of ``path`` and of the
+    files in ``clean`` (those :func:`atomic_write` left when a run was killed).
+
+    Raises
+    ------
+    ValueError
+        One line naming ``option``, ``path`` and the process holding it, when
+        another process holds the lock; or naming the folder, when the lock
+        file cannot be created there (the run could not write there either).
+    """
+    lock = _acquire(path, option, folder, clean)
+    try:
+        yield lock
+    finally:
+        _release(lock)
+
+
+@contextlib.contextmanager
+def session():
+    """Within this block (in this thread), :func:`claim` keeps its locks until the block ends; the
+    command line runs each command in one, and the studies' ``run_*`` functions that keep a results
+    file run in one. Yields the list of what is claimed (:func:`held_paths` reads it)."""
+    claimed: list = []
+    _sessions().append(claimed)
+    try:
+        yield claimed
+    finally:
+        _sessions().remove(claimed)
+        for _, _, lock in reversed(claimed):
+            _release(lock)
+
+
+def claim(path, option="path", *, folder=False, clean=()):
+    """Lock ``path`` (as :func:`locked`) before any work: held until the current :func:`session`
+    ends, or, outside a session, only checked (taken and released at once)."""
+    lock = _acquire(path, option, folder, clean)
+    if _sessions():
+        _sessions()[-1].append((option, os.fspath(path), lock))
+    else:
+        _release(lock)
+
+
+def held_paths(claimed=None):
+    """``[(option, path), ...]`` in ``claimed`` (what a :func:`session` yielded; default: the current
+    session's), in order, each path once."""
+    if claimed is None:
+        claimed = _sessions()[-1] if _sessions() else []
+    seen, out = set(), []
+    for option, path, _ in claimed:
+        if path not in seen:
+            seen.add(path)
+            out.append((option, path))
+    return out
 
 
 class ResultsFile:
@@ -97,6 +317,9 @@ class ResultsFile:
     ``{"command": ..., "complete": true, "result": ...}``. Every write goes to
     a temporary file first and is moved over ``path`` (:func:`os.replace`), so
     the file is always whole: the last finished piece, never half of one.
+
+    Whoever makes one locks the file or its folder first (:func:`locked`,
+    :func:`claim`); the command line locks its ``--out`` folder.
 
     Parameters
     ----------
@@ -151,6 +374,11 @@ class CellStore:
     free : sequence of str
         Keys that may differ without a refusal (settings that only some
         cells use and that those cells' names record, such as a run's length).
+
+    The file is claimed (:func:`claim`) before it is read, so that in a
+    :func:`session` (the command line, or a study's ``run_*`` function) a
+    second process is refused at once, and a folder that cannot be written is
+    refused before the first cell runs, not after it.
     """
 
     def __init__(self, path, settings, grow=(), what="this study", free=()):
@@ -158,12 +386,15 @@ class CellStore:
         self.settings = settings
         self.cells: dict = {}
         self.previous: dict = {}  # the document found in the file, if any
-        if self.path is None or not os.path.exists(self.path):
+        if self.path is None:
+            return
+        check_results_path(self.path, "results")
+        if not os.path.exists(self.path):
             return
         with open(self.path, encoding="utf-8") as fh:
             try:
                 old = json.load(fh)
-            except json.JSONDecodeError as exc:
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
                 raise ValueError(f"results: {self.path} is not a results file of {what} ({exc})") from None
         if not isinstance(old, dict) or not isinstance(old.get("settings"), dict) or "cells" not in old:
             raise ValueError(f"results: {self.path} is not a results file of {what}")
@@ -207,6 +438,34 @@ class CellStore:
         if self.path is not None:
             text = (_flat_lists(dumps(document, indent=1)) + "\n").encode("utf-8")
             atomic_write(self.path, lambda fh: fh.write(text))
+
+
+def make_folder_for(path, option):
+    """Make the folder of the file ``path`` (and those above it) if missing, or one line naming
+    ``option`` and ``path``: a part of the folder is a file, or it cannot be made."""
+    folder = os.path.dirname(os.path.abspath(os.fspath(path)))
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise ValueError(f"{option}: cannot write {os.fspath(path)!r}: a part of its folder is a file") from None
+    except OSError as exc:
+        raise ValueError(f"{option}: cannot write {os.fspath(path)!r} ({exc.strerror or exc})") from None
+
+
+def check_results_path(path, option):
+    """Check, before any work, that ``path`` can be a results file, and claim it (:func:`claim`):
+    a non-empty name of a file (not a folder) in a folder that exists or can be made, and that
+    no other run is writing; else one line naming ``option`` and the path."""
+    name = os.fspath(path)
+    if not name.strip():
+        raise ValueError(f"{option}: expected a file name, got {name!r}")
+    if os.path.isdir(name) or name.endswith(os.sep):
+        raise ValueError(f"{option}: {name!r} is a folder; expected a file name such as "
+                         f"{name.rstrip(os.sep)}/results.json")
+    make_folder_for(name, option)
+    if os.path.exists(name) and not os.access(name, os.R_OK):
+        raise ValueError(f"{option}: cannot read {name!r} (permission denied)")
+    claim(name, option)
 
 
 def machine_info():

@@ -1,4 +1,4 @@
-r"""The tiny trainer: one loop, per-epoch callbacks, atomic checkpoints, resume.
+r"""The tiny trainer: one loop, per-epoch callbacks, durable and locked checkpoints, resume.
 
 The loop is the whole of it::
 
@@ -44,15 +44,16 @@ from ..core.backend import array_module, to_numpy
 
 from ..core.checks import check_int
 from .optim import Optimizer
-from .runs import atomic_write, jsonable
+from .runs import atomic_write, claim, jsonable, locked, make_folder_for
 
 __all__ = ["GRADS", "gradient", "train", "batch_iterator", "save_checkpoint", "load_checkpoint",
            "check_checkpoint", "checkpoint_paths", "history_path", "Progress"]
 
 #: How gradients are computed: the model's hand-derived backward, or autograd.
 GRADS = ("analytic", "autograd")
-_FORMAT = "refattn-checkpoint-2"
-_READABLE = ("refattn-checkpoint-1", _FORMAT)  # 1 kept the history inside the .npz
+_FORMAT = "refattn-checkpoint-3"
+# 1 kept the history inside the .npz; 2 kept all of it in the history file, written before the .npz
+_READABLE = ("refattn-checkpoint-1", "refattn-checkpoint-2", _FORMAT)
 
 
 def gradient(model, params, batch, grad="analytic"):
@@ -126,24 +127,35 @@ def _history_lines(records, run):
 
 
 def save_checkpoint(path, params, optimizer, history, *, epoch, fingerprint=None, saved=0, run=None):
-    """Write a checkpoint: params, optimizer state, the epoch and the history.
+    """Write a checkpoint: params, optimizer state, the epoch and the history, durably.
 
-    Two files: ``path`` (.npz) holds the parameters, the optimiser's state, the
-    epoch and the number of history records; :func:`history_path` beside it
-    holds the history, one JSON record per line. The history file is only
-    *appended to* (the records after the first ``saved``), so a long run does
-    not rewrite its whole history every epoch; the .npz is written to a
-    temporary file and moved over ``path``, so an interrupted write leaves the
-    previous checkpoint intact. Each history line carries the id ``run`` of
-    the call that wrote it, and the .npz names its run: lines from another run
-    sharing the path are never read as this run's.
+    Two files: ``path`` (.npz) holds the parameters, the optimiser's state and
+    the epoch; :func:`history_path` beside it holds the history, one JSON
+    record per line, each carrying the id ``run`` of the run that wrote it
+    (lines of another run sharing the path are never read as this run's). The
+    .npz names how many leading records of its run the history file holds
+    (``saved``) and carries the records after them itself, so the order of
+    the writes keeps the checkpoint readable at every instant:
+
+    1. the .npz is written to a temporary file, flushed to disk and renamed
+       over ``path`` (:func:`refattn.training.runs.atomic_write`): until the
+       rename the previous checkpoint is the one on disk, whole;
+    2. only then are the new records appended to the history file (``saved=0``:
+       the file is written anew, atomically), and flushed.
+
+    A save that fails (a full disk) or is killed at any point leaves a
+    checkpoint that loads: the previous one before step 1's rename, the new
+    one after it (the history file then holds at least the ``saved`` records
+    it names). The history file is only appended to, so a long run does not
+    rewrite its history every epoch, and the .npz holds only the records since
+    the last save.
 
     Parameters
     ----------
     saved : int
-        How many leading records of ``history`` an earlier call with the same
-        ``run`` already wrote (what that call returned). ``0`` writes the
-        history file anew.
+        How many leading records of ``history`` the history file already holds
+        under ``run`` (what the previous call returned). ``0``: none; the
+        history file is written anew after the .npz.
     run : str, optional
         An id of the writing run (default: a fresh one, which needs ``saved=0``).
 
@@ -162,15 +174,6 @@ def save_checkpoint(path, params, optimizer, history, *, epoch, fingerprint=None
     if not (isinstance(saved, (int, np.integer)) and 0 <= saved <= len(history)):
         raise ValueError(f"saved: expected an integer in [0, {len(history)}], got {saved!r}")
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    lines = _history_lines(history[saved:], run)
-    hpath = history_path(path)
-    if saved == 0:
-        atomic_write(hpath, lambda fh: fh.write(lines))
-    elif lines:
-        with open(hpath, "ab") as fh:  # append only: the records of the epochs since the last save
-            fh.write(lines)
-            fh.flush()
-            os.fsync(fh.fileno())
     state = optimizer.state_dict()
     arrays = {f"param/{k}": to_numpy(v) for k, v in params.items()}
     for buf, values in state["state"].items():
@@ -180,32 +183,62 @@ def save_checkpoint(path, params, optimizer, history, *, epoch, fingerprint=None
         "epoch": int(epoch),
         "fingerprint": jsonable(fingerprint),
         "history_records": len(history),
+        "history_in_file": int(saved),
+        "history_tail": jsonable(history[saved:]),
         "run": run,
         "optimizer": {k: jsonable(v) for k, v in state.items() if k != "state"},
     }
     arrays["meta"] = np.array(json.dumps(meta))
-    atomic_write(path, lambda fh: np.savez(fh, **arrays))  # last: the history it names is on disk
+    atomic_write(path, lambda fh: np.savez(fh, **arrays))  # durable before any history line names it
+    lines = _history_lines(history[saved:], run)
+    hpath = history_path(path)
+    if saved == 0:
+        atomic_write(hpath, lambda fh: fh.write(lines))
+    elif lines:
+        try:
+            with open(hpath, "ab") as fh:  # append only: the records of the epochs since the last save
+                fh.write(lines)
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror or str(exc), hpath) from None
     return len(history), run
 
 
 def _read_history(path, meta):
-    """The first ``meta["history_records"]`` records of run ``meta["run"]`` from the history file."""
+    """``(history, in_file, clean)`` of a checkpoint whose .npz holds ``meta``.
+
+    The history is the first ``meta["history_in_file"]`` records of run
+    ``meta["run"]`` in the history file (format 2: all of them) and then the
+    records the .npz carries itself. ``in_file`` is how many records of the
+    history the file holds (the .npz's records too, once the save that wrote
+    them has appended them), and ``clean`` whether it holds nothing else:
+    no line of a killed save, of another run, or cut short."""
     hpath = history_path(path)
-    want, run = meta["history_records"], meta["run"]
-    records = []
+    base, run = meta.get("history_in_file", meta["history_records"]), meta["run"]
+    tail = meta.get("history_tail", [])
+    want = base + len(tail)
+    records, clean = [], True
+    if base == 0 and not os.path.exists(hpath):
+        return list(tail), 0, True
     with open(hpath, encoding="utf-8") as fh:
         for line in fh:
-            if len(records) == want:
-                break
             if not line.endswith("\n"):
-                break  # a line cut by an interrupted append
+                clean = False  # a line cut by an interrupted append
+                break
             entry = json.loads(line)
-            if entry.get("run") == run:
-                records.append(entry["record"])
-    if len(records) != want:
+            if entry.get("run") != run or len(records) == want:
+                clean = False  # another run's line, or a line past this checkpoint's
+                continue
+            records.append(entry["record"])
+    if len(records) < base:
         raise ValueError(f"history file {hpath!r} holds {len(records)} records of this checkpoint's run, "
-                         f"expected {want}")
-    return records
+                         f"expected {base}")
+    in_file = base
+    if len(records) > base:  # the .npz's own records, appended after it: the same, or a killed append's
+        same = len(records) == want and all(json.dumps(a) == json.dumps(b) for a, b in zip(records[base:], tail))
+        in_file, clean = (want, clean) if same else (base, False)
+    return records[:base] + list(tail), in_file, clean
 
 
 def load_checkpoint(path):
@@ -216,7 +249,11 @@ def load_checkpoint(path):
     dict
         ``params`` (NumPy arrays), ``optimizer`` (a ``state_dict`` for
         :meth:`refattn.training.optim.Optimizer.load_state_dict`), ``history``, ``epoch``
-        (the last completed epoch) and ``fingerprint``.
+        (the last completed epoch), ``fingerprint``, and what a resumed run needs
+        to go on appending: ``run`` (the id its history lines carry),
+        ``history_in_file`` (how many of the records the history file holds, the
+        rest being in the .npz) and ``history_clean`` (whether the file holds
+        nothing else).
 
     Raises
     ------
@@ -239,7 +276,12 @@ def load_checkpoint(path):
                 if k.startswith("opt/"):
                     _, buf, name = k.split("/", 2)
                     bufs.setdefault(buf, {})[name] = data[k]
-        history = meta["history"] if "history" in meta else _read_history(path, meta)  # format 1 kept it inline
+        if "history" in meta:  # format 1 kept it inline
+            history, in_file, clean = meta["history"], 0, True
+        else:
+            history, in_file, clean = _read_history(path, meta)
+            if len(history) != meta["history_records"]:
+                raise ValueError(f"it names {meta['history_records']} history records, holds {len(history)}")
     except FileNotFoundError as exc:
         if exc.filename is not None and os.fspath(exc.filename) == path:
             raise
@@ -254,17 +296,32 @@ def load_checkpoint(path):
         if isinstance(opt.get(key), list):
             opt[key] = tuple(opt[key])
     return {"params": params, "optimizer": opt, "history": history, "epoch": meta["epoch"],
-            "fingerprint": meta["fingerprint"]}
+            "fingerprint": meta["fingerprint"], "run": meta.get("run"), "history_in_file": in_file,
+            "history_clean": clean}
+
+
+def _trim_history(path, records, run):
+    """Rewrite the history file beside ``path`` as exactly ``records`` of ``run``, atomically: what
+    a resumed run appends to, without the lines of a killed save or of another run. The checkpoint
+    reads the same records from the file before and after."""
+    lines = _history_lines(records, run)
+    atomic_write(history_path(path), lambda fh: fh.write(lines))
 
 
 def check_checkpoint(path, option="checkpoint"):
-    """Check, before any work, that ``path`` can be a checkpoint: a ``.npz`` name, and,
-    if the file exists, a readable refattn checkpoint (else one line naming it and ``option``)."""
+    """Check, before any work, that ``path`` can be a checkpoint: a ``.npz`` name in a folder
+    that can be written, no other run writing it (it is claimed for this run,
+    :func:`refattn.training.runs.claim`), and, if the file exists, a readable refattn
+    checkpoint (else one line naming it and ``option``)."""
     if path is None:
         return
     name = os.fspath(path)
-    if not name.endswith(".npz"):
+    if not name.endswith(".npz") or not os.path.basename(name)[:-4]:
         raise ValueError(f"{option}: a checkpoint is a .npz file, got {name!r}")
+    if os.path.isdir(name):
+        raise ValueError(f"{option}: {name!r} is a folder; a checkpoint is a .npz file")
+    make_folder_for(name, option)
+    claim(name, option, clean=(history_path(name),))
     if os.path.exists(name):
         try:
             load_checkpoint(name)
@@ -315,9 +372,11 @@ def train(model, params, optimizer, make_batches, *, epochs, grad="analytic", ca
         (arrays are stored as lists). The record always has ``epoch`` and
         ``loss`` (the mean training loss of each seed over the epoch's batches).
     checkpoint : str or path, optional
-        A ``.npz`` file written (atomically) every ``checkpoint_every`` epochs
-        and after the last; with ``resume=True`` an existing one is loaded and
-        training continues after its last epoch.
+        A ``.npz`` file written durably (:func:`save_checkpoint`) every
+        ``checkpoint_every`` epochs and after the last; with ``resume=True`` an
+        existing one is loaded and training continues after its last epoch.
+        It is locked for the whole call (:func:`refattn.training.runs.locked`):
+        another process training on it is refused at once.
     fingerprint : JSON-able, optional
         A description of the run (model, data, hyperparameters). Resuming from a
         checkpoint with another fingerprint is an error, not a silent mix.
@@ -361,38 +420,17 @@ def train(model, params, optimizer, make_batches, *, epochs, grad="analytic", ca
         if not callable(cb):
             raise TypeError(f"callbacks: expected callables (epoch, params) -> dict, got {cb!r}")
 
-    history: list = []
-    start = 0
-    resumed_from = None
     fp = jsonable(fingerprint)
-    if checkpoint is not None and resume and os.path.exists(checkpoint):
-        ck = load_checkpoint(checkpoint)
-        if ck["fingerprint"] != fp:
-            raise ValueError(f"checkpoint: {os.fspath(checkpoint)!r} belongs to another run "
-                             f"(fingerprint {ck['fingerprint']!r}, this run {fp!r}); "
-                             f"remove it or pass resume=False")
-        if set(ck["params"]) != set(params):
-            raise ValueError(f"checkpoint: parameters {sorted(ck['params'])} do not match {sorted(params)}")
-        for k, v in params.items():
-            if ck["params"][k].shape != v.shape:
-                raise ValueError(f"checkpoint: parameter {k!r} has shape {ck['params'][k].shape}, "
-                                 f"expected {v.shape}")
-            xp = array_module(v)
-            v[...] = xp.asarray(ck["params"][k], dtype=v.dtype)
-        if ck["epoch"] + 1 > epochs:
-            raise ValueError(f"epochs: the checkpoint {os.fspath(checkpoint)!r} already holds {ck['epoch'] + 1} "
-                             f"epochs, more than the {epochs} asked; ask for at least {ck['epoch'] + 1} (a run "
-                             f"may extend a checkpoint, never report fewer epochs than it trained)")
-        optimizer.load_state_dict(ck["optimizer"])
-        history = list(ck["history"])
-        start = ck["epoch"] + 1
-        resumed_from = ck["epoch"]
-
-    bar = progress if isinstance(progress, Progress) else Progress(epochs, enabled=progress)
-    t0 = time.perf_counter()
-    last = epochs - 1 if stop_after is None else min(epochs - 1, stop_after)
-    saved, run = 0, None  # the first save writes the history file anew, later ones append to it
     with contextlib.ExitStack() as stack:
+        if checkpoint is not None:  # one writer: a second run on this checkpoint is refused at once
+            stack.enter_context(locked(checkpoint, "checkpoint", clean=(history_path(checkpoint),)))
+        history, start, resumed_from, saved, run = [], 0, None, 0, None
+        if checkpoint is not None and resume and os.path.exists(checkpoint):
+            history, start, saved, run = _resume(checkpoint, params, optimizer, epochs, fp)
+            resumed_from = start - 1
+        bar = progress if isinstance(progress, Progress) else Progress(epochs, enabled=progress)
+        t0 = time.perf_counter()
+        last = epochs - 1 if stop_after is None else min(epochs - 1, stop_after)
         if blas_threads is not None:
             stack.enter_context(threadpool_limits(limits=blas_threads, user_api="blas"))
         stack.callback(bar.close)
@@ -417,6 +455,38 @@ def train(model, params, optimizer, make_batches, *, epochs, grad="analytic", ca
                 saved, run = save_checkpoint(checkpoint, params, optimizer, history, epoch=epoch,
                                              fingerprint=fp, saved=saved, run=run)
     return {"history": history, "resumed_from": resumed_from, "seconds": time.perf_counter() - t0}
+
+
+def _resume(checkpoint, params, optimizer, epochs, fp):
+    """Load ``checkpoint`` into ``params`` and ``optimizer`` (checked against this run); return
+    ``(history, first epoch to train, saved, run)``, the last two for :func:`save_checkpoint`: the
+    run goes on under the checkpoint's run id, appending after the records its history file holds
+    (the file is first trimmed to exactly those, if a killed save or another run left more)."""
+    name = os.fspath(checkpoint)
+    ck = load_checkpoint(checkpoint)
+    if ck["fingerprint"] != fp:
+        raise ValueError(f"checkpoint: {name!r} belongs to another run (fingerprint {ck['fingerprint']!r}, "
+                         f"this run {fp!r}); move it away or use another checkpoint path")
+    if set(ck["params"]) != set(params):
+        raise ValueError(f"checkpoint: {name!r} holds parameters {sorted(ck['params'])}, this model has "
+                         f"{sorted(params)}")
+    for k, v in params.items():
+        if ck["params"][k].shape != v.shape:
+            raise ValueError(f"checkpoint: {name!r} holds parameter {k!r} with shape {ck['params'][k].shape}, "
+                             f"this model's has {v.shape}")
+    if ck["epoch"] + 1 > epochs:
+        raise ValueError(f"epochs: the checkpoint {name!r} already holds {ck['epoch'] + 1} epochs, more than "
+                         f"the {epochs} asked; ask for at least {ck['epoch'] + 1} (a run may extend a "
+                         f"checkpoint, never report fewer epochs than it trained)")
+    for k, v in params.items():
+        v[...] = array_module(v).asarray(ck["params"][k], dtype=v.dtype)
+    optimizer.load_state_dict(ck["optimizer"])
+    history, saved, run = list(ck["history"]), ck["history_in_file"], ck["run"]
+    if run is None:  # format 1: no history file; the first save writes one
+        saved = 0
+    elif not ck["history_clean"]:
+        _trim_history(checkpoint, history[:saved], run)
+    return history, ck["epoch"] + 1, saved, run
 
 
 def batch_iterator(n_examples, batch_size, *, seeds, epoch, shuffle=True, drop_last=False):
