@@ -36,9 +36,6 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 BUILT = ({f"docs/problems/part-{n}.md" for n in teaching.DECKS}
          | {f"docs/problems/part-{n}.pdf" for n in teaching.DECKS}
          | {"docs/" + deck[:-3] + ".pdf" for deck in teaching.DECKS.values()})
-#: Pages with links still written relative to the book (``derivations/...`` from ``docs/``), kept
-#: out of this change; a strict xfail, so that the mark goes once they are rewritten.
-NOT_YET = {"docs/cli.md": "docs/cli.md links derivations/... relative to the book, not to the repository"}
 
 _LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\[\]]*\])*\]\(([^()\s]*)\)")
 _FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
@@ -74,10 +71,7 @@ def test_the_pages_have_links_to_check():
     assert not any((ROOT / b).exists() for b in BUILT), "a built file is in the repository: drop it from BUILT"
 
 
-@pytest.mark.parametrize("page", [
-    pytest.param(p, marks=pytest.mark.xfail(reason=NOT_YET[p.relative_to(ROOT).as_posix()], strict=True))
-    if p.relative_to(ROOT).as_posix() in NOT_YET else p for p in PAGES],
-    ids=lambda p: p.relative_to(ROOT).as_posix())
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_every_relative_link_resolves_in_the_repository(page):
     broken = []
     for line, target in _links(page):

@@ -179,9 +179,9 @@ def classifier_memory(seeds, tokens, embed_dim=30):
     return int(seeds) * int(tokens) * (200 + 4 * int(embed_dim)) + 8 * 2**20
 
 
-def memory_estimate(seeds, config=SEED001_SMALL):
+def memory_estimate(seeds, config=TANHMAX_SMALL):
     """Bytes :func:`run_polarity` needs at its peak, estimated before any work: :func:`classifier_memory`
-    of the data set (120,000 tokens for ``SEED001_SMALL``)."""
+    of the data set (120,000 tokens for ``TANHMAX_SMALL``)."""
     return classifier_memory(seeds, 2 * config.n_per_class * (config.polar_per_sentence + config.neutral_per_sentence))
 
 
