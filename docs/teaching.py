@@ -362,7 +362,7 @@ def print_pdf(chromium: str, page: Path, pdf: Path) -> None:
         tmp.unlink(missing_ok=True)
         r = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                             f"--user-data-dir={profile}", "--no-pdf-header-footer", "--virtual-time-budget=30000",
-                            f"--print-to-pdf={tmp}", page.as_uri()],
+                            f"--print-to-pdf={tmp}", page.as_uri() + "?pdf"],  # ?pdf: assets/pdf.js unlinks
                            capture_output=True, text=True, timeout=PRINT_TIMEOUT_S, check=False)
         if r.returncode != 0 or not tmp.is_file() or tmp.read_bytes()[:5] != b"%PDF-":
             raise _error(f"{chromium} could not print {page.name} to PDF (exit {r.returncode}):\n"

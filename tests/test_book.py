@@ -268,7 +268,17 @@ def _pdf_text(path):
     from pypdf import PdfReader
 
     reader = PdfReader(str(path))
+    _no_links_off_the_page(reader, path)
     return len(reader.pages), " ".join(page.extract_text() for page in reader.pages)
+
+
+def _no_links_off_the_page(reader, path):
+    """A PDF carries no link to a file of the build machine (or anywhere else off the document)."""
+    for number, page in enumerate(reader.pages, 1):
+        for annot in page.get("/Annots") or []:
+            action = annot.get_object().get("/A") or {}
+            uri = action.get("/URI")
+            assert uri is None, f"{path.name}, page {number}: a link to {uri}"
 
 
 def test_slide_decks_fit_page_and_print(site):
