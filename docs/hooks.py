@@ -275,6 +275,7 @@ def _execute_all() -> dict[str, dict]:
     small = os.environ.get("REFATTN_BOOK_SMALL", "1")
     env = {**os.environ, "REFATTN_SMALL": "0" if small == "0" else "1", "MPLBACKEND": "Agg",
            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    _state["small"] = env["REFATTN_SMALL"] == "1"
 
     def one(path: Path):
         out = tmp / path.stem
@@ -310,7 +311,7 @@ def _notebook_page(stem: str, run: dict) -> str:
             f"    `.venv/bin/python notebooks/{stem}.py` (its figures go to `figures/`), or make the\n"
             f"    `.ipynb` yourself with `.venv/bin/jupytext --to notebook notebooks/{stem}.py` (jupytext\n"
             f"    comes with the test extra, the README's second set-up line).\n"
-            f"    The code below ran at the size the tests use (`REFATTN_SMALL=1`) in "
+            f"    The code below ran {teaching.size_words(_state['small'])} in "
             f"{run['seconds']:.1f} s; the output and figures under each cell are what it printed and drew.\n")
     placed = False
     for cell in run["cells"]:
@@ -421,7 +422,7 @@ def on_files(files, config):
 
     # the problem sets, and the PDFs of problem sets and decks (printed after the build, where a
     # Chromium is found: a placeholder here, so that links to them resolve)
-    _state["printed"] = teaching.Printed(runs)
+    _state["printed"] = teaching.Printed(runs, small=_state["small"])
     for n in teaching.DECKS:
         add(f"problems/part-{n}.md", content=teaching.problem_set(n, pdf=chromium is not None))
     if chromium:

@@ -18,7 +18,10 @@ columns. Besides markdown and ``$...$`` math, a slide may hold
 * ``{{ value SOURCE "TEXT" [FORMAT] }}``: the number (or word) printed right
   after ``TEXT``, in a format spec (``.2g``) if given;
 * ``{{ exercises N }}``: part N's exercises with their labels, from
-  :mod:`refattn.exercises`, and links to the problem set.
+  :mod:`refattn.exercises`, and links to the problem set;
+* ``{{ size }}``: the size the notebooks ran at, in words (the book runs
+  them at the tests' small size unless built with ``REFATTN_BOOK_SMALL=0``),
+  so that a reader knows what a measured number on a slide stands for.
 
 So no number on a slide is typed by hand: each is printed by the code of the
 repository as the book is built. A directive that does not resolve stops the
@@ -109,12 +112,19 @@ def derivation_outputs(path: Path) -> list[str]:
     return outputs
 
 
+def size_words(small: bool) -> str:
+    """The size the book's notebooks ran at, in words (``REFATTN_BOOK_SMALL=0`` builds at full size)."""
+    return ("at the small size the tests use (`REFATTN_SMALL=1`; a build with `REFATTN_BOOK_SMALL=0` "
+            "runs them at full size)" if small else "at full size (`REFATTN_SMALL=0`)")
+
+
 class Printed:
     """The printed lines of notebooks (``runs``: the build's executed cells, by stem) and of
     derivations (their step blocks, run on first use)."""
 
-    def __init__(self, runs: dict):
+    def __init__(self, runs: dict, small: bool):
         self.runs = runs
+        self.small = small  # the notebooks ran with REFATTN_SMALL=1
         self.cache: dict[str, list[str]] = {}
 
     def lines(self, source: str) -> list[str]:
@@ -203,7 +213,7 @@ def _escape(text: str) -> str:
     return re.sub(r"([\\`*_\[\]<>|])", r"\\\1", text)
 
 
-_DIRECTIVE = re.compile(r"\{\{\s*(eq|output|value|exercises)\s+(.*?)\s*\}\}")
+_DIRECTIVE = re.compile(r"\{\{\s*(eq|output|value|exercises|size)\b\s*(.*?)\s*\}\}")
 _FIGURE = re.compile(r"!\[([^\]]*)\]\(figure:([\w-]+)\)")
 
 
@@ -219,11 +229,13 @@ def resolve(markdown: str, uri: str, figures: dict, printed: Printed, pdf: bool)
         stem = figures[name][0]
         return (f'<figure class="slide-figure" markdown>\n\n![{alt}]({up}notebooks/{stem}/{name}.png)\n\n'
                 f'<figcaption>drawn by <a href="{up}notebooks/{stem}.html">notebook {stem[:2]}</a> '
-                f"as the book was built</figcaption>\n</figure>")
+                f"as the book was built{' (small size)' if printed.small else ''}</figcaption>\n</figure>")
 
     def directive(m):
         kind, args = m.group(1), shlex.split(m.group(2))
         try:
+            if kind == "size" and not args:
+                return size_words(printed.small)
             if kind == "eq" and len(args) == 1:
                 return f"\n\n{equation(args[0])}\n\n"
             if kind == "exercises" and len(args) == 1:
@@ -236,7 +248,8 @@ def resolve(markdown: str, uri: str, figures: dict, printed: Printed, pdf: bool)
                 page = f"{up}{source.rsplit('.', 1)[0]}.html"
                 code = html.escape("\n".join(lines))
                 return (f'\n\n<div class="printed"><pre><code>{code}</code></pre>'
-                        f'<p class="printed-by">printed by <a href="{page}">{name}</a> as the book was built</p>'
+                        f'<p class="printed-by">printed by <a href="{page}">{name}</a> as the book was built'
+                        f'{" (small size)" if printed.small and source.startswith("notebooks/") else ""}</p>'
                         "</div>\n\n")
             if kind == "value" and len(args) in (2, 3):
                 source, text = args[0], args[1]
@@ -248,7 +261,7 @@ def resolve(markdown: str, uri: str, figures: dict, printed: Printed, pdf: bool)
         except ValueError as e:
             raise _error(f"{uri}: {m.group(0)}: {e}") from e
         raise _error(f"{uri}: {m.group(0)}: expected {{{{ eq LABEL }}}}, {{{{ output SOURCE \"TEXT\" [N] }}}}, "
-                     f"{{{{ value SOURCE \"TEXT\" [FORMAT] }}}} or {{{{ exercises PART }}}}")
+                     f"{{{{ value SOURCE \"TEXT\" [FORMAT] }}}}, {{{{ exercises PART }}}} or {{{{ size }}}}")
 
     return _DIRECTIVE.sub(directive, _FIGURE.sub(figure, markdown))
 

@@ -332,6 +332,8 @@ def test_slide_decks_fit_page_and_print(site):
         pages, text = _pdf_text(pdf)
         assert pages == counts[deck.stem], f"slides/{deck.stem}.pdf: {pages} pages for {counts[deck.stem]} slides"
         assert not re.search(r"\\\(|\\\[|\\frac|\$\$", text), f"slides/{deck.stem}.pdf has raw TeX"
+        # the test build runs the notebooks small, and the deck says so beside its numbers
+        assert "small size the tests use" in " ".join(text.split()), f"slides/{deck.stem}.pdf: no word of the size"
 
 
 @pytest.mark.parametrize("part", sorted(PARTS))
