@@ -23,7 +23,7 @@ float64 with its autograd backward, on its default threads and on one
 (PyTorch is a benchmark-only dependency; that row is skipped when it is not
 installed).
 
-Targets (issues 2 and 14, on the fast path): refattn softmax no slower than
+Targets (the fast path's, as docs/performance.md states them): refattn softmax no slower than
 PyTorch; every other activation within 1.5x of refattn softmax; the analytic
 backward at least 1.5x faster than autograd's backward on the same forward.
 

@@ -1,4 +1,4 @@
-"""What the NT runs that were not made would cost (issue 19, item 2; derivation 15, section 11.8).
+"""What the NT runs that were not made would cost (derivation 15, section 11.8).
 
 Expressive's text makes two statements at context lengths the project did
 not run at full size: N16T5 at ``N_con = 256`` ("DPA remains in a local
