@@ -61,7 +61,7 @@ def test_every_equation_label_is_one_display_of_the_derivations():
 
 
 def test_quoted_output_of_derivations_is_what_their_step_blocks_print():
-    printed = teaching.Printed(runs={})
+    printed = teaching.Printed(runs={}, small=True)
     quoted = [(deck, args) for deck, args in directives("output") + directives("value")
               if args[0].startswith("derivations/")]
     assert quoted, "the decks quote the derivations' step blocks"
