@@ -1,22 +1,29 @@
-"""Seconds per epoch of Expressive's NT training, now against the code of an earlier commit (issue 19, item 1).
+"""Milliseconds per epoch of Expressive's NT training at steady state, against an earlier commit, per BLAS kernel.
 
 Times ``refattn nt`` in Fig. 3's setting (N16T2, N_con = 32, expressive
-attention, 16 seeds batched) as a user runs it, in one process per
-measurement: the training time per epoch (evaluations left out) and the
-time of one evaluation (``n_test`` = 100 series per seed, ``n_g`` = 50 greedy
-steps). Three programs, in interleaved passes of one run so that the ratios
-are measured under one load:
+attention, 16 seeds batched) as a user runs it, one process per
+measurement, and records the end of every epoch (a callback added to the
+trainer): the time per epoch is the median over the epochs after the first
+``--skip`` (start-up, first allocations, caches) and before the last (the one
+evaluation). Three programs, in interleaved passes so that the ratios are
+measured under one load:
 
 * ``baseline``: float64 with the code of ``--baseline`` (default
-  ``0b5003d``, the commit on which issue 19 was filed), extracted with
+  ``0b5003d``, before the NT step was made faster), extracted with
   ``git archive`` into a temporary folder;
 * ``float64`` and ``float32``: the code of this checkout.
 
-Then checks that float32 changes no verdict where one can be read in a few
-minutes: epochs to 100 % per seed and final accuracies, float64 against
-float32, for N2T5 (Fig. 4; EA and DPA, 16 seeds, 200 epochs) and for N16T2
-at N_con = 32 (Fig. 3; init x0.5, lr 0.32, where EA escapes the plateau
-within a few hundred epochs; 16 seeds, 600 epochs).
+Each kernel of ``--kernels`` runs every program in processes started with
+``OPENBLAS_CORETYPE`` set to it (OpenBLAS reads it when it loads; the JSON
+records the kernel each process reports, which can differ from the one
+asked for where the CPU lacks it). Threads: as the command line runs them
+(``REFATTN_NUM_THREADS`` unset: the usable cores, at most 8).
+
+Then, unless ``--no-verdicts``, checks that float32 changes no verdict where
+one can be read in a few minutes: epochs to 100 % per seed and final
+accuracies, float64 against float32, for N2T5 (Fig. 4; EA and DPA, 16 seeds,
+200 epochs) and for N16T2 at N_con = 32 (Fig. 3; init x0.5, lr 0.32, 16
+seeds, 600 epochs).
 
     python benchmarks/bench_nt.py --out benchmarks/results/nt_epoch.json
     python benchmarks/bench_nt.py --quick          # a look in a few seconds
@@ -30,7 +37,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -41,51 +47,88 @@ import numpy as np
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import machine  # noqa: E402
 from refattn.studies.nt_training import run_nt  # noqa: E402
 from refattn.training.runs import dumps  # noqa: E402
 
 BASELINE = "0b5003d6411f294c6a98c84e9b7b678ca1810bf8"
 PROGRAMS = ("baseline", "float64", "float32")
 
-# one measurement: import refattn from the given folder (asserted), run the command line, print its JSON
+# one measurement: import refattn from the given folder (asserted), add a callback that records the end
+# of every epoch to the trainer the NT study calls, run the command line, print the stamps as JSON
 CHILD = """
-import sys
+import contextlib, io, json, sys, time
 sys.path.insert(0, sys.argv[1])
 import refattn, refattn.cli
 assert refattn.__file__.startswith(sys.argv[1]), refattn.__file__
-sys.exit(refattn.cli.main(sys.argv[2:]))
+try:
+    from refattn.studies import nt_training as study
+except ImportError:  # the layout of older commits
+    from refattn.experiments import nt_training as study
+stamps, real = [], study.train
+def timed(*args, **kwargs):
+    kwargs["callbacks"] = list(kwargs.get("callbacks", ())) + [lambda epoch, params: stamps.append(time.perf_counter())]
+    return real(*args, **kwargs)
+study.train = timed
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    code = refattn.cli.main(sys.argv[2:])
+from threadpoolctl import threadpool_info
+blas = [i.get("architecture") for i in threadpool_info() if i.get("user_api") == "blas"]
+print(json.dumps({"code": code, "stamps": stamps, "blas_kernel": blas[0] if blas else None,
+                  "eval_seconds": json.loads(out.getvalue())["eval_seconds"]}))
 """
 
 
-def measure(tree, task, n_con, seeds, epochs, dtype=None):
-    """``refattn nt`` from ``tree``, one process: ``(train seconds per epoch, seconds of one evaluation)``."""
-    argv = ["nt", "--task", task, "--context", str(n_con), "--attention", "expressive", "--seeds", str(seeds),
-            "--epochs", str(epochs), "--eval-every", str(epochs), "--json"]
+def measure(tree, kernel, setting, dtype=None):
+    """One ``refattn nt`` process from ``tree`` under ``OPENBLAS_CORETYPE=kernel``: per-epoch seconds
+    (epochs 1 to E - 2: the last one evaluates), the evaluation's seconds, the kernel OpenBLAS reports."""
+    argv = ["nt", "--task", setting["task"], "--context", str(setting["n_con"]), "--attention", "expressive",
+            "--seeds", str(setting["seeds"]), "--epochs", str(setting["epochs"]),
+            "--eval-every", str(setting["epochs"]), "--json"]
     if dtype is not None:
         argv += ["--dtype", dtype]
-    done = subprocess.run([sys.executable, "-c", CHILD, tree] + argv, capture_output=True, text=True, check=True)
-    r = json.loads(done.stdout)
-    return r["train_seconds_per_epoch"], r["eval_seconds"]
+    env = dict(os.environ)
+    if kernel is not None:
+        env["OPENBLAS_CORETYPE"] = kernel
+    done = subprocess.run([sys.executable, "-c", CHILD, tree] + argv, capture_output=True, text=True, check=True,
+                          env=env)
+    r = json.loads(done.stdout.strip().splitlines()[-1])
+    per_epoch = np.diff(r["stamps"])[:-1]  # the last epoch ends with the evaluation
+    return per_epoch.tolist(), r["eval_seconds"], r["blas_kernel"]
 
 
-def time_programs(baseline_tree, task, n_con, seeds, epochs, passes):
-    """Per program and pass: training seconds per epoch and seconds of one evaluation; ratios of medians."""
+def steady(per_epoch, skip):
+    """The median and the 10th and 90th percentiles (ms) of the epochs after the first ``skip``."""
+    x = 1e3 * np.asarray(per_epoch[skip:])
+    return {"median_ms": float(np.median(x)), "p10_ms": float(np.percentile(x, 10)),
+            "p90_ms": float(np.percentile(x, 90)), "epochs_timed": int(x.size)}
+
+
+def time_programs(baseline_tree, kernel, setting, passes, skip):
+    """Per program and pass: the steady-state epoch time; ratios of the baseline's to each program's."""
     here = os.path.abspath(ROOT)
     runs = {"baseline": (baseline_tree, None), "float64": (here, "float64"), "float32": (here, "float32")}
-    out = {p: {"train_seconds_per_epoch": [], "eval_seconds": []} for p in PROGRAMS}
+    out = {p: {"passes": [], "eval_seconds": []} for p in PROGRAMS}
+    reported = set()
     for _ in range(passes):
         for name in PROGRAMS:  # interleaved: all see the same load
             tree, dtype = runs[name]
-            train, ev = measure(tree, task, n_con, seeds, epochs, dtype)
-            out[name]["train_seconds_per_epoch"].append(train)
+            per_epoch, ev, arch = measure(tree, kernel, setting, dtype)
+            reported.add(arch)
+            out[name]["passes"].append(steady(per_epoch, skip))
             out[name]["eval_seconds"].append(ev)
     for name in PROGRAMS:
-        for key in ("train_seconds_per_epoch", "eval_seconds"):
-            out[name][key + "_median"] = statistics.median(out[name][key])
-    speedup = {name: {key: out["baseline"][key + "_median"] / out[name][key + "_median"]
-                      for key in ("train_seconds_per_epoch", "eval_seconds")} for name in ("float64", "float32")}
-    return out, speedup
+        out[name]["median_ms"] = statistics.median(p["median_ms"] for p in out[name]["passes"])
+    speedup = {}
+    for name in ("float64", "float32"):
+        per_pass = [b["median_ms"] / p["median_ms"] for b, p in zip(out["baseline"]["passes"], out[name]["passes"])]
+        speedup[name] = {"ratio": statistics.median(per_pass), "spread": [min(per_pass), max(per_pass)],
+                         "per_pass": per_pass}
+    return {"kernel_asked": kernel, "kernel_reported": sorted(k for k in reported if k), "times": out,
+            "speedup_over_baseline": speedup}
 
 
 def verdicts(setting):
@@ -109,43 +152,70 @@ def verdicts(setting):
             "largest_final_accuracy_difference": gap}
 
 
+def table(result):
+    """A Markdown table: per kernel, each program's steady-state ms per epoch and its speed-up."""
+    lines = ["| BLAS kernel | program | ms per epoch (median of passes) | passes | speed-up over the baseline |",
+             "|---|---|---:|---|---:|"]
+    for k in result["kernels"]:
+        kernel = ", ".join(k["kernel_reported"]) or str(k["kernel_asked"])
+        for name in PROGRAMS:
+            t = k["times"][name]
+            s = k["speedup_over_baseline"].get(name)
+            sp = "1" if s is None else f"{s['ratio']:.2f} ({s['spread'][0]:.2f}–{s['spread'][1]:.2f})"
+            label = f"{result['baseline_commit'][:7]}, float64" if name == "baseline" else f"this code, {name}"
+            lines.append(f"| {kernel} | {label} | {t['median_ms']:.1f} | "
+                         + ", ".join(f"{p['median_ms']:.1f}" for p in t["passes"]) + f" | {sp} |")
+    return "\n".join(lines)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="tiny sizes, for a look")
     ap.add_argument("--passes", type=int, default=3)
+    ap.add_argument("--epochs", type=int, default=300, help="epochs per measurement (default 300)")
+    ap.add_argument("--skip", type=int, default=30, help="first epochs left out of the median (default 30)")
+    ap.add_argument("--kernels", nargs="+", default=["Haswell", "SkylakeX"],
+                    help="OPENBLAS_CORETYPE values to run under (default Haswell SkylakeX)")
     ap.add_argument("--baseline", default=BASELINE, help="the commit to compare with (default: %(default).7s)")
+    ap.add_argument("--no-verdicts", action="store_true", help="skip the float64 / float32 verdict check")
     ap.add_argument("--out", help="write the results as JSON here")
     args = ap.parse_args(argv)
     if args.quick:
-        timing = dict(task="N16T2", n_con=8, seeds=2, epochs=3, passes=1)
+        setting = dict(task="N16T2", n_con=8, seeds=2, epochs=6)
+        passes, skip = 1, 1
         checks = [dict(task="N2T5", n_con=16, seeds=2, epochs=20, eval_every=10, lr=0.02, init_scale=1.0)]
     else:
-        timing = dict(task="N16T2", n_con=32, seeds=16, epochs=30, passes=args.passes)
+        setting = dict(task="N16T2", n_con=32, seeds=16, epochs=args.epochs)
+        passes, skip = args.passes, args.skip
         checks = [dict(task="N2T5", n_con=16, seeds=16, epochs=200, eval_every=10, lr=0.02, init_scale=1.0),
                   dict(task="N16T2", n_con=32, seeds=16, epochs=600, eval_every=50, lr=0.32, init_scale=0.5)]
+    if setting["epochs"] < skip + 3:
+        ap.error(f"--epochs: expected at least --skip + 3 = {skip + 3}, got {setting['epochs']}")
     t0 = time.perf_counter()
     commit = subprocess.run(["git", "-C", ROOT, "rev-parse", args.baseline], capture_output=True, text=True,
                             check=True).stdout.strip()
+    result = {
+        "command": "python benchmarks/bench_nt.py" + ("" if argv is None else " " + " ".join(argv)),
+        "what": "refattn nt, training time per epoch at steady state: the median over epochs "
+                f"{skip + 1}..{setting['epochs'] - 2} of one process (the last epoch evaluates), then the median over passes",
+        "baseline_commit": commit, "timing_setting": dict(setting, passes=passes, skip=skip),
+        "machine": machine.describe(), "kernels": [],
+    }
     with tempfile.TemporaryDirectory() as tree:
         archive = subprocess.run(["git", "-C", ROOT, "archive", commit, "refattn"], capture_output=True, check=True)
         subprocess.run(["tar", "-x", "-C", tree], input=archive.stdout, check=True)
-        times, speedup = time_programs(tree, **timing)
-    result = {
-        "command": "python benchmarks/bench_nt.py" + (" --quick" if args.quick else "")
-                   + (f" --baseline {args.baseline}" if args.baseline != BASELINE else "")
-                   + (f" --out {args.out}" if args.out else ""),
-        "baseline_commit": commit,
-        "timing_setting": timing, "times": times, "speedup_over_baseline": speedup,
-        "verdicts": [verdicts(c) for c in checks],
-        "machine": {"python": platform.python_version(), "numpy": np.__version__, "cpus": os.cpu_count(),
-                    "load_average_at_end": list(os.getloadavg())},
-        "seconds": time.perf_counter() - t0,
-    }
+        for kernel in args.kernels:
+            result["kernels"].append(time_programs(tree, kernel, setting, passes, skip))
+            print(table(result), file=sys.stderr, flush=True)
+    if not args.no_verdicts:
+        result["verdicts"] = [verdicts(c) for c in checks]
+    result["machine"]["load_average_at_end"] = list(os.getloadavg())
+    result["seconds"] = time.perf_counter() - t0
     text = dumps(result)
     if args.out:
         with open(args.out, "w") as fh:
             fh.write(text + "\n")
-    print(text)
+    print(table(result))
 
 
 if __name__ == "__main__":

@@ -5,12 +5,14 @@
     python benchmarks/bench_streaming.py --quick               # tiny lengths, a smoke test
     python benchmarks/bench_streaming.py --out benchmarks/results/streaming.json
 
-One head, ``d = 64``, float64, TanhMax, causal, ``block_size = 256``
-(issue 17). For each ``n`` it measures forward + backward (the output and
-the gradients for Q, K and V, from a random upstream gradient) of
+One head, ``d = 64``, float64, TanhMax, causal, blocks of the fast route's
+own sizes (``--block-size`` sets them). For each ``n`` it measures forward +
+backward (the output and the gradients for Q, K and V, from a random
+upstream gradient) of
 
 * ``streaming``: :func:`refattn.fast.streaming.streaming_attention` then
-  :func:`~refattn.fast.streaming.streaming_attention_backward`;
+  :func:`~refattn.fast.streaming.streaming_attention_backward` (the fast
+  route: strips of query rows on refattn's threads);
 * ``reference``: the dense textbook path, :func:`refattn.core.attention.attention`
   and its backward, while ``n`` is at most ``--dense-max`` (it holds several
   ``n x n`` arrays: 2 GiB each at n = 16k);
@@ -40,10 +42,10 @@ of ``--passes`` passes times streaming, reference and fast ``--repeats``
 times in a row, and the ratio is the median over passes of the per-pass
 ratio of medians, which cancels drift on a shared machine.
 
-Threads. Streaming holds BLAS at one thread while its blocks run
-(``refattn.fast.streaming``, ``derivations/23-streaming.md`` section 8); the
-dense paths use BLAS's default threads, and ``fast`` its own thread pool;
-PyTorch its default intra-op threads. The JSON records them.
+Threads. Streaming and the dense fast path run their blocks on refattn's
+thread pool with BLAS held at one thread (``derivations/23-streaming.md``
+section 8); the dense reference uses BLAS's default threads; PyTorch its
+default intra-op threads. The JSON records them.
 
 The JSON is rewritten after every length, with ``"complete": false`` until
 the end, so a run that is cut short keeps what it measured.
@@ -54,7 +56,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -62,6 +63,9 @@ import time
 import tracemalloc
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import machine  # noqa: E402
 
 from refattn.core import attention as reference
 from refattn import fast
@@ -223,19 +227,8 @@ def grouped_ratio(cands, passes, repeats, pause=0.2):
 # --------------------------------------------------------------------------
 
 
-def machine():
-    info = {"python": platform.python_version(), "platform": platform.platform(),
-            "cpus": os.cpu_count(), "numpy": np.__version__}
-    try:
-        with open("/proc/cpuinfo") as f:
-            names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
-        info["cpu"] = names[0] if names else platform.processor()
-    except OSError:
-        info["cpu"] = platform.processor()
-    try:
-        info["load_average_at_start"] = os.getloadavg()
-    except OSError:
-        pass
+def machine_info():
+    info = machine.describe()
     blas = fast_threads.blas_control()
     if blas is not None:
         info["blas_threads_default"] = blas.get()
@@ -265,7 +258,8 @@ def main(argv=None):
                     help=f"tiny lengths {QUICK_NS}, one repeat and one pass: a smoke test")
     ap.add_argument("--d", type=int, default=64)
     ap.add_argument("--activation", default="tanhmax")
-    ap.add_argument("--block-size", type=int, default=256)
+    ap.add_argument("--block-size", type=int, default=None,
+                    help="queries and keys per block (default: the fast route's own strips)")
     ap.add_argument("--dense-max", type=int, default=8192, help="largest n for the dense rows (default 8192)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--passes", type=int, default=5, help="passes of the grouped n = 1024 timing")
@@ -278,7 +272,7 @@ def main(argv=None):
     ap.add_argument("--torch-child", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     for name in ("d", "block_size", "dense_max", "repeats", "passes"):
-        if getattr(args, name) < (0 if name == "repeats" else 1):
+        if getattr(args, name) is not None and getattr(args, name) < (0 if name == "repeats" else 1):
             ap.error(f"--{name.replace('_', '-')}: expected a positive integer, got {getattr(args, name)}")
     if args.torch_child is not None:
         print(json.dumps(torch_child(args.torch_child, args.d, args.repeats, args.long)))
@@ -294,7 +288,7 @@ def main(argv=None):
         "block_size": args.block_size, "dense_max": args.dense_max, "repeats": repeats,
         "memory": "tracemalloc peak during the call (NumPy rows; inputs not counted); "
                   "PyTorch: resident-set growth in a fresh process",
-        "machine": machine(), "rows": {}, "verdict": {}, "complete": False,
+        "machine": machine_info(), "rows": {}, "verdict": {}, "complete": False,
     }
 
     def save():

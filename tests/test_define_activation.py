@@ -31,6 +31,7 @@ from refattn.cli import main as cli_main  # noqa: E402
 from refattn.custom import NonFiniteError, define_activation, unregister  # noqa: E402
 from refattn.theory.proposition1 import closed_form_delta_II, delta_II, pi_matrix, score_velocity  # noqa: E402
 from refattn.fast.kernels import Generic, kernel  # noqa: E402
+from refattn.fast.streaming import streaming_attention, streaming_attention_backward  # noqa: E402
 from refattn.core.gradcheck import gradcheck  # noqa: E402
 from refattn.theory.properties import measure  # noqa: E402
 
@@ -157,6 +158,26 @@ def test_fast_blocked_route_matches_reference(case, rng):
     b, b_f = dict(zip(GRAD_NAMES, attention_backward(dY, cache))), dict(zip(GRAD_NAMES, fast.attention_backward(dY, cache_f)))
     for name in "QKV":
         close(b_f[name], b[name], 1e-12)
+
+
+@pytest.mark.parametrize("reading", [False, True])
+def test_streaming_matches_reference(case, reading, rng):
+    """Streaming, on the fast route (strips of the fast path, the activation's own ell and rho through
+    the generic kernel) and on the reading loop: the reference's numbers, causal and with a mask."""
+    act, _, _ = case
+    Q, K, V = (rng.standard_normal((2, 2, 40, 4)) for _ in range(3))
+    dY = rng.standard_normal(V.shape)
+    mask = rng.random((40, 40)) < 0.8
+    for kw in ({"causal": True}, {"mask": mask}):
+        out, cache = attention(Q, K, V, activation=act, **kw)
+        b = dict(zip(GRAD_NAMES, attention_backward(dY, cache)))
+        for block_size in (None, 7):
+            out_s, cache_s = streaming_attention(Q, K, V, activation=act, block_size=block_size, reading=reading, **kw)
+            assert cache_s["route"] == ("reading" if reading else "fast")
+            close(out_s, out, 1e-12)
+            b_s = dict(zip(GRAD_NAMES, streaming_attention_backward(dY, cache_s)))
+            for name in "QKV":
+                close(b_s[name], b[name], 1e-12)
 
 
 def test_proposition_1_and_properties(case, rng):

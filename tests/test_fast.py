@@ -103,14 +103,80 @@ def test_fast_routes_match_the_reference(act, masking, dtype, rng, force_blocks)
     associative = act == "linear" and masking == "none"  # its backward never forms n x n arrays
     assert len(force_blocks) == 2 - associative, "forward and backward should each have run blocked"
     assert all(size == 1 for _, size in force_blocks)
+    _assert_routes_match(act, dtype, (o0, c0, g0), (o1, c1, g1), (o2, c2, g2))
+
+
+def _assert_routes_match(act, dtype, want, *routes):
+    """Each route's output, cached weights, scores and p, and gradients equal the reference's."""
+    o0, c0, g0 = want
     p0 = activation(act).p(c0["s"], mask=c0["mask"])
-    for route, (o, c, g) in (("whole-batch", (o1, c1, g1)), ("blocked", (o2, c2, g2))):
+    for route, (o, c, g) in zip(("whole-batch", "blocked"), routes):
         _assert_close(o, o0, dtype, f"{route} out")
         for k in ("w", "s"):
             _assert_close(c[k], c0[k], dtype, f"{route} cache[{k!r}]")
         _assert_close(c["p"], p0, dtype, f"{route} cache['p']")
         for k in ("Q", "K", "V"):
             _assert_close(g[k], g0[k], dtype, f"{route} d{k}")
+
+
+@pytest.fixture
+def strips(monkeypatch):
+    """Strips of two query rows on the causal route (``CAUSAL_ROWS`` is 128: n = 5 would be one strip)."""
+    from refattn.fast import strips as causal_strips
+
+    monkeypatch.setattr(causal_strips, "CAUSAL_ROWS", 2)
+
+
+CAUSAL_MASKINGS = ["causal", "causal+shared", "causal+per-slice"]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("masking", CAUSAL_MASKINGS)
+@pytest.mark.parametrize("act", ACTIVATIONS)
+def test_causal_strips_match_the_reference(act, masking, dtype, rng, force_blocks, strips):
+    """Under ``causal`` the fast path computes strips of query rows against the keys up to
+    their last row only; both routes (whole batch, blocked) give the reference's output,
+    weights, p, scores (recomputed) and gradients."""
+    Q, K, V, G = _inputs(rng, dtype)
+    mask = None if masking == "causal" else _mask("shared" if masking == "causal+shared" else "empty-row", rng)
+    want, *fast = _both_routes(Q, K, V, G, activation=act, mask=mask, causal=True)
+    assert all(c["strips"] for _, c, _ in fast), "the strips did not run"
+    _assert_routes_match(act, dtype, want, *fast)
+
+
+@pytest.mark.parametrize("sc", [s for s in SCORES if score(s).pairwise])
+def test_causal_strips_every_score(sc, rng, force_blocks, strips):
+    """Every pairwise score in strips: cosFormer's positions and neural's per-pair weights by
+    their slices of the strip, every parameter's gradient."""
+    Q, K, V, G = _inputs(rng)
+    s_obj = score(sc)
+    for params in (s_obj.init_params(D, rng),) + ((s_obj.init_params(D, rng, per_pair=(N, N)),)
+                                                  if sc == "neural" else ()):
+        (o0, c0, g0), *fast = _both_routes(Q, K, V, G, score=s_obj, activation="tanhmax", params=params,
+                                           causal=True)
+        for o1, c1, g1 in fast:
+            assert c1["strips"]
+            _assert_close(o1, o0, np.float64, f"{sc} out")
+            for k in "QKV":
+                _assert_close(g1[k], g0[k], np.float64, f"{sc} d{k}")
+            for k in params:
+                _assert_close(g1["params"][k], g0["params"][k], np.float64, f"{sc} d{k}")
+
+
+def test_causal_strips_compute_no_key_past_their_last_row(rng, monkeypatch, strips):
+    """n = 5 in strips of 2: rows 0-1 see keys 0-1, rows 2-3 keys 0-3, row 4 keys 0-4."""
+    from refattn.fast.streaming import _Blocks
+
+    calls = []
+    real = _Blocks.scores
+    monkeypatch.setattr(_Blocks, "scores", lambda self, rows, cols: calls.append((rows, cols)) or real(self, rows, cols))
+    Q, K, V, _ = _inputs(rng)
+    set_blocking(False)
+    try:
+        attention(Q, K, V, causal=True)
+    finally:
+        set_blocking(True)
+    assert [(r.start, r.stop, c.start, c.stop) for r, c in calls] == [(0, 2, 0, 2), (2, 4, 0, 4), (4, 5, 0, 5)]
 
 
 @pytest.mark.parametrize("sc", SCORES)

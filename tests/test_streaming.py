@@ -7,7 +7,13 @@ results must agree to 1e-12 of their scale (norm-wise: ``max |a - b| <=
 entry: the streaming and dense paths add the same terms in another order
 and rescale by ``e^(m_old - m_new)`` instead of subtracting the final
 maximum once (``derivations/23-streaming.md``, section 4).
+
+Both routes are checked: the reading loop the derivation walks
+(``reading=True``) and the fast route (:mod:`refattn.fast.streaming_fast`),
+which NumPy inputs take by default.
 """
+
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -19,6 +25,7 @@ from refattn.core.activations import Activation
 from refattn.core.attention import attention, attention_backward
 from refattn.core.backend import to_numpy
 from refattn.core.gradcheck import gradcheck
+from refattn.fast import streaming_fast, threads
 from refattn.fast.streaming import _Blocks, streaming_attention, streaming_attention_backward
 
 from conftest import RTOL_AUTOGRAD, RTOL_CENTRAL
@@ -28,6 +35,7 @@ GRAD_NAMES = ("Q", "K", "V", "params")  # attention_backward returns (dQ, dK, dV
 B, H, D, DV = 2, 2, 3, 2
 TOL = 1e-12
 MASKINGS = ("none", "mask", "causal", "both")
+ROUTES = ("fast", "reading")
 
 
 def _assert_close(got, want, what, tol=TOL):
@@ -46,11 +54,12 @@ def _mask(rng, n_q, n_k, lead=(B, 1)):
     return mask
 
 
-def _both(Q, K, V, G, **kw):
-    """Dense and streaming forward + backward on the same inputs."""
+def _both(Q, K, V, G, route="fast", **kw):
+    """Dense and streaming (on ``route``) forward + backward on the same inputs."""
     block_size = kw.pop("block_size")
     out0, c0 = attention(Q, K, V, **kw)
-    out1, c1 = streaming_attention(Q, K, V, block_size=block_size, **kw)
+    out1, c1 = streaming_attention(Q, K, V, block_size=block_size, reading=route == "reading", **kw)
+    assert c1["route"] == route, f"ran the {c1['route']} route, not the {route} one"
     return (out0, dict(zip(GRAD_NAMES, attention_backward(G, c0)))), (out1, dict(zip(GRAD_NAMES, streaming_attention_backward(G, c1))))
 
 
@@ -72,9 +81,10 @@ def _assert_same(dense, stream, what):
 # --------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("route", ROUTES)
 @pytest.mark.parametrize("masking", MASKINGS)
 @pytest.mark.parametrize("act", ACTIVATIONS)
-def test_every_activation_equals_the_dense_reference(act, masking, rng):
+def test_every_activation_equals_the_dense_reference(act, masking, route, rng):
     """Output and dQ, dK, dV to 1e-12, at block sizes that divide n (4), do not (5, 7),
     are 1 (every key its own block) and exceed n (one block); n_q != n_k without causal."""
     causal = masking in ("causal", "both")
@@ -84,13 +94,14 @@ def test_every_activation_equals_the_dense_reference(act, masking, rng):
         G = rng.standard_normal((B, H, n_q, DV))
         mask = _mask(rng, n_q, n_k) if masking in ("mask", "both") else None
         for bs in (1, 4, 5, 7, 64):
-            _assert_same(*_both(Q, K, V, G, activation=act, mask=mask, causal=causal, block_size=bs),
+            _assert_same(*_both(Q, K, V, G, route, activation=act, mask=mask, causal=causal, block_size=bs),
                          f"{act}, {masking}, n_q={n_q}, n_k={n_k}, block_size={bs}")
 
 
+@pytest.mark.parametrize("route", ROUTES)
 @pytest.mark.parametrize("sc", SCORES)
 @pytest.mark.parametrize("act", ACTIVATIONS)
-def test_every_score_equals_the_dense_reference(sc, act, rng):
+def test_every_score_equals_the_dense_reference(sc, act, route, rng):
     """Every score with every activation, a random mask and (pairwise scores) causal:
     Q, K, V and every score parameter's gradient to 1e-12."""
     s_obj = score(sc)
@@ -102,13 +113,15 @@ def test_every_score_equals_the_dense_reference(sc, act, rng):
         mask, G = _mask(rng, n, n), rng.standard_normal((B, H, n, DV))
     else:  # one query row pools every token
         mask, G = rng.random((B, 1, 1, n)) < 0.7, rng.standard_normal((B, H, 1, DV))
+    route = route if s_obj.pairwise else "reading"  # a per-token score's one row is O(n) already
     for causal in (False, True) if s_obj.pairwise else (False,):
-        _assert_same(*_both(q, K, V, G, score=s_obj, activation=act, params=params, mask=mask,
+        _assert_same(*_both(q, K, V, G, route, score=s_obj, activation=act, params=params, mask=mask,
                             causal=causal, block_size=3), f"{sc}/{act}, causal={causal}")
 
 
+@pytest.mark.parametrize("route", ROUTES)
 @pytest.mark.parametrize("act", ["tanhmax", "expressive"])
-def test_neural_per_pair_weights_stream_by_their_slices(act, rng):
+def test_neural_per_pair_weights_stream_by_their_slices(act, route, rng):
     """Per-pair weights (n_q, n_k, ...): each block reads its slice and writes its gradient there."""
     n_q, n_k = 7, 11
     s_obj = score("neural")
@@ -116,23 +129,25 @@ def test_neural_per_pair_weights_stream_by_their_slices(act, rng):
     Q, K, V = rng.standard_normal((B, n_q, D)), rng.standard_normal((B, n_k, D)), rng.standard_normal((B, n_k, DV))
     G = rng.standard_normal((B, n_q, DV))
     mask = rng.random((n_q, n_k)) < 0.7
-    _assert_same(*_both(Q, K, V, G, score=s_obj, activation=act, params=params, mask=mask, block_size=3),
+    _assert_same(*_both(Q, K, V, G, route, score=s_obj, activation=act, params=params, mask=mask, block_size=3),
                  f"neural per-pair/{act}")
 
 
-def test_cosformer_positions_are_absolute_across_blocks(rng):
+@pytest.mark.parametrize("route", ROUTES)
+def test_cosformer_positions_are_absolute_across_blocks(route, rng):
     """cosFormer's cos(pi (i - j) / 2M) uses the positions in the whole sequence, and its M option."""
     Q, K, V = (rng.standard_normal((1, 2, 9, d)) for d in (D, D, DV))
     G = rng.standard_normal((1, 2, 9, DV))
     for opts in ({}, {"M": 30.0}):
-        _assert_same(*_both(Q, K, V, G, score=score("cosformer", **opts), activation="cosformer",
+        _assert_same(*_both(Q, K, V, G, route, score=score("cosformer", **opts), activation="cosformer",
                             block_size=4), f"cosformer {opts}")
     with pytest.raises(ValueError, match="M: 5 is smaller than the sequence length 9"):
         streaming_attention(Q, K, V, score=score("cosformer", M=5.0))
 
 
+@pytest.mark.parametrize("route", ROUTES)
 @pytest.mark.parametrize("act", ["softmax", "expressive", "cosformer", "relu"])
-def test_rows_with_no_normaliser_give_zero_output_and_gradient(act, rng):
+def test_rows_with_no_normaliser_give_zero_output_and_gradient(act, route, rng):
     """A fully masked row, an all-zero expressive row and a cosformer row with no positive
     score have no normaliser: output 0 and gradient 0, as the reference (derivation 01, 5.4)."""
     n = 6
@@ -143,7 +158,7 @@ def test_rows_with_no_normaliser_give_zero_output_and_gradient(act, rng):
     mask = np.ones((n, n), bool)
     mask[4] = False  # row 4: fully masked
     G = rng.standard_normal((1, n, DV))
-    dense, stream = _both(Q, K, V, G, score="dot", activation=act, mask=mask, block_size=4)
+    dense, stream = _both(Q, K, V, G, route, score="dot", activation=act, mask=mask, block_size=4)
     _assert_same(dense, stream, act)
     out, g = stream
     assert np.all(out[0, 4] == 0) and np.all(g["Q"][0, 4] == 0)
@@ -158,6 +173,7 @@ def test_rows_with_no_normaliser_give_zero_output_and_gradient(act, rng):
 def test_property_streaming_equals_dense(data):
     """Any activation, any (n_q, n_k), block size, mask shape and causal: the dense numbers."""
     act = data.draw(st.sampled_from(ACTIVATIONS), label="activation")
+    route = data.draw(st.sampled_from(ROUTES), label="route")
     causal = data.draw(st.booleans(), label="causal")
     n_q = data.draw(st.integers(1, 9), label="n_q")
     n_k = n_q if causal else data.draw(st.integers(1, 9), label="n_k")
@@ -168,11 +184,12 @@ def test_property_streaming_equals_dense(data):
     mshape = data.draw(st.sampled_from([None, (n_q, n_k), (2, n_q, n_k), (n_k,), (2, 1, n_k), (n_q, 1), ()]),
                        label="mask shape")
     mask = None if mshape is None else np.asarray(rng.random(mshape) < 0.6)
-    _assert_same(*_both(Q, K, V, G, activation=act, mask=mask, causal=causal, block_size=bs),
+    _assert_same(*_both(Q, K, V, G, route, activation=act, mask=mask, causal=causal, block_size=bs),
                  f"{act}, causal={causal}, mask {mshape}, block_size={bs}")
 
 
-def test_a_users_own_activation_streams(rng):
+@pytest.mark.parametrize("route", ROUTES)
+def test_a_users_own_activation_streams(route, rng):
     """An Activation subclass the library has never seen: rho = s, ell = s (g = s e^s, h = e^s)."""
 
     class SExp(Activation):
@@ -198,7 +215,8 @@ def test_a_users_own_activation_streams(rng):
 
     Q, K, V = (rng.standard_normal((B, 8, d)) for d in (D, D, DV))
     G = rng.standard_normal((B, 8, DV))
-    _assert_same(*_both(Q, K, V, G, activation=SExp(), causal=True, block_size=3), "s_exp")
+    for bs in (3, None):  # None: the fast route's own strips
+        _assert_same(*_both(Q, K, V, G, route, activation=SExp(), causal=True, block_size=bs), f"s_exp {bs}")
 
 
 # --------------------------------------------------------------------------
@@ -206,9 +224,10 @@ def test_a_users_own_activation_streams(rng):
 # --------------------------------------------------------------------------
 
 
-def _gradcheck_streaming(rng, act, sc="scaled_dot", mask=None, causal=False, n=5, block_size=2):
-    """Streaming's backward against autograd through streaming's own forward and against
-    central differences of it, with a random cotangent (gradcheck draws it)."""
+def _gradcheck_streaming(rng, act, sc="scaled_dot", mask=None, causal=False, n=5, block_size=2, route="fast"):
+    """Streaming's backward (on ``route``) against autograd through streaming's own forward (which
+    autograd traces on the reading route) and against central differences of it, with a random
+    cotangent (gradcheck draws it)."""
     s_obj = score(sc)
     params = s_obj.init_params(D, rng)
     Q, K, V = (rng.standard_normal((1, 2, n, d)) for d in (D, D, DV))
@@ -220,7 +239,7 @@ def _gradcheck_streaming(rng, act, sc="scaled_dot", mask=None, causal=False, n=5
     def run(a):
         return streaming_attention(a.get("Q"), a["K"], a["V"], score=s_obj, activation=act,
                                    params={p: a[p] for p in names}, mask=mask, causal=causal,
-                                   block_size=block_size)
+                                   block_size=block_size, reading=route == "reading")
 
     def vjp(u, **a):
         g = dict(zip(GRAD_NAMES, streaming_attention_backward(u, run(a)[1])))
@@ -234,30 +253,38 @@ def _gradcheck_streaming(rng, act, sc="scaled_dot", mask=None, causal=False, n=5
                   rtol=rtol, atol=atol, seed=int(rng.integers(1000))).assert_ok()
 
 
+@pytest.mark.parametrize("route", ROUTES)
 @pytest.mark.parametrize("act", ACTIVATIONS)
-def test_streaming_backward_gradcheck_every_activation(act, rng):
+def test_streaming_backward_gradcheck_every_activation(act, route, rng):
     mask = rng.random((1, 1, 5, 5)) < 0.7
     mask[..., 0] = True
-    _gradcheck_streaming(rng, act, mask=mask, causal=True)
+    _gradcheck_streaming(rng, act, mask=mask, causal=True, route=route)
 
 
+@pytest.mark.parametrize("route", ROUTES)
 @pytest.mark.parametrize("sc", SCORES)
-def test_streaming_backward_gradcheck_every_score(sc, rng):
-    _gradcheck_streaming(rng, "tanhmax", sc=sc)
+def test_streaming_backward_gradcheck_every_score(sc, route, rng):
+    _gradcheck_streaming(rng, "tanhmax", sc=sc, route=route)
 
 
-def test_a_wrong_backward_is_caught(rng, monkeypatch):
+@pytest.mark.parametrize("route", ROUTES)
+def test_a_wrong_backward_is_caught(route, rng, monkeypatch):
     """The checks can fail: drop the D_i term of Step 10 and gradcheck reports it."""
     import refattn.fast.streaming as streaming
 
-    real = streaming._backward_blocks
+    if route == "reading":
+        real = streaming._backward_blocks
 
-    def no_D(xp, blocks, act, grad_out, cache):
-        return real(xp, blocks, act, grad_out, {**cache, "out": 0.0 * cache["out"]})
+        def no_D(xp, blocks, act, grad_out, cache):
+            return real(xp, blocks, act, grad_out, {**cache, "out": 0.0 * cache["out"]})
 
-    monkeypatch.setattr(streaming, "_backward_blocks", no_D)
+        monkeypatch.setattr(streaming, "_backward_blocks", no_D)
+    else:
+        real = streaming_fast.backward
+        monkeypatch.setattr(streaming_fast, "backward",
+                            lambda grad_out, cache: real(grad_out, {**cache, "out": 0.0 * cache["out"]}))
     with pytest.raises(AssertionError, match="analytic VJP vs autograd"):
-        _gradcheck_streaming(rng, "softmax")
+        _gradcheck_streaming(rng, "softmax", route=route)
 
 
 # --------------------------------------------------------------------------
@@ -273,12 +300,14 @@ def _arrays(x):
         yield x
 
 
+@pytest.mark.parametrize("route", ROUTES)
 @pytest.mark.parametrize("act", ["tanhmax", "expressive"])
-def test_the_cache_holds_no_n_q_by_n_k_array(act, rng):
+def test_the_cache_holds_no_n_q_by_n_k_array(act, route, rng):
     """The cache keeps the inputs, the output and two numbers per query row, nothing pairwise."""
     n = 24
+    reading = route == "reading"
     Q, K, V = (rng.standard_normal((B, H, n, d)) for d in (D, D, DV))
-    out, cache = streaming_attention(Q, K, V, activation=act, causal=True, block_size=5)
+    out, cache = streaming_attention(Q, K, V, activation=act, causal=True, block_size=5, reading=reading)
     arrays = list(_arrays(cache))
     assert arrays, "no arrays in the cache?"
     for a in arrays:
@@ -287,34 +316,76 @@ def test_the_cache_holds_no_n_q_by_n_k_array(act, rng):
     n_q, n_k = 20, 16  # and with n_q != n_k and a mask over keys only
     Q = rng.standard_normal((B, H, n_q, D))
     _, cache = streaming_attention(Q, K[..., :n_k, :], V[..., :n_k, :], activation=act,
-                                   mask=rng.random((B, 1, 1, n_k)) < 0.7, block_size=6)
+                                   mask=rng.random((B, 1, 1, n_k)) < 0.7, block_size=6, reading=reading)
     for a in _arrays(cache):
         assert tuple(a.shape[-2:]) != (n_q, n_k) and a.size < B * H * n_q * n_k, f"an array of shape {a.shape}"
 
 
-def test_causal_skips_the_blocks_above_the_diagonal(rng, monkeypatch):
+def _peak_bytes(n, route, block_size=16, d=8):
+    """tracemalloc's peak during one streaming forward + backward at length ``n`` (one head,
+    float64); the inputs are made before and not counted, the output and gradients are."""
+    rng = np.random.default_rng(0)
+    Q, K, V, G = (rng.standard_normal((1, 1, n, d)) for _ in range(4))
+    tracemalloc.start()
+    try:
+        out, cache = streaming_attention(Q, K, V, activation="tanhmax", causal=True, block_size=block_size,
+                                         reading=route == "reading")
+        streaming_attention_backward(G, cache)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("route", ROUTES)
+def test_peak_memory_grows_linearly(route, workers, monkeypatch):
+    """With blocks of a fixed size, everything a call holds is a constant (its blocks) plus
+    arrays of O(n) (inputs' gradients, the output, two numbers per row, one accumulator per
+    thread): peak(n) = a + b n, so peak(4 n) <= 4 peak(n). An n x n array would add c n^2
+    and break that as soon as c n^2 > a / 4; at 4 n = 512 one such float64 array (2 MiB)
+    alone would exceed the second bound fourfold."""
+    monkeypatch.setattr(threads, "_threads", workers)
+    _peak_bytes(64, route)  # first-call allocations (the pool, kernels) out of the way
+    small, large = _peak_bytes(128, route), _peak_bytes(512, route)
+    assert large <= 4 * small, f"peak {small} B at n = 128, {large} B at n = 512: more than linear"
+    assert large < 512 * 512 * 8 / 4, f"peak {large} B at n = 512: an n x n array?"
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_causal_skips_the_blocks_above_the_diagonal(route, rng, monkeypatch):
     """n = 8 in blocks of 2: 4 x 4 blocks, of which 10 are on or below the diagonal."""
     calls = []
-    real = _Blocks.scores
+    if route == "reading":
+        real = _Blocks.scores
 
-    def counted(self, rows, cols):
-        calls.append((rows, cols))
-        return real(self, rows, cols)
+        def counted(self, rows, cols):
+            calls.append((rows, cols))
+            return real(self, rows, cols)
 
-    monkeypatch.setattr(_Blocks, "scores", counted)
+        monkeypatch.setattr(_Blocks, "scores", counted)
+    else:  # the fast route's loops take their blocks from the plan (and form dot scores themselves)
+        real = streaming_fast._Plan.chunks
+
+        def counted(self, rows):
+            chunks = real(self, rows)
+            calls.extend((rows, cols) for cols in chunks)
+            return chunks
+
+        monkeypatch.setattr(streaming_fast._Plan, "chunks", counted)
     Q, K, V = (rng.standard_normal((8, d)) for d in (D, D, DV))
-    out, cache = streaming_attention(Q, K, V, causal=True, block_size=2)
+    out, cache = streaming_attention(Q, K, V, causal=True, block_size=2, reading=route == "reading")
     assert len(calls) == 10 and all(c.start <= r.stop - 1 for r, c in calls)
     dict(zip(GRAD_NAMES, streaming_attention_backward(rng.standard_normal(out.shape), cache)))
     assert len(calls) == 20
 
 
+@pytest.mark.parametrize("route", ROUTES)
 @pytest.mark.parametrize("act", ACTIVATIONS)
-def test_float32_stays_float32_and_close(act, rng):
+def test_float32_stays_float32_and_close(act, route, rng):
     Q, K, V = (rng.standard_normal((B, H, 10, d)).astype(np.float32) for d in (D, D, DV))
     G = rng.standard_normal((B, H, 10, DV)).astype(np.float32)
     mask = _mask(rng, 10, 10)
-    (out0, g0), (out1, g1) = _both(Q, K, V, G, activation=act, mask=mask, causal=True, block_size=3)
+    (out0, g0), (out1, g1) = _both(Q, K, V, G, route, activation=act, mask=mask, causal=True, block_size=3)
     assert out1.dtype == np.float32 and all(g1[k].dtype == np.float32 for k in "QKV")
     _assert_close(out1, out0, "out", tol=1e-5)
     for k in "QKV":
@@ -345,9 +416,10 @@ def _finite_where_the_reference_is(Q, K, V, G, tol, **kw):
     return compared
 
 
+@pytest.mark.parametrize("route", ROUTES)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("act", ACTIVATIONS)
-def test_extreme_scores_stay_finite(act, dtype, rng):
+def test_extreme_scores_stay_finite(act, dtype, route, rng):
     """Scores at the dtype's limits, rescaled across blocks of one key: finite wherever
     the reference is, and equal to it (every entry for all but linear)."""
     big = np.finfo(dtype).max
@@ -357,7 +429,7 @@ def test_extreme_scores_stay_finite(act, dtype, rng):
     V = rng.uniform(-1, 1, (3, 2)).astype(dtype)
     G = rng.uniform(-1, 1, (5, 2)).astype(dtype)
     tol = 1e-5 if dtype == np.float32 else 1e-12
-    n = _finite_where_the_reference_is(Q, K, V, G, tol, activation=act, block_size=1)
+    n = _finite_where_the_reference_is(Q, K, V, G, tol, route=route, activation=act, block_size=1)
     if act != "linear":
         assert n == 5 * 2 + 5 * 3 + 3 * 3 + 3 * 2, "the reference is finite everywhere here"
 
@@ -377,8 +449,9 @@ def test_any_float32_scores_stay_finite(act, data):
     V = data.draw(hnp.arrays(np.float32, (n_k, 2), elements=unit), label="V")
     G = data.draw(hnp.arrays(np.float32, (n_q, 2), elements=unit), label="G")
     bs = data.draw(st.integers(1, n_k), label="block_size")
+    route = data.draw(st.sampled_from(ROUTES), label="route")
     Q, K = _identity_keys(s, np.float32)
-    _finite_where_the_reference_is(Q, K, V, G, 1e-5, activation=act, mask=mask, block_size=bs)
+    _finite_where_the_reference_is(Q, K, V, G, 1e-5, route=route, activation=act, mask=mask, block_size=bs)
 
 
 def test_device_arrays_run_the_same_code(xp, rng):
@@ -406,9 +479,11 @@ def test_errors_name_the_argument(rng):
     Q, K, V = (rng.standard_normal((6, d)) for d in (D, D, DV))
     with pytest.raises(ValueError, match=r"block_size: expected an int >= 1, got 0"):
         streaming_attention(Q, K, V, block_size=0)
-    for bad in (2.5, True, "8", None):
+    for bad in (2.5, True, "8"):
         with pytest.raises(TypeError, match=r"block_size: expected an int >= 1"):
             streaming_attention(Q, K, V, block_size=bad)
+    with pytest.raises(TypeError, match="reading: expected True or False"):
+        streaming_attention(Q, K, V, reading="yes")
     with pytest.raises(TypeError, match="causal: expected True or False"):
         streaming_attention(Q, K, V, causal="yes")
     with pytest.raises(ValueError, match="causal: needs as many queries as keys"):

@@ -19,6 +19,11 @@ to 1e-13 in float64). What they add, each measured in
   :class:`~refattn.fast.threads.single_threaded_blas`).
 * **Linear attention by associativity**: unmasked linear attention with a
   dot score gets its gradients as ``Q (K^T V)`` products, with no n x n array.
+* **Causal strips**: under ``causal``, on NumPy arrays with more than
+  :data:`refattn.fast.strips.CAUSAL_ROWS` queries, strips of query rows meet only the keys up to
+  their last row, so the blocks above the diagonal are never computed
+  (``derivations/20-speed.md`` section 5); ``p`` and ``w`` in the cache are
+  still full arrays, 0 above the diagonal.
 
 Values autograd traces go to the reference unchanged (autograd must
 differentiate the textbook code); CuPy arrays run the whole-batch code with
@@ -37,7 +42,7 @@ from ..core import checks
 from ..core.activations import Linear
 from ..core.backend import array_module, is_traced, shape_of, sum_to
 from ..core.scores import Dot
-from . import threads
+from . import strips as causal_strips, threads
 from .kernels import forward as kernel_forward, kernel, vjp_from
 from .threads import blocking_enabled, num_threads, set_blocking, set_num_threads
 
@@ -51,10 +56,10 @@ class AttentionCache(dict):
     pass and, where the kernel hands its backward something else, ``aux``.
 
     For activations whose VJP factors do not need the scores
-    (``kernel(act).needs_s`` false) the blocked route does not keep them:
-    ``cache["s"]`` (and ``cache.get("s")``) then recomputes them from ``Q`` and
-    ``K`` on first access and keeps them. ``"s" in cache`` tells whether they
-    are held now.
+    (``kernel(act).needs_s`` false), and on the causal strips for every
+    activation, the fast path does not keep them: ``cache["s"]`` (and
+    ``cache.get("s")``) then recomputes them from ``Q`` and ``K`` on first
+    access and keeps them. ``"s" in cache`` tells whether they are held now.
     """
 
     def __missing__(self, key):
@@ -85,17 +90,19 @@ def attention(Q, K, V, *, score="scaled_dot", activation="softmax", params=None,
     sc, act, params, keep, n_q = checks.attention_args(Q, K, V, score, activation, params, mask, causal,
                                                        score_options)
     xp = array_module(Q, K, V, keep, *params.values())
-    if causal:
+    # skip the blocks above the diagonal, where there is more than one strip of rows
+    strips = bool(causal) and n_q > causal_strips.CAUSAL_ROWS and _host(xp, Q, K, V, *params.values())
+    if causal and not strips:
         tri = reference.causal_mask(n_q, xp=xp)
         keep = tri if keep is None else keep & tri
     shape = np.shape(K)[:-2] + (n_q, np.shape(K)[-2])  # (..., n_q, n_k)
     size = _block_size(xp, shape, Q, K, V)
     if size is None:
-        out, s, p, w, aux, score_cache = _forward(sc, act, Q, K, V, params, keep)
+        out, s, p, w, aux, score_cache = _forward(sc, act, Q, K, V, params, keep, strips)
     else:
-        out, s, p, w, aux, score_cache = _forward_blocked(sc, act, Q, K, V, params, keep, shape, size)
+        out, s, p, w, aux, score_cache = _forward_blocked(sc, act, Q, K, V, params, keep, shape, size, strips)
     cache = AttentionCache(Q=Q, K=K, V=V, params=params, p=p, w=w, mask=keep, score=sc, activation=act,
-                           score_cache=score_cache, block_size=size)
+                           score_cache=score_cache, block_size=size, strips=strips)
     if s is not None:
         cache["s"] = s
     if aux is not None and aux is not s:
@@ -103,8 +110,15 @@ def attention(Q, K, V, *, score="scaled_dot", activation="softmax", params=None,
     return out, cache
 
 
-def _forward(sc, act, Q, K, V, params, keep):
+def _host(xp, *arrays):
+    """True for plain NumPy arrays (the strips of the causal route use NumPy's in-place calls)."""
+    return xp is np and all(a is None or type(a) is np.ndarray for a in arrays)
+
+
+def _forward(sc, act, Q, K, V, params, keep, strips=False, into=None):
     """The reference's three steps with the activation's kernel: ``(out, s, p, w, aux, score_cache)``."""
+    if strips:
+        return causal_strips.forward_causal(sc, act, Q, K, V, params, keep, into)
     s, score_cache = sc.forward(Q, K, params)  # (..., n_q, n_k) or (..., n)
     if not sc.pairwise:
         s = s[..., None, :]  # (..., 1, n)
@@ -121,18 +135,24 @@ def attention_backward(grad_out, cache):
     checks.check_grad(grad_out, "grad_out", shape_of(w)[:-1] + shape_of(V)[-1:])
     sc, act = cache["score"], cache["activation"]
     xp = array_module(grad_out, V)
-    if isinstance(act, Linear) and isinstance(sc, Dot) and cache.get("mask") is None:
+    if isinstance(act, Linear) and isinstance(sc, Dot) and cache.get("mask") is None and not cache.get("strips"):
         return _backward_linear_dot(xp, sc, grad_out, Q, K, V)
-    aux = cache["s"] if kernel(act).needs_s else cache.get("aux")  # s: recomputed if not kept
+    strips = cache.get("strips", False)
+    if strips or not kernel(act).needs_s:
+        aux = cache.get("aux")
+    else:
+        aux = cache["s"]  # recomputed if not kept
     args = (V, aux, p, w, cache["score_cache"])
     size = cache["block_size"]  # the forward's blocks: their score caches are kept
     if size is None:
-        return _backward(sc, act, xp, grad_out, *args)
-    return _backward_blocked(sc, act, grad_out, *args, size)
+        return _backward(sc, act, xp, grad_out, *args, strips)
+    return _backward_blocked(sc, act, grad_out, *args, size, strips)
 
 
-def _backward(sc, act, xp, grad_out, V, aux, p, w, score_cache):
+def _backward(sc, act, xp, grad_out, V, aux, p, w, score_cache, strips=False):
     """The chain rule through the three steps, on a batch or one block: ``(dQ, dK, dV, dparams)``."""
+    if strips:
+        return causal_strips.backward_causal(act, grad_out, V, aux, p, w, score_cache)
     dV = sum_to(xp, xp.swapaxes(w, -1, -2) @ grad_out, np.shape(V))  # (..., n_k, d_v)   dV = W^T dY
     dW = grad_out @ xp.swapaxes(V, -1, -2)  # (..., n_q, n_k)   dW = dY V^T
     ds = vjp_from(act, xp, aux, p, dW, -1, w, overwrite_u=True)  # Eq. 01.R5, into dW's memory
@@ -189,16 +209,19 @@ def _rows(x, i, j):
     return None if x is None else x[i:j]
 
 
-def _forward_blocked(sc, act, Q, K, V, params, keep, shape, size):
+def _forward_blocked(sc, act, Q, K, V, params, keep, shape, size, strips=False):
     """:func:`_forward` per block of slices, into full-size outputs (s only if the VJP needs it)."""
     lead, slices = len(shape) - 2, math.prod(shape[:-2])
     Qf, Kf, Vf = _merge_batch(Q, lead), _merge_batch(K, lead), _merge_batch(V, lead)
     per_slice = keep is not None and keep.ndim > 2  # an (n_q, n_k) mask is shared by every slice
     if per_slice:
         keep = _merge_batch(np.broadcast_to(keep, shape), lead)
+    score_caches = {}
+    if strips:
+        return causal_strips.forward_blocked_causal(sc, act, Qf, Kf, Vf, params, keep, per_slice, shape, size,
+                                                    score_caches)
     needs_s = kernel(act).needs_s
     parts = threads.Gather(slices, alone=("out",))
-    score_caches = {}
 
     def block(i, j):
         out, s, p, w, aux, score_caches[i] = _forward(sc, act, _rows(Qf, i, j), Kf[i:j], Vf[i:j], params,
@@ -217,7 +240,7 @@ def _forward_blocked(sc, act, Q, K, V, params, keep, shape, size):
     return out, s, p, (p if w is None else w), (s if needs_s else aux), score_caches
 
 
-def _backward_blocked(sc, act, grad_out, V, aux, p, w, score_caches, size):
+def _backward_blocked(sc, act, grad_out, V, aux, p, w, score_caches, size, strips=False):
     """:func:`_backward` per block of slices (the forward's blocks, whose score caches it kept);
     parameter gradients summed in block order."""
     lead = np.ndim(w) - 2
@@ -226,7 +249,7 @@ def _backward_blocked(sc, act, grad_out, V, aux, p, w, score_caches, size):
 
     def block(i, j):
         dQ, dK, dV, dparams = _backward(sc, act, np, Gf[i:j], Vf[i:j], _rows(sf, i, j), pf[i:j], wf[i:j],
-                                        score_caches[i])
+                                        score_caches[i], strips)
         parts.put(i, j, {"K": dK, "V": dV} if dQ is None else {"Q": dQ, "K": dK, "V": dV})
         return dparams
 

@@ -17,6 +17,11 @@ is (``derivations/20-speed.md`` sections 2-3 measure each choice):
   tanhmax: ``A = p, B = phi``), so attention need not keep the scores.
 * **In-place buffers.** Temporaries are reused with ``out=`` (never on
   values autograd traces: :mod:`refattn.fast` sends those to the reference).
+* **Streaming forms.** Streaming attention and the causal strips of the
+  fast path see a block of a row, not the row: ``exponent``, ``row_top`` and
+  ``stream`` give ``H = h(s) e^(-f m)`` under a shift ``m`` set per row from
+  the blocks seen, by each activation's cheapest stable formula
+  (``derivations/23-streaming.md`` section 8).
 
 A :class:`Kernel` is looked up by the activation's class (:func:`kernel`).
 An activation without one (a user's own) gets :class:`Generic`, which calls
@@ -61,64 +66,158 @@ class Generic:
 
     #: ``aux`` is the scores themselves (attention then keeps them for the backward pass)
     needs_s = True
+    ell_factor = 1.0  # f in h = exp(f a) b
+    b_unbounded = False  # b is rescaled by its row maximum (cosformer)
 
     def __init__(self, act):
         self.act = act
+        if getattr(act, "half_ell", None) is not None:  # streams ell / 2 (sigsoftmax's overflow guard)
+            self.ell_factor = 2.0
 
     def forward(self, s, axis=-1, mask=None, overwrite_s=False):
         p = self.act.p(s, axis, mask)
         return p, (p if rho_is_one(self.act) else self.act.rho(s) * p), s
+
+    def parts(self, s):
+        """``(a, b, rho, aux)``: ``h = exp(f a) b`` with ``f`` = :attr:`ell_factor`, the weights' factor
+        ``rho`` and what :meth:`factors` needs besides ``p`` and ``phi``. ``None`` stands for
+        ``a = 0``, ``b = 1``, ``rho = 1`` or no aux. Here ``a = ell / f``, ``b = 1``: the reference's
+        functions, for an activation this module does not know (streaming in blocks needs ``h``
+        per entry, not ``p`` per row)."""
+        act = self.act
+        a = act.ell(s) if self.ell_factor == 1.0 else act.half_ell(s)
+        return a, None, (None if rho_is_one(act) else act.rho(s)), s
 
     def factors(self, s, p, phi):
         act = self.act
         b = p * act.dell(s)  # p ell'
         return act.drho(s) * p + act.rho(s) * b, b  # (rho' + rho ell') p
 
+    # --- streaming: h per block, under a shift given per row (refattn.fast.streaming_fast) ---------
+    #: ``h = e^(f a) b`` has an exponent ``a`` whose row maximum is the shift (else: no shift, or,
+    #: with ``b_unbounded``, the row maximum of ``b`` is)
+    has_exponent = True
+    #: ``|rho| <= 1``, so ``|W| <= H``: sums of ``W v`` need no normalising first to stay finite
+    bounded_rho = False
+    #: :meth:`factors` of ``H <= 1`` (``p`` before normalising) are at most 2 in magnitude
+    bounded_factors = False
+
+    def exponent(self, s):
+        """The exponent ``a`` of ``h = e^(f a) b`` (here ``ell / f``); may be ``s`` itself."""
+        return self.act.ell(s) if self.ell_factor == 1.0 else self.act.half_ell(s)
+
+    def row_top(self, s):
+        """The row maximum of :meth:`exponent` (of ``b`` for an unbounded ``b``), ``(..., 1)``."""
+        return array_module(s).max(self.exponent(s), axis=-1, keepdims=True)
+
+    def stream(self, s, shift, backward=False):
+        """``(H, W, aux)`` for a block of scores ``s`` (which may be overwritten) and a shift per row:
+        ``H = h(s) e^(-f shift)`` (``h(s) / shift`` for an unbounded ``b``), the unnormalised weights
+        ``W = rho(s) H`` (``None`` where ``rho = 1``) and, with ``backward``, what :meth:`factors`
+        needs besides ``p`` and ``phi``. ``H`` and ``W`` are new arrays the caller may overwrite."""
+        xp = array_module(s)
+        H = xp.subtract(self.exponent(s), shift)
+        if self.ell_factor != 1.0:
+            H *= self.ell_factor
+        H = xp.exp(H, out=H)
+        return H, (None if rho_is_one(self.act) else self.act.rho(s) * H), (s if backward else None)
+
 
 class Kernel(Generic):
     """A built-in activation: ``p`` by the split ``h = exp(f a) b`` (subclasses below, one per class)."""
 
     needs_s = False
-    ell_factor = 1.0  # f in h = exp(f a) b
-    b_unbounded = False  # b is rescaled by its row maximum (cosformer)
+    bounded_rho = True
+    bounded_factors = True
 
     def split(self, s):
         """``(a, b)`` with ``h = exp(f a) b``; ``None`` stands for ``a = 0`` or ``b = 1``."""
         return None, None
 
-    def forward(self, s, axis=-1, mask=None, overwrite_s=False):
+    def parts(self, s):
         a, b = self.split(s)
+        return a, b, (None if rho_is_one(self.act) else self.act.rho(s)), (s if self.needs_s else None)
+
+    def forward(self, s, axis=-1, mask=None, overwrite_s=False):
+        a, b, rho, aux = self.parts(s)  # rho before p: p may take the scores' memory
         p = _split_p(array_module(s, mask), s, a, b, self.ell_factor, self.b_unbounded, axis, mask,
                      overwrite_s)
-        w = p if rho_is_one(self.act) else self.act.rho(s) * p
-        return p, w, (s if self.needs_s else None)
+        return p, (p if rho is None else rho * p), aux
+
+    def exponent(self, s):
+        a, b = self.split(s)
+        return b if self.b_unbounded else a
+
+    def row_top(self, s):
+        return array_module(s).max(self.exponent(s), axis=-1, keepdims=True)
+
+    def stream(self, s, shift, backward=False):
+        xp = array_module(s)
+        rho = None if rho_is_one(self.act) else self.act.rho(s)  # before s is overwritten
+        aux = s if backward and self.needs_s else None
+        a, b = self.split(s)
+        if a is not None:
+            H = xp.subtract(a, shift, out=a if a is not s or aux is None else None)
+            if self.ell_factor != 1.0:
+                H *= self.ell_factor
+            H = xp.exp(H, out=H)
+            if b is not None:
+                H *= b
+        elif b is None:
+            H = xp.ones_like(s)  # h = 1: the normaliser counts the keys
+        else:
+            H = xp.divide(b, shift, out=b) if self.b_unbounded else b
+        if rho is not None:
+            rho = xp.multiply(rho, H, out=rho) if rho is not s or aux is None else rho * H
+        return H, rho, aux
 
 
 class _Softmax(Kernel):
     def split(self, s):
         return s, None  # h = e^s
 
+    def row_top(self, s):
+        return array_module(s).max(s, axis=-1, keepdims=True)
+
     def factors(self, aux, p, phi):
         return p, p  # A = B = p:  ds = p (u - <u, p>)
 
 
 class _TanhMax(Kernel):
-    def forward(self, s, axis=-1, mask=None, overwrite_s=False):
-        xp = array_module(s, mask)
+    def parts(self, s):
+        xp = array_module(s)
         a = xp.abs(s)
-        E = xp.exp(-2.0 * a)  # e^{-2|s|}, the one exponential both b and rho need
+        E = xp.multiply(a, -2.0)
+        E = xp.exp(E, out=E)  # e^{-2|s|}, the one exponential both b and rho need
         b = E * 0.5
         b += 0.5  # cosh s = e^|s| (1 + e^{-2|s|}) / 2:  a = |s|, b = (1 + E) / 2
-        p = _split_p(xp, s, a, b, 1.0, False, axis, mask)
-        w = xp.subtract(1.0, E, out=E)
-        w /= b
-        w *= 0.5  # tanh|s| = (1 - E) / (1 + E), instead of a tanh (three times the cost of exp)
-        w = xp.copysign(w, s, out=w)  # tanh s (absolute error ~u: the cancellation in 1 - E)
-        w *= p  # phi = tanh(s) p
-        return p, w, None
+        rho = xp.subtract(1.0, E, out=E)
+        rho /= b
+        rho *= 0.5  # tanh|s| = (1 - E) / (1 + E), instead of a tanh (three times the cost of exp)
+        rho = xp.copysign(rho, s, out=rho)  # tanh s (absolute error ~u: the cancellation in 1 - E)
+        return a, b, rho, None
 
     def factors(self, aux, p, phi):
         return p, phi  # kappa = sinh'/cosh = 1, ell' p = tanh(s) p = phi
+
+    def exponent(self, s):
+        return array_module(s).abs(s)
+
+    def row_top(self, s):
+        xp = array_module(s)
+        return xp.maximum(xp.max(s, axis=-1, keepdims=True), -xp.min(s, axis=-1, keepdims=True))  # max |s|
+
+    def stream(self, s, shift, backward=False):
+        """With ``m = shift >= |s|``: ``X = e^(s - m)``, ``Y = e^(-s - m)``, both in [0, 1], so
+        ``2 cosh(s) e^-m = X + Y`` and ``2 sinh(s) e^-m = X - Y`` (the 2 cancels in ``p``): two
+        exponentials, and no ``abs`` or sign (``X - Y`` has absolute error ~u of ``X + Y``)."""
+        xp = array_module(s)
+        X = xp.subtract(s, shift)
+        X = xp.exp(X, out=X)  # e^(s - m)
+        Y = xp.subtract(-shift, s, out=s)
+        Y = xp.exp(Y, out=Y)  # e^(-s - m)
+        H = X + Y
+        return H, xp.subtract(X, Y, out=X), None
 
 
 class _SignExp(Kernel):
@@ -128,9 +227,14 @@ class _SignExp(Kernel):
     def factors(self, aux, p, phi):
         return array_module(phi).abs(phi), phi  # kappa p = |sign s| p = |phi|, ell' p = phi
 
+    def row_top(self, s):
+        xp = array_module(s)
+        return xp.maximum(xp.max(s, axis=-1, keepdims=True), -xp.min(s, axis=-1, keepdims=True))  # max |s|
+
 
 class _Expressive(Kernel):
     needs_s = True
+    has_exponent = False
 
     def split(self, s):
         small = array_module(s).abs(s) < sqrt_tiny(s)  # underflow convention: counts as 0
@@ -151,8 +255,8 @@ class _Sigmoids(Kernel):
     ell_factor = 1.0
     dell_offset = 0.0  # ell' = dell_offset + sigmoid(-s)
 
-    def forward(self, s, axis=-1, mask=None, overwrite_s=False):
-        xp = array_module(s, mask)
+    def parts(self, s):
+        xp = array_module(s)
         E = xp.abs(s)
         E = xp.negative(E, out=E)
         E = xp.exp(E, out=E)  # e^{-|s|}
@@ -165,17 +269,56 @@ class _Sigmoids(Kernel):
         if self.ell_factor != 1.0:
             a += s
             a *= 0.5
-        p = _split_p(xp, s, a, b, self.ell_factor, False, axis, mask)
-        return p, p, aux
+        return a, b, None, aux
 
     def factors(self, aux, p, phi):
         b = p * aux if self.dell_offset == 0.0 else p * (aux + self.dell_offset)  # p ell'
         return b, b
 
+    def exponent(self, s):
+        xp = array_module(s)
+        if self.ell_factor == 1.0:
+            return xp.minimum(s, 0.0)  # sigmoid: a = min(s, 0)
+        return 0.5 * s + 0.5 * xp.minimum(s, 0.0)  # sigsoftmax: a = (s + min(s, 0)) / 2, halves first
+
+    def row_top(self, s):
+        """The exponent is increasing in ``s``: its row maximum is its value at the row's largest score."""
+        return self.exponent(array_module(s).max(s, axis=-1, keepdims=True))
+
 
 class _SigSoftmax(_Sigmoids):
     ell_factor = 2.0
     dell_offset = 1.0  # ell' = 1 + sigmoid(-s)
+
+    def stream(self, s, shift, backward=False):
+        """``H = e^(2 (a - m)) sigmoid(|s|)`` with ``a = s / 2 + min(s, 0) / 2`` and ``min(s, 0) =
+        s / 2 - |s| / 2`` (exact, and halved before adding: no overflow) and ``E = e^-|s|``; with
+        ``backward`` also ``sigmoid(-s)``: ``1 - sigmoid(|s|)`` for ``s >= 0``, ``sigmoid(|s|)`` for
+        ``s < 0`` (an arithmetic select: a ``where`` on random signs costs more than an exponential)."""
+        xp = array_module(s)
+        E = xp.abs(s)
+        H = xp.multiply(s, 0.5)
+        t = xp.multiply(E, 0.5)
+        t = xp.subtract(H, t, out=t)  # min(s, 0)
+        t *= 0.5
+        H += t  # a
+        H -= shift
+        H *= 2.0
+        H = xp.exp(H, out=H)  # e^(2 (a - m))
+        neg = s < 0 if backward else None
+        E = xp.negative(E, out=E)
+        E = xp.exp(E, out=E)
+        E += 1.0
+        b = xp.divide(1.0, E, out=E)  # sigmoid(|s|), in [1/2, 1)
+        H *= b
+        aux = None
+        if backward:  # sigmoid(-s) = (1 - b) + [s < 0] (2 b - 1)
+            aux = xp.multiply(b, 2.0, out=s)
+            aux -= 1.0
+            aux *= neg
+            aux += 1.0
+            aux -= b
+        return H, None, aux
 
 
 class _Sigmoid(_Sigmoids):
@@ -204,8 +347,27 @@ class _Sigmoid(_Sigmoids):
         p = xp.divide(H, z, out=H)
         return p, p, aux
 
+    def stream(self, s, shift, backward=False):
+        """With ``m = shift = min(max s, 0)``: ``H = sigmoid(s) e^-m = 1 / (e^m + e^(m - s))``, one
+        exponential (``e^(m - s) = inf`` gives ``H = 0``, the limit); in ``[1/2, 1)`` where ``s`` is
+        the row's largest. With ``backward`` also ``sigmoid(-s) = 1 - e^m H`` (absolute error ~u)."""
+        xp = array_module(s)
+        em = xp.exp(shift)  # (..., 1)
+        H = xp.subtract(shift, s, out=s)
+        H = xp.exp(H, out=H)  # e^(m - s)
+        H += em
+        H = xp.divide(1.0, H, out=H)
+        aux = None
+        if backward:
+            aux = xp.multiply(H, em)
+            aux = xp.subtract(1.0, aux, out=aux)
+        return H, None, aux
+
 
 class _Linear(Kernel):
+    has_exponent = False
+    bounded_rho = False  # rho = s
+
     def factors(self, aux, p, phi):
         return p, None  # rho' = 1, ell' = 0:  ds = u / n
 
@@ -214,6 +376,8 @@ class _ReLU(Kernel):
     # rho' = [s > 0] needs s: [phi > 0] would differ where 0 < s < n * (smallest subnormal),
     # whose phi = s / n underflows to 0
     needs_s = True
+    has_exponent = False
+    bounded_rho = False  # rho = max(s, 0)
 
     def factors(self, s, p, phi):
         return p * (s > 0), None  # rho' = [s > 0], ell' = 0:  ds = u [s > 0] / n
@@ -222,6 +386,13 @@ class _ReLU(Kernel):
 class _CosFormer(Kernel):
     b_unbounded = True
     needs_s = True
+    has_exponent = False
+    bounded_factors = False  # p ell' = p / s
+
+    def row_top(self, s):
+        xp = array_module(s)
+        top = xp.max(s, axis=-1, keepdims=True)
+        return top * (top >= sqrt_tiny(s))  # the row maximum of b = s [s >= sqrt(tiny)]
 
     def split(self, s):
         return None, s * (s >= sqrt_tiny(s))  # max(s, 0), tiny scores counting as 0
@@ -288,17 +459,21 @@ def forward(act, s, axis=-1, mask=None, overwrite_s=False):
         return k.forward(s, axis, mask, overwrite_s and not k.needs_s)
 
 
-def vjp_from(act, xp, aux, p, u, axis, phi, overwrite_u=False):
+def vjp_from(act, xp, aux, p, u, axis, phi, overwrite_u=False, c=None):
     """Eq. 01.R5, ``ds = u A - B <u, phi>``, given ``p``, ``phi`` and ``aux`` from :func:`forward`.
 
     With ``overwrite_u`` the upstream gradient ``u``, a temporary of the
-    caller's, becomes the output buffer. Equal to :meth:`Activation.backward`.
+    caller's, becomes the output buffer. ``c``, if given, is ``<u, phi>``
+    along ``axis`` (streaming attention knows it as ``dY . Y`` per row,
+    ``derivations/23-streaming.md`` Eq. 23.S3, while its ``u`` and ``phi``
+    are a block of the row). Equal to :meth:`Activation.backward`.
     """
     with np.errstate(over="ignore", under="ignore", divide="ignore"):
         A, B = kernel(act).factors(aux, p, phi)
         if B is None:  # ell' = 0 (linear, relu): ds = u A
             return xp.multiply(u, A, out=u) if overwrite_u else u * A
-        c = _rowdot(xp, u, phi, axis)  # <u, phi>, before u is overwritten
+        if c is None:
+            c = _rowdot(xp, u, phi, axis)  # <u, phi>, before u is overwritten
         if A is B:  # ds = A (u - c)
             t = xp.subtract(u, c, out=u) if overwrite_u else u - c
             t *= A

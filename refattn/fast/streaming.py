@@ -27,12 +27,19 @@ masks, causal, to 1e-12 in float64), with one difference in the cache: it
 holds per query row two numbers (``m`` and ``z``) and the output, never an
 ``n_q x n_k`` array.
 
-The mathematics per block is the reference's: the score's ``forward`` and
-``backward`` (:mod:`refattn.core.scores`) and the activation's ``ell``
-(sigsoftmax: ``half_ell``, see :func:`_ell_over_c`), ``rho``, ``drho`` and
-``dell`` (:mod:`refattn.core.activations`), so an activation a user writes as
-an :class:`~refattn.core.activations.Activation` subclass streams too. NumPy and CuPy run the same source (:func:`refattn.core.backend.array_module`);
-the forward pass assigns nothing in place, so autograd can differentiate it.
+This module is the *reading* loop (``streaming_attention(..., reading=True)``):
+:func:`_stream_rows` and :func:`_backward_blocks`, one commented line per
+step of the derivation, on one thread. Its mathematics per block is the
+reference's: the score's ``forward`` and ``backward``
+(:mod:`refattn.core.scores`) and the activation's ``ell`` (sigsoftmax:
+``half_ell``, see :func:`_ell_over_c`), ``rho``, ``drho`` and ``dell``
+(:mod:`refattn.core.activations`), so an activation a user writes as an
+:class:`~refattn.core.activations.Activation` subclass streams too. NumPy and
+CuPy run the same source (:func:`refattn.core.backend.array_module`); the
+forward pass assigns nothing in place, so autograd can differentiate it.
+Plain NumPy arrays with a pairwise score take the fast route by default,
+:mod:`refattn.fast.streaming_fast`: the same loop in strips of query rows on
+a thread pool, with the fast kernels, tested equal to the same reference.
 """
 
 from __future__ import annotations
@@ -216,8 +223,12 @@ def _stream_rows(xp, blocks, act, V, rows):
     return y, m, z
 
 
+#: Queries and keys per block of the reading loop when ``block_size`` is not given.
+READING_BLOCK = 256
+
+
 def streaming_attention(Q, K, V, *, score="scaled_dot", activation="softmax", params=None,
-                        mask=None, causal=False, block_size=256, score_options=None):
+                        mask=None, causal=False, block_size=None, score_options=None, reading=False):
     """Attention forward pass in blocks of ``block_size`` queries and keys, O(n) memory.
 
     The same arguments and the same output as :func:`refattn.core.attention.attention`
@@ -247,12 +258,23 @@ def streaming_attention(Q, K, V, *, score="scaled_dot", activation="softmax", pa
     causal : bool
         Also hide keys ``j > i`` from query ``i``; key blocks wholly above the
         diagonal are skipped, not masked.
-    block_size : int
+    block_size : int, optional
         Queries and keys per block (a positive int; need not divide ``n``).
         The largest temporaries are ``(..., block_size, block_size)`` arrays
-        (times the hidden size, for the additive and neural scores).
+        (times the hidden size, for the additive and neural scores). By
+        default the fast route chooses strips for the cache
+        (:func:`refattn.fast.streaming_fast.strip_sizes`) and the reading
+        loop takes :data:`READING_BLOCK`.
     score_options : dict, optional
         Options for a score given by name.
+    reading : bool
+        Run the plain loop that ``derivations/23-streaming.md`` walks line by
+        line (:func:`_stream_rows`), on one thread. By default plain NumPy
+        arrays with a pairwise score take the fast route
+        (:mod:`refattn.fast.streaming_fast`: the same loop in strips, on
+        threads, with the fast kernels), and everything else (CuPy arrays,
+        values autograd traces, per-token scores) the reading loop. Both
+        return the reference's numbers.
 
     Returns
     -------
@@ -261,11 +283,15 @@ def streaming_attention(Q, K, V, *, score="scaled_dot", activation="softmax", pa
     cache : dict
         For :func:`streaming_attention_backward`: the inputs ``Q, K, V,
         params`` and the user's ``mask`` (references, not copies), ``causal``,
-        ``block_size``, ``score``, ``activation``, the output ``out``, and per
-        query row ``m`` (the maximum of ``ell / c``, :func:`_ell_over_c`,
-        ``-inf`` on a row with no normaliser) and ``z`` (the normaliser
-        ``sum_j e^(ell_ij - c m_i)``, 0 on such a row), each
-        ``(..., n_q)``. No ``n_q x n_k`` array (unless the user's mask is one).
+        ``block_size``, ``score``, ``activation``, the output ``out``, the
+        ``route`` that ran (``"reading"`` or ``"fast"``, with its ``sizes``),
+        and per query row ``m`` and ``z``, each ``(..., n_q)``: on the
+        reading route the maximum of ``ell / c`` (:func:`_ell_over_c`,
+        ``-inf`` on a row with no normaliser) and the normaliser
+        ``sum_j e^(ell_ij - c m_i)`` (0 on such a row); on the fast route the
+        same with the kernel's exponent in place of ``ell / c``
+        (:mod:`refattn.fast.streaming_fast`). No ``n_q x n_k`` array (unless
+        the user's mask is one).
 
     Raises
     ------
@@ -275,7 +301,18 @@ def streaming_attention(Q, K, V, *, score="scaled_dot", activation="softmax", pa
     """
     sc, act, params, mask, _ = checks.attention_args(Q, K, V, score, activation, params, mask, causal,
                                                      score_options)  # causal: per block, in _Blocks.keep
-    block_size = check_int(block_size, "block_size", 1)
+    block_size = None if block_size is None else check_int(block_size, "block_size", 1)
+    if not isinstance(reading, (bool, np.bool_)):
+        raise TypeError(f"reading: expected True or False, got {type(reading).__name__}")
+    cache = {"Q": Q, "K": K, "V": V, "params": params, "mask": mask, "causal": bool(causal),
+             "block_size": block_size, "score": sc, "activation": act}
+    from . import streaming_fast  # noqa: PLC0415  (it builds on the blocks of this module)
+
+    if not reading and streaming_fast.applies(sc, Q, K, V, mask, params):
+        out, m, z, sizes = streaming_fast.forward(sc, act, Q, K, V, params, mask, bool(causal), block_size)
+        cache.update(route="fast", sizes=sizes, out=out, m=m, z=z)
+        return out, cache
+    block_size = READING_BLOCK if block_size is None else block_size
     blocks = _Blocks(sc, Q, K, params, mask, bool(causal), block_size)
     xp = array_module(Q, K, V, mask, *params.values())
     with _one_blas_thread(xp):
@@ -286,8 +323,7 @@ def streaming_attention(Q, K, V, *, score="scaled_dot", activation="softmax", pa
     out = xp.where(xp.isfinite(V).all(axis=(-2, -1), keepdims=True), out, np.nan)
     m = xp.concatenate([mi[..., 0] for _, mi, _ in parts], axis=-1)  # (..., n_q)
     z = xp.concatenate([zi[..., 0] for _, _, zi in parts], axis=-1)  # (..., n_q)
-    cache = {"Q": Q, "K": K, "V": V, "params": params, "mask": mask, "causal": bool(causal),
-             "block_size": block_size, "score": sc, "activation": act, "out": out, "m": m, "z": z}
+    cache.update(route="reading", block_size=block_size, out=out, m=m, z=z)
     return out, cache
 
 
@@ -322,8 +358,12 @@ def streaming_attention_backward(grad_out, cache):
     if np.shape(grad_out) != np.shape(out):
         raise ValueError(f"grad_out: shape {np.shape(grad_out)} does not match the output's {np.shape(out)}")
     sc, act, params = cache["score"], cache["activation"], cache["params"]
-    blocks = _Blocks(sc, Q, K, params, cache["mask"], cache["causal"], cache["block_size"])
     xp = array_module(grad_out, Q, K, V, *params.values())
+    if cache["route"] == "fast" and xp is np:
+        from . import streaming_fast  # noqa: PLC0415
+
+        return streaming_fast.backward(grad_out, cache)
+    blocks = _Blocks(sc, Q, K, params, cache["mask"], cache["causal"], cache["block_size"])
     with _one_blas_thread(xp):
         return _backward_blocks(xp, blocks, act, grad_out, cache)
 
@@ -372,4 +412,3 @@ def _backward_blocks(xp, blocks, act, grad_out, cache):
                 else:
                     dparams[name] += g  # shared weights: a sum over blocks
     return dQ, dK, dV, dparams
-

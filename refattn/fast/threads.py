@@ -218,11 +218,17 @@ def block_size(slices: int, entries_per_slice: int, itemsize: int, threads: int 
     Returns
     -------
     int or None
-        ``None`` when blocking is off, there is one slice only, or the work is
-        too small to be worth handing to threads; else a block of about
-        :data:`BLOCK_BYTES` of scores, small enough that every thread gets a block.
+        ``None`` when blocking is off, there is one slice only, the work is
+        too small to be worth handing to threads, or the call runs inside a
+        pool thread already (its blocks would run one after another there,
+        and gathering them costs more than their cache saves: the NT model's
+        seeds on threads, ``derivations/20-speed.md`` section 8); else a block of
+        about :data:`BLOCK_BYTES` of scores, small enough that every thread
+        gets a block.
     """
     if not _blocking or slices < 2 or slices * entries_per_slice < MIN_BLOCKED_ENTRIES:
+        return None
+    if getattr(_state, "in_worker", False):
         return None
     threads = num_threads() if threads is None else threads
     size = max(1, BLOCK_BYTES // max(1, entries_per_slice * itemsize))
