@@ -2,7 +2,7 @@
 wrong answer fails it with feedback a student can act on, and ``refattn exercises`` lists,
 labels, grades and refuses bad input as documented.
 
-The model solutions are the package's single sources (``refattn/exercises/solutions/``);
+The model solutions are the exercises' single sources (``instructor/solutions/`` in the clone);
 the wrong answers are written here, one per exercise, so that they never sit beside the
 solutions. All answers of one kind are graded in one run (one child process), module-scoped.
 The sandbox, the export and the autograder are tested in ``test_exercises_kit.py``.
@@ -21,7 +21,7 @@ from refattn.cli import main as cli_main
 from refattn.exercises import (EXERCISES, PARTS, exercise, grade, grade_many, list_exercises,
                                main as exercises_main)
 from refattn.exercises.core import ALLOWED, MAX_LINE
-from refattn.exercises.export import PACKAGE
+from refattn.exercises.export import solution_path
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -145,7 +145,7 @@ WRONG = {
 #: Wrong answers that a grader recognises, and the hint each must get.
 HINTED = {
     "sign": ("tanhmax-velocity", WRONG["tanhmax-velocity"][1], "the sign is flipped"),
-    "factor": ("neural-score-vjp", WRONG["neural-score-vjp"][1], "off by a constant factor: your result is 2.23607, "),
+    "factor": ("neural-score-vjp", WRONG["neural-score-vjp"][1], "off by a constant factor: your result is 2.23607 times"),
     "transpose": ("jacobian", WRONG["jacobian"][1], "transpose"),
     "axis": ("softmax-vjp", """
         import numpy as np
@@ -180,7 +180,7 @@ EXACT_ZERO_RULE = """
 
 
 def solution(ex):
-    return PACKAGE / ex.solution
+    return solution_path(ex)
 
 
 def write(tmp_path, text, name="answer.py"):
@@ -395,3 +395,23 @@ def test_tanhmax_ell_accurate_near_zero_is_right(tmp_path):
     s = np.array([-1e-8])  # log cosh s = 5e-17; the library's cancelling sum gives 1.1e-16
     lib, accurate = activation("tanhmax").ell(s), np.log1p(2 * np.sinh(s / 2) ** 2)
     assert abs(lib - accurate)[0] > 1e-12 * abs(accurate)[0]  # relative 1e-12 alone would fail this answer
+
+
+@pytest.mark.parametrize("factor, hint", [(2.0, "2 times"), (0.5, "0.5 times"), (-1.0, None), (1.0 + 1e-7, None),
+                                          (1.0 - 1e-5, None), (1e-9, None), (0.0, None)])
+def test_constant_factor_hint_only_for_a_real_factor(factor, hint):
+    """The hint "your result is c times the right one" fires for a real factor (2, 1/2); not for a
+    result a hair off 1 (it would read "1 times the right one"), not for a nearly-zero one, and
+    a factor of -1 is the sign hint instead."""
+    from refattn.exercises.core import Report
+
+    e = np.linspace(0.5, 2.0, 12).reshape(3, 4)
+    report = Report()
+    assert not report.close("x", factor * e, e, rtol=1e-10)
+    factor_hints = [h for h in report.hints if "constant factor" in h]
+    if hint is None:
+        assert not factor_hints, report.hints
+    else:
+        assert len(factor_hints) == 1 and f"your result is {hint} the right one" in factor_hints[0]
+    assert any("sign is flipped" in h for h in report.hints) == (factor == -1.0)
+

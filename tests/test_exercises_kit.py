@@ -19,20 +19,21 @@ import time
 import zipfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import refattn
 from refattn.cli import main as cli_main
 from refattn.exercises import EXERCISES, exercise, grade, grade_many
-from refattn.exercises.export import (CONFIG_NAME, PACKAGE, export_gradescope, solution_blocks, solution_source,
-                                      starter)
+from refattn.exercises.export import (CONFIG_NAME, export_gradescope, solution_blocks, solution_path,
+                                      solution_source, starter)
 
 from test_exercises import WRONG
 
 ROOT = Path(__file__).resolve().parent.parent
 LIMIT = 8  # seconds an answer has in these tests (a loaded CI machine must not time out a right answer)
 PKG = os.path.dirname(refattn.__file__)
-SOLUTION_01 = os.path.join(PKG, "exercises", "solutions", "01-softmax-vjp.py")
+SOLUTION_01 = str(solution_path(exercise(1)))  # instructor/solutions/ in the clone
 
 #: Answers to exercise 01 that try to get the points without the work, and a word the one
 #: line saying why must contain.
@@ -64,11 +65,11 @@ CHEATS = {
         "m = importlib.util.module_from_spec(spec)\nspec.loader.exec_module(m)\nsoftmax_vjp = m.softmax_vjp\n",
         "refused: reading"),
     "the solution through /proc/self/root and ..": (
-        f"p = '/proc/self/root' + {os.path.join(PKG, 'core', '..', 'exercises', 'solutions', '01-softmax-vjp.py')!r}\n"
+        f"p = '/proc/self/root' + {os.path.join(PKG, '..', 'instructor', 'solutions', '01-softmax-vjp.py')!r}\n"
         "ns = {}\nexec(open(p).read(), ns)\nsoftmax_vjp = ns['softmax_vjp']\n", "refused: reading"),
     "os.open relative to a directory descriptor": (
         f"import os\nfd = os.open({os.path.dirname(PKG)!r}, os.O_RDONLY)\n"
-        "f = os.open('refattn/exercises/solutions/01-softmax-vjp.py', os.O_RDONLY, dir_fd=fd)\n"
+        "f = os.open('instructor/solutions/01-softmax-vjp.py', os.O_RDONLY, dir_fd=fd)\n"
         "ns = {}\nexec(os.read(f, 1 << 20).decode(), ns)\nsoftmax_vjp = ns['softmax_vjp']\n", "refused: os.open"),
     "a subprocess that imports refattn": (
         "import subprocess, sys\ndef softmax_vjp(s, u):\n"
@@ -148,8 +149,8 @@ def test_answers_after_a_hang_or_an_exit_still_run(tmp_path):
     """One child runs many answers; after one that hangs or exits, a new child runs the rest."""
     loop = write(tmp_path, CHEATS["an infinite loop"][0], "loop.py")
     gone = write(tmp_path, CHEATS["os._exit(0) in the function"][0], "gone.py")
-    items = [("softmax-vjp", loop), ("tanhmax-derivatives", PACKAGE / exercise(2).solution),
-             ("softmax-vjp", gone), ("closure-witness", PACKAGE / exercise(14).solution)]
+    items = [("softmax-vjp", loop), ("tanhmax-derivatives", solution_path(exercise(2))),
+             ("softmax-vjp", gone), ("closure-witness", solution_path(exercise(14)))]
     verdicts = grade_many(items, timeout=LIMIT)
     assert [v.ok for v in verdicts] == [False, True, False, True]
     assert "timed out" in verdicts[0].checks[0].message and "exit status 0" in verdicts[2].checks[0].message
@@ -162,7 +163,7 @@ def test_a_library_error_is_a_grader_error_not_the_answers(tmp_path, capsys, mon
         raise ValueError("cotangent: shape (9,) does not match the output's (3, 5)")
 
     monkeypatch.setattr(graders, "gradcheck", broken)
-    path = str(PACKAGE / exercise(1).solution)
+    path = str(solution_path(exercise(1)))
     assert cli_main(["exercises", "check", "softmax-vjp", path]) == 2
     captured = capsys.readouterr()
     assert "grader error (not your answer's fault)" in captured.err and len(captured.err.splitlines()) == 1
@@ -319,7 +320,7 @@ def test_the_zip_carries_what_it_needs(autograder):
     _, names, modes = autograder
     assert {"setup.sh", "run_autograder", "requirements.txt", CONFIG_NAME, "refattn/__init__.py",
             "refattn/exercises/_child.py"} <= names
-    assert all(f"refattn/{ex.solution}" in names for ex in EXERCISES)
+    assert not any("solutions" in n or n.startswith("instructor") for n in names), "the zip holds no solutions"
     assert modes["setup.sh"] & 0o111 and modes["run_autograder"] & 0o111
     assert not any("__pycache__" in n for n in names)
 
@@ -414,3 +415,90 @@ def test_the_axis_hint_still_fires_for_a_global_sum(tmp_path):
         """
     verdict = grade("softmax-vjp", write(tmp_path, text))
     assert not verdict.ok and any("more axes" in h for h in verdict.hints), verdict.hints
+
+
+# ------------------------------------------------------------------------------
+# Hidden inputs stay hidden
+# ------------------------------------------------------------------------------
+
+LEAK_SEED = 914725368  # a seed whose digits cannot occur by chance in a feedback line
+
+#: An answer to exercise 01 that does its best to show the grader's inputs: it lists its
+#: process's folder at import (where the inputs were written), prints every input to stdout
+#: and stderr through Python and through the file descriptors, raises with the inputs in the
+#: message where the hidden cases' shapes differ from the public ones, and is off by a factor 2
+#: everywhere else; the second one ends the process with the inputs as its exit message.
+LEAKY = """
+import os, sys
+import numpy as np
+try:
+    print("folder:", sorted(os.listdir("..")))
+except Exception as exc:
+    print("folder: not listed,", type(exc).__name__)
+
+def _show(s, u):
+    return " ".join(f"{x:.10g}" for x in np.concatenate([np.ravel(s), np.ravel(u)]))
+
+def softmax_vjp(s, u):
+    text = _show(s, u)
+    print(text)
+    sys.stderr.write(text + "\\n")
+    os.write(1, (text + "\\n").encode())
+    os.write(2, (text + "\\n").encode())
+    if s.ndim == 4 or s.shape[-1] == 1 or s.shape[-1] == 7:
+        raise ValueError(text)
+    e = np.exp(s - np.max(s, axis=-1, keepdims=True))
+    p = e / e.sum(axis=-1, keepdims=True)
+    return 2.0 * p * (u - np.sum(u * p, axis=-1, keepdims=True))
+"""
+LEAKY_EXIT = LEAKY.replace("        raise ValueError(text)", "        sys.exit(text)")
+
+
+def _needles(arrays):
+    """How a value of ``arrays`` could be written: 10 and 6 significant digits, 6 decimals."""
+    out = set()
+    for a in arrays:
+        for x in np.ravel(a):
+            if abs(x) > 1e-3 and x != round(x):
+                out |= {f"{x:.10g}", f"{x:.6g}", f"{x:.6f}"}
+    return out
+
+
+def _inputs(hidden):
+    cases = [c for c in exercise(1).cases(LEAK_SEED) if c.hidden == hidden]
+    return [np.asarray(a) for c in cases for call in c.calls for a in call.args]
+
+
+@pytest.mark.parametrize("text", [LEAKY, LEAKY_EXIT], ids=["prints-and-raises", "exits"])
+def test_no_visible_output_holds_a_hidden_input(text, tmp_path, capsys):
+    """Every output a student can see of a failing hidden case (the autograder's tests, public and
+    hidden, its summary; ``check --hidden`` as text and as JSON) is searched for every hidden
+    input's value and for the hidden seed. The same search finds the public inputs in what the
+    answer printed in the public run, so it would find hidden ones were they shown."""
+    from refattn.exercises.gradescope import results_for
+
+    ex = exercise(1)
+    (tmp_path / "submission").mkdir()
+    (tmp_path / "submission" / f"{ex.stem}.py").write_text(text)
+    config = {"hidden_seed": LEAK_SEED, "timeout_s": LIMIT, "hidden_visibility": "visible",
+              "exercises": [{"stem": ex.stem, "points": 2}]}
+    results = results_for(tmp_path, config)
+    hidden_test = next(t for t in results["tests"] if t["name"].endswith("hidden cases"))
+    public_test = next(t for t in results["tests"] if t["name"].endswith("public cases"))
+    assert hidden_test["score"] < hidden_test["max_score"] and public_test["score"] < public_test["max_score"]
+    path = str(tmp_path / "submission" / f"{ex.stem}.py")
+    seen = [json.dumps(results)]
+    for extra in (["--json"], []):
+        code = cli_main(["exercises", "check", ex.name, path, "--hidden", "--hidden-seed", str(LEAK_SEED),
+                         "--timeout", str(LIMIT)] + extra)
+        assert code == 1
+        captured = capsys.readouterr()
+        seen += [captured.out, captured.err]
+    visible = "\n".join(seen).replace("\\n", "\n")
+    found = sorted(n for n in _needles(_inputs(True)) if n in visible)
+    assert not found, found[:5]
+    assert str(LEAK_SEED) not in visible
+    assert "input.npz" not in visible and "input.json" not in visible  # the child's inputs are gone from disk
+    # the search works: the public inputs the answer printed are there
+    assert len([n for n in _needles(_inputs(False)) if n in public_test["output"]]) >= 6
+

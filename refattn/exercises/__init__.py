@@ -3,9 +3,9 @@
 The statements are markdown files in the repository's ``exercises/`` folder
 (``exercises/README.md`` lists them by part, with difficulty and minutes);
 each exercise's model solution, with its solution marked by ``### BEGIN
-SOLUTION`` / ``### END SOLUTION``, is package data in
-``refattn/exercises/solutions/`` and the source of the student's starter
-(:mod:`refattn.exercises.export`).
+SOLUTION`` / ``### END SOLUTION``, is in ``instructor/solutions/`` of a
+clone of the repository (never in the installed package) and the source of
+the student's starter (:mod:`refattn.exercises.export`).
 
 An answer is a Python file that defines the functions an exercise asks for
 (or a number ``ANSWER``). The grader runs it in a separate process with a

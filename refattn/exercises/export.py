@@ -1,6 +1,8 @@
-"""A student handout and a Gradescope autograder, made from the package.
+"""A student handout and a Gradescope autograder, made from a clone of the repository.
 
-Each exercise has one source, ``refattn/exercises/solutions/NN-name.py``:
+Each exercise has one source, ``instructor/solutions/NN-name.py`` in a
+clone of the repository (not in the installed package, which a student may
+have):
 the model solution, with every piece of solution between the nbgrader-style
 lines ``### BEGIN SOLUTION`` and ``### END SOLUTION`` (comments, so the file
 runs as it is). :func:`starter` removes those pieces: a piece inside a
@@ -15,8 +17,8 @@ markers stay.
 * :func:`export_gradescope` writes a zip that Gradescope unpacks into
   ``/autograder/source``: ``setup.sh`` (installs the runtime dependencies
   from PyPI), ``run_autograder`` (grades ``/autograder/submission`` into
-  ``/autograder/results/results.json``), a copy of the package (graders and
-  solutions) and ``refattn_autograder.json``, the settings: the hidden
+  ``/autograder/results/results.json``), a copy of the package (the
+  graders; no solutions) and ``refattn_autograder.json``, the settings: the hidden
   cases' seed (drawn at export unless given, so the hidden inputs are not
   those of the public source), the time limit and the points.
 """
@@ -35,7 +37,7 @@ from .core import PARTS
 from .graders import EXERCISES
 from .sandbox import DEFAULT_TIMEOUT_S, RULE
 
-__all__ = ["BEGIN", "END", "solution_source", "starter", "solution_blocks", "export_student", "export_gradescope",
+__all__ = ["BEGIN", "END", "solutions_dir", "solution_path", "solution_source", "starter", "solution_blocks", "export_student", "export_gradescope",
            "VISIBILITIES", "CONFIG_NAME"]
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
@@ -57,9 +59,31 @@ def statements_dir():
     return None
 
 
+SOLUTIONS = PACKAGE.parent / "instructor" / "solutions"  # a clone's model solutions (absent from a wheel)
+
+
+def solutions_dir():
+    """The folder of the model solutions: ``instructor/solutions`` beside the package (a clone, or
+    an editable install), else in the current folder (a clone whose package was installed with
+    ``pip install .``); ``None`` where neither holds them (an installed wheel alone)."""
+    for folder in (SOLUTIONS, Path.cwd() / "instructor" / "solutions"):
+        if (folder / "01-softmax-vjp.py").is_file():
+            return folder
+    return None
+
+
+def solution_path(ex) -> Path:
+    """The model solution of exercise ``ex``; ``ValueError`` (one line) where there are none."""
+    folder = solutions_dir()
+    if folder is None:
+        raise ValueError("the model solutions (instructor/solutions/ in a clone of the repository) are not "
+                         "installed with the package: run this in the root of a clone")
+    return folder / f"{ex.stem}.py"
+
+
 def solution_source(ex) -> str:
     """The text of exercise ``ex``'s single source (model solution with markers)."""
-    return (PACKAGE / ex.solution).read_text(encoding="utf-8")
+    return solution_path(ex).read_text(encoding="utf-8")
 
 
 def _split(source, name="source"):
@@ -125,8 +149,8 @@ def _index(title_note) -> str:
 def export_student(directory) -> list:
     """Write the handout into ``directory``: statements, starters and an index; return the paths.
 
-    Raises ``ValueError`` (one line) when the statements cannot be found (an
-    installed wheel carries the graders and solutions, not the statements:
+    Raises ``ValueError`` (one line) when the statements or the model
+    solutions cannot be found (an installed wheel carries the graders only:
     export from a clone of the repository).
     """
     directory = Path(directory)
@@ -134,6 +158,9 @@ def export_student(directory) -> list:
     if statements is None:
         raise ValueError(f"--student: the statements (exercises/*.md) are neither beside the package at "
                          f"{PACKAGE.parent} nor in ./exercises; run it in the root of a clone of the repository")
+    if solutions_dir() is None:
+        raise ValueError("--student: the starters are made from the model solutions (instructor/solutions/), "
+                         "which a clone of the repository has and the package does not; run it in a clone's root")
     if directory.exists() and not directory.is_dir():
         raise ValueError(f"--student: {os.fspath(directory)!r} exists and is not a folder")
     directory.mkdir(parents=True, exist_ok=True)

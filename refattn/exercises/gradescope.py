@@ -43,12 +43,11 @@ def _output(verdict, hidden) -> str:
     if not verdict.cases:  # the answer never ran: the one line saying why
         return "\n".join(c.message for c in verdict.checks)
     lines = verdict.lines(hidden)
-    if not hidden:
-        lines += [f"hint: {h}" for h in verdict.hints]
-        for group in ("import", "public", "process"):
-            if verdict.printed.get(group):
-                shown = verdict.printed[group].rstrip("\n").splitlines()[:20]
-                lines += [f"your answer printed ({group}; not graded):"] + [f"  | {ln[:200]}" for ln in shown]
+    lines += [f"hint: {h}" for h in verdict.group_hints.get("hidden" if hidden else "public", [])]
+    if not hidden:  # what the hidden run printed is never shown: it may hold the hidden inputs
+        for group, text in verdict.printed_in(False).items():
+            shown = text.rstrip("\n").splitlines()[:20]
+            lines += [f"your answer printed ({group}; not graded):"] + [f"  | {ln[:200]}" for ln in shown]
     return "\n".join(lines)
 
 
