@@ -502,3 +502,97 @@ def test_no_visible_output_holds_a_hidden_input(text, tmp_path, capsys):
     # the search works: the public inputs the answer printed are there
     assert len([n for n in _needles(_inputs(False)) if n in public_test["output"]]) >= 6
 
+
+# ------------------------------------------------------------------------------
+# run_autograder always writes results.json; setup.sh installs into a virtual environment
+# ------------------------------------------------------------------------------
+
+
+def _layout(base, template, name, answers=None):
+    root = base / name
+    shutil.copytree(template / "source", root / "source", symlinks=True)
+    if answers is not None:
+        (root / "submission").mkdir(parents=True)
+        for fname, text in answers.items():
+            (root / "submission" / fname).write_text(text)
+    return root
+
+
+def _results_after(root, python):
+    env = {**os.environ, "REFATTN_AUTOGRADER_ROOT": str(root), "REFATTN_AUTOGRADER_PYTHON": python}
+    proc = subprocess.run([str(root / "source" / "run_autograder")], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads((root / "results" / "results.json").read_text())  # strict JSON, always there
+    assert isinstance(results["score"], (int, float)) and isinstance(results["output"], str) and results["output"]
+    assert isinstance(results["tests"], list)
+    return results
+
+
+def test_results_written_when_setup_failed(autograder, tmp_path):
+    """No Python at the configured path, or one without the dependencies (what a failed setup.sh
+    leaves): run_autograder still writes a results file with a score of 0 and says why."""
+    base, _, _ = autograder
+    bare = tmp_path / "python-without-numpy"
+    bare.write_text("#!/bin/sh\necho \"ModuleNotFoundError: No module named 'numpy'\" >&2\nexit 1\n")
+    bare.chmod(0o755)
+    for k, python in enumerate([str(tmp_path / "no-such-python"), str(bare)]):
+        root = _layout(base, base / "template", f"setup-failed-{k}", {"01-softmax-vjp.py": "x = 1\n"})
+        results = _results_after(root, python)
+        assert results["score"] == 0 and "could not start" in results["output"], results
+
+
+def test_results_written_when_the_submission_is_missing(autograder):
+    base, _, _ = autograder
+    root = _layout(base, base / "template", "no-submission")  # no submission folder at all
+    results = _results_after(root, sys.executable)
+    assert results["score"] == 0 and "No answer file was found" in results["output"]
+    assert results["tests"] and all(t["score"] == 0 and "no file" in t["output"] for t in results["tests"])
+
+
+def test_results_written_when_a_grader_crashes(autograder, monkeypatch):
+    """A crash of the grader itself (here: drawing the cases, in process) and a broken settings file
+    (the real script) each give a results file with a score of 0 and the failure named."""
+    from refattn.exercises import gradescope, grading
+
+    base, _, _ = autograder
+    root = _layout(base, base / "template", "grader-crash", {"01-softmax-vjp.py": solution_source(exercise(1))})
+
+    def crash(*args, **kwargs):
+        raise RuntimeError("the grader fell over")
+
+    monkeypatch.setattr(grading, "grade_many", crash)
+    assert gradescope.main(["--root", str(root)]) == 1
+    results = json.loads((root / "results" / "results.json").read_text())
+    assert results["score"] == 0 and "RuntimeError: the grader fell over" in results["output"]
+    monkeypatch.undo()
+    root = _layout(base, base / "template", "broken-config", {"01-softmax-vjp.py": solution_source(exercise(1))})
+    (root / "source" / CONFIG_NAME).write_text("{not json")
+    results = _results_after(root, sys.executable)
+    assert results["score"] == 0 and "JSONDecodeError" in results["output"]
+
+
+def test_setup_installs_into_a_virtual_environment(autograder, tmp_path):
+    """setup.sh on a PEP 668 image: it makes a virtual environment and installs with that
+    environment's pip, never the system's. Run with stand-ins for python3 and apt-get that log
+    their arguments (nothing is installed)."""
+    base, _, _ = autograder
+    source = base / "template" / "source"
+    bindir, log, venv = tmp_path / "bin", tmp_path / "log", tmp_path / "venv"
+    bindir.mkdir()
+    fake_python = ("#!/bin/sh\necho \"$0 $*\" >> " + str(log) + "\n"
+                   "if [ \"$1\" = -m ] && [ \"$2\" = pip ] && [ \"$0\" != " + str(venv / "bin" / "python") + " ]; then\n"
+                   "  echo 'error: externally-managed-environment' >&2; exit 1\nfi\n"
+                   "if [ \"$1\" = -m ] && [ \"$2\" = venv ]; then\n  mkdir -p \"$3/bin\"\n"
+                   "  cp \"$0\" \"$3/bin/python\"\nfi\n")
+    (bindir / "python3").write_text(fake_python)
+    (bindir / "apt-get").write_text("#!/bin/sh\necho \"apt-get $*\" >> " + str(log) + "\n")
+    for f in bindir.iterdir():
+        f.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bindir}:/usr/bin:/bin", "REFATTN_AUTOGRADER_VENV": str(venv)}
+    proc = subprocess.run(["bash", str(source / "setup.sh")], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    lines = log.read_text().splitlines()
+    assert lines[0] == f"{bindir / 'python3'} -m venv {venv}", lines
+    assert f"{venv / 'bin' / 'python'} -m pip install -r requirements.txt" in lines, lines
+    assert not any(ln.startswith(str(bindir / "python3")) and " pip " in ln for ln in lines), lines

@@ -181,26 +181,52 @@ def export_student(directory) -> list:
 # ------------------------------------------------------------------------------
 
 _SETUP_SH = """#!/usr/bin/env bash
-# Gradescope runs this once, when it builds the autograder's image: Python and
-# refattn's runtime dependencies from PyPI (the package itself is in this folder).
+# Gradescope runs this once, when it builds the autograder's image. refattn's runtime
+# dependencies go into a virtual environment, VENV (/autograder/venv, or REFATTN_AUTOGRADER_VENV):
+# Debian and Ubuntu images refuse pip installs into their system Python (PEP 668). The package
+# itself is in this folder; run_autograder uses the environment's Python.
 set -euo pipefail
-if ! command -v python3 >/dev/null || ! python3 -m pip --version >/dev/null 2>&1; then
+cd "$(dirname "$0")"
+VENV="${REFATTN_AUTOGRADER_VENV:-/autograder/venv}"
+if ! command -v python3 >/dev/null; then
     apt-get update
-    apt-get install -y python3 python3-pip
+    apt-get install -y python3 python3-venv
 fi
-python3 -m pip install -r /autograder/source/requirements.txt
+if ! python3 -m venv "$VENV"; then  # Debian's python3 lacks venv's pip until python3-venv is installed
+    apt-get update
+    apt-get install -y python3-venv
+    rm -rf "$VENV"
+    python3 -m venv "$VENV"
+fi
+"$VENV/bin/python" -m pip install --upgrade pip
+"$VENV/bin/python" -m pip install -r requirements.txt
 """
 
 _RUN_AUTOGRADER = """#!/usr/bin/env bash
-# Gradescope runs this for each submission: it grades the files in
-# $ROOT/submission and writes $ROOT/results/results.json. ROOT is /autograder,
-# or REFATTN_AUTOGRADER_ROOT (to run it elsewhere); the Python is python3, or
-# REFATTN_AUTOGRADER_PYTHON.
+# Gradescope runs this for each submission: it grades the files in $ROOT/submission and writes
+# $ROOT/results/results.json, always: when the grader cannot start (set-up failed, no Python)
+# the file says so, with a score of 0. ROOT is /autograder, or REFATTN_AUTOGRADER_ROOT (to run it
+# elsewhere); the Python is set-up's virtual environment's (REFATTN_AUTOGRADER_VENV, default
+# /autograder/venv), or REFATTN_AUTOGRADER_PYTHON, or else python3.
 set -u
 ROOT="${REFATTN_AUTOGRADER_ROOT:-/autograder}"
-PYTHON="${REFATTN_AUTOGRADER_PYTHON:-python3}"
-cd "$ROOT/source"
-PYTHONPATH="$ROOT/source" exec "$PYTHON" -m refattn.exercises.gradescope --root "$ROOT"
+VENV="${REFATTN_AUTOGRADER_VENV:-/autograder/venv}"
+if [ -n "${REFATTN_AUTOGRADER_PYTHON:-}" ]; then
+    PYTHON="$REFATTN_AUTOGRADER_PYTHON"
+elif [ -x "$VENV/bin/python" ]; then
+    PYTHON="$VENV/bin/python"
+else
+    PYTHON=python3
+fi
+mkdir -p "$ROOT/results"
+rm -f "$ROOT/results/results.json"
+(cd "$ROOT/source" && PYTHONPATH="$ROOT/source" "$PYTHON" -m refattn.exercises.gradescope --root "$ROOT")
+status=$?
+if [ ! -s "$ROOT/results/results.json" ]; then
+    printf '%s\\n' "{\\"score\\": 0.0, \\"tests\\": [], \\"output\\": \\"The autograder could not start (exit status $status): its set-up failed or is incomplete. This is not your submission's fault: tell your instructor.\\"}" > "$ROOT/results/results.json"
+    echo "refattn autograder: the grader did not start (exit status $status); wrote a results file saying so" >&2
+fi
+exit 0
 """
 
 

@@ -12,7 +12,10 @@ cases`` (``visible``) and ``NN name: hidden cases`` (the export's hidden
 visibility), each worth half the exercise's points (all of them when it has
 no hidden cases), scored by the fraction of cases passed. A missing file
 scores 0 with a line saying which name was looked for. The file is written
-whatever happens (an autograder failure is a result with its message).
+whatever happens: an autograder failure (a missing or broken settings file, a
+grader that crashes, an interruption) is a result with a score of 0 and its
+message, and ``run_autograder`` writes one itself when Python or the
+dependencies are missing (a failed ``setup.sh``).
 """
 
 from __future__ import annotations
@@ -89,9 +92,17 @@ def results_for(root, config) -> dict:
             name = f"{title}: {'hidden' if hidden else 'public'} cases"
             tests.append(_test(name, score, max_score, out, visibility))
     total = sum(t["score"] for t in tests)
+    missing = "" if submission.is_dir() and any(found.values()) else \
+        "No answer file was found in your submission (each is named like its starter, NN-name.py). "
     return {"score": round(total, 4), "tests": tests, "visibility": "visible", "stdout_visibility": "hidden",
-            "output": f"refattn exercises: {total:g} of {sum(t['max_score'] for t in tests):g} points. "
+            "output": missing + f"refattn exercises: {total:g} of {sum(t['max_score'] for t in tests):g} points. "
                       "Each exercise has public cases (the ones `refattn exercises check` runs) and hidden ones."}
+
+
+def _failed(why) -> dict:
+    """The results of a run that could not grade: a score of 0 and the one line saying why."""
+    return {"score": 0.0, "tests": [], "visibility": "visible", "stdout_visibility": "hidden",
+            "output": f"the autograder failed: {why}; this is not your submission's fault: tell your instructor"}
 
 
 def _write(results_dir: Path, results: dict):
@@ -118,12 +129,12 @@ def main(argv=None) -> int:
         config = json.loads((root / "source" / CONFIG_NAME).read_text(encoding="utf-8"))
         results = results_for(root, config)
     except KeyboardInterrupt:
+        _write(root / "results", _failed("it was interrupted"))
         print("refattn autograder: interrupted", file=sys.stderr)
         return 130
-    except Exception as exc:  # noqa: BLE001 - whatever happens, Gradescope gets a results file saying it
+    except BaseException as exc:  # noqa: BLE001 - whatever happens (SystemExit too), Gradescope gets a results file
         first = str(exc).splitlines()[0] if str(exc) else ""
-        results = {"score": 0.0, "tests": [], "output": f"the autograder failed: {type(exc).__name__}: {first}; "
-                                                        "this is not your submission's fault: tell your instructor"}
+        results = _failed(f"{type(exc).__name__}: {first}"[:300])
         _write(root / "results", results)
         print(results["output"], file=sys.stderr)
         return 1
