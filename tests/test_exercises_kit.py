@@ -10,6 +10,7 @@ it is reported as timed out, whatever the machine's speed.
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -596,3 +597,98 @@ def test_setup_installs_into_a_virtual_environment(autograder, tmp_path):
     assert lines[0] == f"{bindir / 'python3'} -m venv {venv}", lines
     assert f"{venv / 'bin' / 'python'} -m pip install -r requirements.txt" in lines, lines
     assert not any(ln.startswith(str(bindir / "python3")) and " pip " in ln for ln in lines), lines
+
+
+# ------------------------------------------------------------------------------
+# A subset, points, the handout's check command, trying the zip here
+# ------------------------------------------------------------------------------
+
+
+def test_export_a_subset_with_points(tmp_path, capsys):
+    zpath, handout = tmp_path / "sub.zip", tmp_path / "handout"
+    assert cli_main(["exercises", "export", "--gradescope", str(zpath), "--student", str(handout),
+                     "--exercises", "03,1,closure-witness", "--points", "01=5,14=1.5"]) == 0
+    capsys.readouterr()
+    with zipfile.ZipFile(zpath) as z:
+        config = json.loads(z.read(CONFIG_NAME))
+    assert config["exercises"] == [{"stem": "01-softmax-vjp", "points": 5.0},
+                                   {"stem": "03-reweighted-vjp", "points": float(exercise(3).points)},
+                                   {"stem": "14-closure-witness", "points": 1.5}]
+    assert sorted(p.name for p in handout.iterdir()) == sorted(
+        ["README.md"] + [f"{exercise(n).stem}{ext}" for n in (1, 3, 14) for ext in (".md", ".py")])
+    readme = (handout / "README.md").read_text()
+    assert "02-tanhmax-derivatives" not in readme and "14-closure-witness.py" in readme
+    assert cli_main(["exercises", "export", "--gradescope", str(tmp_path / "all.zip"), "--points", "3"]) == 0
+    with zipfile.ZipFile(tmp_path / "all.zip") as z:
+        assert {e["points"] for e in json.loads(z.read(CONFIG_NAME))["exercises"]} == {3.0}
+
+
+@pytest.mark.parametrize("args, option", [
+    (["--exercises", "01,99"], "--exercises"), (["--exercises", "01,,03"], "--exercises"),
+    (["--exercises", "1,01"], "--exercises"), (["--exercises", ""], "--exercises"),
+    (["--points", "0"], "--points"), (["--points", "two"], "--points"), (["--points", "01=-1"], "--points"),
+    (["--exercises", "1", "--points", "02=3"], "--points"), (["--points", "nope=3"], "--points")])
+def test_export_refuses_bad_subsets_and_points(args, option, tmp_path, capsys):
+    zpath = tmp_path / "x.zip"
+    assert cli_main(["exercises", "export", "--gradescope", str(zpath)] + args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and option in err[0], err
+    assert not zpath.exists()
+
+
+def _bash(command, cwd):
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(cwd), "LANG": "C.UTF-8"}
+    return subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_handout_readme_check_commands_run_as_written(tmp_path, capsys):
+    """The handout's README gives the command that checks each answer, run in the handout's
+    folder after its set-up (a virtual environment .venv with refattn): each runs as written, on a
+    starter (wrong: exit 1) and on a model solution (right: exit 0)."""
+    handout = tmp_path / "handout"
+    assert cli_main(["exercises", "export", "--student", str(handout)]) == 0
+    capsys.readouterr()
+    readme = (handout / "README.md").read_text()
+    assert "    python3 -m venv .venv\n" in readme
+    commands = sorted(set(re.findall(r"\.venv/bin/refattn exercises check \S+ \S+\.py", readme)))
+    assert len(commands) == len(EXERCISES)
+    (handout / ".venv").symlink_to(sys.prefix, target_is_directory=True)  # what the set-up makes
+    for command in commands:
+        r = _bash(command, handout)
+        assert r.returncode == 1 and ": WRONG" in r.stdout and not r.stderr, (command, r.stdout, r.stderr)
+    (handout / "01-softmax-vjp.py").write_text(solution_source(exercise(1)))
+    r = _bash(next(c for c in commands if " softmax-vjp " in c), handout)
+    assert r.returncode == 0 and r.stdout.startswith("01-softmax-vjp: CORRECT"), r.stdout
+
+
+def test_try_gradescope_as_the_teaching_page_says(tmp_path):
+    """docs/teach.md's command that tries the zip in a Gradescope-like layout runs as written and
+    gives the model solutions full marks; on the handout's starters it gives none."""
+    lines = [ln.strip() for ln in (ROOT / "docs" / "teach.md").read_text().splitlines()
+             if "exercises try-gradescope" in ln and ln.strip().startswith(".venv/bin/")]
+    assert lines, "docs/teach.md shows no try-gradescope command"
+    (tmp_path / ".venv").symlink_to(sys.prefix, target_is_directory=True)
+    r = _bash(lines[0].split(" # ")[0], tmp_path)
+    assert r.returncode == 0, r.stderr
+    total = sum(ex.points for ex in EXERCISES)
+    assert f"total: {total:g} of {total:g} points" in r.stdout, r.stdout
+    assert _bash(".venv/bin/refattn exercises export --student handout", tmp_path).returncode == 0
+    r = _bash(".venv/bin/refattn exercises try-gradescope autograder.zip --submission handout --json", tmp_path)
+    assert r.returncode == 0, r.stderr
+    results = json.loads(r.stdout)
+    assert results["score"] == 0 and len(results["tests"]) > len(EXERCISES)
+
+
+@pytest.mark.parametrize("page", ["docs/teach.md", "exercises/README.md"])
+def test_teaching_pages_render_their_lists(page):
+    """Rendered as the book renders it (Python-Markdown with the book's extensions), no list item
+    or code fence of the page is left as literal text: a list needs a blank line before it, and a
+    block inside an item four spaces of indentation."""
+    markdown = pytest.importorskip("markdown")
+    html = markdown.markdown((ROOT / page).read_text(), extensions=[
+        "admonition", "attr_list", "md_in_html", "tables", "footnotes", "pymdownx.highlight", "pymdownx.superfences"])
+    text = re.sub(r"<pre.*?</pre>", "", html, flags=re.S)
+    assert not re.search(r"^\s*[*+-] \S", text, re.M), re.findall(r"^\s*[*+-] .*", text, re.M)[:3]
+    assert "```" not in html
+    assert html.count("<li>") == len(re.findall(r"^\s*(?:[*+-]|\d+\.) ", re.sub(r"```.*?```", "", (ROOT / page)
+                                                                                  .read_text(), flags=re.S), re.M))

@@ -26,7 +26,7 @@ import os
 import sys
 from pathlib import Path
 
-__all__ = ["results_for", "main"]
+__all__ = ["results_for", "try_zip", "format_results", "main"]
 
 
 def _find(submission: Path, ex):
@@ -113,6 +113,73 @@ def _write(results_dir: Path, results: dict):
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, results_dir / "results.json")
+
+
+def try_zip(zip_path, submission=None, keep=None) -> tuple:
+    """Run an exported autograder zip as Gradescope would, here: unpack it into ``ROOT/source``,
+    copy the answer files of ``submission`` (a folder; the model solutions of this clone by
+    default) into ``ROOT/submission``, run ``ROOT/source/run_autograder`` with this Python (in
+    place of ``setup.sh``'s environment) and read ``ROOT/results/results.json``.
+
+    ``ROOT`` is ``keep`` (a new folder, kept) or a temporary folder (removed). Returns
+    ``(results, ROOT or None, what run_autograder printed)``. Raises ``ValueError`` (one line
+    naming the argument) for a missing or foreign zip or submission folder.
+    """
+    import shutil  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    import tempfile  # noqa: PLC0415
+    import zipfile  # noqa: PLC0415
+
+    from .export import solutions_dir  # noqa: PLC0415
+
+    zip_path = Path(zip_path)
+    if not zip_path.is_file() or not zipfile.is_zipfile(zip_path):
+        raise ValueError(f"FILE.zip: no zip file {os.fspath(zip_path)!r}")
+    with zipfile.ZipFile(zip_path) as z:
+        infos = z.infolist()
+        if "run_autograder" not in z.namelist():
+            raise ValueError(f"FILE.zip: {os.fspath(zip_path)!r} holds no run_autograder: not an autograder zip")
+        if submission is None:
+            submission = solutions_dir()
+            if submission is None:
+                raise ValueError("--submission: expected a folder of answer files (no model solutions here: "
+                                 "they are in a clone of the repository)")
+        submission = Path(submission)
+        if not submission.is_dir():
+            raise ValueError(f"--submission: no folder {os.fspath(submission)!r}")
+        if keep is not None and Path(keep).exists():
+            raise ValueError(f"--keep: {os.fspath(keep)!r} exists; expected a new folder")
+        root = Path(keep) if keep is not None else Path(tempfile.mkdtemp(prefix="refattn-gradescope-"))
+        try:
+            z.extractall(root / "source")
+            for info in infos:  # zipfile drops the modes: setup.sh and run_autograder are executables
+                mode = (info.external_attr >> 16) & 0o777
+                if mode:
+                    os.chmod(root / "source" / info.filename, mode)
+            for f in submission.rglob("*.py"):
+                dest = root / "submission" / f.relative_to(submission)
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(f, dest)
+            (root / "submission").mkdir(exist_ok=True)
+            (root / "results").mkdir()
+            env = {**os.environ, "REFATTN_AUTOGRADER_ROOT": str(root), "REFATTN_AUTOGRADER_PYTHON": sys.executable}
+            proc = subprocess.run([str(root / "source" / "run_autograder")], env=env, capture_output=True,
+                                  text=True, check=False)
+            results = json.loads((root / "results" / "results.json").read_text(encoding="utf-8"))
+        finally:
+            if keep is None:
+                shutil.rmtree(root, ignore_errors=True)
+    return results, (root if keep is not None else None), proc.stdout + proc.stderr
+
+
+def format_results(results) -> str:
+    """``results.json`` as a short table: score, maximum and name of each test, then the total."""
+    lines = [f"  {t['score']:>6g} / {t['max_score']:<4g} {t['name']}  [{t['visibility']}]" for t in results["tests"]]
+    total = sum(t["max_score"] for t in results["tests"])
+    lines.append(f"total: {results['score']:g} of {total:g} points")
+    if not results["tests"] or results["score"] < total:
+        lines.append(f"message: {results.get('output', '')}")
+    return "\n".join(lines)
 
 
 def main(argv=None) -> int:
