@@ -692,3 +692,19 @@ def test_teaching_pages_render_their_lists(page):
     assert "```" not in html
     assert html.count("<li>") == len(re.findall(r"^\s*(?:[*+-]|\d+\.) ", re.sub(r"```.*?```", "", (ROOT / page)
                                                                                   .read_text(), flags=re.S), re.M))
+
+
+def test_without_the_model_solutions_the_export_says_what_to_do(tmp_path, monkeypatch, capsys):
+    """An installed wheel has no model solutions (they are in a clone's instructor/solutions/):
+    the handout, made from them, is refused in one line that says to run in a clone."""
+    from refattn.exercises import export
+
+    monkeypatch.setattr(export, "SOLUTIONS", tmp_path / "nowhere")
+    monkeypatch.chdir(tmp_path)
+    assert export.solutions_dir() is None
+    assert cli_main(["exercises", "export", "--student", str(tmp_path / "handout")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--student" in err[0] and "clone" in err[0], err
+    assert not (tmp_path / "handout").exists()
+    with pytest.raises(ValueError, match="clone"):
+        export.solution_source(exercise(1))
