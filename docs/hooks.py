@@ -12,8 +12,8 @@ module adds to the site, as generated files:
   executed in its own process with ``REFATTN_SMALL=1`` (``REFATTN_BOOK_SMALL=0``
   runs them at full size), with printed output and saved figures under each
   cell, the source ``.py`` and a Jupyter ``.ipynb`` (made by jupytext) beside it;
-* ``exercises/*.md``: the statements and their index (the model solutions live in the
-  package, ``refattn/exercises/solutions/``, never in the book);
+* ``exercises/*.md``: the statements and their index (the model solutions live in
+  ``instructor/solutions/``, never in the book);
 * ``api/*.md``: one mkdocstrings page per module of ``API_MODULES``; a
   listed module that does not exist stops the build;
 * ``assets/mathjax/tex-svg-full.js``: MathJax 3 from the django-static-mathjax

@@ -32,7 +32,7 @@ with the arrow keys, and one slide per page when printed.
 **Problem sets.** :func:`problem_set` writes the page of part N,
 ``problems/part-N.md``: its exercises (part, difficulty and minutes from
 :mod:`refattn.exercises`), each statement of ``exercises/`` as it is
-(statements only: the model solutions live in the package and never reach
+(statements only: the model solutions live in ``instructor/solutions/`` and never reach
 the book).
 
 **PDFs.** After the site is written, :func:`print_pdfs` prints each problem

@@ -19,7 +19,7 @@ is one the build drew, and each deck's PDF has one page per slide. Each
 problem set's PDF (``problems/part-N.pdf``, printed by headless Chromium
 during the build) has a page per exercise, each exercise title of its part,
 typeset math, and no line of any model solution
-(``refattn/exercises/solutions/``, between the solution markers).
+(``instructor/solutions/``, between the solution markers).
 
 It skips, saying why, when mkdocs (``pip install ".[docs]"``), Playwright or
 pypdf (``".[browser]"``) or a Chromium executable is missing, unless

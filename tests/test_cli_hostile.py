@@ -22,7 +22,7 @@ from refattn.studies import STUDIES, option_name, study
 from test_study_commands import TINY
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-SOLUTION = ROOT / "refattn" / "exercises" / "solutions" / "01-softmax-vjp.py"
+SOLUTION = ROOT / "instructor" / "solutions" / "01-softmax-vjp.py"
 
 #: Every command at a tiny size; "SST2" stands for a tiny SST-2 folder. ``lm`` runs at its default
 #: width: a width-8 model is too small for a threaded BLAS to split its matrix products, and the

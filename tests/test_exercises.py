@@ -2,13 +2,14 @@
 wrong answer fails it with feedback a student can act on, and ``refattn exercises`` lists,
 labels, grades and refuses bad input as documented.
 
-The model solutions are the package's single sources (``refattn/exercises/solutions/``);
+The model solutions are the exercises' single sources (``instructor/solutions/`` in the clone);
 the wrong answers are written here, one per exercise, so that they never sit beside the
 solutions. All answers of one kind are graded in one run (one child process), module-scoped.
 The sandbox, the export and the autograder are tested in ``test_exercises_kit.py``.
 """
 
 import json
+import math
 import os
 import re
 import textwrap
@@ -21,7 +22,7 @@ from refattn.cli import main as cli_main
 from refattn.exercises import (EXERCISES, PARTS, exercise, grade, grade_many, list_exercises,
                                main as exercises_main)
 from refattn.exercises.core import ALLOWED, MAX_LINE
-from refattn.exercises.export import PACKAGE
+from refattn.exercises.export import solution_path
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -145,7 +146,7 @@ WRONG = {
 #: Wrong answers that a grader recognises, and the hint each must get.
 HINTED = {
     "sign": ("tanhmax-velocity", WRONG["tanhmax-velocity"][1], "the sign is flipped"),
-    "factor": ("neural-score-vjp", WRONG["neural-score-vjp"][1], "off by a constant factor: your result is 2.23607, "),
+    "factor": ("neural-score-vjp", WRONG["neural-score-vjp"][1], "off by a constant factor: your result is 2.23607 times"),
     "transpose": ("jacobian", WRONG["jacobian"][1], "transpose"),
     "axis": ("softmax-vjp", """
         import numpy as np
@@ -180,7 +181,7 @@ EXACT_ZERO_RULE = """
 
 
 def solution(ex):
-    return PACKAGE / ex.solution
+    return solution_path(ex)
 
 
 def write(tmp_path, text, name="answer.py"):
@@ -395,3 +396,78 @@ def test_tanhmax_ell_accurate_near_zero_is_right(tmp_path):
     s = np.array([-1e-8])  # log cosh s = 5e-17; the library's cancelling sum gives 1.1e-16
     lib, accurate = activation("tanhmax").ell(s), np.log1p(2 * np.sinh(s / 2) ** 2)
     assert abs(lib - accurate)[0] > 1e-12 * abs(accurate)[0]  # relative 1e-12 alone would fail this answer
+
+
+#: The right formulas computed the naive way, each with the cases it must fail: exactly the
+#: cases whose scores or shifts leave float64's range (the statements say which).
+NAIVE = {
+    "cosh as written": ("tanhmax-velocity", """
+        import numpy as np
+        def velocity(s, o, c, delta_I):
+            C = np.sum(np.cosh(s), -1, keepdims=True)
+            wt, wh = np.cosh(s) / C, np.sinh(s) / C
+            return -delta_I * (wt * o - wh * np.sum(wh * o, -1, keepdims=True)) * c[:, None]
+        """, {"four instances, one with scores beyond 710 (cosh overflows)",
+              "scores between 711 and 740, of both signs"}),
+    "softmax of log cosh without the max": ("tanhmax-velocity", """
+        import math
+        import numpy as np
+        def velocity(s, o, c, delta_I):
+            a = np.abs(s)
+            e = np.exp(a + np.log1p(np.exp(-2.0 * a)) - math.log(2.0))
+            wt = e / np.sum(e, -1, keepdims=True)
+            wh = np.tanh(s) * wt
+            return -delta_I * (wt * o - wh * np.sum(wh * o, -1, keepdims=True)) * c[:, None]
+        """, {"four instances, one with scores beyond 710 (cosh overflows)",
+              "scores between 711 and 740, of both signs"}),
+    "A, B and e^(-2c) as written": ("closure-gap", """
+        import numpy as np
+        def gap(s, c):
+            q = np.exp(-2.0 * c) * np.sum(np.exp(-s)) / np.sum(np.exp(s))
+            return 2.0 * q / (1.0 + q)
+        """, {"row 1, shifts from -400 to 300", "row 2, shifts from -400 to 300", "row 3, shifts from -400 to 300",
+              "scores beyond 710 (e^s overflows), shifts from -5 to 300", "scores beyond 710, of both signs"}),
+}
+
+
+@pytest.mark.parametrize("key", list(NAIVE))
+def test_a_naive_answer_fails_the_overflow_cases(key, tmp_path):
+    """Exercises 07 and 09 promise accuracy where the textbook formula overflows: a naive answer,
+    right wherever float64 holds its intermediates, fails exactly the cases that leave that range
+    (public ones among them, so a student sees it before submitting)."""
+    name, text, overflowing = NAIVE[key]
+    verdict = grade(name, write(tmp_path, text), hidden=True)
+    assert not verdict.ok
+    failed = {c["kind"] for c in verdict.cases if not c["ok"]}
+    assert failed == overflowing, str(verdict)
+    assert verdict.group(False)[0] < verdict.group(False)[1]
+
+
+@pytest.mark.parametrize("factor, hint", [(2.0, "2 times"), (0.5, "0.5 times"), (-1.0, None), (1.0 + 1e-7, None),
+                                          (1.0 - 1e-5, None), (1e-9, None), (0.0, None)])
+def test_constant_factor_hint_only_for_a_real_factor(factor, hint):
+    """The hint "your result is c times the right one" fires for a real factor (2, 1/2); not for a
+    result a hair off 1 (it would read "1 times the right one"), not for a nearly-zero one, and
+    a factor of -1 is the sign hint instead."""
+    from refattn.exercises.core import Report
+
+    e = np.linspace(0.5, 2.0, 12).reshape(3, 4)
+    report = Report()
+    assert not report.close("x", factor * e, e, rtol=1e-10)
+    factor_hints = [h for h in report.hints if "constant factor" in h]
+    if hint is None:
+        assert not factor_hints, report.hints
+    else:
+        assert len(factor_hints) == 1 and f"your result is {hint} the right one" in factor_hints[0]
+    assert any("sign is flipped" in h for h in report.hints) == (factor == -1.0)
+
+
+def test_closure_witness_comment_states_the_answer():
+    """The value written beside exercise 14's ANSWER is the smallest shift, to its digits."""
+    from refattn.exercises.graders import closure_shift
+    from refattn.exercises.export import solution_source
+
+    shown = re.findall(r"ANSWER = .*#\s*([0-9.]+)\.\.\.", solution_source(exercise(14)))
+    assert len(shown) == 1
+    digits = len(shown[0].split(".")[1])
+    assert float(shown[0]) == math.floor(closure_shift() * 10 ** digits) / 10 ** digits

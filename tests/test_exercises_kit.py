@@ -10,6 +10,7 @@ it is reported as timed out, whatever the machine's speed.
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -19,20 +20,21 @@ import time
 import zipfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import refattn
 from refattn.cli import main as cli_main
 from refattn.exercises import EXERCISES, exercise, grade, grade_many
-from refattn.exercises.export import (CONFIG_NAME, PACKAGE, export_gradescope, solution_blocks, solution_source,
-                                      starter)
+from refattn.exercises.export import (CONFIG_NAME, export_gradescope, solution_blocks, solution_path,
+                                      solution_source, starter)
 
 from test_exercises import WRONG
 
 ROOT = Path(__file__).resolve().parent.parent
 LIMIT = 8  # seconds an answer has in these tests (a loaded CI machine must not time out a right answer)
 PKG = os.path.dirname(refattn.__file__)
-SOLUTION_01 = os.path.join(PKG, "exercises", "solutions", "01-softmax-vjp.py")
+SOLUTION_01 = str(solution_path(exercise(1)))  # instructor/solutions/ in the clone
 
 #: Answers to exercise 01 that try to get the points without the work, and a word the one
 #: line saying why must contain.
@@ -64,11 +66,11 @@ CHEATS = {
         "m = importlib.util.module_from_spec(spec)\nspec.loader.exec_module(m)\nsoftmax_vjp = m.softmax_vjp\n",
         "refused: reading"),
     "the solution through /proc/self/root and ..": (
-        f"p = '/proc/self/root' + {os.path.join(PKG, 'core', '..', 'exercises', 'solutions', '01-softmax-vjp.py')!r}\n"
+        f"p = '/proc/self/root' + {os.path.join(PKG, '..', 'instructor', 'solutions', '01-softmax-vjp.py')!r}\n"
         "ns = {}\nexec(open(p).read(), ns)\nsoftmax_vjp = ns['softmax_vjp']\n", "refused: reading"),
     "os.open relative to a directory descriptor": (
         f"import os\nfd = os.open({os.path.dirname(PKG)!r}, os.O_RDONLY)\n"
-        "f = os.open('refattn/exercises/solutions/01-softmax-vjp.py', os.O_RDONLY, dir_fd=fd)\n"
+        "f = os.open('instructor/solutions/01-softmax-vjp.py', os.O_RDONLY, dir_fd=fd)\n"
         "ns = {}\nexec(os.read(f, 1 << 20).decode(), ns)\nsoftmax_vjp = ns['softmax_vjp']\n", "refused: os.open"),
     "a subprocess that imports refattn": (
         "import subprocess, sys\ndef softmax_vjp(s, u):\n"
@@ -148,8 +150,8 @@ def test_answers_after_a_hang_or_an_exit_still_run(tmp_path):
     """One child runs many answers; after one that hangs or exits, a new child runs the rest."""
     loop = write(tmp_path, CHEATS["an infinite loop"][0], "loop.py")
     gone = write(tmp_path, CHEATS["os._exit(0) in the function"][0], "gone.py")
-    items = [("softmax-vjp", loop), ("tanhmax-derivatives", PACKAGE / exercise(2).solution),
-             ("softmax-vjp", gone), ("closure-witness", PACKAGE / exercise(14).solution)]
+    items = [("softmax-vjp", loop), ("tanhmax-derivatives", solution_path(exercise(2))),
+             ("softmax-vjp", gone), ("closure-witness", solution_path(exercise(14)))]
     verdicts = grade_many(items, timeout=LIMIT)
     assert [v.ok for v in verdicts] == [False, True, False, True]
     assert "timed out" in verdicts[0].checks[0].message and "exit status 0" in verdicts[2].checks[0].message
@@ -162,7 +164,7 @@ def test_a_library_error_is_a_grader_error_not_the_answers(tmp_path, capsys, mon
         raise ValueError("cotangent: shape (9,) does not match the output's (3, 5)")
 
     monkeypatch.setattr(graders, "gradcheck", broken)
-    path = str(PACKAGE / exercise(1).solution)
+    path = str(solution_path(exercise(1)))
     assert cli_main(["exercises", "check", "softmax-vjp", path]) == 2
     captured = capsys.readouterr()
     assert "grader error (not your answer's fault)" in captured.err and len(captured.err.splitlines()) == 1
@@ -319,7 +321,7 @@ def test_the_zip_carries_what_it_needs(autograder):
     _, names, modes = autograder
     assert {"setup.sh", "run_autograder", "requirements.txt", CONFIG_NAME, "refattn/__init__.py",
             "refattn/exercises/_child.py"} <= names
-    assert all(f"refattn/{ex.solution}" in names for ex in EXERCISES)
+    assert not any("solutions" in n or n.startswith("instructor") for n in names), "the zip holds no solutions"
     assert modes["setup.sh"] & 0o111 and modes["run_autograder"] & 0o111
     assert not any("__pycache__" in n for n in names)
 
@@ -414,3 +416,295 @@ def test_the_axis_hint_still_fires_for_a_global_sum(tmp_path):
         """
     verdict = grade("softmax-vjp", write(tmp_path, text))
     assert not verdict.ok and any("more axes" in h for h in verdict.hints), verdict.hints
+
+
+# ------------------------------------------------------------------------------
+# Hidden inputs stay hidden
+# ------------------------------------------------------------------------------
+
+LEAK_SEED = 914725368  # a seed whose digits cannot occur by chance in a feedback line
+
+#: An answer to exercise 01 that does its best to show the grader's inputs: it lists its
+#: process's folder at import (where the inputs were written), prints every input to stdout
+#: and stderr through Python and through the file descriptors, raises with the inputs in the
+#: message where the hidden cases' shapes differ from the public ones, and is off by a factor 2
+#: everywhere else; the second one ends the process with the inputs as its exit message.
+LEAKY = """
+import os, sys
+import numpy as np
+try:
+    print("folder:", sorted(os.listdir("..")))
+except Exception as exc:
+    print("folder: not listed,", type(exc).__name__)
+
+def _show(s, u):
+    return " ".join(f"{x:.10g}" for x in np.concatenate([np.ravel(s), np.ravel(u)]))
+
+def softmax_vjp(s, u):
+    text = _show(s, u)
+    print(text)
+    sys.stderr.write(text + "\\n")
+    os.write(1, (text + "\\n").encode())
+    os.write(2, (text + "\\n").encode())
+    if s.ndim == 4 or s.shape[-1] == 1 or s.shape[-1] == 7:
+        raise ValueError(text)
+    e = np.exp(s - np.max(s, axis=-1, keepdims=True))
+    p = e / e.sum(axis=-1, keepdims=True)
+    return 2.0 * p * (u - np.sum(u * p, axis=-1, keepdims=True))
+"""
+LEAKY_EXIT = LEAKY.replace("        raise ValueError(text)", "        sys.exit(text)")
+
+
+def _needles(arrays):
+    """How a value of ``arrays`` could be written: 10 and 6 significant digits, 6 decimals."""
+    out = set()
+    for a in arrays:
+        for x in np.ravel(a):
+            if abs(x) > 1e-3 and x != round(x):
+                out |= {f"{x:.10g}", f"{x:.6g}", f"{x:.6f}"}
+    return out
+
+
+def _inputs(hidden):
+    cases = [c for c in exercise(1).cases(LEAK_SEED) if c.hidden == hidden]
+    return [np.asarray(a) for c in cases for call in c.calls for a in call.args]
+
+
+@pytest.mark.parametrize("text", [LEAKY, LEAKY_EXIT], ids=["prints-and-raises", "exits"])
+def test_no_visible_output_holds_a_hidden_input(text, tmp_path, capsys):
+    """Every output a student can see of a failing hidden case (the autograder's tests, public and
+    hidden, its summary; ``check --hidden`` as text and as JSON) is searched for every hidden
+    input's value and for the hidden seed. The same search finds the public inputs in what the
+    answer printed in the public run, so it would find hidden ones were they shown."""
+    from refattn.exercises.gradescope import results_for
+
+    ex = exercise(1)
+    (tmp_path / "submission").mkdir()
+    (tmp_path / "submission" / f"{ex.stem}.py").write_text(text)
+    config = {"hidden_seed": LEAK_SEED, "timeout_s": LIMIT, "hidden_visibility": "visible",
+              "exercises": [{"stem": ex.stem, "points": 2}]}
+    results = results_for(tmp_path, config)
+    hidden_test = next(t for t in results["tests"] if t["name"].endswith("hidden cases"))
+    public_test = next(t for t in results["tests"] if t["name"].endswith("public cases"))
+    assert hidden_test["score"] < hidden_test["max_score"] and public_test["score"] < public_test["max_score"]
+    path = str(tmp_path / "submission" / f"{ex.stem}.py")
+    seen = [json.dumps(results)]
+    for extra in (["--json"], []):
+        code = cli_main(["exercises", "check", ex.name, path, "--hidden", "--hidden-seed", str(LEAK_SEED),
+                         "--timeout", str(LIMIT)] + extra)
+        assert code == 1
+        captured = capsys.readouterr()
+        seen += [captured.out, captured.err]
+    visible = "\n".join(seen).replace("\\n", "\n")
+    found = sorted(n for n in _needles(_inputs(True)) if n in visible)
+    assert not found, found[:5]
+    assert str(LEAK_SEED) not in visible
+    assert "input.npz" not in visible and "input.json" not in visible  # the child's inputs are gone from disk
+    # the search works: the public inputs the answer printed are there
+    assert len([n for n in _needles(_inputs(False)) if n in public_test["output"]]) >= 6
+
+
+# ------------------------------------------------------------------------------
+# run_autograder always writes results.json; setup.sh installs into a virtual environment
+# ------------------------------------------------------------------------------
+
+
+def _layout(base, template, name, answers=None):
+    root = base / name
+    shutil.copytree(template / "source", root / "source", symlinks=True)
+    if answers is not None:
+        (root / "submission").mkdir(parents=True)
+        for fname, text in answers.items():
+            (root / "submission" / fname).write_text(text)
+    return root
+
+
+def _results_after(root, python):
+    env = {**os.environ, "REFATTN_AUTOGRADER_ROOT": str(root), "REFATTN_AUTOGRADER_PYTHON": python}
+    proc = subprocess.run([str(root / "source" / "run_autograder")], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads((root / "results" / "results.json").read_text())  # strict JSON, always there
+    assert isinstance(results["score"], (int, float)) and isinstance(results["output"], str) and results["output"]
+    assert isinstance(results["tests"], list)
+    return results
+
+
+def test_results_written_when_setup_failed(autograder, tmp_path):
+    """No Python at the configured path, or one without the dependencies (what a failed setup.sh
+    leaves): run_autograder still writes a results file with a score of 0 and says why."""
+    base, _, _ = autograder
+    bare = tmp_path / "python-without-numpy"
+    bare.write_text("#!/bin/sh\necho \"ModuleNotFoundError: No module named 'numpy'\" >&2\nexit 1\n")
+    bare.chmod(0o755)
+    for k, python in enumerate([str(tmp_path / "no-such-python"), str(bare)]):
+        root = _layout(base, base / "template", f"setup-failed-{k}", {"01-softmax-vjp.py": "x = 1\n"})
+        results = _results_after(root, python)
+        assert results["score"] == 0 and "could not start" in results["output"], results
+
+
+def test_results_written_when_the_submission_is_missing(autograder):
+    base, _, _ = autograder
+    root = _layout(base, base / "template", "no-submission")  # no submission folder at all
+    results = _results_after(root, sys.executable)
+    assert results["score"] == 0 and "No answer file was found" in results["output"]
+    assert results["tests"] and all(t["score"] == 0 and "no file" in t["output"] for t in results["tests"])
+
+
+def test_results_written_when_a_grader_crashes(autograder, monkeypatch):
+    """A crash of the grader itself (here: drawing the cases, in process) and a broken settings file
+    (the real script) each give a results file with a score of 0 and the failure named."""
+    from refattn.exercises import gradescope, grading
+
+    base, _, _ = autograder
+    root = _layout(base, base / "template", "grader-crash", {"01-softmax-vjp.py": solution_source(exercise(1))})
+
+    def crash(*args, **kwargs):
+        raise RuntimeError("the grader fell over")
+
+    monkeypatch.setattr(grading, "grade_many", crash)
+    assert gradescope.main(["--root", str(root)]) == 1
+    results = json.loads((root / "results" / "results.json").read_text())
+    assert results["score"] == 0 and "RuntimeError: the grader fell over" in results["output"]
+    monkeypatch.undo()
+    root = _layout(base, base / "template", "broken-config", {"01-softmax-vjp.py": solution_source(exercise(1))})
+    (root / "source" / CONFIG_NAME).write_text("{not json")
+    results = _results_after(root, sys.executable)
+    assert results["score"] == 0 and "JSONDecodeError" in results["output"]
+
+
+def test_setup_installs_into_a_virtual_environment(autograder, tmp_path):
+    """setup.sh on a PEP 668 image: it makes a virtual environment and installs with that
+    environment's pip, never the system's. Run with stand-ins for python3 and apt-get that log
+    their arguments (nothing is installed)."""
+    base, _, _ = autograder
+    source = base / "template" / "source"
+    bindir, log, venv = tmp_path / "bin", tmp_path / "log", tmp_path / "venv"
+    bindir.mkdir()
+    fake_python = ("#!/bin/sh\necho \"$0 $*\" >> " + str(log) + "\n"
+                   "if [ \"$1\" = -m ] && [ \"$2\" = pip ] && [ \"$0\" != " + str(venv / "bin" / "python") + " ]; then\n"
+                   "  echo 'error: externally-managed-environment' >&2; exit 1\nfi\n"
+                   "if [ \"$1\" = -m ] && [ \"$2\" = venv ]; then\n  mkdir -p \"$3/bin\"\n"
+                   "  cp \"$0\" \"$3/bin/python\"\nfi\n")
+    (bindir / "python3").write_text(fake_python)
+    (bindir / "apt-get").write_text("#!/bin/sh\necho \"apt-get $*\" >> " + str(log) + "\n")
+    for f in bindir.iterdir():
+        f.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bindir}:/usr/bin:/bin", "REFATTN_AUTOGRADER_VENV": str(venv)}
+    proc = subprocess.run(["bash", str(source / "setup.sh")], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    lines = log.read_text().splitlines()
+    assert lines[0] == f"{bindir / 'python3'} -m venv {venv}", lines
+    assert f"{venv / 'bin' / 'python'} -m pip install -r requirements.txt" in lines, lines
+    assert not any(ln.startswith(str(bindir / "python3")) and " pip " in ln for ln in lines), lines
+
+
+# ------------------------------------------------------------------------------
+# A subset, points, the handout's check command, trying the zip here
+# ------------------------------------------------------------------------------
+
+
+def test_export_a_subset_with_points(tmp_path, capsys):
+    zpath, handout = tmp_path / "sub.zip", tmp_path / "handout"
+    assert cli_main(["exercises", "export", "--gradescope", str(zpath), "--student", str(handout),
+                     "--exercises", "03,1,closure-witness", "--points", "01=5,14=1.5"]) == 0
+    capsys.readouterr()
+    with zipfile.ZipFile(zpath) as z:
+        config = json.loads(z.read(CONFIG_NAME))
+    assert config["exercises"] == [{"stem": "01-softmax-vjp", "points": 5.0},
+                                   {"stem": "03-reweighted-vjp", "points": float(exercise(3).points)},
+                                   {"stem": "14-closure-witness", "points": 1.5}]
+    assert sorted(p.name for p in handout.iterdir()) == sorted(
+        ["README.md"] + [f"{exercise(n).stem}{ext}" for n in (1, 3, 14) for ext in (".md", ".py")])
+    readme = (handout / "README.md").read_text()
+    assert "02-tanhmax-derivatives" not in readme and "14-closure-witness.py" in readme
+    assert cli_main(["exercises", "export", "--gradescope", str(tmp_path / "all.zip"), "--points", "3"]) == 0
+    with zipfile.ZipFile(tmp_path / "all.zip") as z:
+        assert {e["points"] for e in json.loads(z.read(CONFIG_NAME))["exercises"]} == {3.0}
+
+
+@pytest.mark.parametrize("args, option", [
+    (["--exercises", "01,99"], "--exercises"), (["--exercises", "01,,03"], "--exercises"),
+    (["--exercises", "1,01"], "--exercises"), (["--exercises", ""], "--exercises"),
+    (["--points", "0"], "--points"), (["--points", "two"], "--points"), (["--points", "01=-1"], "--points"),
+    (["--exercises", "1", "--points", "02=3"], "--points"), (["--points", "nope=3"], "--points")])
+def test_export_refuses_bad_subsets_and_points(args, option, tmp_path, capsys):
+    zpath = tmp_path / "x.zip"
+    assert cli_main(["exercises", "export", "--gradescope", str(zpath)] + args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and option in err[0], err
+    assert not zpath.exists()
+
+
+def _bash(command, cwd):
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(cwd), "LANG": "C.UTF-8"}
+    return subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_handout_readme_check_commands_run_as_written(tmp_path, capsys):
+    """The handout's README gives the command that checks each answer, run in the handout's
+    folder after its set-up (a virtual environment .venv with refattn): each runs as written, on a
+    starter (wrong: exit 1) and on a model solution (right: exit 0)."""
+    handout = tmp_path / "handout"
+    assert cli_main(["exercises", "export", "--student", str(handout)]) == 0
+    capsys.readouterr()
+    readme = (handout / "README.md").read_text()
+    assert "    python3 -m venv .venv\n" in readme
+    commands = sorted(set(re.findall(r"\.venv/bin/refattn exercises check \S+ \S+\.py", readme)))
+    assert len(commands) == len(EXERCISES)
+    (handout / ".venv").symlink_to(sys.prefix, target_is_directory=True)  # what the set-up makes
+    for command in commands:
+        r = _bash(command, handout)
+        assert r.returncode == 1 and ": WRONG" in r.stdout and not r.stderr, (command, r.stdout, r.stderr)
+    (handout / "01-softmax-vjp.py").write_text(solution_source(exercise(1)))
+    r = _bash(next(c for c in commands if " softmax-vjp " in c), handout)
+    assert r.returncode == 0 and r.stdout.startswith("01-softmax-vjp: CORRECT"), r.stdout
+
+
+def test_try_gradescope_as_the_teaching_page_says(tmp_path):
+    """docs/teach.md's command that tries the zip in a Gradescope-like layout runs as written and
+    gives the model solutions full marks; on the handout's starters it gives none."""
+    lines = [ln.strip() for ln in (ROOT / "docs" / "teach.md").read_text().splitlines()
+             if "exercises try-gradescope" in ln and ln.strip().startswith(".venv/bin/")]
+    assert lines, "docs/teach.md shows no try-gradescope command"
+    (tmp_path / ".venv").symlink_to(sys.prefix, target_is_directory=True)
+    r = _bash(lines[0].split(" # ")[0], tmp_path)
+    assert r.returncode == 0, r.stderr
+    total = sum(ex.points for ex in EXERCISES)
+    assert f"total: {total:g} of {total:g} points" in r.stdout, r.stdout
+    assert _bash(".venv/bin/refattn exercises export --student handout", tmp_path).returncode == 0
+    r = _bash(".venv/bin/refattn exercises try-gradescope autograder.zip --submission handout --json", tmp_path)
+    assert r.returncode == 0, r.stderr
+    results = json.loads(r.stdout)
+    assert results["score"] == 0 and len(results["tests"]) > len(EXERCISES)
+
+
+@pytest.mark.parametrize("page", ["docs/teach.md", "exercises/README.md"])
+def test_teaching_pages_render_their_lists(page):
+    """Rendered as the book renders it (Python-Markdown with the book's extensions), no list item
+    or code fence of the page is left as literal text: a list needs a blank line before it, and a
+    block inside an item four spaces of indentation."""
+    markdown = pytest.importorskip("markdown")
+    html = markdown.markdown((ROOT / page).read_text(), extensions=[
+        "admonition", "attr_list", "md_in_html", "tables", "footnotes", "pymdownx.highlight", "pymdownx.superfences"])
+    text = re.sub(r"<pre.*?</pre>", "", html, flags=re.S)
+    assert not re.search(r"^\s*[*+-] \S", text, re.M), re.findall(r"^\s*[*+-] .*", text, re.M)[:3]
+    assert "```" not in html
+    assert html.count("<li>") == len(re.findall(r"^\s*(?:[*+-]|\d+\.) ", re.sub(r"```.*?```", "", (ROOT / page)
+                                                                                  .read_text(), flags=re.S), re.M))
+
+
+def test_without_the_model_solutions_the_export_says_what_to_do(tmp_path, monkeypatch, capsys):
+    """An installed wheel has no model solutions (they are in a clone's instructor/solutions/):
+    the handout, made from them, is refused in one line that says to run in a clone."""
+    from refattn.exercises import export
+
+    monkeypatch.setattr(export, "SOLUTIONS", tmp_path / "nowhere")
+    monkeypatch.chdir(tmp_path)
+    assert export.solutions_dir() is None
+    assert cli_main(["exercises", "export", "--student", str(tmp_path / "handout")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--student" in err[0] and "clone" in err[0], err
+    assert not (tmp_path / "handout").exists()
+    with pytest.raises(ValueError, match="clone"):
+        export.solution_source(exercise(1))

@@ -3,9 +3,9 @@
 The statements are markdown files in the repository's ``exercises/`` folder
 (``exercises/README.md`` lists them by part, with difficulty and minutes);
 each exercise's model solution, with its solution marked by ``### BEGIN
-SOLUTION`` / ``### END SOLUTION``, is package data in
-``refattn/exercises/solutions/`` and the source of the student's starter
-(:mod:`refattn.exercises.export`).
+SOLUTION`` / ``### END SOLUTION``, is in ``instructor/solutions/`` of a
+clone of the repository (never in the installed package) and the source of
+the student's starter (:mod:`refattn.exercises.export`).
 
 An answer is a Python file that defines the functions an exercise asks for
 (or a number ``ANSWER``). The grader runs it in a separate process with a
@@ -19,6 +19,9 @@ library (:mod:`refattn.exercises.sandbox`, :mod:`refattn.exercises.grading`):
         [--hidden] [--timeout S] [--json]  also the hidden cases (reported by kind only)
     refattn exercises export --student DIR       statements and starters, no solutions
     refattn exercises export --gradescope FILE.zip   a Gradescope autograder
+        [--exercises 01,03,...] [--points P | NAME=P,...]   a subset; points (default: the labels)
+    refattn exercises try-gradescope FILE.zip    run the zip as Gradescope would, here
+        [--submission DIR] [--keep DIR] [--json]   (default: on the model solutions of a clone)
 
 ``NAME`` is an exercise's name (``softmax-vjp``), its number (``1`` or
 ``01``) or both (``01-softmax-vjp``). Interrupting (Ctrl-C) prints one line
@@ -76,10 +79,11 @@ def _timeout(value) -> float:
 
 def run_command(command, name=None, path=None, *, json=False, hidden=False, timeout=DEFAULT_TIMEOUT_S,
                 student=None, gradescope=None, hidden_seed=None, hidden_visibility="after_published",
-                out=print, err=None) -> int:
+                exercises=None, points=None, submission=None, keep=None, out=print, err=None) -> int:
     """What ``refattn exercises [check NAME FILE | export ...]`` does; returns the exit code.
 
-    ``command`` is ``None`` (list), ``"check"`` or ``"export"``; ``json``
+    ``command`` is ``None`` (list), ``"check"``, ``"export"`` or
+    ``"try-gradescope"`` (``path`` is the zip); ``json``
     prints strict JSON (a list of :func:`list_exercises`, or
     :meth:`Verdict.as_dict`). Bad input raises ``ValueError`` (the command
     line turns it into one line and exit 2); a grader error is one line on
@@ -90,18 +94,33 @@ def run_command(command, name=None, path=None, *, json=False, hidden=False, time
         items = list_exercises()
         out(_json.dumps(items, indent=2, allow_nan=False) if json else format_list(items))
         return 0
+    if command == "try-gradescope":
+        from .gradescope import format_results, try_zip  # noqa: PLC0415
+
+        results, kept, _ = try_zip(path, submission=submission, keep=keep)
+        if json:
+            out(_json.dumps(results, indent=2, allow_nan=False))
+        else:
+            where = f"kept in {keep}" if kept else "in a temporary folder, removed (--keep DIR keeps it)"
+            out(f"{path} run as Gradescope runs it (source/, submission/, results/ {where}):\n"
+                + format_results(results))
+        return 0
     if command == "export":
-        from .export import export_gradescope, export_student  # noqa: PLC0415
+        from .export import export_gradescope, export_student, select_exercises, select_points  # noqa: PLC0415
 
         if student is None and gradescope is None:
             raise ValueError("export: expected --student DIR, --gradescope FILE.zip or both")
+        chosen = select_exercises(exercises)
+        per_exercise = select_points(points, chosen)
+        if points is not None and gradescope is None:
+            raise ValueError("--points: only the Gradescope autograder has points; add --gradescope FILE.zip")
         done = {}
         if student is not None:
-            done["student"] = [str(p) for p in export_student(student)]
+            done["student"] = [str(p) for p in export_student(student, chosen)]
         if gradescope is not None:
             config = export_gradescope(gradescope, hidden_seed=hidden_seed,
                                        timeout=None if timeout == DEFAULT_TIMEOUT_S else timeout,
-                                       hidden_visibility=hidden_visibility)
+                                       hidden_visibility=hidden_visibility, exercises=chosen, points=per_exercise)
             done["gradescope"] = {"zip": str(gradescope), "timeout_s": config["timeout_s"],
                                   "hidden_visibility": config["hidden_visibility"],
                                   "points": sum(e["points"] for e in config["exercises"])}
@@ -112,11 +131,11 @@ def run_command(command, name=None, path=None, *, json=False, hidden=False, time
                 out(f"student handout: {len(done['student'])} files in {student} (statements, starters, README.md)")
             if "gradescope" in done:
                 g = done["gradescope"]
-                out(f"Gradescope autograder: {gradescope} ({g['points']} points, {g['timeout_s']:g} s per answer, "
+                out(f"Gradescope autograder: {gradescope} ({g['points']:g} points, {g['timeout_s']:g} s per answer, "
                     f"hidden tests {g['hidden_visibility']}); upload it as the assignment's autograder")
         return 0
     if command != "check":
-        raise ValueError(f"command: expected 'check', 'export' or nothing, got {command!r}")
+        raise ValueError(f"command: expected 'check', 'export', 'try-gradescope' or nothing, got {command!r}")
     try:
         verdict = grade(name, path, hidden=hidden, timeout=timeout,
                         hidden_seed=None if hidden_seed is None else hidden_seed)
@@ -133,7 +152,7 @@ def run_command(command, name=None, path=None, *, json=False, hidden=False, time
 def add_arguments(parser):
     """The arguments of ``refattn exercises``: ``--json``, and the subcommands ``check`` and ``export``."""
     parser.add_argument("--json", action="store_true", help="print strict JSON")
-    sub = parser.add_subparsers(dest="exercises_command", metavar="{check,export}")
+    sub = parser.add_subparsers(dest="exercises_command", metavar="{check,export,try-gradescope}")
     p = sub.add_parser("check", help="grade an answer file: exit 0 correct, 1 wrong, 2 bad input")
     p.add_argument("name", metavar="NAME", help="the exercise: its name (softmax-vjp) or number (1, 01)")
     p.add_argument("file", metavar="FILE.py", help="the answer file")
@@ -153,23 +172,41 @@ def add_arguments(parser):
     p.add_argument("--hidden-visibility", default="after_published",
                    help="Gradescope visibility of the hidden tests: hidden, after_due_date, after_published "
                         "(default) or visible")
+    p.add_argument("--exercises", metavar="LIST", default=None,
+                   help="only these exercises, names or numbers separated by commas (01,03,softmax-vjp; "
+                        "default: all)")
+    p.add_argument("--points", metavar="P|NAME=P,...", default=None,
+                   help="the autograder's points: one number for every exercise, or NAME=P pairs "
+                        "(default: the labels, twice each exercise's difficulty)")
     p.add_argument("--json", dest="export_json", action="store_true", help="print what was written as JSON")
+    p = sub.add_parser("try-gradescope", help="run an autograder zip as Gradescope would, in a temporary "
+                                              "folder laid out like Gradescope's, and print the scores")
+    p.add_argument("zip", metavar="FILE.zip", help="the zip that export --gradescope wrote")
+    p.add_argument("--submission", metavar="DIR", default=None,
+                   help="the folder of answer files to grade (default: the model solutions of this clone)")
+    p.add_argument("--keep", metavar="DIR", default=None,
+                   help="lay it out in DIR, a new folder, and keep it (default: a temporary folder)")
+    p.add_argument("--json", dest="try_json", action="store_true", help="print results.json")
     return parser
 
 
 def command_from_args(args) -> int:
     """Run :func:`run_command` from parsed :func:`add_arguments` arguments. Ctrl-C: one line, exit 130."""
     command = getattr(args, "exercises_command", None)
-    as_json = bool(args.json or getattr(args, "check_json", False) or getattr(args, "export_json", False))
+    as_json = bool(args.json or getattr(args, "check_json", False) or getattr(args, "export_json", False)
+                   or getattr(args, "try_json", False))
     try:
         timeout = _timeout(getattr(args, "timeout", DEFAULT_TIMEOUT_S))
         if getattr(args, "hidden_seed", None) is not None and args.hidden_seed < 0:
             raise ValueError(f"--hidden-seed: expected an integer >= 0, got {args.hidden_seed}")
-        return run_command(command, getattr(args, "name", None), getattr(args, "file", None), json=as_json,
+        path = getattr(args, "zip", None) if command == "try-gradescope" else getattr(args, "file", None)
+        return run_command(command, getattr(args, "name", None), path, json=as_json,
                            hidden=getattr(args, "hidden", False), timeout=timeout,
                            student=getattr(args, "student", None), gradescope=getattr(args, "gradescope", None),
                            hidden_seed=getattr(args, "hidden_seed", None),
-                           hidden_visibility=getattr(args, "hidden_visibility", "after_published"))
+                           hidden_visibility=getattr(args, "hidden_visibility", "after_published"),
+                           exercises=getattr(args, "exercises", None), points=getattr(args, "points", None),
+                           submission=getattr(args, "submission", None), keep=getattr(args, "keep", None))
     except KeyboardInterrupt:
         print("refattn exercises: interrupted", file=sys.stderr)
         return 130

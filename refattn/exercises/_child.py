@@ -13,11 +13,15 @@ Protocol
 --------
 ``INPUT`` names two files, ``INPUT.json`` and ``INPUT.npz``: the JSON holds
 ``sys_path``, the guard's settings and the jobs (one per answer file: its
-source, the names it must define, and groups of calls), with every array
-replaced by ``{"a": key}``, a key of the ``.npz`` (read with
-``allow_pickle=False``). ``FD`` is the write end of a pipe on which this
-process sends frames, each a 4-byte big-endian length, one byte of kind
-(``J`` JSON, ``B`` bytes) and the payload:
+source, the names it must define, and its calls, all of one group: public
+or hidden, never both), with every array replaced by ``{"a": key}``, a key of
+the ``.npz`` (read with ``allow_pickle=False``). Both files are deleted as
+soon as they are read, before the guard is armed and any answer loaded, and
+the guard's folder names are dropped once turned into (device, inode) pairs:
+an answer finds no input on disk, none of another run's anywhere, and no
+list of the forbidden folders. ``FD`` is the write end of a pipe on
+which this process sends frames, each a 4-byte big-endian length, one byte
+of kind (``J`` JSON, ``B`` bytes) and the payload:
 
 * ``{"ready": true}`` once NumPy is imported and the guard is armed;
 * ``{"start": key}`` before an answer is loaded, ``{"call": [group, i]}``
@@ -25,9 +29,10 @@ process sends frames, each a 4-byte big-endian length, one byte of kind
 * ``{"done": key, "manifest": ...}`` followed by a ``B`` frame holding an
   ``.npz`` of the returned arrays.
 
-An answer's ``print`` goes to a buffer per group of calls (``import``,
-``public``, ``hidden``), returned in the manifest; what reaches the real
-stdout and stderr (C code, ``os.write``) the grader reads apart.
+An answer's ``print`` goes to a buffer per group of calls (``import``, and
+the run's group, ``public`` or ``hidden``), returned in the manifest; what
+reaches the real stdout and stderr (C code, ``os.write``) the grader reads
+apart.
 
 The guard
 ---------
@@ -484,33 +489,48 @@ def _run_job(job, arrays, fd, log, len=len, sorted=sorted, vars=vars, callable=c
     _send(fd, FRAME_BYTES, buf.getvalue())
 
 
-def main(argv):
-    """``child.py INPUT FD``: run every job of ``INPUT`` and report on ``FD``."""
-    stem, fd = argv[1], int(argv[2])
+def _inodes(paths) -> set:
+    """The (device, inode) pairs of the ``paths`` that exist."""
+    out = set()
+    for p in paths:
+        try:
+            st = os.stat(p)
+        except OSError:
+            continue
+        out.add((st.st_dev, st.st_ino))
+    return out
+
+
+def _read_input(stem):
+    """The jobs, their arrays and the guard's (device, inode) pairs, read from ``stem.json`` and
+    ``stem.npz``, which are deleted from disk here, before any answer is loaded: an answer finds
+    neither the inputs of its calls nor the guard's folders in a file, and the folder names
+    themselves are dropped once turned into inodes."""
     with open(stem + ".json", encoding="utf-8") as f:
         spec = json.load(f)
-    sys.path[:] = spec["sys_path"]
-    sys.dont_write_bytecode = True
+    sys.path[:] = spec.pop("sys_path")
     import numpy as np  # noqa: PLC0415
 
     with np.load(stem + ".npz", allow_pickle=False) as z:
         arrays = {k: z[k] for k in z.files}
-    guard = spec["guard"]
-    dirs, files = set(), set()
-    for d in guard["dirs"]:
+    for suffix in (".json", ".npz"):
         try:
-            st = os.stat(d)
-        except OSError:
-            continue
-        dirs.add((st.st_dev, st.st_ino))
-    for d in guard["walk"]:  # small folders (the package): every file by inode, for hard links
-        for base, _, names in os.walk(d):
-            for n in names:
-                try:
-                    st = os.stat(os.path.join(base, n))
-                except OSError:
-                    continue
-                files.add((st.st_dev, st.st_ino))
+            os.remove(stem + suffix)
+        except OSError:  # pragma: no cover - already gone
+            pass
+    guard = spec.pop("guard")
+    walked = [os.path.join(base, n) for d in guard.pop("walk") for base, _, names in os.walk(d) for n in names]
+    dirs = _inodes(guard.pop("dirs"))
+    files = _inodes(walked + guard.pop("files"))  # the package's files by inode (hard links), and single files
+    return spec["jobs"], arrays, (guard["rule"], guard["modules"], dirs, files)
+
+
+def main(argv):
+    """``child.py INPUT FD``: run every job of ``INPUT`` and report on ``FD``."""
+    fd = int(argv[2])
+    jobs, arrays, (rule, modules, dirs, files) = _read_input(argv[1])
+    del argv[1:]  # sys.argv: the input's name is of no use to an answer
+    sys.dont_write_bytecode = True
     import warnings  # noqa: PLC0415
 
     def show(message, category, filename, lineno, file=None, line=None):  # no source lookup
@@ -518,11 +538,11 @@ def main(argv):
 
     warnings.showwarning = show
     log = []
-    arm(guard["rule"], guard["modules"], dirs, files, log)
+    arm(rule, modules, dirs, files, log)
     _send_json(fd, {"ready": True})
     import signal  # noqa: PLC0415
 
-    for job in spec["jobs"]:
+    for job in jobs:
         signal.alarm(0)  # an alarm one answer set does not go off in the next
         _send_json(fd, {"start": job["key"]})
         _run_job(job, arrays, fd, log)

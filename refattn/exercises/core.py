@@ -27,7 +27,7 @@ from typing import Callable
 import numpy as np
 
 __all__ = ["Exercise", "Case", "Call", "Table", "Report", "Results", "Verdict", "StudentError", "GraderError",
-           "PARTS", "ALLOWED", "call", "value", "is_real_number", "MAX_LINE"]
+           "PARTS", "ALLOWED", "call", "value", "is_real_number", "MAX_LINE", "PRINTED_KEYS"]
 
 #: The learning path's three parts (the landing page's lectures), by number.
 PARTS = {
@@ -43,6 +43,12 @@ ALLOWED = ("**Allowed:** NumPy and Python's standard library. The grader runs yo
 
 #: No feedback line is longer than this (characters); longer ones are folded.
 MAX_LINE = 400
+
+#: Where what an answer printed is kept in :attr:`Verdict.printed`: the public run's by where it
+#: was printed (``import``, the calls, the process's own stdout and stderr); of the hidden run's
+#: only a count of lines, under ``hidden run`` (it may hold hidden inputs).
+PRINTED_KEYS = {"public": {"import": "import", "public": "public", "process": "process"},
+                "hidden": {"hidden": "hidden run"}}
 
 
 class StudentError(Exception):
@@ -121,7 +127,8 @@ class Exercise:
     ----------
     number : int
         The statement is ``exercises/NN-name.md``; the model solution
-        ``refattn/exercises/solutions/NN-name.py``.
+        ``instructor/solutions/NN-name.py`` in a clone of the repository
+        (never in the package: :func:`refattn.exercises.export.solutions_dir`).
     name : str
         The name ``refattn exercises check`` takes.
     title : str
@@ -162,8 +169,8 @@ class Exercise:
 
     @property
     def solution(self) -> str:
-        """The model solution's path, relative to the package (``refattn/``)."""
-        return f"exercises/solutions/{self.stem}.py"
+        """The model solution's path, relative to the repository's root (a clone's, not the package's)."""
+        return f"instructor/solutions/{self.stem}.py"
 
     @property
     def functions(self) -> tuple:
@@ -333,13 +340,23 @@ def _mistake(g, e, tol):
     if g.ndim >= 2 and g.shape[-1] == g.shape[-2] and np.max(np.abs(np.swapaxes(g, -1, -2) - e)) <= tol:
         return "your matrix is the transpose of the right one: rows index the output, columns the input"
     c = float(np.vdot(g, e) / np.vdot(e, e))
-    if np.max(np.abs(g - c * e)) <= max(tol, 1e-9 * np.max(np.abs(e))) and abs(c - 1.0) > 1e-9:
-        if abs(c + 1.0) <= 1e-6:
+    if np.max(np.abs(g - c * e)) <= max(tol, 1e-9 * np.max(np.abs(e))):
+        if abs(c + 1.0) <= FACTOR_MIN_GAP:
             return "the sign is flipped: your result is minus the right one"
-        if abs(c) <= 1e-12:
-            return None
+        if abs(c - 1.0) <= FACTOR_MIN_GAP or abs(c) <= FACTOR_MIN_GAP:
+            return None  # "1 times" (off by a hair, not a factor) or "0 times" (nothing returned) says nothing
         return c  # a factor: the report says them all in one hint
     return None
+
+
+#: A ratio within this of 1 (or -1, or 0) is no constant-factor mistake: an answer 1.0001 times the
+#: right one is off by a rounding-sized slip, which "your result is 1 times the right one" would hide.
+FACTOR_MIN_GAP = 1e-3
+
+
+def _factor(c) -> str:
+    """A constant factor as the hint says it (six significant digits)."""
+    return f"{c:.6g}"
 
 
 class Report:
@@ -349,13 +366,18 @@ class Report:
         self.checks = []
         self._hints, self._factors = [], []
         self.case, self.hidden = "", False
+        self.quiet_factors = False  # the hidden group's report: factors named, not said
 
     @property
     def hints(self) -> list:
-        """The common mistakes recognised, each once (constant factors in one line)."""
+        """The common mistakes recognised, each once (constant factors in one line; in a report of
+        hidden cases without their values, which can follow from a hidden shape)."""
         if not self._factors:
             return list(self._hints)
-        factors = ", ".join(f"{c:.6g}" for c in self._factors)
+        if self.quiet_factors:
+            return self._hints + ["off by a constant factor in the hidden cases: your result is a fixed "
+                                  "multiple of the right one"]
+        factors = ", ".join(_factor(c) for c in self._factors)
         return self._hints + [f"off by a constant factor: your result is {factors} times the right one"
                               + (" (in different cases)" if len(self._factors) > 1 else "")]
 
@@ -433,7 +455,7 @@ class Report:
                 msg += f"; {name}{list(where[:-1])} = {_fmt(x[where[:-1]])}"
             elif x.ndim <= 1 and x.size <= 12:
                 msg += f"; {name} = {_fmt(x)}"
-        return self.check(False, msg, brief=f"{label}: wrong (error {err:.2g} > tolerance {bound:.2g})")
+        return self.check(False, msg, brief=f"{label}: wrong")  # the error's size and tolerance follow from the hidden values
 
 
     def close_all(self, items, **tol) -> bool:
@@ -471,10 +493,13 @@ class Verdict:
     feedback. ``cases``: ``{"kind", "hidden", "ok"}`` per case (empty when
     the answer never ran: it did not load, timed out, exited or was
     refused; then ``checks`` holds the one line saying so). ``hints``:
-    common mistakes recognised. ``printed``: what the answer printed, by
-    group (``import``, ``public``, ``hidden``, ``process``). ``hidden_run``:
-    whether hidden cases were run. ``grader_error``: a failure of the
-    grader itself, never the answer's fault.
+    common mistakes recognised; ``group_hints``: the same, by the group of
+    cases they were found in (``public``, ``hidden``; the hidden ones name
+    no value). ``printed``: what the answer printed in the public run, by
+    place (``import``, ``public``, ``process``), and under ``hidden run``
+    only how many lines it printed in the hidden one. ``hidden_run``: whether
+    hidden cases were run. ``grader_error``: a failure of the grader itself,
+    never the answer's fault.
     """
 
     exercise: str
@@ -486,6 +511,12 @@ class Verdict:
     printed: dict = field(default_factory=dict)
     hidden_run: bool = False
     grader_error: str | None = None
+    group_hints: dict = field(default_factory=dict)
+
+    def printed_in(self, hidden: bool) -> dict:
+        """What the answer printed in the run of one group (public or hidden), by place."""
+        keys = PRINTED_KEYS["hidden" if hidden else "public"].values()
+        return {k: v for k, v in self.printed.items() if k in keys}
 
     def group(self, hidden: bool) -> tuple:
         """``(passed, total)`` cases of one group."""

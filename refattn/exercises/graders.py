@@ -366,16 +366,17 @@ def tanhmax_velocity_cases(hidden_seed):
     rng = _rng(7)
     N, n = 4, 6
     s = 2.0 * rng.standard_normal((N, n))
-    s[-1] = 400.0 * rng.standard_normal(n)  # one row of large scores: cosh overflows there
+    # one row of large scores of both signs: cosh overflows there (cosh x > 1.8e308 for |x| > 710.5)
+    s[-1] = np.where(rng.standard_normal(n) < 0, -1.0, 1.0) * rng.uniform(715.0, 790.0, n)
     o, delta_I = rng.standard_normal((N, n)), rng.standard_normal((N, n))
-    cases = [_velocity_case("four instances, one with scores of size 400", s, o, rng.standard_normal(N),
-                            delta_I, False)]
+    cases = [_velocity_case("four instances, one with scores beyond 710 (cosh overflows)", s, o,
+                            rng.standard_normal(N), delta_I, False)]
     h = _hidden_rng(7, hidden_seed)
     for kind, N, n, scale in (("one instance of three tokens", 1, 3, 2.0),
-                              ("scores between 700 and 715", 3, 5, None),
+                              ("scores between 711 and 740, of both signs", 3, 5, None),
                               ("many instances", 9, 7, 1.0)):
         s = scale * h.standard_normal((N, n)) if scale else np.sign(h.standard_normal((N, n))) * \
-            h.uniform(700.0, 715.0, (N, n))
+            h.uniform(711.0, 740.0, (N, n))
         cases.append(_velocity_case(kind, s, h.standard_normal((N, n)), h.standard_normal(N),
                                     h.standard_normal((N, n)), True))
     return cases
@@ -434,13 +435,17 @@ def _gap_case(kind, s, cs, hidden, numeric=True):
 
 def closure_gap_cases(hidden_seed):
     rng = _rng(9)
-    cs = np.array([-300.0, -5.0, -1.0, 0.0, 0.5, 2.0, 10.0, 30.0, 100.0, 300.0])
-    cases = [_gap_case(f"row {trial + 1}, shifts from -300 to 300", rng.standard_normal(int(rng.integers(2, 7))),
+    # e^{-2c} overflows float64 for c < -354.9, e^{s} for s > 709.8: a direct A, B, e^{-2c} fails here
+    cs = np.array([-400.0, -300.0, -5.0, -1.0, 0.0, 0.5, 2.0, 10.0, 30.0, 100.0, 300.0])
+    cases = [_gap_case(f"row {trial + 1}, shifts from -400 to 300", rng.standard_normal(int(rng.integers(2, 7))),
                        cs, False) for trial in range(3)]
+    big = np.array([1.0, -1.0, 1.0, -1.0]) * rng.uniform(720.0, 800.0, 4)
+    cases.append(_gap_case("scores beyond 710 (e^s overflows), shifts from -5 to 300", np.append(big, 0.3),
+                           cs[2:], False, False))
     h = _hidden_rng(9, hidden_seed)
     cases.append(_gap_case("a row of one score", h.standard_normal(1), np.sort(h.uniform(-300, 300, 6)), True))
-    cases.append(_gap_case("scores of size 300", 300.0 * h.standard_normal(4), np.array([-290.0, -3.0, 0.0, 7.0,
-                                                                                          250.0]), True, False))
+    cases.append(_gap_case("scores beyond 710, of both signs", np.where(h.standard_normal(4) < 0, -1.0, 1.0)
+                           * h.uniform(711.0, 900.0, 4), np.array([-290.0, -3.0, 0.0, 7.0, 250.0]), True, False))
     cases.append(_gap_case("other shifts", h.standard_normal(5), np.sort(h.uniform(-20.0, 40.0, 8)), True))
     return cases
 

@@ -12,7 +12,10 @@ cases`` (``visible``) and ``NN name: hidden cases`` (the export's hidden
 visibility), each worth half the exercise's points (all of them when it has
 no hidden cases), scored by the fraction of cases passed. A missing file
 scores 0 with a line saying which name was looked for. The file is written
-whatever happens (an autograder failure is a result with its message).
+whatever happens: an autograder failure (a missing or broken settings file, a
+grader that crashes, an interruption) is a result with a score of 0 and its
+message, and ``run_autograder`` writes one itself when Python or the
+dependencies are missing (a failed ``setup.sh``).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import os
 import sys
 from pathlib import Path
 
-__all__ = ["results_for", "main"]
+__all__ = ["results_for", "try_zip", "format_results", "main"]
 
 
 def _find(submission: Path, ex):
@@ -43,12 +46,11 @@ def _output(verdict, hidden) -> str:
     if not verdict.cases:  # the answer never ran: the one line saying why
         return "\n".join(c.message for c in verdict.checks)
     lines = verdict.lines(hidden)
-    if not hidden:
-        lines += [f"hint: {h}" for h in verdict.hints]
-        for group in ("import", "public", "process"):
-            if verdict.printed.get(group):
-                shown = verdict.printed[group].rstrip("\n").splitlines()[:20]
-                lines += [f"your answer printed ({group}; not graded):"] + [f"  | {ln[:200]}" for ln in shown]
+    lines += [f"hint: {h}" for h in verdict.group_hints.get("hidden" if hidden else "public", [])]
+    if not hidden:  # what the hidden run printed is never shown: it may hold the hidden inputs
+        for group, text in verdict.printed_in(False).items():
+            shown = text.rstrip("\n").splitlines()[:20]
+            lines += [f"your answer printed ({group}; not graded):"] + [f"  | {ln[:200]}" for ln in shown]
     return "\n".join(lines)
 
 
@@ -90,9 +92,17 @@ def results_for(root, config) -> dict:
             name = f"{title}: {'hidden' if hidden else 'public'} cases"
             tests.append(_test(name, score, max_score, out, visibility))
     total = sum(t["score"] for t in tests)
+    missing = "" if submission.is_dir() and any(found.values()) else \
+        "No answer file was found in your submission (each is named like its starter, NN-name.py). "
     return {"score": round(total, 4), "tests": tests, "visibility": "visible", "stdout_visibility": "hidden",
-            "output": f"refattn exercises: {total:g} of {sum(t['max_score'] for t in tests):g} points. "
+            "output": missing + f"refattn exercises: {total:g} of {sum(t['max_score'] for t in tests):g} points. "
                       "Each exercise has public cases (the ones `refattn exercises check` runs) and hidden ones."}
+
+
+def _failed(why) -> dict:
+    """The results of a run that could not grade: a score of 0 and the one line saying why."""
+    return {"score": 0.0, "tests": [], "visibility": "visible", "stdout_visibility": "hidden",
+            "output": f"the autograder failed: {why}; this is not your submission's fault: tell your instructor"}
 
 
 def _write(results_dir: Path, results: dict):
@@ -103,6 +113,73 @@ def _write(results_dir: Path, results: dict):
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, results_dir / "results.json")
+
+
+def try_zip(zip_path, submission=None, keep=None) -> tuple:
+    """Run an exported autograder zip as Gradescope would, here: unpack it into ``ROOT/source``,
+    copy the answer files of ``submission`` (a folder; the model solutions of this clone by
+    default) into ``ROOT/submission``, run ``ROOT/source/run_autograder`` with this Python (in
+    place of ``setup.sh``'s environment) and read ``ROOT/results/results.json``.
+
+    ``ROOT`` is ``keep`` (a new folder, kept) or a temporary folder (removed). Returns
+    ``(results, ROOT or None, what run_autograder printed)``. Raises ``ValueError`` (one line
+    naming the argument) for a missing or foreign zip or submission folder.
+    """
+    import shutil  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    import tempfile  # noqa: PLC0415
+    import zipfile  # noqa: PLC0415
+
+    from .export import solutions_dir  # noqa: PLC0415
+
+    zip_path = Path(zip_path)
+    if not zip_path.is_file() or not zipfile.is_zipfile(zip_path):
+        raise ValueError(f"FILE.zip: no zip file {os.fspath(zip_path)!r}")
+    with zipfile.ZipFile(zip_path) as z:
+        infos = z.infolist()
+        if "run_autograder" not in z.namelist():
+            raise ValueError(f"FILE.zip: {os.fspath(zip_path)!r} holds no run_autograder: not an autograder zip")
+        if submission is None:
+            submission = solutions_dir()
+            if submission is None:
+                raise ValueError("--submission: expected a folder of answer files (no model solutions here: "
+                                 "they are in a clone of the repository)")
+        submission = Path(submission)
+        if not submission.is_dir():
+            raise ValueError(f"--submission: no folder {os.fspath(submission)!r}")
+        if keep is not None and Path(keep).exists():
+            raise ValueError(f"--keep: {os.fspath(keep)!r} exists; expected a new folder")
+        root = Path(keep) if keep is not None else Path(tempfile.mkdtemp(prefix="refattn-gradescope-"))
+        try:
+            z.extractall(root / "source")
+            for info in infos:  # zipfile drops the modes: setup.sh and run_autograder are executables
+                mode = (info.external_attr >> 16) & 0o777
+                if mode:
+                    os.chmod(root / "source" / info.filename, mode)
+            for f in submission.rglob("*.py"):
+                dest = root / "submission" / f.relative_to(submission)
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(f, dest)
+            (root / "submission").mkdir(exist_ok=True)
+            (root / "results").mkdir()
+            env = {**os.environ, "REFATTN_AUTOGRADER_ROOT": str(root), "REFATTN_AUTOGRADER_PYTHON": sys.executable}
+            proc = subprocess.run([str(root / "source" / "run_autograder")], env=env, capture_output=True,
+                                  text=True, check=False)
+            results = json.loads((root / "results" / "results.json").read_text(encoding="utf-8"))
+        finally:
+            if keep is None:
+                shutil.rmtree(root, ignore_errors=True)
+    return results, (root if keep is not None else None), proc.stdout + proc.stderr
+
+
+def format_results(results) -> str:
+    """``results.json`` as a short table: score, maximum and name of each test, then the total."""
+    lines = [f"  {t['score']:>6g} / {t['max_score']:<4g} {t['name']}  [{t['visibility']}]" for t in results["tests"]]
+    total = sum(t["max_score"] for t in results["tests"])
+    lines.append(f"total: {results['score']:g} of {total:g} points")
+    if not results["tests"] or results["score"] < total:
+        lines.append(f"message: {results.get('output', '')}")
+    return "\n".join(lines)
 
 
 def main(argv=None) -> int:
@@ -119,12 +196,12 @@ def main(argv=None) -> int:
         config = json.loads((root / "source" / CONFIG_NAME).read_text(encoding="utf-8"))
         results = results_for(root, config)
     except KeyboardInterrupt:
+        _write(root / "results", _failed("it was interrupted"))
         print("refattn autograder: interrupted", file=sys.stderr)
         return 130
-    except Exception as exc:  # noqa: BLE001 - whatever happens, Gradescope gets a results file saying it
+    except BaseException as exc:  # noqa: BLE001 - whatever happens (SystemExit too), Gradescope gets a results file
         first = str(exc).splitlines()[0] if str(exc) else ""
-        results = {"score": 0.0, "tests": [], "output": f"the autograder failed: {type(exc).__name__}: {first}; "
-                                                        "this is not your submission's fault: tell your instructor"}
+        results = _failed(f"{type(exc).__name__}: {first}"[:300])
         _write(root / "results", results)
         print(results["output"], file=sys.stderr)
         return 1

@@ -1,20 +1,28 @@
 """Running answers apart: a child process per batch of answers, a time limit per answer.
 
 :func:`run_jobs` writes the inputs of every call (an ``.npz`` of arrays and
-a JSON of everything else), starts ``python -I`` on a copy of
-:mod:`refattn.exercises._child` in a fresh temporary folder, in a session
-of its own, and reads its reports through a pipe while it runs. The child
-loads each answer under an audit hook that enforces the exercises' rule
-(``_child.py`` says what it refuses and where that stops), calls its
-functions and sends back their values: arrays and plain containers, read
-here with ``allow_pickle=False``. Nothing is checked there; everything is
-checked here.
+a JSON of everything else) into a fresh temporary folder, starts ``python
+-I`` on a copy of :mod:`refattn.exercises._child` there, in a session of its
+own, and reads its reports through a pipe while it runs. The child reads its
+inputs, deletes them from disk, and loads each answer under an audit hook
+that enforces the exercises' rule (``_child.py`` says what it refuses and
+where that stops), calls its functions and sends back their values: arrays
+and plain containers, read here with ``allow_pickle=False``. Nothing is
+checked there; everything is checked here.
+
+A child holds the calls of one group only: :func:`run_jobs` refuses jobs
+that mix the public and the hidden cases, and the graders run the hidden
+group in a child of its own after the public one is gone
+(:func:`refattn.exercises.grading.grade_many`). So what an answer prints in
+a public run, which a course's autograder shows to the student, cannot hold
+a hidden input: none was in that process, on its disk or in its folder.
 
 Each answer has ``timeout`` seconds from the moment the child starts loading
 it. An answer that runs over, ends the process (``sys.exit`` is caught
 there; ``os._exit``, a crash or a signal end it) or garbles the pipe is
 reported with what happened and, if it was running one, which function; the
-answers after it run in a new child. Interrupting the grader kills the child.
+answers after it run in a new child, in a new folder. Interrupting the
+grader kills the child.
 """
 
 from __future__ import annotations
@@ -59,12 +67,13 @@ MAX_PROCESS_OUTPUT = 20_000
 
 @dataclass
 class Job:
-    """One answer to run: its key (the exercise's stem), its file and source, its calls by group."""
+    """One answer to run: its key (the exercise's stem), its file and source, and its calls, as
+    one group ``[(name, [Call])]`` (``"public"`` or ``"hidden"``)."""
 
     key: str
     path: str
     source: str
-    groups: list  # of (name, [Call])
+    groups: list  # of (name, [Call]): one group per job
 
 
 @dataclass
@@ -105,12 +114,31 @@ def _forbidden_places(extra_dirs=()):
             dirs += [os.path.realpath(p) for p in spec.submodule_search_locations]
         elif spec.origin and os.path.isfile(spec.origin):
             files.append(os.path.realpath(spec.origin))
-    for p in package:  # the repository's history holds every version of every solution
-        git = os.path.join(os.path.dirname(p), ".git")
-        if os.path.exists(git):
-            dirs.append(os.path.realpath(git))
+    for p in package:  # a clone's model solutions, and its history, which holds every version of them
+        for name in (".git", os.path.join("instructor", "solutions")):
+            folder = os.path.join(os.path.dirname(p), name)
+            if os.path.exists(folder):
+                dirs.append(os.path.realpath(folder))
+    from .export import solutions_dir  # noqa: PLC0415 - export imports this module
+
+    if solutions_dir() is not None:  # also a clone in the current folder, its package installed apart
+        dirs.append(os.path.realpath(solutions_dir()))
     dirs += [os.path.realpath(d) for d in extra_dirs]
     return {"dirs": dirs, "walk": package, "files": files, "modules": list(FORBIDDEN_MODULES), "rule": RULE}
+
+
+def _child_sys_path(answer_dirs, extra_dirs=()):
+    """The child's ``sys.path``: this one's absolute entries and the answers' folders, less the
+    folders that hold refattn (and an autograder's source), which an answer may not read and
+    does not need (NumPy comes from its own folder, kept)."""
+    import refattn  # noqa: PLC0415
+
+    numpy_home = os.path.realpath(os.path.dirname(os.path.dirname(np.__file__)))
+    drop = {os.path.realpath(os.path.dirname(p)) for p in refattn.__path__}
+    drop |= {os.path.realpath(d) for d in extra_dirs}
+    drop.discard(numpy_home)
+    kept = [p for p in sys.path if p and os.path.isabs(p) and os.path.realpath(p) not in drop]
+    return list(dict.fromkeys(kept + list(answer_dirs)))
 
 
 def _encode_arg(x, arrays):
@@ -125,7 +153,7 @@ def _encode_arg(x, arrays):
     return _child.encode(x, arrays)
 
 
-def _spec(jobs, guard):
+def _spec(jobs, guard, extra_dirs=()):
     arrays, out = {}, []
     for job in jobs:
         groups = []
@@ -135,8 +163,7 @@ def _spec(jobs, guard):
                  "kwargs": {k: _encode_arg(v, arrays) for k, v in c.kwargs.items()}} for c in calls]})
         out.append({"key": job.key, "path": job.path, "source": job.source, "groups": groups})
     answer_dirs = list(dict.fromkeys(os.path.dirname(os.path.abspath(j.path)) for j in jobs))
-    sys_path = [p for p in sys.path if p and os.path.isabs(p)] + answer_dirs
-    return {"sys_path": sys_path, "guard": guard, "jobs": out}, arrays
+    return {"sys_path": _child_sys_path(answer_dirs, extra_dirs), "guard": guard, "jobs": out}, arrays
 
 
 class _Frames:
@@ -190,9 +217,10 @@ def _ended(rc) -> str:
     return f"ended the process with exit status {rc}"
 
 
-def _run_child(jobs, timeout, guard, tmp):
-    """Run ``jobs`` in one child until all are done or one fails; return the runs so far."""
-    spec, arrays = _spec(jobs, guard)
+def _run_child(jobs, timeout, guard, tmp, extra_dirs=()):
+    """Run ``jobs`` in one child, in the fresh folder ``tmp``, until all are done or one fails;
+    return the runs so far."""
+    spec, arrays = _spec(jobs, guard, extra_dirs)
     stem = tmp / "input"
     (tmp / "input.json").write_text(json.dumps(spec), encoding="utf-8")
     np.savez(tmp / "input.npz", **arrays)
@@ -318,6 +346,8 @@ def run_jobs(jobs, *, timeout=DEFAULT_TIMEOUT_S, extra_forbidden_dirs=()):
     Parameters
     ----------
     jobs : list of Job
+        Each with one group of calls, the same group for all: a child never
+        holds the inputs of two groups.
     timeout : float
         Seconds each answer has, from being loaded to its last value.
     extra_forbidden_dirs : sequence of str
@@ -326,17 +356,21 @@ def run_jobs(jobs, *, timeout=DEFAULT_TIMEOUT_S, extra_forbidden_dirs=()):
     Raises
     ------
     GraderError
-        The child could not start at all (a broken installation), never for
-        anything an answer does.
+        The child could not start at all (a broken installation), or the
+        jobs mix groups (a bug of the caller), never for anything an answer
+        does.
     """
+    groups = {name for job in jobs for name, _ in job.groups}
+    if len(groups) > 1 or any(len(job.groups) != 1 for job in jobs):
+        raise GraderError(f"one child runs one group of calls; these jobs hold {sorted(groups)}")
     guard = _forbidden_places(extra_forbidden_dirs)
     runs, pending = [], list(jobs)
-    tmp = Path(tempfile.mkdtemp(prefix="refattn-grade-"))
-    try:
-        while pending:
-            done = _run_child(pending, timeout, guard, tmp)
-            runs += done
-            pending = pending[len(done):]
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    while pending:
+        tmp = Path(tempfile.mkdtemp(prefix="refattn-grade-"))  # a fresh folder per child
+        try:
+            done = _run_child(pending, timeout, guard, tmp, extra_forbidden_dirs)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        runs += done
+        pending = pending[len(done):]
     return runs

@@ -1,9 +1,9 @@
 """Exercise 01: softmax's vector-Jacobian product.
 
-Statement: 01-softmax-vjp.md (in the handout; exercises/ in the repository).
-Fill in the body of the function, then check it with
+Statement: 01-softmax-vjp.md. Fill in the body of the function, then check it,
+in the handout's folder (set up as its README.md says), with
 
-    refattn exercises check softmax-vjp 01-softmax-vjp.py
+    .venv/bin/refattn exercises check softmax-vjp 01-softmax-vjp.py
 
 Allowed: NumPy and Python's standard library.
 """

@@ -1,9 +1,9 @@
 """Exercise 03: the one VJP of phi = rho * softmax(ell) (Eqs. 01.R4/01.R5).
 
-Statement: 03-reweighted-vjp.md (in the handout; exercises/ in the
-repository). Fill in the body of the function, then check it with
+Statement: 03-reweighted-vjp.md. Fill in the body of the function, then check
+it, in the handout's folder (set up as its README.md says), with
 
-    refattn exercises check reweighted-vjp 03-reweighted-vjp.py
+    .venv/bin/refattn exercises check reweighted-vjp 03-reweighted-vjp.py
 
 Allowed: NumPy and Python's standard library.
 """

@@ -1,9 +1,9 @@
 """Exercise 10: the VJP of the Neural Attention score (shared weights, tanh).
 
-Statement: 10-neural-score-vjp.md (in the handout; exercises/ in the
-repository). Fill in the body of the function, then check it with
+Statement: 10-neural-score-vjp.md. Fill in the body of the function, then check
+it, in the handout's folder (set up as its README.md says), with
 
-    refattn exercises check neural-score-vjp 10-neural-score-vjp.py
+    .venv/bin/refattn exercises check neural-score-vjp 10-neural-score-vjp.py
 
 Allowed: NumPy and Python's standard library.
 """

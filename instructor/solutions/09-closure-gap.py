@@ -1,9 +1,9 @@
 """Exercise 09: the closure gap of Proposition 2 (derivation 05, Eq. 05.P10).
 
-Statement: 09-closure-gap.md (in the handout; exercises/ in the repository).
-Fill in the body of the function, then check it with
+Statement: 09-closure-gap.md. Fill in the body of the function, then check it,
+in the handout's folder (set up as its README.md says), with
 
-    refattn exercises check closure-gap 09-closure-gap.py
+    .venv/bin/refattn exercises check closure-gap 09-closure-gap.py
 
 Allowed: NumPy and Python's standard library.
 """

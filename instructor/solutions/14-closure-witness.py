@@ -1,9 +1,9 @@
 """Exercise 14: the smallest shift c with closure gap <= 1e-6.
 
-Statement: 14-closure-witness.md (in the handout; exercises/ in the
-repository). Set ANSWER (you may compute it here), then check it with
+Statement: 14-closure-witness.md. Set ANSWER (you may compute it here), then
+check it, in the handout's folder (set up as its README.md says), with
 
-    refattn exercises check closure-witness 14-closure-witness.py
+    .venv/bin/refattn exercises check closure-witness 14-closure-witness.py
 
 Allowed: NumPy and Python's standard library.
 """
@@ -19,5 +19,5 @@ _A = sum(math.exp(x) for x in _s)
 _B = sum(math.exp(-x) for x in _s)
 _q = 1e-6 / (2.0 - 1e-6)
 
-ANSWER = 0.5 * (math.log(_B / _A) - math.log(_q))  # 6.3855...
+ANSWER = 0.5 * (math.log(_B / _A) - math.log(_q))  # 6.9694...
 ### END SOLUTION

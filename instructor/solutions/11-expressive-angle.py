@@ -1,9 +1,9 @@
 """Exercise 11: where dot-product and expressive attention are equally sharp.
 
-Statement: 11-expressive-angle.md (in the handout; exercises/ in the
-repository). Fill in the body of the function, then check it with
+Statement: 11-expressive-angle.md. Fill in the body of the function, then check
+it, in the handout's folder (set up as its README.md says), with
 
-    refattn exercises check expressive-angle 11-expressive-angle.py
+    .venv/bin/refattn exercises check expressive-angle 11-expressive-angle.py
 
 Allowed: NumPy and Python's standard library.
 """

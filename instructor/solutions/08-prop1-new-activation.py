@@ -1,9 +1,9 @@
 """Exercise 08: Delta_II for softplus-max, g = h = softplus.
 
-Statement: 08-prop1-new-activation.md (in the handout; exercises/ in the
-repository). Fill in the body of the function, then check it with
+Statement: 08-prop1-new-activation.md. Fill in the body of the function, then
+check it, in the handout's folder (set up as its README.md says), with
 
-    refattn exercises check prop1-new-activation 08-prop1-new-activation.py
+    .venv/bin/refattn exercises check prop1-new-activation 08-prop1-new-activation.py
 
 Allowed: NumPy and Python's standard library.
 """

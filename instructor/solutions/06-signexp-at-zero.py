@@ -1,9 +1,9 @@
 """Exercise 06: SignExp across a score of 0 (derivation 09).
 
-Statement: 06-signexp-at-zero.md (in the handout; exercises/ in the
-repository). Fill in the body of each function, then check it with
+Statement: 06-signexp-at-zero.md. Fill in the body of each function, then check
+it, in the handout's folder (set up as its README.md says), with
 
-    refattn exercises check signexp-at-zero 06-signexp-at-zero.py
+    .venv/bin/refattn exercises check signexp-at-zero 06-signexp-at-zero.py
 
 Allowed: NumPy and Python's standard library.
 """

@@ -1,9 +1,9 @@
 """Exercise 04: the Jacobian of phi = rho * softmax(ell) (Eq. 01.R3).
 
-Statement: 04-jacobian.md (in the handout; exercises/ in the repository). Fill
-in the body of the function, then check it with
+Statement: 04-jacobian.md. Fill in the body of the function, then check it, in
+the handout's folder (set up as its README.md says), with
 
-    refattn exercises check jacobian 04-jacobian.py
+    .venv/bin/refattn exercises check jacobian 04-jacobian.py
 
 Allowed: NumPy and Python's standard library.
 """

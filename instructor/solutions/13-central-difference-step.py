@@ -1,9 +1,9 @@
 """Exercise 13: the best central-difference step (derivation 22, C6).
 
-Statement: 13-central-difference-step.md (in the handout; exercises/ in the
-repository). Fill in the body of each function, then check it with
+Statement: 13-central-difference-step.md. Fill in the body of each function,
+then check it, in the handout's folder (set up as its README.md says), with
 
-    refattn exercises check central-difference-step 13-central-difference-step.py
+    .venv/bin/refattn exercises check central-difference-step 13-central-difference-step.py
 
 Allowed: NumPy and Python's standard library.
 """

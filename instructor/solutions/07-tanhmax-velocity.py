@@ -1,9 +1,9 @@
 """Exercise 07: Proposition 1 for TanhMax (Eq. 7, sign corrected).
 
-Statement: 07-tanhmax-velocity.md (in the handout; exercises/ in the
-repository). Fill in the body of the function, then check it with
+Statement: 07-tanhmax-velocity.md. Fill in the body of the function, then check
+it, in the handout's folder (set up as its README.md says), with
 
-    refattn exercises check tanhmax-velocity 07-tanhmax-velocity.py
+    .venv/bin/refattn exercises check tanhmax-velocity 07-tanhmax-velocity.py
 
 Allowed: NumPy and Python's standard library.
 """

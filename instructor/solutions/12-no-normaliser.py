@@ -1,9 +1,9 @@
 """Exercise 12: expressive weights, with the no-normaliser convention.
 
-Statement: 12-no-normaliser.md (in the handout; exercises/ in the repository).
-Fill in the body of the function, then check it with
+Statement: 12-no-normaliser.md. Fill in the body of the function, then check
+it, in the handout's folder (set up as its README.md says), with
 
-    refattn exercises check no-normaliser 12-no-normaliser.py
+    .venv/bin/refattn exercises check no-normaliser 12-no-normaliser.py
 
 Allowed: NumPy and Python's standard library.
 """

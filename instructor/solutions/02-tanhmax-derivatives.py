@@ -1,9 +1,9 @@
 """Exercise 02: TanhMax's ell = log cosh s, rho' and ell', stable for every finite score.
 
-Statement: 02-tanhmax-derivatives.md (in the handout; exercises/ in the
-repository). Fill in the body of each function, then check it with
+Statement: 02-tanhmax-derivatives.md. Fill in the body of each function, then
+check it, in the handout's folder (set up as its README.md says), with
 
-    refattn exercises check tanhmax-derivatives 02-tanhmax-derivatives.py
+    .venv/bin/refattn exercises check tanhmax-derivatives 02-tanhmax-derivatives.py
 
 Allowed: NumPy and Python's standard library.
 """

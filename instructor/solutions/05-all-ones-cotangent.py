@@ -1,9 +1,9 @@
 """Exercise 05: a wrong sigsoftmax VJP that an all-ones cotangent passes.
 
-Statement: 05-all-ones-cotangent.md (in the handout; exercises/ in the
-repository). Fill in the body of the function, then check it with
+Statement: 05-all-ones-cotangent.md. Fill in the body of the function, then
+check it, in the handout's folder (set up as its README.md says), with
 
-    refattn exercises check all-ones-cotangent 05-all-ones-cotangent.py
+    .venv/bin/refattn exercises check all-ones-cotangent 05-all-ones-cotangent.py
 
 Allowed: NumPy and Python's standard library.
 """
