@@ -387,6 +387,7 @@ NUMPY_METADATA = {
     "finfo": "dtype limits",
     "errstate": "NumPy's warning state; no effect on CuPy",
     "broadcast_shapes": "shape tuples",
+    "result_type": "dtype promotion, on dtype objects",
 }
 #: NumPy calls allowed in one function only, on host data made there
 NUMPY_ALLOWED_IN = {

@@ -10,8 +10,13 @@ row as it would be:
 * so a bad row of Q spoils that query's row; a bad row of K spoils the rows
   of the queries that see that key (not those for which it is masked, or
   above the diagonal under ``causal``);
-* a bad value in V reaches every row of its (batch, head) slice: the
-  product W V multiplies it by every weight, and 0 inf is NaN.
+* a bad value in V reaches its column of every row of its (batch, head)
+  slice: the product W V multiplies it by every weight, and 0 inf is NaN.
+
+Gradients: the fast path gives the reference's non-finite entries (or
+more); streaming, which never computes the blocks through which the
+reference's dense products spread a NaN, answers NaN for every gradient of a
+slice that met one, whatever its block sizes.
 
 The reference (refattn.core.attention), the fast path (refattn.fast) and
 streaming attention (refattn.fast.streaming) must agree on which entries are
@@ -25,8 +30,8 @@ from hypothesis import strategies as st
 
 from refattn import ACTIVATIONS, activation
 from refattn import fast
-from refattn.core.attention import attention
-from refattn.fast.streaming import streaming_attention
+from refattn.core.attention import attention, attention_backward
+from refattn.fast.streaming import streaming_attention, streaming_attention_backward
 
 B, N, D = 2, 6, 3
 PATHS = {
@@ -73,9 +78,11 @@ def test_a_bad_entry_spoils_exactly_the_rows_it_reaches_on_every_path(name, site
     with np.errstate(invalid="ignore", over="ignore"):  # inf - inf, 0 inf: NumPy says so, and NaN results
         outs = {p: f(Q, K, V, activation=name, mask=mask, causal=masking == "causal")[0] for p, f in PATHS.items()}
     want_bad = _expected_bad_rows(site, i, keep)
+    want_entries = want_bad[:, None] & (np.arange(D) == 1 if site == "V" else np.ones(D, bool))  # V: its column
     for path, out in outs.items():
         bad = ~np.isfinite(out).all(axis=-1)  # (B, N) rows with a non-finite entry
         assert np.array_equal(bad[0], want_bad), (path, bad[0], want_bad)
+        assert np.array_equal(~np.isfinite(out[0]), want_entries), (path, out[0])
         assert not bad[1].any(), path  # the other slice never sees it
         np.testing.assert_allclose(out[np.isfinite(out)], outs["reference"][np.isfinite(out)], rtol=1e-12,
                                    atol=1e-14, err_msg=path)
@@ -124,3 +131,77 @@ def test_the_three_paths_agree_entry_by_entry(name, site, i, value, causal, seed
     for out in outs[1:]:
         assert np.array_equal(np.isfinite(out), np.isfinite(outs[0]))
         np.testing.assert_allclose(out[np.isfinite(out)], outs[0][np.isfinite(out)], rtol=1e-12, atol=1e-14)
+
+
+LONG = 300  # more rows than one strip of the dense causal route and one block of streaming's routes
+ROUTES = {
+    "fast": (fast.attention, fast.attention_backward),
+    "streaming": (streaming_attention, streaming_attention_backward),
+    "reading": (lambda *a, **k: streaming_attention(*a, reading=True, **k), streaming_attention_backward),
+}
+
+
+@pytest.mark.parametrize("name", ACTIVATIONS)
+@pytest.mark.parametrize("site", ["Q", "K", "V"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_long_rows_every_route_never_finite_where_the_reference_is_not(name, site, causal):
+    """At n = 300, on each route's own blocks and strips, a NaN late in K or V (early in Q): the
+    output has the reference's non-finite entries exactly and its finite values; every gradient is
+    non-finite wherever the reference's is; streaming's are NaN throughout the slice that met the NaN
+    (whatever the blocks) and the reference's in the other slice; the fast path's equal the
+    reference's wherever those are finite."""
+    rng = np.random.default_rng(7)
+    Q, K, V = (rng.standard_normal((2, LONG, D)) for _ in range(3))
+    G = rng.standard_normal((2, LONG, D))
+    {"Q": Q, "K": K, "V": V}[site][0, 5 if site == "Q" else 290, 1] = np.nan
+    with np.errstate(invalid="ignore", over="ignore"):
+        out0, cache0 = attention(Q, K, V, activation=name, causal=causal)
+        grads0 = attention_backward(G, cache0)[:3]
+        for route, (forward, backward) in ROUTES.items():
+            out, cache = forward(Q, K, V, activation=name, causal=causal)
+            grads = backward(G, cache)[:3]
+            assert np.array_equal(np.isfinite(out), np.isfinite(out0)), route
+            np.testing.assert_allclose(out[np.isfinite(out)], out0[np.isfinite(out)], rtol=1e-9, atol=1e-12)
+            for what, g, g0 in zip("QKV", grads, grads0):
+                assert not (np.isfinite(g) & ~np.isfinite(g0)).any(), f"{route} d{what}: finite where the reference is not"
+                both = np.isfinite(g) & np.isfinite(g0)
+                np.testing.assert_allclose(g[both], g0[both], rtol=1e-9, atol=1e-12, err_msg=f"{route} d{what}")
+                if route != "fast":
+                    assert np.isnan(g[0]).all(), f"{route} d{what}: the slice that met the NaN"
+                    assert np.array_equal(g[1], g0[1]) or np.allclose(g[1], g0[1], rtol=1e-9, atol=1e-12)
+                    assert np.isfinite(g[1]).all(), f"{route} d{what}: the other slice"
+
+
+@pytest.mark.parametrize("route", list(ROUTES))
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_mixed_dtypes_compute_in_the_promoted_dtype_as_the_reference(route, causal):
+    """float32 values with float64 queries and keys (and every other mix): the output and every
+    gradient come back in the dtype the reference promotes to, with its numbers (float64 rounding)."""
+    rng = np.random.default_rng(3)
+    forward, backward = ROUTES[route]
+    for dtypes in [(np.float64, np.float64, np.float32), (np.float32, np.float64, np.float32),
+                   (np.float32, np.float32, np.float64)]:
+        Q, K, V = (rng.standard_normal((2, LONG, D)).astype(t) for t in dtypes)
+        G = rng.standard_normal((2, LONG, D))
+        out0, cache0 = attention(Q, K, V, causal=causal)
+        grads0 = attention_backward(G, cache0)[:3]
+        out, cache = forward(Q, K, V, causal=causal)
+        grads = backward(G, cache)[:3]
+        # the reference forms float32 queries' and keys' scores in float32 (a relative error of D u32 per
+        # score, carried through weights of size <= 1 at most a few times); a route may form them in float64
+        u = np.finfo(np.float32 if np.float32 in dtypes[:2] else np.float64).eps / 2
+        tol = 16 * D * u
+        assert out.dtype == out0.dtype == np.float64, (dtypes, out.dtype)
+        np.testing.assert_allclose(out, out0, rtol=tol, atol=tol)
+        for what, g, g0 in zip("QKV", grads, grads0):
+            assert g.dtype == g0.dtype, (dtypes, what, g.dtype, g0.dtype)
+            np.testing.assert_allclose(g, g0, rtol=tol, atol=tol * float(np.max(np.abs(g0))), err_msg=f"d{what} {dtypes}")
+
+
+def test_streaming_of_an_extended_precision_runs_the_reading_loop():
+    """longdouble inputs: the fast route (float32 and float64 only) gives way to the reading loop."""
+    rng = np.random.default_rng(4)
+    Q, K, V = (rng.standard_normal((1, 8, 4)).astype(np.longdouble) for _ in range(3))
+    out, cache = streaming_attention(Q, K, V)
+    assert cache["route"] == "reading" and out.dtype == np.longdouble
+    np.testing.assert_allclose(out, attention(Q, K, V)[0], rtol=1e-15, atol=1e-18)

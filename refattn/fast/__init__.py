@@ -40,7 +40,7 @@ import numpy as np
 from ..core import attention as reference
 from ..core import checks
 from ..core.activations import Linear
-from ..core.backend import array_module, is_traced, shape_of, sum_to
+from ..core.backend import array_module, is_traced, shape_of, sum_to, to_numpy
 from ..core.scores import Dot
 from . import strips as causal_strips, threads
 from .kernels import forward as kernel_forward, kernel, vjp_from
@@ -101,6 +101,12 @@ def attention(Q, K, V, *, score="scaled_dot", activation="softmax", params=None,
         out, s, p, w, aux, score_cache = _forward(sc, act, Q, K, V, params, keep, strips)
     else:
         out, s, p, w, aux, score_cache = _forward_blocked(sc, act, Q, K, V, params, keep, shape, size, strips)
+    if strips and not xp.isfinite(out).all():  # strips: NumPy only
+        # something not finite (derivation 01, section 4.4): the reference spreads it over the blocks
+        # the strips skipped (0 inf = NaN in W V; a NaN row of weights, masked entries included), so
+        # compute every block as the reference does
+        return attention(Q, K, V, score=sc, activation=act, params=params, mask=_full_mask(keep, n_q),
+                         causal=False, score_options=None)
     cache = AttentionCache(Q=Q, K=K, V=V, params=params, p=p, w=w, mask=keep, score=sc, activation=act,
                            score_cache=score_cache, block_size=size, strips=strips)
     if s is not None:
@@ -108,6 +114,22 @@ def attention(Q, K, V, *, score="scaled_dot", activation="softmax", params=None,
     if aux is not None and aux is not s:
         cache["aux"] = aux
     return out, cache
+
+
+def _finite_everywhere(xp, sc, Q, K, V, grad_out):
+    """No score and no value can be anything but finite, so the linear-dot shortcut (which never forms
+    the weights) gives the reference's numbers; else the weights' own rule applies (derivation 01,
+    section 4.4)."""
+    if xp is not np:  # no bound on the products here: the values only, one bool to the host
+        return bool(to_numpy(xp.isfinite(Q).all() & xp.isfinite(K).all() & xp.isfinite(V).all()
+                             & xp.isfinite(grad_out).all()))
+    return causal_strips.scores_are_finite(sc, Q, K) and bool(xp.isfinite(V).all() and xp.isfinite(grad_out).all())
+
+
+def _full_mask(keep, n_q):
+    """The user's mask and the causal one together, as the reference forms them."""
+    tri = reference.causal_mask(n_q, xp=np)
+    return tri if keep is None else keep & tri
 
 
 def _host(xp, *arrays):
@@ -135,7 +157,8 @@ def attention_backward(grad_out, cache):
     checks.check_grad(grad_out, "grad_out", shape_of(w)[:-1] + shape_of(V)[-1:])
     sc, act = cache["score"], cache["activation"]
     xp = array_module(grad_out, V)
-    if isinstance(act, Linear) and isinstance(sc, Dot) and cache.get("mask") is None and not cache.get("strips"):
+    if (isinstance(act, Linear) and isinstance(sc, Dot) and cache.get("mask") is None and not cache.get("strips")
+            and _finite_everywhere(xp, sc, Q, K, V, grad_out)):
         return _backward_linear_dot(xp, sc, grad_out, Q, K, V)
     strips = cache.get("strips", False)
     if strips or not kernel(act).needs_s:

@@ -470,10 +470,13 @@ def vjp_from(act, xp, aux, p, u, axis, phi, overwrite_u=False, c=None):
     """
     with np.errstate(over="ignore", under="ignore", divide="ignore"):
         A, B = kernel(act).factors(aux, p, phi)
-        if B is None:  # ell' = 0 (linear, relu): ds = u A
-            return xp.multiply(u, A, out=u) if overwrite_u else u * A
         if c is None:
             c = _rowdot(xp, u, phi, axis)  # <u, phi>, before u is overwritten
+        if B is None:  # ell' = 0 (linear, relu): ds = u A
+            t = xp.multiply(u, A, out=u) if overwrite_u else u * A
+            if not bool(to_numpy(xp.isfinite(c).all())):  # as the reference's u A - (0 p) <u, phi>: a row whose
+                t -= 0.0 * c  # <u, phi> is not finite is NaN (derivation 01, section 4.4)
+            return t
         if A is B:  # ds = A (u - c)
             t = xp.subtract(u, c, out=u) if overwrite_u else u - c
             t *= A

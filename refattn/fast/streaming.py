@@ -227,6 +227,17 @@ def _stream_rows(xp, blocks, act, V, rows):
 READING_BLOCK = 256
 
 
+def _promoted(Q, K, V, params):
+    """Inputs of several float dtypes in the one dtype the reference computes in (NumPy's promotion),
+    so that the output and every gradient come back in it, as the reference's do."""
+    dtypes = {a.dtype for a in (Q, K, V, *params.values()) if a is not None}
+    if len(dtypes) == 1:
+        return Q, K, V, params
+    dtype = np.result_type(*dtypes)
+    Q, K, V = (None if a is None else a.astype(dtype) for a in (Q, K, V))
+    return Q, K, V, {name: v.astype(dtype) for name, v in params.items()}
+
+
 def streaming_attention(Q, K, V, *, score="scaled_dot", activation="softmax", params=None,
                         mask=None, causal=False, block_size=None, score_options=None, reading=False):
     """Attention forward pass in blocks of ``block_size`` queries and keys, O(n) memory.
@@ -304,6 +315,7 @@ def streaming_attention(Q, K, V, *, score="scaled_dot", activation="softmax", pa
     block_size = None if block_size is None else check_int(block_size, "block_size", 1)
     if not isinstance(reading, (bool, np.bool_)):
         raise TypeError(f"reading: expected True or False, got {type(reading).__name__}")
+    Q, K, V, params = _promoted(Q, K, V, params)
     cache = {"Q": Q, "K": K, "V": V, "params": params, "mask": mask, "causal": bool(causal),
              "block_size": block_size, "score": sc, "activation": act}
     from . import streaming_fast  # noqa: PLC0415  (it builds on the blocks of this module)
@@ -318,9 +330,9 @@ def streaming_attention(Q, K, V, *, score="scaled_dot", activation="softmax", pa
     with _one_blas_thread(xp):
         parts = [_stream_rows(xp, blocks, act, V, rows) for rows in blocks.query_blocks()]  # Steps 1-6
     out = xp.concatenate([y for y, _, _ in parts], axis=-2)  # (..., n_q, d_v)
-    # a value that is not finite reaches every row of its slice in the reference (0 inf = NaN in W V),
-    # also the rows whose key blocks lie above the diagonal and were skipped here
-    out = xp.where(xp.isfinite(V).all(axis=(-2, -1), keepdims=True), out, np.nan)
+    # a value that is not finite reaches its column of every row of the slice in the reference
+    # (0 inf = NaN in W V), also the rows whose key blocks lie above the diagonal and were skipped here
+    out = xp.where(xp.isfinite(V).all(axis=-2, keepdims=True), out, np.nan)
     m = xp.concatenate([mi[..., 0] for _, mi, _ in parts], axis=-1)  # (..., n_q)
     z = xp.concatenate([zi[..., 0] for _, _, zi in parts], axis=-1)  # (..., n_q)
     cache.update(route="reading", block_size=block_size, out=out, m=m, z=z)
@@ -362,10 +374,46 @@ def streaming_attention_backward(grad_out, cache):
     if cache["route"] == "fast" and xp is np:
         from . import streaming_fast  # noqa: PLC0415
 
-        return streaming_fast.backward(grad_out, cache)
-    blocks = _Blocks(sc, Q, K, params, cache["mask"], cache["causal"], cache["block_size"])
-    with _one_blas_thread(xp):
-        return _backward_blocks(xp, blocks, act, grad_out, cache)
+        grads = streaming_fast.backward(grad_out, cache)
+    else:
+        blocks = _Blocks(sc, Q, K, params, cache["mask"], cache["causal"], cache["block_size"])
+        with _one_blas_thread(xp):
+            grads = _backward_blocks(xp, blocks, act, grad_out, cache)
+    return _not_finite_slices(xp, grads, (Q, K, V, out, grad_out))
+
+
+def _not_finite_slices(xp, grads, arrays):
+    """Every gradient of a (batch, head) slice that met a value that is not finite, NaN.
+
+    In the reference such a value spreads through the dense products (0 inf and 0 NaN are NaN, a
+    NaN row of weights fills its masked entries too: derivation 01, section 4.4) into blocks that
+    streaming never computes, so which gradients stay finite would depend on the block sizes.
+    Streaming answers NaN for the whole slice instead: never finite where the reference is not
+    (nor where a block of another size would not be), and the same for every block size. The
+    slice's test is the inputs, the output and the upstream gradient (``arrays``); the score
+    parameters, shared by every slice, become NaN where any slice is.
+    """
+    present = [a for a in arrays if a is not None]
+    lead = np.broadcast_shapes(*(np.shape(a)[:-2] for a in present))
+    bad = xp.zeros(lead, bool)
+    for a in present:
+        bad = bad | ~xp.isfinite(stop_gradient(a)).all(axis=(-2, -1))
+    if not bool(to_numpy(bad).any()):
+        return grads
+    dQ, dK, dV, dparams = grads
+
+    def spread(g):
+        if g is None:
+            return None
+        b = bad
+        extra = b.ndim - (g.ndim - 2)
+        if extra > 0:
+            b = b.any(axis=tuple(range(extra)))
+        ones = tuple(i for i, (n_g, n_b) in enumerate(zip(np.shape(g)[:-2], b.shape)) if n_g == 1 and n_b != 1)
+        b = b.any(axis=ones, keepdims=True) if ones else b
+        return xp.where(b[..., None, None], np.nan, g)
+
+    return spread(dQ), spread(dK), spread(dV), {name: xp.full_like(g, np.nan) for name, g in dparams.items()}
 
 
 @quiet

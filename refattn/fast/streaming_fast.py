@@ -72,13 +72,14 @@ OTHER_SCORES_BLOCK = 256
 
 
 def applies(sc, Q, K, V, mask, params) -> bool:
-    """Whether this route runs: plain NumPy arrays of one dtype and a pairwise score."""
+    """Whether this route runs: plain NumPy arrays of one dtype, float32 or float64, and a pairwise score."""
     arrays = [Q, K, V, *params.values()]
     if not sc.pairwise or any(type(a) is not np.ndarray for a in arrays):
         return False
     if mask is not None and type(mask) is not np.ndarray:
         return False
-    return len({a.dtype for a in arrays}) == 1
+    dtypes = {a.dtype for a in arrays}
+    return len(dtypes) == 1 and dtypes <= {np.dtype(np.float32), np.dtype(np.float64)}
 
 
 def strip_sizes(slices, n_q, n_k, itemsize, dot=True, block_size=None, workers=None):
@@ -247,8 +248,8 @@ def forward(sc, act, Q, K, V, params, mask, causal, block_size):
             out[sl, rows], m[sl, rows], z[sl, rows] = y, m_i, z_i
 
     _run_groups(plan, group)
-    if not np.isfinite(V).all():  # a value that is not finite reaches every row of its slice (0 inf = NaN)
-        out = np.where(np.isfinite(Vf).all(axis=(-2, -1), keepdims=True), out, np.nan)
+    if not np.isfinite(V).all():  # a value that is not finite reaches its column of every row (0 inf = NaN)
+        out = np.where(np.isfinite(Vf).all(axis=-2, keepdims=True), out, np.nan)
     return out.reshape(lead + out.shape[-2:]), m.reshape(lead + (n_q,)), z.reshape(lead + (n_q,)), sizes
 
 

@@ -156,8 +156,9 @@ def forward_causal(sc, act, Q, K, V, params, keep, into=None):
     n, lead = np.shape(K)[-2], np.shape(K)[:-2]
     blocks = _Blocks(sc, Q, K, params, keep, False, CAUSAL_ROWS)  # positions, per-pair weights
     check = not scores_are_finite(sc, Q, K)
-    out = np.empty(lead + (n, np.shape(V)[-1]), V.dtype)  # (..., n, d_v)
-    p, w, aux = into if into is not None else (np.zeros(lead + (n, n), V.dtype), None, None)
+    dtype = np.result_type(*(x for x in (Q, K, V, *params.values()) if x is not None))  # as the reference's
+    out = np.empty(lead + (n, np.shape(V)[-1]), dtype)  # (..., n, d_v)
+    p, w, aux = into if into is not None else (np.zeros(lead + (n, n), dtype), None, None)
     caches = []
     for rows in _slices(n, CAUSAL_ROWS):
         cols = slice(0, rows.stop)
@@ -182,7 +183,8 @@ def backward_causal(act, grad_out, V, aux, p, w, score_cache):
     """:func:`refattn.fast._backward` for :func:`forward_causal`, strip by strip: ``(dQ, dK, dV, dparams)``."""
     blocks, caches = score_cache
     n = np.shape(V)[-2]
-    dQ, dK, dV = None, np.zeros(np.shape(blocks.K), V.dtype), np.zeros_like(V)
+    dtype = np.result_type(w, grad_out, V)
+    dQ, dK, dV = None, np.zeros(np.shape(blocks.K), np.result_type(dtype, blocks.K)), np.zeros(np.shape(V), dtype)
     dparams = {name: np.zeros_like(v) for name, v in blocks.params.items()}
     for rows, score_cache in zip(_slices(n, CAUSAL_ROWS), caches):
         cols = slice(0, rows.stop)
