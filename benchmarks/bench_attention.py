@@ -41,10 +41,11 @@ sides of a ratio alike. The minimum over runs is recorded too.
 
 from __future__ import annotations
 
-import argparse
 import json
+import os
 import platform
 import statistics
+import sys
 import time
 
 import numpy as np
@@ -53,6 +54,9 @@ from autograd import make_vjp
 from refattn import ACTIVATIONS
 from refattn.core import attention as reference
 from refattn.fast import attention, attention_backward, set_blocking, threads as parallel
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import machine  # noqa: E402  (this folder's option checks)
 
 
 def refattn_candidates(name, Q, K, V, G):
@@ -177,16 +181,14 @@ def check_same_gradients(Q, K, V, G):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--shape", type=int, nargs=4, default=(4, 4, 256, 64), metavar=("B", "H", "n", "d"))
-    ap.add_argument("--repeats", type=int, default=5, help="runs per candidate and pass (default 5)")
-    ap.add_argument("--passes", type=int, default=3, help="passes over all candidates (default 3)")
+    ap = machine.parser(__doc__, whole=True)
+    ap.add_argument("--shape", type=machine.positive_int, nargs=4, default=(4, 4, 256, 64), metavar=("B", "H", "n", "d"))
+    ap.add_argument("--repeats", type=machine.positive_int, default=5, help="runs per candidate and pass (default 5)")
+    ap.add_argument("--passes", type=machine.positive_int, default=3, help="passes over all candidates (default 3)")
     ap.add_argument("--quick", action="store_true", help="(2, 2, 16, 8), 1 pass of 2 runs, no pauses: a smoke test")
     ap.add_argument("--json", action="store_true", help="print the results as JSON")
-    ap.add_argument("--out", help="also write the JSON to this file")
+    ap.add_argument("--out", type=machine.output_file, help="also write the JSON to this file")
     args = ap.parse_args(argv)
-    if args.repeats < 1 or args.passes < 1:
-        ap.error("--repeats and --passes: expected ints >= 1")
     shape, repeats, passes, pause, warmup = (tuple(args.shape), args.repeats, args.passes, 0.2, 0.15)
     if args.quick:
         shape, repeats, passes, pause, warmup = (2, 2, 16, 8), 2, 1, 0.0, 0.0
@@ -252,8 +254,7 @@ def main(argv=None):
               "machine": {"python": platform.python_version(), "numpy": np.__version__,
                           "processor": platform.machine(), "cpu": cpu_name()}}
     if args.out:
-        with open(args.out, "w") as f:
-            json.dump(result, f, indent=2)
+        machine.write_json(args.out, result)
     if args.json:
         print(json.dumps(result, indent=2))
         return result

@@ -29,10 +29,11 @@ the ratio of the two medians in that pass.
 
 from __future__ import annotations
 
-import argparse
 import json
+import os
 import platform
 import statistics
+import sys
 import time
 
 import numpy as np
@@ -40,6 +41,9 @@ import numpy as np
 from bench_attention import cpu_name, median_ratio  # this folder's timing helpers
 from refattn import ACTIVATIONS, activation
 from refattn.fast import kernels
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import machine  # noqa: E402  (this folder's option checks)
 
 
 def candidates(name, s, u):
@@ -80,15 +84,13 @@ def run_grouped(fns, passes, repeats, pause, warmup):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--shape", type=int, nargs="+", default=(16, 256, 256), help="scores' shape (default 16 256 256)")
-    ap.add_argument("--repeats", type=int, default=10, help="runs per candidate and pass (default 10)")
-    ap.add_argument("--passes", type=int, default=3, help="passes over all candidates (default 3)")
+    ap = machine.parser(__doc__, whole=True)
+    ap.add_argument("--shape", type=machine.positive_int, nargs="+", default=(16, 256, 256), help="scores' shape (default 16 256 256)")
+    ap.add_argument("--repeats", type=machine.positive_int, default=10, help="runs per candidate and pass (default 10)")
+    ap.add_argument("--passes", type=machine.positive_int, default=3, help="passes over all candidates (default 3)")
     ap.add_argument("--quick", action="store_true", help="(2, 8, 8), one pass of one run, no pauses: a smoke test")
     ap.add_argument("--json", action="store_true", help="print the results as JSON")
     args = ap.parse_args(argv)
-    if args.repeats < 1 or args.passes < 1 or min(args.shape) < 1:
-        ap.error("--repeats, --passes and --shape: expected ints >= 1")
     shape, repeats, passes, pause, warmup = tuple(args.shape), args.repeats, args.passes, 0.1, 0.1
     if args.quick:
         shape, repeats, passes, pause, warmup = (2, 8, 8), 1, 1, 0.0, 0.0

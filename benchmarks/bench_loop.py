@@ -14,10 +14,11 @@ untimed ones, and the page faults and system (kernel) time per step.
 
 from __future__ import annotations
 
-import argparse
 import json
+import os
 import resource
 import statistics
+import sys
 import time
 
 import numpy as np
@@ -26,19 +27,20 @@ from refattn import ACTIVATIONS
 from refattn.fast import set_blocking
 from refattn.fast import attention, attention_backward
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import machine  # noqa: E402  (this folder's option checks)
+
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = machine.parser(__doc__, whole=True)
     ap.add_argument("activation", nargs="?", default="softmax", choices=ACTIVATIONS)
     ap.add_argument("--unblocked", action="store_true", help="the whole-batch route (set_blocking(False))")
     ap.add_argument("--torch", action="store_true", help="PyTorch eager softmax attention instead")
-    ap.add_argument("--shape", type=int, nargs=4, default=(4, 4, 256, 64), metavar=("B", "H", "n", "d"))
-    ap.add_argument("--steps", type=int, default=40)
-    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--shape", type=machine.positive_int, nargs=4, default=(4, 4, 256, 64), metavar=("B", "H", "n", "d"))
+    ap.add_argument("--steps", type=machine.positive_int, default=40)
+    ap.add_argument("--warmup", type=machine.non_negative_int, default=3)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
-    if args.steps < 1 or args.warmup < 0:
-        ap.error("--steps must be >= 1 and --warmup >= 0")
     rng = np.random.default_rng(0)
     Q, K, V, G = (rng.standard_normal(tuple(args.shape)) for _ in range(4))
     if args.torch:

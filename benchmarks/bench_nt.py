@@ -34,7 +34,6 @@ the test run; nothing here asserts a time.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -51,7 +50,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import machine  # noqa: E402
 from refattn.studies.nt_training import run_nt  # noqa: E402
-from refattn.training.runs import dumps  # noqa: E402
 
 BASELINE = "0b5003d6411f294c6a98c84e9b7b678ca1810bf8"
 PROGRAMS = ("baseline", "float64", "float32")
@@ -168,17 +166,30 @@ def table(result):
     return "\n".join(lines)
 
 
+def resolve(ap, baseline):
+    """The full hash of the commit ``baseline`` names; one line and exit code 2 where it names none."""
+    try:
+        done = subprocess.run(["git", "-C", ROOT, "rev-parse", "--verify", "--quiet", f"{baseline}^{{commit}}"],
+                              capture_output=True, text=True, check=False)
+    except OSError as exc:
+        machine.fail(ap, "--baseline", "a commit of this repository (needs git)", f"{baseline} ({exc.strerror})")
+    if done.returncode != 0 or not done.stdout.strip():
+        machine.fail(ap, "--baseline", "a commit of this repository", baseline)
+    return done.stdout.strip()
+
+
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = machine.parser(__doc__)
     ap.add_argument("--quick", action="store_true", help="tiny sizes, for a look")
-    ap.add_argument("--passes", type=int, default=3)
-    ap.add_argument("--epochs", type=int, default=300, help="epochs per measurement (default 300)")
-    ap.add_argument("--skip", type=int, default=30, help="first epochs left out of the median (default 30)")
+    ap.add_argument("--passes", type=machine.positive_int, default=3)
+    ap.add_argument("--epochs", type=machine.positive_int, default=300, help="epochs per measurement (default 300)")
+    ap.add_argument("--skip", type=machine.non_negative_int, default=30,
+                    help="first epochs left out of the median (default 30)")
     ap.add_argument("--kernels", nargs="+", default=["Haswell", "SkylakeX"],
                     help="OPENBLAS_CORETYPE values to run under (default Haswell SkylakeX)")
     ap.add_argument("--baseline", default=BASELINE, help="the commit to compare with (default: %(default).7s)")
     ap.add_argument("--no-verdicts", action="store_true", help="skip the float64 / float32 verdict check")
-    ap.add_argument("--out", help="write the results as JSON here")
+    ap.add_argument("--out", type=machine.output_file, help="write the results as JSON here")
     args = ap.parse_args(argv)
     if args.quick:
         setting = dict(task="N16T2", n_con=8, seeds=2, epochs=6)
@@ -191,11 +202,10 @@ def main(argv=None):
                   dict(task="N16T2", n_con=32, seeds=16, epochs=600, eval_every=50, lr=0.32, init_scale=0.5)]
     if setting["epochs"] < skip + 3:
         ap.error(f"--epochs: expected at least --skip + 3 = {skip + 3}, got {setting['epochs']}")
+    commit = resolve(ap, args.baseline)
     t0 = time.perf_counter()
-    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", args.baseline], capture_output=True, text=True,
-                            check=True).stdout.strip()
     result = {
-        "command": "python benchmarks/bench_nt.py" + ("" if argv is None else " " + " ".join(argv)),
+        "command": " ".join(["python benchmarks/bench_nt.py"] + list(sys.argv[1:] if argv is None else argv)),
         "what": "refattn nt, training time per epoch at steady state: the median over epochs "
                 f"{skip + 1}..{setting['epochs'] - 2} of one process (the last epoch evaluates), then the median over passes",
         "baseline_commit": commit, "timing_setting": dict(setting, passes=passes, skip=skip),
@@ -211,10 +221,8 @@ def main(argv=None):
         result["verdicts"] = [verdicts(c) for c in checks]
     result["machine"]["load_average_at_end"] = list(os.getloadavg())
     result["seconds"] = time.perf_counter() - t0
-    text = dumps(result)
     if args.out:
-        with open(args.out, "w") as fh:
-            fh.write(text + "\n")
+        machine.write_json(args.out, result)
     print(table(result))
 
 

@@ -19,7 +19,6 @@ Not part of the test run; nothing here asserts a time.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -28,7 +27,10 @@ import sys
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, ROOT)
 
-from refattn.training.runs import dumps, machine_info  # noqa: E402
+from refattn.training.runs import machine_info  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import machine  # noqa: E402  (this folder's option checks)
 
 # one measurement in a fresh process: its peak memory is its own
 CHILD = """
@@ -52,10 +54,10 @@ def measure(task, n_con, attention, epochs):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = machine.parser(__doc__)
     ap.add_argument("--quick", action="store_true", help="N_con = 32 only, for a look")
-    ap.add_argument("--epochs", type=int, default=10, help="epochs timed per measurement (default 10)")
-    ap.add_argument("--out", help="write the results as JSON here")
+    ap.add_argument("--epochs", type=machine.positive_int, default=10, help="epochs timed per measurement (default 10)")
+    ap.add_argument("--out", type=machine.output_file, help="write the results as JSON here")
     args = ap.parse_args(argv)
     lengths = (32,) if args.quick else (128, 256, 512)
     full_epochs, eval_every = 2000, 250
@@ -78,8 +80,7 @@ def main(argv=None):
                                                                             "eval_every": eval_every}},
               "machine": machine_info(), "load_average": os.getloadavg(), "rows": rows}
     if args.out:
-        with open(args.out, "w") as fh:
-            fh.write(dumps(result))
+        machine.write_json(args.out, result)
     return 0
 
 

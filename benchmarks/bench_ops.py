@@ -14,14 +14,18 @@ already mapped. Each number is the median of ``--repeats`` runs.
 
 from __future__ import annotations
 
-import argparse
 import json
+import os
 import statistics
+import sys
 import time
 
 import numpy as np
 
 from refattn.fast import threads as parallel
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import machine  # noqa: E402  (this folder's option checks)
 
 
 def _median_us(fn, repeats):
@@ -53,12 +57,10 @@ def elementwise_ops(x, out):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--repeats", type=int, default=200)
+    ap = machine.parser(__doc__, whole=True)
+    ap.add_argument("--repeats", type=machine.positive_int, default=200)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
-    if args.repeats < 1:
-        ap.error("--repeats: expected an int >= 1")
     rng = np.random.default_rng(0)
     one = rng.standard_normal((256, 256))
     batch = rng.standard_normal((16, 256, 256))

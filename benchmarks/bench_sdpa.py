@@ -40,7 +40,6 @@ average at start and end is in the JSON.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -220,35 +219,50 @@ def table(result):
     return "\n".join(lines)
 
 
+QUICK = {"ns": [64], "passes": 1, "repeats": 1, "warmup": 0.0, "pause": 0.0, "memory_n": 256}
+FULL = {"ns": [1024, 4096], "passes": 3, "repeats": 3, "warmup": 0.5, "pause": 0.3, "memory_n": 16384}
+
+
+def print_table(ap, path):
+    """Print the tables of a saved run; a file that is missing or not such a run is one line (exit 2)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = table(json.load(fh))
+    except OSError as exc:
+        machine.fail(ap, "--table", "a JSON file saved by --out", f"{path} ({exc.strerror})")
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
+        what = f"no {exc}" if isinstance(exc, KeyError) else str(exc).splitlines()[0]
+        machine.fail(ap, "--table", "a JSON file saved by --out", f"{path} ({type(exc).__name__}: {what})")
+    print(text)
+
+
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--ns", type=int, nargs="+", default=[1024, 4096])
+    ap = machine.parser(__doc__)
+    ap.add_argument("--ns", type=machine.positive_int, nargs="+", help="lengths n (default 1024 4096)")
     ap.add_argument("--dtypes", nargs="+", default=["float32", "float64"], choices=["float32", "float64"])
     ap.add_argument("--causal", nargs="+", default=["yes", "no"], choices=["yes", "no"])
-    ap.add_argument("--threads", type=int, default=2, help="refattn's and PyTorch's threads (default 2)")
-    ap.add_argument("--passes", type=int, default=3)
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--warmup", type=float, default=0.5,
-                    help="seconds of untimed runs (at least one) before each candidate's timed ones")
-    ap.add_argument("--pause", type=float, default=0.3)
+    ap.add_argument("--threads", type=machine.positive_int, default=2,
+                    help="refattn's and PyTorch's threads (default 2)")
+    ap.add_argument("--passes", type=machine.positive_int, help="passes over the candidates (default 3)")
+    ap.add_argument("--repeats", type=machine.positive_int, help="timed runs in a row per pass (default 3)")
+    ap.add_argument("--warmup", type=machine.non_negative_float,
+                    help="seconds of untimed runs (at least one) before each candidate's timed ones (default 0.5)")
+    ap.add_argument("--pause", type=machine.non_negative_float, help="seconds before each candidate (default 0.3)")
     ap.add_argument("--activations", nargs="*", default=list(ACTIVATIONS), choices=list(ACTIVATIONS),
                     help="activations whose streaming is timed against softmax's (none: only softmax)")
-    ap.add_argument("--memory-n", type=int, default=16384, help="length of the memory row (0: none)")
-    ap.add_argument("--quick", action="store_true", help="n = 64, one pass of one run, no pauses")
+    ap.add_argument("--memory-n", type=machine.non_negative_int,
+                    help="length of the memory row (0: none; default 16384)")
+    ap.add_argument("--quick", action="store_true",
+                    help="n = 64, one pass of one run, no pauses (options given still apply)")
     ap.add_argument("--no-torch", action="store_true", help="leave PyTorch out even if it is installed")
     ap.add_argument("--json", action="store_true", help="print the JSON instead of the tables")
-    ap.add_argument("--out", help="write the JSON here (rewritten after every row)")
+    ap.add_argument("--out", type=machine.output_file, help="write the JSON here (rewritten after every row)")
     ap.add_argument("--table", metavar="JSON", help="print the tables of a saved run and exit")
     args = ap.parse_args(argv)
     if args.table:
-        with open(args.table, encoding="utf-8") as fh:
-            print(table(json.load(fh)))
+        print_table(ap, args.table)
         return 0
-    for name in ("threads", "passes", "repeats"):
-        if getattr(args, name) < 1:
-            ap.error(f"--{name}: expected an int >= 1, got {getattr(args, name)}")
-    if args.quick:
-        args.ns, args.passes, args.repeats, args.warmup, args.pause, args.memory_n = [64], 1, 1, 0.0, 0.0, 256
+    machine.fill(args, QUICK if args.quick else FULL)
     torch = None if args.no_torch else _torch()
     fast.set_num_threads(args.threads)
     if torch is not None:
@@ -269,11 +283,7 @@ def main(argv=None):
 
     def save():
         if args.out:
-            tmp = args.out + ".tmp"
-            with open(tmp, "w", encoding="utf-8") as fh:
-                json.dump(result, fh, indent=1)
-                fh.write("\n")
-            os.replace(tmp, args.out)
+            machine.write_json(args.out, result)
 
     for dtype in args.dtypes:
         for causal in (c == "yes" for c in args.causal):

@@ -67,8 +67,8 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import machine  # noqa: E402
 
+from refattn import ACTIVATIONS, fast
 from refattn.core import attention as reference
-from refattn import fast
 from refattn.fast import threads as fast_threads
 from refattn.fast.streaming import streaming_attention, streaming_attention_backward
 
@@ -117,7 +117,7 @@ def measure(fn, repeats, long):
     """Peak memory from one traced run; time from ``repeats`` untraced runs unless that run took > ``long`` s."""
     seconds, peak = traced_run(fn)
     row = {"peak_mib": peak}
-    if seconds > long or repeats == 0:
+    if seconds > long:
         row.update(time_s=seconds, runs=[seconds], timed_under_tracemalloc=True)
         return row
     runs = []
@@ -252,35 +252,32 @@ def table(rows):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--ns", type=int, nargs="+", help=f"sequence lengths (default {DEFAULT_NS})")
+    ap = machine.parser(__doc__)
+    ap.add_argument("--ns", type=machine.positive_int, nargs="+", help=f"sequence lengths (default {DEFAULT_NS})")
     ap.add_argument("--quick", action="store_true",
-                    help=f"tiny lengths {QUICK_NS}, one repeat and one pass: a smoke test")
-    ap.add_argument("--d", type=int, default=64)
-    ap.add_argument("--activation", default="tanhmax")
-    ap.add_argument("--block-size", type=int, default=None,
+                    help=f"tiny lengths {QUICK_NS}, one repeat and one pass: a smoke test (options given still apply)")
+    ap.add_argument("--d", type=machine.positive_int, default=64)
+    ap.add_argument("--activation", default="tanhmax", choices=list(ACTIVATIONS))
+    ap.add_argument("--block-size", type=machine.positive_int, default=None,
                     help="queries and keys per block (default: the fast route's own strips)")
-    ap.add_argument("--dense-max", type=int, default=8192, help="largest n for the dense rows (default 8192)")
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--passes", type=int, default=5, help="passes of the grouped n = 1024 timing")
-    ap.add_argument("--long", type=float, default=20.0,
+    ap.add_argument("--dense-max", type=machine.positive_int, default=8192,
+                    help="largest n for the dense rows (default 8192)")
+    ap.add_argument("--repeats", type=machine.positive_int, help="timed runs per length (default 3)")
+    ap.add_argument("--passes", type=machine.positive_int, help="passes of the grouped n = 1024 timing (default 5)")
+    ap.add_argument("--long", type=machine.non_negative_float, default=20.0,
                     help="a run longer than this many seconds is timed once, under tracemalloc")
-    ap.add_argument("--torch-timeout", type=float, default=1800.0)
+    ap.add_argument("--torch-timeout", type=machine.positive_float, default=1800.0)
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--json", action="store_true", help="print the JSON instead of the table")
-    ap.add_argument("--out", help="write the JSON here (rewritten after every length)")
-    ap.add_argument("--torch-child", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--out", type=machine.output_file, help="write the JSON here (rewritten after every length)")
+    ap.add_argument("--torch-child", type=machine.positive_int, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    for name in ("d", "block_size", "dense_max", "repeats", "passes"):
-        if getattr(args, name) is not None and getattr(args, name) < (0 if name == "repeats" else 1):
-            ap.error(f"--{name.replace('_', '-')}: expected a positive integer, got {getattr(args, name)}")
+    machine.fill(args, {"ns": QUICK_NS, "repeats": 1, "passes": 1} if args.quick
+                 else {"ns": DEFAULT_NS, "repeats": 3, "passes": 5})
     if args.torch_child is not None:
         print(json.dumps(torch_child(args.torch_child, args.d, args.repeats, args.long)))
         return 0
-    ns = tuple(args.ns) if args.ns else (QUICK_NS if args.quick else DEFAULT_NS)
-    if any(n < 1 for n in ns):
-        ap.error(f"--ns: expected positive lengths, got {ns}")
-    repeats, passes = (1, 1) if args.quick else (args.repeats, args.passes)
+    ns, repeats, passes = tuple(args.ns), args.repeats, args.passes
     result = {
         "command": "python " + " ".join([os.path.relpath(__file__)] + (argv if argv is not None else sys.argv[1:])),
         "what": "forward + backward (dQ, dK, dV), one head, causal",
@@ -293,9 +290,7 @@ def main(argv=None):
 
     def save():
         if args.out:
-            with open(args.out, "w") as f:
-                json.dump(result, f, indent=1)
-                f.write("\n")
+            machine.write_json(args.out, result)
 
     # the n = 1024 verdict first: on a shared machine, the long runs come last
     n0 = 128 if args.quick else 1024

@@ -18,8 +18,6 @@ factor of softmax, and what larger blocks cost.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 import time
@@ -65,26 +63,29 @@ def measure(n, dtype, size, activations, repeats):
         streaming_fast.strip_sizes = real
 
 
+QUICK = {"n": [128], "sizes": ["auto", "1,32,64"], "repeats": 1}
+FULL = {"n": [1024, 4096], "sizes": ["auto", "1,128,1024", "1,128,2048", "1,128,4096"], "repeats": 3}
+
+
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--n", type=int, nargs="+", default=[1024, 4096])
+    ap = machine.parser(__doc__)
+    ap.add_argument("--n", type=machine.positive_int, nargs="+", help="lengths n (default 1024 4096)")
     ap.add_argument("--dtypes", nargs="+", default=["float32", "float64"], choices=["float32", "float64"])
-    ap.add_argument("--sizes", nargs="+", default=["auto", "1,128,1024", "1,128,2048", "1,128,4096"],
-                    help="strip sizes g,bq,bk ('auto': the route's own)")
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--quick", action="store_true", help="n = 128, two sizes, one repeat")
-    ap.add_argument("--out", help="write the JSON here")
+    ap.add_argument("--sizes", nargs="+",
+                    help="strip sizes g,bq,bk ('auto': the route's own; default auto 1,128,1024 1,128,2048 1,128,4096)")
+    ap.add_argument("--repeats", type=machine.positive_int, help="timed runs, the least kept (default 3)")
+    ap.add_argument("--quick", action="store_true", help="n = 128, two sizes, one repeat (options given still apply)")
+    ap.add_argument("--out", type=machine.output_file, help="write the JSON here")
     args = ap.parse_args(argv)
-    if args.quick:
-        args.n, args.sizes, args.repeats = [128], ["auto", "1,32,64"], 1
+    machine.fill(args, QUICK if args.quick else FULL)
     sizes = []
     for text in args.sizes:
         try:
             sizes.append(None if text == "auto" else tuple(int(x) for x in text.split(",")))
         except ValueError:
-            ap.error(f"--sizes: expected 'auto' or three ints g,bq,bk, got {text!r}")
+            machine.fail(ap, "--sizes", "'auto' or three ints g,bq,bk", repr(text))
         if sizes[-1] is not None and (len(sizes[-1]) != 3 or min(sizes[-1]) < 1):
-            ap.error(f"--sizes: expected three positive ints g,bq,bk, got {text!r}")
+            machine.fail(ap, "--sizes", "three positive ints g,bq,bk", repr(text))
     fast.set_num_threads(1)
     rows = []
     for n in args.n:
@@ -104,9 +105,7 @@ def main(argv=None):
                       "refattn thread, BLAS on one thread; best of the repeats after a warm-up",
               "repeats": args.repeats, "machine": machine.describe(), "rows": rows}
     if args.out:
-        with open(args.out, "w", encoding="utf-8") as fh:
-            json.dump(result, fh, indent=1)
-            fh.write("\n")
+        machine.write_json(args.out, result)
     return result
 
 

@@ -355,8 +355,10 @@ def main(argv=None) -> int:
       traceback); so is a parse error, with a pointer to ``--help``.
     * Ctrl-C (``KeyboardInterrupt``), also while refattn is still importing,
       is one line saying what was kept on disk and how to resume, exit code 130.
-    * A closed or broken stdout or stderr (``refattn ... | head``, ``>&-``)
-      ends quietly; a full disk behind stdout is one line naming stdout.
+    * A reader of stdout that goes away (``refattn ... | head``) or a closed
+      stderr ends quietly; stdout closed from the start (``>&-``) or a full
+      disk behind it is one line naming stdout, exit code 2 (the former before
+      any work).
     * Anything else is a bug in refattn: one line saying so, exit code 1.
 
     Every command runs in one :func:`refattn.training.runs.session` (the files
@@ -389,6 +391,9 @@ def _main(argv, state) -> int:
         return 1
     args = parser.parse_args(argv)
     state["command"] = args.command
+    if sys.stdout is None:  # started with stdout closed (``>&-``): the output could go nowhere, so do no work
+        _say(f"refattn {args.command}: error: stdout: closed (redirect it to /dev/null to discard the output)")
+        return 2
     from .training.runs import session  # noqa: PLC0415
 
     try:
@@ -437,7 +442,7 @@ def _where(exc):
 
 def _print(text):
     """Print the command's output; an error writing it (a full disk behind stdout) names stdout."""
-    if sys.stdout is None:  # started with stdout closed: nobody reads the output
+    if sys.stdout is None:  # unreachable from main(), which refuses a closed stdout before any work
         return
     try:
         print(text)

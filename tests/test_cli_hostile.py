@@ -177,3 +177,12 @@ def test_hostile_argument_vectors_end_in_valid_output_or_one_line(command, sst2,
         _check_outcome(command, argv, code, out, err)
 
     check()
+
+
+@pytest.mark.parametrize("command", ["check", "prop1"])
+def test_stdout_closed_from_the_start_is_one_line_and_exit_2(command):
+    """``refattn COMMAND >&-``: the output could go nowhere, so it is refused as a full disk is, before any work."""
+    r = subprocess.run(["sh", "-c", f"'{sys.executable}' -m refattn {command} >&-"], cwd=ROOT, capture_output=True,
+                       text=True, timeout=120, check=False)
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+        f"refattn {command}: error: stdout: closed (redirect it to /dev/null to discard the output)"], r.stderr

@@ -600,7 +600,8 @@ def _refattn(*argv, shell_redirect="", env=None, timeout=300):
 
 def test_a_closed_or_full_output_ends_in_at_most_one_line():
     closed = _refattn("prop1", "--json", shell_redirect=">&-")
-    assert closed.returncode == 0 and closed.stderr == ""
+    assert closed.returncode == 2
+    assert _one_line(closed.stderr).startswith("refattn prop1: error: stdout: closed")
     no_stderr = _refattn("prop1", "--seed", "-1", shell_redirect="2>&-")
     assert no_stderr.returncode == 2 and no_stderr.stdout == ""  # the error goes nowhere, never to stdout
     full = _refattn("prop1", shell_redirect=">/dev/full")
