@@ -282,15 +282,22 @@ def test_environment_variables_are_checked_before_any_work(var, value, monkeypat
     assert captured.out == "" and f"{var}: expected" in captured.err
 
 
-def test_bench_nt_smoke():
-    """benchmarks/bench_nt.py --quick runs and reports both dtypes' times and the verdict check."""
-    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_nt.py"), "--quick"],
-                       cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+def test_bench_nt_smoke(tmp_path):
+    """benchmarks/bench_nt.py --quick runs every program on each kernel asked for and writes the times,
+    the speed-ups over the baseline commit and the verdict check."""
+    out = tmp_path / "nt.json"
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_nt.py"), "--quick", "--kernels", "Haswell",
+                        "--out", str(out)], cwd=ROOT, capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert r.returncode == 0, r.stderr
-    res = json.loads(r.stdout)
+    res = json.loads(out.read_text())
+    assert "--kernels Haswell" in res["command"]
+    (run,) = res["kernels"]
+    assert run["kernel_asked"] == "Haswell"
+    for program in ("baseline", "float64", "float32"):
+        assert run["times"][program]["median_ms"] > 0
     for dt in ("float64", "float32"):
-        assert res["times"][dt]["train_seconds_per_epoch_median"] > 0
-    assert res["speedup_over_baseline"]["float32"]["train_seconds_per_epoch"] > 0
+        assert run["speedup_over_baseline"][dt]["ratio"] > 0
     (check,) = res["verdicts"]
     assert set(check["epochs_to_100_identical"]) == {"expressive", "softmax"}
     assert set(check["rows"]) == {f"{a}/{d}" for a in ("expressive", "softmax") for d in ("float64", "float32")}
