@@ -172,7 +172,7 @@ for n, a, b in zip(ns, t_assoc, t_general):
 # activation: the blocked route, the whole-batch route, autograd, and
 # PyTorch's eager softmax attention (when PyTorch is installed; it is a
 # benchmark-only dependency). At the small size this is a smoke run whose
-# times mean little; the full run takes about a minute.
+# times mean little; the full run takes about two minutes.
 
 # %%
 cmd = [sys.executable, os.path.join("benchmarks", "bench_attention.py"), "--json"]

@@ -192,7 +192,7 @@ for act in ACTIVATIONS:
 # (softmax; resident-memory growth in a fresh process). At the small size
 # this runs the script's `--quick` smoke test, whose numbers mean little;
 # otherwise it plots the recorded full run, `benchmarks/results/streaming.json`
-# (the full run takes about half an hour on a 2-core machine).
+# (the full run takes about 3 minutes on a 2-core machine).
 
 # %%
 if SMALL:
@@ -228,3 +228,45 @@ for n in ns:
     r = res["rows"][str(n)]["streaming"]
     print(f"n = {n:6d}: streaming {r['time_s']:8.3g} s, peak {r['peak_mib']:7.1f} MiB")
 print(json.dumps(res["verdict"], indent=1, default=str)[:600])
+
+# %% [markdown]
+# ## 5. Beside PyTorch's fused attention
+#
+# `benchmarks/bench_sdpa.py` times streaming (its fast route), the dense fast
+# path and PyTorch's `scaled_dot_product_attention` with autograd in one
+# process, forward + backward at shape (1, 4, n, 64), softmax, on two threads
+# each. Its full run needs PyTorch and about 7 minutes per BLAS kernel, so
+# this cell plots the two recorded runs, `benchmarks/results/sdpa-haswell.json`
+# and `sdpa-skylakex.json` (the same machine, OpenBLAS's two kernels): each
+# bar is the median of the per-pass ratios, its whisker the smallest and
+# largest pass; the dotted lines are the targets the fast route was built to.
+
+# %%
+runs = {}
+for kernel in ("haswell", "skylakex"):
+    with open(os.path.join("benchmarks", "results", f"sdpa-{kernel}.json")) as f:
+        runs[kernel] = json.load(f)
+fig, axes = plt.subplots(1, 2, figsize=(9, 3.4), sharey=True)
+for ax, (kernel, run) in zip(axes, runs.items()):
+    rows = run["rows"]
+    labels = [f"{r['dtype'][-2:]} {'c' if r['causal'] else 'f'} {r['n'] // 1024}k" for r in rows]
+    x = np.arange(len(rows))
+    for shift, key, name in ((-0.2, "streaming_over_sdpa", "streaming"), (0.2, "dense_over_sdpa", "dense fast path")):
+        ratio = np.array([r[key]["ratio"] for r in rows])
+        lo, hi = (np.array([r[key]["spread"][i] for r in rows]) for i in (0, 1))
+        ax.bar(x + shift, ratio, 0.4, yerr=[ratio - lo, hi - ratio], capsize=2, label=name)
+    for n, target in run["targets"]["streaming_over_sdpa"].items():
+        ax.axhline(target, color="k", ls=":", lw=0.8)
+    ax.axhline(1.0, color="grey", lw=0.6)
+    ax.set_xticks(x, labels, rotation=60, fontsize=7)
+    ax.set_title(f"OpenBLAS kernel {run['machine']['blas_kernel']}", fontsize=9)
+axes[0].set_ylabel("time / PyTorch SDPA time")
+axes[0].legend(fontsize=7)
+fig.suptitle("forward + backward, softmax, (1, 4, n, 64); 32/64 = float32/float64, c = causal, f = full", fontsize=9)
+fig.tight_layout()
+save(fig, "13_beside_sdpa")
+for kernel, run in runs.items():
+    worst = max(r["streaming_over_sdpa"]["ratio"] for r in run["rows"])
+    act = max(v["ratio"] for r in run["rows"] for v in r["activation_over_softmax"].values())
+    print(f"{run['machine']['blas_kernel']}: streaming / SDPA at most {worst:.2f}; "
+          f"every activation within {act:.2f} of softmax's streaming time")

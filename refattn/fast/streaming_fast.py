@@ -62,8 +62,8 @@ from .strips import block_terms, causal_band, plain_dot, scores_are_finite
 __all__ = ["applies", "forward", "backward", "strip_sizes"]
 
 #: Bytes of one block of scores (``g bq bk`` entries): the block and the few temporaries of its
-#: activation stay in a core's L2 cache (larger blocks made the activations with more elementwise
-#: passes up to 1.8 times slower; ``derivations/23-streaming.md`` section 8).
+#: activation stay in a core's L2 cache (blocks of 1-4 MiB made the activations with more elementwise
+#: passes up to 2.4 times slower in some settings; ``derivations/23-streaming.md`` section 8).
 BLOCK_BYTES = 1 << 19
 #: Query rows per strip: enough rows for the matrix products to run near BLAS's best speed.
 ROWS = 128
