@@ -146,6 +146,8 @@ def output_file(text):
         raise argparse.ArgumentTypeError(f"expected {expected}, got ''")
     if os.path.isdir(text):
         raise argparse.ArgumentTypeError(f"expected {expected}, got {text} (a folder)")
+    if os.path.exists(text) and not os.path.isfile(text):
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text} (not a regular file: a device or pipe)")
     folder = os.path.dirname(os.path.abspath(text))
     if not os.path.isdir(folder):
         raise argparse.ArgumentTypeError(f"expected {expected}, got {text} (no folder {folder})")

@@ -68,3 +68,12 @@ def xp(request, monkeypatch):
     import cupy
 
     return cupy
+
+
+def default_sigint():
+    """``preexec_fn`` for a child that a test interrupts with SIGINT: a shell that starts a job in the
+    background (``cmd &``) makes it ignore SIGINT, the child inherits that, and Python then never
+    raises KeyboardInterrupt; restore the default so that the test sees what a user's Ctrl-C does."""
+    import signal  # noqa: PLC0415
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)

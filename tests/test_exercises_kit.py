@@ -29,6 +29,7 @@ from refattn.exercises import EXERCISES, exercise, grade, grade_many
 from refattn.exercises.export import (CONFIG_NAME, export_gradescope, solution_blocks, solution_path,
                                       solution_source, starter)
 
+from conftest import default_sigint
 from test_exercises import WRONG
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -179,7 +180,8 @@ def test_a_library_error_is_a_grader_error_not_the_answers(tmp_path, capsys, mon
 def test_ctrl_c_is_one_line_and_exit_130(tmp_path):
     path = write(tmp_path, CHEATS["an infinite loop"][0])
     proc = subprocess.Popen([sys.executable, "-m", "refattn.exercises", "check", "softmax-vjp", path, "--timeout", "60"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                            preexec_fn=default_sigint)
 
     def children():
         out = []
@@ -249,8 +251,8 @@ def test_student_export_has_statements_starters_and_no_solution(tmp_path, capsys
     assert cli_main(["exercises", "export", "--student", str(out)]) == 0
     capsys.readouterr()
     names = sorted(p.name for p in out.iterdir())
-    assert names == sorted(["README.md"] + [f"{ex.stem}{ext}" for ex in EXERCISES for ext in (".md", ".py")])
-    texts = {p.name: p.read_text() for p in out.iterdir()}
+    assert names == sorted(["README.md", "package"] + [f"{ex.stem}{ext}" for ex in EXERCISES for ext in (".md", ".py")])
+    texts = {p.name: p.read_text() for p in out.iterdir() if p.is_file()}
     solution_lines = _solution_lines()
     leaked = [(name, ln.strip()) for name, text in texts.items() for ln in text.splitlines()
               if ln.strip() in solution_lines]
@@ -615,7 +617,7 @@ def test_export_a_subset_with_points(tmp_path, capsys):
                                    {"stem": "03-reweighted-vjp", "points": float(exercise(3).points)},
                                    {"stem": "14-closure-witness", "points": 1.5}]
     assert sorted(p.name for p in handout.iterdir()) == sorted(
-        ["README.md"] + [f"{exercise(n).stem}{ext}" for n in (1, 3, 14) for ext in (".md", ".py")])
+        ["README.md", "package"] + [f"{exercise(n).stem}{ext}" for n in (1, 3, 14) for ext in (".md", ".py")])
     readme = (handout / "README.md").read_text()
     assert "02-tanhmax-derivatives" not in readme and "14-closure-witness.py" in readme
     assert cli_main(["exercises", "export", "--gradescope", str(tmp_path / "all.zip"), "--points", "3"]) == 0
@@ -650,6 +652,15 @@ def test_handout_readme_check_commands_run_as_written(tmp_path, capsys):
     capsys.readouterr()
     readme = (handout / "README.md").read_text()
     assert "    python3 -m venv .venv\n" in readme
+    # the set-up installs the package shipped in the handout: the library and graders, no solution
+    assert "    .venv/bin/pip install ./package\n" in readme
+    assert (handout / "package" / "pyproject.toml").is_file()
+    assert (handout / "package" / "refattn" / "exercises" / "graders.py").is_file()
+    assert not list(handout.rglob("instructor"))
+    texts = [f.read_text(errors="ignore") for f in handout.rglob("*.py")]
+    for ex in EXERCISES:  # no model solution's body anywhere in the handout
+        for body in re.findall(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", solution_source(ex), re.S):
+            assert not any(body.strip() in text for text in texts), (ex.stem, body)
     commands = sorted(set(re.findall(r"\.venv/bin/refattn exercises check \S+ \S+\.py", readme)))
     assert len(commands) == len(EXERCISES)
     (handout / ".venv").symlink_to(sys.prefix, target_is_directory=True)  # what the set-up makes
@@ -668,6 +679,7 @@ def test_try_gradescope_as_the_teaching_page_says(tmp_path):
              if "exercises try-gradescope" in ln and ln.strip().startswith(".venv/bin/")]
     assert lines, "docs/teach.md shows no try-gradescope command"
     (tmp_path / ".venv").symlink_to(sys.prefix, target_is_directory=True)
+    (tmp_path / "instructor").symlink_to(ROOT / "instructor", target_is_directory=True)  # a clone's root
     r = _bash(lines[0].split(" # ")[0], tmp_path)
     assert r.returncode == 0, r.stderr
     total = sum(ex.points for ex in EXERCISES)

@@ -26,6 +26,7 @@ from refattn.training import runs
 from refattn.training import train as train_module
 from refattn.training.train import history_path, load_checkpoint
 
+from conftest import default_sigint
 from test_study_commands import TINY
 from test_train import SEEDS, run
 
@@ -324,7 +325,7 @@ def test_two_refattn_processes_on_one_checkpoint_and_out_folder(tmp_path):
     first in one line that names what it kept and the command that resumes it (exit code 130)."""
     argv = NT_TINY + ["--epochs", "100000", "--eval-every", "50000", "--checkpoint", "ck.npz", "--out", "out"]
     first = subprocess.Popen([PY, "-m", "refattn", *argv], cwd=tmp_path, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
+                             stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
     try:
         deadline = time.time() + 120
         while not (tmp_path / "ck.npz").exists() and time.time() < deadline:

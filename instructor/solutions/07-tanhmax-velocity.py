@@ -20,7 +20,7 @@ import numpy as np
 def velocity(s, o, c, delta_I):
     """``ds/dtau`` of every score: ``s, o, delta_I`` of shape (N, n), ``c`` of shape (N,); (N, n).
 
-    Finite for scores of size 400 (where cosh overflows).
+    Finite for scores beyond 710.5, where cosh overflows in float64.
     """
     ### BEGIN SOLUTION
     a = np.abs(s)

@@ -89,7 +89,9 @@ def sigmoid(xp, x):
 
 def sqrt_tiny(s) -> float:
     """``sqrt`` of the smallest normal number of ``s``'s dtype: below it, ``s^2`` underflows."""
-    return math.sqrt(float(np.finfo(dtype_of(s)).tiny))
+    tiny = np.finfo(dtype_of(s)).tiny
+    root = math.sqrt(float(tiny))
+    return root if root > 0 else tiny**0.5  # longdouble's tiny rounds to 0 as a float: its own sqrt
 
 
 class Activation:

@@ -128,7 +128,7 @@ def run_command(command, name=None, path=None, *, json=False, hidden=False, time
             out(_json.dumps(done, indent=2, allow_nan=False))
         else:
             if "student" in done:
-                out(f"student handout: {len(done['student'])} files in {student} (statements, starters, README.md)")
+                out(f"student handout: {len(done['student'])} files in {student} (statements, starters, README.md, package/)")
             if "gradescope" in done:
                 g = done["gradescope"]
                 out(f"Gradescope autograder: {gradescope} ({g['points']:g} points, {g['timeout_s']:g} s per answer, "

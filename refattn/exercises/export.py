@@ -33,6 +33,7 @@ import zipfile
 from importlib import metadata
 from pathlib import Path
 
+from .. import __version__
 from .core import PARTS
 from .graders import EXERCISES
 from .sandbox import DEFAULT_TIMEOUT_S, RULE
@@ -208,8 +209,9 @@ def _index(title_note, exercises) -> str:
              "## Set up once", "",
              "In this folder, make a virtual environment named `.venv`:", "",
              "    python3 -m venv .venv", "",
-             "and install refattn into it as your course says (for example `.venv/bin/pip install`",
-             "followed by the folder of a copy of the refattn repository).", "",
+             "and install refattn into it from this folder's `package/` (the library and its graders;",
+             "no solutions):", "",
+             "    .venv/bin/pip install ./package", "",
              "## Check an answer", "",
              "In this folder, with the exercise's name and your file (each exercise's command is in",
              "the tables below):", "",
@@ -255,10 +257,30 @@ def export_student(directory, exercises=None) -> list:
         (directory / f"{ex.stem}.md").write_text(text, encoding="utf-8")
         (directory / f"{ex.stem}.py").write_text(starter(solution_source(ex), ex.solution), encoding="utf-8")
         written += [directory / f"{ex.stem}.md", directory / f"{ex.stem}.py"]
+    written += _write_package(directory / "package")
     note = ("The derivations the statements cite (`derivations/NN-*.md`) are in the refattn book and "
             "repository.")
     (directory / "README.md").write_text(_index(note, exercises), encoding="utf-8")
     return [directory / "README.md", *written]
+
+
+def _write_package(folder) -> list:
+    """The refattn package (the library and the graders, which hold no solution) and a minimal
+    ``pyproject.toml``, for a student to install without a clone of the repository, whose
+    ``instructor/solutions/`` (and history) hold every model solution."""
+    written = []
+    for src, arc in _package_files():
+        dst = folder / arc
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        dst.write_bytes(src.read_bytes())
+        written.append(dst)
+    deps = ", ".join(json.dumps(r) for r in _requirements())
+    (folder / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=64"]\nbuild-backend = "setuptools.build_meta"\n\n'
+        f'[project]\nname = "refattn"\nversion = "{__version__}"\nrequires-python = ">=3.10"\n'
+        f'dependencies = [{deps}]\n\n[project.scripts]\nrefattn = "refattn.cli:main"\n\n'
+        '[tool.setuptools.packages.find]\ninclude = ["refattn", "refattn.*"]\n', encoding="utf-8")
+    return [*written, folder / "pyproject.toml"]
 
 
 # ------------------------------------------------------------------------------

@@ -178,7 +178,9 @@ def _backward(sc, act, xp, grad_out, V, aux, p, w, score_cache, strips=False):
         return causal_strips.backward_causal(act, grad_out, V, aux, p, w, score_cache)
     dV = sum_to(xp, xp.swapaxes(w, -1, -2) @ grad_out, np.shape(V))  # (..., n_k, d_v)   dV = W^T dY
     dW = grad_out @ xp.swapaxes(V, -1, -2)  # (..., n_q, n_k)   dW = dY V^T
-    ds = vjp_from(act, xp, aux, p, dW, -1, w, overwrite_u=True)  # Eq. 01.R5, into dW's memory
+    # Eq. 01.R5, into dW's memory where it has the weights' precision (float32 dY and V beside float64
+    # weights: a float64 ds, as the reference's)
+    ds = vjp_from(act, xp, aux, p, dW, -1, w, overwrite_u=dW.dtype == xp.result_type(dW, p, w))
     if not sc.pairwise:
         ds = ds[..., 0, :]  # (..., n)
     dQ, dK, dparams = sc.backward(ds, score_cache)

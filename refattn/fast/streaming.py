@@ -363,12 +363,15 @@ def streaming_attention_backward(grad_out, cache):
     -------
     dQ, dK, dV, dparams
         As :func:`refattn.core.attention.attention_backward` (``dQ`` is ``None``
-        where ``Q`` was).
+        where ``Q`` was). Inputs of several dtypes (``grad_out``'s included) are
+        computed in their promoted dtype, and the gradients returned in it.
     """
     Q, K, V, out = cache["Q"], cache["K"], cache["V"], cache["out"]
     check_float_array(grad_out, "grad_out", min_ndim=2)
     if np.shape(grad_out) != np.shape(out):
         raise ValueError(f"grad_out: shape {np.shape(grad_out)} does not match the output's {np.shape(out)}")
+    cache, grad_out = _promoted_cache(cache, grad_out)
+    Q, K, V, out = cache["Q"], cache["K"], cache["V"], cache["out"]
     sc, act, params = cache["score"], cache["activation"], cache["params"]
     xp = array_module(grad_out, Q, K, V, *params.values())
     if cache["route"] == "fast" and xp is np:
@@ -380,6 +383,18 @@ def streaming_attention_backward(grad_out, cache):
         with _one_blas_thread(xp):
             grads = _backward_blocks(xp, blocks, act, grad_out, cache)
     return _not_finite_slices(xp, grads, (Q, K, V, out, grad_out))
+
+
+def _promoted_cache(cache, grad_out):
+    """The cache and ``grad_out`` in one dtype, the one the reference's products would give them
+    (float64 ``dY`` for a float32 forward: float64 gradients, computed in float64)."""
+    dtype = np.result_type(grad_out.dtype, cache["out"].dtype)
+    if grad_out.dtype != dtype:
+        grad_out = grad_out.astype(dtype)
+    if cache["out"].dtype == dtype:
+        return cache, grad_out
+    cast = {k: (None if cache[k] is None else cache[k].astype(dtype)) for k in ("Q", "K", "V", "out", "m", "z")}
+    return {**cache, **cast, "params": {k: v.astype(dtype) for k, v in cache["params"].items()}}, grad_out
 
 
 def _not_finite_slices(xp, grads, arrays):

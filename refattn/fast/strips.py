@@ -183,8 +183,10 @@ def backward_causal(act, grad_out, V, aux, p, w, score_cache):
     """:func:`refattn.fast._backward` for :func:`forward_causal`, strip by strip: ``(dQ, dK, dV, dparams)``."""
     blocks, caches = score_cache
     n = np.shape(V)[-2]
-    dtype = np.result_type(w, grad_out, V)
-    dQ, dK, dV = None, np.zeros(np.shape(blocks.K), np.result_type(dtype, blocks.K)), np.zeros(np.shape(V), dtype)
+    # the reference's dtypes: dV = W^T dY; dK = dS^T Q with dS from dY V^T, p and w
+    d_s = np.result_type(grad_out, V, w)
+    dK = np.zeros(np.shape(blocks.K), d_s if blocks.Q is None else np.result_type(d_s, blocks.Q))
+    dQ, dV = None, np.zeros(np.shape(V), np.result_type(w, grad_out))
     dparams = {name: np.zeros_like(v) for name, v in blocks.params.items()}
     for rows, score_cache in zip(_slices(n, CAUSAL_ROWS), caches):
         cols = slice(0, rows.stop)
@@ -192,7 +194,8 @@ def backward_causal(act, grad_out, V, aux, p, w, score_cache):
         G = grad_out[..., rows, :]  # (..., bq, d_v)
         dV[..., cols, :] += np.swapaxes(ws, -1, -2) @ G  # dV = W^T dY
         dW = G @ np.swapaxes(V[..., cols, :], -1, -2)  # (..., bq, r1)   dW = dY V^T
-        ds = vjp_from(act, np, None if aux is None else aux[..., rows, cols], ps, dW, -1, ws, overwrite_u=True)
+        ds = vjp_from(act, np, None if aux is None else aux[..., rows, cols], ps, dW, -1, ws,
+                      overwrite_u=dW.dtype == np.result_type(dW, ps, ws))  # dW's memory if it is precise enough
         _, dq, dk, dpar = blocks.score_backward(rows, cols, ds, score_cache)
         if dQ is None:
             dQ = np.empty(np.shape(blocks.Q), dq.dtype)

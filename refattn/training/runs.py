@@ -30,6 +30,7 @@ and is removed by the next run that locks the file.
 from __future__ import annotations
 
 import contextlib
+import errno
 import glob
 import json
 import math
@@ -117,8 +118,13 @@ def atomic_write(path, write):
     temporary's name is this process's and thread's (``<path>.partial-<pid>-<tid>``);
     a failed write removes it, a killed one leaves it for the next run that locks
     ``path`` to remove (:func:`locked`). An ``OSError`` (a full disk, say) names
-    ``path``."""
-    path = os.fspath(path)
+    ``path``. A symbolic link is followed (its target is written); a path that is
+    not a regular file (a device such as ``/dev/null``, a pipe) is refused with
+    an ``OSError`` naming it, before anything is written: moving a file over it
+    would replace the device itself."""
+    path = os.path.realpath(os.fspath(path))
+    if os.path.exists(path) and not os.path.isfile(path):
+        raise OSError(errno.EINVAL, "not a regular file (a device, pipe or folder)", path)
     tmp = _partial(path)
     try:
         with open(tmp, "wb") as fh:
@@ -462,6 +468,8 @@ def check_results_path(path, option):
     if os.path.isdir(name) or name.endswith(os.sep):
         raise ValueError(f"{option}: {name!r} is a folder; expected a file name such as "
                          f"{name.rstrip(os.sep)}/results.json")
+    if os.path.exists(name) and not os.path.isfile(name):
+        raise ValueError(f"{option}: {name!r} is not a regular file (a device or pipe); expected a file name")
     make_folder_for(name, option)
     if os.path.exists(name) and not os.access(name, os.R_OK):
         raise ValueError(f"{option}: cannot read {name!r} (permission denied)")
