@@ -679,7 +679,8 @@ def test_try_gradescope_as_the_teaching_page_says(tmp_path):
              if "exercises try-gradescope" in ln and ln.strip().startswith(".venv/bin/")]
     assert lines, "docs/teach.md shows no try-gradescope command"
     (tmp_path / ".venv").symlink_to(sys.prefix, target_is_directory=True)
-    (tmp_path / "instructor").symlink_to(ROOT / "instructor", target_is_directory=True)  # a clone's root
+    for folder in ("instructor", "exercises"):  # run in a clone's root, as the page says
+        (tmp_path / folder).symlink_to(ROOT / folder, target_is_directory=True)
     r = _bash(lines[0].split(" # ")[0], tmp_path)
     assert r.returncode == 0, r.stderr
     total = sum(ex.points for ex in EXERCISES)
