@@ -534,3 +534,24 @@ def test_errors_name_the_argument(rng):
         dict(zip(GRAD_NAMES, streaming_attention_backward(out[:, :1], cache)))
     with pytest.raises(TypeError, match="grad_out: expected a real floating dtype"):
         dict(zip(GRAD_NAMES, streaming_attention_backward(out.astype(int), cache)))
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_large_finite_values_and_upstream_gradients_stay_finite_where_the_reference_is(route, rng):
+    """Values near 4e307 summed block after block (block size 1), and an upstream gradient of 1e306
+    summed over 2048 keys before the row's 1 / z: the fast route's unnormalised sums are bounded
+    first, so wherever the dense reference is finite streaming is, and equal to it."""
+    reading = route == "reading"
+    Q, K = (rng.standard_normal((1, 8, 4)) for _ in range(2))
+    V = np.full((1, 8, 4), 4e307)
+    out = streaming_attention(Q, K, V, block_size=1, reading=reading)[0]
+    np.testing.assert_allclose(out, attention(Q, K, V)[0], rtol=1e-12)
+    n = 2048
+    x = np.where(rng.random((1, n, 1)) < 0.5, -1.0, 1.0)
+    Q = np.zeros((1, n, 1))
+    G = np.full((1, n, 1), 1e306)
+    want = attention_backward(G, attention(Q, x, x.copy())[1])
+    got = streaming_attention_backward(G, streaming_attention(Q, x, x.copy(), reading=reading)[1])
+    for g, g0, name in zip(got[:3], want[:3], "QKV"):
+        assert np.isfinite(g0).all(), name
+        np.testing.assert_allclose(g, g0, rtol=1e-12, atol=1e-12 * float(np.max(np.abs(g0))), err_msg=f"d{name}")

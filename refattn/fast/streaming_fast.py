@@ -238,7 +238,7 @@ def forward(sc, act, Q, K, V, params, mask, causal, block_size):
     k = kernel(act)
     check = not scores_are_finite(sc, Q, K)
     # |rho| <= 1 and values far from overflow: the sums W V are finite without normalising W first
-    post = k.bounded_rho and _below(Vf, plan.bk)
+    post = k.bounded_rho and _below(Vf, K.shape[-2])  # the sum runs over every key, block after block
 
     @quiet
     def group(_, units):
@@ -318,6 +318,11 @@ def backward(grad_out, cache):
     if plan.beta is not None:  # how far the dot route may scale queries and upstream gradients by 1 / z
         with np.errstate(over="ignore", invalid="ignore"):
             plan.qmax, plan.gmax = float(np.max(np.abs(plan.Qf), initial=0.0)), float(np.max(np.abs(Gf), initial=0.0))
+            # a bound on every unnormalised sum of the dot route: |u|, |D| <= d_v |dY| |V|, summed over
+            # n_k keys (dQ) or a strip's rows (dK) against |k| or |beta q| in d coordinates
+            vmax, kmax = float(np.max(np.abs(Vf), initial=0.0)), float(np.max(np.abs(plan.Kf), initial=0.0))
+            n_k, d = plan.Kf.shape[-2], plan.Kf.shape[-1]
+            plan.sums = 2 * Vf.shape[-1] * plan.gmax * vmax * (n_k + plan.bq) * d * max(kmax, plan.beta * plan.qmax)
     dQ = np.zeros_like(plan.Qf)
     shared = not plan.disjoint()
     acc = []
@@ -351,7 +356,7 @@ def _backward_strip(k, blocks, plan, dY, V, D, shift, inv, rows, dK, dV, dparams
     """Steps 8-10 over the chunks of one strip; returns the strip's ``dQ`` rows ``(g, bq, d)``,
     adds into ``dK``, ``dV`` and ``dparams``."""
     if plan.beta is not None and k.bounded_factors and not check and _below(inv, plan.beta * plan.qmax) \
-            and _below(inv, plan.gmax):
+            and _below(inv, plan.gmax) and _below(inv, plan.sums):
         return _backward_strip_dot(k, blocks, plan, dY, V, D, shift, inv, rows, dK, dV)
     dq_rows = None
     for cols in plan.chunks(rows):
