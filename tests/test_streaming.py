@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 import hypothesis.extra.numpy as hnp
 
-from refattn import ACTIVATIONS, SCORES, score
+from refattn import ACTIVATIONS, SCORES, activation, score
 from refattn.core.activations import Activation
 from refattn.core.attention import attention, attention_backward
 from refattn.core.backend import to_numpy
@@ -400,8 +400,6 @@ def _identity_keys(scores, dtype):
 
 def _vjp_term_scale(name, s, u, mask):
     """The largest |u| (|rho'| + |ell'|) over the kept, finite entries: the size of Eq. 01.R5's terms."""
-    from refattn import activation
-
     act = activation(name)
     with np.errstate(all="ignore"):
         d = np.abs(act.drho(s)) + np.abs(act.dell(s))

@@ -233,7 +233,11 @@ def _promoted(Q, K, V, params):
     dtypes = {a.dtype for a in (Q, K, V, *params.values()) if a is not None}
     if len(dtypes) == 1:
         return Q, K, V, params
-    dtype = np.result_type(*dtypes)
+    return _in_dtype(np.result_type(*dtypes), Q, K, V, params)
+
+
+def _in_dtype(dtype, Q, K, V, params):
+    """``Q, K, V`` (``Q`` may be ``None``) and the score parameters, cast to ``dtype``."""
     Q, K, V = (None if a is None else a.astype(dtype) for a in (Q, K, V))
     return Q, K, V, {name: v.astype(dtype) for name, v in params.items()}
 
@@ -366,10 +370,9 @@ def streaming_attention_backward(grad_out, cache):
         where ``Q`` was). Inputs of several dtypes (``grad_out``'s included) are
         computed in their promoted dtype, and the gradients returned in it.
     """
-    Q, K, V, out = cache["Q"], cache["K"], cache["V"], cache["out"]
     check_float_array(grad_out, "grad_out", min_ndim=2)
-    if np.shape(grad_out) != np.shape(out):
-        raise ValueError(f"grad_out: shape {np.shape(grad_out)} does not match the output's {np.shape(out)}")
+    if np.shape(grad_out) != np.shape(cache["out"]):
+        raise ValueError(f"grad_out: shape {np.shape(grad_out)} does not match the output's {np.shape(cache['out'])}")
     cache, grad_out = _promoted_cache(cache, grad_out)
     Q, K, V, out = cache["Q"], cache["K"], cache["V"], cache["out"]
     sc, act, params = cache["score"], cache["activation"], cache["params"]
@@ -393,8 +396,9 @@ def _promoted_cache(cache, grad_out):
         grad_out = grad_out.astype(dtype)
     if cache["out"].dtype == dtype:
         return cache, grad_out
-    cast = {k: (None if cache[k] is None else cache[k].astype(dtype)) for k in ("Q", "K", "V", "out", "m", "z")}
-    return {**cache, **cast, "params": {k: v.astype(dtype) for k, v in cache["params"].items()}}, grad_out
+    Q, K, V, params = _in_dtype(dtype, cache["Q"], cache["K"], cache["V"], cache["params"])
+    cast = {k: cache[k].astype(dtype) for k in ("out", "m", "z")}
+    return {**cache, **cast, "Q": Q, "K": K, "V": V, "params": params}, grad_out
 
 
 def _not_finite_slices(xp, grads, arrays):
