@@ -13,13 +13,18 @@ float32 and float64 it times one forward and backward pass,
 * ``cupy``: the same two calls on CuPy arrays (GPU): the same code, which
   picks CuPy from its inputs (:func:`refattn.core.backend.array_module`);
 
-and, once per dtype, the reference
+and, once per dtype, two references, each with autograd's backward for Q,
+K and V, on CUDA (on the CPU in the small runs):
 
-* ``torch``: PyTorch eager ``softmax(Q K^T / sqrt(d)) V`` with autograd's
-  backward for Q, K and V, on CUDA (on the CPU in the small runs). PyTorch
-  has no TanhMax or SignExp, so every activation's row is compared with
-  PyTorch's *softmax*: the ratio says what an activation costs in refattn
-  against the standard attention of a standard library.
+* ``torch``: PyTorch eager ``softmax(Q K^T / sqrt(d)) V``, the same
+  computation as refattn's, one kernel per operation;
+* ``sdpa``: ``torch.nn.functional.scaled_dot_product_attention``, PyTorch's
+  fused attention (on CUDA the memory-efficient kernel in float32; float64
+  has no fused kernel and takes PyTorch's math route).
+
+PyTorch has no TanhMax or SignExp, so every activation's row is compared with
+PyTorch's *softmax*: the ratios say what an activation costs in refattn
+against the standard attention of a standard library.
 
 Every time is the median of ``repeats`` runs after ``warmup`` runs; on the
 GPU each run is bracketed by a device synchronisation
@@ -61,7 +66,7 @@ from refattn.core.backend import cupy_available, to_numpy  # noqa: E402
 
 __all__ = ["SIZES", "DEFAULT_OUT", "run_attention_bench", "format_attention_bench", "main"]
 
-SCHEMA = "refattn.attention_bench/1"
+SCHEMA = "refattn.attention_bench/2"
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "gpu_attention.json"
 
 #: shape (B, H, n, d); gpu: whether CuPy and PyTorch CUDA run; warm-up and
@@ -191,17 +196,28 @@ def _machine(cupy, torch, torch_device):
 # --------------------------------------------------------------------------
 
 
-def _torch_reference(torch, device, host, warmup, repeats):
-    """PyTorch eager softmax attention, forward + autograd backward: times and results."""
+#: PyTorch's softmax attention, one forward + autograd backward: eager (one kernel per
+#: operation, as refattn computes it) and fused (``scaled_dot_product_attention``)
+TORCH_KINDS = ("torch", "sdpa")
+
+
+def _torch_reference(torch, device, host, warmup, repeats, kind="torch"):
+    """PyTorch softmax attention (``kind`` of :data:`TORCH_KINDS`), forward + autograd
+    backward: times and results."""
     tdev = torch.device(device)
     q, k, v, g = (torch.from_numpy(x).to(tdev) for x in host)
     scale = 1.0 / float(np.sqrt(host[0].shape[-1]))
     sync = torch.cuda.synchronize if device == "cuda" else None
 
+    def forward(qq, kk, vv):
+        if kind == "sdpa":
+            return torch.nn.functional.scaled_dot_product_attention(qq, kk, vv)
+        w = torch.softmax((qq @ kk.transpose(-1, -2)) * scale, dim=-1)  # (B, H, n, n)
+        return w @ vv  # (B, H, n, d)
+
     def step():
         qq, kk, vv = (t.detach().requires_grad_(True) for t in (q, k, v))
-        w = torch.softmax((qq @ kk.transpose(-1, -2)) * scale, dim=-1)  # (B, H, n, n)
-        out = w @ vv  # (B, H, n, d)
+        out = forward(qq, kk, vv)
         dq, dk, dv = torch.autograd.grad(out, (qq, kk, vv), g)
         return out, dq, dk, dv
 
@@ -245,10 +261,12 @@ def run_attention_bench(size="full", *, shape=None, dtypes=DTYPES, activations=A
         ``schema``, ``complete``, ``size``, ``shape``, ``dtypes``, ``activations``,
         ``timing`` (counts and what is timed), ``machine`` (versions, device),
         ``backends`` (per column: ``ran``, ``device``, ``reason`` when not run),
-        ``torch_softmax`` (per dtype: ``ms``, ``times_ms``, ``max_rel_vs_numpy_softmax``)
-        and ``rows``, one per (activation, dtype): ``numpy_ms``, ``cupy_ms``,
-        ``torch_softmax_ms`` (medians, ms, ``None`` where not run), the lists
-        of every repeat, ``cupy_over_torch`` (CuPy time / PyTorch softmax time),
+        ``torch_softmax`` and ``torch_sdpa`` (per dtype: ``ms``, ``times_ms``,
+        ``max_rel_vs_numpy_softmax``) and ``rows``, one per (activation, dtype):
+        ``numpy_ms``, ``cupy_ms``, ``torch_softmax_ms``, ``torch_sdpa_ms``
+        (medians, ms, ``None`` where not run), the lists of every repeat,
+        ``cupy_over_torch`` (CuPy time / PyTorch eager softmax time),
+        ``cupy_over_sdpa`` (CuPy time / PyTorch fused softmax time),
         ``numpy_over_cupy`` (the GPU speed-up), ``numpy_over_torch`` and
         ``cupy_max_rel_vs_numpy`` (largest norm-wise relative difference of
         out, dQ, dK, dV).
@@ -292,7 +310,8 @@ def run_attention_bench(size="full", *, shape=None, dtypes=DTYPES, activations=A
         "timing": {
             "what": "one forward + backward: refattn attention() then attention_backward() for "
                     "Q, K, V with a fixed random upstream gradient; torch: eager softmax(QK^T/sqrt(d))V "
-                    "and torch.autograd.grad for Q, K, V",
+                    "and torch.autograd.grad for Q, K, V; sdpa: the same through "
+                    "torch.nn.functional.scaled_dot_product_attention",
             "statistic": "median",
             "gpu_warmup": cfg["warmup"], "gpu_repeats": cfg["repeats"],
             "cpu_warmup": cfg["cpu_warmup"], "cpu_repeats": cfg["cpu_repeats"],
@@ -309,6 +328,7 @@ def run_attention_bench(size="full", *, shape=None, dtypes=DTYPES, activations=A
                       **({"reason": torch_reason} if torch_reason else {})},
         },
         "torch_softmax": {},
+        "torch_sdpa": {},
         "rows": [],
     }
 
@@ -316,25 +336,30 @@ def run_attention_bench(size="full", *, shape=None, dtypes=DTYPES, activations=A
     base = [rng.standard_normal((B, H, n, d)) for _ in range(4)]  # Q, K, V, upstream gradient
     for dtype in dtypes:
         host = tuple(x.astype(dtype) for x in base)
-        torch_ms = None
+        torch_ms, t_res = {}, {}  # per kind of TORCH_KINDS: median ms, results
         if torch is not None:
             tw, tr = ((cfg["warmup"], cfg["repeats"]) if torch_device == "cuda"
                       else (cfg["cpu_warmup"], cfg["cpu_repeats"]))
-            t_times, t_res = _torch_reference(torch, torch_device, host, tw, tr)
-            torch_ms = statistics.median(_ms(t_times))
-            result["torch_softmax"][dtype] = {"ms": torch_ms, "times_ms": _ms(t_times)}
+            for kind in TORCH_KINDS:
+                t_times, t_res[kind] = _torch_reference(torch, torch_device, host, tw, tr, kind)
+                torch_ms[kind] = statistics.median(_ms(t_times))
+                result[f"torch_{'softmax' if kind == 'torch' else kind}"][dtype] = {
+                    "ms": torch_ms[kind], "times_ms": _ms(t_times)}
+                say(f"{dtype} {kind} softmax ({torch_device}): {torch_ms[kind]:.3f} ms")
             if "softmax" not in activations:  # else compared with the softmax row's result below
-                result["torch_softmax"][dtype]["max_rel_vs_numpy_softmax"] = max(
-                    _max_rel(a, b) for a, b in zip(t_res, _refattn_step(*host, "softmax")))
-            say(f"{dtype} torch softmax ({torch_device}): {torch_ms:.3f} ms")
+                want = _refattn_step(*host, "softmax")
+                for kind in TORCH_KINDS:
+                    result[f"torch_{'softmax' if kind == 'torch' else kind}"][dtype][
+                        "max_rel_vs_numpy_softmax"] = max(_max_rel(a, b) for a, b in zip(t_res[kind], want))
         dev = tuple(cupy.asarray(x) for x in host) if cupy is not None else None
         for act in activations:
             row = {"activation": act, "dtype": dtype}
             np_times, want = _times(lambda: _refattn_step(*host, act),
                                     cfg["cpu_warmup"], cfg["cpu_repeats"])
             if act == "softmax" and torch is not None:
-                result["torch_softmax"][dtype]["max_rel_vs_numpy_softmax"] = max(
-                    _max_rel(a, b) for a, b in zip(t_res, want))
+                for kind in TORCH_KINDS:
+                    result[f"torch_{'softmax' if kind == 'torch' else kind}"][dtype][
+                        "max_rel_vs_numpy_softmax"] = max(_max_rel(a, b) for a, b in zip(t_res[kind], want))
             row["numpy_ms"] = statistics.median(_ms(np_times))
             row["numpy_times_ms"] = _ms(np_times)
             row["cupy_ms"] = row["cupy_times_ms"] = row["cupy_max_rel_vs_numpy"] = None
@@ -346,12 +371,13 @@ def run_attention_bench(size="full", *, shape=None, dtypes=DTYPES, activations=A
                 row["cupy_max_rel_vs_numpy"] = max(_max_rel(to_numpy(a), b) for a, b in zip(got, want))
                 del got
                 cupy.get_default_memory_pool().free_all_blocks()
-            row["torch_softmax_ms"] = torch_ms
-            row["cupy_over_torch"] = (row["cupy_ms"] / torch_ms
-                                      if row["cupy_ms"] is not None and torch_ms else None)
+            row["torch_softmax_ms"] = t_ms = torch_ms.get("torch")
+            row["torch_sdpa_ms"] = s_ms = torch_ms.get("sdpa")
+            row["cupy_over_torch"] = row["cupy_ms"] / t_ms if row["cupy_ms"] is not None and t_ms else None
+            row["cupy_over_sdpa"] = row["cupy_ms"] / s_ms if row["cupy_ms"] is not None and s_ms else None
             row["numpy_over_cupy"] = (row["numpy_ms"] / row["cupy_ms"]
                                       if row["cupy_ms"] else None)
-            row["numpy_over_torch"] = row["numpy_ms"] / torch_ms if torch_ms else None
+            row["numpy_over_torch"] = row["numpy_ms"] / t_ms if t_ms else None
             del want
             result["rows"].append(row)
             if checkpoint is not None:
@@ -380,7 +406,7 @@ def _fmt_ms(x):
 
 
 def format_attention_bench(result) -> str:
-    """A markdown table: one row per (activation, dtype), times in ms and the two ratios."""
+    """A markdown table: one row per (activation, dtype), times in ms and the ratios."""
     shape = result["shape"]
     be = result["backends"]
     tdev = be["torch"].get("device") or "n/a"
@@ -391,24 +417,26 @@ def format_attention_bench(result) -> str:
         f"{result['timing']['gpu_repeats']} (GPU) / {result['timing']['cpu_repeats']} (CPU) runs"
         + (f"; GPU: {gpu}" if gpu else ""),
         "",
-        f"| activation | dtype | NumPy CPU ms | CuPy ms | torch {tdev} softmax ms "
-        f"| CuPy / torch | NumPy / CuPy | CuPy vs NumPy (max rel) |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        f"| activation | dtype | NumPy CPU ms | CuPy ms | torch {tdev} eager softmax ms "
+        f"| torch {tdev} SDPA ms | CuPy / eager | CuPy / SDPA | NumPy / CuPy | CuPy vs NumPy (max rel) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in result["rows"]:
         lines.append(
             f"| {r['activation']} | {r['dtype']} | {_fmt_ms(r['numpy_ms'])} | "
-            f"{_fmt_ms(r['cupy_ms'])} | {_fmt_ms(r['torch_softmax_ms'])} | "
-            f"{_fmt(r['cupy_over_torch'], '.2f')} | {_fmt(r['numpy_over_cupy'], '.1f')} | "
+            f"{_fmt_ms(r['cupy_ms'])} | {_fmt_ms(r['torch_softmax_ms'])} | {_fmt_ms(r.get('torch_sdpa_ms'))} | "
+            f"{_fmt(r['cupy_over_torch'], '.2f')} | {_fmt(r.get('cupy_over_sdpa'), '.2f')} | "
+            f"{_fmt(r['numpy_over_cupy'], '.1f')} | "
             f"{_fmt(r['cupy_max_rel_vs_numpy'], '.1e')} |"
         )
     notes = [f"{name}: {b['reason']}" for name, b in be.items() if not b["ran"]]
     if not result.get("complete", True):
         notes.insert(0, f"INCOMPLETE run: {len(result['rows'])} of "
                         f"{len(result['activations']) * len(result['dtypes'])} rows")
-    for dtype, t in result["torch_softmax"].items():
-        notes.append(f"torch softmax {dtype} vs refattn softmax (NumPy): max rel difference "
-                     f"{t['max_rel_vs_numpy_softmax']:.1e}")
+    for key, label in (("torch_softmax", "eager softmax"), ("torch_sdpa", "SDPA")):
+        for dtype, t in result.get(key, {}).items():
+            notes.append(f"torch {label} {dtype} vs refattn softmax (NumPy): max rel difference "
+                         f"{t['max_rel_vs_numpy_softmax']:.1e}")
     if notes:
         lines += [""] + [f"- {x}" for x in notes]
     return "\n".join(lines)

@@ -43,6 +43,7 @@ from refattn import ACTIVATIONS, SCORES, activation, score
 from refattn.core.activations import TanhMax
 from refattn.core import attention as reference
 from refattn import fast
+from refattn.fast import streaming
 from refattn.core.backend import to_numpy
 from refattn.core.gradcheck import compare
 
@@ -223,7 +224,21 @@ def _qk_away_from_zero(rng, dtype):
     return Q.astype(dtype), K.astype(dtype)
 
 
-IMPLS = [pytest.param(reference, id="reference"), pytest.param(fast, id="fast")]
+class _Streaming:
+    """Streaming attention (:mod:`refattn.fast.streaming`) as a third attention path, in blocks
+    of 3 queries and keys so that N = 7 spans three blocks with a partial last one. On NumPy it
+    takes the fast route, on a device array the reading loop: both must give the reference's
+    numbers."""
+
+    @staticmethod
+    def attention(Q, K, V, **kw):
+        return streaming.streaming_attention(Q, K, V, block_size=3, **kw)
+
+    attention_backward = staticmethod(streaming.streaming_attention_backward)
+
+
+IMPLS = [pytest.param(reference, id="reference"), pytest.param(fast, id="fast"),
+         pytest.param(_Streaming, id="streaming")]
 
 
 def _attention_run(impl, **kw):
@@ -495,10 +510,14 @@ def test_benchmark_tiny_run_writes_sane_json(tmp_path, capsys):
         if has_torch:
             t = res["torch_softmax"][r["dtype"]]
             assert r["torch_softmax_ms"] == t["ms"] == statistics.median(t["times_ms"]) > 0
+            f = res["torch_sdpa"][r["dtype"]]
+            assert r["torch_sdpa_ms"] == f["ms"] == statistics.median(f["times_ms"]) > 0
             assert _close(r["numpy_over_torch"], r["numpy_ms"] / r["torch_softmax_ms"])
+            assert r["cupy_over_sdpa"] is None
     if has_torch:  # PyTorch's softmax attention and refattn's compute the same thing
-        assert res["torch_softmax"]["float64"]["max_rel_vs_numpy_softmax"] < 1e-12
-        assert res["torch_softmax"]["float32"]["max_rel_vs_numpy_softmax"] < 1e-5
+        for key in ("torch_softmax", "torch_sdpa"):
+            assert res[key]["float64"]["max_rel_vs_numpy_softmax"] < 1e-12
+            assert res[key]["float32"]["max_rel_vs_numpy_softmax"] < 1e-5
     # the markdown table: a header, a rule, one line per row, the reasons
     table = bench.format_attention_bench(res)
     assert table in printed
@@ -538,6 +557,7 @@ def test_benchmark_cupy_column_on_the_fake_device(monkeypatch):
         assert _close(r["numpy_over_cupy"], r["numpy_ms"] / r["cupy_ms"])
         if r["torch_softmax_ms"] is not None:
             assert _close(r["cupy_over_torch"], r["cupy_ms"] / r["torch_softmax_ms"])
+            assert _close(r["cupy_over_sdpa"], r["cupy_ms"] / r["torch_sdpa_ms"])
         assert r["cupy_max_rel_vs_numpy"] <= 1e-12
     assert "| signexp | float64 |" in bench.format_attention_bench(res)
 
@@ -565,8 +585,8 @@ def test_benchmark_runs_without_torch(monkeypatch):
     assert res["backends"]["torch"] == {
         "ran": False, "device": None, "what": res["backends"]["torch"]["what"],
         "reason": "not run: PyTorch is not installed"}
-    assert res["torch_softmax"] == {}
+    assert res["torch_softmax"] == res["torch_sdpa"] == {}
     for r in res["rows"]:
         assert r["numpy_ms"] > 0
-        assert r["torch_softmax_ms"] is None and r["numpy_over_torch"] is None
+        assert r["torch_softmax_ms"] is None and r["torch_sdpa_ms"] is None and r["numpy_over_torch"] is None
     assert "torch: not run: PyTorch is not installed" in bench.format_attention_bench(res)
