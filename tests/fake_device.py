@@ -19,6 +19,9 @@ written against NumPy tends to break on a GPU:
   backend. Metadata calls (``numpy.shape``, ``numpy.ndim``) are allowed: they
   touch no data. So are the arithmetic operators between a device array and
   a NumPy *scalar* (``numpy.float64(2) * x``), as in CuPy.
+* **Conditions on the device.** ``xp.where(cond, a, b)`` needs ``cond`` to be
+  a device array, as CuPy's does (it calls ``cond.astype``): a Python bool
+  such as ``-inf == -inf`` raises ``TypeError``.
 * **No mixing.** An operation or an ``xp`` function given both a device
   array and a NumPy array raises ``TypeError``, as CuPy does; ``xp.asarray``
   and ``xp.array`` are the explicit host-to-device copies and
@@ -279,6 +282,9 @@ class _Namespace(types.ModuleType):
             return attr  # constants (inf, pi, newaxis); scalar types (float32), usable as dtypes
 
         def function(*args, **kwargs):
+            if name == "where" and args and not isinstance(args[0], FakeDeviceArray):
+                raise TypeError(f"where: the condition must be a device array, got {type(args[0]).__name__} "
+                                f"(cupy.where calls condition.astype)")
             out = kwargs.get("out")
             res = attr(*_unwrap(args), **{k: _unwrap(v) for k, v in kwargs.items()})
             if isinstance(out, FakeDeviceArray) and res is out._a:

@@ -367,6 +367,8 @@ def test_fake_device_catches_host_code(monkeypatch, rng):
         np.where(d > 0, d, 0.0)
     with pytest.raises(fake_device.DeviceHazard, match="numpy.asarray"):
         np.asarray(d)
+    with pytest.raises(TypeError, match="condition must be a device array"):
+        xp.where(-np.inf == -np.inf, d, 0.0)  # a Python bool: CuPy's where fails on it
     with pytest.raises(fake_device.DeviceHazard, match="float"):
         float(xp.sum(d))
     with pytest.raises(fake_device.DeviceHazard, match="bool"):

@@ -196,7 +196,8 @@ def _stream_rows(xp, blocks, act, V, rows):
     ``m`` of ``ell / c`` (:func:`_ell_over_c`) and the normaliser
     ``z = sum_j e^(ell_ij - c m_i)``, each ``(..., bq, 1)``.
     """
-    m, z, y = -np.inf, 0.0, 0.0  # nothing seen yet: max of no keys, sum of none, output 0
+    # nothing seen yet: max of no keys, sum of none, output 0 (m an array: CuPy's where takes no Python bool)
+    m, z, y = xp.asarray(-np.inf, dtype=V.dtype), 0.0, 0.0
     for cols in blocks.key_blocks():
         if not blocks.visible(rows, cols):
             break  # causal: this and every later key block lie above the diagonal
