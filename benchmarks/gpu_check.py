@@ -145,12 +145,15 @@ def machine():
         info["blas_kernel"] = host.blas_kernel()
     except ImportError as exc:  # NumPy or threadpoolctl missing: the report says so
         info["cpu_reason"] = f"not read: {exc}"
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10)
-        info["git_commit"] = commit.stdout.strip() if commit.returncode == 0 else None
-    except (OSError, subprocess.TimeoutExpired):
-        info["git_commit"] = None
-    info["git_commit"] = info["git_commit"] or os.environ.get("GIT_COMMIT")  # a copy without .git: as told
+    # the commit as told (GIT_COMMIT): a copy of a working tree may carry a .git whose HEAD is not what runs
+    info["git_commit"] = os.environ.get("GIT_COMMIT")
+    if not info["git_commit"]:
+        try:
+            commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                                    timeout=10)
+            info["git_commit"] = commit.stdout.strip() if commit.returncode == 0 else None
+        except (OSError, subprocess.TimeoutExpired):
+            info["git_commit"] = None
     try:
         cupy, torch, reason = gpu_backends()
     except ImportError as exc:
@@ -174,31 +177,17 @@ def machine():
 # --------------------------------------------------------------------------
 
 
-def _timed(fn, warmup, repeats, sync):
-    """``(seconds, last)``: ``repeats`` timed calls after ``warmup``; ``sync`` inside each interval."""
-    for _ in range(warmup):
-        fn()
-    times, last = [], None
-    for _ in range(repeats):
-        last = None
-        sync()
-        t0 = time.perf_counter()
-        last = fn()
-        sync()
-        times.append(time.perf_counter() - t0)
-    return times, last
+def _bench():
+    """``benchmarks/attention_bench.py``, whose timing and comparison this step shares."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import attention_bench  # noqa: PLC0415
+
+    return attention_bench
 
 
 def _max_rel(got, want):
-    """Largest norm-wise relative difference ``max |a - b| / max |b|`` over pairs of host arrays."""
-    import numpy as np  # noqa: PLC0415
-
-    out = 0.0
-    for a, b in zip(got, want):
-        a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-        scale = float(np.max(np.abs(b)))
-        out = max(out, float(np.max(np.abs(a - b))) / scale if scale > 0 else float("inf"))
-    return out
+    """Largest norm-wise relative difference over pairs of host arrays (:func:`attention_bench._max_rel`)."""
+    return max(_bench()._max_rel(a, b) for a, b in zip(got, want))
 
 
 def streaming_vs_sdpa(xp, sync, torch, tdev, lengths, dtypes, block_sizes, runs, seed=0, say=_say):
@@ -241,7 +230,7 @@ def streaming_vs_sdpa(xp, sync, torch, tdev, lengths, dtypes, block_sizes, runs,
                     out, cache = streaming_attention(*dev[:3], activation="softmax", block_size=b)
                     return (out,) + tuple(streaming_attention_backward(dev[3], cache)[:3])
 
-                times, last = _timed(step, warmup, repeats, sync)
+                times, last = _bench()._times(step, warmup, repeats, sync)
                 results[b] = tuple(to_numpy(a) for a in last)
                 del last
                 row["streaming"][str(b)] = {"ms": 1e3 * statistics.median(times),
@@ -280,7 +269,7 @@ def _sdpa(torch, tdev, host, warmup, repeats, want):
             out = torch.nn.functional.scaled_dot_product_attention(qq, kk, vv)
             return (out,) + torch.autograd.grad(out, (qq, kk, vv), g)
 
-        times, last = _timed(step, warmup, repeats, sync)
+        times, last = _bench()._times(step, warmup, repeats, sync)
         got = tuple(t.detach().cpu().numpy() for t in last)
     except torch.cuda.OutOfMemoryError as exc:
         first = str(exc).splitlines()[0][:200]
@@ -444,6 +433,38 @@ def assemble(work, limit):
     return report
 
 
+def format_streaming(stream):
+    """The streaming part as a Markdown table, with the reasons for what did not run."""
+    lines = [f"Streaming attention (softmax, shape (1, 4, n, 64), {stream['device']}) beside SDPA, forward + "
+             f"backward, median of {stream['runs']['repeats']} runs after {stream['runs']['warmup']}:", "",
+             "| dtype | n | block | streaming ms | SDPA ms | streaming / SDPA | max rel |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for r in stream["rows"]:
+        sd = "—" if r["sdpa_ms"] is None else f"{r['sdpa_ms']:.1f}"
+        ratio = "—" if r["streaming_over_sdpa"] is None else f"{r['streaming_over_sdpa']:.2f}"
+        rel = "—" if r["max_rel_vs_sdpa"] is None else f"{r['max_rel_vs_sdpa']:.1e}"
+        lines.append(f"| {r['dtype']} | {r['n']} | {r['block_size']} | {r['streaming_ms']:.1f} | {sd} | {ratio} "
+                     f"| {rel} |")
+    notes = [f"- {r['dtype']}, n = {r['n']}: SDPA {r['sdpa_reason'].split(' (')[0]}"
+             for r in stream["rows"] if r.get("sdpa_reason")]
+    return "\n".join(lines + ([""] + notes if notes else []))
+
+
+def format_nt(ntr):
+    """The NT part: each device's times and how far the two runs' accuracies are apart."""
+    ran = next((r for r in ntr["runs"].values() if "task" in r), None)
+    what = f" ({ran['task']}, N_con = {ran['n_con']}, {ran['attention']}, {ran['dtype']})" if ran else ""
+    lines = [f"refattn nt{what}, {ntr.get('epochs')} epochs, {ntr.get('seeds')} seeds batched:", ""]
+    for dev, r in ntr["runs"].items():
+        lines.append(f"- {dev}: " + (f"{r['seconds']:.1f} s in all, {1e3 * r['train_seconds_per_epoch']:.1f} ms per "
+                                     f"training epoch, evaluations {r['eval_seconds']:.1f} s"
+                                     if "seconds" in r else r["reason"]))
+    if "max_accuracy_difference" in ntr:
+        lines.append(f"- largest difference of a test accuracy, GPU against CPU, over every seed and evaluation: "
+                     f"{ntr['max_accuracy_difference']:.3g}")
+    return "\n".join(lines)
+
+
 def format_report(report):
     """The report as Markdown: the steps, the dense table, streaming, NT, the targets."""
     lines = [f"GPU check on {report['device']}" + (f" ({report['gpu_reason']})" if report.get("gpu_reason") else ""),
@@ -462,24 +483,10 @@ def format_report(report):
         lines += ["", format_attention_bench(dense)]
     stream = report["steps"]["streaming"]["result"]
     if stream.get("rows"):
-        lines += ["", f"Streaming (softmax, shape (1, 4, n, 64), {stream['device']}) beside SDPA:", "",
-                  "| dtype | n | block | streaming ms | SDPA ms | streaming / SDPA | max rel |", "|---|---:|---:|---:|---:|---:|---:|"]
-        for r in stream["rows"]:
-            sd = "—" if r["sdpa_ms"] is None else f"{r['sdpa_ms']:.1f}"
-            ratio = "—" if r["streaming_over_sdpa"] is None else f"{r['streaming_over_sdpa']:.2f}"
-            rel = "—" if r["max_rel_vs_sdpa"] is None else f"{r['max_rel_vs_sdpa']:.1e}"
-            lines.append(f"| {r['dtype']} | {r['n']} | {r['block_size']} | {r['streaming_ms']:.1f} | {sd} | {ratio} "
-                         f"| {rel} |")
-        lines += [f"- {r['dtype']} n={r['n']}: SDPA {r['sdpa_reason']}" for r in stream["rows"] if r.get("sdpa_reason")]
+        lines += ["", format_streaming(stream)]
     ntr = report["steps"]["nt"]["result"]
     if ntr.get("runs"):
-        lines += ["", f"refattn nt, {ntr.get('epochs')} epochs, {ntr.get('seeds')} seeds batched:", ""]
-        for dev, r in ntr["runs"].items():
-            lines.append(f"- {dev}: " + (f"{r['seconds']:.1f} s in all, {1e3 * r['train_seconds_per_epoch']:.2f} ms "
-                                         f"per training epoch, evaluation {r['eval_seconds']:.1f} s"
-                                         if "seconds" in r else r["reason"]))
-        if "max_accuracy_difference" in ntr:
-            lines.append(f"- largest accuracy difference GPU vs CPU: {ntr['max_accuracy_difference']:.3g}")
+        lines += ["", format_nt(ntr)]
     lines += ["", "Targets:"] + [f"- {k}: {json.dumps(v)}" for k, v in report["targets"].items()]
     return "\n".join(lines)
 
