@@ -30,6 +30,36 @@ def solution_lines() -> set:
             for ln in block.splitlines() if len(ln.strip()) >= 8}
 
 
+def library_lines() -> set:
+    """Every code line of the library's implementations of the exercises' formulas
+    (:attr:`~refattn.exercises.judge.Exercise.library`) long enough to be telling, spaces collapsed;
+    docstrings and comments left out."""
+    import importlib
+    import inspect
+
+    from refattn.exercises.similarity import _strip_docstrings
+
+    lines = set()
+    for ex in EXERCISES:
+        for name in ex.library:
+            module, _, qualname = name.partition(":")
+            obj = importlib.import_module(module)
+            for part in qualname.split("."):
+                obj = getattr(obj, part)
+            code = _strip_docstrings(inspect.getsource(obj))
+            lines |= {" ".join(ln.split()) for ln in code.splitlines()
+                      if len(ln.strip()) >= 20 and not ln.strip().startswith(("def ", "#", "return ("))}
+    return lines
+
+
+def leaked_library(text: str) -> list:
+    """The lines of :func:`library_lines` found in ``text`` (spaces collapsed in both)."""
+    lines = library_lines()
+    assert len(lines) > 30, "the library's implementations were not found"
+    flat = " ".join(text.split())
+    return sorted(ln for ln in lines if ln in flat)
+
+
 def leaked(text: str) -> list:
     """The solution lines found in ``text`` (spaces collapsed in both); asserts there are lines
     to look for, so that an empty list means something."""

@@ -28,8 +28,10 @@ from refattn.cli import main as cli_main
 from refattn.exercises import EXERCISES, exercise, grade, grade_many
 from refattn.exercises.export import (CONFIG_NAME, export_gradescope, solution_blocks, solution_path,
                                       solution_source, starter)
+from refattn.exercises.graders import closure_shift
 
 from conftest import default_sigint
+from teaching_checks import leaked, leaked_library
 from test_exercises import WRONG
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,9 +50,9 @@ CHEATS = {
     "from refattn.core.activations import": (
         "from refattn.core.activations import activation\n"
         "def softmax_vjp(s, u):\n    return activation('softmax').vjp(s, u)\n", "refused: importing refattn"),
-    "importlib.import_module": (
-        "import importlib\ndef softmax_vjp(s, u):\n"
-        "    return importlib.import_module('refattn').activation('softmax').vjp(s, u)\n", "refused: "),
+    "importlib.import_module": (  # refused, or not found where the answer's path holds no refattn
+        "import importlib\nref = importlib.import_module('refattn')\n"
+        "def softmax_vjp(s, u):\n    return ref.activation('softmax').vjp(s, u)\n", "refattn"),
     "__import__": ("r = __import__('refattn.core.activations', fromlist=['activation'])\n"
                    "softmax_vjp = lambda s, u: r.activation('softmax').vjp(s, u)\n", "refused: importing refattn"),
     "exec(open(library file))": (f"exec(open({os.path.join(PKG, 'core', 'activations.py')!r}).read())\n"
@@ -88,7 +90,7 @@ CHEATS = {
         "guard = next(f for f in gc.get_objects() if getattr(f, '__name__', '') == 'guard')\n"
         "guard.__code__ = (lambda event, args: None).__code__\n"
         "import refattn\nsoftmax_vjp = lambda s, u: refattn.activation('softmax').vjp(s, u)\n",
-        "refused: replacing a function's __code__"),
+        "refused: replacing the guard's __code__"),
     "a second _posixsubprocess": (
         "import sys\ndel sys.modules['_posixsubprocess']\nimport _posixsubprocess\n"
         "def softmax_vjp(s, u):\n    return s\n", "refused: importing _posixsubprocess"),
@@ -107,17 +109,27 @@ def write(tmp_path, text, name="answer.py"):
 
 
 @pytest.mark.parametrize("name", list(CHEATS))
-def test_cheating_answer_is_wrong_with_one_line(name, tmp_path, capsys):
+def test_cheating_answer_is_wrong_with_one_line(name, tmp_path):
+    """The Python guard's refusals, as a student meets them on their own machine (the grader not
+    root); where the grader is root the operating system stops the same answers first
+    (``tests/test_exercises_attacks.py``)."""
     text, why = CHEATS[name]
-    path = write(tmp_path, text)
-    code = cli_main(["exercises", "check", "softmax-vjp", path, "--json", "--timeout", str(LIMIT)])
-    captured = capsys.readouterr()
-    verdict = json.loads(captured.out)  # strict JSON on stdout, nothing before or after it
-    assert code == 1, captured.out
+    verdict = grade("softmax-vjp", write(tmp_path, text), timeout=LIMIT, isolation="python").as_dict()
+    json.dumps(verdict, allow_nan=False)  # strict JSON
     assert verdict["ok"] is False
     assert len(verdict["checks"]) == 1 and verdict["checks"][0]["ok"] is False
     message = verdict["checks"][0]["message"]
     assert why in message and "\n" not in message, message
+    assert verdict["grader_error"] is None
+
+
+@pytest.mark.parametrize("name", ["import refattn", "an infinite loop"])
+def test_cheating_answer_through_the_command_line(name, tmp_path, capsys):
+    text, _ = CHEATS[name]
+    code = cli_main(["exercises", "check", "softmax-vjp", write(tmp_path, text), "--json", "--timeout", str(LIMIT)])
+    captured = capsys.readouterr()
+    verdict = json.loads(captured.out)  # strict JSON on stdout, nothing before or after it
+    assert code == 1 and verdict["ok"] is False and len(verdict["checks"]) == 1, captured.out
     assert "grader error" not in captured.err
 
 
@@ -164,16 +176,35 @@ def test_a_library_error_is_a_grader_error_not_the_answers(tmp_path, capsys, mon
     def broken(*args, **kwargs):
         raise ValueError("cotangent: shape (9,) does not match the output's (3, 5)")
 
-    monkeypatch.setattr(graders, "gradcheck", broken)
+    monkeypatch.setattr(graders, "_autograd_vjp", broken)  # one public case's expected value
     path = str(solution_path(exercise(1)))
     assert cli_main(["exercises", "check", "softmax-vjp", path]) == 2
     captured = capsys.readouterr()
     assert "grader error (not your answer's fault)" in captured.err and len(captured.err.splitlines()) == 1
     assert "your code raised" not in captured.out and "FAIL" in captured.out
-    monkeypatch.setattr(graders, "activation_vjp", broken)  # while drawing the cases: nothing graded
+    monkeypatch.setattr(graders, "_rng", broken)  # while drawing the cases: nothing graded
     assert cli_main(["exercises", "check", "softmax-vjp", path]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and "grader error" in captured.err and len(captured.err.splitlines()) == 1
+
+
+def test_a_hidden_grader_error_leaves_the_public_result_alone(tmp_path, monkeypatch):
+    """A failure of the grader in a hidden case is reported in the hidden group only (and to the
+    instructor): it never changes the public test, which a student sees."""
+    from refattn.exercises import graders
+
+    real = graders.activation_vjp
+
+    def broken_when_hidden(act, s, u, mask=None):
+        if np.shape(s) == (4, 1):  # softmax's hidden "rows of one entry"
+            raise ValueError("a hidden input leaks here")
+        return real(act, s, u, mask=mask)
+
+    monkeypatch.setattr(graders, "activation_vjp", broken_when_hidden)
+    verdict = grade("softmax-vjp", str(solution_path(exercise(1))), hidden=True, isolation="python")
+    assert set(verdict.group_errors) == {"hidden"} and "leaks" not in verdict.group_errors["hidden"]
+    assert verdict.group(False)[0] == verdict.group(False)[1]  # every public case passes
+    assert all(c.ok for c in verdict.checks if not c.hidden)
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="finds the child through /proc")
@@ -251,21 +282,54 @@ def test_student_export_has_statements_starters_and_no_solution(tmp_path, capsys
     assert cli_main(["exercises", "export", "--student", str(out)]) == 0
     capsys.readouterr()
     names = sorted(p.name for p in out.iterdir())
-    assert names == sorted(["README.md", "package"] + [f"{ex.stem}{ext}" for ex in EXERCISES for ext in (".md", ".py")])
-    texts = {p.name: p.read_text() for p in out.iterdir() if p.is_file()}
-    solution_lines = _solution_lines()
-    leaked = [(name, ln.strip()) for name, text in texts.items() for ln in text.splitlines()
-              if ln.strip() in solution_lines]
-    assert not leaked, leaked[:5]
+    assert names == sorted(["README.md", "check.py", "checker", "derivations"]
+                           + [f"{ex.stem}{ext}" for ex in EXERCISES for ext in (".md", ".py")])
+    # the checker: the judge, the runner, the child and the public cases; no library, no hidden case
+    checker = sorted(p.relative_to(out / "checker").as_posix() for p in (out / "checker").rglob("*") if p.is_file())
+    assert checker == sorted(["__init__.py", "__main__.py", "judge.py", "runner.py", "_child.py", "isolation.py",
+                              "exercises.json"] + [f"cases/{ex.stem}.{e}" for ex in EXERCISES for e in ("json", "npz")])
+    for path in out.rglob("*.py"):
+        assert not re.search(r"^\s*(from|import) +(refattn|autograd)\b", path.read_text(), re.M), path
+    texts = {p.relative_to(out).as_posix(): p.read_text(errors="replace") for p in out.rglob("*")
+             if p.is_file() and p.suffix != ".npz"}
+    assert not [(name, leaked(text)) for name, text in texts.items() if leaked(text)]
+    assert not [(name, leaked_library(text)) for name, text in texts.items() if leaked_library(text)]
     readme = texts["README.md"]
     for ex in EXERCISES:
         assert f"[`{ex.stem}.py`]({ex.stem}.py)" in readme
-        assert texts[f"{ex.stem}.md"] == (ROOT / ex.statement).read_text()
-    # every starter is a wrong answer that says what is missing (graded in one run)
-    verdicts = grade_many([(ex, out / f"{ex.stem}.py") for ex in EXERCISES])
-    for ex, v in zip(EXERCISES, verdicts):
-        assert not v.ok, ex.name
-        assert "NotImplementedError" in str(v) or ex.kind == "number", str(v)
+        statement = texts[f"{ex.stem}.md"]
+        assert statement == (ROOT / ex.statement).read_text().replace(
+            ".venv/bin/refattn exercises check", ".venv/bin/python check.py")
+        for cited in re.findall(r"derivations/\d\d-[a-z0-9-]+\.md", statement):  # every "Read:" resolves here
+            assert (out / cited).is_file(), (ex.stem, cited)
+    # exercise 14's answer is one number: the handout holds no case that gives it away
+    answer = closure_shift()
+    assert f"{answer:.6g}"[:6] not in texts["checker/cases/14-closure-witness.json"]
+    with np.load(out / "checker" / "cases" / "14-closure-witness.npz") as z:
+        assert not any(np.any(np.isclose(z[k], answer, rtol=1e-2)) for k in z.files)
+    # every starter is a wrong answer that says what is missing, through the handout's own checker
+    for ex in EXERCISES:
+        r = subprocess.run([sys.executable, "check.py", ex.name, f"{ex.stem}.py"], cwd=out, capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 1 and ": WRONG" in r.stdout, (ex.name, r.stdout, r.stderr)
+        assert "NotImplementedError" in r.stdout or ex.kind == "number", r.stdout
+
+
+def test_the_handout_checker_passes_the_model_solutions_and_agrees_with_the_grader(tmp_path, capsys):
+    """The public cases shipped as data give the same verdicts as the library's grader: every model
+    solution right (exercise 14: its form only), every plausible wrong answer wrong."""
+    out = tmp_path / "handout"
+    assert cli_main(["exercises", "export", "--student", str(out)]) == 0
+    capsys.readouterr()
+    for ex in EXERCISES:
+        r = subprocess.run([sys.executable, "check.py", ex.name, str(solution_path(ex)), "--json"], cwd=out,
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, (ex.name, r.stdout[-2000:], r.stderr)
+        wrong = tmp_path / f"wrong-{ex.stem}.py"
+        wrong.write_text(textwrap.dedent(WRONG[ex.name][1]))
+        r = subprocess.run([sys.executable, "check.py", ex.name, str(wrong)], cwd=out, capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == (0 if ex.kind == "number" else 1), (ex.name, r.stdout[-2000:])
 
 
 # ------------------------------------------------------------------------------
@@ -331,7 +395,7 @@ def test_the_zip_carries_what_it_needs(autograder):
 def test_gradescope_full_marks_for_the_solutions(autograder):
     base, _, _ = autograder
     config = json.loads((base / "template" / "source" / CONFIG_NAME).read_text())
-    assert config["timeout_s"] == 20 and isinstance(config["hidden_seed"], int)
+    assert config["timeout_s"] == 20 and config["hidden_seed"] is None and len(config["secret"]) == 64
     answers = {f"{ex.stem}.py": solution_source(ex) for ex in EXERCISES}
     results = _run_autograder(base, base / "template", answers, "solutions")
     _valid(results)
@@ -550,7 +614,8 @@ def test_results_written_when_the_submission_is_missing(autograder):
     root = _layout(base, base / "template", "no-submission")  # no submission folder at all
     results = _results_after(root, sys.executable)
     assert results["score"] == 0 and "No answer file was found" in results["output"]
-    assert results["tests"] and all(t["score"] == 0 and "no file" in t["output"] for t in results["tests"])
+    assert results["tests"] and all(t["score"] == 0 and "no file" in t["output"] for t in results["tests"]
+                                    if not t["name"].startswith("instructor"))
 
 
 def test_results_written_when_a_grader_crashes(autograder, monkeypatch):
@@ -617,7 +682,10 @@ def test_export_a_subset_with_points(tmp_path, capsys):
                                    {"stem": "03-reweighted-vjp", "points": float(exercise(3).points)},
                                    {"stem": "14-closure-witness", "points": 1.5}]
     assert sorted(p.name for p in handout.iterdir()) == sorted(
-        ["README.md", "package"] + [f"{exercise(n).stem}{ext}" for n in (1, 3, 14) for ext in (".md", ".py")])
+        ["README.md", "check.py", "checker", "derivations"]
+        + [f"{exercise(n).stem}{ext}" for n in (1, 3, 14) for ext in (".md", ".py")])
+    assert sorted(p.name for p in (handout / "checker" / "cases").iterdir()) == sorted(
+        f"{exercise(n).stem}.{e}" for n in (1, 3, 14) for e in ("json", "npz"))
     readme = (handout / "README.md").read_text()
     assert "02-tanhmax-derivatives" not in readme and "14-closure-witness.py" in readme
     assert cli_main(["exercises", "export", "--gradescope", str(tmp_path / "all.zip"), "--points", "3"]) == 0
@@ -644,24 +712,17 @@ def _bash(command, cwd):
 
 
 def test_handout_readme_check_commands_run_as_written(tmp_path, capsys):
-    """The handout's README gives the command that checks each answer, run in the handout's
-    folder after its set-up (a virtual environment .venv with refattn): each runs as written, on a
-    starter (wrong: exit 1) and on a model solution (right: exit 0)."""
+    """The handout's README gives the set-up (a virtual environment .venv with NumPy) and the command
+    that checks each answer, run in the handout's folder: each runs as written, on a starter (wrong:
+    exit 1) and on a model solution (right: exit 0)."""
     handout = tmp_path / "handout"
     assert cli_main(["exercises", "export", "--student", str(handout)]) == 0
     capsys.readouterr()
     readme = (handout / "README.md").read_text()
-    assert "    python3 -m venv .venv\n" in readme
-    # the set-up installs the package shipped in the handout: the library and graders, no solution
-    assert "    .venv/bin/pip install ./package\n" in readme
-    assert (handout / "package" / "pyproject.toml").is_file()
-    assert (handout / "package" / "refattn" / "exercises" / "graders.py").is_file()
-    assert not list(handout.rglob("instructor"))
-    texts = [f.read_text(errors="ignore") for f in handout.rglob("*.py")]
-    for ex in EXERCISES:  # no model solution's body anywhere in the handout
-        for body in re.findall(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", solution_source(ex), re.S):
-            assert not any(body.strip() in text for text in texts), (ex.stem, body)
-    commands = sorted(set(re.findall(r"\.venv/bin/refattn exercises check \S+ \S+\.py", readme)))
+    assert "    python3 -m venv .venv\n    .venv/bin/pip install numpy\n" in readme
+    assert "What to submit" in readme and "hidden cases" in readme
+    assert not list(handout.rglob("instructor")) and not list(handout.rglob("refattn"))
+    commands = sorted(set(re.findall(r"\.venv/bin/python check\.py \S+ \S+\.py", readme)))
     assert len(commands) == len(EXERCISES)
     (handout / ".venv").symlink_to(sys.prefix, target_is_directory=True)  # what the set-up makes
     for command in commands:
@@ -670,6 +731,8 @@ def test_handout_readme_check_commands_run_as_written(tmp_path, capsys):
     (handout / "01-softmax-vjp.py").write_text(solution_source(exercise(1)))
     r = _bash(next(c for c in commands if " softmax-vjp " in c), handout)
     assert r.returncode == 0 and r.stdout.startswith("01-softmax-vjp: CORRECT"), r.stdout
+    r = _bash(".venv/bin/python check.py", handout)
+    assert r.returncode == 0 and "softmax-vjp" in r.stdout
 
 
 def test_try_gradescope_as_the_teaching_page_says(tmp_path):
@@ -686,7 +749,7 @@ def test_try_gradescope_as_the_teaching_page_says(tmp_path):
     total = sum(ex.points for ex in EXERCISES)
     assert f"total: {total:g} of {total:g} points" in r.stdout, r.stdout
     assert _bash(".venv/bin/refattn exercises export --student handout", tmp_path).returncode == 0
-    r = _bash(".venv/bin/refattn exercises try-gradescope autograder.zip --submission handout --json", tmp_path)
+    r = _bash(".venv/bin/refattn exercises try-gradescope trial.zip --submission handout --json", tmp_path)
     assert r.returncode == 0, r.stderr
     results = json.loads(r.stdout)
     assert results["score"] == 0 and len(results["tests"]) > len(EXERCISES)
@@ -710,9 +773,9 @@ def test_teaching_pages_render_their_lists(page):
 def test_without_the_model_solutions_the_export_says_what_to_do(tmp_path, monkeypatch, capsys):
     """An installed wheel has no model solutions (they are in a clone's instructor/solutions/):
     the handout, made from them, is refused in one line that says to run in a clone."""
-    from refattn.exercises import export
+    from refattn.exercises import export, paths
 
-    monkeypatch.setattr(export, "SOLUTIONS", tmp_path / "nowhere")
+    monkeypatch.setattr(paths, "PACKAGE", tmp_path / "site" / "refattn")
     monkeypatch.chdir(tmp_path)
     assert export.solutions_dir() is None
     assert cli_main(["exercises", "export", "--student", str(tmp_path / "handout")]) == 2

@@ -16,7 +16,7 @@ import numpy as np
 
 
 def reweighted_vjp(p, rho, drho, dell, u):
-    """``ds`` of ``phi = rho * p`` for the cotangent ``u``, rows along the last axis.
+    """``ds`` of ``phi`` (``rho`` times ``p``) for the cotangent ``u``, rows along the last axis.
 
     Parameters
     ----------

@@ -11,15 +11,21 @@ An answer is a Python file that defines the functions an exercise asks for
 (or a number ``ANSWER``). The grader runs it in a separate process with a
 time limit, under the exercises' rule (NumPy and the standard library; no
 refattn, autograd, jax, torch, tensorflow or sympy; no reading the library's
-files), sends it the inputs, and judges what it returns here, against the
-library (:mod:`refattn.exercises.sandbox`, :mod:`refattn.exercises.grading`):
+files), sends it the inputs, and, once that process has ended, judges what it
+returned against the library (:mod:`refattn.exercises.runner`,
+:mod:`refattn.exercises.grading`, :mod:`refattn.exercises.judge`). Where the
+grader runs as root (Gradescope, or ``check``/``try-gradescope`` started as
+root) the answer runs as another user, alone and under limits
+(:mod:`refattn.exercises.isolation`); elsewhere a guard written in Python
+enforces the rule, a convenience and not a boundary:
 
     refattn exercises                      list them (--json: a strict JSON list)
     refattn exercises check NAME FILE.py   grade the public cases: exit 0 correct, 1 wrong, 2 bad input
         [--hidden] [--timeout S] [--json]  also the hidden cases (reported by kind only)
-    refattn exercises export --student DIR       statements and starters, no solutions
+    refattn exercises export --student DIR       statements, starters, the checker and public cases
     refattn exercises export --gradescope FILE.zip   a Gradescope autograder
         [--exercises 01,03,...] [--points P | NAME=P,...]   a subset; points (default: the labels)
+        [--force]                                  replace what a previous export wrote
     refattn exercises try-gradescope FILE.zip    run the zip as Gradescope would, here
         [--submission DIR] [--keep DIR] [--json]   (default: on the model solutions of a clone)
 
@@ -33,10 +39,10 @@ from __future__ import annotations
 import json as _json
 import sys
 
-from .core import PARTS, Exercise, GraderError, Verdict
+from .judge import PARTS, Exercise, GraderError, Verdict
 from .graders import DEFAULT_HIDDEN_SEED, EXERCISES
 from .grading import exercise, grade, grade_many
-from .sandbox import DEFAULT_TIMEOUT_S, RULE
+from .runner import DEFAULT_TIMEOUT_S, RULE
 
 __all__ = ["EXERCISES", "PARTS", "RULE", "Exercise", "Verdict", "GraderError", "exercise", "grade", "grade_many",
            "list_exercises", "run_command", "add_arguments", "command_from_args", "main", "DEFAULT_TIMEOUT_S",
@@ -79,7 +85,7 @@ def _timeout(value) -> float:
 
 def run_command(command, name=None, path=None, *, json=False, hidden=False, timeout=DEFAULT_TIMEOUT_S,
                 student=None, gradescope=None, hidden_seed=None, hidden_visibility="after_published",
-                exercises=None, points=None, submission=None, keep=None, out=print, err=None) -> int:
+                exercises=None, points=None, submission=None, keep=None, force=False, out=print, err=None) -> int:
     """What ``refattn exercises [check NAME FILE | export ...]`` does; returns the exit code.
 
     ``command`` is ``None`` (list), ``"check"``, ``"export"`` or
@@ -116,19 +122,23 @@ def run_command(command, name=None, path=None, *, json=False, hidden=False, time
             raise ValueError("--points: only the Gradescope autograder has points; add --gradescope FILE.zip")
         done = {}
         if student is not None:
-            done["student"] = [str(p) for p in export_student(student, chosen)]
+            done["student"] = [str(p) for p in export_student(student, chosen, force=force)]
         if gradescope is not None:
             config = export_gradescope(gradescope, hidden_seed=hidden_seed,
                                        timeout=None if timeout == DEFAULT_TIMEOUT_S else timeout,
-                                       hidden_visibility=hidden_visibility, exercises=chosen, points=per_exercise)
+                                       hidden_visibility=hidden_visibility, exercises=chosen, points=per_exercise,
+                                       force=force)
             done["gradescope"] = {"zip": str(gradescope), "timeout_s": config["timeout_s"],
                                   "hidden_visibility": config["hidden_visibility"],
+                                  "hidden_seed": "per submission" if config["hidden_seed"] is None else "fixed",
+                                  "points_per_exercise": {e["stem"]: e["points"] for e in config["exercises"]},
                                   "points": sum(e["points"] for e in config["exercises"])}
         if json:
             out(_json.dumps(done, indent=2, allow_nan=False))
         else:
             if "student" in done:
-                out(f"student handout: {len(done['student'])} files in {student} (statements, starters, README.md, package/)")
+                out(f"student handout: {len(done['student'])} files in {student} (statements, starters, the cited "
+                    f"derivations, README.md, check.py and the checker with the public cases)")
             if "gradescope" in done:
                 g = done["gradescope"]
                 out(f"Gradescope autograder: {gradescope} ({g['points']:g} points, {g['timeout_s']:g} s per answer, "
@@ -166,7 +176,7 @@ def add_arguments(parser):
     p.add_argument("--student", metavar="DIR", help="write statements, starters and an index into DIR")
     p.add_argument("--gradescope", metavar="FILE.zip", help="write a Gradescope autograder zip")
     p.add_argument("--hidden-seed", type=int, default=None,
-                   help="the hidden cases' seed in the autograder (default: drawn at random)")
+                   help="one hidden seed for every submission (default: each submission draws its own)")
     p.add_argument("--timeout", default=DEFAULT_TIMEOUT_S,
                    help=f"seconds per answer in the autograder (default {DEFAULT_TIMEOUT_S:g})")
     p.add_argument("--hidden-visibility", default="after_published",
@@ -178,6 +188,9 @@ def add_arguments(parser):
     p.add_argument("--points", metavar="P|NAME=P,...", default=None,
                    help="the autograder's points: one number for every exercise, or NAME=P pairs "
                         "(default: the labels, twice each exercise's difficulty)")
+    p.add_argument("--force", action="store_true",
+                   help="write into a folder that is not empty, or over an existing zip (only the files the "
+                        "export writes are replaced)")
     p.add_argument("--json", dest="export_json", action="store_true", help="print what was written as JSON")
     p = sub.add_parser("try-gradescope", help="run an autograder zip as Gradescope would, in a temporary "
                                               "folder laid out like Gradescope's, and print the scores")
@@ -206,7 +219,8 @@ def command_from_args(args) -> int:
                            hidden_seed=getattr(args, "hidden_seed", None),
                            hidden_visibility=getattr(args, "hidden_visibility", "after_published"),
                            exercises=getattr(args, "exercises", None), points=getattr(args, "points", None),
-                           submission=getattr(args, "submission", None), keep=getattr(args, "keep", None))
+                           submission=getattr(args, "submission", None), keep=getattr(args, "keep", None),
+                           force=getattr(args, "force", False))
     except KeyboardInterrupt:
         print("refattn exercises: interrupted", file=sys.stderr)
         return 130

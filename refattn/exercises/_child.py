@@ -1,27 +1,29 @@
 """The process that runs a student's answer, apart from the grader.
 
-The grader (:mod:`refattn.exercises.sandbox`) starts this file as a script,
-``python -I child.py INPUT FD``, from a copy in a fresh temporary folder. It
-imports the standard library and NumPy only -- never refattn -- and does one
-thing: it calls the answer's functions on the inputs the grader chose and
-sends back what they returned. It checks nothing. Every comparison happens in
-the grader's own process, so nothing an answer does here (monkeypatching
-NumPy, a library, or this file) can change a verdict; at most it can change
-the numbers it returns, which the grader then judges.
+The grader (:mod:`refattn.exercises.runner`) starts this file's text as
+``python -I -S -c TEXT FD`` in a fresh folder that holds a copy of the answer
+file alone; where the grader runs as root, as another user, under resource
+limits and, where the system allows it, in a folder tree of its own
+(:mod:`refattn.exercises.isolation`). It imports the standard library and
+NumPy only -- never refattn -- and does one thing: it calls the answer's
+functions on the inputs the grader chose and sends back what they returned.
+It checks nothing. Every comparison happens in the grader's own process, after
+this one has ended, so nothing an answer does here (monkeypatching NumPy, a
+library, or this file) can change a verdict; at most it can change the numbers
+it returns, which the grader then judges.
 
 Protocol
 --------
-``INPUT`` names two files, ``INPUT.json`` and ``INPUT.npz``: the JSON holds
+The input arrives on standard input, as two frames: a JSON one holding
 ``sys_path``, the guard's settings and the jobs (one per answer file: its
 source, the names it must define, and its calls, all of one group: public
-or hidden, never both), with every array replaced by ``{"a": key}``, a key of
-the ``.npz`` (read with ``allow_pickle=False``). Both files are deleted as
-soon as they are read, before the guard is armed and any answer loaded, and
-the guard's folder names are dropped once turned into (device, inode) pairs:
-an answer finds no input on disk, none of another run's anywhere, and no
-list of the forbidden folders. ``FD`` is the write end of a pipe on
-which this process sends frames, each a 4-byte big-endian length, one byte
-of kind (``J`` JSON, ``B`` bytes) and the payload:
+or hidden, never both), with every array replaced by ``{"a": key}``, and a
+bytes one holding an ``.npz`` of those arrays (read with
+``allow_pickle=False``). Nothing is written to disk, and the guard's folder
+names are dropped once turned into (device, inode) pairs: an answer finds no
+input on disk and no list of the forbidden folders. ``FD`` is the write end
+of a pipe on which this process sends frames of the same form, each a 4-byte
+big-endian length, one byte of kind (``J`` JSON, ``B`` bytes) and the payload:
 
 * ``{"ready": true}`` once NumPy is imported and the guard is armed;
 * ``{"start": key}`` before an answer is loaded, ``{"call": [group, i]}``
@@ -46,18 +48,22 @@ Before the answer is loaded, :func:`arm` adds an audit hook
   by any path: the check follows symbolic links and walks up the real
   directory chain with ``os.stat``, so ``..``, links and ``/proc/self/root``
   lead to the same verdict; ``os.open`` must use an absolute path (a
-  directory descriptor would hide where the file is);
+  directory descriptor would hide where the file is); the memory files of
+  ``/proc`` (``mem``, ``maps``, ``pagemap``), of this process too;
 * writing, renaming or deleting any file; starting a process (``os.fork``,
   ``subprocess``, ``os.system``, ``os.exec*``, ``posix_spawn``); sockets;
-  ``ctypes``; signals to other processes; replacing a function's code or
-  defaults (the hook keeps its settings in its own defaults, bound to the
-  builtins it uses, so rebinding ``os.stat`` or ``builtins`` does not blind
-  it, and replacing its code is one of the things it refuses).
+  ``ctypes``; signals to other processes; replacing the code or defaults
+  of the guard's own functions (the hook keeps its settings in its own
+  defaults, bound to the builtins it uses, so rebinding ``os.stat`` or
+  ``builtins`` does not blind it). Other functions' defaults are left alone:
+  the standard library and NumPy set some while they import.
 
-This is a guard against delegation, not a security boundary: code that
-corrupts the interpreter's memory (a C extension, or NumPy striding over
-memory it does not own) could remove the hook. What it cannot do is make the
-grader accept numbers it did not compute.
+This is a guard against delegation, written in Python: a convenience, not a
+security boundary. Code that writes the interpreter's memory (NumPy striding
+over memory it does not own) can remove the hook. Where the grader runs as
+root, the boundary is the operating system's (another user, resource limits,
+no access to the grader's files or memory); on a student's own machine the
+guard is all there is, and what it guards is the student's own practice.
 """
 
 import io
@@ -82,13 +88,13 @@ MAX_DEPTH = 6
 # ------------------------------------------------------------------------------
 
 
-def encode(x, arrays, depth=0):
+def encode(x, arrays, depth=0, max_text=200):
     """A JSON-able tree for ``x``, its arrays put in ``arrays`` (a dict key -> ndarray).
 
     Arrays, NumPy scalars and Python numbers become ``{"a": key}`` (with
     ``"py"`` naming a Python number's type); tuples ``{"t": [...]}``, lists
     ``{"l": [...]}``, dicts with string keys ``{"d": {...}}``, ``None``
-    ``{"n": 0}``, strings ``{"s": ...}`` (cut at 200 characters), bools
+    ``{"n": 0}``, strings ``{"s": ...}`` (cut at ``max_text`` characters; ``None``: whole), bools
     ``{"b": ...}``; anything else ``{"o": type name}``.
     """
     import numpy as np  # noqa: PLC0415  (the child imports NumPy after setting sys.path)
@@ -100,7 +106,7 @@ def encode(x, arrays, depth=0):
     if isinstance(x, bool):
         return {"b": bool(x)}
     if isinstance(x, str):
-        return {"s": str(x)[:200]}
+        return {"s": str(x)[:max_text]}
     if isinstance(x, (int, float, complex, np.ndarray, np.generic)):
         try:
             a = np.array(x)
@@ -115,11 +121,11 @@ def encode(x, arrays, depth=0):
             node["py"] = type(x).__name__
         return node
     if isinstance(x, (tuple, list)):
-        return {"t" if isinstance(x, tuple) else "l": [encode(v, arrays, depth + 1) for v in x][:1000]}
+        return {"t" if isinstance(x, tuple) else "l": [encode(v, arrays, depth + 1, max_text) for v in x][:1000]}
     if isinstance(x, dict):
         if not all(isinstance(k, str) for k in x):
             return {"o": "dict with keys that are not strings"}
-        return {"d": {k: encode(v, arrays, depth + 1) for k, v in list(x.items())[:1000]}}
+        return {"d": {k: encode(v, arrays, depth + 1, max_text) for k, v in list(x.items())[:1000]}}
     return {"o": type(x).__name__}
 
 
@@ -245,11 +251,15 @@ def arm(rule, modules, dirs, files, log):
     # a second _posixsubprocess (deleted from sys.modules, imported again) would bring fork_exec back
     mods = frozenset(modules) | {"_posixsubprocess"}
 
+    mine = []  # the guard's own functions, whose code and defaults may not be replaced
+
     def guard(event, args, _check=check, _mods=mods, _prefixes=prefixes, _refused=refused_events,
               _writes=writes, _rule=rule, _log=log, _append=list.append, _startswith=str.startswith,
               _partition=str.partition, _decode=bytes.decode, _type=type, _str=str, _bytes=bytes,
               _int=int, _Refused=PermissionError, _proc=("/proc/self/", "/proc/thread-self/", my_proc),
-              _code_attrs=frozenset(("__code__", "__defaults__")), _len=len):
+              _code_attrs=frozenset(("__code__", "__defaults__", "__kwdefaults__")), _len=len, _mine=mine,
+              _memory=("/mem", "/maps", "/smaps", "/pagemap", "/syscall", "/environ"), _endswith=str.endswith,
+              _any=any):
         what = None
         if event == "open":
             path, mode, flags = args
@@ -266,6 +276,8 @@ def arm(rule, modules, dirs, files, log):
                 what = f"os.open with the relative path {path!r}"
             elif what is None and _startswith(path, "/proc/") and not _startswith(path, _proc):
                 what = f"opening {path!r} (another process's files)"
+            elif what is None and _startswith(path, "/proc/") and _any(_endswith(path, m) for m in _memory):
+                what = f"opening {path!r} (a process's memory)"
             elif what is None and _check(path):
                 what = f"reading {path!r}, a file of the library"
         elif event == "import":
@@ -276,8 +288,9 @@ def arm(rule, modules, dirs, files, log):
             for ps, name in _refused:
                 if _startswith(event, ps):
                     what = f"{name} ({event})"
-        elif event == "object.__setattr__" and _len(args) > 1 and args[1] in _code_attrs:
-            what = f"replacing a function's {args[1]}"
+        elif event == "object.__setattr__" and _len(args) > 1 and args[1] in _code_attrs and \
+                _any(args[0] is f for f in _mine):
+            what = f"replacing the guard's {args[1]}"
         if what is not None:
             message = f"refused: {what}. {_rule}"
             _append(_log, message)
@@ -297,6 +310,8 @@ def arm(rule, modules, dirs, files, log):
 
         _posixsubprocess.fork_exec = no_fork_exec
         subprocess._fork_exec = no_fork_exec
+        mine.append(no_fork_exec)
+    mine += [guard, check]
     sys.addaudithook(guard)
 
 
@@ -501,24 +516,34 @@ def _inodes(paths) -> set:
     return out
 
 
-def _read_input(stem):
-    """The jobs, their arrays and the guard's (device, inode) pairs, read from ``stem.json`` and
-    ``stem.npz``, which are deleted from disk here, before any answer is loaded: an answer finds
-    neither the inputs of its calls nor the guard's folders in a file, and the folder names
-    themselves are dropped once turned into inodes."""
-    with open(stem + ".json", encoding="utf-8") as f:
-        spec = json.load(f)
+def _read_frames(fd, count):
+    """``count`` frames from the descriptor ``fd`` (standard input): the grader's input."""
+    frames, buf = [], b""
+    while len(frames) < count:
+        while len(buf) < 4 or len(buf) < 4 + struct.unpack(">I", buf[:4])[0]:
+            data = os.read(fd, 1 << 20)
+            if not data:
+                raise EOFError("the grader's input ended early")
+            buf += data
+        n = struct.unpack(">I", buf[:4])[0]
+        kind, payload, buf = buf[4:5], buf[5:4 + n], buf[4 + n:]
+        frames.append(json.loads(payload.decode()) if kind == FRAME_JSON else payload)
+    return frames
+
+
+def _read_input(fd):
+    """The jobs, their arrays and the guard's (device, inode) pairs, read from the grader's two
+    frames on ``fd``: nothing of them is on disk, and the folder names are dropped once turned
+    into inodes."""
+    spec, blob = _read_frames(fd, 2)
     sys.path[:] = spec.pop("sys_path")
     import numpy as np  # noqa: PLC0415
 
-    with np.load(stem + ".npz", allow_pickle=False) as z:
+    with np.load(io.BytesIO(blob), allow_pickle=False) as z:
         arrays = {k: z[k] for k in z.files}
-    for suffix in (".json", ".npz"):
-        try:
-            os.remove(stem + suffix)
-        except OSError:  # pragma: no cover - already gone
-            pass
     guard = spec.pop("guard")
+    if guard.get("off"):  # the tests of the operating system's boundary alone
+        return spec["jobs"], arrays, None
     walked = [os.path.join(base, n) for d in guard.pop("walk") for base, _, names in os.walk(d) for n in names]
     dirs = _inodes(guard.pop("dirs"))
     files = _inodes(walked + guard.pop("files"))  # the package's files by inode (hard links), and single files
@@ -526,10 +551,10 @@ def _read_input(stem):
 
 
 def main(argv):
-    """``child.py INPUT FD``: run every job of ``INPUT`` and report on ``FD``."""
-    fd = int(argv[2])
-    jobs, arrays, (rule, modules, dirs, files) = _read_input(argv[1])
-    del argv[1:]  # sys.argv: the input's name is of no use to an answer
+    """``python -I -S -c TEXT FD``: run every job of the input on standard input, report on ``FD``."""
+    fd = int(argv[-1])
+    jobs, arrays, settings = _read_input(0)
+    del argv[1:]
     sys.dont_write_bytecode = True
     import warnings  # noqa: PLC0415
 
@@ -538,7 +563,8 @@ def main(argv):
 
     warnings.showwarning = show
     log = []
-    arm(rule, modules, dirs, files, log)
+    if settings is not None:
+        arm(*settings, log)
     _send_json(fd, {"ready": True})
     import signal  # noqa: PLC0415
 

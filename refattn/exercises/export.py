@@ -2,25 +2,31 @@
 
 Each exercise has one source, ``instructor/solutions/NN-name.py`` in a
 clone of the repository (not in the installed package, which a student may
-have):
-the model solution, with every piece of solution between the nbgrader-style
-lines ``### BEGIN SOLUTION`` and ``### END SOLUTION`` (comments, so the file
-runs as it is). :func:`starter` removes those pieces: a piece inside a
-function becomes ``# YOUR CODE HERE`` and ``raise NotImplementedError()`` at
-its indentation; a piece at module level (notes, helpers, the computation
-of ``ANSWER``) disappears. Signatures, docstrings and anything outside the
-markers stay.
+have): the model solution, with every piece of solution between the
+nbgrader-style lines ``### BEGIN SOLUTION`` and ``### END SOLUTION``
+(comments, so the file runs as it is). :func:`starter` removes those pieces:
+a piece inside a function becomes ``# YOUR CODE HERE`` and ``raise
+NotImplementedError()`` at its indentation; a piece at module level (notes,
+helpers, the computation of ``ANSWER``) disappears. Signatures, docstrings and
+anything outside the markers stay.
 
-* :func:`export_student` writes the statements (``exercises/*.md`` of the
-  repository), an index and one starter per exercise: no solution text and
-  no grader (the hidden cases live in the grader).
+* :func:`export_student` writes the statements, the derivations they cite
+  (their prose and mathematics; the book's code blocks left out), one starter
+  per exercise, an index, and a checker (:mod:`refattn.exercises.checker`)
+  with the public cases as data: their inputs and expected values, computed
+  here. No library, no model solution, no hidden case or seed.
 * :func:`export_gradescope` writes a zip that Gradescope unpacks into
   ``/autograder/source``: ``setup.sh`` (installs the runtime dependencies
-  from PyPI), ``run_autograder`` (grades ``/autograder/submission`` into
-  ``/autograder/results/results.json``), a copy of the package (the
-  graders; no solutions) and ``refattn_autograder.json``, the settings: the hidden
-  cases' seed (drawn at export unless given, so the hidden inputs are not
-  those of the public source), the time limit and the points.
+  into a virtual environment and creates the user answers run as),
+  ``run_autograder`` (grades ``/autograder/submission`` into
+  ``/autograder/results/results.json``), a copy of the package (the graders;
+  no solutions) and ``refattn_autograder.json``, the settings: a secret from
+  which each submission's hidden seed is drawn, the time limit, the points,
+  and the similarity report's fingerprints (hashes, no code).
+
+Neither overwrites what it did not write: an existing zip, a folder that is
+not empty, or a file in the way is refused unless ``force`` is given, and
+``force`` replaces only the files the export writes.
 """
 
 from __future__ import annotations
@@ -29,49 +35,33 @@ import json
 import os
 import re
 import secrets
+import shutil
 import zipfile
 from importlib import metadata
 from pathlib import Path
 
 from .. import __version__
-from .core import PARTS
 from .graders import EXERCISES
-from .sandbox import DEFAULT_TIMEOUT_S, RULE
+from .judge import PARTS
+from .paths import PACKAGE, derivations_dir, solutions_dir, statements_dir
+from .runner import DEFAULT_TIMEOUT_S, RULE
 
 __all__ = ["BEGIN", "END", "solutions_dir", "solution_path", "solution_source", "starter", "solution_blocks",
            "check_command", "select_exercises", "select_points", "export_student", "export_gradescope",
-           "VISIBILITIES", "CONFIG_NAME"]
+           "VISIBILITIES", "CONFIG_NAME", "CHECKER_MODULES", "cited_derivations"]
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 #: Gradescope's visibility settings for a test.
 VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
 #: The settings file inside the autograder zip.
 CONFIG_NAME = "refattn_autograder.json"
-
-PACKAGE = Path(__file__).resolve().parents[1]  # refattn/
-STATEMENTS = PACKAGE.parent / "exercises"  # the repository's exercises/ (absent from an installed wheel)
-
-
-def statements_dir():
-    """The folder of the statements: beside the package (a clone, or an editable install), else
-    ``exercises/`` in the current folder (a clone whose package was installed with ``pip install .``)."""
-    for folder in (STATEMENTS, Path.cwd() / "exercises"):
-        if (folder / "01-softmax-vjp.md").is_file():
-            return folder
-    return None
-
-
-SOLUTIONS = PACKAGE.parent / "instructor" / "solutions"  # a clone's model solutions (absent from a wheel)
-
-
-def solutions_dir():
-    """The folder of the model solutions: ``instructor/solutions`` beside the package (a clone, or
-    an editable install), else in the current folder (a clone whose package was installed with
-    ``pip install .``); ``None`` where neither holds them (an installed wheel alone)."""
-    for folder in (SOLUTIONS, Path.cwd() / "instructor" / "solutions"):
-        if (folder / "01-softmax-vjp.py").is_file():
-            return folder
-    return None
+#: The modules of :mod:`refattn.exercises` the handout's checker is made of (NumPy and the
+#: standard library only; ``checker`` becomes its ``__main__``).
+CHECKER_MODULES = ("judge", "runner", "_child", "isolation", "checker")
+#: The command the handout's README and statements give for checking an answer.
+HANDOUT_CHECK = ".venv/bin/python check.py"
+#: The same in a clone of the repository (the statements' own words).
+CLONE_CHECK = ".venv/bin/refattn exercises check"
 
 
 def solution_path(ex) -> Path:
@@ -130,7 +120,12 @@ def starter(source, name="source") -> str:
 
 def check_command(ex) -> str:
     """The command that checks the answer to ``ex`` in the handout's folder, as its README gives it."""
-    return f".venv/bin/refattn exercises check {ex.name} {ex.stem}.py"
+    return f"{HANDOUT_CHECK} {ex.name} {ex.stem}.py"
+
+
+def _for_handout(text) -> str:
+    """A statement or starter as the handout gives it: its check command the handout's checker."""
+    return text.replace(CLONE_CHECK, HANDOUT_CHECK)
 
 
 def select_exercises(text=None) -> list:
@@ -199,26 +194,31 @@ def select_points(text, exercises) -> dict:
     return points
 
 
-def _index(title_note, exercises) -> str:
-    """The handout's README: how to set up and check an answer, then the exercises by part."""
+def _index(exercises, derivations) -> str:
+    """The handout's README: what to do, how to set up and check an answer, then the exercises by part."""
     first = exercises[0]
     lines = ["# Exercises on attention beyond softmax", "",
-             title_note, "",
              "Each exercise has a statement (`NN-name.md`) and a starter (`NN-name.py`): keep the",
-             "signatures, fill in the bodies.", "",
+             "signatures, fill in the bodies. The derivations the statements cite are in `derivations/`",
+             "(their prose and mathematics; the book's code blocks are left out).", "",
+             "**What to submit:** your starter files, filled in, under their own names (`NN-name.py`).", "",
              "## Set up once", "",
-             "In this folder, make a virtual environment named `.venv`:", "",
-             "    python3 -m venv .venv", "",
-             "and install refattn into it from this folder's `package/` (the library and its graders;",
-             "no solutions):", "",
-             "    .venv/bin/pip install ./package", "",
+             "In this folder, make a virtual environment named `.venv` and install NumPy into it:", "",
+             "    python3 -m venv .venv",
+             "    .venv/bin/pip install numpy", "",
              "## Check an answer", "",
              "In this folder, with the exercise's name and your file (each exercise's command is in",
              "the tables below):", "",
              f"    {check_command(first)}", "",
-             "It runs the public cases: exit status 0 when your answer is right, 1 when it is wrong,",
-             "with one line per failing check saying what and where; add `--json` for the same as",
-             "JSON. Your file runs in a separate process, with a time limit. " + RULE, ""]
+             "It runs the exercise's public cases: exit status 0 when your answer is right, 1 when it is",
+             "wrong, with one line per failing check saying what and where; add `--json` for the same",
+             "as JSON. `.venv/bin/python check.py` alone lists the exercises. Your file runs in a",
+             "separate process, with a time limit. " + RULE, "",
+             "The public cases here are fixed inputs and the values they must give, computed by the",
+             "course's library. Your course's grader also runs **hidden cases**: other inputs, shapes",
+             "and edge cases, drawn anew for each submission, so they differ from any you could see",
+             "here. They are reported by kind only. An answer that passes the public cases can still",
+             "fail hidden ones: test the edges the statement names.", ""]
     for part, title in PARTS.items():
         mine = [ex for ex in exercises if ex.part == part]
         if not mine:
@@ -229,58 +229,114 @@ def _index(title_note, exercises) -> str:
             lines.append(f"| {ex.number} | {ex.difficulty} of 3 | {ex.minutes} | [{ex.title}]({ex.stem}.md) | "
                          f"[`{ex.stem}.py`]({ex.stem}.py) | `{check_command(ex)}` |")
         lines.append("")
+    if derivations:
+        lines += ["## The derivations cited", ""] + [f"* [`derivations/{name}`](derivations/{name})"
+                                                    for name in derivations] + [""]
     return "\n".join(lines)
 
 
-def export_student(directory, exercises=None) -> list:
-    """Write the handout into ``directory``: statements, starters and an index; return the paths.
+_CITED = re.compile(r"derivations/(\d\d-[a-z0-9-]+\.md)")
+_FENCE = re.compile(r"^(```|~~~)[^\n]*\n.*?^\1[ \t]*$", re.M | re.S)
+
+
+def cited_derivations(exercises) -> list:
+    """The derivation files the statements of ``exercises`` cite (``NN-name.md``), in order."""
+    folder = statements_dir()
+    names = []
+    for ex in exercises:
+        names += _CITED.findall((folder / f"{ex.stem}.md").read_text(encoding="utf-8"))
+    return sorted(set(names))
+
+
+def _derivation_for_handout(text) -> str:
+    """A derivation's prose and mathematics: its fenced code blocks (the book's, which import the library)
+    replaced by one line."""
+    return _FENCE.sub("*(A code block of the book, left out of the handout.)*", text)
+
+
+def _refuse_existing(target, option, force, what="folder"):
+    """One line naming ``option`` unless ``target`` may be written: absent, or an empty folder, or ``force``."""
+    if target.is_symlink() or (target.exists() and what == "folder" and not target.is_dir()):
+        raise ValueError(f"{option}: {os.fspath(target)!r} exists and is not a {what}")
+    if force:
+        return
+    if what == "folder" and target.is_dir() and any(target.iterdir()):
+        raise ValueError(f"{option}: {os.fspath(target)!r} is not empty; choose a new folder, or add --force to "
+                         f"replace the files the export writes there (nothing else is touched)")
+    if what == "file" and target.exists():
+        raise ValueError(f"{option}: {os.fspath(target)!r} exists; choose another name, or add --force to "
+                         f"replace it")
+
+
+def _write_text(path, text, written):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        raise ValueError(f"--student: {os.fspath(path)!r} is in the way (not a plain file)")
+    tmp = path.with_name(f".{path.name}.part")
+    tmp.write_bytes(text if isinstance(text, bytes) else text.encode("utf-8"))
+    os.replace(tmp, path)
+    written.append(path)
+
+
+def export_student(directory, exercises=None, *, force=False) -> list:
+    """Write the handout into ``directory``; return the paths written.
 
     ``exercises``: the exercises to include (:func:`select_exercises`; all by default). Raises
-    ``ValueError`` (one line) when the statements or the model solutions cannot be found (an
-    installed wheel carries the graders only: export from a clone of the repository).
+    ``ValueError`` (one line) for a ``directory`` that is empty text, a file, or a folder that is not
+    empty (unless ``force``: then only the files written here are replaced), and when the statements,
+    derivations or model solutions cannot be found (an installed wheel carries the graders only:
+    export from a clone of the repository).
     """
+    from .checker import write_cases  # noqa: PLC0415
+
     exercises = list(EXERCISES) if exercises is None else list(exercises)
+    if not str(directory).strip():
+        raise ValueError("--student: expected a folder, got an empty path")
     directory = Path(directory)
-    statements = statements_dir()
-    if statements is None:
-        raise ValueError(f"--student: the statements (exercises/*.md) are neither beside the package at "
-                         f"{PACKAGE.parent} nor in ./exercises; run it in the root of a clone of the repository")
+    statements, derivations = statements_dir(), derivations_dir()
+    if statements is None or derivations is None:
+        raise ValueError(f"--student: the statements (exercises/*.md) and derivations are neither beside the "
+                         f"package at {PACKAGE.parent} nor in ./exercises; run it in the root of a clone of the "
+                         f"repository")
     if solutions_dir() is None:
         raise ValueError("--student: the starters are made from the model solutions (instructor/solutions/), "
                          "which a clone of the repository has and the package does not; run it in a clone's root")
-    if directory.exists() and not directory.is_dir():
-        raise ValueError(f"--student: {os.fspath(directory)!r} exists and is not a folder")
-    directory.mkdir(parents=True, exist_ok=True)
+    _refuse_existing(directory, "--student", force)
     written = []
     for ex in exercises:
         text = (statements / f"{ex.stem}.md").read_text(encoding="utf-8")
-        (directory / f"{ex.stem}.md").write_text(text, encoding="utf-8")
-        (directory / f"{ex.stem}.py").write_text(starter(solution_source(ex), ex.solution), encoding="utf-8")
-        written += [directory / f"{ex.stem}.md", directory / f"{ex.stem}.py"]
-    written += _write_package(directory / "package")
-    note = ("The derivations the statements cite (`derivations/NN-*.md`) are in the refattn book and "
-            "repository.")
-    (directory / "README.md").write_text(_index(note, exercises), encoding="utf-8")
-    return [directory / "README.md", *written]
+        _write_text(directory / f"{ex.stem}.md", _for_handout(text), written)
+        _write_text(directory / f"{ex.stem}.py", _for_handout(starter(solution_source(ex), ex.solution)), written)
+    cited = cited_derivations(exercises)
+    for name in cited:
+        _write_text(directory / "derivations" / name,
+                    _derivation_for_handout((derivations / name).read_text(encoding="utf-8")), written)
+    checker = directory / "checker"
+    for name in CHECKER_MODULES:
+        target = "__main__.py" if name == "checker" else f"{name}.py"
+        _write_text(checker / target, (PACKAGE / "exercises" / f"{name}.py").read_text(encoding="utf-8"), written)
+    _write_text(checker / "__init__.py", '"""The exercises\' checker (run it as python -m checker)."""\n', written)
+    _write_text(checker / "exercises.json", json.dumps([ex.as_dict() for ex in exercises], indent=1) + "\n", written)
+    for ex in exercises:
+        for path in write_cases(checker / "cases", ex, ex.cases(0)):
+            written.append(path)
+    _write_text(directory / "check.py", _CHECK_PY, written)
+    _write_text(directory / "README.md", _index(exercises, cited), written)
+    return written
 
 
-def _write_package(folder) -> list:
-    """The refattn package (the library and the graders, which hold no solution) and a minimal
-    ``pyproject.toml``, for a student to install without a clone of the repository, whose
-    ``instructor/solutions/`` (and history) hold every model solution."""
-    written = []
-    for src, arc in _package_files():
-        dst = folder / arc
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        dst.write_bytes(src.read_bytes())
-        written.append(dst)
-    deps = ", ".join(json.dumps(r) for r in _requirements())
-    (folder / "pyproject.toml").write_text(
-        '[build-system]\nrequires = ["setuptools>=64"]\nbuild-backend = "setuptools.build_meta"\n\n'
-        f'[project]\nname = "refattn"\nversion = "{__version__}"\nrequires-python = ">=3.10"\n'
-        f'dependencies = [{deps}]\n\n[project.scripts]\nrefattn = "refattn.cli:main"\n\n'
-        '[tool.setuptools.packages.find]\ninclude = ["refattn", "refattn.*"]\n', encoding="utf-8")
-    return [*written, folder / "pyproject.toml"]
+_CHECK_PY = '''"""Check an answer on the public cases: python check.py NAME FILE.py (see README.md)."""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from checker.__main__ import main  # noqa: E402
+
+if __name__ == "__main__":
+    sys.exit(main())
+'''
 
 
 # ------------------------------------------------------------------------------
@@ -307,6 +363,9 @@ if ! python3 -m venv "$VENV"; then  # Debian's python3 lacks venv's pip until py
 fi
 "$VENV/bin/python" -m pip install --upgrade pip
 "$VENV/bin/python" -m pip install -r requirements.txt
+# The user answers run as (refattn/exercises/isolation.py): unprivileged, no home, no login.
+id -u refattn-answer >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin \
+    --user-group refattn-answer
 """
 
 _RUN_AUTOGRADER = """#!/usr/bin/env bash
@@ -326,7 +385,6 @@ else
     PYTHON=python3
 fi
 mkdir -p "$ROOT/results"
-rm -f "$ROOT/results/results.json"
 (cd "$ROOT/source" && PYTHONPATH="$ROOT/source" "$PYTHON" -m refattn.exercises.gradescope --root "$ROOT")
 status=$?
 if [ ! -s "$ROOT/results/results.json" ]; then
@@ -358,16 +416,17 @@ def _package_files():
 
 
 def export_gradescope(path, *, hidden_seed=None, timeout=None, hidden_visibility="after_published",
-                      exercises=None, points=None) -> dict:
+                      exercises=None, points=None, force=False) -> dict:
     """Write the Gradescope autograder zip to ``path``; return its settings.
 
     Parameters
     ----------
     path : str or PathLike
-        The zip to write (replaced if it exists).
+        The zip to write (refused if it exists, unless ``force``).
     hidden_seed : int, optional
-        The hidden cases' seed; drawn at random when omitted (it is stored in
-        the zip, which students never see).
+        One hidden seed for every submission. By default each submission
+        draws its own, from a secret stored in the zip (which students never
+        see) and the submitted files.
     timeout : float, optional
         Seconds per answer (default: the grader's).
     hidden_visibility : str
@@ -386,18 +445,24 @@ def export_gradescope(path, *, hidden_seed=None, timeout=None, hidden_visibility
                          f"got {hidden_visibility!r}")
     if timeout is not None and not (isinstance(timeout, (int, float)) and timeout > 0):
         raise ValueError(f"--timeout: expected a positive number of seconds, got {timeout!r}")
+    from .similarity import fingerprints  # noqa: PLC0415
+
     path = Path(path)
     if path.suffix != ".zip":
         raise ValueError(f"--gradescope: expected a file name ending in .zip, got {os.fspath(path)!r}")
     if path.parent and not path.parent.is_dir():
         raise ValueError(f"--gradescope: no folder {os.fspath(path.parent)!r}")
+    _refuse_existing(path, "--gradescope", force, what="file")
+    sources = (lambda ex: solution_blocks(solution_source(ex))) if solutions_dir() is not None else None
     config = {
-        "hidden_seed": secrets.randbelow(2 ** 31) if hidden_seed is None else int(hidden_seed),
+        "secret": secrets.token_hex(32),
+        "hidden_seed": None if hidden_seed is None else int(hidden_seed),
         "timeout_s": float(timeout or DEFAULT_TIMEOUT_S),
         "hidden_visibility": hidden_visibility,
         "exercises": [{"stem": ex.stem, "points": points[ex.stem]} for ex in exercises],
+        "similarity": fingerprints(exercises, sources),
     }
-    tmp = path.with_name(path.name + ".part")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
     with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
         def add_text(name, text, mode=0o644):
             info = zipfile.ZipInfo(name, date_time=(2024, 1, 1, 0, 0, 0))

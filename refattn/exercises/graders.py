@@ -1,35 +1,35 @@
 """One grader per exercise, in the order of ``exercises/README.md``, and the registry with labels.
 
-A grader is ``cases(hidden_seed) -> list of Case`` (:mod:`refattn.exercises.core`):
+A grader is ``cases(hidden_seed) -> list of Case`` (:mod:`refattn.exercises.judge`):
 public cases from a fixed seed, the inputs a student can reproduce; hidden
 cases from ``hidden_seed`` (other seeds, shapes, and the edges each exercise
-is about), reported by kind only. Inputs are drawn here, the student's
-functions run in another process on them, and each case's ``check`` compares
-what came back with the library (:mod:`refattn.exercises.reference` for
+is about), reported by kind only. Inputs are drawn here; the student's
+functions run in another process on them; each case's expectations
+(:class:`~refattn.exercises.judge.Expect`) are computed only after that
+process has ended, from the library (:mod:`refattn.exercises.reference` for
 backward passes, forward values and the propositions' closed forms),
-autograd, :func:`refattn.core.gradcheck.gradcheck`, or a formula of the
-derivations. Cotangents are random, never all ones, except where the
-exercise is about the all-ones cotangent.
+autograd, or a formula of the derivations, and judged by
+:func:`refattn.exercises.judge.judge_case`. Cotangents are random, never all
+ones, except where the exercise is about the all-ones cotangent.
 """
 
 from __future__ import annotations
 
 import math
-import warnings
 
 import autograd.numpy as anp
 import numpy as np
 from autograd import make_vjp
 
 from ..core.activations import activation
-from ..core.gradcheck import UNIT_ROUNDOFF, gradcheck
+from ..core.gradcheck import UNIT_ROUNDOFF
 from ..core.scores import score
-from .core import Case, Exercise, Table, call, is_real_number, value
+from .judge import Case, Exercise, Expect, Table, call, value
 from .reference import activation_vjp, score_vjp
 
-__all__ = ["EXERCISES", "DEFAULT_HIDDEN_SEED", "closure_shift"]
+__all__ = ["EXERCISES", "DEFAULT_HIDDEN_SEED", "closure_shift", "crossover_angle", "best_step", "error_bound"]
 
-#: The hidden cases' seed when none is given (an exported autograder draws its own).
+#: The hidden cases' seed when none is given (an exported autograder draws one per submission).
 DEFAULT_HIDDEN_SEED = 20_240_611
 
 
@@ -41,44 +41,16 @@ def _hidden_rng(number, seed):
     return np.random.default_rng([number, int(seed)])
 
 
-def _compare(kind, c, expected, *, hidden=False, ndim=None, inputs=None, label=None, **tol):
-    """A case of one call whose value must be close to ``expected`` (:meth:`Report.close`)."""
-
-    def check(r, report):
-        got = r.array(0, np.shape(expected))
-        report.close(label or r.label(0), got, expected, inputs=None if hidden else inputs, **tol)
-
-    return Case(kind, (c,), check, hidden, ndim)
+def _compare(kind, c, expected, label, *, hidden=False, ndim=None, inputs=None, **tol):
+    """A case of one call whose value must be close to ``expected()`` (computed when judged)."""
+    return Case(kind, (c,), lambda: [Expect("close", label, (0,), expected(), inputs=None if hidden else inputs,
+                                            **tol)], hidden, ndim)
 
 
-def _gradcheck_line(report, res, what):
-    """One line for a :func:`gradcheck` result: the arguments that fail, against what, the worst."""
-    if res.ok:
-        return report.check(True, f"{what}: gradcheck passes (autograd rel. error {res.max_rel('autograd'):.1e}, "
-                                  f"central {res.max_rel('central'):.1e}; random cotangent)")
-    bad = res.failures()
-    args = list(dict.fromkeys(c.arg for c in bad))
-    against = " and ".join(sorted({"autograd" if c.check == "autograd" else "central differences" for c in bad}))
-    worst = max(bad, key=lambda c: (np.nan_to_num(c.max_rel, nan=np.inf), c.max_abs))
-    named = ", ".join(repr(a) for a in args[:5]) + (f" and {len(args) - 5} more" if len(args) > 5 else "")
-    return report.check(False, f"{what}: gradcheck fails for {named} against {against}; worst {worst.arg!r}, "
-                               f"relative error {worst.max_rel:.2e} at index {worst.where}",
-                        brief=f"{what}: gradcheck fails for {named} (relative error {worst.max_rel:.1e})")
-
-
-def _gradcheck_case(kind, c, fun, args, u, grads=None, *, hidden=False):
-    """A case that runs :func:`gradcheck` on the student's VJP, evaluated by call ``c`` at cotangent ``u``.
-
-    ``grads(results)`` turns the call's value into ``{arg: gradient}``, checked; by default the
-    value is the gradient of the one argument ``s``.
-    """
-
-    def check(r, report):
-        g = grads(r) if grads is not None else {"s": r.array(0, args["s"].shape)}
-        res = gradcheck(fun, args, lambda _u, **_a: g, cotangent=u, name=kind, rtol=1e-6, atol=0.0)
-        _gradcheck_line(report, res, r.label(0))
-
-    return Case(kind, (c,), check, hidden)
+def _autograd_vjp(fun, s, u):
+    """``u^T d fun / d s`` by autograd: an implementation independent of the library's backward passes."""
+    vjp_fn, _ = make_vjp(fun)(s)
+    return vjp_fn(u)
 
 
 # ------------------------------------------------------------------------------
@@ -87,20 +59,26 @@ def _gradcheck_case(kind, c, fun, args, u, grads=None, *, hidden=False):
 
 
 def _softmax_vjp_case(kind, s, u, hidden):
-    return _compare(kind, call("softmax_vjp", s, u), activation_vjp("softmax", s, u), hidden=hidden,
+    return _compare(kind, call("softmax_vjp", s, u), lambda: activation_vjp("softmax", s, u), "softmax_vjp(s, u)",
+                    hidden=hidden, ndim=s.ndim, inputs={"s": s, "u": u}, rtol=1e-10)
+
+
+def _softmax_autograd_case(kind, s, u, hidden):
+    act = activation("softmax")
+    return _compare(kind, call("softmax_vjp", s, u), lambda: _autograd_vjp(lambda x: act(x), s, u),
+                    "softmax_vjp(s, u) against autograd's VJP of softmax's forward pass", hidden=hidden,
                     ndim=s.ndim, inputs={"s": s, "u": u}, rtol=1e-10)
 
 
 def softmax_vjp_cases(hidden_seed):
-    act, rng = activation("softmax"), _rng(1)
+    rng = _rng(1)
     cases = []
     for kind, shape, shift in (("a 1-D row", (6,), 0.0), ("2-D scores", (3, 5), 0.0),
                                ("3-D scores", (2, 3, 4), 0.0), ("scores near 800 (e^s overflows)", (2, 5), 800.0)):
         s = shift + 2.0 * rng.standard_normal(shape)
         cases.append(_softmax_vjp_case(kind, s, rng.standard_normal(shape), False))
     s, u = rng.standard_normal((3, 5)), rng.standard_normal((3, 5))
-    cases.append(_gradcheck_case("gradcheck against softmax's forward pass", call("softmax_vjp", s, u),
-                                 lambda s: act(s), {"s": s}, u))
+    cases.append(_softmax_autograd_case("against autograd, a random cotangent", s, u, False))
     h = _hidden_rng(1, hidden_seed)
     for kind, shape, shift, scale in (("another 1-D row", (int(h.integers(2, 9)),), 0.0, 2.0),
                                       ("4-D scores", (2, 2, 3, 5), 0.0, 2.0),
@@ -109,8 +87,7 @@ def softmax_vjp_cases(hidden_seed):
         s = shift + scale * h.standard_normal(shape)
         cases.append(_softmax_vjp_case(kind, s, h.standard_normal(shape), True))
     s, u = h.standard_normal((2, 4)), h.standard_normal((2, 4))
-    cases.append(_gradcheck_case("gradcheck at other scores", call("softmax_vjp", s, u), lambda s: act(s),
-                                 {"s": s}, u, hidden=True))
+    cases.append(_softmax_autograd_case("against autograd at other scores", s, u, True))
     return cases
 
 
@@ -123,8 +100,8 @@ def _tanhmax_cases(kind, s, hidden):
     act = activation("tanhmax")
     # absolute 1e-15 beside relative 1e-12: ell and rho' near 0 are rounded sums of terms of size 1
     # (|s| + log1p(e^{-2|s|}) - log 2, and 1 - tanh^2), accurate to a few units of 1e-16 absolutely
-    return [_compare(f"{fname} on {kind}", call(fname, s), ref(s), hidden=hidden, ndim=s.ndim, inputs={"s": s},
-                     rtol=1e-12, atol=1e-15, elementwise=True)
+    return [_compare(f"{fname} on {kind}", call(fname, s), lambda ref=ref: ref(s), f"{fname}(s)", hidden=hidden,
+                     ndim=s.ndim, inputs={"s": s}, rtol=1e-12, atol=1e-15, elementwise=True)
             for fname, ref in (("ell", act.ell), ("drho", act.drho), ("dell", act.dell))]
 
 
@@ -157,22 +134,35 @@ def _softplus_max():
     return define_activation("softplus-max", _softplus, _softplus, source="exercise 03: g = h = softplus")
 
 
+def _rowwise_jacobian_times(act, s, u, mask=None):
+    """``J u`` row by row (``J[j, k] = d phi_j / d s_k``): the VJP's transpose, a common wrong answer."""
+    rows_s, rows_u = s.reshape(-1, s.shape[-1]), u.reshape(-1, s.shape[-1])
+    rows_m = None if mask is None else np.broadcast_to(mask, s.shape).reshape(-1, s.shape[-1])
+    out = np.zeros_like(rows_s)
+    for i, (si, ui) in enumerate(zip(rows_s, rows_u)):
+        m = None if rows_m is None else rows_m[i]
+        if m is not None and not m.any():
+            continue
+        out[i] = _autograd_jacobian(lambda x, m=m: act(x, mask=m), si) @ ui
+    return out.reshape(s.shape)
+
+
 def _reweighted_case(kind, act, s, u, mask, hidden):
     with np.errstate(all="ignore"):
         p, rho, drho, dell = act.p(s, mask=mask), act.rho(s), act.drho(s), act.dell(s)
-        # the mistake the statement warns about: <u, p> where Eq. 01.R4 has <u, phi> = sum_i u_i rho_i p_i
-        with_p = u * (drho + rho * dell) * p - dell * p * np.sum(u * p, axis=-1, keepdims=True)
-    expected = activation_vjp(act, s, u, mask=mask)
 
-    def check(r, report):
-        got = r.array(0, np.shape(expected))
-        if not report.close(r.label(0), got, expected, inputs=None if hidden else {"s": s, "u": u, "p": p, "rho": rho},
-                            rtol=1e-10) and np.allclose(got, with_p, rtol=1e-10, atol=1e-300) \
-                and not np.allclose(with_p, expected, rtol=1e-10):
-            report.hint("your result is Eq. 01.R4 with <u, p> in place of <u, phi> = sum_i u_i rho_i p_i: "
-                        "the two agree only where rho = 1, which is why softmax-like rows pass")
+    def expect():
+        with np.errstate(all="ignore"):
+            # the mistake the statement warns about: <u, p> where Eq. 01.R4 has <u, phi> = sum_i u_i rho_i p_i
+            with_p = u * (drho + rho * dell) * p - dell * p * np.sum(u * p, axis=-1, keepdims=True)
+        hints = ((with_p, "your result is Eq. 01.R4 with <u, p> in place of <u, phi> = sum_i u_i rho_i p_i: the "
+                          "two agree only where rho = 1, which is why softmax-like rows pass"),
+                 (_rowwise_jacobian_times(act, s, u, mask), "your result is J u, the Jacobian times u: the VJP is "
+                  "u^T J, ds_k = sum_j u_j dphi_j/ds_k (a sum over the output index j), its transpose"))
+        return [Expect("close", "reweighted_vjp(p, rho, drho, dell, u)", (0,), activation_vjp(act, s, u, mask=mask),
+                       inputs={"s": s, "u": u, "p": p, "rho": rho}, hints=hints, rtol=1e-10)]
 
-    return Case(kind, (call("reweighted_vjp", p, rho, drho, dell, u),), check, hidden, s.ndim)
+    return Case(kind, (call("reweighted_vjp", p, rho, drho, dell, u),), expect, hidden, s.ndim)
 
 
 def _random_mask(rng, shape):
@@ -196,8 +186,13 @@ def reweighted_vjp_cases(hidden_seed):
     s, u = rng.standard_normal((2, 5)), rng.standard_normal((2, 5))
     with np.errstate(all="ignore"):
         args = (act.p(s), act.rho(s), act.drho(s), act.dell(s), u)
-    cases.append(_gradcheck_case("gradcheck for tanhmax", call("reweighted_vjp", *args), lambda s: act(s),
-                                 {"s": s}, u))
+    cases.append(_compare("tanhmax against autograd, a random cotangent", call("reweighted_vjp", *args),
+                          lambda s=s, u=u: _autograd_vjp(lambda x: act(x), s, u),
+                          "reweighted_vjp(p, rho, drho, dell, u) against autograd's VJP of tanhmax's forward pass",
+                          ndim=2, inputs={"s": s, "u": u}, rtol=1e-10))
+    s = 2.0 * rng.standard_normal(6)  # sigsoftmax's Jacobian is not symmetric (ell'/rho is not constant)
+    cases.append(_reweighted_case("sigsoftmax on a 1-D row", activation("sigsoftmax"), s, rng.standard_normal(6),
+                                  None, False))
     h = _hidden_rng(3, hidden_seed)
     for name in ("signexp", "sigmoid", "relu", "tanhmax"):
         s, u = 3.0 * h.standard_normal((2, 3, 5)), h.standard_normal((2, 3, 5))
@@ -228,8 +223,8 @@ def _jacobian_case(kind, act, s, hidden):
         values = {k: np.asarray(act(s) if k == "forward" else getattr(act, k)(s), dtype=np.float64)
                   for k in OFFERED}
     table = Table(act.name, s, values)
-    return _compare(kind, call("jacobian", table, s), _autograd_jacobian(lambda x: act(x), s), hidden=hidden,
-                    inputs={"s": s}, label="jacobian(act, s)[j, k] = d phi_j / d s_k", rtol=1e-10)
+    return _compare(kind, call("jacobian", table, s), lambda: _autograd_jacobian(lambda x: act(x), s),
+                    "jacobian(act, s)[j, k] = d phi_j / d s_k", hidden=hidden, inputs={"s": s}, rtol=1e-10)
 
 
 def jacobian_cases(hidden_seed):
@@ -249,52 +244,50 @@ def jacobian_cases(hidden_seed):
 # 05 a wrong VJP that the all-ones cotangent passes
 # ------------------------------------------------------------------------------
 
+#: The coefficients of the linear combination the linearity check feeds ``wrong_vjp``.
+LINEAR_COMBINATION = (0.7, -1.3)
 
-def _all_ones_case(kind, s, u, hidden):
-    act = activation("sigsoftmax")
-    ones = np.ones_like(s)
 
-    def check(r, report):
-        at_ones, at_u = r.array(0, s.shape), r.array(1, s.shape)
-        fun = lambda s: act(s)  # noqa: E731
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)  # gradcheck warns about a constant cotangent
-            res = gradcheck(fun, {"s": s}, lambda _u, **_a: {"s": at_ones}, cotangent=ones,
-                            name="all-ones", rtol=1e-6, atol=1e-12)
-        if res.ok:
-            report.check(True, "wrong_vjp passes gradcheck with the all-ones cotangent")
-        else:  # the true VJP at u = 1 is 0 (the weights sum to 1): say so, with the student's value
-            k = np.unravel_index(np.argmax(np.abs(at_ones)), s.shape)
-            report.check(False, f"wrong_vjp should pass gradcheck with the all-ones cotangent, but at u = 1 it "
-                                f"returns {at_ones[k]:.4g} at index {tuple(int(i) for i in k)}, where the true VJP "
-                                f"is 0 (sigsoftmax's weights sum to 1): a wrong VJP that passes must vanish at u = 1"
-                                + (" in every row (is a sum taken over the whole array instead of along the last "
-                                   "axis?)" if s.ndim > 1 else ""),
-                         brief="wrong_vjp is not 0 at the all-ones cotangent, where the true VJP is")
-        res = gradcheck(fun, {"s": s}, lambda _u, **_a: {"s": at_u}, cotangent=u, name="random",
-                        rtol=1e-6, atol=1e-12)
-        worst = res.worst("autograd")
-        report.check(not res.ok, f"wrong_vjp fails gradcheck with a random cotangent (relative error "
-                                 f"{worst.max_rel:.2e} against autograd)" if not res.ok else
-                     "wrong_vjp passes gradcheck with a random cotangent too: it is not wrong",
-                     brief="wrong_vjp passes gradcheck with a random cotangent: it is not wrong")
-        true = np.max(np.abs(activation_vjp(act, s, u)))
-        report.check(np.max(np.abs(at_u)) > 1e-3 * true,
-                     "wrong_vjp is not 0 for a random cotangent (a plausible backward pass)"
-                     if np.max(np.abs(at_u)) > 1e-3 * true else
-                     "wrong_vjp returns (almost) 0 for a random cotangent; write a plausible backward pass "
-                     "that forgets a factor, as the statement asks")
+def _all_ones_case(kind, s, u, v, hidden):
+    act, ones = activation("sigsoftmax"), np.ones_like(s)
+    a, b = LINEAR_COMBINATION
+    calls = (call("wrong_vjp", s, ones), call("wrong_vjp", s, u), call("wrong_vjp", s, v),
+             call("wrong_vjp", s, a * u + b * v), call("wrong_vjp", s, ones - u))
 
-    return Case(kind, (call("wrong_vjp", s, ones), call("wrong_vjp", s, u)), check, hidden, s.ndim)
+    def expect():
+        true_u = activation_vjp(act, s, u)
+        scale = float(np.max(np.abs(true_u)))
+        return [
+            Expect("close", "wrong_vjp(s, 1), the all-ones cotangent, where the true VJP is 0", (0,),
+                   np.zeros_like(s), atol=1e-12 * max(scale, 1.0),
+                   hint="a wrong VJP that the all-ones cotangent passes must vanish at u = 1, as the true one does "
+                        "(sigsoftmax's weights sum to 1 in every row): check its value there"),
+            Expect("far", "wrong_vjp(s, u), a random cotangent", (1,), true_u, rtol=1e-6,
+                   message="wrong_vjp(s, u) equals the true VJP for a random cotangent: it is not wrong, so it "
+                           "witnesses nothing",
+                   passed="wrong_vjp(s, u) differs from the true VJP for a random cotangent (a gradient check "
+                          "with a random cotangent fails it)"),
+            Expect("nonzero", "wrong_vjp(s, u)", (1,), true_u, rtol=1e-3,
+                   message="wrong_vjp(s, u) is (almost) 0 for a random cotangent; write a plausible backward pass "
+                           "that forgets a factor, as the statement asks",
+                   passed="wrong_vjp(s, u) is not 0 for a random cotangent (a plausible backward pass)"),
+            Expect("linear", f"wrong_vjp(s, {a:g} u + {b:g} v) against {a:g} wrong_vjp(s, u) + {b:g} wrong_vjp(s, v)"
+                   " (a VJP is linear in the cotangent)", (3,), terms=((a, (1,)), (b, (2,))), rtol=1e-9),
+            Expect("linear", "wrong_vjp(s, 1) against wrong_vjp(s, u) + wrong_vjp(s, 1 - u) (linear in the "
+                   "cotangent, the all-ones one included)", (0,), terms=((1.0, (1,)), (1.0, (4,))), rtol=1e-9),
+        ]
+
+    return Case(kind, calls, expect, hidden, s.ndim)
 
 
 def all_ones_cases(hidden_seed):
     rng = _rng(5)
     s = 2.0 * rng.standard_normal((4, 6))
-    cases = [_all_ones_case("2-D scores", s, rng.standard_normal(s.shape), False)]
+    cases = [_all_ones_case("2-D scores", s, rng.standard_normal(s.shape), rng.standard_normal(s.shape), False)]
     h = _hidden_rng(5, hidden_seed)
     for kind, shape in (("a 1-D row", (7,)), ("3-D scores", (2, 3, 5))):
-        cases.append(_all_ones_case(kind, 3.0 * h.standard_normal(shape), h.standard_normal(shape), True))
+        cases.append(_all_ones_case(kind, 3.0 * h.standard_normal(shape), h.standard_normal(shape),
+                                    h.standard_normal(shape), True))
     return cases
 
 
@@ -302,34 +295,38 @@ def all_ones_cases(hidden_seed):
 # 06 signexp at a score of 0
 # ------------------------------------------------------------------------------
 
+#: The steps at which ``central_at_zero`` is compared with the first-order prediction.
+CENTRAL_STEPS = (0.1, 1e-2, 1e-3)
+
 
 def _signexp_case(kind, s, u, j, hidden):
-    act, tiny, n = activation("signexp"), 1e-300, len(s)
-    sp, sm = s.copy(), s.copy()
-    sp[j], sm[j] = tiny, -tiny
-    jump = float(u @ act(sp) - u @ act(sm))
-    slopes = np.array([activation_vjp(act, sp, u)[j], activation_vjp(act, sm, u)[j]])
-    eps = (1e-3, 1e-4)
-    central = []
-    for e_ in eps:
-        e = np.zeros(n)
-        e[j] = e_
-        central.append(float(u @ act(s + e) - u @ act(s - e)) / (2.0 * e_))
-    inputs = None if hidden else {"s": s, "u": u}
-
+    act, tiny = activation("signexp"), 1e-300
     at = "" if hidden else f", j={j}"  # a hidden case names no input
-
-    def check(r, report):
-        report.close(f"jump(s, u{at})", r.number(0), jump, rtol=1e-12, inputs=inputs)
-        report.close(f"slopes(s, u{at}) = (L+, L-)", np.array(r.pair(1)), slopes, rtol=1e-12, inputs=inputs)
-        for k, e_ in enumerate(eps):
-            report.close(f"central_at_zero(s, u{at}, eps={e_:g}) against the measured central difference",
-                         r.number(2 + k), central[k], rtol=0.0, atol=50.0 * e_ * max(1.0, float(np.max(np.abs(u)))),
-                         inputs=inputs)  # 50 eps max|u|: the size of the neglected O(eps) term
-
     calls = (call("jump", s, u, j), call("slopes", s, u, j)) + tuple(call("central_at_zero", s, u, j, e_)
-                                                                       for e_ in eps)
-    return Case(kind, calls, check, hidden)
+                                                                       for e_ in CENTRAL_STEPS)
+
+    def expect():
+        sp, sm = s.copy(), s.copy()
+        sp[j], sm[j] = tiny, -tiny
+        jump = float(u @ act(sp) - u @ act(sm))
+        slopes = np.array([activation_vjp(act, sp, u)[j], activation_vjp(act, sm, u)[j]])
+        inputs = {"s": s, "u": u}
+        out = [Expect("close", f"jump(s, u{at})", (0,), np.float64(jump), rtol=1e-12, inputs=inputs),
+               Expect("close", f"slopes(s, u{at}) = (L+, L-)", (1,), slopes, shape=(2,), rtol=1e-12, inputs=inputs)]
+        for k, e_ in enumerate(CENTRAL_STEPS):
+            e = np.zeros_like(s)
+            e[j] = e_
+            measured = float(u @ act(s + e) - u @ act(s - e)) / (2.0 * e_)
+            predicted = jump / (2.0 * e_) + 0.5 * (slopes[0] + slopes[1])
+            out.append(Expect(
+                "close", f"central_at_zero(s, u{at}, eps={e_:g}), the first-order prediction", (2 + k,),
+                np.float64(predicted), rtol=1e-12, inputs=inputs,
+                hints=((np.float64(measured), "your value is the measured central difference (F(eps) - F(-eps))/"
+                        "(2 eps); the exercise asks for its first-order prediction from J and L+-, which differs "
+                        "from it by O(eps)"),)))
+        return out
+
+    return Case(kind, calls, expect, hidden)
 
 
 def signexp_at_zero_cases(hidden_seed):
@@ -358,8 +355,8 @@ def signexp_at_zero_cases(hidden_seed):
 def _velocity_case(kind, s, o, c, delta_I, hidden):
     from ..theory.proposition1 import score_velocity  # noqa: PLC0415
 
-    return _compare(kind, call("velocity", s, o, c, delta_I), score_velocity("tanhmax", s, o, c, delta_I),
-                    hidden=hidden, inputs={"s": s, "o": o}, rtol=1e-10)
+    return _compare(kind, call("velocity", s, o, c, delta_I), lambda: score_velocity("tanhmax", s, o, c, delta_I),
+                    "velocity(s, o, c, delta_I)", hidden=hidden, inputs={"s": s, "o": o}, rtol=1e-10)
 
 
 def tanhmax_velocity_cases(hidden_seed):
@@ -393,9 +390,9 @@ def _softplus_max_phi(s):
 
 
 def _delta_II_case(kind, s, o, hidden):
-    vjp_fn, _ = make_vjp(_softplus_max_phi)(s)
-    return _compare(kind, call("delta_II", s, o), vjp_fn(o), hidden=hidden, ndim=s.ndim, inputs={"s": s, "o": o},
-                    label="delta_II(s, o) (against autograd)", rtol=1e-10)
+    return _compare(kind, call("delta_II", s, o), lambda: _autograd_vjp(_softplus_max_phi, s, o),
+                    "delta_II(s, o) (against autograd)", hidden=hidden, ndim=s.ndim, inputs={"s": s, "o": o},
+                    rtol=1e-10)
 
 
 def prop1_new_cases(hidden_seed):
@@ -416,21 +413,21 @@ def prop1_new_cases(hidden_seed):
 
 
 def _gap_case(kind, s, cs, hidden, numeric=True):
-    from ..theory.proposition2 import closure_gap, closure_gap_closed_form  # noqa: PLC0415
+    shifts = "the case's shifts" if hidden else f"c in {cs.tolist()}"  # a hidden case names no input
 
-    want = closure_gap_closed_form(s, cs)
-    big = want > 1e-3  # where the difference of two forward passes is accurate
+    def expect():
+        from ..theory.proposition2 import closure_gap, closure_gap_closed_form  # noqa: PLC0415
 
-    def check(r, report):
-        got = np.array([r.number(i) for i in range(len(cs))])
-        shifts = "the case's shifts" if hidden else f"c in {cs.tolist()}"  # a hidden case names no input
-        report.close(f"gap(s, c) for {shifts} (relative accuracy)", got, want, rtol=1e-12,
-                     elementwise=True, inputs=None if hidden else {"c": cs})
-        if numeric and np.any(big):
-            report.close("gap(s, c) against the forward passes, where the gap exceeds 1e-3", got[big],
-                         closure_gap(s, cs[big]), rtol=1e-9, elementwise=True)
+        want = closure_gap_closed_form(s, cs)
+        big = np.flatnonzero(want > 1e-3)  # where the difference of two forward passes is accurate
+        out = [Expect("close", f"gap(s, c) for {shifts} (relative accuracy)", ("stack", *range(len(cs))), want,
+                      rtol=1e-12, elementwise=True, inputs={"c": cs})]
+        if numeric and big.size:
+            out.append(Expect("close", "gap(s, c) against the forward passes, where the gap exceeds 1e-3",
+                              ("stack", *big.tolist()), closure_gap(s, cs[big]), rtol=1e-9, elementwise=True))
+        return out
 
-    return Case(kind, tuple(call("gap", s, float(c)) for c in cs), check, hidden)
+    return Case(kind, tuple(call("gap", s, float(c)) for c in cs), expect, hidden)
 
 
 def closure_gap_cases(hidden_seed):
@@ -462,46 +459,50 @@ def _neural_inputs(rng, n_q, n_k, d, d_prime, hidden_size, scale=1.0):
     return q, k, params, rng.standard_normal((n_q, n_k))
 
 
-def _neural_grads(r, i, q, k, params):
-    """The value of ``neural_vjp`` as ``{"q": dq, "k": dk, **dparams}``, every shape checked."""
-    out = r[i]
-    if not (isinstance(out, tuple) and len(out) == 3):
-        r.fail(i, f"expected the tuple (dq, dk, dparams), got {type(out).__name__}"
-                  + (f" of {len(out)}" if isinstance(out, (tuple, list)) else ""))
-    shapes = {n: np.shape(v) for n, v in params.items()}
-    return {"q": r.array(i, q.shape, x=out[0], label="dq"), "k": r.array(i, k.shape, x=out[1], label="dk"),
-            **r.grads(i, shapes, nested=out[2])}
+def _neural_expects(want, q, k, params, suffix=""):
+    """One expectation per gradient of ``neural_vjp``'s value ``(dq, dk, dparams)``."""
+    out = [Expect("close", f"dq{suffix}", (0, 0), want["q"], shape=q.shape, rtol=1e-10),
+           Expect("close", f"dk{suffix}", (0, 1), want["k"], shape=k.shape, rtol=1e-10)]
+    return out + [Expect("close", f"dparams[{n!r}]{suffix}", (0, 2, n), want[n], shape=np.shape(v), rtol=1e-10)
+                  for n, v in params.items()]
 
 
 def _neural_case(kind, q, k, params, g, hidden):
-    dq, dk, dp = score_vjp("neural", q, k, params, g)
-    want = {"q": dq, "k": dk, **dp}
+    def expect():
+        dq, dk, dp = score_vjp("neural", q, k, params, g)
+        return _neural_expects({"q": dq, "k": dk, **dp}, q, k, params)
 
-    def check(r, report):
-        got = _neural_grads(r, 0, q, k, params)
-        report.close_all([({"q": "dq", "k": "dk"}.get(n, f"dparams[{n!r}]"), got[n], w) for n, w in want.items()],
-                         rtol=1e-10)
-
-    return Case(kind, (call("neural_vjp", q, k, params, g),), check, hidden)
+    return Case(kind, (call("neural_vjp", q, k, params, g),), expect, hidden)
 
 
-def _neural_gradcheck_case(kind, q, k, params, g, hidden):
-    sc = score("neural")
-    args = {"q": q, "k": k, **{n: np.asarray(v, dtype=np.float64) for n, v in params.items()}}
-    return _gradcheck_case(kind, call("neural_vjp", q, k, params, g), lambda q, k, **p: sc(q, k, p), args, g,
-                           lambda r: _neural_grads(r, 0, q, k, params), hidden=hidden)
+def _neural_autograd_case(kind, q, k, params, g, hidden):
+    def expect():
+        sc = score("neural")
+        names = ["q", "k", *params]
+        args = [q, k, *(np.asarray(v, dtype=np.float64) for v in params.values())]
+
+        def forward(*xs):
+            return sc(xs[0], xs[1], dict(zip(names[2:], xs[2:])))
+
+        want = {}
+        for i, name in enumerate(names):
+            vjp_fn, _ = make_vjp(lambda x, i=i: forward(*args[:i], x, *args[i + 1:]))(args[i])
+            want[name] = vjp_fn(g)
+        return _neural_expects(want, q, k, params, " (against autograd)")
+
+    return Case(kind, (call("neural_vjp", q, k, params, g),), expect, hidden)
 
 
 def neural_vjp_cases(hidden_seed):
     rng = _rng(10)
     cases = [_neural_case("3 queries, 4 keys, d = 5", *_neural_inputs(rng, 3, 4, 5, 3, 6), False),
-             _neural_gradcheck_case("gradcheck against the score's forward pass", *_neural_inputs(rng, 2, 3, 4, 3, 5),
-                                    False)]
+             _neural_autograd_case("against autograd's VJP of the score's forward pass",
+                                   *_neural_inputs(rng, 2, 3, 4, 3, 5), False)]
     h = _hidden_rng(10, hidden_seed)
     cases += [_neural_case(kind, *_neural_inputs(h, *sizes), True)
               for kind, sizes in (("one query", (1, 5, 2, 4, 3)), ("one key", (4, 1, 3, 2, 5)),
                                   ("large inputs (tanh saturates)", (3, 3, 4, 3, 4, 4.0)))]
-    cases.append(_neural_gradcheck_case("gradcheck at other sizes", *_neural_inputs(h, 3, 2, 3, 2, 3), True))
+    cases.append(_neural_autograd_case("against autograd at other sizes", *_neural_inputs(h, 3, 2, 3, 2, 3), True))
     return cases
 
 
@@ -509,33 +510,43 @@ def neural_vjp_cases(hidden_seed):
 # 11 expressive against dot-product on an angle
 # ------------------------------------------------------------------------------
 
+#: How closely the two contrasts must agree at the answer's c (relative).
+CONTRAST_RTOL = 1e-8
 
-def _angle_case(deg, hidden):
+
+def _log_contrast_gap(c, ct):
+    """``log`` of the DPA contrast over the EA contrast at ``c`` (Eqs. 07.EG3, 07.EG4): increasing in ``c``."""
     from ..studies.geometry import weight_ratio  # noqa: PLC0415
 
-    theta = math.radians(deg)
+    return math.log(float(weight_ratio("softmax", 1.0, ct, c=c))) - \
+        math.log(float(weight_ratio("expressive", 1.0, ct, c=c)))
 
-    def check(r, report):
-        c = r[0]
-        if not is_real_number(c) and not (isinstance(c, np.ndarray) and c.size == 1):
-            r.fail(0, f"expected a positive number, got {c!r}"[:200])
-        c = r.number(0)
-        if not c > 0 or not math.isfinite(c):
-            report.check(False, f"crossover(theta) at {deg:.4g} degrees: expected a positive number, got {c!r}",
-                         brief="expected a positive number")
-            return
-        ct = math.cos(theta)
-        dpa = float(weight_ratio("softmax", 1.0, ct, c=c))
-        ea = float(weight_ratio("expressive", 1.0, ct, c=c))
-        ok = abs(dpa - ea) <= 1e-8 * ea
-        which = ("EA is still the sharper one, so c is too small" if ea > dpa else
-                 "DPA is already the sharper one, so c is too large")
-        report.check(ok, f"at {deg:.4g} degrees: c = {c:.10g}, contrast a(0)/a(theta) DPA {dpa:.10g}, EA {ea:.10g}"
-                         + ("" if ok else f" -- they should be equal there (relative 1e-8); {which}"),
-                     brief=f"the two contrasts differ at c: {which}")
 
-    return Case(f"{deg:.4g} degrees" if not hidden else "an angle of the hidden set", (call("crossover", theta),),
-                check, hidden)
+def crossover_angle(theta):
+    """``(c*, slope)``: the ``c`` where the two contrasts are equal (bisection on ``log c``) and the
+    derivative of the log contrast gap there, which turns a relative contrast tolerance into one on ``c``."""
+    ct = math.cos(theta)
+    lo, hi = 1e-12, 1.0
+    while _log_contrast_gap(hi, ct) < 0:
+        hi *= 2.0
+    for _ in range(200):
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if _log_contrast_gap(mid, ct) < 0 else (lo, mid)
+    c = math.sqrt(lo * hi)
+    dc = 1e-6 * c
+    return c, (_log_contrast_gap(c + dc, ct) - _log_contrast_gap(c - dc, ct)) / (2.0 * dc)
+
+
+def _angle_case(deg, hidden):
+    def expect():
+        c, slope = crossover_angle(math.radians(deg))
+        return [Expect("close", f"crossover(theta) at {deg:.4g} degrees" if not hidden else "crossover(theta)", (0,),
+                       np.float64(c), rtol=0.0, atol=CONTRAST_RTOL / slope,
+                       low="at your c, EA is still the sharper one (its contrast is larger), so c is too small",
+                       high="at your c, DPA is already the sharper one, so c is too large")]
+
+    return Case(f"{deg:.4g} degrees" if not hidden else "an angle of the hidden set",
+                (call("crossover", math.radians(deg)),), expect, hidden)
 
 
 def expressive_angle_cases(hidden_seed):
@@ -555,21 +566,15 @@ def expressive_angle_cases(hidden_seed):
 def _weights_case(kind, s, mask, hidden):
     act = activation("expressive")
 
-    def check(r, report):
-        g = r.array(0, s.shape)
-        finite = np.isfinite(g)
-        where = sorted(set(np.argwhere(~finite)[:, 0].tolist()))
-        if not report.check(np.all(finite), "every weight finite" if np.all(finite) else
-                            f"NaN or inf in {'rows' if g.ndim > 1 else 'entries'} {where}",
-                            brief="NaN or inf in the weights"):
-            report.hint("NaN or inf in the weights: 0/0 where a row has no normaliser (the convention gives it "
-                        "weights 0), or inf/inf where z^2 overflows (write h = 1/(1 + 1/z^2))")
-            return
-        report.close("expressive_weights(s, mask)", g, act(s, mask=mask), rtol=1e-12, atol=1e-15,
-                     elementwise=True, inputs=None if hidden else {"s": s})
+    def expect():
+        return [Expect("finite", "expressive_weights(s, mask)", (0,), shape=s.shape,
+                       hint="NaN or inf in the weights: 0/0 where a row has no normaliser (the convention gives it "
+                            "weights 0), or inf/inf where z^2 overflows (write h = 1/(1 + 1/z^2))",
+                       passed="every weight finite"),
+                Expect("close", "expressive_weights(s, mask)", (0,), act(s, mask=mask), rtol=1e-12, atol=1e-15,
+                       elementwise=True, inputs={"s": s})]
 
-    args = (s, None if mask is None else mask)
-    return Case(kind, (call("expressive_weights", *args),), check, hidden, s.ndim)
+    return Case(kind, (call("expressive_weights", s, None if mask is None else mask),), expect, hidden, s.ndim)
 
 
 def no_normaliser_cases(hidden_seed):
@@ -611,60 +616,42 @@ def no_normaliser_cases(hidden_seed):
 # ------------------------------------------------------------------------------
 
 
-def _error_bound(h, S, M, kappa):
-    return M * h * h / 6.0 + kappa * UNIT_ROUNDOFF * S / h  # derivation 22, section 4
+def error_bound(h, S, M, kappa):
+    """Truncation plus rounding error of a central difference with step ``h`` (derivation 22, section 4)."""
+    return M * h * h / 6.0 + kappa * UNIT_ROUNDOFF * S / h
 
 
-def _best_step(S, M, kappa):
+def best_step(S, M, kappa):
+    """The step that minimises :func:`error_bound` (derivation 22, section 4)."""
     return (3.0 * kappa * UNIT_ROUNDOFF * S / M) ** (1.0 / 3.0)
 
 
 def _step_cases(rng, decades, hidden, suffix=""):
     S, M = 10.0 ** rng.uniform(-decades, decades, 6), 10.0 ** rng.uniform(-decades, decades, 6)
     K = 10.0 ** rng.uniform(0, 2, 6)
-    h = _best_step(S, M, K) * np.array([0.3, 1.0, 3.0, 0.5, 2.0, 1.7])
-    inputs = None if hidden else {"S": S, "M": M, "kappa": K}
-
-    def best(r, report):
-        got = np.array([r.number(i) for i in range(6)])
-        report.close("best_step(S, M, kappa)", got, _best_step(S, M, K), rtol=1e-12, elementwise=True,
-                     inputs=inputs)
-
-    def bound(r, report):
-        got = np.array([r.number(i) for i in range(6)])
-        report.close("error_bound(h, S, M, kappa)", got, _error_bound(h, S, M, K), rtol=1e-12, elementwise=True,
-                     inputs=inputs)
-
-    return [Case(f"best_step{suffix}", tuple(call("best_step", *a) for a in zip(S, M, K)), best, hidden),
-            Case(f"error_bound{suffix}", tuple(call("error_bound", *a) for a in zip(h, S, M, K)), bound, hidden)]
+    h = best_step(S, M, K) * np.array([0.3, 1.0, 3.0, 0.5, 2.0, 1.7])
+    inputs = {"S": S, "M": M, "kappa": K}
+    best = Case(f"best_step{suffix}", tuple(call("best_step", *a) for a in zip(S, M, K)),
+                lambda: [Expect("close", "best_step(S, M, kappa)", ("stack", *range(6)), best_step(S, M, K),
+                                rtol=1e-12, elementwise=True, inputs=inputs)], hidden)
+    bound = Case(f"error_bound{suffix}", tuple(call("error_bound", *a) for a in zip(h, S, M, K)),
+                 lambda: [Expect("close", "error_bound(h, S, M, kappa)", ("stack", *range(6)),
+                                 error_bound(h, S, M, K), rtol=1e-12, elementwise=True, inputs=inputs)], hidden)
+    return [best, bound]
 
 
 def central_step_cases(hidden_seed):
     cases = _step_cases(_rng(13), 3, False, " for six random (S, M, kappa) over six decades")
-
-    def exp_check(r, report):  # the bound in action: d/dx exp at 0 (S = |f| = 1, M = max |F'''| ~ 1)
-        hs = r.number(0)
-        if not (math.isfinite(hs) and hs > 0):
-            report.check(False, f"best_step(1.0, 1.0) = {hs!r}: expected a positive step")
-            return
-        D = (math.exp(hs) - math.exp(-hs)) / (2.0 * hs)
-        bound = _error_bound(hs, 1.0, math.exp(hs), 4.0)  # kappa = 4: exp within 1 ulp, then - and /
-        report.check(abs(D - 1.0) <= bound, f"exp'(0) by central differences with h = best_step(1, 1) = {hs:.3g}: "
-                                            f"error {abs(D - 1.0):.2e}, bound {bound:.2e} (kappa = 4)"
-                     + ("" if abs(D - 1.0) <= bound else ": the step is far from the best one"))
-
-    cases.append(Case("exp'(0) with your step", (call("best_step", 1.0, 1.0),), exp_check))
+    cases.append(Case("the step for exp'(0), with S = |f| = 1 and M = max |F'''| about 1",
+                      (call("best_step", 1.0, 1.0),),
+                      lambda: [Expect("close", "best_step(1.0, 1.0), kappa left at its default", (0,),
+                                      np.float64(best_step(1.0, 1.0, 1.0)), rtol=1e-12)]))
     h = _hidden_rng(13, hidden_seed)
     cases += _step_cases(h, 8, True, " over sixteen decades")
     S, M = 10.0 ** h.uniform(-4, 4, 3), 10.0 ** h.uniform(-4, 4, 3)
-
-    def default_kappa(r, report):
-        got = np.array([r.number(i) for i in range(3)])
-        report.close("best_step(S, M) with kappa left out", got, _best_step(S, M, 1.0), rtol=1e-12,
-                     elementwise=True)
-
     cases.append(Case("kappa left at its default", tuple(call("best_step", s_, m_) for s_, m_ in zip(S, M)),
-                      default_kappa, True))
+                      lambda: [Expect("close", "best_step(S, M) with kappa left out", ("stack", 0, 1, 2),
+                                      best_step(S, M, 1.0), rtol=1e-12, elementwise=True)], True))
     return cases
 
 
@@ -685,63 +672,67 @@ def closure_shift():
 
 
 def closure_witness_cases(hidden_seed):
-    from ..theory.proposition2 import closure_gap_closed_form  # noqa: PLC0415
+    def expect():
+        best = closure_shift()
+        return [Expect("range", "ANSWER", (0,), np.array([best - 1e-9 * abs(best), best + 0.01 * abs(best)]),
+                       low="the gap ||tanhmax(s + c) - softmax(s)||_1 at c = ANSWER exceeds 1e-6: c is too small",
+                       high="ANSWER is more than 1% above the smallest c with gap <= 1e-6",
+                       passed="ANSWER is the smallest shift with gap <= 1e-6, within 1%")]
 
-    def check(r, report):
-        c = r[0]
-        if not (is_real_number(c) or (isinstance(c, np.ndarray) and c.size == 1 and c.dtype.kind in "iuf")):
-            report.check(False, f"ANSWER: expected a finite real number, got {c!r}"[:200])
-            return
-        c, best = r.number(0), closure_shift()
-        if not math.isfinite(c):
-            report.check(False, f"ANSWER: expected a finite real number, got {c!r}")
-            return
-        gap = float(closure_gap_closed_form(CLOSURE_ROW, c))
-        report.check(gap <= CLOSURE_TOL * (1 + 1e-9),
-                     f"the gap ||tanhmax(s + c) - softmax(s)||_1 at c = ANSWER = {c:.10g} is {gap:.4g}"
-                     + (" <= 1e-6" if gap <= CLOSURE_TOL * (1 + 1e-9) else " > 1e-6: c is too small"))
-        report.check(c <= best + 0.01 * abs(best),
-                     "ANSWER is within 1% of the smallest such c" if c <= best + 0.01 * abs(best) else
-                     f"ANSWER = {c:.6g} is more than 1% above the smallest c with gap <= 1e-6")
-
-    return [Case("the smallest shift for s = (0.5, -1, 1.5, 0.2)", (value("ANSWER"),), check)]
+    return [Case("the smallest shift for s = (0.5, -1, 1.5, 0.2)", (value("ANSWER"),), expect, secret=True)]
 
 
 # ------------------------------------------------------------------------------
 # The registry
 # ------------------------------------------------------------------------------
 
+_ACT = "refattn.core.activations"
+
 EXERCISES = (
     Exercise(1, "softmax-vjp", "Derive softmax's vector-Jacobian product", "function",
-             ("softmax_vjp(s, u)",), softmax_vjp_cases, part=1, difficulty=1, minutes=20),
+             ("softmax_vjp(s, u)",), softmax_vjp_cases, part=1, difficulty=1, minutes=20,
+             library=(f"{_ACT}:Softmax.backward",)),
     Exercise(2, "tanhmax-derivatives", "TanhMax's ell, rho' and ell', stable for every finite score",
              "function", ("ell(s)", "drho(s)", "dell(s)"), tanhmax_derivatives_cases, part=1, difficulty=1,
-             minutes=20),
+             minutes=20, library=(f"{_ACT}:TanhMax.ell", f"{_ACT}:TanhMax.drho", f"{_ACT}:TanhMax.dell")),
     Exercise(3, "reweighted-vjp", "One VJP for every activation (Eqs. 01.R4/01.R5)", "function",
-             ("reweighted_vjp(p, rho, drho, dell, u)",), reweighted_vjp_cases, part=1, difficulty=2, minutes=30),
+             ("reweighted_vjp(p, rho, drho, dell, u)",), reweighted_vjp_cases, part=1, difficulty=2, minutes=30,
+             library=(f"{_ACT}:Activation.backward",)),
     Exercise(4, "jacobian", "The Jacobian of phi = rho * softmax(ell) (Eq. 01.R3)", "function",
-             ("jacobian(act, s)",), jacobian_cases, part=1, difficulty=2, minutes=25),
+             ("jacobian(act, s)",), jacobian_cases, part=1, difficulty=2, minutes=25,
+             library=(f"{_ACT}:Activation.jacobian",)),
     Exercise(5, "all-ones-cotangent", "A wrong sigsoftmax VJP that the all-ones cotangent passes",
-             "function", ("wrong_vjp(s, u)",), all_ones_cases, part=1, difficulty=2, minutes=25),
+             "function", ("wrong_vjp(s, u)",), all_ones_cases, part=1, difficulty=2, minutes=25,
+             library=(f"{_ACT}:Softmax.backward", f"{_ACT}:SigSoftmax.ell")),
     Exercise(6, "signexp-at-zero", "SignExp at a score of 0: the jump, the slopes, the spike", "function",
              ("jump(s, u, j)", "slopes(s, u, j)", "central_at_zero(s, u, j, eps)"), signexp_at_zero_cases,
-             part=2, difficulty=3, minutes=45),
+             part=2, difficulty=3, minutes=45,
+             library=("refattn.theory.signexp_at_zero:signexp_near_zero",
+                      "refattn.theory.signexp_at_zero:_quotient_closed_form")),
     Exercise(7, "tanhmax-velocity", "Proposition 1 for TanhMax, with the sign of Eq. 7 corrected",
              "function", ("velocity(s, o, c, delta_I)",), tanhmax_velocity_cases, part=2, difficulty=2,
-             minutes=35),
+             minutes=35, library=("refattn.theory.proposition1:tanhmax_velocity",
+                                  "refattn.theory.proposition1:tanhmax_weights")),
     Exercise(8, "prop1-new-activation", "Proposition 1's Delta_II for a new activation (softplus-max)",
-             "function", ("delta_II(s, o)",), prop1_new_cases, part=2, difficulty=2, minutes=35),
+             "function", ("delta_II(s, o)",), prop1_new_cases, part=2, difficulty=2, minutes=35,
+             library=("refattn.theory.proposition1:delta_II", "refattn.theory.proposition1:closed_form_delta_II")),
     Exercise(9, "closure-gap", "Proposition 2: the exact distance from softmax to TanhMax's range",
-             "function", ("gap(s, c)",), closure_gap_cases, part=2, difficulty=3, minutes=40),
+             "function", ("gap(s, c)",), closure_gap_cases, part=2, difficulty=3, minutes=40,
+             library=("refattn.theory.proposition2:closure_gap_closed_form",)),
     Exercise(10, "neural-score-vjp", "The VJP of the Neural Attention score", "function",
-             ("neural_vjp(q, k, params, grad_s)",), neural_vjp_cases, part=3, difficulty=3, minutes=60),
+             ("neural_vjp(q, k, params, grad_s)",), neural_vjp_cases, part=3, difficulty=3, minutes=60,
+             library=("refattn.core.scores:Neural.backward",)),
     Exercise(11, "expressive-angle", "When is expressive attention sharper than dot-product on an angle?",
-             "function", ("crossover(theta)",), expressive_angle_cases, part=2, difficulty=2, minutes=30),
+             "function", ("crossover(theta)",), expressive_angle_cases, part=2, difficulty=2, minutes=30,
+             library=("refattn.exercises.graders:crossover_angle", "refattn.exercises.graders:_log_contrast_gap")),
     Exercise(12, "no-normaliser", "Expressive weights with zeros, masks and no normaliser", "function",
-             ("expressive_weights(s, mask)",), no_normaliser_cases, part=3, difficulty=2, minutes=30),
+             ("expressive_weights(s, mask)",), no_normaliser_cases, part=3, difficulty=2, minutes=30,
+             library=(f"{_ACT}:Expressive.ell", f"{_ACT}:Activation.forward")),
     Exercise(13, "central-difference-step", "The best step for central differences", "function",
              ("best_step(S, M, kappa=1.0)", "error_bound(h, S, M, kappa=1.0)"), central_step_cases, part=3,
-             difficulty=1, minutes=20),
+             difficulty=1, minutes=20,
+             library=("refattn.exercises.graders:best_step", "refattn.exercises.graders:error_bound")),
     Exercise(14, "closure-witness", "A numeric witness for the closure: the smallest shift", "number",
-             ("ANSWER",), closure_witness_cases, part=2, difficulty=1, minutes=15),
+             ("ANSWER",), closure_witness_cases, part=2, difficulty=1, minutes=15,
+             library=("refattn.exercises.graders:closure_shift",)),
 )

@@ -5,35 +5,80 @@ runs ``python -m refattn.exercises.gradescope --root ROOT`` with Gradescope's
 layout under ``ROOT`` (``/autograder`` there): ``source/`` (the unpacked zip,
 with ``refattn_autograder.json``), ``submission/`` (the student's files) and
 ``results/``. Each exercise's answer is the submitted file ``NN-name.py``
-(the starter's name; ``name.py`` is accepted too, in any subfolder).
+(the starter's name; ``name.py`` is accepted too, in any subfolder); a
+symbolic link is followed only where it stays inside the submission.
+
+Gradescope runs the autograder as root, so the answers run as another user,
+alone, under limits (:mod:`refattn.exercises.isolation`); before grading,
+``source/``, ``submission/``, ``results/`` and the grader's environment are
+made readable by root alone. The hidden cases' seed is drawn per submission:
+a hash of the zip's secret and the submitted answers, so no two submissions
+see the same hidden inputs and none can be learnt from another's feedback.
 
 ``results.json`` has one test per exercise and group: ``NN name: public
 cases`` (``visible``) and ``NN name: hidden cases`` (the export's hidden
 visibility), each worth half the exercise's points (all of them when it has
-no hidden cases), scored by the fraction of cases passed. A missing file
+no hidden cases), scored by the fraction of cases passed; and one test for
+the instructor only (``hidden``, 0 points): the isolation the run had and the
+similarity report (:mod:`refattn.exercises.similarity`). A missing file
 scores 0 with a line saying which name was looked for. The file is written
-whatever happens: an autograder failure (a missing or broken settings file, a
-grader that crashes, an interruption) is a result with a score of 0 and its
-message, and ``run_autograder`` writes one itself when Python or the
-dependencies are missing (a failed ``setup.sh``).
+whatever happens, atomically, by the grader alone: an autograder failure (a
+missing or broken settings file, a grader that crashes, an interruption, a
+``results.json`` that existed before the grader started) is a result with a
+score of 0 and its message, and ``run_autograder`` writes one itself when
+Python or the dependencies are missing (a failed ``setup.sh``).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import sys
+import tempfile
 from pathlib import Path
 
-__all__ = ["results_for", "try_zip", "format_results", "main"]
+__all__ = ["results_for", "try_zip", "format_results", "main", "submission_seed"]
+
+#: The test that only the instructor sees (Gradescope's ``hidden`` visibility, 0 points).
+INSTRUCTOR_TEST = "instructor only: how the answers ran, and their similarity to the library and the model solutions"
 
 
 def _find(submission: Path, ex):
-    """The submitted answer to ``ex``: ``NN-name.py`` (or ``name.py``), anywhere below ``submission``."""
+    """The submitted answer to ``ex``: ``(path, None)``, ``(None, why)`` for a file that cannot be
+    graded (a link that leaves the submission), or ``(None, None)`` when there is none.
+
+    ``NN-name.py`` (or ``name.py``), anywhere below ``submission``; symbolic links to folders are
+    not followed, a link to a file only where it stays inside the submission.
+    """
     wanted = {f"{ex.stem}.py", f"{ex.name}.py", f"{ex.stem.replace('-', '_')}.py", f"{ex.name.replace('-', '_')}.py"}
-    found = sorted(p for p in submission.rglob("*.py") if p.name.lower() in wanted and p.is_file())
-    return found[0] if found else None
+    top = os.path.realpath(submission)
+    found = []
+    for base, dirs, files in os.walk(submission):
+        dirs.sort()
+        for name in sorted(files):
+            if name.lower() in wanted:
+                found.append(Path(base) / name)
+    for path in found:
+        real = os.path.realpath(path)
+        if os.path.commonpath([top, real]) != top:
+            return None, (f"{path.relative_to(submission)} is a link to a file outside your submission: "
+                          f"submit the file itself")
+        if os.path.isfile(real):
+            return path, None
+    return None, None
+
+
+def submission_seed(secret, files) -> int:
+    """The hidden cases' seed of one submission: a hash of the zip's ``secret`` and the submitted
+    answers (``files``: paths), so that another submission draws other hidden inputs."""
+    h = hashlib.sha256(str(secret).encode())
+    for path in sorted(files, key=lambda p: os.path.basename(p)):
+        h.update(b"\0" + os.path.basename(path).encode() + b"\0")
+        with open(path, "rb") as f:
+            h.update(f.read())
+    return int.from_bytes(h.digest()[:8], "big")
 
 
 def _test(name, score, max_score, output, visibility) -> dict:
@@ -57,24 +102,29 @@ def _output(verdict, hidden) -> str:
 def results_for(root, config) -> dict:
     """The results of grading ``root/submission`` with ``config`` (the zip's settings)."""
     from .grading import exercise, grade_many  # noqa: PLC0415
+    from .similarity import similarity_report  # noqa: PLC0415
 
     root = Path(root)
     submission = root / "submission"
     exercises = [(exercise(e["stem"]), float(e["points"])) for e in config["exercises"]]
     found = {ex.stem: _find(submission, ex) for ex, _ in exercises}
-    items = [(ex, os.fspath(found[ex.stem])) for ex, _ in exercises if found[ex.stem] is not None]
-    verdicts = grade_many(items, hidden=True, hidden_seed=config["hidden_seed"], timeout=config["timeout_s"],
-                          forbidden_dirs=[os.fspath(root / "source")])
+    items = [(ex, os.fspath(found[ex.stem][0])) for ex, _ in exercises if found[ex.stem][0] is not None]
+    seed = config.get("hidden_seed")
+    if seed is None:  # the default: one seed per submission, from the zip's secret
+        seed = submission_seed(config["secret"], [path for _, path in items])
+    isolation = {}
+    verdicts = grade_many(items, hidden=True, hidden_seed=seed, timeout=config["timeout_s"],
+                          forbidden_dirs=[os.fspath(root / "source")], describe=isolation.update)
     by_stem = {v.exercise: v for v in verdicts}
     tests = []
     for ex, points in exercises:
         title = f"{ex.number:02d} {ex.name}"
         verdict = by_stem.get(ex.stem)
         n_hidden = verdict.group(True)[1] if verdict is not None and verdict.cases else \
-            sum(1 for c in ex.cases(config["hidden_seed"]) if c.hidden)
+            sum(1 for c in ex.cases(seed) if c.hidden)
         public_points = points / 2 if n_hidden else points
         if verdict is None:
-            missing = f"no file {ex.stem}.py in your submission: nothing to grade"
+            missing = found[ex.stem][1] or f"no file {ex.stem}.py in your submission: nothing to grade"
             tests.append(_test(f"{title}: public cases", 0, public_points, missing, "visible"))
             if n_hidden:
                 tests.append(_test(f"{title}: hidden cases", 0, points - public_points, missing,
@@ -87,16 +137,23 @@ def results_for(root, config) -> dict:
             passed, total = verdict.group(hidden)
             score = max_score * passed / total if total else 0.0
             out = _output(verdict, hidden)
-            if verdict.grader_error:
-                out = f"grader error (not your answer's fault; your instructor can see it): {verdict.grader_error}\n" + out
+            error = verdict.group_errors.get("hidden" if hidden else "public")
+            if error:
+                out = f"grader error (not your answer's fault; your instructor can see it): {error}\n" + out
             name = f"{title}: {'hidden' if hidden else 'public'} cases"
             tests.append(_test(name, score, max_score, out, visibility))
     total = sum(t["score"] for t in tests)
-    missing = "" if submission.is_dir() and any(found.values()) else \
+    missing = "" if submission.is_dir() and any(p for p, _ in found.values()) else \
         "No answer file was found in your submission (each is named like its starter, NN-name.py). "
+    report = similarity_report(items, config.get("similarity", {}))
+    errors = {v.exercise: v.group_errors for v in verdicts if v.group_errors}
+    instructor = {"isolation": isolation, "hidden_seed": "per submission" if config.get("hidden_seed") is None
+                  else "fixed by the export", "similarity": report, "grader_errors": errors}
+    tests.append(_test(INSTRUCTOR_TEST, 0, 0, json.dumps(instructor, indent=1, allow_nan=False), "hidden"))
     return {"score": round(total, 4), "tests": tests, "visibility": "visible", "stdout_visibility": "hidden",
+            "extra_data": {"isolation": isolation.get("level")},
             "output": missing + f"refattn exercises: {total:g} of {sum(t['max_score'] for t in tests):g} points. "
-                      "Each exercise has public cases (the ones `refattn exercises check` runs) and hidden ones."}
+                      "Each exercise has public cases (the ones the handout's checker runs) and hidden ones."}
 
 
 def _failed(why) -> dict:
@@ -106,13 +163,36 @@ def _failed(why) -> dict:
 
 
 def _write(results_dir: Path, results: dict):
+    """``results_dir/results.json``, whole or not at all: a fresh temporary file beside it (never a
+    name anyone else chose), flushed, then moved over it."""
     results_dir.mkdir(parents=True, exist_ok=True)
-    tmp = results_dir / "results.json.part"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(results, f, indent=2, allow_nan=False)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, results_dir / "results.json")
+    fd, tmp = tempfile.mkstemp(prefix=".results-", suffix=".json", dir=results_dir)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(results, f, indent=2, allow_nan=False)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, results_dir / "results.json")
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _lock_down(root: Path):
+    """As root: the autograder's folders and environment readable and writable by root alone, so that
+    an answer's user (:mod:`refattn.exercises.isolation`) reaches none of them, even outside a jail."""
+    if os.geteuid() != 0:
+        return
+    venv = os.environ.get("REFATTN_AUTOGRADER_VENV", str(root / "venv"))
+    for folder in (root / "source", root / "submission", root / "results", Path(venv)):
+        try:
+            if folder.is_dir() and not folder.is_symlink():
+                os.chmod(folder, 0o700)
+        except OSError:
+            pass
 
 
 def try_zip(zip_path, submission=None, keep=None) -> tuple:
@@ -156,11 +236,8 @@ def try_zip(zip_path, submission=None, keep=None) -> tuple:
                 mode = (info.external_attr >> 16) & 0o777
                 if mode:
                     os.chmod(root / "source" / info.filename, mode)
-            for f in submission.rglob("*.py"):
-                dest = root / "submission" / f.relative_to(submission)
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(f, dest)
-            (root / "submission").mkdir(exist_ok=True)
+            # as Gradescope receives it: every file, symbolic links kept as links
+            shutil.copytree(submission, root / "submission", symlinks=True)
             (root / "results").mkdir()
             env = {**os.environ, "REFATTN_AUTOGRADER_ROOT": str(root), "REFATTN_AUTOGRADER_PYTHON": sys.executable}
             proc = subprocess.run([str(root / "source" / "run_autograder")], env=env, capture_output=True,
@@ -190,6 +267,12 @@ def main(argv=None) -> int:
                         help="the autograder's root: source/, submission/, results/ (default /autograder)")
     args = parser.parse_args(argv)
     root = Path(args.root)
+    if (root / "results" / "results.json").exists() or (root / "results" / "results.json").is_symlink():
+        why = "a results.json existed in the results folder before the grader started; nothing was graded"
+        _write(root / "results", _failed(why))  # replaced, never trusted
+        print(f"refattn autograder: {why}", file=sys.stderr)
+        return 1
+    _lock_down(root)
     try:
         from .export import CONFIG_NAME  # noqa: PLC0415
 

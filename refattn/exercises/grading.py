@@ -1,26 +1,34 @@
-"""Grading answer files: draw the cases, run the answers apart, judge here.
+"""Grading answer files: draw the cases, run the answers apart, then judge here.
 
-:func:`grade_many` builds every case of every exercise asked for (public,
-and hidden with ``hidden=True``), runs the public cases of all the answers
-in one child process (:func:`refattn.exercises.sandbox.run_jobs`; a new one
-after an answer that hangs or ends the process), then their hidden cases in
-another, and judges each case's values in this process. An answer that
-could not run its public cases (it did not load, lacks a function, exited,
-timed out, crashed or was refused by the rule) gets one line saying so;
-otherwise each case's checks, the hints for common mistakes (found per
-group), and what the answer printed (per run). A hidden run that fails as a
-whole fails every hidden case, with one line saying why.
+:func:`grade_many` draws every case of every exercise asked for (public, and
+hidden with ``hidden=True``: their inputs only), prepares the run's isolation
+(:func:`refattn.exercises.isolation.prepare`: another user and a folder tree
+of its own where the grader is root), runs each answer's public cases in a
+child of its own (:func:`refattn.exercises.runner.run_jobs`), then its hidden
+cases in another, and only when every child has ended computes the expected
+values and judges each case's values in this process
+(:func:`refattn.exercises.judge.judge_case`). An answer that could not run
+its public cases (it did not load, lacks a function, exited, timed out,
+crashed or was refused by the rule) gets one line saying so; otherwise each
+case's checks, the hints for common mistakes (found per group), and what the
+answer printed (per run). A hidden run that fails as a whole fails every
+hidden case, with one line saying why. A failure of the grader itself is
+reported in the group of cases it happened in, and never changes the other
+group's result.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 
-from .core import PRINTED_KEYS, Check, Exercise, GraderError, Report, Results, StudentError, Verdict, fold
+from . import isolation as _isolation
 from .graders import DEFAULT_HIDDEN_SEED, EXERCISES
-from .sandbox import DEFAULT_TIMEOUT_S, Job, run_jobs
+from .judge import Exercise, GraderError, Verdict, judge_answer
+from .paths import solutions_dir
+from .runner import DEFAULT_TIMEOUT_S, FORBIDDEN_MODULES, guard_settings, run_groups
 
-__all__ = ["exercise", "grade", "grade_many"]
+__all__ = ["exercise", "grade", "grade_many", "forbidden_places"]
 
 
 def exercise(name) -> Exercise:
@@ -45,148 +53,67 @@ def _read(path) -> str:
         shown = os.fspath(path) if isinstance(path, os.PathLike) else path
         raise ValueError(f"FILE: no such file {shown!r}")
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8-sig") as f:  # a byte-order mark (as Notepad saves) is read as Python reads it
             return f.read()
     except UnicodeDecodeError as exc:
         raise ValueError(f"FILE: {os.fspath(path)!r} is not UTF-8 text ({exc.reason})") from None
 
 
-def _labels(ex, calls):
-    sigs = {sig.split("(")[0]: sig for sig in ex.defines}
-    return [c.fn if c.attr else sigs.get(c.fn, f"{c.fn}(...)") for c in calls]
+def forbidden_places(extra_dirs=()):
+    """The Python guard's settings (:func:`refattn.exercises.runner.guard_settings`): the folders an
+    answer may not read (the refattn package, a clone's model solutions and history, the libraries
+    of the rule, ``extra_dirs``) and the package's files by inode."""
+    import refattn  # noqa: PLC0415
 
-
-def _fatal_line(fatal, path) -> str:
-    where = fatal.get("where", "import")
-    if fatal["what"] == "exit":
-        during = "your file, while imported," if where == "import" else where
-        return (f"{during} called sys.exit({fatal.get('code', '')}): an answer must return its values, "
-                f"not end the program")
-    if fatal["what"] == "refused":
-        return fatal.get("message", "refused")
-    # raised while imported
-    msg = fatal.get("message", "")
-    return f"importing {path} raised {fatal.get('type', 'an exception')}" + (f": {msg}" if msg else "")
-
-
-def _cannot_run(ex, path, run):
-    """The lines saying why the answer could not run its calls in ``run``, or ``None`` if it did."""
-    if run.status != "done":
-        return [fold(run.message)]
-    fatal = run.manifest.get("fatal")
-    if fatal:
-        return [fold(_fatal_line(fatal, path))]
-    defined = set(run.manifest.get("defined", []))
-    callable_ = set(run.manifest.get("callable", []))
-    missing = [sig for sig in ex.defines if sig.split("(")[0] not in (callable_ if ex.kind == "function" else defined)]
-    what = "function" if ex.kind == "function" else "name"
-    return [f"{path} defines no {what} {sig}" for sig in missing] or None
-
-
-def _judge_group(ex, cases, outputs, report):
-    """Run the checks of ``cases`` (one group) on ``outputs`` (the values of their calls, in order);
-    return ``(results per case, grader error or None)``. The hints go to ``report``."""
-    results, grader_error, start = [], None, 0
-    for case in cases:
-        got = outputs[start:start + len(case.calls)]
-        start += len(case.calls)
-        report.begin(case)
-        n_before = len(report.checks)
+    package = [os.path.realpath(p) for p in refattn.__path__]
+    dirs, files = list(package), []
+    for name in FORBIDDEN_MODULES[1:]:
         try:
-            if len(got) != len(case.calls):  # pragma: no cover - the child stops only on a fatal event
-                raise GraderError("the answer's process returned fewer values than calls")
-            case.check(Results(got, _labels(ex, case.calls), report), report)
-        except StudentError:
-            pass  # recorded; the checks after it cannot run
-        except Exception as exc:  # noqa: BLE001 - the grader's own computation failed: never the answer's fault
-            first = str(exc).splitlines()[0] if str(exc) else ""
-            grader_error = grader_error or fold(f"case {case.kind!r}: {type(exc).__name__}"
-                                                + ("" if case.hidden else f": {first}"), 300)
-            hidden, report.hidden = report.hidden, False  # a hidden case's: the type only (its message may hold inputs)
-            report.check(False, f"grader error (not your answer's fault): {type(exc).__name__}"
-                                + ("" if hidden else f": {first}"))
-            report.hidden = hidden
-        if len(report.checks) == n_before:  # pragma: no cover - every check records at least one line
-            report.check(False, "grader error: the case recorded no check")
-            grader_error = grader_error or f"case {case.kind!r} recorded no check"
-        results.append({"kind": case.kind, "hidden": case.hidden,
-                        "ok": all(c.ok for c in report.checks[n_before:])})
-    one_d = [r["ok"] for r, c in zip(results, cases) if c.ndim == 1]
-    n_d = [r["ok"] for r, c in zip(results, cases) if c.ndim is not None and c.ndim > 1]
-    overflowed = any(h.startswith("NaN or inf") for h in report.hints)  # the failure has another cause
-    if one_d and all(one_d) and n_d and not all(n_d) and not overflowed:
-        report.hint("right for a single row (1-D), wrong for more axes: reduce along the last axis only "
-                    "(axis=-1, keepdims=True), so that each row is normalised by its own entries")
-    return results, grader_error
-
-
-def _hidden_run_failed(run) -> list:
-    """Why the hidden run failed as a whole, by kind only: the answer chose the messages of its
-    exceptions, its exit code and what it printed while it held the hidden inputs, so none of
-    them is repeated (the public run, which never held one, says more)."""
-    if run.status == "timeout":
-        why = run.message.split(":")[0].split(" while ")[0]  # "timed out after N s" (the grader's limit)
-    elif run.status != "done":
-        why = "the process running your answer ended early or sent something unreadable"
-    else:
-        fatal = run.manifest.get("fatal") or {}
-        why = {"exit": "your file called sys.exit", "refused": "the exercises' rule refused something your file did",
-               "raised": f"your file raised {str(fatal.get('type', 'an exception'))[:80]} while imported"
-               }.get(fatal.get("what"), "your file does not define what the exercise asks for")
-    return [f"the hidden cases could not run: {why}"]
-
-
-def _judge(ex, path, cases, runs, hidden_run) -> Verdict:
-    """The verdict on one answer from its runs, ``{"public": Run, "hidden": Run}`` (the hidden one
-    only where hidden cases were asked for and the public run went through). What the answer
-    printed in the hidden run is not kept, only how many lines: it may hold hidden inputs."""
-    printed = {PRINTED_KEYS["public"].get(k, k): v for k, v in runs["public"].printed.items()}
-    n_hidden = sum(len(v.splitlines()) for v in runs["hidden"].printed.values()) if "hidden" in runs else 0
-    if n_hidden:
-        printed[PRINTED_KEYS["hidden"]["hidden"]] = (f"[{n_hidden} lines printed while the hidden cases ran: "
-                                                     "not shown, since they may hold hidden inputs]\n")
-    why = _cannot_run(ex, path, runs["public"])
-    if why:
-        return Verdict(ex.stem, path, False, [Check(False, line) for line in why], printed=printed,
-                       hidden_run=hidden_run)
-    checks, results, hints, errors = [], [], {}, []
-    for group in ("public", "hidden"):
-        mine = [c for c in cases if c.hidden == (group == "hidden")]
-        if not mine:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):  # pragma: no cover - a broken installation
+            spec = None
+        if spec is None:
             continue
-        report = Report()
-        report.quiet_factors = group == "hidden"
-        if group not in runs:
-            why = ["the hidden run did not take place"]
-        elif group == "hidden":
-            why = _cannot_run(ex, path, runs[group]) and _hidden_run_failed(runs[group])
-        else:
-            why = _cannot_run(ex, path, runs[group])
-        if why:  # the hidden run failed as a whole (a hang, an exit): every hidden case fails, one line says why
-            report.checks += [Check(False, line, "every hidden case", True) for line in why]
-            group_results = [{"kind": c.kind, "hidden": True, "ok": False} for c in mine]
-        else:
-            group_results, error = _judge_group(ex, mine, runs[group].outputs.get(group, []), report)
-            errors.append(error)
-        checks += report.checks
-        results += group_results
-        hints[group] = report.hints
-    grader_error = next((e for e in errors if e), None)
-    ok = all(c.ok for c in checks) and grader_error is None
-    return Verdict(ex.stem, path, ok, checks, cases=results,
-                   hints=list(dict.fromkeys(h for hs in hints.values() for h in hs)), group_hints=hints,
-                   printed=printed, hidden_run=hidden_run, grader_error=grader_error)
+        if spec.submodule_search_locations:
+            dirs += [os.path.realpath(p) for p in spec.submodule_search_locations]
+        elif spec.origin and os.path.isfile(spec.origin):
+            files.append(os.path.realpath(spec.origin))
+    for p in package:  # a clone's model solutions, and its history, which holds every version of them
+        for name in (".git", os.path.join("instructor", "solutions")):
+            folder = os.path.join(os.path.dirname(p), name)
+            if os.path.exists(folder):
+                dirs.append(os.path.realpath(folder))
+    if solutions_dir() is not None:  # also a clone in the current folder, its package installed apart
+        dirs.append(os.path.realpath(solutions_dir()))
+    dirs += [os.path.realpath(d) for d in extra_dirs]
+    return guard_settings(dirs=dirs, walk=package, files=files)
 
 
-def grade_many(items, *, hidden=False, hidden_seed=None, timeout=DEFAULT_TIMEOUT_S, forbidden_dirs=()):
+def _python_level_sys_path(extra_dirs=()):
+    """The answer's ``sys.path`` where it runs as the grader's user: this one's absolute entries, less
+    the folders that hold refattn (and an autograder's source), which an answer may not read and does
+    not need (NumPy comes from its own folder, kept)."""
+    import sys  # noqa: PLC0415
+
+    import numpy as np  # noqa: PLC0415
+    import refattn  # noqa: PLC0415
+
+    numpy_home = os.path.realpath(os.path.dirname(os.path.dirname(np.__file__)))
+    drop = {os.path.realpath(os.path.dirname(p)) for p in refattn.__path__}
+    drop |= {os.path.realpath(d) for d in extra_dirs}
+    drop.discard(numpy_home)
+    return list(dict.fromkeys(p for p in sys.path if p and os.path.isabs(p) and os.path.realpath(p) not in drop))
+
+
+def grade_many(items, *, hidden=False, hidden_seed=None, timeout=DEFAULT_TIMEOUT_S, forbidden_dirs=(),
+               isolation="auto", describe=None, python_guard=True):
     """Grade several answer files in one run; one :class:`Verdict` per item, in order.
 
-    The public cases of every answer run in one child process (a new one
-    after an answer that hangs or ends it); then, with ``hidden``, the hidden
-    cases of the answers whose public run went through run in another, which
-    never holds a public input and whose printing is kept apart
-    (:data:`~refattn.exercises.core.PRINTED_KEYS`): what an answer prints while its public cases
-    run cannot hold a hidden input.
+    Every answer's public cases run in a child of its own; then, with ``hidden``, the hidden
+    cases of the answers whose public run went through run in another, which never holds a
+    public input and whose printing is kept apart
+    (:data:`~refattn.exercises.judge.PRINTED_KEYS`): what an answer prints while its public cases
+    run cannot hold a hidden input. Expected values are computed after the last child has ended.
 
     Parameters
     ----------
@@ -200,14 +127,21 @@ def grade_many(items, *, hidden=False, hidden_seed=None, timeout=DEFAULT_TIMEOUT
         Seconds each answer has, from being loaded to returning its last value.
     forbidden_dirs : sequence of str
         Further folders the answers may not read.
+    isolation : {"auto", "os", "python"}
+        :func:`refattn.exercises.isolation.prepare`'s ``level`` (``"auto"``: the operating
+        system's boundary where the grader is root).
+    describe : callable, optional
+        Called with the run's isolation (:meth:`~refattn.exercises.isolation.Isolation.describe`).
+    python_guard : bool
+        Arm the Python guard in the answer's process (``False``: the tests of the operating
+        system's boundary alone, as an answer that switched the guard off would meet it).
 
     Raises
     ------
     ValueError
         One line for bad input: an unknown exercise, no file at a path.
     GraderError
-        The grader could not run at all, or the library failed while drawing
-        a case: never the answers' fault.
+        The grader could not run at all (no isolation, no interpreter): never the answers' fault.
     """
     seed = DEFAULT_HIDDEN_SEED if hidden_seed is None else int(hidden_seed)
     if not (isinstance(timeout, (int, float)) and timeout > 0):
@@ -221,19 +155,21 @@ def grade_many(items, *, hidden=False, hidden_seed=None, timeout=DEFAULT_TIMEOUT
         except Exception as exc:  # noqa: BLE001 - the library failed while the grader drew inputs
             raise GraderError(f"{ex.stem}: drawing the cases failed: {type(exc).__name__}: {exc}") from exc
         prepared.append((ex, os.fspath(path), source, cases))
-    runs = [{} for _ in prepared]
-    for group in ("public", "hidden"):
-        jobs, whose = [], []
-        for k, (ex, path, source, cases) in enumerate(prepared):
-            calls = [c for case in cases if case.hidden == (group == "hidden") for c in case.calls]
-            if not calls or (group == "hidden" and _cannot_run(ex, path, runs[k]["public"])):
-                continue  # an answer that could not run its public cases is not run again
-            jobs.append(Job(f"{k}:{ex.stem}", os.path.abspath(path), source, [(group, calls)]))
-            whose.append(k)
-        done = run_jobs(jobs, timeout=float(timeout), extra_forbidden_dirs=forbidden_dirs) if jobs else []
-        for k, run in zip(whose, done):
-            runs[k][group] = run
-    return [_judge(ex, path, cases, run, hidden) for (ex, path, _, cases), run in zip(prepared, runs)]
+    try:
+        iso = _isolation.prepare(timeout, level=isolation)
+    except RuntimeError as exc:
+        raise GraderError(str(exc)) from None
+    if iso.level == "python":
+        iso.sys_path = _python_level_sys_path(forbidden_dirs)
+    if describe is not None:
+        describe(iso.describe())
+    try:
+        guard = forbidden_places(forbidden_dirs) if python_guard else {"off": True}
+        runs = run_groups(prepared, iso=iso, guard=guard, timeout=float(timeout))
+    finally:
+        iso.close()
+    # every answer's process has ended: only now are expected values computed
+    return [judge_answer(ex, path, cases, run, hidden) for (ex, path, _, cases), run in zip(prepared, runs)]
 
 
 def grade(name, path, **options) -> Verdict:

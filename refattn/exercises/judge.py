@@ -1,20 +1,28 @@
-"""What every grader shares: exercises, cases, the report of checks, the verdict.
+"""What every grader shares: exercises, cases, expectations, the report of checks, the verdict.
 
-An exercise's grader is a function ``cases(hidden_seed)`` returning
-:class:`Case` objects. A case names its *kind* (what it is about: "3-D
-scores", "scores just below sqrt(tiny)"), the calls of the student's
-functions it needs (:func:`call`, with inputs the grader drew) and a
-``check(results, report)`` that judges what those calls returned. The calls
-run in another process (:mod:`refattn.exercises.sandbox`); the checks run
-here, in the grader's process, against the library and the derivations'
-closed forms.
+This module is the judge, and the only place where an answer's values are
+compared with what they should be. It imports NumPy and the standard library
+only, never the rest of refattn, so that it travels unchanged in the student
+handout's checker (:func:`refattn.exercises.export.export_student`), where
+the public cases arrive as data.
+
+An exercise's grader (:mod:`refattn.exercises.graders`) is a function
+``cases(hidden_seed)`` returning :class:`Case` objects. A case names its
+*kind* (what it is about: "3-D scores", "scores just below sqrt(tiny)"), the
+calls of the student's functions it needs (:func:`call`, with inputs the
+grader drew) and its *expectations* (:class:`Expect`): what each returned
+value must be close to, or must not be, and the hints for the common wrong
+answers. Expectations are made by a function the grader calls only after
+the answer's process has ended (:func:`expectations`), so no expected value
+exists anywhere while an answer runs; the handout's checker reads the public
+cases' expectations from files, computed when the handout was made.
 
 Public cases (fixed inputs) are what a student runs; hidden cases (drawn
 from ``hidden_seed``: other seeds, shapes and edge cases) are reported by
 kind only, never by input. :class:`Report` compares results (saying where the
 worst entry is, expected against got, and the inputs there, for public
 cases), recognises common mistakes (a flipped sign, a constant factor, a
-transpose, an overflow) and collects them as hints.
+transpose, an overflow, a known wrong formula) and collects them as hints.
 """
 
 from __future__ import annotations
@@ -26,8 +34,9 @@ from typing import Callable
 
 import numpy as np
 
-__all__ = ["Exercise", "Case", "Call", "Table", "Report", "Results", "Verdict", "StudentError", "GraderError",
-           "PARTS", "ALLOWED", "call", "value", "is_real_number", "MAX_LINE", "PRINTED_KEYS"]
+__all__ = ["Exercise", "Case", "Call", "Table", "Expect", "Report", "Results", "Verdict", "StudentError",
+           "GraderError", "PARTS", "ALLOWED", "call", "value", "is_real_number", "expectations", "judge_case",
+           "MAX_LINE", "PRINTED_KEYS", "BRIEF_RAISED", "judge_answer", "cannot_run"]
 
 #: The learning path's three parts (the landing page's lectures), by number.
 PARTS = {
@@ -43,6 +52,10 @@ ALLOWED = ("**Allowed:** NumPy and Python's standard library. The grader runs yo
 
 #: No feedback line is longer than this (characters); longer ones are folded.
 MAX_LINE = 400
+
+#: How a hidden case names an exception the answer raised: one fixed word, never the exception's
+#: type or message, which the answer chose (a class named after the inputs would carry them out).
+BRIEF_RAISED = "raised an exception"
 
 #: Where what an answer printed is kept in :attr:`Verdict.printed`: the public run's by where it
 #: was printed (``import``, the calls, the process's own stdout and stderr); of the hidden run's
@@ -94,7 +107,7 @@ class Table:
 
 @dataclass
 class Case:
-    """One case of a grader: what it is about, the calls it needs, how it is judged.
+    """One case of a grader: what it is about, the calls it needs, what their values must be.
 
     Attributes
     ----------
@@ -102,21 +115,28 @@ class Case:
         What the case is about, shown for public and hidden cases alike
         (never the inputs themselves).
     calls : tuple of Call
-    check : callable
-        ``check(results, report)``: reads ``results[i]`` (the value of
-        ``calls[i]``) and records checks on ``report``.
+    expect : callable or list of Expect
+        What the calls' values are judged against: a function the grader
+        calls after the answer's process has ended (:func:`expectations`),
+        or, in the handout's checker, the list it returned when the handout
+        was made.
     hidden : bool
         Drawn from the hidden seed; its failures say the kind only.
     ndim : int, optional
         The number of axes of the case's scores, for the hint "right in
         1-D, wrong in N-D".
+    secret : bool
+        Its expected values are the answer itself (a number to find): never
+        written into the student handout, whose checker then checks only
+        the answer's form.
     """
 
     kind: str
     calls: tuple
-    check: Callable = field(repr=False)
+    expect: object = field(repr=False)
     hidden: bool = False
     ndim: int | None = None
+    secret: bool = False
 
 
 @dataclass(frozen=True)
@@ -136,8 +156,9 @@ class Exercise:
         What the answer file defines: functions or a number ``ANSWER``.
     defines : tuple of str
         The signatures the answer must define, e.g. ``"softmax_vjp(s, u)"``.
-    cases : callable
-        ``cases(hidden_seed) -> list of Case``.
+    cases : callable or None
+        ``cases(hidden_seed) -> list of Case`` (``None`` in the handout's
+        checker, which reads its public cases from files).
     part : int
         The part of the learning path (:data:`PARTS`).
     difficulty : int
@@ -145,6 +166,10 @@ class Exercise:
         3 (several steps, or an edge that takes thought).
     minutes : int
         Estimated time for a student who has read the derivation.
+    library : tuple of str
+        The library's functions that implement what the exercise asks for
+        (``module:qualname``): never shipped to students, and compared with
+        each answer in the instructor's similarity report.
     """
 
     number: int
@@ -152,10 +177,11 @@ class Exercise:
     title: str
     kind: str
     defines: tuple
-    cases: Callable = field(repr=False, compare=False)
+    cases: Callable | None = field(default=None, repr=False, compare=False)
     part: int = 1
     difficulty: int = 1
     minutes: int = 20
+    library: tuple = field(default=(), repr=False, compare=False)
 
     @property
     def stem(self) -> str:
@@ -193,6 +219,12 @@ class Exercise:
                 "kind": self.kind, "defines": list(self.defines), "part": self.part,
                 "part_title": PARTS[self.part], "difficulty": self.difficulty, "minutes": self.minutes}
 
+    @classmethod
+    def from_dict(cls, d) -> "Exercise":
+        """The exercise of :meth:`as_dict` (without its grader: the handout's checker)."""
+        return cls(int(d["number"]), str(d["name"]), str(d["title"]), str(d["kind"]), tuple(d["defines"]),
+                   part=int(d["part"]), difficulty=int(d["difficulty"]), minutes=int(d["minutes"]))
+
 
 # ------------------------------------------------------------------------------
 # Reading the student's results
@@ -213,9 +245,10 @@ class Results:
 
     ``results[i]`` is the value of the case's ``calls[i]``; if that call
     raised, the failure is recorded on the report and :class:`StudentError`
-    stops the case. :meth:`array`, :meth:`number`, :meth:`pair` and
-    :meth:`grads` also check the type and shape, so that the grader's own
-    computations never see a malformed value.
+    stops the case. :meth:`array`, :meth:`number`, :meth:`pair`, :meth:`grads`
+    and :meth:`at` also check the type and shape, so that the judge never
+    computes on a malformed value: anything that cannot be read as an array
+    of real numbers is the answer's fault, recorded as such.
     """
 
     def __init__(self, outputs, labels, report):
@@ -229,39 +262,41 @@ class Results:
         kind, v = self._outputs[i]
         if kind == "error":
             self._report.check(False, f"{self._labels[i]} raised {v['type']}: {v['message']}".rstrip(": "),
-                               brief=f"{self._labels[i]} raised {v['type']}")
+                               brief=f"{self._labels[i]} {BRIEF_RAISED}")
             raise StudentError(self._labels[i])
         return v
 
-    def fail(self, i, what):
+    def fail(self, i, what, label=None):
         """Record that the value of call ``i`` is unusable (``what``) and stop the case."""
-        self._report.check(False, f"{self._labels[i]}: {what}")
-        raise StudentError(self._labels[i])
+        label = label or self._labels[i]
+        self._report.check(False, f"{label}: {what}", brief=f"{label}: {_brief(what)}")
+        raise StudentError(label)
 
     def array(self, i, shape=None, *, x=None, label=None):
         """The value (or ``x``, a part of it) as a float64 array of ``shape``."""
         x = self[i] if x is None else x
         label = label or self._labels[i]
         if isinstance(x, (bool, str)) or x is None or not _numeric(x):
-            self._report.check(False, f"{label}: expected an array of real numbers, got {_short(x)}")
-            raise StudentError(label)
-        a = np.asarray(x)
-        if a.dtype.kind == "c":
-            self._report.check(False, f"{label}: expected real numbers, got complex ones")
-            raise StudentError(label)
-        a = a.astype(np.float64)
+            self.fail(i, f"expected an array of real numbers, got {_short(x)}", label)
+        try:
+            with np.errstate(all="ignore"):
+                a = np.asarray(x)
+                if a.dtype.kind == "c":
+                    self.fail(i, "expected real numbers, got complex ones", label)
+                a = a.astype(np.float64)
+        except StudentError:
+            raise
+        except Exception:  # noqa: BLE001 - ragged lists, numbers too large: the answer's value, not the grader
+            self.fail(i, f"expected an array of real numbers, got {_short(x)} that is not one", label)
         if shape is not None and a.shape != tuple(shape):
-            self._report.check(False, f"{label}: expected shape {tuple(shape)}, got shape {a.shape}")
-            raise StudentError(label)
+            self.fail(i, f"expected shape {tuple(shape)}, got shape {a.shape}", label)
         return a
 
     def number(self, i, *, x=None, label=None) -> float:
         """The value as one real number (a Python or NumPy scalar, or a 0-d array)."""
         a = self.array(i, x=x, label=label)
         if a.size != 1:
-            label = label or self._labels[i]
-            self._report.check(False, f"{label}: expected one number, got an array of shape {a.shape}")
-            raise StudentError(label)
+            self.fail(i, f"expected one number, got an array of shape {a.shape}", label)
         return float(a.reshape(()))
 
     def pair(self, i):
@@ -281,6 +316,34 @@ class Results:
         if missing:
             self.fail(i, f"the dict has no entry {', '.join(repr(k) for k in missing)}")
         return {k: self.array(i, s, x=x[k], label=f"{label}[{k!r}]") for k, s in shapes.items()}
+
+    def at(self, where, shape=None, label=None):
+        """The value an expectation names, as a float64 array of ``shape`` (``None``: any shape).
+
+        ``where`` is ``(i, key, ...)``: call ``i``'s value, then its item
+        ``key`` (a position in a tuple or list, a key of a dict) and so on;
+        or ``("stack", i, j, ...)``: the numbers returned by calls ``i, j,
+        ...``, as one array.
+        """
+        if where and where[0] == "stack":
+            return np.array([self.number(i) for i in where[1:]])
+        i, *keys = where
+        x, name = self[i], label or self._labels[i]
+        for key in keys:
+            if isinstance(key, int) and isinstance(x, (tuple, list)) and len(x) > key:
+                x = x[key]
+            elif isinstance(key, str) and isinstance(x, dict) and key in x:
+                x = x[key]
+            else:
+                what = (f"a tuple or list of at least {key + 1} items" if isinstance(key, int)
+                        else f"a dict with the entry {key!r}")
+                self.fail(i, f"expected {what}, got {_short(x)}", name)
+        return self.array(i, shape, x=x, label=name)
+
+
+def _brief(what) -> str:
+    """A failure's words without numbers that could come from a hidden input (for hidden cases)."""
+    return what.split(",")[0] if "got shape" not in what else "wrong shape"
 
 
 def _numeric(x) -> bool:
@@ -339,6 +402,8 @@ def _mistake(g, e, tol):
         return None
     if g.ndim >= 2 and g.shape[-1] == g.shape[-2] and np.max(np.abs(np.swapaxes(g, -1, -2) - e)) <= tol:
         return "your matrix is the transpose of the right one: rows index the output, columns the input"
+    if g.size < 2:  # one number is a multiple of any other: a factor says nothing there
+        return None
     c = float(np.vdot(g, e) / np.vdot(e, e))
     if np.max(np.abs(g - c * e)) <= max(tol, 1e-9 * np.max(np.abs(e))):
         if abs(c + 1.0) <= FACTOR_MIN_GAP:
@@ -474,6 +539,170 @@ class Report:
         return self.check(False, f"{named} wrong", brief=f"{named} wrong")
 
 
+# ------------------------------------------------------------------------------
+# Expectations: what a case's values must be, as data
+# ------------------------------------------------------------------------------
+
+
+@dataclass
+class Expect:
+    """One thing a case's values must satisfy, as data (the handout's checker reads it from a file).
+
+    ``op`` says what is checked, on the value at ``where`` (:meth:`Results.at`):
+
+    * ``"close"``: close to ``expected`` (:meth:`Report.close`: ``rtol``, ``atol``,
+      ``elementwise``; ``inputs`` shown at the worst index in a public case). When
+      it is not, each ``(array, message)`` of ``hints`` that the value is close to
+      becomes a hint (a known wrong formula), and ``low``/``high`` a hint when every
+      entry is below/above the expected one;
+    * ``"finite"``: every entry finite; ``message`` names the failure and ``hint``
+      follows it; a failure stops the case;
+    * ``"far"``: *not* close to ``expected`` (norm-wise ``rtol``): ``message`` on failure;
+    * ``"nonzero"``: ``max |value| > rtol * max |expected|``: ``message`` on failure;
+    * ``"linear"``: close to ``sum(c * value_at(w) for c, w in terms)`` (``rtol``
+      norm-wise): the value of a linear function at a linear combination;
+    * ``"range"``: one number with ``expected[0] <= value <= expected[1]``;
+      ``low``/``high`` say what is wrong below/above.
+
+    ``shape`` is the value's shape (default ``expected``'s for ``close``,
+    ``far`` and ``nonzero``). ``passed`` is the line of a passing check where the
+    default says too little.
+    """
+
+    op: str
+    label: str
+    where: tuple = (0,)
+    expected: object = None
+    shape: tuple | None = None
+    rtol: float = 1e-10
+    atol: float = 0.0
+    elementwise: bool = False
+    inputs: dict | None = None
+    hints: tuple = ()
+    low: str | None = None
+    high: str | None = None
+    message: str | None = None
+    hint: str | None = None
+    passed: str | None = None
+    terms: tuple = ()
+
+    OPS = ("close", "finite", "far", "nonzero", "linear", "range")
+
+    def __post_init__(self):
+        if self.op not in self.OPS:
+            raise ValueError(f"op: expected one of {self.OPS}, got {self.op!r}")
+        self.where = tuple(self.where)
+
+    def as_dict(self) -> dict:
+        """The expectation as a dict of plain values and arrays (:func:`refattn.exercises._child.encode` writes it)."""
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        d["where"], d["hints"] = list(self.where), [list(h) for h in self.hints]
+        d["terms"] = [[c, list(w)] for c, w in self.terms]
+        d["shape"] = None if self.shape is None else list(self.shape)
+        return d
+
+    @classmethod
+    def from_dict(cls, d) -> "Expect":
+        d = dict(d)
+        d["where"] = tuple(d["where"])
+        d["hints"] = tuple((np.asarray(a, dtype=np.float64), str(m)) for a, m in d.get("hints") or ())
+        d["terms"] = tuple((float(c), tuple(w)) for c, w in d.get("terms") or ())
+        d["shape"] = None if d.get("shape") is None else tuple(d["shape"])
+        for key in ("expected",):
+            if d.get(key) is not None:
+                d[key] = np.asarray(d[key], dtype=np.float64)
+        if d.get("inputs") is not None:
+            d["inputs"] = {k: np.asarray(v) for k, v in d["inputs"].items()}
+        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+
+
+def expectations(case) -> list:
+    """The expectations of ``case``: its ``expect`` called (the library computes them; only after
+    the answer's process has ended), or the list it already is (read from a file)."""
+    out = case.expect() if callable(case.expect) else case.expect
+    return list(out)
+
+
+def _close_to(g, a, rtol=1e-10) -> bool:
+    a = np.asarray(a, dtype=np.float64)
+    if g.shape != a.shape or not np.all(np.isfinite(a)):
+        return False
+    with np.errstate(all="ignore"):
+        return bool(np.max(np.abs(g - a), initial=0.0) <= rtol * max(np.max(np.abs(a), initial=0.0), 1e-300))
+
+
+def _judge_one(x, r, report, hidden):
+    """Record the checks of one :class:`Expect` ``x`` on the results ``r``."""
+    if x.op == "range":  # one number: say so for anything else, before reading it as an array
+        raw = r[x.where[0]]
+        if not (is_real_number(raw) or (isinstance(raw, np.ndarray) and raw.size == 1 and raw.dtype.kind in "iuf")):
+            r.fail(x.where[0], f"expected a finite real number, got {_short(raw)}", x.label)
+    shape = x.shape if x.shape is not None or x.op in ("linear", "range", "finite") else np.shape(x.expected)
+    got = r.at(x.where, shape, x.label if len(x.where) > 1 or x.where[0] == "stack" else None)
+    if x.op == "close":
+        expected = np.asarray(x.expected, dtype=np.float64)
+        if report.close(x.label, got, expected, rtol=x.rtol, atol=x.atol, elementwise=x.elementwise,
+                        inputs=None if hidden else x.inputs):
+            return
+        for alt, message in x.hints:
+            if _close_to(got, alt) and not _close_to(expected, alt):
+                report.hint(message)
+        finite = np.isfinite(got) & np.isfinite(expected)
+        if np.any(finite) and x.low and np.all(got[finite] < expected[finite]):
+            report.hint(x.low)
+        if np.any(finite) and x.high and np.all(got[finite] > expected[finite]):
+            report.hint(x.high)
+    elif x.op == "finite":
+        bad = ~np.isfinite(got)
+        if not np.any(bad):
+            report.check(True, x.passed or f"{x.label}: every entry finite")
+            return
+        where = sorted(set(np.argwhere(bad)[:, 0].tolist())) if got.ndim else []
+        report.check(False, x.message or f"{x.label}: NaN or inf in {'rows' if got.ndim > 1 else 'entries'} {where}",
+                     brief=f"{x.label}: NaN or inf")
+        report.hint(x.hint)
+        raise StudentError(x.label)
+    elif x.op in ("far", "nonzero"):
+        expected = np.asarray(x.expected, dtype=np.float64)
+        scale = max(float(np.max(np.abs(expected), initial=0.0)), 1e-300)
+        with np.errstate(all="ignore"):
+            size = float(np.max(np.abs(got - expected) if x.op == "far" else np.abs(got), initial=0.0))
+        ok = bool(np.isfinite(size) and size > x.rtol * scale)
+        report.check(ok, x.passed if ok else x.message, brief=None if ok else x.message)
+    elif x.op == "linear":
+        terms = [c * r.at(w, got.shape) for c, w in x.terms]
+        with np.errstate(all="ignore"):
+            want = sum(terms)
+            scale = max(float(np.max(np.abs(t), initial=0.0)) for t in terms)  # the size of what is added
+        report.close(x.label, got, want, rtol=0.0, atol=x.rtol * scale if np.isfinite(scale) else 0.0)
+    elif x.op == "range":
+        lo, hi = (float(v) for v in np.asarray(x.expected, dtype=np.float64).reshape(2))
+        c = float(got.reshape(-1)[0]) if got.size == 1 else float("nan")
+        if not np.isfinite(c):
+            report.check(False, f"{x.label}: expected a finite real number")
+        elif c < lo:
+            report.check(False, f"{x.label}: {x.low}", brief=f"{x.label}: {x.low}")
+        elif c > hi:
+            report.check(False, f"{x.label}: {x.high}", brief=f"{x.label}: {x.high}")
+        else:
+            report.check(True, x.passed or f"{x.label}: right")
+
+
+def judge_case(case, outputs, labels, report):
+    """Judge one case's returned ``outputs`` (``("value", v)`` or ``("error", {...})`` per call) on
+    ``report``: every expectation in order, until one stops the case. ``labels`` names the calls.
+
+    Raises whatever the judge itself raises on a bug (the caller reports a grader error); a
+    failure of the answer is recorded on ``report``, never raised.
+    """
+    r = Results(outputs, labels, report)
+    try:
+        for x in expectations(case):
+            _judge_one(x, r, report, case.hidden)
+    except StudentError:
+        pass  # recorded; the checks after it cannot run
+
+
 def is_real_number(x) -> bool:
     """A finite real number (not a bool)."""
     return (isinstance(x, numbers.Real) and not isinstance(x, bool)
@@ -499,7 +728,8 @@ class Verdict:
     place (``import``, ``public``, ``process``), and under ``hidden run``
     only how many lines it printed in the hidden one. ``hidden_run``: whether
     hidden cases were run. ``grader_error``: a failure of the grader itself,
-    never the answer's fault.
+    never the answer's fault; ``group_errors``: the same by group (``public``,
+    ``hidden``), so that a failure in one group never changes the other's.
     """
 
     exercise: str
@@ -512,6 +742,7 @@ class Verdict:
     hidden_run: bool = False
     grader_error: str | None = None
     group_hints: dict = field(default_factory=dict)
+    group_errors: dict = field(default_factory=dict)
 
     def printed_in(self, hidden: bool) -> dict:
         """What the answer printed in the run of one group (public or hidden), by place."""
@@ -538,7 +769,7 @@ class Verdict:
             if total:
                 parts.append(f"{'hidden' if hidden else 'public'} {passed}/{total} cases")
         if not self.hidden_run and self.cases:
-            parts.append("hidden cases not run (--hidden)")
+            parts.append("hidden cases not run here")
         tail = f" ({', '.join(parts)})" if parts else ""
         return f"{self.exercise}: {'CORRECT' if self.ok else 'WRONG'}{tail}"
 
@@ -554,6 +785,9 @@ class Verdict:
             if case and all(c.ok for c in checks):
                 out.append(f"ok   {where}{checks[-1].message}" if not is_hidden else f"ok   {where.rstrip(': ')}")
                 continue
+            if is_hidden and case:  # one line per hidden case: what failed, by name
+                out.append(f"FAIL {where}{fold('; '.join(c.message for c in checks if not c.ok))}")
+                continue
             out += [f"{'ok  ' if c.ok else 'FAIL'} {where}{c.message}" for c in checks if not c.ok or not case]
         return out
 
@@ -568,3 +802,133 @@ class Verdict:
             if len(shown) > 20:
                 lines.append(f"    | [... {len(shown) - 20} more lines]")
         return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------
+# An answer's verdict from its runs
+# ------------------------------------------------------------------------------
+
+
+def _labels(ex, calls):
+    sigs = {sig.split("(")[0]: sig for sig in ex.defines}
+    return [c.fn if c.attr else sigs.get(c.fn, f"{c.fn}(...)") for c in calls]
+
+
+def _fatal_line(fatal, path) -> str:
+    where = fatal.get("where", "import")
+    if fatal["what"] == "exit":
+        during = "your file, while imported," if where == "import" else where
+        return (f"{during} called sys.exit({fatal.get('code', '')}): an answer must return its values, "
+                f"not end the program")
+    if fatal["what"] == "refused":
+        return fatal.get("message", "refused")
+    # raised while imported
+    msg = fatal.get("message", "")
+    return f"importing {path} raised {fatal.get('type', 'an exception')}" + (f": {msg}" if msg else "")
+
+
+def cannot_run(ex, path, run):
+    """The lines saying why the answer could not run its calls in ``run``, or ``None`` if it did."""
+    if run.status != "done":
+        return [fold(run.message)]
+    fatal = run.manifest.get("fatal")
+    if fatal:
+        return [fold(_fatal_line(fatal, path))]
+    defined = set(run.manifest.get("defined", []))
+    callable_ = set(run.manifest.get("callable", []))
+    missing = [sig for sig in ex.defines if sig.split("(")[0] not in (callable_ if ex.kind == "function" else defined)]
+    what = "function" if ex.kind == "function" else "name"
+    return [f"{path} defines no {what} {sig}" for sig in missing] or None
+
+
+def _judge_group(ex, cases, outputs, report):
+    """Judge ``cases`` (one group) on ``outputs`` (the values of their calls, in order); return
+    ``(results per case, grader error or None)``. The hints go to ``report``."""
+    results, grader_error, start = [], None, 0
+    for case in cases:
+        got = outputs[start:start + len(case.calls)]
+        start += len(case.calls)
+        report.begin(case)
+        n_before = len(report.checks)
+        try:
+            if len(got) != len(case.calls):  # pragma: no cover - the child stops only on a fatal event
+                raise GraderError("the answer's process returned fewer values than calls")
+            judge_case(case, got, _labels(ex, case.calls), report)
+        except Exception as exc:  # noqa: BLE001 - the grader's own computation failed: never the answer's fault
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            grader_error = grader_error or fold(f"case {case.kind!r}: {type(exc).__name__}"
+                                                + ("" if case.hidden else f": {first}"), 300)
+            # a hidden case's: the type only (its message may hold inputs); in its own group
+            report.checks.append(Check(False, fold(f"grader error (not your answer's fault): {type(exc).__name__}"
+                                                   + ("" if case.hidden else f": {first}")), case.kind, case.hidden))
+        if len(report.checks) == n_before:  # pragma: no cover - every expectation records at least one line
+            report.check(False, "grader error: the case recorded no check")
+            grader_error = grader_error or f"case {case.kind!r} recorded no check"
+        results.append({"kind": case.kind, "hidden": case.hidden,
+                        "ok": all(c.ok for c in report.checks[n_before:])})
+    one_d = [r["ok"] for r, c in zip(results, cases) if c.ndim == 1]
+    n_d = [r["ok"] for r, c in zip(results, cases) if c.ndim is not None and c.ndim > 1]
+    overflowed = any(h.startswith("NaN or inf") for h in report.hints)  # the failure has another cause
+    if one_d and all(one_d) and n_d and not all(n_d) and not overflowed and grader_error is None:
+        report.hint("right for a single row (1-D), wrong for more axes: reduce along the last axis only "
+                    "(axis=-1, keepdims=True), so that each row is normalised by its own entries")
+    return results, grader_error
+
+
+def _hidden_run_failed(run) -> list:
+    """Why the hidden run failed as a whole, by kind only: the answer chose the messages of its
+    exceptions, its exit code and what it printed while it held the hidden inputs, so none of
+    them is repeated (the public run, which never held one, says more)."""
+    if run.status == "timeout":
+        why = run.message.split(":")[0].split(" while ")[0]  # "timed out after N s" (the grader's limit)
+    elif run.status != "done":
+        why = "the process running your answer ended early or sent something unreadable"
+    else:
+        fatal = run.manifest.get("fatal") or {}
+        why = {"exit": "your file called sys.exit", "refused": "the exercises' rule refused something your file did",
+               "raised": f"your file {BRIEF_RAISED} while imported"
+               }.get(fatal.get("what"), "your file does not define what the exercise asks for")
+    return [f"the hidden cases could not run: {why}"]
+
+
+def judge_answer(ex, path, cases, runs, hidden_run) -> Verdict:
+    """The verdict on one answer from its runs, ``{"public": Run, "hidden": Run}`` (the hidden one
+    only where hidden cases were asked for and the public run went through). What the answer
+    printed in the hidden run is not kept, only how many lines: it may hold hidden inputs."""
+    printed = {PRINTED_KEYS["public"].get(k, k): v for k, v in runs["public"].printed.items()}
+    n_hidden = sum(len(v.splitlines()) for v in runs["hidden"].printed.values()) if "hidden" in runs else 0
+    if n_hidden:
+        printed[PRINTED_KEYS["hidden"]["hidden"]] = (f"[{n_hidden} lines printed while the hidden cases ran: "
+                                                     "not shown, since they may hold hidden inputs]\n")
+    why = cannot_run(ex, path, runs["public"])
+    if why:
+        return Verdict(ex.stem, path, False, [Check(False, line) for line in why], printed=printed,
+                       hidden_run=hidden_run)
+    checks, results, hints, errors = [], [], {}, {}
+    for group in ("public", "hidden"):
+        mine = [c for c in cases if c.hidden == (group == "hidden")]
+        if not mine:
+            continue
+        report = Report()
+        report.quiet_factors = group == "hidden"
+        if group not in runs:
+            why = ["the hidden run did not take place"]
+        elif group == "hidden":
+            why = cannot_run(ex, path, runs[group]) and _hidden_run_failed(runs[group])
+        else:
+            why = cannot_run(ex, path, runs[group])
+        if why:  # the hidden run failed as a whole (a hang, an exit): every hidden case fails, one line says why
+            report.checks += [Check(False, line, "every hidden case", True) for line in why]
+            group_results = [{"kind": c.kind, "hidden": True, "ok": False} for c in mine]
+        else:
+            group_results, error = _judge_group(ex, mine, runs[group].outputs.get(group, []), report)
+            if error:
+                errors[group] = error
+        checks += report.checks
+        results += group_results
+        hints[group] = report.hints
+    grader_error = errors.get("public") or errors.get("hidden")
+    ok = all(c.ok for c in checks) and grader_error is None
+    return Verdict(ex.stem, path, ok, checks, cases=results,
+                   hints=list(dict.fromkeys(h for hs in hints.values() for h in hs)), group_hints=hints,
+                   printed=printed, hidden_run=hidden_run, grader_error=grader_error, group_errors=errors)

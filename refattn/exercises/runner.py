@@ -1,0 +1,404 @@
+"""Running answers apart: one child process per answer and group of cases, a time limit each.
+
+:func:`run_jobs` starts, for each job (one answer file and one group of its
+calls, public or hidden), the answer's interpreter on the text of
+:mod:`refattn.exercises._child` (``python -I -S -c TEXT``), in a fresh folder
+holding a copy of the answer file alone, with the isolation of the run
+(:mod:`refattn.exercises.isolation`: another user, limits and a folder tree of
+its own where the grader is root; the Python guard everywhere). The inputs go
+to the child on its standard input, never to disk; the child loads the answer
+under the guard, calls its functions and sends back their values on a pipe:
+arrays and plain containers, read here with ``allow_pickle=False``. Nothing is
+checked there; everything is checked here, after the child has ended.
+
+A child holds the calls of one group only: :func:`run_jobs` refuses jobs
+that mix the public and the hidden cases, and the graders run the hidden
+group after the public one is gone
+(:func:`refattn.exercises.grading.grade_many`). So what an answer prints in
+a public run, which a course's autograder shows to the student, cannot hold
+a hidden input: none was in that process.
+
+Each answer has ``timeout`` seconds from the moment the child is ready. An
+answer that runs over, ends the process (``sys.exit`` is caught there;
+``os._exit``, a crash or a signal end it) or sends anything malformed (a frame
+too large or nested too deep, a report out of turn) is reported with what
+happened and, if it was running one, which function. When a job ends, its
+process group and, where the answers run as another user, every process of
+that user are killed. Interrupting the grader kills the child.
+
+This module imports NumPy and the standard library only: the handout's
+checker carries it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import selectors
+import shutil
+import signal
+import struct
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from . import _child
+from .judge import GraderError, Table
+
+__all__ = ["Job", "Run", "run_jobs", "run_groups", "RULE", "FORBIDDEN_MODULES", "DEFAULT_TIMEOUT_S",
+           "guard_settings"]
+
+#: Modules an answer may not import: the library and every automatic or symbolic differentiator.
+FORBIDDEN_MODULES = ("refattn", "autograd", "jax", "jaxlib", "torch", "tensorflow", "sympy")
+
+#: The rule, as the statements and every refusal state it.
+RULE = ("The rule: NumPy and Python's standard library only (no refattn, autograd, jax, torch, tensorflow, "
+        "sympy); no reading the library's files, writing files or starting processes.")
+
+#: Seconds an answer has from being loaded to returning its last value.
+DEFAULT_TIMEOUT_S = 10.0
+
+#: Seconds the child has to start (Python and NumPy on a busy machine).
+START_TIMEOUT_S = 120.0
+
+#: Characters kept of what the child writes to its real stdout or stderr.
+MAX_PROCESS_OUTPUT = 20_000
+
+#: The largest JSON frame read from a child (its manifest); a larger one is a broken answer.
+MAX_JSON_FRAME = 4 * 2 ** 20
+
+#: The child's program: its text, passed to ``python -c`` (no file of the grader's is read by the child).
+CHILD_SOURCE = Path(_child.__file__).read_text(encoding="utf-8")
+
+
+def guard_settings(dirs=(), walk=(), files=()) -> dict:
+    """The Python guard's settings: folders (by path) and files an answer may not open, folders to
+    walk for their files' inodes, the modules it may not import, and the rule."""
+    return {"dirs": list(dirs), "walk": list(walk), "files": list(files), "modules": list(FORBIDDEN_MODULES),
+            "rule": RULE}
+
+
+@dataclass
+class Job:
+    """One answer to run: its key (the exercise's stem), its file and source, and its calls, as
+    one group ``[(name, [Call])]`` (``"public"`` or ``"hidden"``)."""
+
+    key: str
+    path: str
+    source: str
+    groups: list  # of (name, [Call]): one group per job
+
+
+@dataclass
+class Run:
+    """What became of one :class:`Job` in the child.
+
+    ``status``: ``"done"`` (``manifest`` and ``outputs`` hold the results),
+    ``"timeout"``, ``"died"`` or ``"broken"`` (then ``message`` says what
+    happened, one line). ``outputs[group]`` is a list of ``("value", v)`` or
+    ``("error", {"type", "message"})`` per call made. ``printed[group]`` is
+    what the answer printed; ``"process"`` what reached the real stdout or
+    stderr while it ran.
+    """
+
+    key: str
+    status: str
+    message: str = ""
+    manifest: dict = field(default_factory=dict)
+    outputs: dict = field(default_factory=dict)
+    printed: dict = field(default_factory=dict)
+
+
+def _encode_arg(x, arrays):
+    if isinstance(x, Table):
+        key = f"i{len(arrays)}"
+        arrays[key] = np.asarray(x.s)
+        values = {}
+        for k, v in x.values.items():
+            values[k] = f"i{len(arrays)}"
+            arrays[values[k]] = np.asarray(v)
+        return {"table": {"name": x.name, "s": key, "values": values}}
+    return _child.encode(x, arrays)
+
+
+def _spec(job, guard, sys_path, seen_path):
+    arrays, groups = {}, []
+    for name, calls in job.groups:
+        groups.append({"name": name, "calls": [
+            {"fn": c.fn, "attr": c.attr, "args": [_encode_arg(a, arrays) for a in c.args],
+             "kwargs": {k: _encode_arg(v, arrays) for k, v in c.kwargs.items()}} for c in calls]})
+    jobs = [{"key": job.key, "path": seen_path, "source": job.source, "groups": groups}]
+    return {"sys_path": sys_path, "guard": guard, "jobs": jobs}, arrays
+
+
+def _frame(kind, payload) -> bytes:
+    return struct.pack(">I", len(payload) + 1) + kind + payload
+
+
+class _Frames:
+    """Frames read from the child's pipe: 4-byte length, one byte of kind, the payload."""
+
+    def __init__(self):
+        self.buf = bytearray()
+
+    def feed(self, data):
+        self.buf += data
+        frames = []
+        while len(self.buf) >= 4:
+            (n,) = struct.unpack(">I", self.buf[:4])
+            if n < 1 or n > _child.MAX_FRAME:
+                raise ValueError(f"a frame of {n} bytes")
+            if len(self.buf) < 4 + n:
+                break
+            kind, payload = bytes(self.buf[4:5]), bytes(self.buf[5:4 + n])
+            del self.buf[:4 + n]
+            if kind == _child.FRAME_JSON:
+                if len(payload) > MAX_JSON_FRAME:
+                    raise ValueError(f"a report of {len(payload)} bytes")
+                frames.append(json.loads(payload.decode()))
+            elif kind == _child.FRAME_BYTES:
+                frames.append(payload)
+            else:
+                raise ValueError(f"a frame of unknown kind {kind!r}")
+        return frames
+
+
+def _decode_manifest(manifest, blob):
+    import io  # noqa: PLC0415
+
+    with np.load(io.BytesIO(blob), allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    for key in ("defined", "callable"):
+        if not isinstance(manifest.get(key, []), list) or not all(isinstance(v, str) for v in manifest.get(key, [])):
+            raise ValueError("a malformed manifest")
+    fatal = manifest.get("fatal")
+    if fatal is not None and (not isinstance(fatal, dict) or not all(isinstance(v, str) for v in fatal.values())):
+        raise ValueError("a malformed manifest")
+    outputs = {}
+    groups = manifest.get("groups", {})
+    if not isinstance(groups, dict) or not all(isinstance(v, list) for v in groups.values()):
+        raise ValueError("a malformed manifest")
+    for group, results in groups.items():
+        outputs[group] = [("value", _child.decode(r["value"], arrays)) if "value" in r else
+                          ("error", {"type": str(r["error"].get("type", "?"))[:80],
+                                     "message": str(r["error"].get("message", ""))[:300]})
+                          for r in results]
+    return outputs
+
+
+def _ended(rc) -> str:
+    if rc is None:
+        return "stopped"
+    if rc < 0:
+        try:
+            return f"was killed by signal {signal.Signals(-rc).name}"
+        except ValueError:
+            return f"was killed by signal {-rc}"
+    return f"ended the process with exit status {rc}"
+
+
+_SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,80}\.py")
+
+
+def _answer_copy(iso, job):
+    """A fresh folder holding a copy of the answer file alone: ``(folder here, file as the answer sees it)``."""
+    here, seen = iso.work_dir()
+    name = os.path.basename(job.path)
+    name = name if _SAFE_NAME.fullmatch(name) else "answer.py"
+    path = os.path.join(here, name)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(job.source)
+    os.chmod(path, 0o644)
+    return here, os.path.join(seen, name)
+
+
+def _feed(stream, data):
+    """Write ``data`` to the child's standard input and close it (a thread: the child reads as it likes)."""
+    try:
+        stream.write(data)
+    except (BrokenPipeError, OSError, ValueError):
+        pass  # the child ended before reading its input: reported by what it did
+    finally:
+        try:
+            stream.close()
+        except OSError:
+            pass
+
+
+def _run_child(job, timeout, guard, iso):
+    """Run ``job`` in a child of its own under ``iso``; return its :class:`Run`."""
+    here, seen = _answer_copy(iso, job)
+    spec, arrays = _spec(job, guard, iso.child_sys_path(), seen)
+    import io  # noqa: PLC0415
+
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    data = _frame(_child.FRAME_JSON, json.dumps(spec).encode()) + _frame(_child.FRAME_BYTES, buf.getvalue())
+    r, w = os.pipe()
+    try:
+        proc = subprocess.Popen(iso.command(CHILD_SOURCE) + [str(w)], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(w,), env=iso.environment(),
+                                preexec_fn=iso.preexec(iso.limits.get("cpu_s", int(timeout) + 10), here),
+                                start_new_session=True)
+    except BaseException:
+        os.close(r)
+        shutil.rmtree(here, ignore_errors=True)
+        raise
+    finally:
+        os.close(w)
+    feeder = threading.Thread(target=_feed, args=(proc.stdin, data), daemon=True)
+    feeder.start()
+    frames = _Frames()
+    running, manifest, ready, started, run = None, None, False, False, None
+    deadline = time.monotonic() + START_TIMEOUT_S
+    process_out = []  # what the child wrote to its real stdout/stderr
+    kept = 0
+    sel = selectors.DefaultSelector()
+    sel.register(r, selectors.EVENT_READ, "pipe")
+    sel.register(proc.stdout, selectors.EVENT_READ, "out")
+    sel.register(proc.stderr, selectors.EVENT_READ, "out")
+    open_streams, failure = 3, None
+    try:
+        while open_streams and failure is None and run is None:
+            left = deadline - time.monotonic()
+            events = sel.select(timeout=max(left, 0.0)) if left > 0 else []
+            if not events and time.monotonic() >= deadline:
+                failure = "timeout"
+                break
+            for key, _ in events:
+                fd = key.fd if key.data == "pipe" else key.fileobj.fileno()
+                data_in = os.read(fd, 65536)
+                if not data_in:
+                    sel.unregister(key.fileobj)
+                    open_streams -= 1
+                    continue
+                if key.data == "out":
+                    if kept < MAX_PROCESS_OUTPUT:
+                        piece = data_in.decode(errors="replace")[:MAX_PROCESS_OUTPUT - kept]
+                        process_out.append(piece)
+                        kept += len(piece)
+                    continue
+                try:
+                    for frame in frames.feed(data_in):
+                        if manifest is not None:  # the arrays that follow a "done"
+                            if not isinstance(frame, bytes):
+                                raise ValueError("no arrays after the results")
+                            run = Run(job.key, "done", manifest=manifest, outputs=_decode_manifest(manifest, frame),
+                                      printed=_printed(manifest))
+                            break
+                        if not isinstance(frame, dict):
+                            raise ValueError("arrays out of turn")
+                        if frame.get("ready") and not ready:
+                            ready = True
+                            deadline = time.monotonic() + timeout
+                        elif frame.get("start") == job.key and ready and not started:
+                            started = True
+                        elif "call" in frame and started:
+                            group, i = frame["call"]
+                            calls = dict(job.groups).get(group, [])
+                            running = calls[i].fn if isinstance(i, int) and 0 <= i < len(calls) else None
+                        elif "done" in frame and started and frame["done"] == job.key:
+                            manifest = frame
+                        else:
+                            raise ValueError(f"an unexpected report {str(frame)[:60]}")
+                except (ValueError, KeyError, TypeError, IndexError, AttributeError, OSError, RecursionError) as exc:
+                    failure = f"broken: {type(exc).__name__}: {str(exc)[:120]}"
+                    break
+    finally:
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):  # pragma: no cover - already gone
+                pass
+        rc = proc.wait()
+        iso.kill_all()
+        for stream in (proc.stdout, proc.stderr):
+            stream.close()
+        os.close(r)
+        sel.close()
+        feeder.join(timeout=5)
+        shutil.rmtree(here, ignore_errors=True)
+    printed_process = "".join(process_out)
+    if run is None:
+        if not ready:
+            detail = (printed_process.strip().splitlines() or [failure or _ended(rc)])[-1]
+            raise GraderError(f"the process that runs answers did not start ({detail[:200]})")
+        during = f" while running {running}" if running else " while loading the file"
+        if failure == "timeout":
+            message = f"timed out after {timeout:g} s{during}: an answer must return within {timeout:g} s"
+            status = "timeout"
+        elif failure is not None:
+            message = (f"the process running your answer sent the grader something it cannot read{during} "
+                       f"({failure[len('broken: '):]}): an answer must only return its values")
+            status = "broken"
+        else:
+            message = (f"the process running your answer {_ended(rc)}{during}: an answer must return its values, "
+                       f"not end the process (sys.exit, os._exit) or crash it")
+            status = "died"
+        run = Run(job.key, status, message=message)
+    if printed_process:
+        run.printed["process"] = printed_process
+    return run
+
+
+def _printed(manifest) -> dict:
+    printed = manifest.get("printed", {})
+    if not isinstance(printed, dict):
+        raise ValueError("a malformed manifest")
+    return {str(k)[:20]: str(v)[:_child.MAX_PRINTED + 100] for k, v in printed.items()}
+
+
+def run_jobs(jobs, *, iso, guard, timeout=DEFAULT_TIMEOUT_S):
+    """Run every job, each in a child of its own; one :class:`Run` per job, in order.
+
+    Parameters
+    ----------
+    jobs : list of Job
+        Each with one group of calls, the same group for all: a child never
+        holds the inputs of two groups.
+    iso : refattn.exercises.isolation.Isolation
+        How the children are started (another user, a jail, limits).
+    guard : dict
+        The Python guard's settings (:func:`guard_settings`).
+    timeout : float
+        Seconds each answer has, from being loaded to its last value.
+
+    Raises
+    ------
+    GraderError
+        The child could not start at all (a broken installation), or the
+        jobs mix groups (a bug of the caller), never for anything an answer
+        does.
+    """
+    groups = {name for job in jobs for name, _ in job.groups}
+    if len(groups) > 1 or any(len(job.groups) != 1 for job in jobs):
+        raise GraderError(f"one child runs one group of calls; these jobs hold {sorted(groups)}")
+    return [_run_child(job, timeout, guard, iso) for job in jobs]
+
+
+def run_groups(prepared, *, iso, guard, timeout):
+    """Run every answer's public cases, then the hidden cases of those whose public run went through;
+    ``[{"public": Run, "hidden": Run}]`` per answer, in order.
+
+    ``prepared``: ``(exercise, path, source, cases)`` per answer (the cases' inputs only).
+    """
+    from .judge import cannot_run  # noqa: PLC0415
+
+    runs = [{} for _ in prepared]
+    for group in ("public", "hidden"):
+        jobs, whose = [], []
+        for k, (ex, path, source, cases) in enumerate(prepared):
+            calls = [c for case in cases if case.hidden == (group == "hidden") for c in case.calls]
+            if not calls or (group == "hidden" and cannot_run(ex, path, runs[k]["public"])):
+                continue  # an answer that could not run its public cases is not run again
+            jobs.append(Job(f"{k}:{ex.stem}", os.path.abspath(path), source, [(group, calls)]))
+            whose.append(k)
+        done = run_jobs(jobs, iso=iso, guard=guard, timeout=timeout) if jobs else []
+        for k, run in zip(whose, done):
+            runs[k][group] = run
+    return runs

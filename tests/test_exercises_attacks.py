@@ -1,0 +1,401 @@
+"""Attacks on the graders by a student who wants the points, and the layer that stops each.
+
+The threat: a student who reads all of refattn's code and has root on their own
+machine. The Python guard of the answer's process is a convenience; the
+boundary is the operating system's, where the grader runs as root (Gradescope,
+and ``check``/``try-gradescope`` started as root): the answer runs as another
+user, alone in a folder tree of its own, under limits
+(``refattn/exercises/isolation.py``). The tests marked ``root`` check that
+boundary with the Python guard switched off, as an answer that wrote the
+interpreter's memory would meet it; they are skipped, with the reason, where
+the tests do not run as root. The others run everywhere.
+
+Each attack must score no more than the answer's honest worth, leave no
+process behind and write nothing outside the grader's own folders.
+"""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import refattn
+from refattn.cli import main as cli_main
+from refattn.exercises import EXERCISES, exercise, grade, grade_many, isolation
+from refattn.exercises.export import solution_path, solution_source
+from refattn.exercises.gradescope import submission_seed
+
+ROOT = Path(__file__).resolve().parent.parent
+PKG = os.path.dirname(refattn.__file__)
+LIMIT = 8
+AS_ROOT = os.geteuid() == 0
+root_only = pytest.mark.skipif(not AS_ROOT, reason="the operating system's boundary needs the grader to run as root "
+                                                   "(as Gradescope runs it); here the tests are not root")
+
+
+def write(folder, text, name="answer.py"):
+    path = Path(folder) / name
+    path.write_text(textwrap.dedent(text))
+    return str(path)
+
+
+def answer_processes():
+    """The PIDs of every process of the answer user that is still alive."""
+    ids = isolation.answer_user(create=False)
+    if ids is None:
+        return []
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.stat(f"/proc/{entry}").st_uid == ids[0]:
+                    out.append(int(entry))
+            except OSError:
+                pass
+    return out
+
+
+SOLUTION_01 = solution_source(exercise(1))
+
+#: Everything an answer could try once the Python guard is off, each reported by name and outcome
+#: (``MARK`` and ``FILES`` are filled in by :func:`probe`).
+PROBE = """
+import os, socket, sys
+
+def _tries():
+    out = {}
+    def attempt(name, f):
+        try:
+            f()
+            out[name] = "done"
+        except BaseException as exc:
+            out[name] = type(exc).__name__
+    attempt("import refattn", lambda: __import__("refattn"))
+    attempt("import autograd", lambda: __import__("autograd"))
+    for i, p in enumerate(FILES):
+        attempt("read %d" % i, lambda p=p: open(p, "rb").read(64))
+    attempt("read the grader's memory", lambda: open("/proc/%d/mem" % os.getppid(), "rb").read(1))
+    attempt("fork", lambda: os.fork() or None)
+    attempt("write here", lambda: open("x.txt", "w").write("x"))
+    attempt("write /tmp", lambda: open("/tmp/" + MARK, "w").write("x"))
+    attempt("mkdir /tmp", lambda: os.mkdir("/tmp/" + MARK + "-dir"))
+    attempt("signal the grader", lambda: os.kill(os.getppid(), 0))
+    attempt("network", lambda: socket.create_connection(("127.0.0.1", 22), timeout=1))
+    attempt("3 GiB", lambda: bytearray(3 * 2 ** 30))
+    return out
+
+import json
+print(json.dumps(_tries()))
+
+def softmax_vjp(s, u):
+    return s
+"""
+
+
+def probe(marker):
+    files = [os.path.join(os.path.dirname(PKG), "instructor", "solutions", "01-softmax-vjp.py"),
+             os.path.join(PKG, "core", "activations.py"), "/etc/hostname"]
+    return f"MARK = {marker!r}\nFILES = {files!r}\n" + PROBE
+
+
+def _tries(verdict):
+    return json.loads(verdict.printed["import"].strip().splitlines()[-1])
+
+
+@root_only
+@pytest.mark.parametrize("chroot", [True, False], ids=["jail", "no-chroot"])
+def test_the_os_boundary_holds_with_the_guard_switched_off(chroot, tmp_path, monkeypatch):
+    marker = f"refattn-attack-{os.getpid()}-{chroot}"
+    real = isolation.prepare
+    monkeypatch.setattr(isolation, "prepare", lambda *a, **k: real(*a, **{**k, "chroot": chroot}))
+    seen = {}
+    verdict = grade_many([("softmax-vjp", write(tmp_path, probe(marker)))], timeout=LIMIT,
+                         python_guard=False, describe=seen.update)[0]
+    assert seen["level"] == "operating system" and seen["chroot"] is chroot
+    tries = _tries(verdict)
+    assert not verdict.ok
+    allowed = {"network"} if seen["network"] == "not isolated" else set()
+    if not chroot:  # without a jail: files every user may read stay readable, and /tmp takes empty entries
+        allowed |= {"read 0", "read 1", "read 2", "write /tmp", "mkdir /tmp"}
+    done = {name for name, outcome in tries.items() if outcome == "done"}
+    assert done <= allowed, tries
+    assert tries["fork"] in ("BlockingIOError", "PermissionError") and tries["3 GiB"] == "MemoryError"
+    assert tries["signal the grader"] == "PermissionError" and tries["read the grader's memory"] != "done"
+    assert not list(Path("/tmp").glob(marker + "*"))  # nothing left: removed with the answer user's processes
+    assert answer_processes() == []
+
+
+@root_only
+def test_the_grader_files_are_out_of_reach_without_a_jail(tmp_path, monkeypatch):
+    """Without chroot, an autograder's own folders are root's alone: the answer reads none of them."""
+    real = isolation.prepare
+    monkeypatch.setattr(isolation, "prepare", lambda *a, **k: real(*a, **{**k, "chroot": False}))
+    secret = tmp_path / "source"
+    secret.mkdir()
+    (secret / "settings.json").write_text('{"secret": 1}')
+    os.chmod(secret, 0o700)
+    text = f"def softmax_vjp(s, u):\n    return open({str(secret / 'settings.json')!r}).read()\n"
+    verdict = grade_many([("softmax-vjp", write(tmp_path, text))], timeout=LIMIT, python_guard=False)[0]
+    assert not verdict.ok and "PermissionError" in str(verdict)
+
+
+def test_the_guard_refuses_the_memory_files(tmp_path):
+    """The first step of switching the guard off was reading /proc/self/mem: the guard refuses it
+    (a convenience: NumPy can still stride over memory, which the operating system's boundary answers)."""
+    text = "open('/proc/self/mem', 'rb')\ndef softmax_vjp(s, u):\n    return s\n"
+    verdict = grade("softmax-vjp", write(tmp_path, text), timeout=LIMIT, isolation="python")
+    assert not verdict.ok and "a process's memory" in str(verdict)
+
+
+def test_expected_values_are_computed_only_after_the_answers_process_has_ended(tmp_path, monkeypatch):
+    from refattn.exercises import judge, runner
+
+    alive = {"n": 0, "max_seen_during_expectations": 0, "calls": 0}
+    real_run, real_expect = runner._run_child, judge.expectations
+
+    def run(*args, **kwargs):
+        alive["n"] += 1
+        try:
+            return real_run(*args, **kwargs)
+        finally:
+            alive["n"] -= 1
+
+    def expect(case):
+        alive["calls"] += 1
+        alive["max_seen_during_expectations"] = max(alive["max_seen_during_expectations"], alive["n"])
+        return real_expect(case)
+
+    monkeypatch.setattr(runner, "_run_child", run)
+    monkeypatch.setattr(judge, "expectations", expect)
+    verdict = grade("softmax-vjp", str(solution_path(exercise(1))), hidden=True, isolation="python")
+    assert verdict.ok and alive["calls"] > 0 and alive["max_seen_during_expectations"] == 0
+
+
+def test_the_submission_folder_is_not_importable(tmp_path):
+    """The library copied into the submission under another name: the answer runs from a fresh folder
+    holding a copy of its own file alone, so the copy is not found."""
+    sub = tmp_path / "submission"
+    shutil.copytree(PKG, sub / "myref", ignore=shutil.ignore_patterns("__pycache__"))
+    text = ("import myref\n"
+            "def softmax_vjp(s, u):\n"
+            "    a = myref.activation('softmax')\n"
+            "    return a.backward(u, a.forward(s)[1])\n")
+    verdict = grade("softmax-vjp", write(sub, text, "01-softmax-vjp.py"), timeout=LIMIT)
+    assert not verdict.ok and "No module named 'myref'" in str(verdict)
+
+
+@pytest.fixture(scope="module")
+def autograder(tmp_path_factory):
+    d = tmp_path_factory.mktemp("attacks")
+    zpath = d / "autograder.zip"
+    assert cli_main(["exercises", "export", "--gradescope", str(zpath), "--exercises", "01,05,06",
+                     "--timeout", str(LIMIT)]) == 0
+    return zpath
+
+
+def _try(zpath, submission, keep):
+    r = subprocess.run([sys.executable, "-m", "refattn", "exercises", "try-gradescope", str(zpath), "--submission",
+                        str(submission), "--keep", str(keep), "--json"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def _score(results, stem):
+    return sum(t["score"] for t in results["tests"] if t["name"].startswith(stem))
+
+
+def test_a_link_to_a_model_solution_is_refused(autograder, tmp_path):
+    sub = tmp_path / "submission"
+    sub.mkdir()
+    (sub / "01-softmax-vjp.py").symlink_to(solution_path(exercise(1)))
+    results = _try(autograder, sub, tmp_path / "root")
+    assert _score(results, "01 ") == 0
+    public = next(t for t in results["tests"] if t["name"] == "01 softmax-vjp: public cases")
+    assert "a link to a file outside your submission" in public["output"]
+
+
+def test_the_model_solutions_keep_full_marks_with_harmless_imports(autograder, tmp_path):
+    """A read-only import of the standard library or of NumPy's submodules passes the rule."""
+    sub = tmp_path / "submission"
+    sub.mkdir()
+    extra = ("import numpy.testing, numpy.linalg, numpy.fft, numpy.random, functools, itertools, math, "
+             "collections, dataclasses, typing, decimal, fractions, statistics, warnings, re, json\n")
+    for n in (1, 5, 6):
+        ex = exercise(n)
+        (sub / f"{ex.stem}.py").write_text(extra + solution_source(ex))
+    results = _try(autograder, sub, tmp_path / "root")
+    assert results["score"] == sum(exercise(n).points for n in (1, 5, 6)), json.dumps(results)[:2000]
+    assert answer_processes() == []
+
+
+ATTACKS = {
+    # exercise 05: zero at the all-ones cotangent, the cotangent itself elsewhere: no VJP at all
+    "05-all-ones-cotangent.py": """
+        import numpy as np
+        def wrong_vjp(s, u):
+            return np.zeros_like(u) if np.all(u == 1) else u
+        """,
+    # exercise 06: the measured central difference instead of the first-order prediction
+    "06-signexp-at-zero.py": """
+        import numpy as np
+        def _F(s, u):
+            e = np.exp(np.abs(s))
+            return float(u @ (np.sign(s) * e) / e.sum())
+        def jump(s, u, j):
+            return 0.0
+        def slopes(s, u, j):
+            return (0.0, 0.0)
+        def central_at_zero(s, u, j, eps):
+            sp, sm = s.copy(), s.copy()
+            sp[j], sm[j] = eps, -eps
+            return (_F(sp, u) - _F(sm, u)) / (2 * eps)
+        """,
+    # exercise 01: a report nested 100,000 deep written straight to every descriptor, then an exit
+    "01-softmax-vjp.py": """
+        import os, struct
+        def softmax_vjp(s, u):
+            payload = b"J" + b"[" * 100000 + b"]" * 100000
+            frame = struct.pack(">I", len(payload)) + payload
+            for fd in range(3, 40):
+                try:
+                    os.write(fd, frame)
+                except OSError:
+                    pass
+            return s
+        """,
+}
+
+
+def test_attacks_score_nothing(autograder, tmp_path):
+    sub = tmp_path / "submission"
+    sub.mkdir()
+    for name, text in ATTACKS.items():
+        (sub / name).write_text(textwrap.dedent(text))
+    results = _try(autograder, sub, tmp_path / "root")
+    assert results["score"] == 0, json.dumps(results)[:3000]
+    assert all("grader error" not in t["output"] for t in results["tests"])
+    outputs = {t["name"]: t["output"] for t in results["tests"]}
+    assert "first-order prediction" in outputs["06 signexp-at-zero: public cases"]
+    assert "linear in the cotangent" in outputs["05 all-ones-cotangent: public cases"]
+    assert answer_processes() == []
+
+
+def test_hidden_feedback_names_no_input(tmp_path):
+    """An exception class and message made of the inputs, and a value NumPy cannot read, in the hidden
+    cases: the hidden feedback names neither, and the public result is the answer's honest one."""
+    text = textwrap.dedent("""
+        import numpy as np
+        def softmax_vjp(s, u):
+            if s.shape in ((6,), (3, 5), (2, 3, 4), (2, 5)):  # the public shapes: the right answer
+                e = np.exp(s - s.max(-1, keepdims=True))
+                p = e / e.sum(-1, keepdims=True)
+                return p * (u - np.sum(u * p, -1, keepdims=True))
+            if s.ndim == 1:
+                return [[1.0], [2.0, 3.0]]  # ragged: no array
+            name = "Leak_" + "_".join(f"{x:.6f}".replace(".", "p").replace("-", "m") for x in s.ravel()[:8])
+            raise type(name, (Exception,), {})(repr(s.ravel()[:8]))
+        """)
+    verdict = grade("softmax-vjp", write(tmp_path, text), hidden=True, timeout=LIMIT, isolation="python")
+    assert verdict.group(False) == (5, 5) and not verdict.group_errors and verdict.grader_error is None
+    hidden = "\n".join(verdict.lines(True))
+    assert "Leak_" not in hidden and not re.search(r"\d\.\d{3}", hidden), hidden
+    assert "raised an exception" in hidden
+
+
+def test_each_submission_draws_its_own_hidden_inputs(tmp_path):
+    a, b = write(tmp_path, "x = 1\n", "a.py"), write(tmp_path, "x = 2\n", "b.py")
+    seeds = {submission_seed("secret", [a]), submission_seed("secret", [b]), submission_seed("other", [a])}
+    assert len(seeds) == 3 and submission_seed("secret", [a]) == submission_seed("secret", [a])
+    s1, s2 = (np.concatenate([np.ravel(c.calls[0].args[0]) for c in exercise(1).cases(seed) if c.hidden])
+              for seed in list(seeds)[:2])
+    assert s1.shape != s2.shape or not np.allclose(s1, s2)
+
+
+def test_a_results_file_that_was_there_first_is_never_trusted(autograder, tmp_path):
+    from refattn.exercises import gradescope
+
+    root = tmp_path / "root"
+    with zipfile.ZipFile(autograder) as z:
+        z.extractall(root / "source")
+    (root / "submission").mkdir()
+    (root / "results").mkdir()
+    (root / "results" / "results.json").write_text('{"score": 1000, "tests": []}')
+    assert gradescope.main(["--root", str(root)]) == 1
+    results = json.loads((root / "results" / "results.json").read_text())
+    assert results["score"] == 0 and "existed" in results["output"]
+
+
+def test_the_transpose_hint_fires_on_a_one_row_case(tmp_path):
+    """Exercise 03's 1-D public cases include one whose Jacobian is not symmetric (sigsoftmax), so
+    that J u in place of u^T J is named for what it is."""
+    text = """
+        import numpy as np
+        def reweighted_vjp(p, rho, drho, dell, u):
+            phi = rho * p
+            if p.ndim != 1:
+                return u * (drho + rho * dell) * p - p * dell * np.sum(u * phi, -1, keepdims=True)
+            J = np.diag(drho * p + phi * dell) - np.outer(phi, p * dell)
+            return J @ u
+        """
+    verdict = grade("reweighted-vjp", write(tmp_path, text), timeout=LIMIT, isolation="python")
+    assert not verdict.ok and any("J u" in h for h in verdict.hints), str(verdict)
+    assert not any("reduce along the last axis" in h for h in verdict.hints)
+
+
+def test_no_constant_factor_hint_for_one_number():
+    from refattn.exercises.judge import _mistake
+
+    assert _mistake(np.array([2.0]), np.array([1.0]), 1e-12) is None
+    assert _mistake(np.array([2.0, 4.0]), np.array([1.0, 2.0]), 1e-12) == 2.0
+
+
+def test_a_byte_order_mark_is_read_as_python_reads_it(tmp_path):
+    path = tmp_path / "answer.py"
+    path.write_bytes(b"\xef\xbb\xbf" + SOLUTION_01.replace("\n", "\r\n").encode())
+    assert grade("softmax-vjp", str(path), timeout=LIMIT, isolation="python").ok
+
+
+def test_the_similarity_report_lists_a_renamed_copy_for_the_instructor_only(autograder, tmp_path):
+    """The library's softmax backward pass copied into an answer under other names passes the cases (it
+    is right) and is listed in the instructor-only part of the results, never in what the student sees."""
+    import inspect
+
+    from refattn.core.activations import Softmax
+
+    copied = textwrap.dedent(inspect.getsource(Softmax.backward))
+    for old, new in (("grad_phi", "g"), ("cache", "c"), ("def backward(self", "def bw(me")):
+        copied = copied.replace(old, new)
+    text = ("import numpy as np\n\n\ndef array_module(*arrays):\n    return np\n\n\n"
+            "class checks:\n    activation_backward = staticmethod(lambda f: f)\n\n\n" + copied +
+            "\n\ndef softmax_vjp(s, u):\n    e = np.exp(s - s.max(-1, keepdims=True))\n"
+            "    return bw(None, u, {'p': e / e.sum(-1, keepdims=True), 'axis': -1})\n")
+    sub = tmp_path / "submission"
+    sub.mkdir()
+    (sub / "01-softmax-vjp.py").write_text(text)
+    results = _try(autograder, sub, tmp_path / "root")
+    assert _score(results, "01 ") == exercise(1).points, json.dumps(results)[:2000]
+    instructor = next(t for t in results["tests"] if t["name"].startswith("instructor only"))
+    assert instructor["visibility"] == "hidden" and instructor["max_score"] == 0
+    report = json.loads(instructor["output"])["similarity"]
+    row = next(r for r in report if r["exercise"] == "01-softmax-vjp")
+    assert row["flagged"] and row["library_score"] >= 0.6, row
+    assert results["extra_data"] == {"isolation": "operating system" if AS_ROOT else "python guard only"}
+    assert all("similar" not in t["output"] for t in results["tests"] if t["visibility"] != "hidden")
+
+
+def test_the_teaching_page_states_the_limits_as_the_code_sets_them():
+    from refattn.exercises import similarity
+
+    page = " ".join((ROOT / "docs" / "teach.md").read_text().split())
+    for fact in (f"`{isolation.ANSWER_USER}`", f"{isolation.MEMORY_LIMIT // 2 ** 30} GiB of address space",
+                 f"the time limit plus {isolation.CPU_MARGIN_S} s of CPU", f"{isolation.OPEN_FILES} open files",
+                 f"scoring {similarity.THRESHOLD} or more", f"runs of {similarity.K} tokens"):
+        assert fact in page, fact
