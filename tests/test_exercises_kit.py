@@ -208,7 +208,14 @@ def test_a_hidden_grader_error_leaves_the_public_result_alone(tmp_path, monkeypa
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="finds the child through /proc")
-def test_ctrl_c_is_one_line_and_exit_130(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
+def test_a_signal_is_one_line_and_leaves_nothing_behind(sig, tmp_path):
+    """Ctrl-C, SIGTERM and SIGHUP: one line, exit 128 + the signal, the answer's process killed and the
+    grader's temporary folders removed."""
+    import glob
+    import tempfile
+
+    before = set(glob.glob(os.path.join(tempfile.gettempdir(), "refattn-grade-*")))
     path = write(tmp_path, CHEATS["an infinite loop"][0])
     proc = subprocess.Popen([sys.executable, "-m", "refattn.exercises", "check", "softmax-vjp", path, "--timeout", "60"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
@@ -234,14 +241,16 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path):
             time.sleep(0.05)
         assert kids, "the grader started no child"
         time.sleep(0.2)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 130
-    assert err.strip() == "refattn exercises: interrupted" and out == ""
+    assert proc.returncode == 128 + sig
+    said = "interrupted" if sig == signal.SIGINT else f"stopped by {sig.name}"
+    assert err.strip() == f"refattn exercises: {said}" and out == ""
     time.sleep(0.1)
+    assert set(glob.glob(os.path.join(tempfile.gettempdir(), "refattn-grade-*"))) <= before
     assert not [k for k in kids if os.path.exists(f"/proc/{k}") and "Z" not in open(f"/proc/{k}/stat").read()
                 .rsplit(")", 1)[1].split()[0]]
 

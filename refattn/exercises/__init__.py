@@ -36,8 +36,11 @@ and exits with 130.
 
 from __future__ import annotations
 
+import contextlib
 import json as _json
+import signal
 import sys
+import threading
 
 from .judge import PARTS, Exercise, GraderError, Verdict
 from .graders import DEFAULT_HIDDEN_SEED, EXERCISES
@@ -203,27 +206,63 @@ def add_arguments(parser):
     return parser
 
 
+class _Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, handled as Ctrl-C: the running answer's process and folders are cleaned up."""
+
+    def __init__(self, signum):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _signals_as_interrupt():
+    """SIGTERM and SIGHUP raise :class:`_Stopped` while a command runs (main thread only), so that the
+    grader's ``finally`` blocks kill the answer's process and remove its folders, as for Ctrl-C."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise _Stopped(signum)
+
+    old = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+
+
 def command_from_args(args) -> int:
-    """Run :func:`run_command` from parsed :func:`add_arguments` arguments. Ctrl-C: one line, exit 130."""
+    """Run :func:`run_command` from parsed :func:`add_arguments` arguments. Ctrl-C, SIGTERM, SIGHUP:
+    one line, exit 128 + the signal's number (130 for Ctrl-C)."""
     command = getattr(args, "exercises_command", None)
     as_json = bool(args.json or getattr(args, "check_json", False) or getattr(args, "export_json", False)
                    or getattr(args, "try_json", False))
     try:
-        timeout = _timeout(getattr(args, "timeout", DEFAULT_TIMEOUT_S))
-        if getattr(args, "hidden_seed", None) is not None and args.hidden_seed < 0:
-            raise ValueError(f"--hidden-seed: expected an integer >= 0, got {args.hidden_seed}")
-        path = getattr(args, "zip", None) if command == "try-gradescope" else getattr(args, "file", None)
-        return run_command(command, getattr(args, "name", None), path, json=as_json,
-                           hidden=getattr(args, "hidden", False), timeout=timeout,
-                           student=getattr(args, "student", None), gradescope=getattr(args, "gradescope", None),
-                           hidden_seed=getattr(args, "hidden_seed", None),
-                           hidden_visibility=getattr(args, "hidden_visibility", "after_published"),
-                           exercises=getattr(args, "exercises", None), points=getattr(args, "points", None),
-                           submission=getattr(args, "submission", None), keep=getattr(args, "keep", None),
-                           force=getattr(args, "force", False))
+        with _signals_as_interrupt():
+            return _command(command, args, as_json)
+    except _Stopped as exc:
+        print(f"refattn exercises: stopped by {signal.Signals(exc.signum).name}", file=sys.stderr)
+        return 128 + exc.signum
     except KeyboardInterrupt:
         print("refattn exercises: interrupted", file=sys.stderr)
         return 130
+
+
+def _command(command, args, as_json) -> int:
+    timeout = _timeout(getattr(args, "timeout", DEFAULT_TIMEOUT_S))
+    if getattr(args, "hidden_seed", None) is not None and args.hidden_seed < 0:
+        raise ValueError(f"--hidden-seed: expected an integer >= 0, got {args.hidden_seed}")
+    path = getattr(args, "zip", None) if command == "try-gradescope" else getattr(args, "file", None)
+    return run_command(command, getattr(args, "name", None), path, json=as_json,
+                       hidden=getattr(args, "hidden", False), timeout=timeout,
+                       student=getattr(args, "student", None), gradescope=getattr(args, "gradescope", None),
+                       hidden_seed=getattr(args, "hidden_seed", None),
+                       hidden_visibility=getattr(args, "hidden_visibility", "after_published"),
+                       exercises=getattr(args, "exercises", None), points=getattr(args, "points", None),
+                       submission=getattr(args, "submission", None), keep=getattr(args, "keep", None),
+                       force=getattr(args, "force", False))
 
 
 def main(argv=None) -> int:

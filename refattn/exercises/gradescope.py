@@ -273,11 +273,14 @@ def main(argv=None) -> int:
         print(f"refattn autograder: {why}", file=sys.stderr)
         return 1
     _lock_down(root)
+    from . import _signals_as_interrupt  # noqa: PLC0415
+
     try:
         from .export import CONFIG_NAME  # noqa: PLC0415
 
-        config = json.loads((root / "source" / CONFIG_NAME).read_text(encoding="utf-8"))
-        results = results_for(root, config)
+        with _signals_as_interrupt():  # SIGTERM (a platform's time limit) as Ctrl-C: results written
+            config = json.loads((root / "source" / CONFIG_NAME).read_text(encoding="utf-8"))
+            results = results_for(root, config)
     except KeyboardInterrupt:
         _write(root / "results", _failed("it was interrupted"))
         print("refattn autograder: interrupted", file=sys.stderr)

@@ -454,6 +454,14 @@ def prepare(timeout_s, *, level="auto", chroot=True) -> Isolation:
     if level == "auto":
         level = "os" if root else "python"
     base = tempfile.mkdtemp(prefix="refattn-grade-")
+    try:
+        return _prepare(timeout_s, level, chroot, root, base)
+    except BaseException:  # an error, or a signal while the jail is built: nothing left behind
+        shutil.rmtree(base, ignore_errors=True)
+        raise
+
+
+def _prepare(timeout_s, level, chroot, root, base):
     limits = {"cpu_s": int(timeout_s) + CPU_MARGIN_S, "address_space_bytes": MEMORY_LIMIT,
               "open_files": OPEN_FILES}
     if level == "python":
@@ -479,16 +487,17 @@ def prepare(timeout_s, *, level="auto", chroot=True) -> Isolation:
     limits.update(processes=1, file_size_bytes=0)
     iso = Isolation("os", python, sys_path, base, uid=ids[0], gid=ids[1], jail=jail, chroot=chroot,
                     network=not _network_namespace_works(), limits=limits)
-    if chroot:
+    # the strongest set-up that starts the answers' interpreter: without the network, then with it, then
+    # without chroot (a container that refuses it)
+    for network, use_chroot in ((iso.network, chroot), (True, chroot), (True, False)):
+        if use_chroot is False and chroot:
+            iso.notes.append("chroot did not work here: the answer sees the machine's files that every user may "
+                             "read (none of the grader's)")
+        iso.network, iso.chroot = network, use_chroot
         why = _probe(iso)
-        if why is not None:
-            iso.chroot = False
-            iso.notes.append(f"chroot did not work here ({why}): the answer sees the machine's files that "
-                             f"every user may read")
-    if not iso.network and _probe(iso) is not None:  # a namespace that breaks the interpreter: go without
-        iso.network = True
-    why = _probe(iso)
-    if why is not None:
+        if why is None:
+            break
+    else:
         iso.close()
         raise RuntimeError(f"isolation: the answers' interpreter does not start as {ANSWER_USER}: {why}")
     return iso
