@@ -399,3 +399,20 @@ def test_the_teaching_page_states_the_limits_as_the_code_sets_them():
                  f"the time limit plus {isolation.CPU_MARGIN_S} s of CPU", f"{isolation.OPEN_FILES} open files",
                  f"scoring {similarity.THRESHOLD} or more", f"runs of {similarity.K} tokens"):
         assert fact in page, fact
+
+
+@root_only
+def test_two_grading_runs_at_once_take_turns(tmp_path):
+    """Each run kills every process of the answer user when a case ends: two runs at once (two
+    graders as root on one machine) take turns on that user, and both grade right."""
+    import threading
+
+    path = str(solution_path(exercise(1)))
+    verdicts = []
+    threads = [threading.Thread(target=lambda: verdicts.append(grade("softmax-vjp", path, hidden=True)))
+               for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=600)
+    assert len(verdicts) == 2 and all(v.ok for v in verdicts), [str(v) for v in verdicts]

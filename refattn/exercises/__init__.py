@@ -88,7 +88,9 @@ def _timeout(value) -> float:
 
 def run_command(command, name=None, path=None, *, json=False, hidden=False, timeout=DEFAULT_TIMEOUT_S,
                 student=None, gradescope=None, hidden_seed=None, hidden_visibility="after_published",
-                exercises=None, points=None, submission=None, keep=None, force=False, out=print, err=None) -> int:
+                exercises=None, points=None, submission=None, keep=None, force=False, answer_key=None, course=None,
+                due=None, hidden_weight=0.5, all_or_nothing=False, required_cases="zero", out=print,
+                err=None) -> int:
     """What ``refattn exercises [check NAME FILE | export ...]`` does; returns the exit code.
 
     ``command`` is ``None`` (list), ``"check"``, ``"export"`` or
@@ -115,38 +117,8 @@ def run_command(command, name=None, path=None, *, json=False, hidden=False, time
                 + format_results(results))
         return 0
     if command == "export":
-        from .export import export_gradescope, export_student, select_exercises, select_points  # noqa: PLC0415
-
-        if student is None and gradescope is None:
-            raise ValueError("export: expected --student DIR, --gradescope FILE.zip or both")
-        chosen = select_exercises(exercises)
-        per_exercise = select_points(points, chosen)
-        if points is not None and gradescope is None:
-            raise ValueError("--points: only the Gradescope autograder has points; add --gradescope FILE.zip")
-        done = {}
-        if student is not None:
-            done["student"] = [str(p) for p in export_student(student, chosen, force=force)]
-        if gradescope is not None:
-            config = export_gradescope(gradescope, hidden_seed=hidden_seed,
-                                       timeout=None if timeout == DEFAULT_TIMEOUT_S else timeout,
-                                       hidden_visibility=hidden_visibility, exercises=chosen, points=per_exercise,
-                                       force=force)
-            done["gradescope"] = {"zip": str(gradescope), "timeout_s": config["timeout_s"],
-                                  "hidden_visibility": config["hidden_visibility"],
-                                  "hidden_seed": "per submission" if config["hidden_seed"] is None else "fixed",
-                                  "points_per_exercise": {e["stem"]: e["points"] for e in config["exercises"]},
-                                  "points": sum(e["points"] for e in config["exercises"])}
-        if json:
-            out(_json.dumps(done, indent=2, allow_nan=False))
-        else:
-            if "student" in done:
-                out(f"student handout: {len(done['student'])} files in {student} (statements, starters, the cited "
-                    f"derivations, README.md, check.py and the checker with the public cases)")
-            if "gradescope" in done:
-                g = done["gradescope"]
-                out(f"Gradescope autograder: {gradescope} ({g['points']:g} points, {g['timeout_s']:g} s per answer, "
-                    f"hidden tests {g['hidden_visibility']}); upload it as the assignment's autograder")
-        return 0
+        return _export(student, gradescope, answer_key, exercises, points, course, due, hidden_seed, timeout,
+                       hidden_visibility, hidden_weight, all_or_nothing, required_cases, force, json, out)
     if command != "check":
         raise ValueError(f"command: expected 'check', 'export', 'try-gradescope' or nothing, got {command!r}")
     try:
@@ -160,6 +132,70 @@ def run_command(command, name=None, path=None, *, json=False, hidden=False, time
         err(f"refattn exercises: grader error (not your answer's fault): {verdict.grader_error}")
         return 2
     return 0 if verdict.ok else 1
+
+
+def _export(student, gradescope, answer_key, exercises, points, course, due, hidden_seed, timeout,
+            hidden_visibility, hidden_weight, all_or_nothing, required_cases, force, as_json, out) -> int:
+    """``refattn exercises export``: the handout (with its problem set), the autograder, the answer key."""
+    from .export import (PROBLEM_SET, export_answer_key, export_gradescope, export_student,  # noqa: PLC0415
+                         select_exercises, select_points)
+
+    if student is None and gradescope is None and answer_key is None:
+        raise ValueError("export: expected --student DIR, --gradescope FILE.zip, --answer-key FILE.pdf, or several")
+    chosen = select_exercises(exercises)
+    per_exercise = select_points(points, chosen)
+    if points is not None and gradescope is None and course is None:
+        raise ValueError("--points: points are printed on the problem set (--student DIR --course NAME) and "
+                         "scored by the autograder (--gradescope FILE.zip); add one of them")
+    if course is not None and student is None and answer_key is None:
+        raise ValueError("--course: the course's name heads the problem set (--student DIR) or the answer key "
+                         "(--answer-key FILE.pdf); add one of them")
+    done = {}
+    if student is not None:
+        done["student"] = [str(p) for p in export_student(student, chosen, force=force, points=per_exercise,
+                                                          course=course if course is not None else None,
+                                                          due=due)]
+    if gradescope is not None:
+        config = export_gradescope(gradescope, hidden_seed=hidden_seed,
+                                   timeout=None if timeout == DEFAULT_TIMEOUT_S else timeout,
+                                   hidden_visibility=hidden_visibility, exercises=chosen, points=per_exercise,
+                                   force=force, hidden_weight=hidden_weight, all_or_nothing=all_or_nothing,
+                                   required_cases=required_cases)
+        done["gradescope"] = {"zip": str(gradescope), "timeout_s": config["timeout_s"],
+                              "hidden_visibility": config["hidden_visibility"],
+                              "hidden_seed": "per submission" if config["hidden_seed"] is None else "fixed",
+                              "hidden_weight": config["hidden_weight"], "all_or_nothing": config["all_or_nothing"],
+                              "required_cases": config["required_cases"],
+                              "points_per_exercise": {e["stem"]: e["points"] for e in config["exercises"]},
+                              "points": sum(e["points"] for e in config["exercises"])}
+    if answer_key is not None:
+        done["answer_key"] = str(export_answer_key(answer_key, chosen, course=course, force=force))
+    if as_json:
+        out(_json.dumps(done, indent=2, allow_nan=False))
+        return 0
+    if "student" in done:
+        out(f"student handout: {len(done['student'])} files in {student} (statements, starters, the cited "
+            f"derivations, README.md, check.py and the checker with the public cases"
+            + (f", {PROBLEM_SET}" if course is not None else "") + ")")
+    if "gradescope" in done:
+        g = done["gradescope"]
+        out(f"Gradescope autograder: {gradescope} ({g['points']:g} points, {g['timeout_s']:g} s per answer, "
+            f"hidden tests {g['hidden_visibility']}, {g['hidden_weight']:g} of each exercise's points on them"
+            + (", all or nothing per group" if g["all_or_nothing"] else "")
+            + "); upload it as the assignment's autograder")
+    if "answer_key" in done:
+        out(f"answer key: {done['answer_key']} (for instructors only)")
+    return 0
+
+
+def _weight(text):
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        value = float("nan")
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"--hidden-weight: expected a number from 0 to 1, got {text!r}")
+    return value
 
 
 def add_arguments(parser):
@@ -191,6 +227,18 @@ def add_arguments(parser):
     p.add_argument("--points", metavar="P|NAME=P,...", default=None,
                    help="the autograder's points: one number for every exercise, or NAME=P pairs "
                         "(default: the labels, twice each exercise's difficulty)")
+    p.add_argument("--answer-key", metavar="FILE.pdf", help="write the worked solutions of the chosen exercises "
+                                                           "(instructors only)")
+    p.add_argument("--course", metavar="NAME", help="the course's name: with --student, also writes the problem set "
+                                                   "(problem-set.pdf) with the points and room for written work")
+    p.add_argument("--due", metavar="YYYY-MM-DD", help="the due date printed on the problem set")
+    p.add_argument("--hidden-weight", metavar="W", default="0.5",
+                   help="the share of each exercise's points on its hidden cases, 0 to 1 (default 0.5)")
+    p.add_argument("--all-or-nothing", action="store_true",
+                   help="a group of cases scores only when all of them pass (default: by the share passed)")
+    p.add_argument("--required-cases", choices=("zero", "count"), default="zero",
+                   help="a failed case the statement says the answer must pass: zero its group (default) or "
+                        "count it as any other")
     p.add_argument("--force", action="store_true",
                    help="write into a folder that is not empty, or over an existing zip (only the files the "
                         "export writes are replaced)")
@@ -262,7 +310,11 @@ def _command(command, args, as_json) -> int:
                        hidden_visibility=getattr(args, "hidden_visibility", "after_published"),
                        exercises=getattr(args, "exercises", None), points=getattr(args, "points", None),
                        submission=getattr(args, "submission", None), keep=getattr(args, "keep", None),
-                       force=getattr(args, "force", False))
+                       force=getattr(args, "force", False), answer_key=getattr(args, "answer_key", None),
+                       course=getattr(args, "course", None), due=getattr(args, "due", None),
+                       hidden_weight=_weight(getattr(args, "hidden_weight", "0.5")),
+                       all_or_nothing=getattr(args, "all_or_nothing", False),
+                       required_cases=getattr(args, "required_cases", "zero"))
 
 
 def main(argv=None) -> int:

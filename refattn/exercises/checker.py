@@ -84,7 +84,7 @@ def encode_case(case, arrays) -> dict:
                          passed=FORM_ONLY.format(label=label))]
     else:
         expect = case.expect() if callable(case.expect) else list(case.expect)
-    return {"kind": case.kind, "ndim": case.ndim, "calls": calls,
+    return {"kind": case.kind, "ndim": case.ndim, "required": case.required, "calls": calls,
             "expect": [_child.encode(x.as_dict(), arrays, depth=-10, max_text=None) for x in expect]}
 
 
@@ -94,7 +94,7 @@ def decode_case(node, arrays) -> Case:
                        {str(k): _decode(v, arrays) for k, v in c["kwargs"].items()}, bool(c["attr"]))
                   for c in node["calls"])
     expect = [Expect.from_dict(_child.decode(x, arrays, depth=-10)) for x in node["expect"]]
-    return Case(str(node["kind"]), calls, expect, False, node.get("ndim"))
+    return Case(str(node["kind"]), calls, expect, False, node.get("ndim"), required=bool(node.get("required")))
 
 
 def write_cases(folder, ex, cases):

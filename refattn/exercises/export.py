@@ -48,7 +48,8 @@ from .runner import DEFAULT_TIMEOUT_S, RULE
 
 __all__ = ["BEGIN", "END", "solutions_dir", "solution_path", "solution_source", "starter", "solution_blocks",
            "check_command", "select_exercises", "select_points", "export_student", "export_gradescope",
-           "VISIBILITIES", "CONFIG_NAME", "CHECKER_MODULES", "cited_derivations"]
+           "VISIBILITIES", "CONFIG_NAME", "CHECKER_MODULES", "cited_derivations", "problem_set_markdown",
+           "answer_key_markdown", "export_answer_key", "check_due", "PROBLEM_SET", "ANSWER_KEYS"]
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 #: Gradescope's visibility settings for a test.
@@ -62,6 +63,10 @@ CHECKER_MODULES = ("judge", "runner", "_child", "isolation", "checker")
 HANDOUT_CHECK = ".venv/bin/python check.py"
 #: The same in a clone of the repository (the statements' own words).
 CLONE_CHECK = ".venv/bin/refattn exercises check"
+#: The problem set's file name at the handout's top level (written with ``--course``).
+PROBLEM_SET = "problem-set.pdf"
+#: The worked solutions, one Markdown file per exercise, in a clone (never in a handout).
+ANSWER_KEYS = Path("instructor") / "answer-key"
 
 
 def solution_path(ex) -> Path:
@@ -278,18 +283,71 @@ def _write_text(path, text, written):
     written.append(path)
 
 
-def export_student(directory, exercises=None, *, force=False) -> list:
+def check_due(text):
+    """``--due``: a date written ``YYYY-MM-DD``; one line naming the option otherwise."""
+    import datetime  # noqa: PLC0415
+
+    try:
+        return datetime.date.fromisoformat(str(text)).isoformat()
+    except ValueError:
+        raise ValueError(f"--due: expected a date written YYYY-MM-DD, got {text!r}") from None
+
+
+def _statement_body(ex, statements):
+    """A statement without its title and label line, as the handout gives it."""
+    text = _for_handout((statements / f"{ex.stem}.md").read_text(encoding="utf-8"))
+    body = text.split("\n", 1)[1] if text.startswith("# ") else text
+    return body.replace(ex.label_line, "", 1).strip()
+
+
+def problem_set_markdown(exercises, points, course, due=None) -> str:
+    """The problem set of a handout: a header with the course, the due date and the total, then each
+    chosen exercise (its points, difficulty, time and statement) and room for its written part."""
+    statements = statements_dir()
+    total = sum(points[ex.stem] for ex in exercises)
+    minutes = sum(ex.minutes for ex in exercises)
+    out = ['<div class="header" markdown>', "", f"# {course}: problem set", "",
+           f"**Due:** {due or 'as announced by your course'} · **Total:** {total:g} points · "
+           f"{len(exercises)} exercise{'s' * (len(exercises) != 1)}, about {minutes} minutes", "",
+           "Submit, for each exercise, your answer file under its starter's name (`NN-name.py`) and your "
+           "written derivation (in the box after the statement, or as your course says).", "", "</div>", "",
+           "| no | exercise | points | difficulty | minutes |", "|---:|---|---:|:---:|---:|"]
+    out += [f"| {ex.number} | {ex.title} | {points[ex.stem]:g} | {ex.difficulty} of 3 | {ex.minutes} |"
+            for ex in exercises]
+    for ex in exercises:
+        out += ["", '<section class="problem" markdown>', "",
+                f"## Exercise {ex.number}: {ex.title} ({points[ex.stem]:g} points)", "",
+                f'<p class="labels">Difficulty {ex.difficulty} of 3 · about {ex.minutes} minutes · '
+                f"part {ex.part} of the learning path</p>", "", _statement_body(ex, statements), "",
+                '<div class="written" markdown>', "", "**Your derivation** (the steps the statement asks for):",
+                "", "</div>", "", "</section>"]
+    return "\n".join(out) + "\n"
+
+
+def export_student(directory, exercises=None, *, force=False, points=None, course=None, due=None) -> list:
     """Write the handout into ``directory``; return the paths written.
 
-    ``exercises``: the exercises to include (:func:`select_exercises`; all by default). Raises
-    ``ValueError`` (one line) for a ``directory`` that is empty text, a file, or a folder that is not
-    empty (unless ``force``: then only the files written here are replaced), and when the statements,
-    derivations or model solutions cannot be found (an installed wheel carries the graders only:
-    export from a clone of the repository).
+    ``exercises``: the exercises to include (:func:`select_exercises`; all by default). With
+    ``course`` (and ``due``, ``YYYY-MM-DD``, and ``points``, :func:`select_points`), also the problem
+    set :data:`PROBLEM_SET` (:func:`problem_set_markdown`, printed by :mod:`refattn.exercises.pdf`).
+    Raises ``ValueError`` (one line) for a ``directory`` that is empty text, a file, or a folder that
+    is not empty (unless ``force``: then only the files written here are replaced), when the
+    statements, derivations or model solutions cannot be found (an installed wheel carries the graders
+    only: export from a clone of the repository), and, before anything is written, when the tools of
+    the PDF are missing.
     """
+    from . import pdf  # noqa: PLC0415
     from .checker import write_cases  # noqa: PLC0415
 
     exercises = list(EXERCISES) if exercises is None else list(exercises)
+    if course is not None and not str(course).strip():
+        raise ValueError("--course: expected the course's name, got an empty text")
+    if due is not None:
+        if course is None:
+            raise ValueError("--due: the due date is printed on the problem set; add --course NAME")
+        due = check_due(due)
+    if course is not None:
+        pdf.check_tools("--course")
     if not str(directory).strip():
         raise ValueError("--student: expected a folder, got an empty path")
     directory = Path(directory)
@@ -322,7 +380,52 @@ def export_student(directory, exercises=None, *, force=False) -> list:
             written.append(path)
     _write_text(directory / "check.py", _CHECK_PY, written)
     _write_text(directory / "README.md", _index(exercises, cited), written)
+    if course is not None:
+        points = select_points(None, exercises) if points is None else points
+        written.append(pdf.write_pdf(problem_set_markdown(exercises, points, course, due), directory / PROBLEM_SET,
+                                     title=f"{course}: problem set", option="--course"))
     return written
+
+
+def answer_key_markdown(exercises, course=None) -> str:
+    """The answer key: for each exercise its worked solution (``instructor/answer-key/NN-name.md``:
+    the derivation, what a full answer contains, the common wrong answers and what the grader tells
+    them) and the model solution's code."""
+    keys = solutions_dir().parent / "answer-key" if solutions_dir() is not None else None
+    missing = [ex.stem for ex in exercises if keys is None or not (keys / f"{ex.stem}.md").is_file()]
+    if missing:
+        raise ValueError(f"--answer-key: no worked solution for {', '.join(missing)} "
+                         f"({ANSWER_KEYS.as_posix()}/NN-name.md in a clone of the repository)")
+    out = ['<div class="header" markdown>', "", f"# {course + ': ' if course else ''}answer key", "",
+           "For instructors and teaching assistants only: never hand it out. "
+           f"{len(exercises)} exercise{'s' * (len(exercises) != 1)}: "
+           + ", ".join(f"{ex.number:02d} {ex.name}" for ex in exercises) + ".", "", "</div>"]
+    for ex in exercises:
+        text = (keys / f"{ex.stem}.md").read_text(encoding="utf-8").strip()
+        text = re.sub(r"^# ", "## ", text, count=1, flags=re.M)
+        text = re.sub(r"^## (?!Exercise)", "### ", text, flags=re.M)
+        out += ["", '<section class="answer" markdown>', "", text, "", "### The model solution", "",
+                "```python", solution_source(ex).rstrip("\n"), "```", "", "</section>"]
+    return "\n".join(out) + "\n"
+
+
+def export_answer_key(path, exercises=None, *, course=None, force=False):
+    """Write the answer key (:func:`answer_key_markdown`) as the PDF ``path``; return the path."""
+    from . import pdf  # noqa: PLC0415
+
+    exercises = list(EXERCISES) if exercises is None else list(exercises)
+    path = Path(path)
+    if not str(path).strip() or path.suffix != ".pdf":
+        raise ValueError(f"--answer-key: expected a file name ending in .pdf, got {os.fspath(path)!r}")
+    if path.parent and not path.parent.is_dir():
+        raise ValueError(f"--answer-key: no folder {os.fspath(path.parent)!r}")
+    if solutions_dir() is None:
+        raise ValueError("--answer-key: the worked solutions are in a clone of the repository "
+                         "(instructor/); run it in a clone's root")
+    _refuse_existing(path, "--answer-key", force, what="file")
+    text = answer_key_markdown(exercises, course)
+    pdf.check_tools("--answer-key")
+    return pdf.write_pdf(text, path, title="answer key", option="--answer-key")
 
 
 _CHECK_PY = '''"""Check an answer on the public cases: python check.py NAME FILE.py (see README.md)."""
@@ -416,7 +519,8 @@ def _package_files():
 
 
 def export_gradescope(path, *, hidden_seed=None, timeout=None, hidden_visibility="after_published",
-                      exercises=None, points=None, force=False) -> dict:
+                      exercises=None, points=None, force=False, hidden_weight=0.5, all_or_nothing=False,
+                      required_cases="zero") -> dict:
     """Write the Gradescope autograder zip to ``path``; return its settings.
 
     Parameters
@@ -437,6 +541,13 @@ def export_gradescope(path, *, hidden_seed=None, timeout=None, hidden_visibility
     points : dict, optional
         Points per exercise stem (:func:`select_points`; the labels', twice
         the difficulty, by default).
+    hidden_weight : float
+        The share of each exercise's points on its hidden cases, in [0, 1].
+    all_or_nothing : bool
+        A group of cases scores only when all its cases pass (else by the share passed).
+    required_cases : {"zero", "count"}
+        A failed case the statement says the answer must pass zeroes its group, or counts as any
+        other (:func:`refattn.exercises.gradescope.group_score`).
     """
     exercises = list(EXERCISES) if exercises is None else list(exercises)
     points = select_points(None, exercises) if points is None else points
@@ -445,6 +556,11 @@ def export_gradescope(path, *, hidden_seed=None, timeout=None, hidden_visibility
                          f"got {hidden_visibility!r}")
     if timeout is not None and not (isinstance(timeout, (int, float)) and timeout > 0):
         raise ValueError(f"--timeout: expected a positive number of seconds, got {timeout!r}")
+    if isinstance(hidden_weight, bool) or not isinstance(hidden_weight, (int, float)) or \
+            not 0.0 <= hidden_weight <= 1.0:
+        raise ValueError(f"--hidden-weight: expected a number from 0 to 1, got {hidden_weight!r}")
+    if required_cases not in ("zero", "count"):
+        raise ValueError(f"--required-cases: expected zero or count, got {required_cases!r}")
     from .similarity import fingerprints  # noqa: PLC0415
 
     path = Path(path)
@@ -459,6 +575,9 @@ def export_gradescope(path, *, hidden_seed=None, timeout=None, hidden_visibility
         "hidden_seed": None if hidden_seed is None else int(hidden_seed),
         "timeout_s": float(timeout or DEFAULT_TIMEOUT_S),
         "hidden_visibility": hidden_visibility,
+        "hidden_weight": float(hidden_weight),
+        "all_or_nothing": bool(all_or_nothing),
+        "required_cases": required_cases,
         "exercises": [{"stem": ex.stem, "points": points[ex.stem]} for ex in exercises],
         "similarity": fingerprints(exercises, sources),
     }

@@ -122,7 +122,7 @@ def results_for(root, config) -> dict:
         verdict = by_stem.get(ex.stem)
         n_hidden = verdict.group(True)[1] if verdict is not None and verdict.cases else \
             sum(1 for c in ex.cases(seed) if c.hidden)
-        public_points = points / 2 if n_hidden else points
+        public_points = points * (1.0 - config.get("hidden_weight", 0.5)) if n_hidden else points
         if verdict is None:
             missing = found[ex.stem][1] or f"no file {ex.stem}.py in your submission: nothing to grade"
             tests.append(_test(f"{title}: public cases", 0, public_points, missing, "visible"))
@@ -134,9 +134,8 @@ def results_for(root, config) -> dict:
                                               (True, points - public_points, config["hidden_visibility"])):
             if hidden and not n_hidden:
                 continue
-            passed, total = verdict.group(hidden)
-            score = max_score * passed / total if total else 0.0
-            out = _output(verdict, hidden)
+            score, why = group_score(verdict, hidden, max_score, config)
+            out = (why + "\n" if why else "") + _output(verdict, hidden)
             error = verdict.group_errors.get("hidden" if hidden else "public")
             if error:
                 out = f"grader error (not your answer's fault; your instructor can see it): {error}\n" + out
@@ -154,6 +153,32 @@ def results_for(root, config) -> dict:
             "extra_data": {"isolation": isolation.get("level")},
             "output": missing + f"refattn exercises: {total:g} of {sum(t['max_score'] for t in tests):g} points. "
                       "Each exercise has public cases (the ones the handout's checker runs) and hidden ones."}
+
+
+#: How a group of cases is scored (``export --gradescope``'s options, stored in the zip's settings):
+#: ``hidden_weight``, the share of an exercise's points on its hidden cases; ``all_or_nothing``, a group
+#: scores only when every case passes; ``required_cases``: ``"zero"``, a failed case the statement says the
+#: answer *must* pass (:attr:`~refattn.exercises.judge.Case.required`) zeroes its group, or ``"count"``, it
+#: counts as any other case.
+SCORING_DEFAULTS = {"hidden_weight": 0.5, "all_or_nothing": False, "required_cases": "zero"}
+
+
+def group_score(verdict, hidden, max_score, config) -> tuple:
+    """``(score, why or "")`` of one group of cases of ``verdict`` under the scoring of ``config``."""
+    cases = [c for c in verdict.cases if c["hidden"] == hidden]
+    if not cases:
+        return 0.0, ""
+    passed = sum(c["ok"] for c in cases)
+    scoring = {**SCORING_DEFAULTS, **{k: config[k] for k in SCORING_DEFAULTS if k in config}}
+    failed_required = [c["kind"] for c in cases if c.get("required") and not c["ok"]]
+    if failed_required and scoring["required_cases"] == "zero":
+        named = "a required case" if hidden else f"the required case {failed_required[0]!r}"
+        return 0.0, (f"{named} failed (a property the statement says your answer must have): this group "
+                     f"scores 0")
+    if scoring["all_or_nothing"]:
+        return (max_score, "") if passed == len(cases) else \
+            (0.0, f"{passed} of {len(cases)} cases passed; this course scores a group only when all pass")
+    return max_score * passed / len(cases), ""
 
 
 def _failed(why) -> dict:

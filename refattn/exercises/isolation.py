@@ -68,6 +68,9 @@ MEMORY_LIMIT = 2 * 2 ** 30
 CPU_MARGIN_S = 10
 #: Files an answer's process may hold open.
 OPEN_FILES = 64
+#: The lock that lets one grading run at a time use the answer user (each run kills every process of
+#: that user when a case ends, so two runs at once would kill each other's answers).
+LOCK_NAME = "refattn-answer.lock"
 #: Folders every user may write into: what the answer user leaves there is removed (without a jail).
 SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm")
 #: The jail's folder of the answers' own folders (a name no system uses).
@@ -285,6 +288,7 @@ class Isolation:
     network: bool = True
     limits: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
+    lock: int | None = None
 
     def work_dir(self):
         """A fresh folder for one answer: ``(path here, path as the answer sees it)``."""
@@ -396,10 +400,16 @@ class Isolation:
                     pass
 
     def close(self):
-        """Kill what is left of the answers, remove what they left, and remove the run's folder."""
-        self.kill_all()
-        self.remove_leftovers()
-        shutil.rmtree(self.base, ignore_errors=True)
+        """Kill what is left of the answers, remove what they left, remove the run's folder, and let
+        the next grading run have the answer user."""
+        try:
+            self.kill_all()
+            self.remove_leftovers()
+            shutil.rmtree(self.base, ignore_errors=True)
+        finally:
+            if self.lock is not None:
+                os.close(self.lock)  # releases the flock
+                self.lock = None
 
 
 def _probe(iso) -> str | None:
@@ -461,6 +471,24 @@ def prepare(timeout_s, *, level="auto", chroot=True) -> Isolation:
         raise
 
 
+def _take_the_answer_user():
+    """A descriptor holding the exclusive lock on the answer user (waits for a run that holds it).
+
+    The lock file is root's, in ``/run/lock`` (else the temporary folder), opened without following
+    links; one another user made there is refused in one line.
+    """
+    import fcntl  # noqa: PLC0415
+
+    folder = "/run/lock" if os.path.isdir("/run/lock") else tempfile.gettempdir()
+    path = os.path.join(folder, LOCK_NAME)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    if os.fstat(fd).st_uid != 0:
+        os.close(fd)
+        raise RuntimeError(f"isolation: {path} belongs to another user than root; remove it")
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd
+
+
 def _prepare(timeout_s, level, chroot, root, base):
     limits = {"cpu_s": int(timeout_s) + CPU_MARGIN_S, "address_space_bytes": MEMORY_LIMIT,
               "open_files": OPEN_FILES}
@@ -477,6 +505,15 @@ def _prepare(timeout_s, level, chroot, root, base):
         shutil.rmtree(base, ignore_errors=True)
         raise RuntimeError(f"isolation: the user {ANSWER_USER} does not exist and could not be created "
                            f"(useradd); create it, or run the grader as a user other than root")
+    lock = _take_the_answer_user()
+    try:
+        return _prepare_os(timeout_s, chroot, base, ids, limits, lock)
+    except BaseException:
+        os.close(lock)
+        raise
+
+
+def _prepare_os(timeout_s, chroot, base, ids, limits, lock):
     os.chmod(base, 0o711)  # the answer's user may pass through to its folder, never list or write it
     _prctl(_PR_SET_DUMPABLE, 0)  # the grader's memory: root's, and not even readable by root's tools
     try:
@@ -487,6 +524,7 @@ def _prepare(timeout_s, level, chroot, root, base):
     limits.update(processes=1, file_size_bytes=0)
     iso = Isolation("os", python, sys_path, base, uid=ids[0], gid=ids[1], jail=jail, chroot=chroot,
                     network=not _network_namespace_works(), limits=limits)
+    iso.kill_all()  # nothing of another run's (killed grader) survives into this one
     # the strongest set-up that starts the answers' interpreter: without the network, then with it, then
     # without chroot (a container that refuses it)
     for network, use_chroot in ((iso.network, chroot), (True, chroot), (True, False)):
@@ -500,4 +538,5 @@ def _prepare(timeout_s, level, chroot, root, base):
     else:
         iso.close()
         raise RuntimeError(f"isolation: the answers' interpreter does not start as {ANSWER_USER}: {why}")
+    iso.lock = lock
     return iso

@@ -129,6 +129,10 @@ class Case:
         Its expected values are the answer itself (a number to find): never
         written into the student handout, whose checker then checks only
         the answer's form.
+    required : bool
+        A property the statement says the answer *must* have (finite near
+        the overflow thresholds, say): an autograder can zero the group of
+        cases when it fails (:func:`refattn.exercises.gradescope.group_score`).
     """
 
     kind: str
@@ -137,6 +141,7 @@ class Case:
     hidden: bool = False
     ndim: int | None = None
     secret: bool = False
+    required: bool = False
 
 
 @dataclass(frozen=True)
@@ -864,7 +869,7 @@ def _judge_group(ex, cases, outputs, report):
         if len(report.checks) == n_before:  # pragma: no cover - every expectation records at least one line
             report.check(False, "grader error: the case recorded no check")
             grader_error = grader_error or f"case {case.kind!r} recorded no check"
-        results.append({"kind": case.kind, "hidden": case.hidden,
+        results.append({"kind": case.kind, "hidden": case.hidden, "required": case.required,
                         "ok": all(c.ok for c in report.checks[n_before:])})
     one_d = [r["ok"] for r, c in zip(results, cases) if c.ndim == 1]
     n_d = [r["ok"] for r, c in zip(results, cases) if c.ndim is not None and c.ndim > 1]
@@ -919,7 +924,7 @@ def judge_answer(ex, path, cases, runs, hidden_run) -> Verdict:
             why = cannot_run(ex, path, runs[group])
         if why:  # the hidden run failed as a whole (a hang, an exit): every hidden case fails, one line says why
             report.checks += [Check(False, line, "every hidden case", True) for line in why]
-            group_results = [{"kind": c.kind, "hidden": True, "ok": False} for c in mine]
+            group_results = [{"kind": c.kind, "hidden": True, "required": c.required, "ok": False} for c in mine]
         else:
             group_results, error = _judge_group(ex, mine, runs[group].outputs.get(group, []), report)
             if error:
