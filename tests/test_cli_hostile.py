@@ -107,7 +107,12 @@ def _options(command):
     if command in STUDIES:
         return [option_name(f) for f in dataclasses.fields(study(command).Settings)
                 if not f.metadata.get("positional")] + (["--out"] if hasattr(study(command), "plot") else [])
-    return {"check": ["--seed", "--activation"], "exercises": []}[command]
+    return {"check": ["--seed", "--activation"], "exercises": EXERCISE_OPTIONS}[command]
+
+
+#: The options of ``refattn exercises export`` and ``check`` the fuzz edits.
+EXERCISE_OPTIONS = ["--exercises", "--points", "--course", "--due", "--hidden-weight", "--timeout", "--hidden-seed",
+                    "--student", "--gradescope", "--answer-key", "--required-cases", "--hidden-visibility"]
 
 
 @st.composite
@@ -126,9 +131,17 @@ def argument_vectors(draw, command):
             argv.pop(draw(st.integers(0, len(argv) - 1)))
         else:
             argv.insert(draw(st.integers(0, len(argv))), value)
-    if command == "exercises" and draw(st.booleans()):
-        argv = ["check", draw(st.sampled_from(["softmax-vjp", "1", "99", "", "nonesuch"])),
-                draw(st.sampled_from([str(SOLUTION), "missing.py", "", "/"]))] + argv
+    if command == "exercises":
+        form = draw(st.sampled_from(["list", "check", "student", "gradescope", "try"]))
+        if form == "check":
+            argv = ["check", draw(st.sampled_from(["softmax-vjp", "1", "99", "", "nonesuch"])),
+                    draw(st.sampled_from([str(SOLUTION), "missing.py", "", "/"]))] + argv
+        elif form in ("student", "gradescope"):
+            target = "--student" if form == "student" else "--gradescope"
+            argv = ["export", target, draw(st.sampled_from(["h", "g.zip", "", ".", "/nonexistent/x"])),
+                    "--exercises", "01"] + argv
+        elif form == "try":
+            argv = ["try-gradescope", draw(st.sampled_from(["g.zip", "", "/", "missing.zip"]))] + argv
     return argv + draw(st.sampled_from([["--json"], []]))
 
 
@@ -156,7 +169,7 @@ def _names_what_was_given(line, argv):
     head = line.split("error: ", 1)[1] if "error: " in line else line
     first = head.split(": ", 1)[0].strip("'")
     return (first.startswith(("--", "argument ", "REFATTN_")) or "/" in first or first in ("stdout", "figure")
-            or first.isupper()  # a positional argument by its metavar: FILE, NAME
+            or first.split(".")[0].isupper()  # a positional argument by its metavar: FILE, NAME, FILE.zip
             or head.startswith(("the following arguments", "unrecognized arguments", "invalid choice"))
             or any(first and first in a for a in argv))
 
