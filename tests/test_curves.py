@@ -186,6 +186,32 @@ def test_time_to_100_is_the_studys_epochs_to_100_on_every_stored_curve():
     assert checked > 1000
 
 
+def test_the_definitions_on_the_pages_are_the_modules():
+    """The results page and derivation 15 state the definitions with the module's thresholds."""
+    from refattn.studies.curves import PLATEAU_MIN_EVALUATIONS, SMOOTHING  # noqa: PLC0415
+
+    page = " ".join((ROOT / "docs" / "results.md").read_text(encoding="utf-8").split())
+    for phrase in (f"the median of its accuracy over {SMOOTHING} consecutive evaluations",
+                   f"A *plateau* is a stretch of at least {PLATEAU_MIN_EPOCHS} epochs and {PLATEAU_MIN_EVALUATIONS} "
+                   f"evaluations over which the smoothed accuracy stays within a band of {PLATEAU_BAND:g} and the "
+                   f"accuracy's least-squares line rises or falls by at most {PLATEAU_DRIFT:g}, at a level (the median "
+                   f"accuracy over the stretch) below {PLATEAU_CEILING:g}",
+                   f"A seed *escapes* a plateau when its smoothed accuracy later reaches the plateau's level plus "
+                   f"{ESCAPE_RISE:g}",
+                   "A *trap* is a plateau that lasts to the run's last evaluation",
+                   "*Divergence*: the training loss is not finite at the end of the run",
+                   "*Time to 100 %*: the first evaluation at which every greedy prediction of every test series is "
+                   "right"):
+        assert phrase in page, phrase
+    d15 = " ".join((ROOT / "derivations" / "15-nt-experiments.md").read_text(encoding="utf-8").split())
+    for phrase in (f"**Plateau**: at least {PLATEAU_MIN_EPOCHS} epochs and {PLATEAU_MIN_EVALUATIONS} evaluations "
+                   f"over which the smoothed accuracy stays within a band of {PLATEAU_BAND:g} (highest minus lowest) "
+                   f"and the accuracy's least-squares line rises or falls by at most {PLATEAU_DRIFT:g}",
+                   f"below {PLATEAU_CEILING:g} (a flat stretch above it is a task nearly solved)",
+                   f"**Escape**: after a plateau, the smoothed accuracy reaches its level plus {ESCAPE_RISE:g}"):
+        assert phrase in d15, phrase
+
+
 # --------------------------------------------------------------------------
 # The command
 # --------------------------------------------------------------------------
