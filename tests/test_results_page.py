@@ -242,6 +242,8 @@ def n256_quotes():
         f"at lr 0.32 DPA's plateau ends by epoch {median_of(B, '0.5', '0.32', 'DPA', 'end')}",
         f"lr 0.02: both trapped near 0.50 (DPA in {k_of(A, '0.5', '0.02', 'DPA', 'trapped')} seeds, EA in "
         f"{k_of(A, '0.5', '0.02', 'EA', 'trapped')})",
+        f"lr 0.02: both trapped in most seeds (EA {k_of(A, '1', '0.02', 'EA', 'trapped')}, DPA "
+        f"{k_of(A, '1', '0.02', 'DPA', 'trapped')}), DPA ahead",
     ] + ([] if mean_plateaus(B, "0.5", "0.32", "DPA") == [] else ["(a mean-curve plateau)"])
 
 
