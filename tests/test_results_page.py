@@ -376,6 +376,8 @@ def test_derivation_15s_words_about_curves_are_the_tables():
         f"{d30['end']['median']:.0f} [{d30['end']['q1']:.0f}, {d30['end']['q3']:.0f}]",
         f"the mean curve: {m30[0][2]:.2f} from epoch {m30[0][0]} to {m30[0][1]},\nthen {m30[1][2]:.2f} to {m30[1][1]}); "
         f"every seed escapes, by a median epoch {d30['escape']['median']:,.0f}",
+        f"climbs after it ({mean_at(L, '0.5', '0.02', 'DPA', 10500)} at 10,500, {mean_at(L, '0.5', '0.02', 'DPA', 15750)} "
+        f"at 15,750, {mean_at(L, '0.5', '0.02', 'DPA', 21750)} at 21,750)",
         f"At ×1 EA's plateau ({k_of(T, '1', '0.02', 'EA', sep=' of ')} seeds, {levels(T, '1', '0.02', 'EA', '-')}) ends "
         f"by a median epoch\n{median_of(T, '1', '0.02', 'EA', 'end')} and DPA's ({k_of(T, '1', '0.02', 'DPA', sep=' of ')}"
         f" seeds, at {levels(T, '1', '0.02', 'DPA', '-')}, after its climb) by {median_of(T, '1', '0.02', 'DPA', 'end')}",
@@ -401,6 +403,15 @@ def test_derivation_15s_words_about_curves_are_the_tables():
         f"{median_of('fig7-long', '0.5', '0.32', 'DPA', 'end')}",
         f"plateau in 16 of 16 seeds at {levels('fig7-128', '0.5', '0.32', 'DPA', '-')}",
         f"so only {summ('fig6', '0.5', '0.32', 'DPA')['plateau']} of 16\n  have a plateau of their own",
+        f"creeps up (mean {mean_at('fig5', '0.5', '0.02', 'EA', 500)} at epoch 500, "
+        f"{mean_at('fig5', '0.5', '0.02', 'EA', 2000)} at 2000;",
+        f"(EA {mean_at('fig5-256', '1', '0.02', 'EA', 750)} and DPA {mean_at('fig5-256', '1', '0.02', 'DPA', 750)} at "
+        f"epoch 750, EA {mean_at('fig5-256', '1', '0.02', 'EA', 2000)} and DPA "
+        f"{mean_at('fig5-256', '1', '0.02', 'DPA', 2000)} at 2000,",
+        f"(0.36 at 250, 0.50 at 1000, {mean_at('fig5-256-lr0.32', '0.5', '0.32', 'DPA', 1500)} at 1500, "
+        f"{mean_at('fig5-256-lr0.32', '0.5', '0.32', 'DPA', 2000)} at\n  2000",
+        f"(mean {mean_at('fig5', '0.5', '0.32', 'DPA', 1500)} at 1500, {mean_at('fig5', '0.5', '0.32', 'DPA', 2000)} at "
+        f"2000, still rising)",
     ]
     check(D15, quotes)
 
