@@ -636,3 +636,84 @@ def _cog_jax_example(jax):
             assert np.abs(got - y).max() > 0.1
         else:
             assert np.abs(got - y).max() <= 1e-14  # a few dozen roundings of O(1) numbers
+
+
+# --------------------------------------------------------------------------
+# The rest of the results page's numbers from the files: grid cells, p-values, the long runs
+# --------------------------------------------------------------------------
+
+
+def p_short(p):
+    """A p-value as the table's "uncertainty" column writes it."""
+    return "$p < 0.001$" if p < 0.001 else f"$p$ = {p:.3f}"
+
+
+def p2(p):
+    return f"{p:.2f}" if p >= 0.01 else f"{p:.3f}"
+
+
+def test_the_grid_cells_p_values_and_long_runs_of_the_results_page_are_the_files():
+    f4 = {(i, lr): row("fig4", i, lr) for i in (0.5, 1.0, 2.0) for lr in (0.02, 0.04, 0.32)}
+    div = [r["diverged"][a] for (i, lr), r in f4.items() if lr == 0.32 for a in ("expressive", "softmax")]
+    e = functools.partial(acc, fmt="{:.0f}")
+    t3, f5, f6, f7 = "fig3-long", "fig5", "fig6", "fig7"
+    b05, b1 = row("fig3-beta", 0.5, 0.32, "epochs_to_100"), row("fig3-beta", 1.0, 0.02)
+    d05, d1 = row("fig3", 0.5, 0.32, "epochs_to_100"), row("fig3", 1.0, 0.02)
+    # beta: DPA's own result changes (a rank test of DPA at beta against DPA at 1) in 3 of the 4 cells, and EA
+    # wins every cell: final accuracy, or epochs to 100 % where both attentions reach it
+    from refattn.studies.nt_sensitivity import _measure, rank_test  # noqa: PLC0415
+
+    changed = 0
+    for i in ("0.5", "1"):
+        for lr in ("0.02", "0.32"):
+            m = "final_accuracy" if lr == "0.02" else "epochs_to_100"
+            a, b = (_measure(study_file(f)["cells"][key(i, lr, "DPA")], m, 3000, 100) for f in ("fig3-beta", "fig3"))
+            changed += rank_test(a, b) < 0.05
+    beta_winners = [row("fig3-beta", i, lr, None if row("fig3-beta", i, lr)["winner"] != "neither"
+                        else "epochs_to_100")["winner"] for i in (0.5, 1.0) for lr in (0.02, 0.32)]
+    ea6 = summ("fig6-long", "0.5", "0.32", "EA")["epochs_to_100"]["median"]
+    m6 = mean_plateaus("fig6-long", "0.5", "0.32", "DPA")[0]
+    best = load("14-sst2-sweep.json")["best"]["by_setting"]
+    others = [k for k in best if k != "embed=30 adam phrases"]
+    behind = [100 * (best[k]["softmax"]["mean"] - best[k]["tanhmax"]["mean"]) for k in others]
+    lm = load("19-lm-study.json")["gaps"]
+
+    def gap(name):
+        g = lm[name]["dev_accuracy"]
+        return f"{100 * g['mean'][-1]:.2f} ± {100 * g['se'][-1]:.2f}".replace("-", "−")
+
+    assert changed == 3 and beta_winners == ["EA"] * 4  # "changes in 3 of 4 grid cells", "EA leads in all 4 cells"
+    check(RESULTS, [
+        # Fig. 4
+        f"×0.5 EA {e(f4[0.5, 0.02], 'EA')} against DPA > 2000 ({f4[0.5, 0.02]['reached_100']['softmax']} of 16 DPA seeds "
+        f"at 100 %; lr 0.02) and {e(f4[0.5, 0.04], 'EA')} against {e(f4[0.5, 0.04], 'DPA')} (lr 0.04); ×1 "
+        f"{e(f4[1.0, 0.02], 'EA')} against {e(f4[1.0, 0.02], 'DPA')} and {e(f4[1.0, 0.04], 'EA')} against "
+        f"{e(f4[1.0, 0.04], 'DPA')}; ×2 DPA faster, {e(f4[2.0, 0.02], 'DPA')} against {e(f4[2.0, 0.02], 'EA')} and "
+        f"{e(f4[2.0, 0.04], 'DPA')} against {e(f4[2.0, 0.04], 'EA')}; lr 0.32 makes {min(div)} to {max(div)} of 16 "
+        f"seeds diverge",
+        f"×0.5: $p < 0.001$; ×1: $p$ = {p2(f4[1.0, 0.02]['p'])} and {p2(f4[1.0, 0.04]['p'])}; ×2: $p$ = "
+        f"{f4[2.0, 0.02]['p']:.3f} and {f4[2.0, 0.04]['p']:.3f}",
+        # Fig. 3's p-values, Fig. 5's, N_con = 256's, Fig. 7's
+        f"{p_short(row(t3, 0.5, 0.02)['p'])} (×0.5), {p_short(row(t3, 1.0, 0.02)['p'])} (×1), "
+        f"{p_short(row(t3, 2.0, 0.02)['p'])} (×2)",
+        f"×0.5: $p < 0.001$; ×1: $p$ = {p2(row(f5, 1.0, 0.02)['p'])} and {p2(row(f5, 1.0, 0.32)['p'])}",
+        f"×1: $p$ = {row('fig5-256', 1.0, 0.02)['p']:.3f} (lr 0.02), "
+        f"{row('fig5-256-lr0.32', 1.0, 0.32, 'epochs_to_100')['p']:.3f} (epochs, lr 0.32)",
+        f"$p \\ge {min(row(f7, i, 0.02)['p'] for i in (0.5, 1.0, 2.0)):.3f}$ at lr 0.02",
+        # the beta row
+        f"×0.5, lr 0.32: no seed at 100 % in 3000 epochs against all 16 by a median {acc(d05, 'DPA', '{:.0f}')} at "
+        f"$\\beta = 1$; ×1, lr 0.02: {acc(b1, 'DPA')} against {acc(d1, 'DPA')}",
+        # the two long runs, Fig. 6
+        f"on Fig. 6 (×0.5, lr 0.32) at epoch {m6[1]} on the mean curve, {'half' if m6[1] * 2 == ea6 else '?'} EA's\n"
+        f"median time to 100 % ({ea6:.0f} epochs)",
+        # the SST sweep's row
+        f"tanhmax behind by {min(behind):.0f} to {max(behind):.0f} points in the other five settings",
+        f"$p$ = {best['embed=30 adam phrases']['p_tanhmax_vs_softmax']:.2f} at the best setting, $p \\le "
+        f"{max(best[k]['p_tanhmax_vs_softmax'] for k in others):.3f}$ elsewhere",
+        # the language models' verdict paragraph
+        f"{gap('tanhmax lr=0.003')} pp at the shared\nrate (about 4 standard errors, still closing) and "
+        f"{gap('tanhmax')} at its\ntuned rate",
+        f"in layer 0 is {gap('neural-first').lstrip('−')} pp behind (about 9 standard errors;",
+        f"level ({gap('cog-hybrid lr=0.003')} pp)",
+    ])
+    assert b05["reached_100"]["softmax"] == 0 and d05["reached_100"]["softmax"] == 16
