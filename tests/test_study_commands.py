@@ -30,7 +30,8 @@ def test_every_module_of_the_studies_package_is_a_registered_command():
 
 
 #: Values for the settings without a default (a positional figure, the basis of a task).
-REQUIRED = {"nt-figure": ["fig4"], "nt-sensitivity": ["fig4"], "nt-cycles": ["--N", "2", "--tau", "1"]}
+REQUIRED = {"nt-figure": ["fig4"], "nt-sensitivity": ["fig4"], "nt-cycles": ["--N", "2", "--tau", "1"],
+            "curves": [str(ROOT / "derivations" / "data" / "15-sensitivity-fig7-128.json")]}
 
 
 @pytest.mark.parametrize("command", list(STUDIES))
@@ -136,6 +137,7 @@ TINY = {
     "nt-figure": ["fig4", "--seeds", "1", "--epochs", "2"],
     "nt-sensitivity": ["fig4", "--seeds", "2", "--epochs", "2", "--eval-every", "2", "--init-scales", "1",
                        "--lrs", "0.32", "--n-test", "2"],
+    "curves": [str(ROOT / "derivations" / "data" / "15-sensitivity-fig7-128.json")],
     "neural-surface": ["--n-train", "10", "--n-test", "10", "--hidden-size", "3", "--steps", "2"],
     "neural-cost": ["--ns", "16", "--d-primes", "2", "--budget-mib", "8", "--repeats", "1"],
     "lm": ["--data", "toy", "--activations", "softmax", "--seeds", "1", "--steps", "2", "--layers", "1",

@@ -56,6 +56,7 @@ STUDIES = {
     "nt": "nt_training",
     "nt-figure": "nt_figures",
     "nt-sensitivity": "nt_sensitivity",
+    "curves": "curves",
     "neural-surface": "neural_surface",
     "neural-cost": "neural_cost",
     "lm": "lm",
