@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 import zipfile
 from pathlib import Path
 
@@ -111,18 +112,25 @@ def _tries(verdict):
 
 
 @root_only
-@pytest.mark.parametrize("chroot", [True, False], ids=["jail", "no-chroot"])
-def test_the_os_boundary_holds_with_the_guard_switched_off(chroot, tmp_path, monkeypatch):
-    marker = f"refattn-attack-{os.getpid()}-{chroot}"
+@pytest.mark.parametrize("chroot, netns", [(True, True), (False, True), (True, False)],
+                         ids=["jail", "no-chroot", "no-network-namespace"])
+def test_the_os_boundary_holds_with_the_guard_switched_off(chroot, netns, tmp_path, monkeypatch):
+    """Without a network namespace (an ordinary container), seccomp refuses every socket."""
+    marker = f"refattn-attack-{os.getpid()}-{chroot}-{netns}"
     real = isolation.prepare
     monkeypatch.setattr(isolation, "prepare", lambda *a, **k: real(*a, **{**k, "chroot": chroot}))
+    if not netns:
+        monkeypatch.setattr(isolation, "_network_namespace_works", lambda: False)
     seen = {}
     verdict = grade_many([("softmax-vjp", write(tmp_path, probe(marker)))], timeout=LIMIT,
                          python_guard=False, describe=seen.update)[0]
     assert seen["level"] == "operating system" and seen["chroot"] is chroot
     tries = _tries(verdict)
     assert not verdict.ok
-    allowed = {"network"} if seen["network"] == "not isolated" else set()
+    allowed = set()
+    assert seen["network"] != "not isolated", seen  # a namespace, or seccomp where there is none
+    if not netns:
+        assert seen["network"] == "none (sockets refused by seccomp)"
     if not chroot:  # without a jail: files every user may read stay readable, and /tmp takes empty entries
         allowed |= {"read 0", "read 1", "read 2", "write /tmp", "mkdir /tmp"}
     done = {name for name, outcome in tries.items() if outcome == "done"}
@@ -416,3 +424,109 @@ def test_two_grading_runs_at_once_take_turns(tmp_path):
     for t in threads:
         t.join(timeout=600)
     assert len(verdicts) == 2 and all(v.ok for v in verdicts), [str(v) for v in verdicts]
+
+
+# ------------------------------------------------------------------------------
+# What a review by a points-seeking student found, each closed at its root
+# ------------------------------------------------------------------------------
+
+FORGED_REPORT = """
+import sys, os, json, struct
+f = sys._getframe()
+while "job" not in f.f_locals:
+    f = f.f_back
+fd, key = f.f_locals["fd"], f.f_locals["job"]["key"]
+send = lambda k, p: os.write(fd, struct.pack(">I", len(p) + 1) + k + p)
+send(b"J", json.dumps({"done": key, "printed": {}, "defined": [], "groups": {}, "fatal": {"x": "y"}}).encode())
+head = json.dumps([["a0", "<f8", [2 ** 40]]]).encode()
+send(b"B", struct.pack(">I", len(head)) + head + bytes(8))
+"""
+
+DEEP = "_SIGN = " + "-" * 500 + "1\n"
+
+
+def test_no_answer_can_stop_the_others_being_graded(autograder, tmp_path):
+    """A forged report (a manifest of another shape, arrays larger than what was sent), a file that is
+    not UTF-8, and an expression too deep to print back: each is a wrong answer of its own exercise,
+    and the other answers keep their marks."""
+    sub = tmp_path / "submission"
+    sub.mkdir()
+    (sub / "01-softmax-vjp.py").write_text(FORGED_REPORT)
+    (sub / "05-all-ones-cotangent.py").write_bytes(b"# r\xe9sum\xe9\n" + solution_source(exercise(5)).encode())
+    (sub / "06-signexp-at-zero.py").write_text(DEEP + solution_source(exercise(6)))
+    results = _try(autograder, sub, tmp_path / "root")
+    assert "autograder failed" not in results["output"], results["output"]
+    assert _score(results, "01 ") == 0 and _score(results, "05 ") == 0
+    assert _score(results, "06 ") == exercise(6).points  # right, whatever the similarity report makes of it
+    public01 = next(t for t in results["tests"] if t["name"] == "01 softmax-vjp: public cases")["output"]
+    assert "cannot read" in public01 and "grader error" not in public01
+
+
+def test_a_table_of_the_handouts_public_cases_earns_nothing_on_the_autograder(autograder, tmp_path, capsys):
+    """The handout ships its public cases with their values; the autograder scores cases of the same
+    kinds on inputs drawn for each submission, so a table of the handout's answers passes nothing there."""
+    out = tmp_path / "handout"
+    assert cli_main(["exercises", "export", "--student", str(out), "--exercises", "01"]) == 0
+    capsys.readouterr()
+    lookup = textwrap.dedent(f"""
+        import json, numpy as np
+        _data = json.load(open({str(out / 'checker' / 'cases' / '01-softmax-vjp.json')!r}))
+        _z = np.load({str(out / 'checker' / 'cases' / '01-softmax-vjp.npz')!r})
+        def softmax_vjp(s, u):
+            for case in _data["cases"]:
+                a = case["calls"][0]["args"][0]["a"]
+                if _z[a].shape == s.shape and np.array_equal(_z[a], s):
+                    return _z[case["expect"][0]["d"]["expected"]["a"]]
+            return np.zeros_like(s)
+        """)
+    local = tmp_path / "lookup.py"
+    local.write_text(lookup)
+    r = subprocess.run([sys.executable, "check.py", "softmax-vjp", str(local)], cwd=out, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stdout  # the table does answer the handout's own cases
+    sub = tmp_path / "submission"
+    sub.mkdir()
+    (sub / "01-softmax-vjp.py").write_text(lookup)
+    results = _try(autograder, sub, tmp_path / "root")
+    assert _score(results, "01 ") == 0
+
+
+def test_a_map_that_ignores_the_scores_is_no_witness(tmp_path):
+    """Exercise 05: u minus its mean is linear, 0 at the all-ones cotangent and not the true VJP, but it
+    is no backward pass of sigsoftmax: it does not depend on the scores."""
+    text = "import numpy as np\ndef wrong_vjp(s, u):\n    return u - u.mean(axis=-1, keepdims=True)\n"
+    verdict = grade("all-ones-cotangent", write(tmp_path, text), hidden=True, timeout=LIMIT, isolation="python")
+    assert not verdict.ok and "does not depend on the scores" in str(verdict)
+
+
+def test_exercise_14_says_wrong_without_a_direction(tmp_path):
+    from refattn.exercises.graders import closure_shift
+
+    best = float(closure_shift())
+    low = grade("closure-witness", write(tmp_path, f"ANSWER = {best / 2!r}\n", "lo.py"), isolation="python")
+    high = grade("closure-witness", write(tmp_path, f"ANSWER = {best * 2!r}\n", "hi.py"), isolation="python")
+    assert not low.ok and not high.ok
+    assert [c.message for c in low.checks] == [c.message for c in high.checks]  # nothing to bisect with
+
+
+def test_the_handout_checker_answers_a_signal_and_leaves_nothing(tmp_path, capsys):
+    import glob
+    import signal
+    import tempfile
+
+    out = tmp_path / "handout"
+    assert cli_main(["exercises", "export", "--student", str(out), "--exercises", "01"]) == 0
+    capsys.readouterr()
+    loop = write(tmp_path, "def softmax_vjp(s, u):\n    while True:\n        pass\n")
+    before = set(glob.glob(os.path.join(tempfile.gettempdir(), "refattn-grade-*")))
+    proc = subprocess.Popen([sys.executable, "check.py", "softmax-vjp", loop, "--timeout", "60"], cwd=out,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (set(glob.glob(os.path.join(tempfile.gettempdir(),
+                                                                           "refattn-grade-*"))) - before):
+        time.sleep(0.05)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM and err.strip() == "check: stopped by SIGTERM", err
+    assert set(glob.glob(os.path.join(tempfile.gettempdir(), "refattn-grade-*"))) <= before

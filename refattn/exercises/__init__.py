@@ -36,16 +36,14 @@ and exits with 130.
 
 from __future__ import annotations
 
-import contextlib
 import json as _json
 import signal
 import sys
-import threading
 
 from .judge import PARTS, Exercise, GraderError, Verdict
 from .graders import DEFAULT_HIDDEN_SEED, EXERCISES
 from .grading import exercise, grade, grade_many
-from .runner import DEFAULT_TIMEOUT_S, RULE
+from .runner import DEFAULT_TIMEOUT_S, RULE, Stopped, signals_as_interrupt
 
 __all__ = ["EXERCISES", "PARTS", "RULE", "Exercise", "Verdict", "GraderError", "exercise", "grade", "grade_many",
            "list_exercises", "run_command", "add_arguments", "command_from_args", "main", "DEFAULT_TIMEOUT_S",
@@ -254,33 +252,6 @@ def add_arguments(parser):
     return parser
 
 
-class _Stopped(KeyboardInterrupt):
-    """SIGTERM or SIGHUP, handled as Ctrl-C: the running answer's process and folders are cleaned up."""
-
-    def __init__(self, signum):
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
-@contextlib.contextmanager
-def _signals_as_interrupt():
-    """SIGTERM and SIGHUP raise :class:`_Stopped` while a command runs (main thread only), so that the
-    grader's ``finally`` blocks kill the answer's process and remove its folders, as for Ctrl-C."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def stop(signum, frame):
-        raise _Stopped(signum)
-
-    old = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for s, handler in old.items():
-            signal.signal(s, handler)
-
-
 def command_from_args(args) -> int:
     """Run :func:`run_command` from parsed :func:`add_arguments` arguments. Ctrl-C, SIGTERM, SIGHUP:
     one line, exit 128 + the signal's number (130 for Ctrl-C)."""
@@ -288,9 +259,9 @@ def command_from_args(args) -> int:
     as_json = bool(args.json or getattr(args, "check_json", False) or getattr(args, "export_json", False)
                    or getattr(args, "try_json", False))
     try:
-        with _signals_as_interrupt():
+        with signals_as_interrupt():
             return _command(command, args, as_json)
-    except _Stopped as exc:
+    except Stopped as exc:
         print(f"refattn exercises: stopped by {signal.Signals(exc.signum).name}", file=sys.stderr)
         return 128 + exc.signum
     except KeyboardInterrupt:

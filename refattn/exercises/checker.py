@@ -37,7 +37,7 @@ import numpy as np
 from . import _child
 from .isolation import prepare
 from .judge import Call, Case, Exercise, Expect, GraderError, Table, judge_answer
-from .runner import DEFAULT_TIMEOUT_S, guard_settings, run_groups
+from .runner import DEFAULT_TIMEOUT_S, Stopped, guard_settings, run_groups, signals_as_interrupt
 
 __all__ = ["encode_case", "decode_case", "write_cases", "load", "check", "main", "CASES"]
 
@@ -172,7 +172,8 @@ def main(argv=None) -> int:
             raise ValueError("FILE.py: expected the answer file after the exercise's name")
         if not (args.timeout > 0 and args.timeout < float("inf")):
             raise ValueError(f"--timeout: expected a positive number of seconds, got {args.timeout!r}")
-        verdict = check(args.name, args.file, timeout=args.timeout)
+        with signals_as_interrupt():  # SIGTERM, SIGHUP as Ctrl-C: the answer's process and folder cleaned up
+            verdict = check(args.name, args.file, timeout=args.timeout)
     except ValueError as exc:
         print(f"check: error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2
@@ -180,6 +181,9 @@ def main(argv=None) -> int:
         print(f"check: the checker could not run (not your answer's fault): {str(exc).splitlines()[0]}",
               file=sys.stderr)
         return 2
+    except Stopped as exc:
+        print(f"check: stopped by {exc}", file=sys.stderr)
+        return 128 + exc.signum
     except KeyboardInterrupt:
         print("check: interrupted", file=sys.stderr)
         return 130

@@ -220,10 +220,11 @@ def _index(exercises, derivations) -> str:
              "as JSON. `.venv/bin/python check.py` alone lists the exercises. Your file runs in a",
              "separate process, with a time limit. " + RULE, "",
              "The public cases here are fixed inputs and the values they must give, computed by the",
-             "course's library. Your course's grader also runs **hidden cases**: other inputs, shapes",
-             "and edge cases, drawn anew for each submission, so they differ from any you could see",
-             "here. They are reported by kind only. An answer that passes the public cases can still",
-             "fail hidden ones: test the edges the statement names.", ""]
+             "course's library. Your course's grader runs cases of the same kinds on other inputs, drawn",
+             "for your submission, and **hidden cases**: other shapes and edge cases, drawn anew for each",
+             "submission, so they differ from any you could see here. Hidden cases are reported by kind",
+             "only. An answer that passes the public cases can still fail hidden ones: test the edges",
+             "the statement names.", ""]
     for part, title in PARTS.items():
         mine = [ex for ex in exercises if ex.part == part]
         if not mine:

@@ -33,8 +33,11 @@ __all__ = ["EXERCISES", "DEFAULT_HIDDEN_SEED", "closure_shift", "crossover_angle
 DEFAULT_HIDDEN_SEED = 20_240_611
 
 
-def _rng(number):
-    return np.random.default_rng(1000 + number)
+def _rng(number, public_seed=None):
+    """The public cases' generator: a fixed seed (the cases a student can run, in the handout), or, on an
+    autograder, one drawn per submission (``public_seed``): cases of the same kinds on inputs no table
+    of the handout's can answer."""
+    return np.random.default_rng(1000 + number if public_seed is None else [1000 + number, int(public_seed)])
 
 
 def _hidden_rng(number, seed):
@@ -78,8 +81,8 @@ def _softmax_autograd_case(kind, s, u, hidden):
                     ndim=s.ndim, inputs={"s": s, "u": u}, rtol=1e-10)
 
 
-def softmax_vjp_cases(hidden_seed):
-    rng = _rng(1)
+def softmax_vjp_cases(hidden_seed, public_seed=None):
+    rng = _rng(1, public_seed)
     cases = []
     for kind, shape, shift in (("a 1-D row", (6,), 0.0), ("2-D scores", (3, 5), 0.0),
                                ("3-D scores", (2, 3, 4), 0.0), ("scores near 800 (e^s overflows)", (2, 5), 800.0)):
@@ -113,9 +116,11 @@ def _tanhmax_cases(kind, s, hidden):
             for fname, ref in (("ell", act.ell), ("drho", act.drho), ("dell", act.dell))]
 
 
-def tanhmax_derivatives_cases(hidden_seed):
+def tanhmax_derivatives_cases(hidden_seed, public_seed=None):
     s = np.concatenate([np.linspace(-30.0, 30.0, 241), [0.0, 1e-300, -1e-8, 700.0, -710.5, 1e3,
                                                           -1e5, 1e300, -1e300]])
+    if public_seed is not None:  # the same kinds of scores, on other values
+        s[:241] += _rng(2, public_seed).uniform(-0.1, 0.1, 241)
     cases = _tanhmax_cases("250 scores in [-1e300, 1e300]", s, False)
     h = _hidden_rng(2, hidden_seed)
     scales = np.array([1.0, 20.0, 700.0, 1e5])[:, None]
@@ -180,8 +185,8 @@ def _random_mask(rng, shape):
     return mask
 
 
-def reweighted_vjp_cases(hidden_seed):
-    rng = _rng(3)
+def reweighted_vjp_cases(hidden_seed, public_seed=None):
+    rng = _rng(3, public_seed)
     cases = []
     s = 2.0 * rng.standard_normal(6)
     cases.append(_reweighted_case("tanhmax on a 1-D row", activation("tanhmax"), s, rng.standard_normal(6),
@@ -236,8 +241,8 @@ def _jacobian_case(kind, act, s, hidden):
                     "jacobian(act, s)[j, k] = d phi_j / d s_k", hidden=hidden, inputs={"s": s}, rtol=1e-10)
 
 
-def jacobian_cases(hidden_seed):
-    rng = _rng(4)
+def jacobian_cases(hidden_seed, public_seed=None):
+    rng = _rng(4, public_seed)
     cases = [_jacobian_case(name, activation(name), 2.0 * rng.standard_normal(6), False)
              for name in ("softmax", "tanhmax", "sigsoftmax", "expressive", "relu")]
     h = _hidden_rng(4, hidden_seed)
@@ -257,11 +262,11 @@ def jacobian_cases(hidden_seed):
 LINEAR_COMBINATION = (0.7, -1.3)
 
 
-def _all_ones_case(kind, s, u, v, hidden):
+def _all_ones_case(kind, s, u, v, hidden, other_s):
     act, ones = activation("sigsoftmax"), np.ones_like(s)
     a, b = LINEAR_COMBINATION
     calls = (call("wrong_vjp", s, ones), call("wrong_vjp", s, u), call("wrong_vjp", s, v),
-             call("wrong_vjp", s, a * u + b * v), call("wrong_vjp", s, ones - u))
+             call("wrong_vjp", s, a * u + b * v), call("wrong_vjp", s, ones - u), call("wrong_vjp", other_s, u))
 
     def expect():
         true_u = activation_vjp(act, s, u)
@@ -284,19 +289,24 @@ def _all_ones_case(kind, s, u, v, hidden):
                    " (a VJP is linear in the cotangent)", (3,), terms=((a, (1,)), (b, (2,))), rtol=1e-9),
             Expect("linear", "wrong_vjp(s, 1) against wrong_vjp(s, u) + wrong_vjp(s, 1 - u) (linear in the "
                    "cotangent, the all-ones one included)", (0,), terms=((1.0, (1,)), (1.0, (4,))), rtol=1e-9),
+            Expect("differs", "wrong_vjp at other scores", (5,), terms=((1.0, (1,)),), rtol=1e-6,
+                   message="wrong_vjp(s, u) does not depend on the scores s: a backward pass of sigsoftmax at s "
+                           "uses its weights there",
+                   passed="wrong_vjp depends on the scores s, as a backward pass does"),
         ]
 
     return Case(kind, calls, expect, hidden, s.ndim)
 
 
-def all_ones_cases(hidden_seed):
-    rng = _rng(5)
+def all_ones_cases(hidden_seed, public_seed=None):
+    rng = _rng(5, public_seed)
     s = 2.0 * rng.standard_normal((4, 6))
-    cases = [_all_ones_case("2-D scores", s, rng.standard_normal(s.shape), rng.standard_normal(s.shape), False)]
+    cases = [_all_ones_case("2-D scores", s, rng.standard_normal(s.shape), rng.standard_normal(s.shape), False,
+                            2.0 * rng.standard_normal(s.shape))]
     h = _hidden_rng(5, hidden_seed)
     for kind, shape in (("a 1-D row", (7,)), ("3-D scores", (2, 3, 5))):
         cases.append(_all_ones_case(kind, 3.0 * h.standard_normal(shape), h.standard_normal(shape),
-                                    h.standard_normal(shape), True))
+                                    h.standard_normal(shape), True, 3.0 * h.standard_normal(shape)))
     return cases
 
 
@@ -338,8 +348,8 @@ def _signexp_case(kind, s, u, j, hidden):
     return Case(kind, calls, expect, hidden)
 
 
-def signexp_at_zero_cases(hidden_seed):
-    rng = _rng(6)
+def signexp_at_zero_cases(hidden_seed, public_seed=None):
+    rng = _rng(6, public_seed)
     cases = []
     for trial in range(3):
         s, u = rng.standard_normal(6), rng.standard_normal(6)
@@ -368,8 +378,8 @@ def _velocity_case(kind, s, o, c, delta_I, hidden):
                     "velocity(s, o, c, delta_I)", hidden=hidden, inputs={"s": s, "o": o}, rtol=1e-10)
 
 
-def tanhmax_velocity_cases(hidden_seed):
-    rng = _rng(7)
+def tanhmax_velocity_cases(hidden_seed, public_seed=None):
+    rng = _rng(7, public_seed)
     N, n = 4, 6
     s = 2.0 * rng.standard_normal((N, n))
     # one row of large scores of both signs: cosh overflows there (cosh x > 1.8e308 for |x| > 710.5)
@@ -405,8 +415,8 @@ def _delta_II_case(kind, s, o, hidden):
                     rtol=1e-10)
 
 
-def prop1_new_cases(hidden_seed):
-    rng = _rng(8)
+def prop1_new_cases(hidden_seed, public_seed=None):
+    rng = _rng(8, public_seed)
     cases = [_delta_II_case(kind, scale * rng.standard_normal(shape), rng.standard_normal(shape), False)
              for kind, shape, scale in (("a 1-D row", (7,), 2.0), ("2-D scores", (3, 5), 2.0),
                                         ("scores of size 20", (2, 6), 20.0))]
@@ -440,8 +450,8 @@ def _gap_case(kind, s, cs, hidden, numeric=True):
     return Case(kind, tuple(call("gap", s, float(c)) for c in cs), expect, hidden)
 
 
-def closure_gap_cases(hidden_seed):
-    rng = _rng(9)
+def closure_gap_cases(hidden_seed, public_seed=None):
+    rng = _rng(9, public_seed)
     # e^{-2c} overflows float64 for c < -354.9, e^{s} for s > 709.8: a direct A, B, e^{-2c} fails here
     cs = np.array([-400.0, -300.0, -5.0, -1.0, 0.0, 0.5, 2.0, 10.0, 30.0, 100.0, 300.0])
     cases = [_gap_case(f"row {trial + 1}, shifts from -400 to 300", rng.standard_normal(int(rng.integers(2, 7))),
@@ -503,8 +513,8 @@ def _neural_autograd_case(kind, q, k, params, g, hidden):
     return Case(kind, (call("neural_vjp", q, k, params, g),), expect, hidden)
 
 
-def neural_vjp_cases(hidden_seed):
-    rng = _rng(10)
+def neural_vjp_cases(hidden_seed, public_seed=None):
+    rng = _rng(10, public_seed)
     cases = [_neural_case("3 queries, 4 keys, d = 5", *_neural_inputs(rng, 3, 4, 5, 3, 6), False),
              _neural_autograd_case("against autograd's VJP of the score's forward pass",
                                    *_neural_inputs(rng, 2, 3, 4, 3, 5), False)]
@@ -559,8 +569,11 @@ def _angle_case(deg, hidden):
                 (call("crossover", math.radians(deg)),), expect, hidden)
 
 
-def expressive_angle_cases(hidden_seed):
-    cases = [_angle_case(deg, False) for deg in (5.0, 20.0, 45.0, 60.0, 75.0, 89.0)]
+def expressive_angle_cases(hidden_seed, public_seed=None):
+    degrees = np.array([5.0, 20.0, 45.0, 60.0, 75.0, 89.0])
+    if public_seed is not None:  # the same spread of angles, other values
+        degrees = degrees + _rng(11, public_seed).uniform(-0.9, 0.9, degrees.size)
+    cases = [_angle_case(float(deg), False) for deg in degrees]
     h = _hidden_rng(11, hidden_seed)
     cases += [_angle_case(float(deg), True) for deg in h.uniform(1.0, 89.0, 3)]
     cases += [_angle_case(deg, True) for deg in (0.5, 89.9)]
@@ -587,8 +600,8 @@ def _weights_case(kind, s, mask, hidden):
     return Case(kind, (call("expressive_weights", s, None if mask is None else mask),), expect, hidden, s.ndim)
 
 
-def no_normaliser_cases(hidden_seed):
-    rng = _rng(12)
+def no_normaliser_cases(hidden_seed, public_seed=None):
+    rng = _rng(12, public_seed)
     rows = {
         "ordinary rows": rng.standard_normal((2, 5)),
         "a row with an exact zero": np.array([0.7, 0.0, -1.2, 2.0, 0.1]),
@@ -597,6 +610,9 @@ def no_normaliser_cases(hidden_seed):
         "scores of 1e-200 (h underflows: no normaliser)": np.array([1e-200, -1e-170, 0.0, 0.0, 1e-180]),
         "small scores (h ~ z^2)": np.array([1e-3, -2e-4, 5e-4, 1e-3, 3e-3]),
     }
+    if public_seed is not None:  # the same kinds of rows, other values (zeros stay zeros)
+        rows = {k: v * rng.uniform(0.5, 2.0, np.shape(v)) * rng.choice([-1.0, 1.0], np.shape(v))
+                for k, v in rows.items()}
     cases = [_weights_case(kind, s, None, False) for kind, s in rows.items()]
     s = rng.standard_normal((4, 5))
     s[1, 2] = 0.0
@@ -652,8 +668,8 @@ def _step_cases(rng, decades, hidden, suffix=""):
     return [best, bound]
 
 
-def central_step_cases(hidden_seed):
-    cases = _step_cases(_rng(13), 3, False, " for six random (S, M, kappa) over six decades")
+def central_step_cases(hidden_seed, public_seed=None):
+    cases = _step_cases(_rng(13, public_seed), 3, False, " for six random (S, M, kappa) over six decades")
     cases.append(Case("the step for exp'(0), with S = |f| = 1 and M = max |F'''| about 1",
                       (call("best_step", 1.0, 1.0),),
                       lambda: [Expect("close", "best_step(1.0, 1.0), kappa left at its default", (0,),
@@ -683,13 +699,13 @@ def closure_shift():
     return 0.5 * (log_ratio - math.log(q))  # q = (B/A) e^{-2c}
 
 
-def closure_witness_cases(hidden_seed):
+def closure_witness_cases(hidden_seed, public_seed=None):
     def expect():
         best = closure_shift()
+        # one message either way: a direction would let repeated submissions bisect to the answer
+        wrong = "ANSWER is not the smallest shift c with gap <= 1e-6 (to within 1%)"
         return [Expect("range", "ANSWER", (0,), np.array([best - 1e-9 * abs(best), best + 0.01 * abs(best)]),
-                       low="the gap ||tanhmax(s + c) - softmax(s)||_1 at c = ANSWER exceeds 1e-6: c is too small",
-                       high="ANSWER is more than 1% above the smallest c with gap <= 1e-6",
-                       passed="ANSWER is the smallest shift with gap <= 1e-6, within 1%")]
+                       low=wrong, high=wrong, passed="ANSWER is the smallest shift with gap <= 1e-6, within 1%")]
 
     return [Case("the smallest shift for s = (0.5, -1, 1.5, 0.2)", (value("ANSWER"),), expect, secret=True)]
 

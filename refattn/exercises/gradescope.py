@@ -114,14 +114,15 @@ def results_for(root, config) -> dict:
         seed = submission_seed(config["secret"], [path for _, path in items])
     isolation = {}
     verdicts = grade_many(items, hidden=True, hidden_seed=seed, timeout=config["timeout_s"],
-                          forbidden_dirs=[os.fspath(root / "source")], describe=isolation.update)
+                          forbidden_dirs=[os.fspath(root / "source")], describe=isolation.update, unreadable="wrong",
+                          public_seed=seed if config.get("fresh_public", True) else None)
     by_stem = {v.exercise: v for v in verdicts}
     tests = []
     for ex, points in exercises:
         title = f"{ex.number:02d} {ex.name}"
         verdict = by_stem.get(ex.stem)
         n_hidden = verdict.group(True)[1] if verdict is not None and verdict.cases else \
-            sum(1 for c in ex.cases(seed) if c.hidden)
+            sum(1 for c in ex.cases(seed, seed) if c.hidden)
         public_points = points * (1.0 - config.get("hidden_weight", 0.5)) if n_hidden else points
         if verdict is None:
             missing = found[ex.stem][1] or f"no file {ex.stem}.py in your submission: nothing to grade"
@@ -298,12 +299,12 @@ def main(argv=None) -> int:
         print(f"refattn autograder: {why}", file=sys.stderr)
         return 1
     _lock_down(root)
-    from . import _signals_as_interrupt  # noqa: PLC0415
+    from .runner import signals_as_interrupt  # noqa: PLC0415
 
     try:
         from .export import CONFIG_NAME  # noqa: PLC0415
 
-        with _signals_as_interrupt():  # SIGTERM (a platform's time limit) as Ctrl-C: results written
+        with signals_as_interrupt():  # SIGTERM (a platform's time limit) as Ctrl-C: results written
             config = json.loads((root / "source" / CONFIG_NAME).read_text(encoding="utf-8"))
             results = results_for(root, config)
     except KeyboardInterrupt:

@@ -24,7 +24,7 @@ import os
 
 from . import isolation as _isolation
 from .graders import DEFAULT_HIDDEN_SEED, EXERCISES
-from .judge import Exercise, GraderError, Verdict, judge_answer
+from .judge import Check, Exercise, GraderError, Verdict, judge_answer
 from .paths import solutions_dir
 from .runner import DEFAULT_TIMEOUT_S, FORBIDDEN_MODULES, guard_settings, run_groups
 
@@ -105,8 +105,18 @@ def _python_level_sys_path(extra_dirs=()):
     return list(dict.fromkeys(p for p in sys.path if p and os.path.isabs(p) and os.path.realpath(p) not in drop))
 
 
+def _judge_alone(ex, path, cases, runs, hidden):
+    """:func:`judge_answer`, whose own failure on one answer is a grader error of that answer only."""
+    try:
+        return judge_answer(ex, path, cases, runs, hidden)
+    except Exception as exc:  # noqa: BLE001 - never let one answer's judging end the others'
+        why = f"judging this answer failed: {type(exc).__name__}"
+        return Verdict(ex.stem, path, False, [Check(False, f"grader error (not your answer's fault): {why}")],
+                       hidden_run=hidden, grader_error=why, group_errors={"public": why})
+
+
 def grade_many(items, *, hidden=False, hidden_seed=None, timeout=DEFAULT_TIMEOUT_S, forbidden_dirs=(),
-               isolation="auto", describe=None, python_guard=True):
+               isolation="auto", describe=None, python_guard=True, unreadable="raise", public_seed=None):
     """Grade several answer files in one run; one :class:`Verdict` per item, in order.
 
     Every answer's public cases run in a child of its own; then, with ``hidden``, the hidden
@@ -135,6 +145,12 @@ def grade_many(items, *, hidden=False, hidden_seed=None, timeout=DEFAULT_TIMEOUT
     python_guard : bool
         Arm the Python guard in the answer's process (``False``: the tests of the operating
         system's boundary alone, as an answer that switched the guard off would meet it).
+    public_seed : int, optional
+        Draw the public cases' inputs from this seed (an autograder: per submission) instead of the
+        fixed ones a student can run.
+    unreadable : {"raise", "wrong"}
+        A file that is not UTF-8 text: bad input (``ValueError``), or a wrong answer of its own
+        exercise (an autograder, where one file must not stop the others' grading).
 
     Raises
     ------
@@ -146,15 +162,21 @@ def grade_many(items, *, hidden=False, hidden_seed=None, timeout=DEFAULT_TIMEOUT
     seed = DEFAULT_HIDDEN_SEED if hidden_seed is None else int(hidden_seed)
     if not (isinstance(timeout, (int, float)) and timeout > 0):
         raise ValueError(f"--timeout: expected a positive number of seconds, got {timeout!r}")
-    prepared = []
-    for name, path in items:
+    prepared, unread = [], {}
+    for k, (name, path) in enumerate(items):
         ex = exercise(name)
-        source = _read(path)
         try:
-            cases = [c for c in ex.cases(seed) if hidden or not c.hidden]
+            source = _read(path)
+        except ValueError as exc:
+            if unreadable == "raise":
+                raise
+            unread[k] = Verdict(ex.stem, os.fspath(path), False, [Check(False, str(exc).split(": ", 1)[-1])])
+            continue
+        try:
+            cases = [c for c in ex.cases(seed, public_seed) if hidden or not c.hidden]
         except Exception as exc:  # noqa: BLE001 - the library failed while the grader drew inputs
             raise GraderError(f"{ex.stem}: drawing the cases failed: {type(exc).__name__}: {exc}") from exc
-        prepared.append((ex, os.fspath(path), source, cases))
+        prepared.append((ex, os.fspath(path), source, cases, k))
     try:
         iso = _isolation.prepare(timeout, level=isolation)
     except RuntimeError as exc:
@@ -165,11 +187,12 @@ def grade_many(items, *, hidden=False, hidden_seed=None, timeout=DEFAULT_TIMEOUT
         describe(iso.describe())
     try:
         guard = forbidden_places(forbidden_dirs) if python_guard else {"off": True}
-        runs = run_groups(prepared, iso=iso, guard=guard, timeout=float(timeout))
+        runs = run_groups([p[:4] for p in prepared], iso=iso, guard=guard, timeout=float(timeout))
     finally:
         iso.close()
     # every answer's process has ended: only now are expected values computed
-    return [judge_answer(ex, path, cases, run, hidden) for (ex, path, _, cases), run in zip(prepared, runs)]
+    judged = {k: _judge_alone(ex, path, cases, run, hidden) for (ex, path, _, cases, k), run in zip(prepared, runs)}
+    return [judged.get(k) or unread[k] for k in range(len(items))]
 
 
 def grade(name, path, **options) -> Verdict:

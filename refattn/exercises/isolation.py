@@ -79,8 +79,60 @@ WORK = "/refattn-answer-work"
 STDLIB_SKIP = frozenset({"site-packages", "dist-packages", "test", "tests", "idlesupport", "idlelib", "tkinter",
                          "turtledemo", "ensurepip", "lib2to3", "pydoc_data", "__phello__"})
 
-_PR_SET_PDEATHSIG, _PR_SET_NO_NEW_PRIVS, _PR_SET_DUMPABLE = 1, 38, 4
+_PR_SET_PDEATHSIG, _PR_SET_NO_NEW_PRIVS, _PR_SET_DUMPABLE, _PR_SET_SECCOMP = 1, 38, 4, 22
+_SECCOMP_MODE_FILTER = 2
 _CLONE_NEWNET = 0x40000000
+
+#: System calls refused (EPERM) by the answer's seccomp filter, by architecture (``AUDIT_ARCH_*``): sockets
+#: (the network, and talking to any process), tracing and reading other processes' memory, namespaces and
+#: mounts, BPF, io_uring (which can open sockets), perf events, userfaultfd, the kernel's keyrings.
+SECCOMP_DENIED = {
+    0xC000003E: {"socket": 41, "socketpair": 53, "ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311,
+                 "unshare": 272, "setns": 308, "mount": 165, "bpf": 321, "io_uring_setup": 425,
+                 "io_uring_enter": 426, "io_uring_register": 427, "perf_event_open": 298, "userfaultfd": 323,
+                 "keyctl": 250, "add_key": 248, "request_key": 249, "personality": 135},  # x86_64
+    0xC00000B7: {"socket": 198, "socketpair": 199, "ptrace": 117, "process_vm_readv": 270,
+                 "process_vm_writev": 271, "unshare": 97, "setns": 268, "mount": 40, "bpf": 280,
+                 "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "perf_event_open": 241,
+                 "userfaultfd": 282, "keyctl": 219, "add_key": 217, "request_key": 218, "personality": 92},  # aarch64
+}
+_MACHINE_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint)]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+def seccomp_program():
+    """The answer's seccomp filter (classic BPF), or ``None`` on an architecture it does not know: the
+    system calls of :data:`SECCOMP_DENIED` return EPERM, as does any x32 system call on x86_64; the rest
+    are allowed. ``(program, its filters)``: keep both alive while the program is used."""
+    import platform  # noqa: PLC0415
+
+    arch = _MACHINE_ARCH.get(platform.machine())
+    if arch is None:
+        return None
+    ld_w_abs, jeq_k, jge_k, ret_k = 0x20, 0x15, 0x35, 0x06
+    allow, deny = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
+    numbers = sorted(SECCOMP_DENIED[arch].values())
+    n = len(numbers)
+    code = [(ld_w_abs, 0, 0, 4),  # A = seccomp_data.arch
+            (jeq_k, 0, n + 3, arch),  # a call under another architecture's numbers (int 0x80): to "deny"
+            (ld_w_abs, 0, 0, 0),  # A = seccomp_data.nr
+            (jge_k, n + 1, 0, 0x40000000)]  # the x32 calls of x86_64: to "deny"
+    for i, nr in enumerate(numbers):
+        code.append((jeq_k, n - i, 0, nr))  # to "deny"
+    code += [(ret_k, 0, 0, allow), (ret_k, 0, 0, deny)]
+    filters = (_SockFilter * len(code))(*[_SockFilter(*c) for c in code])
+    return _SockFprog(len(code), ctypes.cast(filters, ctypes.POINTER(_SockFilter))), filters
+
+
+def _install_seccomp(program) -> bool:
+    return _LIBC is not None and _LIBC.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(program), 0, 0) == 0
 
 
 def _libc():
@@ -289,6 +341,7 @@ class Isolation:
     limits: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
     lock: int | None = None
+    seccomp: object = None
 
     def work_dir(self):
         """A fresh folder for one answer: ``(path here, path as the answer sees it)``."""
@@ -321,7 +374,7 @@ class Isolation:
     def preexec(self, cpu_seconds, work):
         """The function run in the child between ``fork`` and ``exec`` (``work``: its folder here)."""
         level, uid, gid, jail, chroot = self.level, self.uid, self.gid, self.jail, self.chroot
-        unshare_net = not self.network
+        unshare_net, seccomp = self.network is False, self.seccomp
 
         def run():
             resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds))
@@ -345,6 +398,8 @@ class Isolation:
                 os.chdir(work)
             _prctl(_PR_SET_NO_NEW_PRIVS, 1)
             _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+            if seccomp is not None and not _install_seccomp(seccomp[0]):
+                os._exit(97)  # a filter that was promised and is not there: the answer does not run
 
         return run
 
@@ -372,10 +427,14 @@ class Isolation:
             return {"level": "python guard only", "user": "the grader's own (not root)",
                     "what": "the exercises' rule, enforced by an audit hook in the answer's process, time and "
                             "memory limits; no boundary of the operating system", "notes": list(self.notes)}
+        network = ("none (a network namespace)" if self.network is False else
+                   "none (sockets refused by seccomp)" if self.seccomp is not None else "not isolated")
         return {"level": "operating system", "user": ANSWER_USER, "uid": self.uid, "chroot": self.chroot,
+                "seccomp": sorted(SECCOMP_DENIED.get(_MACHINE_ARCH.get(__import__("platform").machine()), {}))
+                if self.seccomp is not None else None,
                 "sees": "the jail: the standard library, NumPy and its own file" if self.chroot else
                         "every file of the machine that every user may read; none of the grader's",
-                "network": "none (a network namespace)" if not self.network else "not isolated",
+                "network": network,
                 "limits": dict(self.limits), "no_new_privs": True, "notes": list(self.notes)}
 
     def remove_leftovers(self):
@@ -428,6 +487,26 @@ def _probe(iso) -> str | None:
     if proc.returncode != 0:
         return (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1][:200]
     return None
+
+
+def _seccomp_that_works():
+    """:func:`seccomp_program` where a child can install it and a socket is then refused, else ``None``."""
+    program = seccomp_program()
+    if program is None or _LIBC is None:
+        return None
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        import socket  # noqa: PLC0415
+
+        ok = _prctl(_PR_SET_NO_NEW_PRIVS, 1) and _install_seccomp(program[0])
+        try:
+            socket.socket().close()
+            refused = False
+        except OSError:
+            refused = True
+        os._exit(0 if ok and refused else 1)
+    _, status = os.waitpid(pid, 0)
+    return program if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0 else None
 
 
 def _network_namespace_works() -> bool:
@@ -523,7 +602,7 @@ def _prepare_os(timeout_s, chroot, base, ids, limits, lock):
         raise RuntimeError(f"isolation: could not build the answers' folder tree: {exc}") from None
     limits.update(processes=1, file_size_bytes=0)
     iso = Isolation("os", python, sys_path, base, uid=ids[0], gid=ids[1], jail=jail, chroot=chroot,
-                    network=not _network_namespace_works(), limits=limits)
+                    network=not _network_namespace_works(), limits=limits, seccomp=_seccomp_that_works())
     iso.kill_all()  # nothing of another run's (killed grader) survives into this one
     # the strongest set-up that starts the answers' interpreter: without the network, then with it, then
     # without chroot (a container that refuses it)

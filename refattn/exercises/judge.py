@@ -566,6 +566,8 @@ class Expect:
     * ``"nonzero"``: ``max |value| > rtol * max |expected|``: ``message`` on failure;
     * ``"linear"``: close to ``sum(c * value_at(w) for c, w in terms)`` (``rtol``
       norm-wise): the value of a linear function at a linear combination;
+    * ``"differs"``: *not* close to the value at ``terms[0][1]`` (``rtol``, relative to the
+      larger): a function that must depend on an argument the two calls differ in;
     * ``"range"``: one number with ``expected[0] <= value <= expected[1]``;
       ``low``/``high`` say what is wrong below/above.
 
@@ -591,7 +593,7 @@ class Expect:
     passed: str | None = None
     terms: tuple = ()
 
-    OPS = ("close", "finite", "far", "nonzero", "linear", "range")
+    OPS = ("close", "finite", "far", "nonzero", "linear", "range", "differs")
 
     def __post_init__(self):
         if self.op not in self.OPS:
@@ -642,7 +644,7 @@ def _judge_one(x, r, report, hidden):
         raw = r[x.where[0]]
         if not (is_real_number(raw) or (isinstance(raw, np.ndarray) and raw.size == 1 and raw.dtype.kind in "iuf")):
             r.fail(x.where[0], f"expected a finite real number, got {_short(raw)}", x.label)
-    shape = x.shape if x.shape is not None or x.op in ("linear", "range", "finite") else np.shape(x.expected)
+    shape = x.shape if x.shape is not None or x.op in ("linear", "range", "finite", "differs") else np.shape(x.expected)
     got = r.at(x.where, shape, x.label if len(x.where) > 1 or x.where[0] == "stack" else None)
     if x.op == "close":
         expected = np.asarray(x.expected, dtype=np.float64)
@@ -680,6 +682,13 @@ def _judge_one(x, r, report, hidden):
             want = sum(terms)
             scale = max(float(np.max(np.abs(t), initial=0.0)) for t in terms)  # the size of what is added
         report.close(x.label, got, want, rtol=0.0, atol=x.rtol * scale if np.isfinite(scale) else 0.0)
+    elif x.op == "differs":
+        other = r.at(x.terms[0][1], got.shape)
+        with np.errstate(all="ignore"):
+            size = float(np.max(np.abs(got - other), initial=0.0))
+            scale = max(float(np.max(np.abs(got), initial=0.0)), float(np.max(np.abs(other), initial=0.0)), 1e-300)
+        ok = bool(np.isfinite(size) and size > x.rtol * scale)
+        report.check(ok, x.passed if ok else x.message, brief=None if ok else x.message)
     elif x.op == "range":
         lo, hi = (float(v) for v in np.asarray(x.expected, dtype=np.float64).reshape(2))
         c = float(got.reshape(-1)[0]) if got.size == 1 else float("nan")

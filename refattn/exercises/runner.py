@@ -32,6 +32,7 @@ checker carries it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -51,7 +52,7 @@ from . import _child
 from .judge import GraderError, Table
 
 __all__ = ["Job", "Run", "run_jobs", "run_groups", "RULE", "FORBIDDEN_MODULES", "DEFAULT_TIMEOUT_S",
-           "guard_settings"]
+           "guard_settings", "Stopped", "signals_as_interrupt"]
 
 #: Modules an answer may not import: the library and every automatic or symbolic differentiator.
 FORBIDDEN_MODULES = ("refattn", "autograd", "jax", "jaxlib", "torch", "tensorflow", "sympy")
@@ -168,22 +169,30 @@ class _Frames:
         return frames
 
 
-def _decode_manifest(manifest, blob):
-    import io  # noqa: PLC0415
+#: What a manifest's ``fatal`` may say happened, and the keys it may have.
+FATAL_WHAT = ("exit", "raised", "refused")
+FATAL_KEYS = frozenset({"what", "where", "type", "message", "code"})
 
-    with np.load(io.BytesIO(blob), allow_pickle=False) as z:
-        arrays = {k: z[k] for k in z.files}
+
+def _decode_manifest(manifest, blob):
+    """The outputs of a child's ``done`` report, its manifest checked against what the child writes:
+    anything else (a forged or damaged report) raises ``ValueError``, a broken answer."""
+    arrays = _child.unpack_arrays(blob)
     for key in ("defined", "callable"):
         if not isinstance(manifest.get(key, []), list) or not all(isinstance(v, str) for v in manifest.get(key, [])):
             raise ValueError("a malformed manifest")
     fatal = manifest.get("fatal")
-    if fatal is not None and (not isinstance(fatal, dict) or not all(isinstance(v, str) for v in fatal.values())):
+    if fatal is not None and (not isinstance(fatal, dict) or fatal.get("what") not in FATAL_WHAT
+                              or not set(fatal) <= FATAL_KEYS or not all(isinstance(v, str) for v in fatal.values())):
         raise ValueError("a malformed manifest")
     outputs = {}
     groups = manifest.get("groups", {})
     if not isinstance(groups, dict) or not all(isinstance(v, list) for v in groups.values()):
         raise ValueError("a malformed manifest")
     for group, results in groups.items():
+        if not all(isinstance(r, dict) and (("value" in r) != ("error" in r)) and
+                   ("error" not in r or isinstance(r["error"], dict)) for r in results):
+            raise ValueError("a malformed manifest")
         outputs[group] = [("value", _child.decode(r["value"], arrays)) if "value" in r else
                           ("error", {"type": str(r["error"].get("type", "?"))[:80],
                                      "message": str(r["error"].get("message", ""))[:300]})
@@ -234,11 +243,8 @@ def _run_child(job, timeout, guard, iso):
     """Run ``job`` in a child of its own under ``iso``; return its :class:`Run`."""
     here, seen = _answer_copy(iso, job)
     spec, arrays = _spec(job, guard, iso.child_sys_path(), seen)
-    import io  # noqa: PLC0415
-
-    buf = io.BytesIO()
-    np.savez(buf, **arrays)
-    data = _frame(_child.FRAME_JSON, json.dumps(spec).encode()) + _frame(_child.FRAME_BYTES, buf.getvalue())
+    data = _frame(_child.FRAME_JSON, json.dumps(spec).encode()) + _frame(_child.FRAME_BYTES,
+                                                                       _child.pack_arrays(arrays))
     r, w = os.pipe()
     try:
         proc = subprocess.Popen(iso.command(CHILD_SOURCE) + [str(w)], stdin=subprocess.PIPE,
@@ -402,3 +408,30 @@ def run_groups(prepared, *, iso, guard, timeout):
         for k, run in zip(whose, done):
             runs[k][group] = run
     return runs
+
+
+class Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, handled as Ctrl-C: the running answer's process and folders are cleaned up."""
+
+    def __init__(self, signum):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def signals_as_interrupt():
+    """SIGTERM and SIGHUP raise :class:`Stopped` while a command runs (main thread only), so that the
+    grader's ``finally`` blocks kill the answer's process and remove its folders, as for Ctrl-C."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise Stopped(signum)
+
+    old = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)

@@ -74,14 +74,17 @@ def _strip_docstrings(source) -> str:
 
     try:
         tree = ast.parse(textwrap.dedent(source))
-    except SyntaxError:
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return source
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
         if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and \
                 isinstance(getattr(body[0], "value", None), ast.Constant) and isinstance(body[0].value.value, str):
             node.body = body[1:] or [ast.Pass()]
-    return ast.unparse(tree)
+    try:
+        return ast.unparse(tree)
+    except (RecursionError, ValueError):  # an expression nested too deep to print back: its tokens as they are
+        return source
 
 
 def shingles(source) -> set:
@@ -135,7 +138,9 @@ def similarity_report(items, references) -> list:
         try:
             with open(path, encoding="utf-8", errors="replace") as f:
                 answer = shingles(f.read())
-        except OSError:
+        except (OSError, RecursionError, MemoryError, ValueError, SyntaxError):  # one answer never stops the report
+            rows.append({"exercise": ex.stem, "library_score": None, "solution_score": None, "flagged": False,
+                         "threshold": THRESHOLD, "note": "not compared: the file could not be read as Python"})
             continue
         ref = references.get(ex.stem, {})
         scores = {kind: containment(answer, set(ref.get(kind, []))) for kind in ("library", "solution")}
