@@ -76,9 +76,8 @@ import numpy as np
 from autograd import elementwise_grad
 
 from .core import activations as _activations
-from .core.activations import Activation
+from .core.activations import Activation, Formula
 from .core.backend import is_cupy as _is_cupy_array, array_module, stop_gradient
-from .theory.catalogue import About, about
 
 __all__ = ["define_activation", "unregister", "UserActivation", "NonFiniteError",
            "load_activation", "run_check_activation", "run_check_file", "derivative_points"]
@@ -147,9 +146,10 @@ class UserActivation(Activation):
         self.same_g_h = g is h  # then rho = 1 exactly
         self.source = source
         singular_scores = tuple(float(c) for c in singular_scores)
-        self.about = About(self._labels["g"], self._labels["h"], "1" if self.same_g_h else "g/h", "log h",
-                           singular=tuple((f"s = {c:g}", "declared singular by the user") for c in singular_scores),
-                           singular_scores=singular_scores, regularity=regularity)  # refattn.theory.catalogue
+        # its facts, as a built-in class holds them (refattn.core.activations.Activation)
+        self.formula = Formula(self._labels["g"], self._labels["h"], "1" if self.same_g_h else "g/h", "log h")
+        self.singular = tuple((f"s = {c:g}", "declared singular by the user") for c in singular_scores)
+        self.singular_scores, self.regularity = singular_scores, regularity
 
     # --- evaluating the user's functions --------------------------------------
     def _call(self, role, s):
@@ -604,7 +604,7 @@ def run_check_activation(act, seed=0) -> dict:
         rows.append(_row("activation", act.name, results, note=act.source))
     except NonFiniteError as exc:
         rows.append(_failed_row(act.name, str(exc)))
-    for c in about(act).singular_scores:
+    for c in act.singular_scores:
         s = c + np.array([0.0, 0.8, -1.1, 1.9, -0.4])
         label = f"{act.name} @ s = {c:g}"
         try:

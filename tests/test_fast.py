@@ -165,11 +165,11 @@ def test_causal_strips_every_score(sc, rng, force_blocks, strips):
 
 def test_causal_strips_compute_no_key_past_their_last_row(rng, monkeypatch, strips):
     """n = 5 in strips of 2: rows 0-1 see keys 0-1, rows 2-3 keys 0-3, row 4 keys 0-4."""
-    from refattn.fast.streaming import _Blocks
+    from refattn.fast.blocks import Blocks
 
     calls = []
-    real = _Blocks.scores
-    monkeypatch.setattr(_Blocks, "scores", lambda self, rows, cols: calls.append((rows, cols)) or real(self, rows, cols))
+    real = Blocks.scores
+    monkeypatch.setattr(Blocks, "scores", lambda self, rows, cols: calls.append((rows, cols)) or real(self, rows, cols))
     Q, K, V, _ = _inputs(rng)
     set_blocking(False)
     try:

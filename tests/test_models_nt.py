@@ -28,7 +28,6 @@ from autograd import grad
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from refattn.theory.catalogue import about
 from refattn.core.activations import ACTIVATIONS, activation
 from refattn.core.gradcheck import gradcheck
 from refattn.training.models.nt import (
@@ -496,7 +495,7 @@ def test_finite_everywhere(name, log_scale, seed, N, n_con, layout):
     assert all(np.all(np.isfinite(g)) for g in grads.values())
     A = aux["attention"]
     assert np.all(np.triu(A, 1) == 0.0)
-    if about(activation(name)).rho == "1":  # rho = 1: phi = p
+    if activation(name).formula.rho == "1":  # rho = 1: phi = p
         rows = A.sum(axis=-1)
         assert np.all((np.abs(rows - 1.0) < 1e-12) | (rows == 0.0))  # 0: no normaliser
 

@@ -16,14 +16,15 @@ from refattn.training import layers as reference_layers
 from refattn.cli import main
 from refattn.studies import nt_sensitivity as sens
 from refattn.studies.nt_training import PAPER, make_batches
-from refattn.fast import layers as fast_layers, threads
+from refattn.fast import threads
+from refattn.training import fast_layers
 from refattn.fast.memory import retain_freed_memory
 from refattn.training.models import nt
 from refattn.training.optim import SGD
 
 
 # --------------------------------------------------------------------------
-# refattn.fast.layers: the reference's layer norm, row sums as products
+# refattn.training.fast_layers: the reference's layer norm, row sums as products
 # --------------------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])

@@ -1,11 +1,14 @@
 """The textbook: ``refattn/core/``, read whole, in the README's order.
 
 The README's reading path lists the files of ``refattn/core/`` in the order a
-student reads them, with the number of lines in all. These tests recompute
-that number from the files (so it stays true when the code changes), hold the
-folder to its size (at most 1,500 lines; activations, scores and attention at
-most 1,000), and check that the textbook stands alone: importing it loads no
-refattn module outside ``refattn/core`` (nor the fast path).
+student reads them, the mathematics first (activations, scores, attention,
+gradcheck) and the plumbing last (backend, checks), with the number of lines
+in all. These tests recompute that number from the files (so it stays true
+when the code changes), hold the three formula files to their size
+(activations, scores and attention at most 1,000 lines together; the plumbing
+has no cap, so nothing is packed to fit), and check that the textbook stands
+alone: importing it loads no refattn module outside ``refattn/core`` (nor the
+fast path).
 """
 
 import re
@@ -16,8 +19,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 CORE = ROOT / "refattn" / "core"
 
-#: The reading order: the array module, the checks, then the mathematics, then the checker.
-ORDER = ["backend.py", "checks.py", "activations.py", "scores.py", "attention.py", "gradcheck.py"]
+#: The reading order: the mathematics, then the checker, then the plumbing (the array module, the checks).
+ORDER = ["activations.py", "scores.py", "attention.py", "gradcheck.py", "backend.py", "checks.py"]
 
 
 def _lines(name):
@@ -43,10 +46,8 @@ def test_readme_lists_the_core_files_in_order_with_their_true_total():
     assert int(stated.group(1).replace(",", "")) == total, (stated.group(0), total)
 
 
-def test_the_textbook_fits_its_size():
-    total = sum(_lines(p.name) for p in CORE.glob("*.py"))
+def test_the_formulas_fit_their_size():
     maths = sum(_lines(n) for n in ("activations.py", "scores.py", "attention.py"))
-    assert total <= 1500, total
     assert maths <= 1000, maths
 
 

@@ -24,7 +24,7 @@ import numpy as np
 from ..core.scores import Dot
 from . import threads
 from .kernels import kernel, vjp_from
-from .streaming import _Blocks, _mask_block, _non_finite_as_reference, _slices
+from .blocks import Blocks, mask_block, non_finite_as_reference, slices
 
 
 def plain_dot(sc):
@@ -69,7 +69,7 @@ def _checked(s, user, band):
         tri = np.ones(s.shape[-2:], bool)
         tri[:, lo:] = ~above
         keep = tri if keep is None else keep & tri
-    return _non_finite_as_reference(np, s, keep)
+    return non_finite_as_reference(np, s, keep)
 
 
 def masked_top(k, s, user, band):
@@ -154,16 +154,16 @@ def forward_causal(sc, act, Q, K, V, params, keep, into=None):
     """
     k = kernel(act)
     n, lead = np.shape(K)[-2], np.shape(K)[:-2]
-    blocks = _Blocks(sc, Q, K, params, keep, False, CAUSAL_ROWS)  # positions, per-pair weights
+    blocks = Blocks(sc, Q, K, params, keep, False, CAUSAL_ROWS)  # positions, per-pair weights
     check = not scores_are_finite(sc, Q, K)
     dtype = np.result_type(*(x for x in (Q, K, V, *params.values()) if x is not None))  # as the reference's
     out = np.empty(lead + (n, np.shape(V)[-1]), dtype)  # (..., n, d_v)
     p, w, aux = into if into is not None else (np.zeros(lead + (n, n), dtype), None, None)
     caches = []
-    for rows in _slices(n, CAUSAL_ROWS):
+    for rows in slices(n, CAUSAL_ROWS):
         cols = slice(0, rows.stop)
         s, score_cache = blocks.scores(rows, cols)  # (..., bq, r1)
-        user = _mask_block(keep, rows, cols)
+        user = mask_block(keep, rows, cols)
         ps, ws, a = normalised(k, s, user, causal_band(rows, cols), check)  # (..., bq, r1)
         if into is None and ws is not ps and w is None:
             w = np.zeros_like(p)
@@ -188,7 +188,7 @@ def backward_causal(act, grad_out, V, aux, p, w, score_cache):
     dK = np.zeros(np.shape(blocks.K), d_s if blocks.Q is None else np.result_type(d_s, blocks.Q))
     dQ, dV = None, np.zeros(np.shape(V), np.result_type(w, grad_out))
     dparams = {name: np.zeros_like(v) for name, v in blocks.params.items()}
-    for rows, score_cache in zip(_slices(n, CAUSAL_ROWS), caches):
+    for rows, score_cache in zip(slices(n, CAUSAL_ROWS), caches):
         cols = slice(0, rows.stop)
         ws, ps = w[..., rows, cols], p[..., rows, cols]  # (..., bq, r1)
         G = grad_out[..., rows, :]  # (..., bq, d_v)

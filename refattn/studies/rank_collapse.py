@@ -51,7 +51,6 @@ from autograd import elementwise_grad
 from ..core.activations import ACTIVATIONS, activation as _activation
 from ..core.attention import attention
 from ..core.checks import check_float_array, check_int
-from ..theory.catalogue import about
 from ..training.runs import check_memory
 from . import max_memory, option
 
@@ -562,13 +561,13 @@ SPLIT_TAU = 1e-5
 
 def _split_radius(act, s_ref):
     """How close to the singular point 0 the expansion may go, by the activation's regularity
-    (:func:`refattn.theory.catalogue.about`):
+    (:attr:`refattn.core.activations.Activation.regularity`):
     ``"smooth"`` (no singular point: radius ``SPLIT_TAU``), ``"kink"`` (``rho`` or
     ``ell'`` jumps at 0 but is constant on each side: the expansion holds until a
     score changes sign, radius ``min(SPLIT_TAU, min|s| / 2)``) and ``"log"``
     (``ell = log`` of a power of ``s``, ``ell'' ~ 1/s^2``: radius
     ``SPLIT_TAU min(1, min|s|)``)."""
-    kind = about(act).regularity
+    kind = act.regularity
     if kind == "smooth":
         return SPLIT_TAU
     dist = float(np.min(np.abs(s_ref)))
@@ -685,7 +684,7 @@ def _split_attention(m, R, layer, act):
 
         R'_i = (dsum_i - mean dsum) v_m + (dphi_i - mean_k dphi_k) R_v.
     """
-    shift_invariant = about(act).shift_invariant  # softmax
+    shift_invariant = act.shift_invariant  # softmax
     H, _, dh = layer["Wq"].shape
     beta = 1.0 / math.sqrt(dh)
     means, devs = [], []

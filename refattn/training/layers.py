@@ -67,10 +67,11 @@ __all__ = [
     "softmax_cross_entropy_backward",
     "sigmoid_cross_entropy",
     "sigmoid_cross_entropy_backward",
+    "cached",
 ]
 
 
-def _cached(cache, layer, *names):
+def cached(cache, layer, *names):
     """The entries ``names`` of a cache from the forward of ``layer``, or a clear error."""
     if not isinstance(cache, dict) or cache.get("layer") != layer:
         raise TypeError(f"cache: expected the cache returned by {layer}, got {type(cache).__name__}")
@@ -155,7 +156,7 @@ def linear_backward(grad_y, cache):
     dW : ndarray, the shape of ``W``
     db : ndarray, the shape of ``b``, or None
     """
-    x, W, b = _cached(cache, "linear", "x", "W", "b")
+    x, W, b = cached(cache, "linear", "x", "W", "b")
     lead, o, i = _check_linear(x, W, b)
     check_grad(grad_y, "grad_y", shape_of(x)[:-1] + (o,))
     xp = array_module(x, W, grad_y)
@@ -199,7 +200,7 @@ def relu(x):
 
 def relu_backward(grad_y, cache):
     """Backward pass of :func:`relu`: ``dx = grad_y [x > 0]`` (``relu'(0) = 0`` by convention)."""
-    (x,) = _cached(cache, "relu", "x")
+    (x,) = cached(cache, "relu", "x")
     check_grad(grad_y, "grad_y", shape_of(x))
     return grad_y * (x > 0)
     # relu'(x) = 1 for x > 0, 0 for x < 0; at the kink x = 0 we take 0   (21.R1)
@@ -262,7 +263,7 @@ def layer_norm_backward(grad_z, cache):
     -------
     ndarray, the shape of ``x``
     """
-    z, r = _cached(cache, "layer_norm", "z", "r")
+    z, r = cached(cache, "layer_norm", "z", "r")
     check_grad(grad_z, "grad_z", shape_of(z))
     xp = array_module(z, grad_z)
     mean_u = xp.mean(grad_z, axis=-1, keepdims=True)  # (..., 1)
@@ -369,7 +370,7 @@ def softmax_cross_entropy_backward(grad_loss, cache):
     -------
     ndarray, the shape of ``logits``
     """
-    logits, target, seed_axis = _cached(cache, "softmax_cross_entropy", "logits", "target", "seed_axis")
+    logits, target, seed_axis = cached(cache, "softmax_cross_entropy", "logits", "target", "seed_axis")
     shape, V = shape_of(logits)[:-1], shape_of(logits)[-1]
     _check_loss_grad(grad_loss, shape, seed_axis)
     xp = array_module(logits, grad_loss)
@@ -440,7 +441,7 @@ def sigmoid_cross_entropy_backward(grad_loss, cache):
     -------
     ndarray, the shape of ``logits``
     """
-    logits, y, seed_axis = _cached(cache, "sigmoid_cross_entropy", "logits", "labels", "seed_axis")
+    logits, y, seed_axis = cached(cache, "sigmoid_cross_entropy", "logits", "labels", "seed_axis")
     shape = shape_of(logits)
     _check_loss_grad(grad_loss, shape, seed_axis)
     xp = array_module(logits, grad_loss)

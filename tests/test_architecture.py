@@ -1,0 +1,156 @@
+"""The house's shape, checked: rooms on floors, no import loop, short functions, thin studies.
+
+``refattn`` is built in rooms on floors (``docs/map.md``): the textbook
+``core`` at the bottom; ``theory``, ``fast`` and the Verify door (``check``,
+``custom``) on the floor above it, with ``plots``; ``training`` above those;
+``studies`` above that, the graded ``exercises`` above the studies; the
+command line on top. A module may import from its own room or from a lower
+floor, never from a higher floor nor from another room of its own floor, and
+the modules import one another in no loop. Every import counts, those inside
+a function too. These tests read the source (``ast``); they import nothing.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "refattn"
+
+#: Each room (a subpackage or a top-level module) and its floor; a room not listed fails the test.
+FLOORS = {
+    "core": 0,
+    "theory": 1, "fast": 1, "verify": 1, "plots": 1,
+    "training": 2,
+    "studies": 3,
+    "exercises": 3.5,  # the graders read the studies' and the theory's functions
+    "cli": 4,
+}
+
+#: Top-level modules that share a room: the Verify door is ``check`` and ``custom``; ``python -m refattn``
+#: is the command line.
+ROOM_OF_MODULE = {"check": "verify", "custom": "verify", "__main__": "cli"}
+
+#: Known loops, allowed until they end. The graders' own: export, grading and sandbox import one another
+#: (ending it is the exercises' own piece of work; remove this entry then).
+ALLOWED_LOOPS = [{"refattn.exercises.export", "refattn.exercises.grading", "refattn.exercises.sandbox"}]
+
+
+def _modules():
+    """``{dotted name: path}`` of every module of the package (a package's ``__init__`` by its own name)."""
+    out = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _imports(name, path):
+    """The refattn modules that ``name`` imports, anywhere in its file (a name imported from a module
+    counts as that module; ``from .x import y`` as ``x.y`` where that is a module)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.split(".")[0] == "refattn"}
+        elif isinstance(node, ast.ImportFrom):
+            base = package[:len(package) - node.level + 1] if node.level else []
+            target = ".".join(base + ([node.module] if node.module else []))
+            if target.split(".")[0] != "refattn":
+                continue
+            for alias in node.names:
+                full = f"{target}.{alias.name}"
+                found.add(full if full in MODULES else target)
+    return {m for m in found if m != name}
+
+
+GRAPH = {name: _imports(name, path) for name, path in MODULES.items()}
+
+
+def room(module):
+    """The room of a module: its subpackage (``refattn.fast.kernels`` is in ``fast``) or, for a top-level
+    module, :data:`ROOM_OF_MODULE` or its own name; ``None`` for the package itself."""
+    parts = module.split(".")
+    if len(parts) == 1:
+        return None  # refattn/__init__.py: the front door, which loads what it names lazily
+    return ROOM_OF_MODULE.get(parts[1], parts[1])
+
+
+def test_every_room_has_a_floor():
+    rooms = {room(m) for m in MODULES} - {None}
+    assert rooms <= set(FLOORS), f"rooms without a floor in FLOORS: {sorted(rooms - set(FLOORS))}"
+
+
+def test_the_front_door_imports_nothing_eagerly():
+    """``refattn/__init__.py`` loads what it names on first use (PEP 562), so importing any room loads
+    nothing else through the package; an import of ``refattn`` itself therefore adds no edge."""
+    assert GRAPH["refattn"] == set(), GRAPH["refattn"]
+
+
+def test_no_import_runs_up_a_floor_or_across_a_floor():
+    bad = []
+    for module, targets in GRAPH.items():
+        here = room(module)
+        if here is None:
+            continue
+        for target in targets:
+            there = room(target)
+            if there is None or there == here:
+                continue
+            if FLOORS[there] >= FLOORS[here]:
+                bad.append(f"{module} ({here}, floor {FLOORS[here]}) imports {target} ({there}, floor {FLOORS[there]})")
+    assert not bad, "imports that run up or across a floor:\n" + "\n".join(sorted(bad))
+
+
+def _strongly_connected(graph):
+    """Tarjan's algorithm: the strongly connected components of ``graph`` with more than one module."""
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in graph:
+                continue
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = set()
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.add(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(comp)
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_loop():
+    loops = [sorted(c) for c in _strongly_connected(GRAPH) if c not in ALLOWED_LOOPS]
+    assert not loops, f"modules that import one another in a loop: {loops}"
+
+
+def test_the_loop_finder_finds_a_loop():
+    """The check above can fail: a made-up graph with a loop of three is found, and one without is not."""
+    assert _strongly_connected({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [{"a", "b", "c"}]
+    assert _strongly_connected({"a": {"b"}, "b": {"c"}, "c": set()}) == []
