@@ -154,3 +154,93 @@ def test_the_loop_finder_finds_a_loop():
     """The check above can fail: a made-up graph with a loop of three is found, and one without is not."""
     assert _strongly_connected({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [{"a", "b", "c"}]
     assert _strongly_connected({"a": {"b"}, "b": {"c"}, "c": set()}) == []
+
+
+# --------------------------------------------------------------------------
+# Short functions
+# --------------------------------------------------------------------------
+
+#: The longest a function of the package may be, docstring included.
+MAX_FUNCTION_LINES = 100
+
+#: Folders left out of the length rule for now: the graders' sandbox is being rewritten on its own
+#: (remove this entry when it is).
+LENGTH_EXEMPT = ("refattn/exercises/",)
+
+
+def _long_functions(path, limit=MAX_FUNCTION_LINES):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [(node.name, node.lineno, node.end_lineno - node.lineno + 1) for node in ast.walk(tree)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.end_lineno - node.lineno + 1 > limit]
+
+
+def test_no_function_is_longer_than_a_hundred_lines():
+    bad = []
+    for path in MODULES.values():
+        rel = path.relative_to(ROOT).as_posix()
+        if rel.startswith(LENGTH_EXEMPT):
+            continue
+        bad += [f"{rel}:{line} {name} ({n} lines)" for name, line, n in _long_functions(path)]
+    assert not bad, f"functions over {MAX_FUNCTION_LINES} lines:\n" + "\n".join(bad)
+
+
+def test_the_length_rule_can_fail(tmp_path):
+    long = tmp_path / "long.py"
+    long.write_text("def f():\n" + "    x = 1\n" * 100 + "    return x\n")
+    assert _long_functions(long) == [("f", 1, 102)]
+    assert _long_functions(long, limit=102) == []
+
+
+# --------------------------------------------------------------------------
+# Thin studies: a study takes from another only its run_* function, its constants and its settings
+# --------------------------------------------------------------------------
+
+
+def _allowed_from_a_study(name):
+    """``run_*``, a constant (``PAPER``, ``DEFAULTS``) or the settings class."""
+    return name.startswith("run_") or name == "Settings" or (name.isupper() and name[0].isalpha())
+
+
+def _taken_from_other_studies(module, path, studies):
+    """``(other study, name)`` for every name ``module`` takes from another study: imported by name, or
+    read as an attribute of an imported study module (``from . import lm``; ``lm.Settings``)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = "refattn.studies"
+    taken, aliases = [], {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        target = (package if node.level == 1 and not node.module else
+                  f"{package}.{node.module}" if node.level == 1 else node.module or "")
+        for alias in node.names:
+            if target == package and f"{package}.{alias.name}" in studies:  # from . import lm
+                aliases[alias.asname or alias.name] = f"{package}.{alias.name}"
+            elif target in studies and target != module:  # from .lm import DEFAULTS, run_lm
+                taken.append((target, alias.name))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases:
+            if aliases[node.value.id] != module:
+                taken.append((aliases[node.value.id], node.attr))
+    return taken
+
+
+def test_a_study_takes_from_another_only_its_runner_constants_and_settings():
+    from refattn.studies import STUDIES  # noqa: PLC0415  (the registry: the standard library only)
+
+    studies = {f"refattn.studies.{m}" for m in STUDIES.values()}
+    bad = []
+    for module in sorted(studies):
+        for other, name in _taken_from_other_studies(module, MODULES[module], studies):
+            if not _allowed_from_a_study(name):
+                bad.append(f"{module} takes {name} from {other}")
+    assert not bad, "helpers taken from another study (move them to refattn/studies/helpers.py, " \
+                    "refattn/studies/statistics.py or refattn/training/):\n" + "\n".join(bad)
+
+
+def test_the_study_rule_can_fail(tmp_path):
+    study = tmp_path / "a.py"
+    study.write_text("from .b import run_b, PAPER, Settings, helper\nfrom . import c\nx = c.Settings, c.private\n")
+    taken = _taken_from_other_studies("refattn.studies.a", study,
+                                      {"refattn.studies.a", "refattn.studies.b", "refattn.studies.c"})
+    assert sorted(n for _, n in taken if not _allowed_from_a_study(n)) == ["helper", "private"]

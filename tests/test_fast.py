@@ -585,3 +585,32 @@ def test_threads_calling_attention_while_another_changes_the_thread_count(rng, f
         w.join()
     assert not errors, repr(errors[0])
     assert n > 0 and len(force_blocks) >= 4 * 25 * 2  # every call ran blocked
+
+
+# --------------------------------------------------------------------------
+# One kernel per activation, named for the class it speeds up
+# --------------------------------------------------------------------------
+
+
+def _kernel_classes():
+    """Every class of refattn.fast.kernels that is a kernel of one activation (``speeds_up`` set)."""
+    import inspect  # noqa: PLC0415
+
+    from refattn.fast import kernels  # noqa: PLC0415
+
+    return [k for _, k in inspect.getmembers(kernels, inspect.isclass)
+            if issubclass(k, kernels.Kernel) and k.speeds_up is not None]
+
+
+def test_every_activation_has_a_kernel_and_every_kernel_an_activation():
+    from refattn.fast.kernels import KERNELS  # noqa: PLC0415
+
+    classes = {type(activation(name)) for name in ACTIVATIONS}
+    kernels = _kernel_classes()
+    assert {k.speeds_up for k in kernels} == classes, "a registered activation without a kernel, or a kernel " \
+                                                      "of no registered activation"
+    assert set(KERNELS) == classes and all(KERNELS[k.speeds_up] is k for k in kernels)
+    for k in kernels:  # the name says which class it speeds up
+        assert k.__name__ == k.speeds_up.__name__ + "Kernel", k.__name__
+    for name in ACTIVATIONS:  # and kernel() hands it out
+        assert type(kernel(activation(name))) is KERNELS[type(activation(name))]

@@ -14,6 +14,7 @@ from hypothesis.extra import numpy as hnp
 
 from refattn.training import layers as reference_layers
 from refattn.cli import main
+from refattn.studies import helpers, statistics
 from refattn.studies import nt_sensitivity as sens
 from refattn.studies.nt_training import PAPER, make_batches
 from refattn.fast import threads
@@ -169,18 +170,18 @@ def _exact_rank_p(a, b):
 ])
 def test_rank_test_agrees_with_the_exact_permutation_p_value(a, b):
     exact = _exact_rank_p(np.array(a), np.array(b))
-    p = sens.rank_test(a, b, permutations=20000)
+    p = statistics.rank_test(a, b, permutations=20000)
     # Monte Carlo standard error <= 0.5 / sqrt(20000) = 0.0035; 5 standard errors, plus the 1/(P+1) term
     assert abs(p - exact) <= 5 * math.sqrt(exact * (1 - exact) / 20000) + 2e-4
-    assert sens.rank_test(a, b, permutations=20000) == p  # reproducible
+    assert statistics.rank_test(a, b, permutations=20000) == p  # reproducible
 
 
 def test_rank_test_edge_cases():
-    assert sens.rank_test([1, 1, 1], [1, 1]) == 1.0
+    assert statistics.rank_test([1, 1, 1], [1, 1]) == 1.0
     # completely separated samples of 16: the exact p is 2 / C(32, 16), far below 1/(P+1)
-    assert sens.rank_test(np.arange(16), np.arange(16) + 100, permutations=1000) == pytest.approx(1 / 1001)
+    assert statistics.rank_test(np.arange(16), np.arange(16) + 100, permutations=1000) == pytest.approx(1 / 1001)
     with pytest.raises(ValueError, match="non-empty"):
-        sens.rank_test([], [1.0])
+        statistics.rank_test([], [1.0])
 
 
 def test_late_change():
@@ -197,9 +198,14 @@ def test_late_change():
 SMALL = dict(seeds=2, epochs=20, eval_every=10, init_scales=(0.5,), lrs=(0.32,), n_test=4)
 
 
+def run_sensitivity(figure, *, progress=None, command=None, **settings):
+    """:func:`refattn.studies.nt_sensitivity.run_sensitivity` with its settings written inline."""
+    return sens.run_sensitivity(sens.Settings(figure, **settings), progress=progress, command=command)
+
+
 def test_sensitivity_cells_summary_and_resume(tmp_path, monkeypatch):
     path = tmp_path / "fig4.json"
-    r = sens.run_sensitivity("fig4", results=path, progress=False, **SMALL)
+    r = run_sensitivity("fig4", results=path, progress=False, **SMALL)
     saved = json.loads(path.read_text())
     assert sorted(saved["cells"]) == ["init=0.5 lr=0.32 expressive", "init=0.5 lr=0.32 softmax"]
     assert saved["settings"]["task"] == "N2T5" and saved["settings"]["epochs"] == 20
@@ -212,18 +218,18 @@ def test_sensitivity_cells_summary_and_resume(tmp_path, monkeypatch):
     # resumed: the finished cells are not trained again, and a larger grid keeps them
     calls = []
     real = sens.run_nt
-    monkeypatch.setattr(sens, "run_nt", lambda *a, **k: calls.append(k["init_scale"]) or real(*a, **k))
-    again = sens.run_sensitivity("fig4", results=path, progress=False, **SMALL)
+    monkeypatch.setattr(sens, "run_nt", lambda s, **k: calls.append(s.init_scale) or real(s, **k))
+    again = run_sensitivity("fig4", results=path, progress=False, **SMALL)
     assert calls == [] and again["cells"] == saved["cells"]
-    grown = sens.run_sensitivity("fig4", results=path, progress=False, **{**SMALL, "init_scales": (2.0,)})
+    grown = run_sensitivity("fig4", results=path, progress=False, **{**SMALL, "init_scales": (2.0,)})
     assert calls == [2.0, 2.0] and grown["settings"]["init_scales"] == [0.5, 2.0]
     assert len(grown["summary"]) == 2
     with pytest.raises(ValueError, match="other settings.*epochs"):
-        sens.run_sensitivity("fig4", results=path, progress=False, **{**SMALL, "epochs": 30})
+        run_sensitivity("fig4", results=path, progress=False, **{**SMALL, "epochs": 30})
 
 
 def test_sensitivity_mixture_measure_and_figure(tmp_path):
-    r = sens.run_sensitivity("fig6", progress=False, **{**SMALL, "epochs": 10, "eval_every": 5})
+    r = run_sensitivity("fig6", progress=False, **{**SMALL, "epochs": 10, "eval_every": 5})
     cell = r["cells"]["init=0.5 lr=0.32 softmax"]
     assert set(cell["final_accuracy_by_task"]) == {"N16T2", "N16T2-S"}
     assert r["summary"][0]["measure"] == "final_accuracy_N16T2"
@@ -243,20 +249,20 @@ def test_every_setting_has_a_measure_and_runs_its_own_context(tmp_path):
         assert setting["epochs"] % setting["eval_every"] == 0, name
     # the text's N_con = 16 statement and Fig. 3's N_con = 52: the same task, another context
     for name, n_con in (("fig3-16", 16), ("fig3-52", 52)):
-        r = sens.run_sensitivity(name, results=tmp_path / f"{name}.json", **SMALL)
+        r = run_sensitivity(name, results=tmp_path / f"{name}.json", **SMALL)
         assert r["settings"]["n_con"] == n_con and r["settings"]["task"] == "N16T2"
 
 
 def test_sensitivity_bad_input(tmp_path):
     with pytest.raises(ValueError, match="figure"):
-        sens.run_sensitivity("fig9")
+        run_sensitivity("fig9")
     bad = tmp_path / "x.json"
     bad.write_text("{not json")
     with pytest.raises(ValueError, match="not a results file"):
-        sens.run_sensitivity("fig4", results=bad, **SMALL)
+        run_sensitivity("fig4", results=bad, **SMALL)
     bad.write_text("[]")
     with pytest.raises(ValueError, match="not a results file"):
-        sens.run_sensitivity("fig4", results=bad, **SMALL)
+        run_sensitivity("fig4", results=bad, **SMALL)
 
 
 def test_sensitivity_cli(tmp_path, capsys):
@@ -285,7 +291,7 @@ def test_a_cell_is_the_same_with_one_thread_or_two(monkeypatch):
     runs = []
     for n in (1, 2):
         monkeypatch.setattr(threads, "_threads", n)
-        cells = sens.run_sensitivity("fig3", **kw)["cells"]
+        cells = run_sensitivity("fig3", **kw)["cells"]
         runs.append({k: {f: v for f, v in c.items() if f != "seconds"} for k, c in cells.items()})
     assert runs[0] == runs[1]
 
@@ -391,12 +397,12 @@ def test_beta_changes_the_training_dynamics(activation, rng):
 def test_fig3_beta_runs_its_cells_at_its_beta(tmp_path, monkeypatch):
     seen = []
     real = sens.run_nt
-    monkeypatch.setattr(sens, "run_nt", lambda *a, **k: seen.append(k["beta"]) or real(*a, **k))
-    r = sens.run_sensitivity("fig3-beta", results=tmp_path / "b.json", progress=False, **SMALL)
+    monkeypatch.setattr(sens, "run_nt", lambda s, **k: seen.append(s.beta) or real(s, **k))
+    r = run_sensitivity("fig3-beta", results=tmp_path / "b.json", progress=False, **SMALL)
     assert seen == [pytest.approx(1 / math.sqrt(32))] * 2
     assert r["settings"]["beta"] == pytest.approx(1 / math.sqrt(32))
     assert "beta = 0.1768" in sens.report(r)
-    sens.run_sensitivity("fig3", progress=False, **SMALL)
+    run_sensitivity("fig3", progress=False, **SMALL)
     assert seen[-1] == 1.0  # a setting without beta runs Expressive's beta = 1
 
 
@@ -407,25 +413,25 @@ def test_results_file_records_the_machine_of_each_run(tmp_path):
     assert set(info) == {"cpu", "numpy", "blas"} and info["numpy"] == np.__version__
     assert isinstance(info["cpu"], str) and isinstance(info["blas"], list)
     path = tmp_path / "fig4.json"
-    sens.run_sensitivity("fig4", results=path, progress=False, command="first", **SMALL)
-    sens.run_sensitivity("fig4", results=path, progress=False, command="first", **SMALL)  # nothing new
+    run_sensitivity("fig4", results=path, progress=False, command="first", **SMALL)
+    run_sensitivity("fig4", results=path, progress=False, command="first", **SMALL)  # nothing new
     runs = json.loads(path.read_text())["runs"]
-    assert runs == [{"command": "first", "commit": sens.code_commit(), "machine": info}]
+    assert runs == [{"command": "first", "commit": helpers.code_commit(), "machine": info}]
 
 
 def test_resuming_a_file_made_with_another_blas_kernel_warns(tmp_path):
     path = tmp_path / "fig4.json"
-    sens.run_sensitivity("fig4", results=path, progress=False, command="here", **SMALL)
+    run_sensitivity("fig4", results=path, progress=False, command="here", **SMALL)
     doc = json.loads(path.read_text())
     doc["runs"][0]["machine"]["blas"] = ["openblas 0.0 (SomeOtherKernel)"]
     path.write_text(json.dumps(doc))
     with pytest.warns(UserWarning, match=r"SomeOtherKernel.*OPENBLAS_CORETYPE"):
-        sens.run_sensitivity("fig4", results=path, progress=False, command="here", **SMALL)
+        run_sensitivity("fig4", results=path, progress=False, command="here", **SMALL)
     import warnings  # noqa: PLC0415
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        sens.run_sensitivity("fig4", results=tmp_path / "new.json", progress=False, **SMALL)  # nothing to compare
+        run_sensitivity("fig4", results=tmp_path / "new.json", progress=False, **SMALL)  # nothing to compare
 
 
 def _fake_study(values, figure="fig3", epochs=100):
@@ -480,8 +486,8 @@ def test_verdict_map_colours_only_significant_cells():
 
 
 def test_compare_results_finds_where_a_rerun_departs(tmp_path):
-    first = sens.run_sensitivity("fig4", progress=False, **SMALL)
-    again = sens.run_sensitivity("fig4", progress=False, **SMALL)  # the same program: the same numbers
+    first = run_sensitivity("fig4", progress=False, **SMALL)
+    again = run_sensitivity("fig4", progress=False, **SMALL)  # the same program: the same numbers
     rows = sens.compare_results(again, first)
     assert [r["cell"] for r in rows] == sorted(first["cells"])
     assert all(r["identical"] and r["first_loss_difference"] is None and r["same_epochs_to_100"] == 2
@@ -496,11 +502,11 @@ def test_compare_results_finds_where_a_rerun_departs(tmp_path):
     assert not row["identical"] and row["first_loss_difference"] == cell["loss_epochs"][i]
     assert row["same_epochs_to_100"] == 1 and row["largest_final_difference"] == pytest.approx(0.25)
     with pytest.raises(ValueError, match="fig4"):
-        sens.compare_results(sens.run_sensitivity("fig3", progress=False, **SMALL), first)
+        sens.compare_results(run_sensitivity("fig3", progress=False, **SMALL), first)
 
 
 def test_code_commit_names_a_commit():
-    commit = sens.code_commit()
+    commit = helpers.code_commit()
     # None outside a git checkout (an installed copy); else 40 hex digits, "-dirty" if refattn/ has changes
     assert commit is None or re.fullmatch(r"[0-9a-f]{40}(-dirty)?", commit)
 
@@ -510,7 +516,7 @@ def test_the_winner_follows_the_ranks_not_a_mean_a_diverged_seed_can_drag():
     ea = [0.95] * 15 + [0.06]
     dpa = [0.985] * 14 + [0.06, 0.06]
     assert np.mean(dpa) < np.mean(ea)
-    assert sens.rank_shift(dpa, ea) > 0 and sens.rank_shift(ea, dpa) == -sens.rank_shift(dpa, ea)
+    assert statistics.rank_shift(dpa, ea) > 0 and statistics.rank_shift(ea, dpa) == -statistics.rank_shift(dpa, ea)
     study = _fake_study({"expressive": (ea, [None] * 16), "softmax": (dpa, [None] * 16)})
     row = sens.summarise(study)[0]
     assert row["p"] < 0.05 and row["winner"] == "DPA"

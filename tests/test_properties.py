@@ -310,7 +310,7 @@ def test_measure_accepts_an_activation_object():
 
 @pytest.mark.parametrize("call,exc,match", [
     (lambda: P.measure("nope"), ValueError, "unknown activation 'nope'"),
-    (lambda: P.measure(3), TypeError, "name_or_activation"),
+    (lambda: P.measure(3), TypeError, "activation"),
     (lambda: P.measure("softmax", grid=np.zeros((3, 3))), ValueError, "grid: expected a 1-D"),
     (lambda: P.measure("softmax", grid=[-1.0, np.nan, 1.0]), ValueError, "grid: expected finite"),
     (lambda: P.measure("softmax", grid=[-3, -2, -1, 3, 2, 1]), ValueError, "strictly increasing"),

@@ -56,3 +56,53 @@ def test_the_textbook_imports_nothing_outside_itself():
             "print(sorted(m for m in sys.modules if m.startswith('refattn.') and not m.startswith('refattn.core')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+# --------------------------------------------------------------------------
+# Derivation 01 names what exists
+# --------------------------------------------------------------------------
+
+DERIVATION_01 = ROOT / "derivations" / "01-reweighted-softmax.md"
+
+
+def _core_classes():
+    """``{name: class}`` of every class defined in ``refattn/core``."""
+    import importlib  # noqa: PLC0415
+    import inspect  # noqa: PLC0415
+
+    out = {}
+    for name in ORDER:
+        module = importlib.import_module(f"refattn.core.{name[:-3]}")
+        out.update({n: c for n, c in inspect.getmembers(module, inspect.isclass) if c.__module__ == module.__name__})
+    return out
+
+
+def _named(text):
+    """Every ``Class.attribute`` in a code span of ``text`` whose class name starts with a capital."""
+    return sorted(set(re.findall(r"`([A-Z]\w*)\.(\w+)`", text)))
+
+
+def test_every_class_attribute_derivation_01_names_exists():
+    classes = _core_classes()
+    named = _named(DERIVATION_01.read_text(encoding="utf-8"))
+    assert len(named) >= 20, named  # the derivation walks the code: the test reads what it names
+    missing = [f"{c}.{a}" for c, a in named if c not in classes or not hasattr(classes[c], a)]
+    assert not missing, f"derivation 01 names what refattn/core does not have: {missing}"
+
+
+def test_the_facts_derivation_01_names_live_on_the_classes():
+    """Section 3.1 and 4 name ``shift_invariant``, ``singular`` and ``singular_scores`` as attributes of
+    each class (``SignExp.singular_scores``); softmax alone is shift invariant."""
+    from refattn import ACTIVATIONS, activation  # noqa: PLC0415
+
+    classes = _core_classes()
+    for attr in ("shift_invariant", "singular", "singular_scores", "regularity", "formula", "source"):
+        assert hasattr(classes["Activation"], attr), attr
+    assert [n for n in ACTIVATIONS if activation(n).shift_invariant] == ["softmax"]
+    assert classes["SignExp"].singular_scores == (0.0,)
+
+
+def test_the_check_of_names_can_fail():
+    assert _named("`Activation.backward` and `Softmax.nonesuch`, not `refattn.fast`") == [
+        ("Activation", "backward"), ("Softmax", "nonesuch")]
+    assert not hasattr(_core_classes()["Softmax"], "nonesuch")

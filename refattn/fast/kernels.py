@@ -42,9 +42,9 @@ from ..core.backend import array_module, to_numpy
 __all__ = ["Kernel", "Generic", "KERNELS", "kernel", "forward", "vjp_from", "rho_is_one"]
 
 
-def rho_is_one(act) -> bool:
-    """True when ``act`` keeps the base class's ``rho = 1`` (then ``phi = p``, no product needed)."""
-    return type(act).rho is A.Activation.rho
+def rho_is_one(activation) -> bool:
+    """True when ``activation`` keeps the base class's ``rho = 1`` (then ``phi = p``, no product needed)."""
+    return type(activation).rho is A.Activation.rho
 
 
 def _rowdot(xp, u, v, axis):
@@ -434,9 +434,9 @@ KERNELS = {k.speeds_up: k for k in (SoftmaxKernel, TanhMaxKernel, SignExpKernel,
                                     CosFormerNormKernel)}
 
 
-def kernel(act) -> Generic:
+def kernel(activation) -> Generic:
     """The fast kernel of an activation instance (:class:`Generic` for a class not listed)."""
-    return KERNELS.get(type(act), Generic)(act)
+    return KERNELS.get(type(activation), Generic)(activation)
 
 
 def _split_p(xp, s, a, b, f, b_unbounded, axis, mask, overwrite_s=False):
@@ -472,13 +472,13 @@ def _split_p(xp, s, a, b, f, b_unbounded, axis, mask, overwrite_s=False):
         return xp.divide(H, z, out=H)
 
 
-def forward(act, s, axis=-1, mask=None, overwrite_s=False):
-    """``(p, w, aux)`` for activation ``act``: :meth:`Activation.p`, :meth:`Activation.forward`
+def forward(activation, s, axis=-1, mask=None, overwrite_s=False):
+    """``(p, w, aux)`` for ``activation``: :meth:`Activation.p`, :meth:`Activation.forward`
     and what :func:`vjp_from` needs, by the activation's kernel. With ``overwrite_s``
     the scores, a temporary of the caller's, may become ``p``'s memory (only where
-    the kernel does not need them: ``not kernel(act).needs_s``)."""
+    the kernel does not need them: ``not kernel(activation).needs_s``)."""
     with np.errstate(over="ignore", under="ignore", divide="ignore"):
-        k = kernel(act)
+        k = kernel(activation)
         xp = array_module(s, mask)
         if not math.isfinite(float(to_numpy(xp.sum(s)))):  # rare: a score that is not finite (or a sum that overflows)
             s = xp.where(xp.isinf(s), np.nan, s)  # as the reference: +-inf counts as NaN, which fills its row
@@ -486,7 +486,7 @@ def forward(act, s, axis=-1, mask=None, overwrite_s=False):
         return k.forward(s, axis, mask, overwrite_s and not k.needs_s)
 
 
-def vjp_from(act, xp, aux, p, u, axis, phi, overwrite_u=False, c=None):
+def vjp_from(activation, xp, aux, p, u, axis, phi, overwrite_u=False, c=None):
     """Eq. 01.R5, ``ds = u A - B <u, phi>``, given ``p``, ``phi`` and ``aux`` from :func:`forward`.
 
     With ``overwrite_u`` the upstream gradient ``u``, a temporary of the
@@ -496,7 +496,7 @@ def vjp_from(act, xp, aux, p, u, axis, phi, overwrite_u=False, c=None):
     are a block of the row). Equal to :meth:`Activation.backward`.
     """
     with np.errstate(over="ignore", under="ignore", divide="ignore"):
-        A, B = kernel(act).factors(aux, p, phi)
+        A, B = kernel(activation).factors(aux, p, phi)
         if c is None:
             c = _rowdot(xp, u, phi, axis)  # <u, phi>, before u is overwritten
         if B is None:  # ell' = 0 (linear, relu): ds = u A

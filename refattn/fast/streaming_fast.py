@@ -225,7 +225,7 @@ def _run_groups(plan, fn):
 # --------------------------------------------------------------------------
 
 
-def forward(sc, act, Q, K, V, params, mask, causal, block_size):
+def forward(sc, activation, Q, K, V, params, mask, causal, block_size):
     """Streaming attention's forward pass on NumPy arrays: ``(out, aux)``, ``out`` the output and ``aux``
     what :func:`backward` reads beside the inputs (``m, z (..., n_q)``, the strip ``sizes``)."""
     lead, n_q = Q.shape[:-2], Q.shape[-2]
@@ -236,7 +236,7 @@ def forward(sc, act, Q, K, V, params, mask, causal, block_size):
     out = np.empty((S, n_q, V.shape[-1]), V.dtype)  # (S, n_q, d_v)
     m = np.empty((S, n_q, 1), V.dtype)
     z = np.empty((S, n_q, 1), V.dtype)
-    k = kernel(act)
+    k = kernel(activation)
     check = not scores_are_finite(sc, Q, K)
     # |rho| <= 1 and values far from overflow: the sums W V are finite without normalising W first
     post = k.bounded_rho and _below(Vf, K.shape[-2])  # the sum runs over every key, block after block
