@@ -178,7 +178,7 @@ save(fig, "10_chunk_size")
 # `neural_vjp_chunked` recomputes them block by block instead of storing
 # $n^2 h$ of them, at the price of one more pass of the pair MLP. Its
 # gradients equal the library's hand-derived `Neural.backward` (which autograd
-# checks in `tests/test_scores.py`).
+# checks in `tests/core/test_scores.py`).
 
 # %%
 G = rng.standard_normal(S_a.shape)  # a random cotangent

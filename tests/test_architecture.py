@@ -244,3 +244,33 @@ def test_the_study_rule_can_fail(tmp_path):
     taken = _taken_from_other_studies("refattn.studies.a", study,
                                       {"refattn.studies.a", "refattn.studies.b", "refattn.studies.c"})
     assert sorted(n for _, n in taken if not _allowed_from_a_study(n)) == ["helper", "private"]
+
+
+# --------------------------------------------------------------------------
+# Tests laid out as the package
+# --------------------------------------------------------------------------
+
+TESTS = ROOT / "tests"
+
+#: The tests of the whole, at the top of tests/: the book and its links, the command line's fuzz and its
+#: runs, the docs' commands and notebooks, the backends' parity, the benchmarks' scripts, the front door's
+#: modules (refattn/custom.py, refattn/plots.py) and this file. The exercises' two files move to
+#: tests/exercises/ with the graders' rewrite.
+CROSS_CUTTING = {
+    "test_architecture.py", "test_book.py", "test_links.py", "test_slides.py", "test_front_door.py",
+    "test_equation_index.py", "test_step_blocks.py", "test_notebooks_and_cli.py", "test_cli_hostile.py",
+    "test_run_safety.py", "test_gpu_parity.py", "test_gpu_check.py", "test_non_finite.py", "test_bench_cli.py",
+    "test_bench_speed_scripts.py", "test_define_activation.py", "test_plots.py",
+    "test_exercises.py", "test_exercises_kit.py",
+}
+
+
+def test_tests_are_laid_out_as_the_package():
+    folders = {p.name for p in TESTS.iterdir() if p.is_dir() and not p.name.startswith((".", "__"))}
+    subpackages = {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
+    assert folders <= subpackages, f"test folders that are no room of refattn: {sorted(folders - subpackages)}"
+    assert {"core", "theory", "fast", "training", "studies"} <= folders
+    top = {p.name for p in TESTS.glob("test_*.py")}
+    assert top <= CROSS_CUTTING, f"tests of one room belong in its folder: {sorted(top - CROSS_CUTTING)}"
+    names = [p.name for p in TESTS.rglob("test_*.py")]
+    assert len(names) == len(set(names)), "two test files share a name (pytest imports them by name)"

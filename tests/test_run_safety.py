@@ -540,7 +540,7 @@ def _peak(fn):
 def test_the_new_memory_estimates_bound_the_measured_peaks(tmp_path):
     """Each estimate is at least the peak tracemalloc measures and at most 4 times it, at sizes
     other than those its constants were read from (neural-cost measures with tracemalloc itself;
-    its estimate is its own analytic peak, tested in tests/test_neural_cost.py)."""
+    its estimate is its own analytic peak, tested in tests/studies/test_neural_cost.py)."""
     from refattn.studies import (geometry, interpret, neural_surface, nt_cycles, prop2, rank_collapse,
                                  signexp_zero, sst2, sst2_sweep)
     from refattn.training.classifier import classifier_memory

@@ -30,7 +30,7 @@ relu       max(s, 0)            1            max(s, 0)   0
 cosformer  max(s, 0)            max(s, 0)    1           log max(s, 0)
 ========== ==================== ============ =========== ========================
 
-Conventions (each pinned by a test in ``tests/test_activations.py``): a
+Conventions (each pinned by a test in ``tests/core/test_activations.py``): a
 **mask** is boolean, ``True`` = keep, and a masked entry has ``h = 0``
 (``ell = -inf``): no weight, no part in the normaliser, no gradient. A row
 whose ``h`` is 0 everywhere has **no normaliser**: weights and gradient 0.

@@ -3,9 +3,9 @@
 :func:`attention` and :func:`attention_backward` have the signatures of
 :func:`refattn.core.attention.attention` and
 :func:`refattn.core.attention.attention_backward` and return the same numbers
-(``tests/test_fast.py`` checks every activation, score, mask and causal case
+(``tests/fast/test_fast.py`` checks every activation, score, mask and causal case
 to 1e-13 in float64). What they add, each measured in
-``derivations/20-speed.md`` and ``benchmarks/bench_attention.py``:
+``derivations/20-speed.md`` and ``benchmarks/bench_cpu_attention.py``:
 
 * **Fewer passes** (:mod:`refattn.fast.kernels`): ``p`` by the split
   ``h = exp(f a) b`` (no logarithm), the VJP in the two factors of Eq. 01.R5,

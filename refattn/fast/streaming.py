@@ -22,7 +22,7 @@ line of code that carries it out.
 
 :func:`streaming_attention` and :func:`streaming_attention_backward` take the
 arguments of :func:`refattn.core.attention.attention` (plus ``block_size``) and
-return its numbers (``tests/test_streaming.py``: every activation and score,
+return its numbers (``tests/fast/test_streaming.py``: every activation and score,
 masks, causal, to 1e-12 in float64), with one difference in the cache: it
 holds per query row two numbers (``m`` and ``z``) and the output, never an
 ``n_q x n_k`` array.

@@ -450,7 +450,7 @@ def memory_estimate(seeds, *, layers, width, heads, n_ctx, batch_size, vocab, it
     layer, forty ``(B, n, width)`` activations per layer (the 4x feed-forward
     layer, layer norms and their caches) and six ``(B, n, V)`` logit arrays;
     16 MiB besides. It bounds what tracemalloc measures by a factor 1.2 to 3
-    (``tests/test_runs.py::test_memory_estimates_bound_the_measured_peaks``).
+    (``tests/training/test_runs.py::test_memory_estimates_bound_the_measured_peaks``).
     """
     B = max(int(batch_size), 64)
     per_seed = (3 * layers * B * heads * n_ctx**2 + 40 * layers * B * n_ctx * width + 6 * B * n_ctx * vocab)

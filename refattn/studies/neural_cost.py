@@ -31,7 +31,7 @@ The evaluations (a)-(c) are NumPy only and use in-place operations on
 temporaries they own, so that their peak memory is the method's, not NumPy's
 expression evaluation; they are for measuring, and autograd cannot trace
 them (:class:`refattn.core.scores.Neural` is the traceable one). All three agree
-with it to rounding (``tests/test_neural_cost.py``).
+with it to rounding (``tests/studies/test_neural_cost.py``).
 
 Measurement: :func:`measure_peak` (``tracemalloc``: NumPy reports its array
 buffers to it) gives the peak bytes allocated during one call, output

@@ -286,7 +286,7 @@ def memory_estimate(n_con, seeds, *, n_test=PAPER["n_test"], n_predict=PAPER["n_
     N_con)`` for ``B = max(n_test, n_predict)`` rows per seed (a training batch
     or an evaluation), a few of them alive at once, and the ``(S, B, N_con, d)``
     activations. The constants bound the peaks tracemalloc measures
-    (``tests/test_runs.py::test_memory_estimates_bound_the_measured_peaks``):
+    (``tests/training/test_runs.py::test_memory_estimates_bound_the_measured_peaks``):
     4.2 to 4.6 attention arrays' worth at N_con >= 128, more at small N_con,
     where the ``N_con * d`` terms and a fixed part dominate.
     """

@@ -253,7 +253,7 @@ def tanhmax_velocity(s, o, c, delta_I, axis=-1):
     printed has no minus sign; substituting ``g = sinh, h = cosh`` into Eq. 4
     gives it (``derivations/04-score-dynamics-closed-forms.md``, section 2), and
     :func:`tanhmax_velocity_as_printed` has the opposite sign of the exact
-    gradient-flow velocity (``tests/test_dynamics.py``).
+    gradient-flow velocity (``tests/theory/test_proposition1.py``).
     """
     check_float_array(s, "s")
     _same_shape(o, s, "o", "s")

@@ -81,7 +81,7 @@ def classifier_memory(seeds, tokens, embed_dim=30):
     per token and seed (``E`` the embedding size) as tracemalloc measures them:
     240 at ``E = 30`` for the polarity data, 108 to 555 for SST-2 sentences at
     ``E`` = 4 to 300. The estimate allows ``200 + 4 E``
-    (``tests/test_runs.py::test_memory_estimates_bound_the_measured_peaks``,
+    (``tests/training/test_runs.py::test_memory_estimates_bound_the_measured_peaks``,
     ``tests/test_run_safety.py``).
     """
     return int(seeds) * int(tokens) * (200 + 4 * int(embed_dim)) + 8 * 2**20

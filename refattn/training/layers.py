@@ -9,7 +9,7 @@ then its hand-derived backward pass, then one comment naming the derivative
 (micrograd's layout). The convention is the textbook's: ``y, cache =
 layer(x, ...)`` and ``grads = layer_backward(grad_y, cache)``, the upstream
 gradient first, the gradients in the order of the inputs. ``derivations/21-layers.md`` derives every VJP line by
-line; ``tests/test_layers.py`` checks each one three ways (analytic, autograd,
+line; ``tests/training/test_layers.py`` checks each one three ways (analytic, autograd,
 central differences).
 
 ========================= ============================================= ============= =============
@@ -127,7 +127,7 @@ def linear(x, W, b=None):
         ``x, W, b``, for :func:`linear_backward`.
 
     Derivation: ``derivations/21-layers.md``, section 1. Test:
-    ``tests/test_layers.py::test_linear_vjp_three_ways``.
+    ``tests/training/test_layers.py::test_linear_vjp_three_ways``.
     """
     lead, o, i = _check_linear(x, W, b)
     xp = array_module(x, W, b)
@@ -192,7 +192,7 @@ def relu(x):
         ``x``, for :func:`relu_backward`.
 
     Derivation: ``derivations/21-layers.md``, section 2. Test:
-    ``tests/test_layers.py::test_relu_vjp_three_ways``.
+    ``tests/training/test_layers.py::test_relu_vjp_three_ways``.
     """
     check_float_array(x, "x", min_ndim=0)
     return array_module(x).where(x <= 0, 0.0, x), {"layer": "relu", "x": x}  # NaN stays NaN
@@ -245,7 +245,7 @@ def layer_norm(x, eps=1e-5):
 
     Derivation: ``derivations/21-layers.md``, section 3 (and
     ``derivations/11-nt-model.md``, Eq. 11.M2). Tests:
-    ``tests/test_layers.py::test_layer_norm_vjp_gradcheck``,
+    ``tests/training/test_layers.py::test_layer_norm_vjp_gradcheck``,
     ``test_layer_norm_moments``.
     """
     check_float_array(x, "x")
@@ -346,7 +346,7 @@ def softmax_cross_entropy(logits, target, *, seed_axis=False):
         For :func:`softmax_cross_entropy_backward`.
 
     Derivation: ``derivations/21-layers.md``, section 4. Tests:
-    ``tests/test_layers.py::test_softmax_cross_entropy_vjp_three_ways``,
+    ``tests/training/test_layers.py::test_softmax_cross_entropy_vjp_three_ways``,
     ``test_softmax_cross_entropy_closed_form``.
     """
     shape, V = _check_targets(logits, target)
@@ -407,7 +407,7 @@ def sigmoid_cross_entropy(logits, labels, *, seed_axis=False):
         For :func:`sigmoid_cross_entropy_backward`.
 
     Derivation: ``derivations/21-layers.md``, section 5. Test:
-    ``tests/test_layers.py::test_sigmoid_cross_entropy_vjp_three_ways``,
+    ``tests/training/test_layers.py::test_sigmoid_cross_entropy_vjp_three_ways``,
     ``test_sigmoid_is_softmax_cross_entropy_of_two_logits``.
     """
     y = _labels(logits, labels)

@@ -20,7 +20,7 @@ Randomness (data order, dropout masks) lives in the batches, drawn by
 ``make_batches(epoch)`` from the epoch number and a seed, so a run is a pure
 function of its inputs: the same seeds give the same result bit for bit, and
 a run resumed from a checkpoint ends exactly where an uninterrupted one does
-(``tests/test_train.py``).
+(``tests/training/test_train.py``).
 
 ``grad="autograd"`` differentiates ``model.loss`` with autograd instead of
 calling the hand-derived backward: the two give the same trajectory to

@@ -33,7 +33,7 @@ from refattn.studies.lm import (
     windows,
 )
 
-SST2 = Path(os.environ.get("REFATTN_SST2") or Path(__file__).resolve().parents[2] / "shared" / "data" / "sst2")
+SST2 = Path(os.environ.get("REFATTN_SST2") or Path(__file__).resolve().parents[3] / "shared" / "data" / "sst2")
 HAVE_SST2 = (SST2 / "train.tsv").is_file() and (SST2 / "dev.tsv").is_file()
 needs_sst2 = pytest.mark.skipif(not HAVE_SST2, reason=f"SST-2 not found at {SST2} (set REFATTN_SST2)")
 

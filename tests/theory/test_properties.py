@@ -24,7 +24,7 @@ from refattn.theory import properties as P
 
 from conftest import RTOL_AUTOGRAD, random_scores
 
-SEEDS = pathlib.Path(__file__).resolve().parents[2] / "shared" / "seeds"
+SEEDS = pathlib.Path(__file__).resolve().parents[3] / "shared" / "seeds"
 
 
 @pytest.fixture(scope="module")

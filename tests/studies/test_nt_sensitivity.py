@@ -1,4 +1,5 @@
-"""The faster NT step gives the reference's numbers; the sensitivity grid's statistics and files."""
+"""The sensitivity grid over initialisation scale x learning rate (refattn.studies.nt_sensitivity): its
+statistics, its results files, and the score scale beta it varies."""
 
 from __future__ import annotations
 
@@ -9,139 +10,14 @@ import re
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
-from hypothesis.extra import numpy as hnp
 
-from refattn.training import layers as reference_layers
 from refattn.cli import main
+from refattn.fast import threads
 from refattn.studies import helpers, statistics
 from refattn.studies import nt_sensitivity as sens
-from refattn.studies.nt_training import PAPER, make_batches
-from refattn.fast import threads
-from refattn.training import fast_layers
-from refattn.fast.memory import retain_freed_memory
+from refattn.studies.nt_training import PAPER
 from refattn.training.models import nt
 from refattn.training.optim import SGD
-
-
-# --------------------------------------------------------------------------
-# refattn.training.fast_layers: the reference's layer norm, row sums as products
-# --------------------------------------------------------------------------
-
-@pytest.mark.parametrize("dtype", [np.float64, np.float32])
-@pytest.mark.parametrize("shape", [(5, 16), (2, 3, 4, 7), (1, 1)])
-def test_fast_layer_norm_matches_reference(shape, dtype, rng):
-    x = (rng.standard_normal(shape) * 3 + 1).astype(dtype)
-    u = rng.standard_normal(shape).astype(dtype)
-    d = shape[-1]
-    # the two differ only in the order of d additions per row: |error| <= d u |terms|, terms O(1) after LN
-    tol = 8 * d * np.finfo(dtype).eps * (1 + np.abs(u).max())
-    z_ref, z = reference_layers.layer_norm(x)[0], fast_layers.layer_norm(x)[0]
-    assert z.dtype == z_ref.dtype and z.shape == z_ref.shape
-    np.testing.assert_allclose(z, z_ref, rtol=0, atol=tol)
-    np.testing.assert_allclose(fast_layers.layer_norm_backward(u, fast_layers.layer_norm(x)[1]), reference_layers.layer_norm_backward(u, reference_layers.layer_norm(x)[1]),
-                               rtol=0, atol=tol * (1 + 1 / np.sqrt(np.var(x, axis=-1).min() + 1e-5)))
-
-
-@settings(max_examples=60, deadline=None)
-@given(hnp.arrays(np.float64, st.tuples(st.integers(1, 4), st.integers(2, 20)),
-                  elements=st.floats(-1e6, 1e6, allow_nan=False)))
-def test_fast_layer_norm_rows_have_mean_zero(x):
-    z = fast_layers.layer_norm(x)[0]
-    assert np.all(np.isfinite(z))
-    # mean(z) = r (mean x - computed mean) + rounding: |.| <= d u (|x| r + |z|), r <= 1 / sqrt(eps); the same
-    # bound holds for the reference (a constant row of 2e5 gives z = 9e-9 in both)
-    d, u = x.shape[-1], 2.0 ** -53
-    bound = 4 * d * u * (np.abs(x).max(axis=-1) / np.sqrt(1e-5) + np.abs(z).max(axis=-1) + 1)
-    assert np.all(np.abs(z.mean(axis=-1)) <= bound)
-
-
-def test_fast_layer_norm_refuses_bad_input_and_traced_values_use_the_reference():
-    with pytest.raises(ValueError, match="eps"):
-        fast_layers.layer_norm(np.ones((2, 3)), eps=0.0)[0]
-    with pytest.raises(ValueError, match="grad_z"):
-        fast_layers.layer_norm_backward(np.ones((2, 4)), fast_layers.layer_norm(np.ones((2, 3)))[1])
-    import autograd  # noqa: PLC0415
-    import autograd.numpy as anp  # noqa: PLC0415
-
-    x = np.random.default_rng(0).standard_normal((3, 5))
-    u = np.random.default_rng(1).standard_normal((3, 5))
-    g = autograd.grad(lambda v: anp.sum(fast_layers.layer_norm(v)[0] * u))(x)
-    np.testing.assert_allclose(g, reference_layers.layer_norm_backward(u, reference_layers.layer_norm(x)[1]), rtol=1e-12, atol=1e-12)
-
-
-# --------------------------------------------------------------------------
-# the NT step: fused Q/K/V, LN(e_x) looked up, seeds split over threads
-# --------------------------------------------------------------------------
-
-def _model_and_batch(dtype="float64", S=4, activation="expressive"):
-    model = nt.NTModel(16, 8, activation=activation)
-    seeds = tuple(range(S))
-    return model, model.init_params(seeds, dtype=dtype), make_batches("N16T2", 8, seeds)(0)[0]
-
-
-def test_the_fused_forward_is_the_textbook_forward(rng):
-    """Q = W_Q LN(e_x) + b_Q etc. computed position by position with the reference's layer norm."""
-    model, p, batch = _model_and_batch()
-    ctx = batch["context"]
-    _, c = model._forward(p, ctx)
-    S, B, n = ctx.shape
-    X = np.eye(16)[ctx]
-    Z1 = reference_layers.layer_norm(X)[0]
-    np.testing.assert_allclose(c["Z1"], Z1, rtol=0, atol=1e-13)
-    Q = np.einsum("smoi,sbmi->sbmo", p["W_Q"], Z1) + p["b_Q"][:, None]
-    np.testing.assert_allclose(c["att"]["Q"], Q, rtol=0, atol=1e-12)
-    V = np.einsum("smoi,sbmi->sbmo", p["W_V"], Z1)
-    np.testing.assert_allclose(c["att"]["V"], V, rtol=0, atol=1e-12)
-
-
-@pytest.mark.parametrize("dtype", ["float64", "float32"])
-@pytest.mark.parametrize("activation", ["expressive", "softmax"])
-def test_seed_blocks_on_threads_give_the_same_numbers_bit_for_bit(dtype, activation, monkeypatch):
-    model, p, batch = _model_and_batch(dtype, S=5, activation=activation)
-    monkeypatch.setattr(threads, "_threads", 1)
-    assert nt._seed_blocks(p, 5) is None
-    one = model.loss_and_grad(p, batch)
-    gen_one = model.generate(p, batch["context"], 4)
-    monkeypatch.setattr(threads, "_threads", 2)
-    assert nt._seed_blocks(p, 5) == 3
-    two = model.loss_and_grad(p, batch)
-    gen_two = model.generate(p, batch["context"], 4)
-    np.testing.assert_array_equal(one[0], two[0])
-    for k in one[1]:
-        assert one[1][k].shape == two[1][k].shape and one[1][k].dtype == two[1][k].dtype
-        np.testing.assert_array_equal(one[1][k], two[1][k])
-    for k in one[2]:
-        np.testing.assert_array_equal(one[2][k], two[2][k])
-    np.testing.assert_array_equal(gen_one, gen_two)
-
-
-def test_seed_blocks_are_not_used_for_one_seed_or_traced_values(monkeypatch):
-    monkeypatch.setattr(threads, "_threads", 2)
-    model, p, _ = _model_and_batch(S=1)
-    assert nt._seed_blocks(p, 1) is None
-    model, p, _ = _model_and_batch(S=2)
-    assert nt._seed_blocks({k: v.tolist() for k, v in p.items()}, 2) is None
-
-
-def test_the_hand_gradient_still_matches_autograd_with_seed_blocks(monkeypatch):
-    import autograd  # noqa: PLC0415
-
-    monkeypatch.setattr(threads, "_threads", 2)
-    model, p, batch = _model_and_batch(S=3)
-    cot = np.random.default_rng(7).standard_normal(3)
-    _, grads, _ = model.loss_and_grad(p, batch)
-    auto = autograd.grad(lambda q: (model.loss(q, batch) * cot).sum())(p)
-    for k in p:  # the hand gradient is of loss.sum(); scale each seed's slice by its cotangent
-        hand = grads[k] * cot.reshape((3,) + (1,) * (grads[k].ndim - 1))
-        scale = np.abs(auto[k]).max() + 1e-300
-        assert np.abs(hand - auto[k]).max() <= 1e-9 * scale, k
-
-
-def test_retain_freed_memory_answers_the_same_each_time():
-    first = retain_freed_memory()
-    assert isinstance(first, bool)
-    assert retain_freed_memory() is first
 
 
 # --------------------------------------------------------------------------

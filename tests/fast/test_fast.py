@@ -614,3 +614,11 @@ def test_every_activation_has_a_kernel_and_every_kernel_an_activation():
         assert k.__name__ == k.speeds_up.__name__ + "Kernel", k.__name__
     for name in ACTIVATIONS:  # and kernel() hands it out
         assert type(kernel(activation(name))) is KERNELS[type(activation(name))]
+
+
+def test_retain_freed_memory_answers_the_same_each_time():
+    from refattn.fast.memory import retain_freed_memory  # noqa: PLC0415
+
+    first = retain_freed_memory()
+    assert isinstance(first, bool)
+    assert retain_freed_memory() is first

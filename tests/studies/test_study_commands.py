@@ -14,7 +14,7 @@ import pytest
 from refattn.cli import build_parser, main, settings_from_args
 from refattn.studies import SHARED, STUDIES, command_fields, study
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def subparsers(parser):
