@@ -274,3 +274,21 @@ def test_tests_are_laid_out_as_the_package():
     assert top <= CROSS_CUTTING, f"tests of one room belong in its folder: {sorted(top - CROSS_CUTTING)}"
     names = [p.name for p in TESTS.rglob("test_*.py")]
     assert len(names) == len(set(names)), "two test files share a name (pytest imports them by name)"
+
+
+def test_every_runner_of_a_study_takes_its_settings_object():
+    """Each parameter of a study is written once, in its ``Settings``: its ``run_*`` functions take the
+    settings object first, and besides it only the run's context (``progress``, ``on_result``, ``command``)."""
+    from refattn.studies import STUDIES  # noqa: PLC0415
+
+    context = {"progress", "on_result", "command"}
+    bad = []
+    for name in sorted(set(STUDIES.values())):
+        tree = ast.parse(MODULES[f"refattn.studies.{name}"].read_text(encoding="utf-8"))
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("run_"):
+                positional = [a.arg for a in node.args.posonlyargs + node.args.args]
+                keywords = {a.arg for a in node.args.kwonlyargs}
+                if positional != ["settings"] or not keywords <= context:
+                    bad.append(f"refattn/studies/{name}.py {node.name}({', '.join(positional)}; {sorted(keywords)})")
+    assert not bad, "runners that take their parameters one by one:\n" + "\n".join(bad)

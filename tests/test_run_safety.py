@@ -102,7 +102,7 @@ def test_a_failed_history_append_leaves_the_new_checkpoint_resumable(tmp_path, m
 
 KILL_CHILD = r"""
 import os, signal, sys
-sys.path.insert(0, {tests!r})
+sys.path.insert(0, {tests!r} + "/training")  # test_train, the toy model
 from test_train import run
 from refattn.training import runs, train as tr
 

@@ -279,8 +279,8 @@ def tanhmax_velocity_as_printed(s, o, c, delta_I, axis=-1):
 # --------------------------------------------------------------------------
 
 
-def closed_form_delta_II(name, s, o, axis=-1):
-    r"""``Delta_II`` from the closed form of activation ``name``
+def closed_form_delta_II(activation, s, o, axis=-1):
+    r"""``Delta_II`` from the closed form of ``activation`` (a name or an Activation)
     (``derivations/04-score-dynamics-closed-forms.md``, section 3):
 
     ========== ====================================================
@@ -298,10 +298,10 @@ def closed_form_delta_II(name, s, o, axis=-1):
     with ``o_bar = sum_j w_j o_j``, the attention-weighted context polarity.
     Each is one function of :data:`CLOSED_FORMS`; an activation without one
     (a user's own) gets the generic closed form
-    ``p_i [(rho'_i + rho_i ell'_i) o_i - ell'_i o_bar]`` (step 03.P6). ``name``
-    may also be an :class:`~refattn.core.activations.Activation` instance.
+    ``p_i [(rho'_i + rho_i ell'_i) o_i - ell'_i o_bar]`` (step 03.P6). The arguments follow
+    the proposition, ``Delta_II(s, o)``, as :func:`delta_II` says.
     """
-    act = _act(name)
+    act = _act(activation)
     check_float_array(s, "s")
     check_float_array(o, "o")
     _same_shape(o, s, "o", "s")
