@@ -21,7 +21,7 @@ For every registered activation, on one array of scores of ``--shape``
 and checks that each pair returns the same numbers (a timing of a wrong
 result means nothing). ``derivations/20-speed.md`` section 2 quotes the ratios.
 
-Timing, as in ``bench_attention.py``: each of ``--passes`` passes times every
+Timing, as in ``bench_cpu_attention.py``: each of ``--passes`` passes times every
 candidate ``--repeats`` times in a row after a short pause and an untimed
 warm-up; a time is the median of all runs, a ratio the median over passes of
 the ratio of the two medians in that pass.
@@ -38,7 +38,7 @@ import time
 
 import numpy as np
 
-from bench_attention import cpu_name, median_ratio  # this folder's timing helpers
+from bench_cpu_attention import cpu_name, median_ratio  # this folder's timing helpers
 from refattn import ACTIVATIONS, activation
 from refattn.fast import kernels
 

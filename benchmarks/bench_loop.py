@@ -4,7 +4,7 @@
     python benchmarks/bench_loop.py softmax --unblocked
     python benchmarks/bench_loop.py --torch            # PyTorch eager softmax attention
 
-``bench_attention.py`` times every candidate in one long-lived process, whose
+``bench_cpu_attention.py`` times every candidate in one long-lived process, whose
 ``malloc`` has by then grown and holds plenty of freed memory; this script
 is the other extreme, a small program that does nothing but attention steps,
 so that memory the step frees and maps again shows up as page faults. It

@@ -49,7 +49,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import machine  # noqa: E402
-from refattn.studies.nt_training import run_nt  # noqa: E402
+from refattn.studies.nt_training import Settings, run_nt  # noqa: E402
 
 BASELINE = "0b5003d6411f294c6a98c84e9b7b678ca1810bf8"
 PROGRAMS = ("baseline", "float64", "float32")
@@ -57,14 +57,15 @@ PROGRAMS = ("baseline", "float64", "float32")
 # one measurement: import refattn from the given folder (asserted), add a callback that records the end
 # of every epoch to the trainer the NT study calls, run the command line, print the stamps as JSON
 CHILD = """
-import contextlib, io, json, sys, time
+import contextlib, importlib, io, json, os, sys, time
 sys.path.insert(0, sys.argv[1])
 import refattn, refattn.cli
 assert refattn.__file__.startswith(sys.argv[1]), refattn.__file__
-try:
-    from refattn.studies import nt_training as study
-except ImportError:  # the layout of older commits
-    from refattn.experiments import nt_training as study
+# the study module of this tree, found on disk (older commits have refattn/experiments/): an import that
+# merely succeeds could come from another checkout through an editable install's finder
+room = "studies" if os.path.exists(os.path.join(sys.argv[1], "refattn", "studies", "nt_training.py")) else "experiments"
+study = importlib.import_module(f"refattn.{room}.nt_training")
+assert study.__file__.startswith(sys.argv[1]), study.__file__
 stamps, real = [], study.train
 def timed(*args, **kwargs):
     kwargs["callbacks"] = list(kwargs.get("callbacks", ())) + [lambda epoch, params: stamps.append(time.perf_counter())]
@@ -83,6 +84,7 @@ print(json.dumps({"code": code, "stamps": stamps, "blas_kernel": blas[0] if blas
 def measure(tree, kernel, setting, dtype=None):
     """One ``refattn nt`` process from ``tree`` under ``OPENBLAS_CORETYPE=kernel``: per-epoch seconds
     (epochs 1 to E - 2: the last one evaluates), the evaluation's seconds, the kernel OpenBLAS reports."""
+    # --attention: the spelling every commit accepts (this one notes on stderr that --activation replaces it)
     argv = ["nt", "--task", setting["task"], "--context", str(setting["n_con"]), "--attention", "expressive",
             "--seeds", str(setting["seeds"]), "--epochs", str(setting["epochs"]),
             "--eval-every", str(setting["epochs"]), "--json"]
@@ -134,9 +136,9 @@ def verdicts(setting):
     rows = {}
     for dt in ("float64", "float32"):
         for att in ("expressive", "softmax"):
-            r = run_nt(setting["task"], setting["n_con"], att, seeds=setting["seeds"], epochs=setting["epochs"],
-                       eval_every=setting["eval_every"], lr=setting["lr"], init_scale=setting["init_scale"],
-                       progress=False, dtype=dt)
+            r = run_nt(Settings(task=setting["task"], context=setting["n_con"], activation=att,
+                                seeds=setting["seeds"], epochs=setting["epochs"], eval_every=setting["eval_every"],
+                                lr=setting["lr"], init_scale=setting["init_scale"], dtype=dt), progress=False)
             reached = [e for e in r["epochs_to_100"] if e is not None]
             rows[f"{att}/{dt}"] = {"epochs_to_100": r["epochs_to_100"], "reached": len(reached),
                                    "median_epochs_to_100": statistics.median(reached) if reached else None,

@@ -36,10 +36,10 @@ import machine  # noqa: E402  (this folder's option checks)
 CHILD = """
 import json, resource, sys
 sys.path.insert(0, sys.argv[1])
-from refattn.studies.nt_training import run_nt, memory_estimate
-task, n_con, attention, epochs = sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
-r = run_nt(task, n_con, attention, seeds=16, epochs=epochs, eval_every=epochs, init_scale=0.5, lr=0.02,
-           dtype="float32", progress=False)
+from refattn.studies.nt_training import Settings, run_nt, memory_estimate
+task, n_con, activation, epochs = sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
+r = run_nt(Settings(task=task, context=n_con, activation=activation, seeds=16, epochs=epochs, eval_every=epochs,
+                    init_scale=0.5, lr=0.02, dtype="float32"), progress=False)
 print(json.dumps({"train_seconds_per_epoch": r["train_seconds_per_epoch"], "eval_seconds": r["eval_seconds"],
                   "n_params": r["n_params"], "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
                   "memory_estimate_gib": memory_estimate(n_con, 16, itemsize=4) / 2**30}))

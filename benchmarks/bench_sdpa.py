@@ -51,7 +51,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import machine  # noqa: E402
-from bench_attention import run_grouped  # noqa: E402  (pause, warm-up, repeats in a row, per pass)
+from bench_cpu_attention import run_grouped  # noqa: E402  (pause, warm-up, repeats in a row, per pass)
 
 from refattn import ACTIVATIONS, fast  # noqa: E402
 from refattn.fast.streaming import streaming_attention, streaming_attention_backward  # noqa: E402

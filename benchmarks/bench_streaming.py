@@ -37,7 +37,7 @@ Time. The median of ``--repeats`` runs, measured without tracemalloc;
 where a single run takes longer than ``--long`` seconds, the run with
 tracemalloc is the only one and its time is recorded (flagged
 ``"timed_under_tracemalloc"``). The verdict at ``n = 1024`` (streaming within
-3x of the dense path) is timed in groups as in ``bench_attention.py``: each
+3x of the dense path) is timed in groups as in ``bench_cpu_attention.py``: each
 of ``--passes`` passes times streaming, reference and fast ``--repeats``
 times in a row, and the ratio is the median over passes of the per-pass
 ratio of medians, which cancels drift on a shared machine.

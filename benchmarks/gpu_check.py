@@ -178,15 +178,15 @@ def machine():
 
 
 def _bench():
-    """``benchmarks/attention_bench.py``, whose timing and comparison this step shares."""
+    """``benchmarks/bench_gpu_attention.py``, whose timing and comparison this step shares."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    import attention_bench  # noqa: PLC0415
+    import bench_gpu_attention  # noqa: PLC0415
 
-    return attention_bench
+    return bench_gpu_attention
 
 
 def _max_rel(got, want):
-    """Largest norm-wise relative difference over pairs of host arrays (:func:`attention_bench._max_rel`)."""
+    """Largest norm-wise relative difference over pairs of host arrays (:func:`bench_gpu_attention._max_rel`)."""
     return max(_bench()._max_rel(a, b) for a, b in zip(got, want))
 
 
@@ -478,7 +478,7 @@ def format_report(report):
     dense = report["steps"]["dense"]["result"]
     if dense.get("rows"):
         sys.path.insert(0, str(ROOT / "benchmarks"))
-        from attention_bench import format_attention_bench  # noqa: PLC0415
+        from bench_gpu_attention import format_attention_bench  # noqa: PLC0415
 
         lines += ["", format_attention_bench(dense)]
     stream = report["steps"]["streaming"]["result"]

@@ -9,7 +9,7 @@
 #      fill it: benchmarks/README.md), into a temporary folder on PYTHONPATH;
 #   2. machine:   the GPU, driver, CUDA, CuPy, PyTorch and NumPy versions;
 #   3. parity:    tests/test_gpu_parity.py (NumPy, the fake device and CuPy);
-#   4. dense:     benchmarks/attention_bench.py at (8, 8, 1024, 64), float32 and
+#   4. dense:     benchmarks/bench_gpu_attention.py at (8, 8, 1024, 64), float32 and
 #                 float64: refattn on CuPy beside PyTorch CUDA eager attention
 #                 and scaled_dot_product_attention, and refattn on NumPy;
 #   5. streaming: streaming attention on CuPy at n = 16,384 and 65,536 beside SDPA;
@@ -172,7 +172,7 @@ if [[ -z $MISSING ]]; then
     if ((GPU && !QUICK)); then DENSE=(--size full)
     elif ((GPU)); then DENSE=(--size full --shape 1 2 128 32 --repeats 3 --cpu-repeats 1)
     else DENSE=(--size tiny); fi
-    run_step dense 240 "$PY" benchmarks/attention_bench.py "${DENSE[@]}" --out "$WORK/dense.json"
+    run_step dense 240 "$PY" benchmarks/bench_gpu_attention.py "${DENSE[@]}" --out "$WORK/dense.json"
 
     QFLAG=(); ((QUICK)) && QFLAG=(--quick)
     run_step streaming 150 "$PY" benchmarks/gpu_check.py streaming --out "$WORK/streaming.json" "${QFLAG[@]}"

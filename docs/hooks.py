@@ -72,11 +72,12 @@ ROOT = Path(__file__).resolve().parents[1]
 #: A module listed here that does not exist stops the build: a module that is
 #: moved or renamed must be renamed here too, or its page would silently vanish.
 API_MODULES = [
-    "core.backend", "core.activations", "core.scores", "core.attention", "core.gradcheck",
+    "core.activations", "core.scores", "core.attention", "core.gradcheck", "core.backend",
     "custom",
     "theory.proposition1", "theory.properties", "theory.proposition2", "theory.signexp_at_zero",
     "fast.kernels", "fast.streaming",
-    "training.layers", "training.optim", "training.train", "training.runs",
+    "training.layers", "training.fast_layers", "training.optim", "training.train", "training.classifier",
+    "training.runs",
     "training.models.polarity", "training.models.nt", "training.models.decoder",
     "training.tasks.polarity", "training.tasks.nt", "training.tasks.sst2",
 ]

@@ -45,7 +45,6 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from autograd import make_vjp  # noqa: E402
 
-from refattn.theory.catalogue import about  # noqa: E402
 from refattn.plots import save, start  # noqa: E402
 from refattn import ACTIVATIONS, activation  # noqa: E402
 from refattn.core.gradcheck import gradcheck  # noqa: E402
@@ -59,8 +58,8 @@ print("registered activations:", ", ".join(ACTIVATIONS))
 # %% [markdown]
 # ## The registry as a table
 #
-# The catalogue (`refattn.theory.catalogue.about`) holds each activation's
-# formulas as text, and the class its source. Compare with the table in
+# Each activation's class holds its formulas as text (`Activation.formula`)
+# and its source (`Activation.source`). Compare with the table in
 # section 3 of the derivation.
 
 # %%
@@ -68,7 +67,8 @@ header = f"{'name':11s} {'g(s)':18s} {'h(s)':18s} {'rho':10s} {'ell':18s} source
 print(header)
 print("-" * len(header))
 for name in ACTIVATIONS:
-    a, f = activation(name), about(activation(name))
+    a = activation(name)
+    f = a.formula
     print(f"{name:11s} {f.g:18s} {f.h:18s} {f.rho:10s} {f.ell:18s} {a.source}")
 
 # %% [markdown]

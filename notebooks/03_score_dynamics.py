@@ -72,8 +72,8 @@ save(fig, "03_score_dynamics")
 
 # %%
 config = PolarityConfig(n_pos=20, n_neg=20, n_neutral=200, n_per_class=600, seed=0) if SMALL else TANHMAX_SMALL
-result = run_polarity(("softmax", "tanhmax", "signexp", "expressive"), seeds=3 if SMALL else 10,
-                      config=config, epochs=4 if SMALL else 20)
+result = run_polarity(polarity.Settings(activations=("softmax", "tanhmax", "signexp", "expressive"),
+                                        seeds=3 if SMALL else 10, config=config, epochs=4 if SMALL else 20))
 print(polarity.report(result))
 
 # %% [markdown]
@@ -121,7 +121,9 @@ print(dict(zip(acts, np.round(frac, 2))))
 from refattn.studies import interpret
 from refattn.studies.interpret import run_interpret
 
-interp = run_interpret(("softmax", "tanhmax"), "synthetic", seeds=1 if SMALL else 3, epochs=2 if SMALL else 8,
-                       n_instances=24 if SMALL else 300, n_draws=5 if SMALL else 100, progress=False)
+interp = run_interpret(interpret.Settings(activations=("softmax", "tanhmax"), data="synthetic",
+                                          seeds=1 if SMALL else 3, epochs=2 if SMALL else 8,
+                                          n_instances=24 if SMALL else 300, draws=5 if SMALL else 100),
+                       progress=False)
 print(interpret.report(interp))
 save(interpret.plot(interp), "03_interpret_table1")

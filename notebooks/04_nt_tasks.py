@@ -124,8 +124,9 @@ save(fig, "04_nt_cycles")
 
 # %%
 print("parameters at N = 2, N_con = 16:", count_params(2, 16))
-result = run_fig4(seeds=4 if SMALL else 16, epochs=150 if SMALL else 2000, eval_every=25 if SMALL else 20,
-                  n_test=20 if SMALL else 100, snapshot_epochs=(0, 150) if SMALL else (0, 200, 2000))
+result = run_fig4(nt_figures.Settings("fig4", seeds=4 if SMALL else 16, epochs=150 if SMALL else 2000,
+                                      eval_every=25 if SMALL else 20, n_test=20 if SMALL else 100,
+                                      snapshot_epochs=(0, 150) if SMALL else (0, 200, 2000)))
 print(nt_figures.report(result))
 
 # %% [markdown]

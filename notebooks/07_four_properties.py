@@ -36,7 +36,6 @@ matplotlib.use(os.environ.get("MPLBACKEND", "Agg"))
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from refattn.theory.catalogue import about  # noqa: E402
 from refattn import ACTIVATIONS, activation  # noqa: E402
 from refattn.plots import save, start  # noqa: E402
 from refattn.studies import four_properties  # noqa: E402
@@ -104,7 +103,7 @@ for ax, name in zip(axes.flat, ACTIVATIONS):
     ax.axhline(0.0, color="0.8", lw=0.6, zorder=0)
     ax.axvline(0.0, color="0.8", lw=0.6, zorder=0)
     row = result["computed"][name]
-    ax.set_title(f"{name}: g = {about(a).g}\nmonotone {'yes' if row['monotonicity'] else 'no'}, "
+    ax.set_title(f"{name}: g = {a.formula.g}\nmonotone {'yes' if row['monotonicity'] else 'no'}, "
                  f"odd {'yes' if row['origin_symmetry'] else 'no'}", fontsize=8)
     ax.set_ylim(max(np.min(g), -12) - 0.5, min(np.max(g), 12) + 0.5)
 finish_panels(fig, axes, "g(s) and its half-turn -g(-s): the curves coincide exactly for odd g",

@@ -98,7 +98,7 @@ save(fig, "09_frontier")
 # %%
 size = (dict(depth=6, n=6, d=8, heads=2, seeds=1, inputs=1) if SMALL
         else dict(depth=12, n=8, d=16, heads=2, seeds=2, inputs=2))
-result = rc.run_rank_collapse(**size)
+result = rc.run_rank_collapse(rc.Settings(**size))
 print(rc.report(result))
 fig = rc.plot(result)
 save(fig, "09_rank_collapse")
@@ -119,7 +119,7 @@ save(fig, "09_rank_collapse")
 # "the signal vanishes".
 
 # %%
-rescaled = rc.run_rank_collapse(architectures=("pure", "ffn"), rescale=True, **size)
+rescaled = rc.run_rank_collapse(rc.Settings(architectures=("pure", "ffn"), rescale=True, **size))
 fig = rc.plot(rescaled, form="exact")
 save(fig, "09_rank_collapse_rescaled")
 for name in rescaled["config"]["activations"]:

@@ -99,10 +99,10 @@ for method in nc.METHODS:
 
 # %%
 if SMALL:
-    result = nc.run_neural_cost(ns=(32, 64, 128), d_primes=(2, 16), hidden=16, chunk=16,
-                                budget_mib=(4,), repeats=1)
+    result = nc.run_neural_cost(nc.Settings(ns=(32, 64, 128), d_primes=(2, 16), hidden=16, chunk=16,
+                                            budget_mib=(4,), repeats=1))
 else:
-    result = nc.run_neural_cost()
+    result = nc.run_neural_cost(nc.Settings())
 print(nc.report(result))
 fig = nc.plot(result)
 save(fig, "10_neural_cost_vs_n")
@@ -178,11 +178,11 @@ save(fig, "10_chunk_size")
 # `neural_vjp_chunked` recomputes them block by block instead of storing
 # $n^2 h$ of them, at the price of one more pass of the pair MLP. Its
 # gradients equal the library's hand-derived `Neural.backward` (which autograd
-# checks in `tests/test_scores.py`).
+# checks in `tests/core/test_scores.py`).
 
 # %%
 G = rng.standard_normal(S_a.shape)  # a random cotangent
-dq, dk, dP = nc.neural_vjp_chunked(q, k, P, G, chunk=10)
+dq, dk, dP = nc.neural_vjp_chunked(G, q, k, P, chunk=10)
 rq, rk, rP = score("neural").backward(G, score("neural").forward(q, k, P)[1])
 print("max |dq - dq_lib| =", f"{np.max(np.abs(dq - rq)):.1e}",
       " max over params:", f"{max(np.max(np.abs(dP[p] - rP[p])) for p in P):.1e}")

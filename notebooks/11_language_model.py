@@ -43,7 +43,7 @@ from autograd import grad  # noqa: E402
 from refattn.core.attention import attention  # noqa: E402
 from refattn.studies import lm  # noqa: E402
 from refattn.studies.lm import DEFAULTS, load_corpus, run_lm, windows  # noqa: E402
-from refattn.studies.sst2 import resolve_data_dir  # noqa: E402
+from refattn.studies.helpers import resolve_data_dir  # noqa: E402
 from refattn.training.models.decoder import DecoderLM, cog_hybrid, neural_first  # noqa: E402
 from refattn.training.optim import Adam  # noqa: E402
 from refattn.plots import save, start  # noqa: E402
@@ -154,7 +154,7 @@ else:
     variants = list(DEFAULTS["activations"])
     settings = {}
 t0 = time.perf_counter()
-result = run_lm(variants, data=data, **settings)
+result = run_lm(lm.Settings(activations=tuple(variants), data=data, **settings))
 print(f"({time.perf_counter() - t0:.1f} s)")
 print(lm.report(result))
 fig = lm.plot(result)

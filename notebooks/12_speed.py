@@ -168,14 +168,14 @@ for n, a, b in zip(ns, t_assoc, t_general):
 # %% [markdown]
 # ## 4. The benchmark
 #
-# `benchmarks/bench_attention.py` times forward + backward for every
+# `benchmarks/bench_cpu_attention.py` times forward + backward for every
 # activation: the blocked route, the whole-batch route, autograd, and
 # PyTorch's eager softmax attention (when PyTorch is installed; it is a
 # benchmark-only dependency). At the small size this is a smoke run whose
 # times mean little; the full run takes about two minutes.
 
 # %%
-cmd = [sys.executable, os.path.join("benchmarks", "bench_attention.py"), "--json"]
+cmd = [sys.executable, os.path.join("benchmarks", "bench_cpu_attention.py"), "--json"]
 cmd += ["--quick"] if SMALL else []
 res = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True,
                                 env={**os.environ, "PYTHONPATH": os.getcwd()}).stdout)

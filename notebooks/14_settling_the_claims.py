@@ -166,8 +166,9 @@ if panels:
 
 # %%
 if SMALL:
-    tiny = nt_sensitivity.run_sensitivity("fig4", seeds=2, epochs=20, eval_every=10, init_scales=(1.0,),
-                                          lrs=(0.32,), n_test=5, progress=False)
+    tiny = nt_sensitivity.run_sensitivity(nt_sensitivity.Settings("fig4", seeds=2, epochs=20, eval_every=10,
+                                                                  init_scales=(1.0,), lrs=(0.32,), n_test=5),
+                                          progress=False)
     print(nt_sensitivity.report(tiny))
 
 # %% [markdown]

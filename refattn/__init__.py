@@ -1,7 +1,8 @@
 """refattn: a NumPy-from-scratch reference for attention beyond softmax.
 
-The textbook is :mod:`refattn.core` (read it in order: backend, checks,
-activations, scores, attention, gradcheck). Every activation is a reweighted
+The textbook is :mod:`refattn.core` (read it in order, the mathematics first:
+activations, scores, attention, gradcheck; then the plumbing, backend and
+checks). Every activation is a reweighted
 softmax ``phi = rho(s) * softmax(ell(s))`` with a hand-derived gradient beside
 it, checked against autograd and central differences
 (``derivations/01-reweighted-softmax.md``); every score function

@@ -16,7 +16,6 @@ import numpy as np
 from .core.activations import ACTIVATIONS, activation
 from .core.gradcheck import gradcheck
 from .core.scores import SCORES, score
-from .theory.catalogue import about, score_singular
 
 __all__ = ["run_check", "format_table", "TOLERANCE", "activation_gradcheck", "score_gradcheck"]
 
@@ -25,10 +24,10 @@ TOLERANCE = 1e-6
 EPS = 1e-6
 
 
-def activation_gradcheck(act, s, mask=None, axis=-1, **options):
+def activation_gradcheck(activation, s, mask=None, axis=-1, **options):
     """:func:`~refattn.core.gradcheck.gradcheck` of ``act.backward`` at the scores ``s`` (``options`` passed on)."""
-    return gradcheck(lambda s: act(s, axis, mask), {"s": s},
-                     lambda u, s: {"s": act.backward(u, act.forward(s, axis, mask)[1])}, **options)
+    return gradcheck(lambda s: activation(s, axis, mask), {"s": s},
+                     lambda u, s: {"s": activation.backward(u, activation.forward(s, axis, mask)[1])}, **options)
 
 
 def score_gradcheck(sc, q, k, params, **options):
@@ -44,11 +43,11 @@ def score_gradcheck(sc, q, k, params, **options):
     return gradcheck(lambda **a: sc(a.get("q"), a["k"], {p: a[p] for p in names}), args, vjp, **options)
 
 
-def away_from_singular(act, s, margin=1e-2):
+def away_from_singular(activation, s, margin=1e-2):
     """Move entries of ``s`` within ``margin`` of a documented singular score
-    of ``act`` to distance ``margin``, so central differences do not straddle
+    of ``activation`` to distance ``margin``, so central differences do not straddle
     a kink or a jump."""
-    for c in about(act).singular_scores:
+    for c in activation.singular_scores:
         near = np.abs(s - c) < margin
         s = np.where(near, c + np.where(s >= c, margin, -margin), s)
     return s
@@ -87,7 +86,7 @@ def _check_activation(name, rng):
         results.append(activation_gradcheck(act, s, mask, name=name, seed=int(rng.integers(2**31)), eps=EPS,
                                             rtol=TOLERANCE, atol=0.0))
     rows = [_row("activation", name, results, note=act.source)]
-    for where, why in about(act).singular:
+    for where, why in act.singular:
         if where == "s = 0":
             s = np.array([0.0, 0.8, -1.1, 1.9, -0.4])
         elif where in ("all-zero row",):

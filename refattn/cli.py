@@ -69,9 +69,12 @@ def _unwrap(annotation):
 
 
 def _fields(cls):
-    """``(field, type, optional)`` for every field of a settings dataclass, annotations resolved."""
+    """``(field, type, optional)`` for every field of a settings dataclass that the command line has an
+    option for (:func:`refattn.studies.command_fields`), annotations resolved."""
+    from .studies import command_fields  # noqa: PLC0415
+
     hints = typing.get_type_hints(cls)
-    return [(f, *_unwrap(hints[f.name])) for f in dataclasses.fields(cls)]
+    return [(f, *_unwrap(hints[f.name])) for f in command_fields(cls)]
 
 
 def _is_list(tp):
@@ -93,6 +96,18 @@ def _help(f):
     return text.replace("%", "%%")  # argparse formats help with %
 
 
+class _Deprecated(argparse.Action):
+    """An old spelling of an option: its value goes where the new one's does, with a one-line note on stderr."""
+
+    def __init__(self, option_strings, dest, new="", **kwargs):
+        self.new = new
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        _say(f"{parser.prog}: note: {option_string} is deprecated; use {self.new}")
+        setattr(namespace, self.dest, values)
+
+
 def add_settings(parser, cls):
     """Add one argument per field of the settings dataclass ``cls`` to ``parser``.
 
@@ -102,7 +117,9 @@ def add_settings(parser, cls):
     read as a comma-separated string and ``tuple[X, Y]`` as two values, both
     converted by :func:`settings_from_args` (so that a bad list is one line
     naming the option, exit 2). ``choices`` and ``metavar`` come from the
-    metadata; a field without a default is required.
+    metadata; a field without a default is required; a field with
+    ``cli=False`` has no option (Python callers set it); each of a field's
+    ``old_names`` is accepted too, with a deprecation note.
     """
     for f, tp, _ in _fields(cls):
         meta = f.metadata
@@ -124,6 +141,10 @@ def add_settings(parser, cls):
             parser.add_argument(_option_name(f), required=True, dest=f.name, **kwargs)
         else:
             parser.add_argument(_option_name(f), default=f.default, dest=f.name, **kwargs)
+        for old in meta.get("old_names", ()):
+            hidden = {k: v for k, v in kwargs.items() if k not in ("help", "action")}
+            parser.add_argument(old, dest=f.name, action=_Deprecated, new=_option_name(f), help=argparse.SUPPRESS,
+                                default=argparse.SUPPRESS, **hidden)
 
 
 def _number(text, kind, option):

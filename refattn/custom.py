@@ -76,9 +76,8 @@ import numpy as np
 from autograd import elementwise_grad
 
 from .core import activations as _activations
-from .core.activations import Activation
+from .core.activations import Activation, Formula
 from .core.backend import is_cupy as _is_cupy_array, array_module, stop_gradient
-from .theory.catalogue import About, about
 
 __all__ = ["define_activation", "unregister", "UserActivation", "NonFiniteError",
            "load_activation", "run_check_activation", "run_check_file", "derivative_points"]
@@ -147,9 +146,10 @@ class UserActivation(Activation):
         self.same_g_h = g is h  # then rho = 1 exactly
         self.source = source
         singular_scores = tuple(float(c) for c in singular_scores)
-        self.about = About(self._labels["g"], self._labels["h"], "1" if self.same_g_h else "g/h", "log h",
-                           singular=tuple((f"s = {c:g}", "declared singular by the user") for c in singular_scores),
-                           singular_scores=singular_scores, regularity=regularity)  # refattn.theory.catalogue
+        # its facts, as a built-in class holds them (refattn.core.activations.Activation)
+        self.formula = Formula(self._labels["g"], self._labels["h"], "1" if self.same_g_h else "g/h", "log h")
+        self.singular = tuple((f"s = {c:g}", "declared singular by the user") for c in singular_scores)
+        self.singular_scores, self.regularity = singular_scores, regularity
 
     # --- evaluating the user's functions --------------------------------------
     def _call(self, role, s):
@@ -376,6 +376,35 @@ def _check_derivative(given, f, x, role, frole, rtol=DERIVATIVE_RTOL):
             f"{int(fin.sum())} points in [{x.min():.3g}, {x.max():.3g}])")
 
 
+def _define_args(name, g, h, dg, dh, register, source, singular_scores, regularity):
+    """:func:`define_activation`'s arguments checked before any evaluation; the singular scores as floats."""
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"name: expected a non-empty string, got {name!r}")
+    if name in _activations.ACTIVATIONS:
+        raise ValueError(f"name: {name!r} is a built-in activation; choose another name")
+    if register and name in _activations._REGISTRY:
+        raise ValueError(f"name: an activation called {name!r} is already registered "
+                         f"(refattn.custom.unregister({name!r}) removes it)")
+    for f, role in ((g, "g"), (h, "h")):
+        _check_function(f, role)
+    for f, role in ((dg, "dg"), (dh, "dh")):
+        if f is not None:
+            _check_function(f, role)
+    if not isinstance(register, (bool, np.bool_)):
+        raise TypeError(f"register: expected True or False, got {type(register).__name__}")
+    if regularity not in _REGULARITIES:
+        raise ValueError(f"regularity: expected one of {_REGULARITIES}, got {regularity!r}")
+    try:
+        singular_scores = tuple(float(c) for c in singular_scores)
+    except (TypeError, ValueError):
+        raise ValueError(f"singular_scores: expected a sequence of numbers, got {singular_scores!r}") from None
+    if not all(math.isfinite(c) for c in singular_scores):
+        raise ValueError(f"singular_scores: expected finite numbers, got {singular_scores!r}")
+    if source is not None and not isinstance(source, str):
+        raise TypeError(f"source: expected a string, got {type(source).__name__}")
+    return singular_scores
+
+
 def define_activation(name, g, h, dg=None, dh=None, *, register=False, source=None,
                       singular_scores=(), regularity="log", seed=0) -> UserActivation:
     """An activation ``phi(s)_i = g(s_i) / sum_k h(s_k)`` from your own ``g`` and ``h``.
@@ -405,7 +434,7 @@ def define_activation(name, g, h, dg=None, dh=None, *, register=False, source=No
         left out of the derivative check, avoided by ``refattn check``'s
         random points and checked *at* by it (flagged, not failed).
     regularity : {"log", "smooth", "kink"}
-        How ``ell`` behaves near 0 (:class:`~refattn.core.activations.Activation`);
+        How ``ell`` behaves near 0 (:attr:`refattn.core.activations.Activation.regularity`);
         default ``"log"``, the most cautious.
     seed : int
         Seed of the random check points.
@@ -433,31 +462,7 @@ def define_activation(name, g, h, dg=None, dh=None, *, register=False, source=No
     >>> float(act(np.array([0.0, 1.0])).sum())  # rho = 1: the weights sum to 1
     1.0
     """
-    if not isinstance(name, str) or not name.strip():
-        raise ValueError(f"name: expected a non-empty string, got {name!r}")
-    if name in _activations.ACTIVATIONS:
-        raise ValueError(f"name: {name!r} is a built-in activation; choose another name")
-    if register and name in _activations._REGISTRY:
-        raise ValueError(f"name: an activation called {name!r} is already registered "
-                         f"(refattn.custom.unregister({name!r}) removes it)")
-    for f, role in ((g, "g"), (h, "h")):
-        _check_function(f, role)
-    for f, role in ((dg, "dg"), (dh, "dh")):
-        if f is not None:
-            _check_function(f, role)
-    if not isinstance(register, (bool, np.bool_)):
-        raise TypeError(f"register: expected True or False, got {type(register).__name__}")
-    if regularity not in _REGULARITIES:
-        raise ValueError(f"regularity: expected one of {_REGULARITIES}, got {regularity!r}")
-    try:
-        singular_scores = tuple(float(c) for c in singular_scores)
-    except (TypeError, ValueError):
-        raise ValueError(f"singular_scores: expected a sequence of numbers, got {singular_scores!r}") from None
-    if not all(math.isfinite(c) for c in singular_scores):
-        raise ValueError(f"singular_scores: expected finite numbers, got {singular_scores!r}")
-    if source is not None and not isinstance(source, str):
-        raise TypeError(f"source: expected a string, got {type(source).__name__}")
-
+    singular_scores = _define_args(name, g, h, dg, dh, register, source, singular_scores, regularity)
     x = derivative_points(singular_scores, seed)
     gx, hx = _check_elementwise(g, x, _label(g, "g")), _check_elementwise(h, x, _label(h, "h"))
     for vals, f, role in ((gx, g, "g"), (hx, h, "h")):
@@ -577,9 +582,9 @@ def load_module(path, option):
     return module
 
 
-def run_check_activation(act, seed=0) -> dict:
+def run_check_activation(activation, seed=0) -> dict:
     """``refattn check`` for one activation object: the result dict of
-    :func:`refattn.check.run_check`, with the rows of ``act`` only.
+    :func:`refattn.check.run_check`, with the rows of ``activation`` only.
 
     The same checks as for a built-in: the analytic VJP against autograd and
     central differences at random (3, 7) scores, with and without a random
@@ -590,31 +595,32 @@ def run_check_activation(act, seed=0) -> dict:
     """
     from .check import EPS, TOLERANCE, _row, activation_gradcheck, away_from_singular  # noqa: PLC0415
 
-    if not isinstance(act, Activation):
-        raise TypeError(f"act: expected an Activation, got {type(act).__name__}")
+    if not isinstance(activation, Activation):
+        raise TypeError(f"activation: expected an Activation, got {type(activation).__name__}")
     rng = np.random.default_rng(seed)
     rows = []
     try:
         results = []
         for use_mask in (False, True):
-            s = away_from_singular(act, 2.0 * rng.standard_normal((3, 7)))
+            s = away_from_singular(activation, 2.0 * rng.standard_normal((3, 7)))
             mask = (rng.random((3, 7)) < 0.8) if use_mask else None
-            results.append(activation_gradcheck(act, s, mask, name=act.name, seed=int(rng.integers(2**31)),
-                                                eps=EPS, rtol=TOLERANCE, atol=0.0))
-        rows.append(_row("activation", act.name, results, note=act.source))
+            results.append(activation_gradcheck(activation, s, mask, name=activation.name,
+                                                seed=int(rng.integers(2**31)), eps=EPS, rtol=TOLERANCE, atol=0.0))
+        rows.append(_row("activation", activation.name, results, note=activation.source))
     except NonFiniteError as exc:
-        rows.append(_failed_row(act.name, str(exc)))
-    for c in about(act).singular_scores:
+        rows.append(_failed_row(activation.name, str(exc)))
+    for c in activation.singular_scores:
         s = c + np.array([0.0, 0.8, -1.1, 1.9, -0.4])
-        label = f"{act.name} @ s = {c:g}"
+        label = f"{activation.name} @ s = {c:g}"
         try:
-            res = activation_gradcheck(act, s, name=act.name, seed=1, eps=EPS, rtol=TOLERANCE, atol=0.0)
+            res = activation_gradcheck(activation, s, name=activation.name, seed=1, eps=EPS, rtol=TOLERANCE,
+                                       atol=0.0)
             rows.append(_row("activation", label, [res], note="declared singular", singular=True))
         except NonFiniteError as exc:
             rows.append(_failed_row(label, str(exc), singular=True))
     ok = all(r["ok"] for r in rows if not r["singular"])
     return {"dtype": "float64", "eps": EPS, "tolerance": TOLERANCE, "seed": seed,
-            "activation": act.name, "rows": rows, "ok": ok}
+            "activation": activation.name, "rows": rows, "ok": ok}
 
 
 def _failed_row(name, note, singular=False):

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from refattn.studies import STUDIES, option_name, study
+from refattn.studies import STUDIES, command_fields, option_name, study
 
 from test_study_commands import TINY
 
@@ -105,7 +105,7 @@ HOSTILE = ["0", "-1", "1", "2", "-0", "1.5", "0.5", "nan", "inf", "-inf", "1e400
 
 def _options(command):
     if command in STUDIES:
-        return [option_name(f) for f in dataclasses.fields(study(command).Settings)
+        return [option_name(f) for f in command_fields(study(command).Settings)
                 if not f.metadata.get("positional")] + (["--out"] if hasattr(study(command), "plot") else [])
     return {"check": ["--seed", "--activation"], "exercises": EXERCISE_OPTIONS}[command]
 

@@ -21,7 +21,6 @@ from autograd import make_vjp
 
 matplotlib.use("Agg")
 
-from refattn.theory.catalogue import about
 from refattn.theory.proposition1 import closed_form_delta_II
 import refattn  # noqa: E402
 from refattn import fast  # noqa: E402
@@ -81,9 +80,9 @@ def test_is_an_activation_with_every_attribute(case):
         assert callable(getattr(act, attr))
     assert act.name in repr(act) and act.source
     assert act.same_g_h == (g is h)
-    info = about(act)  # the catalogue's entry, which the user activation carries itself
-    assert info.shift_invariant is False and info.rho == ("1" if g is h else "g/h")
-    assert info.regularity == "log" and info.singular == () and info.singular_scores == ()
+    # the facts a built-in class holds, which the user activation carries itself
+    assert act.shift_invariant is False and act.formula.rho == ("1" if g is h else "g/h")
+    assert act.regularity == "log" and act.singular == () and act.singular_scores == ()
     assert act.given == ()  # both derivatives from autograd
 
 

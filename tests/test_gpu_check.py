@@ -202,9 +202,9 @@ def test_the_committed_run_was_on_a_cuda_device_and_its_parity_passed():
 
 def test_the_gpu_page_quotes_the_committed_run():
     report = _committed()
-    attention_bench = _module("attention_bench")
+    bench_gpu_attention = _module("bench_gpu_attention")
     page = (ROOT / "docs" / "gpu.md").read_text()
-    for block in (attention_bench.format_attention_bench(report["steps"]["dense"]["result"]),
+    for block in (bench_gpu_attention.format_attention_bench(report["steps"]["dense"]["result"]),
                   gpu_check.format_streaming(report["steps"]["streaming"]["result"]),
                   gpu_check.format_nt(report["steps"]["nt"]["result"])):
         assert block in page

@@ -469,8 +469,8 @@ def test_static_check_catches_a_numpy_call():
 def _load_bench():
     import importlib.util
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "attention_bench.py"
-    spec = importlib.util.spec_from_file_location("attention_bench", path)
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_gpu_attention.py"
+    spec = importlib.util.spec_from_file_location("bench_gpu_attention", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

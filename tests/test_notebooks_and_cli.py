@@ -90,7 +90,7 @@ def test_readme_commands_are_what_ci_runs():
 
 
 def test_benchmark_script_smoke():
-    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_attention.py"), "--quick", "--json"],
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_cpu_attention.py"), "--quick", "--json"],
                        cwd=ROOT, capture_output=True, text=True,
                        env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert r.returncode == 0, r.stderr
@@ -104,11 +104,11 @@ def test_benchmark_script_smoke():
 def test_benchmark_script_without_torch(monkeypatch, capsys):
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
-        import bench_attention
+        import bench_cpu_attention
     finally:
         sys.path.pop(0)
     monkeypatch.setitem(sys.modules, "torch", None)  # import torch now raises ImportError
-    res = bench_attention.main(["--quick", "--json"])
+    res = bench_cpu_attention.main(["--quick", "--json"])
     assert res["torch"] is None and res["verdict"]["softmax_no_slower_than_torch"] is None
     assert res["verdict"]["all_within_1_5x_of_softmax"] in (True, False)
 
@@ -195,7 +195,7 @@ def test_bench_kernels_smoke():
         times = [row[k] for k in ("reference_forward_ms", "fast_forward_ms", "forward_ratio", "reference_vjp_ms", "fast_vjp_ms",
                                   "vjp_ratio")]
         assert all(np.isfinite(v) and v > 0 for v in times), name
-        # norm-wise relative difference; tests/test_fast.py holds the kernels to rtol 1e-13 entry by entry
+        # norm-wise relative difference; tests/fast/test_fast.py holds the kernels to rtol 1e-13 entry by entry
         assert max(row["max_rel_diff"].values()) <= 1e-13, name
 
 

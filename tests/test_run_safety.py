@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from refattn import cli
-from refattn.studies import RANGE_RULES, STUDIES, option_name, study
+from refattn.studies import RANGE_RULES, STUDIES, command_fields, option_name, study
 from refattn.training import runs
 from refattn.training import train as train_module
 from refattn.training.train import history_path, load_checkpoint
@@ -102,7 +102,7 @@ def test_a_failed_history_append_leaves_the_new_checkpoint_resumable(tmp_path, m
 
 KILL_CHILD = r"""
 import os, signal, sys
-sys.path.insert(0, {tests!r})
+sys.path.insert(0, {tests!r} + "/training")  # test_train, the toy model
 from test_train import run
 from refattn.training import runs, train as tr
 
@@ -407,7 +407,7 @@ def _bad_cases():
     for command in STUDIES:
         cls = study(command).Settings
         hints = typing.get_type_hints(cls)
-        for f in dataclasses.fields(cls):
+        for f in command_fields(cls):  # the options the command line has
             tp = hints[f.name]
             if typing.get_origin(tp) in (typing.Union, __import__("types").UnionType):
                 tp = [a for a in typing.get_args(tp) if a is not type(None)][0]
@@ -540,10 +540,10 @@ def _peak(fn):
 def test_the_new_memory_estimates_bound_the_measured_peaks(tmp_path):
     """Each estimate is at least the peak tracemalloc measures and at most 4 times it, at sizes
     other than those its constants were read from (neural-cost measures with tracemalloc itself;
-    its estimate is its own analytic peak, tested in tests/test_neural_cost.py)."""
+    its estimate is its own analytic peak, tested in tests/studies/test_neural_cost.py)."""
     from refattn.studies import (geometry, interpret, neural_surface, nt_cycles, prop2, rank_collapse,
                                  signexp_zero, sst2, sst2_sweep)
-    from refattn.studies.polarity import classifier_memory
+    from refattn.training.classifier import classifier_memory
 
     rng = np.random.default_rng(1)
     words = [f"w{i}" for i in range(200)]

@@ -30,7 +30,7 @@ relu       max(s, 0)            1            max(s, 0)   0
 cosformer  max(s, 0)            max(s, 0)    1           log max(s, 0)
 ========== ==================== ============ =========== ========================
 
-Conventions (each pinned by a test in ``tests/test_activations.py``): a
+Conventions (each pinned by a test in ``tests/core/test_activations.py``): a
 **mask** is boolean, ``True`` = keep, and a masked entry has ``h = 0``
 (``ell = -inf``): no weight, no part in the normaliser, no gradient. A row
 whose ``h`` is 0 everywhere has **no normaliser**: weights and gradient 0.
@@ -47,13 +47,14 @@ for linear and relu, normalised by the count), a masked one is ignored
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
 from . import checks
 from .backend import array_module, dtype_of, quiet, stop_gradient
 
-__all__ = ["Activation", "ACTIVATIONS", "activation", "register", "softmax", "sigmoid", "sqrt_tiny"]
+__all__ = ["Activation", "ACTIVATIONS", "Formula", "activation", "register", "softmax", "sigmoid", "sqrt_tiny"]
 
 _REGISTRY: dict = {}  # name -> a constructor (the class, for the built-ins)
 
@@ -94,6 +95,15 @@ def sqrt_tiny(s) -> float:
     return root if root > 0 else tiny**0.5  # longdouble's tiny rounds to 0 as a float: its own sqrt
 
 
+class Formula(NamedTuple):
+    """``g``, ``h``, ``rho = g / h`` and ``ell = log h`` of an activation as text: a row of the table above."""
+
+    g: str
+    h: str
+    rho: str
+    ell: str
+
+
 class Activation:
     """``phi(s)_i = g(s_i) / sum_k h(s_k)`` (TanhMax Eq. 5), as ``rho(s) softmax(ell(s))``.
 
@@ -102,10 +112,23 @@ class Activation:
     :meth:`jacobian` (Eq. 01.R3) are written once, here:
     ``phi, cache = act.forward(s)``, ``ds = act.backward(dphi, cache)``, and
     ``act(s)`` is the weights alone.
+
+    Each class also holds its facts, which tables, ``refattn check``, the
+    studies and the tests read from here: ``formula`` (its row of the table),
+    ``source`` (where it comes from in the papers), ``singular`` (each point
+    where phi is not differentiable, and why), ``singular_scores`` (the score
+    values that make an entry so), ``regularity`` near 0 and ``shift_invariant``.
     """
 
     name: str = ""
-    source: str = ""  #: where the formula comes from
+    source: str = ""  #: where the formula comes from in the papers
+    formula = Formula("g(s)", "h(s)", "g/h", "log h")  #: its row of the table, as text
+    singular: tuple = ()  #: ``(where, why)`` for each point where phi is not differentiable
+    singular_scores: tuple = ()  #: the score values at which an entry makes phi non-differentiable
+    #: near 0: "smooth"; "kink" (rho or ell' jumps at 0, constant on each side); "log" (ell is the log of a power
+    #: of s; the most cautious). Rank collapse's first-order expansion reads it (derivation 16).
+    regularity: str = "log"
+    shift_invariant: bool = False  #: ``phi(s + c) = phi(s)`` for every constant ``c`` (softmax only)
 
     # --- what each activation writes: rho = g / h, ell = log h, and derivatives --
     def rho(self, s):
@@ -202,6 +225,7 @@ class Softmax(Activation):
     """Softmax, ``e^{s_i} / sum_k e^{s_k}``: g = h = exp, rho = 1, ell = s (Bridle 1989; derivation 01, 3.1)."""
 
     name, source = "softmax", "Bridle (1989); TanhMax Eq. 5 with g = h = exp"
+    formula, regularity, shift_invariant = Formula("exp(s)", "exp(s)", "1", "s"), "smooth", True
 
     def ell(self, s):
         return s
@@ -222,6 +246,7 @@ class TanhMax(Activation):
     rho = tanh s, ell = log cosh s = |s| + log(1 + e^{-2|s|}) - log 2 (no overflow), ell' = tanh s."""
 
     name, source = "tanhmax", "Huang, Yang & Wang (TanhMax), Eq. 6"
+    formula, regularity = Formula("sinh(s)", "cosh(s)", "tanh(s)", "log cosh(s)"), "smooth"
 
     def rho(self, s):
         return array_module(s).tanh(s)
@@ -249,6 +274,10 @@ class SignExp(Activation):
     """
 
     name, source = "signexp", "Cog attention (Lv et al.), sign(p) * softmax(|p|)"
+    formula, regularity = Formula("sign(s) exp|s|", "exp|s|", "sign(s)", "|s|"), "kink"
+    singular = (("s = 0", "rho = sign(s) jumps: a Dirac term in the derivative; analytic and autograd use "
+                          "rho'(0) = 0, differences see the jump"),)
+    singular_scores = (0.0,)
 
     def rho(self, s):
         return array_module(s).sign(s)
@@ -266,6 +295,8 @@ class Expressive(Activation):
     ell = -log(1 + 1/z^2), -inf at 0 where ``p ell'`` -> 0 (phi is smooth there), ell' = 2 / (z (1 + z^2))."""
 
     name, source = "expressive", "Gros (Expressive), Eq. 2"
+    formula = Formula("s^2/(1+s^2)", "s^2/(1+s^2)", "1", "log(s^2/(1+s^2))")
+    singular = (("all-zero row", "h = 0 everywhere: no normaliser; weights and gradient set to 0"),)
 
     def ell(self, s):
         xp = array_module(s)
@@ -291,6 +322,8 @@ class SigSoftmax(Activation):
     """
 
     name, source = "sigsoftmax", "Kanai et al. (2018), sigsoftmax; TanhMax Tables 3-4"
+    formula = Formula("exp(s) sigmoid(s)", "exp(s) sigmoid(s)", "1", "s - softplus(-s)")
+    regularity = "smooth"
 
     def half_ell(self, s):
         xp = array_module(s)
@@ -313,6 +346,7 @@ class Sigmoid(Activation):
     ell = log sigmoid(s) = min(s, 0) - log(1 + e^{-|s|}), ell' = sigmoid(-s)."""
 
     name, source = "sigmoid", "Kanai et al. (2018), Sec. 4; TanhMax Sec. 5.3"
+    formula, regularity = Formula("sigmoid(s)", "sigmoid(s)", "1", "-softplus(-s)"), "smooth"
 
     def ell(self, s):
         xp = array_module(s)
@@ -336,6 +370,7 @@ class Linear(Unnormalised):
     """The non-local "dot product", ``phi_i = s_i / n``: rho = s (Wang et al. 2018; derivation 01, 3.6)."""
 
     name, source = "linear", "Wang et al. (2018), non-local 'dot product', C(x) = N; TanhMax Tables 3-4"
+    formula, regularity = Formula("s", "1", "s", "0"), "smooth"
 
     def rho(self, s):
         return s
@@ -349,6 +384,9 @@ class ReLU(Unnormalised):
     """ReLU attention, ``phi_i = max(s_i, 0) / n``: rho = max(s, 0), rho'(0) = 0 (derivation 01, 3.6)."""
 
     name, source = "relu", "TanhMax Tables 3-4 (ReLU), scaled by 1/n as the non-local form"
+    formula, regularity = Formula("max(s, 0)", "1", "max(s, 0)", "0"), "kink"
+    singular = (("s = 0", "kink: rho'(0) = 0, the left slope; differences see 1/2, the mean of the two"),)
+    singular_scores = (0.0,)
 
     def rho(self, s):
         return array_module(s).clip(s, 0.0, None)
@@ -364,6 +402,10 @@ class CosFormerNorm(Activation):
 
     name = "cosformer"
     source = "Qin et al. (2022; TanhMax cites it as 'Zhen et al.'), cosFormer row normalisation"
+    formula = Formula("max(s, 0)", "max(s, 0)", "1", "log max(s, 0)")
+    singular = (("s = 0", "kink: differences see the average of the two one-sided slopes"),
+                ("row with no positive score", "no normaliser; weights and gradient set to 0"))
+    singular_scores = (0.0,)
 
     def ell(self, s):
         xp = array_module(s)

@@ -9,15 +9,20 @@ and :func:`attention_backward`, the chain rule back through the three steps
 ``derivations/02-scores.md`` for the scores). A per-token score (``"self"``,
 ``"global"``) pools the values into one row ``Y (..., 1, d_v)``, as TanhMax's
 classifier does. This is the reference; :mod:`refattn.fast` computes the same
-with blocks and threads and is tested equal to it.
+with blocks and threads and is tested equal to it. The checks of attention's
+own arguments (:func:`attention_args`) close the file.
 """
 
 from __future__ import annotations
 
-from . import checks
-from .backend import array_module, shape_of, sum_to
+import numpy as np
 
-__all__ = ["attention", "attention_backward", "causal_mask"]
+from . import checks
+from .activations import Activation, activation as get_activation
+from .backend import array_module, shape_of, sum_to
+from .scores import Score, score as get_score
+
+__all__ = ["attention", "attention_backward", "causal_mask", "attention_args"]
 
 
 def causal_mask(n_q: int, n_k: int | None = None, xp=None):
@@ -46,8 +51,8 @@ def attention(Q, K, V, *, score="scaled_dot", activation="softmax", params=None,
     out : ndarray (..., n_q, d_v), or (..., 1, d_v) for a per-token score
     cache : dict, for :func:`attention_backward`
     """
-    sc, act, params, mask, n_q = checks.attention_args(Q, K, V, score, activation, params, mask, causal,
-                                                       score_options)
+    sc, act, params, mask, n_q = attention_args(Q, K, V, score, activation, params, mask, causal,
+                                                score_options)
     xp = array_module(Q, K, V, mask, *params.values())
     if causal:
         tri = causal_mask(n_q, xp=xp)  # (n_q, n_k)
@@ -76,3 +81,42 @@ def attention_backward(grad_out, cache):
         ds = ds[..., 0, :]  # (..., n)
     dQ, dK, dparams = sc.backward(ds, cache["score_cache"])  # derivations/02-scores.md
     return dQ, dK, dV, dparams
+
+
+# --- The checks of attention's own arguments (plumbing: the formulas are above) --------------------
+def attention_args(Q, K, V, score, activation, params, mask, causal, score_options):
+    """Check :func:`attention`'s arguments; return ``(score, activation, params, mask, n_q)``, the
+    first two as instances and ``n_q`` the query rows (1 for a per-token score)."""
+    if score_options and isinstance(score, Score):
+        raise ValueError("score_options: give options only with a score name, not a Score instance")
+    sc = score if isinstance(score, Score) else get_score(score, **(score_options or {}))
+    act = activation if isinstance(activation, Activation) else get_activation(activation)
+    checks.check_float_array(K, "K", min_ndim=2)
+    checks.check_float_array(V, "V", min_ndim=2)
+    kshape, vshape = shape_of(K), shape_of(V)
+    if kshape[:-1] != vshape[:-1]:
+        raise ValueError(f"V: shape {vshape} must match K's {kshape} in every axis but the last")
+    if not isinstance(causal, (bool, np.bool_)):
+        raise TypeError(f"causal: expected True or False, got {type(causal).__name__}")
+    if Q is None and sc.uses_q:
+        raise ValueError(f"Q: the score {sc.name!r} needs queries; only a score with no query input "
+                         f"(such as 'global') takes Q=None")
+    n_q = 1
+    if Q is not None:
+        checks.check_float_array(Q, "Q", min_ndim=2)
+        qshape = shape_of(Q)
+        if qshape[:-2] != kshape[:-2]:
+            raise ValueError(f"Q: leading (batch, head) axes {qshape[:-2]} differ from K's {kshape[:-2]}")
+        if qshape[-1] != kshape[-1]:
+            raise ValueError(f"Q: last axis {qshape[-1]} differs from K's {kshape[-1]}")
+        if not sc.pairwise and qshape[-2] != kshape[-2]:
+            raise ValueError(f"Q: per-token scores need one query per key, "
+                             f"got n_q={qshape[-2]}, n_k={kshape[-2]}")
+        n_q = qshape[-2] if sc.pairwise else 1
+    checks.check_mask(mask, kshape[:-2] + (n_q, kshape[-2]))
+    if causal and not sc.pairwise:
+        raise ValueError("causal: a per-token score has no query positions to be causal about")
+    if causal and n_q != kshape[-2]:
+        raise ValueError(f"causal: needs as many queries as keys, got n_q={n_q}, n_k={kshape[-2]}")
+    sizes = {"d": kshape[-1], "n_q": n_q, "n_k": kshape[-2]}
+    return sc, act, checks.check_params(sc, params, sizes), mask, n_q  # params checked before any work

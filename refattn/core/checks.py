@@ -19,7 +19,7 @@ from .backend import dtype_of, is_traced, shape_of
 
 __all__ = ["check_float_array", "check_int", "check_real", "check_axis", "check_mask", "check_grad",
            "activation_forward", "activation_backward", "score_forward", "score_backward", "score_inputs",
-           "init_args", "attention_args", "gradcheck_args", "check_cotangent"]
+           "check_params", "init_args", "gradcheck_args", "check_cotangent"]
 
 
 # --- Values ----------------------------------------------------------------------------------------
@@ -129,7 +129,7 @@ def activation_backward(backward):
 
 
 # --- Scores: s, cache = sc.forward(q, k, params);  dq, dk, dparams = sc.backward(ds, cache) --------
-def _params(sc, params, sizes):
+def check_params(sc, params, sizes):
     """``params`` as a dict, checked against ``sc.param_spec`` (shapes in symbols: ``d, n_q, n_k``
     from ``q`` and ``k``, any other from the first parameter that has it)."""
     params = {} if params is None else params
@@ -172,7 +172,7 @@ def score_inputs(sc, q, k, params):
             batch = list(np.broadcast_shapes(tuple(qbatch), tuple(batch)))
         except ValueError:
             raise ValueError(f"k: batch dimensions {tuple(batch)} do not broadcast with q's {tuple(qbatch)}") from None
-    params = _params(sc, params, {"d": d, "n_q": n_q, "n_k": n_k})
+    params = check_params(sc, params, {"d": d, "n_q": n_q, "n_k": n_k})
     return tuple(batch) + ((n_q, n_k) if sc.pairwise else (n_k,)), params
 
 
@@ -211,47 +211,6 @@ def score_backward(backward):
         return backward(self, grad_s, cache)
 
     return checked
-
-
-# --- Attention -------------------------------------------------------------------------------------
-def attention_args(Q, K, V, score, activation, params, mask, causal, score_options):
-    """Check :func:`refattn.core.attention.attention`'s arguments; return ``(score, activation, params,
-    mask, n_q)``, the first two as instances and ``n_q`` the query rows (1 for a per-token score)."""
-    from .activations import Activation, activation as get_activation  # noqa: PLC0415
-    from .scores import Score, score as get_score  # noqa: PLC0415
-
-    if score_options and isinstance(score, Score):
-        raise ValueError("score_options: give options only with a score name, not a Score instance")
-    sc = score if isinstance(score, Score) else get_score(score, **(score_options or {}))
-    act = activation if isinstance(activation, Activation) else get_activation(activation)
-    check_float_array(K, "K", min_ndim=2)
-    check_float_array(V, "V", min_ndim=2)
-    kshape, vshape = shape_of(K), shape_of(V)
-    if kshape[:-1] != vshape[:-1]:
-        raise ValueError(f"V: shape {vshape} must match K's {kshape} in every axis but the last")
-    if not isinstance(causal, (bool, np.bool_)):
-        raise TypeError(f"causal: expected True or False, got {type(causal).__name__}")
-    if Q is None and sc.uses_q:
-        raise ValueError(f"Q: the score {sc.name!r} needs queries; only a score with no query input "
-                         f"(such as 'global') takes Q=None")
-    n_q = 1
-    if Q is not None:
-        check_float_array(Q, "Q", min_ndim=2)
-        qshape = shape_of(Q)
-        if qshape[:-2] != kshape[:-2]:
-            raise ValueError(f"Q: leading (batch, head) axes {qshape[:-2]} differ from K's {kshape[:-2]}")
-        if qshape[-1] != kshape[-1]:
-            raise ValueError(f"Q: last axis {qshape[-1]} differs from K's {kshape[-1]}")
-        if not sc.pairwise and qshape[-2] != kshape[-2]:
-            raise ValueError(f"Q: per-token scores need one query per key, got n_q={qshape[-2]}, n_k={kshape[-2]}")
-        n_q = qshape[-2] if sc.pairwise else 1
-    check_mask(mask, kshape[:-2] + (n_q, kshape[-2]))
-    if causal and not sc.pairwise:
-        raise ValueError("causal: a per-token score has no query positions to be causal about")
-    if causal and n_q != kshape[-2]:
-        raise ValueError(f"causal: needs as many queries as keys, got n_q={n_q}, n_k={kshape[-2]}")
-    params = _params(sc, params, {"d": kshape[-1], "n_q": n_q, "n_k": kshape[-2]})  # before any work
-    return sc, act, params, mask, n_q
 
 
 # --- gradcheck -------------------------------------------------------------------------------------

@@ -50,6 +50,9 @@ def relu(xp, x):
     return xp.where(x <= 0, 0.0, x)  # slope 0 at 0; NaN stays NaN
 
 
+RELU_KINK = "relu kink: relu'(0) = 0 by convention; differences see 1/2"
+
+
 def step(x):
     """relu'(x), with relu'(0) = 0, in x's dtype."""
     return (x > 0).astype(x.dtype)
@@ -64,13 +67,15 @@ class Score:
     """A score function ``s = f(q, k; params)`` and its hand-derived backward.
 
     ``pairwise`` (else one score per token), ``uses_q`` (``global`` reads no query),
-    ``option_names`` (``score(name, **options)``), ``size_names`` (``init_params``).
+    ``option_names`` (``score(name, **options)``), ``size_names`` (``init_params``),
+    ``singular`` (``(where, why)`` for each point where the score is not differentiable).
     """
 
     name = source = ""
     pairwise, uses_q = True, True
     option_names: tuple = ()
     size_names: tuple = ()
+    singular: tuple = ()
 
     def param_spec(self, params) -> dict:
         """Each parameter's shape in symbols, e.g. ``{"v": ("d_a",)}`` (``d, n_q, n_k`` from q and k)."""
@@ -272,6 +277,10 @@ class Neural(Score):
     def beta_for(self, d):
         return 1.0 / math.sqrt(d) if self.beta is None else self.beta
 
+    @property
+    def singular(self):
+        return (("hidden pre-activation z = 0", RELU_KINK),) if self.hidden == "relu" else ()
+
     @staticmethod
     def is_per_pair(params):
         return len(shape_of(params["Whq"])) == 4 if "Whq" in params else False
@@ -342,6 +351,7 @@ class CosFormer(Score):
     name = "cosformer"
     source = "Qin et al. (2022; TanhMax cites it as 'Zhen et al.'), cosFormer, relu kernel with cos re-weighting"
     option_names = ("M",)
+    singular = (("q or k entry = 0", RELU_KINK),)
 
     def __init__(self, M=None):
         self.M = checks.check_real(M, "M", positive=True, allow_none=True)

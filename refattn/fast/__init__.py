@@ -3,9 +3,9 @@
 :func:`attention` and :func:`attention_backward` have the signatures of
 :func:`refattn.core.attention.attention` and
 :func:`refattn.core.attention.attention_backward` and return the same numbers
-(``tests/test_fast.py`` checks every activation, score, mask and causal case
+(``tests/fast/test_fast.py`` checks every activation, score, mask and causal case
 to 1e-13 in float64). What they add, each measured in
-``derivations/20-speed.md`` and ``benchmarks/bench_attention.py``:
+``derivations/20-speed.md`` and ``benchmarks/bench_cpu_attention.py``:
 
 * **Fewer passes** (:mod:`refattn.fast.kernels`): ``p`` by the split
   ``h = exp(f a) b`` (no logarithm), the VJP in the two factors of Eq. 01.R5,
@@ -38,6 +38,7 @@ import math
 import numpy as np
 
 from ..core import attention as reference
+from ..core.attention import attention_args
 from ..core import checks
 from ..core.activations import Linear
 from ..core.backend import array_module, is_traced, shape_of, sum_to, to_numpy
@@ -87,8 +88,8 @@ def attention(Q, K, V, *, score="scaled_dot", activation="softmax", params=None,
     if _traced(Q, K, V, *(params or {}).values()):
         return reference.attention(Q, K, V, score=score, activation=activation, params=params,
                                    mask=mask, causal=causal, score_options=score_options)
-    sc, act, params, keep, n_q = checks.attention_args(Q, K, V, score, activation, params, mask, causal,
-                                                       score_options)
+    sc, act, params, keep, n_q = attention_args(Q, K, V, score, activation, params, mask, causal,
+                                                score_options)
     xp = array_module(Q, K, V, keep, *params.values())
     # skip the blocks above the diagonal, where there is more than one strip of rows
     strips = bool(causal) and n_q > causal_strips.CAUSAL_ROWS and _host(xp, Q, K, V, *params.values())

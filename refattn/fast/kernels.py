@@ -1,6 +1,6 @@
 r"""Fewer passes for the built-in activations: the split evaluation of ``p`` and the VJP factors.
 
-The reference (:meth:`refattn.core.activations.Activation.p` and ``vjp``) computes
+The reference (:meth:`refattn.core.activations.Activation.p` and ``backward``) computes
 ``ell = log h``, exponentiates it, and evaluates Eq. 01.R4 term by term. That is
 the formula; it is not the cheapest way to get the same numbers. This module
 is (``derivations/20-speed.md`` sections 2-3 measure each choice):
@@ -23,7 +23,8 @@ is (``derivations/20-speed.md`` sections 2-3 measure each choice):
   the blocks seen, by each activation's cheapest stable formula
   (``derivations/23-streaming.md`` section 8).
 
-A :class:`Kernel` is looked up by the activation's class (:func:`kernel`).
+A :class:`Kernel` is looked up by the activation's class (:data:`KERNELS`, :func:`kernel`);
+each is named for the class it speeds up (``TanhMaxKernel`` for ``TanhMax``).
 An activation without one (a user's own) gets :class:`Generic`, which calls
 the reference's ``p``, ``rho``, ``drho`` and ``dell``: slower, never wrong.
 """
@@ -38,12 +39,12 @@ from ..core import activations as A
 from ..core.activations import sqrt_tiny
 from ..core.backend import array_module, to_numpy
 
-__all__ = ["Kernel", "Generic", "kernel", "forward", "vjp_from", "rho_is_one"]
+__all__ = ["Kernel", "Generic", "KERNELS", "kernel", "forward", "vjp_from", "rho_is_one"]
 
 
-def rho_is_one(act) -> bool:
-    """True when ``act`` keeps the base class's ``rho = 1`` (then ``phi = p``, no product needed)."""
-    return type(act).rho is A.Activation.rho
+def rho_is_one(activation) -> bool:
+    """True when ``activation`` keeps the base class's ``rho = 1`` (then ``phi = p``, no product needed)."""
+    return type(activation).rho is A.Activation.rho
 
 
 def _rowdot(xp, u, v, axis):
@@ -124,7 +125,13 @@ class Generic:
 
 
 class Kernel(Generic):
-    """A built-in activation: ``p`` by the split ``h = exp(f a) b`` (subclasses below, one per class)."""
+    """A built-in activation: ``p`` by the split ``h = exp(f a) b`` (subclasses below, one per class).
+
+    Each subclass is named for the activation class it speeds up, ``<Class>Kernel``, and says so
+    in ``speeds_up``; :data:`KERNELS` maps the class to it.
+    """
+
+    speeds_up = None  #: the class of :mod:`refattn.core.activations` this kernel is a faster form of
 
     needs_s = False
     bounded_rho = True
@@ -172,7 +179,9 @@ class Kernel(Generic):
         return H, rho, aux
 
 
-class _Softmax(Kernel):
+class SoftmaxKernel(Kernel):
+    speeds_up = A.Softmax
+
     def split(self, s):
         return s, None  # h = e^s
 
@@ -183,7 +192,9 @@ class _Softmax(Kernel):
         return p, p  # A = B = p:  ds = p (u - <u, p>)
 
 
-class _TanhMax(Kernel):
+class TanhMaxKernel(Kernel):
+    speeds_up = A.TanhMax
+
     def parts(self, s):
         xp = array_module(s)
         a = xp.abs(s)
@@ -220,7 +231,9 @@ class _TanhMax(Kernel):
         return H, xp.subtract(X, Y, out=X), None
 
 
-class _SignExp(Kernel):
+class SignExpKernel(Kernel):
+    speeds_up = A.SignExp
+
     def split(self, s):
         return array_module(s).abs(s), None  # h = e^|s|
 
@@ -232,7 +245,9 @@ class _SignExp(Kernel):
         return xp.maximum(xp.max(s, axis=-1, keepdims=True), -xp.min(s, axis=-1, keepdims=True))  # max |s|
 
 
-class _Expressive(Kernel):
+class ExpressiveKernel(Kernel):
+    speeds_up = A.Expressive
+
     needs_s = True
     has_exponent = False
 
@@ -286,7 +301,9 @@ class _Sigmoids(Kernel):
         return self.exponent(array_module(s).max(s, axis=-1, keepdims=True))
 
 
-class _SigSoftmax(_Sigmoids):
+class SigSoftmaxKernel(_Sigmoids):
+    speeds_up = A.SigSoftmax
+
     ell_factor = 2.0
     dell_offset = 1.0  # ell' = 1 + sigmoid(-s)
 
@@ -321,13 +338,15 @@ class _SigSoftmax(_Sigmoids):
         return H, None, aux
 
 
-class _Sigmoid(_Sigmoids):
+class SigmoidKernel(_Sigmoids):
     """ell' = sigmoid(-s). Where every row has a score above about -16.6, the
     normalised sigmoid needs no shift: ``p = sigmoid(s) / sum sigmoid(s)`` with
     ``sigmoid(s) = 1 / (1 + e^{-s})``, one exponential and no select. An entry
     whose sigmoid underflows then has ``p < 2^-1022 / 2^-24``, below 1e-300, as
     in the reference. Rows below that (or fully masked) take the shifted two-
     exponential route of :class:`_Sigmoids`."""
+
+    speeds_up = A.Sigmoid
 
     #: the least row maximum of sigmoid(s) for which the unshifted route is exact to 1e-300
     LEAST_TOP = 2.0 ** -24
@@ -364,7 +383,9 @@ class _Sigmoid(_Sigmoids):
         return H, None, aux
 
 
-class _Linear(Kernel):
+class LinearKernel(Kernel):
+    speeds_up = A.Linear
+
     has_exponent = False
     bounded_rho = False  # rho = s
 
@@ -372,7 +393,9 @@ class _Linear(Kernel):
         return p, None  # rho' = 1, ell' = 0:  ds = u / n
 
 
-class _ReLU(Kernel):
+class ReLUKernel(Kernel):
+    speeds_up = A.ReLU
+
     # rho' = [s > 0] needs s: [phi > 0] would differ where 0 < s < n * (smallest subnormal),
     # whose phi = s / n underflows to 0
     needs_s = True
@@ -383,7 +406,9 @@ class _ReLU(Kernel):
         return p * (s > 0), None  # rho' = [s > 0], ell' = 0:  ds = u [s > 0] / n
 
 
-class _CosFormer(Kernel):
+class CosFormerNormKernel(Kernel):
+    speeds_up = A.CosFormerNorm
+
     b_unbounded = True
     needs_s = True
     has_exponent = False
@@ -402,14 +427,16 @@ class _CosFormer(Kernel):
         return b, b
 
 
-_KERNELS = {A.Softmax: _Softmax, A.TanhMax: _TanhMax, A.SignExp: _SignExp,
-            A.Expressive: _Expressive, A.SigSoftmax: _SigSoftmax, A.Sigmoid: _Sigmoid,
-            A.Linear: _Linear, A.ReLU: _ReLU, A.CosFormerNorm: _CosFormer}
+#: The kernel of each built-in activation class, under the class's own name (tested: one kernel per
+#: registered activation, and no kernel without one).
+KERNELS = {k.speeds_up: k for k in (SoftmaxKernel, TanhMaxKernel, SignExpKernel, ExpressiveKernel,
+                                    SigSoftmaxKernel, SigmoidKernel, LinearKernel, ReLUKernel,
+                                    CosFormerNormKernel)}
 
 
-def kernel(act) -> Generic:
+def kernel(activation) -> Generic:
     """The fast kernel of an activation instance (:class:`Generic` for a class not listed)."""
-    return _KERNELS.get(type(act), Generic)(act)
+    return KERNELS.get(type(activation), Generic)(activation)
 
 
 def _split_p(xp, s, a, b, f, b_unbounded, axis, mask, overwrite_s=False):
@@ -445,13 +472,13 @@ def _split_p(xp, s, a, b, f, b_unbounded, axis, mask, overwrite_s=False):
         return xp.divide(H, z, out=H)
 
 
-def forward(act, s, axis=-1, mask=None, overwrite_s=False):
-    """``(p, w, aux)`` for activation ``act``: :meth:`Activation.p`, :meth:`Activation.forward`
+def forward(activation, s, axis=-1, mask=None, overwrite_s=False):
+    """``(p, w, aux)`` for ``activation``: :meth:`Activation.p`, :meth:`Activation.forward`
     and what :func:`vjp_from` needs, by the activation's kernel. With ``overwrite_s``
     the scores, a temporary of the caller's, may become ``p``'s memory (only where
-    the kernel does not need them: ``not kernel(act).needs_s``)."""
+    the kernel does not need them: ``not kernel(activation).needs_s``)."""
     with np.errstate(over="ignore", under="ignore", divide="ignore"):
-        k = kernel(act)
+        k = kernel(activation)
         xp = array_module(s, mask)
         if not math.isfinite(float(to_numpy(xp.sum(s)))):  # rare: a score that is not finite (or a sum that overflows)
             s = xp.where(xp.isinf(s), np.nan, s)  # as the reference: +-inf counts as NaN, which fills its row
@@ -459,7 +486,7 @@ def forward(act, s, axis=-1, mask=None, overwrite_s=False):
         return k.forward(s, axis, mask, overwrite_s and not k.needs_s)
 
 
-def vjp_from(act, xp, aux, p, u, axis, phi, overwrite_u=False, c=None):
+def vjp_from(activation, xp, aux, p, u, axis, phi, overwrite_u=False, c=None):
     """Eq. 01.R5, ``ds = u A - B <u, phi>``, given ``p``, ``phi`` and ``aux`` from :func:`forward`.
 
     With ``overwrite_u`` the upstream gradient ``u``, a temporary of the
@@ -469,7 +496,7 @@ def vjp_from(act, xp, aux, p, u, axis, phi, overwrite_u=False, c=None):
     are a block of the row). Equal to :meth:`Activation.backward`.
     """
     with np.errstate(over="ignore", under="ignore", divide="ignore"):
-        A, B = kernel(act).factors(aux, p, phi)
+        A, B = kernel(activation).factors(aux, p, phi)
         if c is None:
             c = _rowdot(xp, u, phi, axis)  # <u, phi>, before u is overwritten
         if B is None:  # ell' = 0 (linear, relu): ds = u A

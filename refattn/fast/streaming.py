@@ -22,7 +22,7 @@ line of code that carries it out.
 
 :func:`streaming_attention` and :func:`streaming_attention_backward` take the
 arguments of :func:`refattn.core.attention.attention` (plus ``block_size``) and
-return its numbers (``tests/test_streaming.py``: every activation and score,
+return its numbers (``tests/fast/test_streaming.py``: every activation and score,
 masks, causal, to 1e-12 in float64), with one difference in the cache: it
 holds per query row two numbers (``m`` and ``z``) and the output, never an
 ``n_q x n_k`` array.
@@ -46,121 +46,17 @@ from __future__ import annotations
 
 import contextlib
 
-import math
-
 import numpy as np
 
-from ..core import checks
+from ..core.attention import attention_args
 from ..core.backend import array_module, quiet, stop_gradient, sum_to, to_numpy
 from ..core.checks import check_float_array, check_int
-from ..core.scores import CosFormer, relu
+from . import streaming_fast
+from .blocks import Blocks, non_finite_as_reference
 from .kernels import rho_is_one
 from .threads import single_threaded_blas
 
 __all__ = ["streaming_attention", "streaming_attention_backward"]
-
-
-# --------------------------------------------------------------------------
-# Blocks: which (query block, key block) pairs exist, their scores and masks
-# --------------------------------------------------------------------------
-
-
-def _slices(n, size):
-    """``[slice(0, size), slice(size, 2 size), ...]`` covering ``range(n)``."""
-    return [slice(i, min(i + size, n)) for i in range(0, n, size)]
-
-
-def _mask_block(mask, rows, cols):
-    """The block ``(rows, cols)`` of a mask broadcastable to ``(..., n_q, n_k)``
-    (an axis of size 1, or a missing one, is broadcast and not sliced)."""
-    if mask is None:
-        return None
-    if mask.ndim >= 2 and mask.shape[-2] != 1:
-        mask = mask[..., rows, :]
-    if mask.ndim >= 1 and mask.shape[-1] != 1:
-        mask = mask[..., cols]
-    return mask
-
-
-class _Blocks:
-    """The score function, cut into blocks.
-
-    ``scores(rows, cols)`` is the block ``s[..., rows, cols]`` of the scores
-    the reference computes, ``keep(rows, cols)`` the block of its mask (the
-    user's mask and, on blocks that cross the diagonal, the causal one), and
-    ``score_vjp(rows, cols, ds)`` the reference score's VJP on the block.
-    Per-token scores (``self``, ``global``) have one query row that pools
-    every token: their ``rows`` is ``slice(0, 1)`` and ``cols`` selects the
-    tokens.
-    """
-
-    def __init__(self, sc, Q, K, params, mask, causal, block_size):
-        self.sc, self.Q, self.K, self.params = sc, Q, K, params
-        self.mask, self.causal, self.size = mask, causal, block_size
-        self.n_k = np.shape(stop_gradient(K))[-2]
-        self.n_q = np.shape(stop_gradient(Q))[-2] if sc.pairwise else 1
-        # neural's per-pair weights carry (n_q, n_k) in front: a block takes its slice of them
-        spec = sc.param_spec(params)
-        self.pair_params = tuple(p for p, sym in spec.items() if tuple(sym[:2]) == ("n_q", "n_k"))
-        self.cos = isinstance(sc, CosFormer)  # its weights depend on the absolute positions i - j
-        if self.cos:
-            sc.weights(np, range(0), range(0), max(self.n_q, self.n_k), np.float64)  # refuses M < n now
-
-    # --- which blocks -------------------------------------------------------
-    def query_blocks(self):
-        return _slices(self.n_q, self.size)
-
-    def key_blocks(self):
-        return _slices(self.n_k, self.size)
-
-    def visible(self, rows, cols):
-        """False for a block wholly above the diagonal (every key after every query)."""
-        return not self.causal or cols.start <= rows.stop - 1
-
-    # --- a block's scores ----------------------------------------------------
-    def _inputs(self, rows, cols):
-        """``(q, k, params)`` of the block: the query and key rows it pairs, and its parameters."""
-        if not self.sc.pairwise:  # token i with itself: the tokens are the columns
-            q = None if self.Q is None else self.Q[..., cols, :]
-            return q, self.K[..., cols, :], self.params
-        params = {p: (v[rows, cols] if p in self.pair_params else v) for p, v in self.params.items()}
-        return self.Q[..., rows, :], self.K[..., cols, :], params
-
-    def scores(self, rows, cols):
-        """``(s, cache)``: ``s[..., rows, cols]``, shape ``(..., bq, bk)`` (``(..., 1, bk)`` per token),
-        and the score's cache for :meth:`score_backward`."""
-        q, k, params = self._inputs(rows, cols)
-        if self.cos:  # cosFormer's C_ij at the block's absolute positions, in the cache its backward reads
-            xp = array_module(q, k)
-            C = self.sc.weights(xp, rows, cols, max(self.n_q, self.n_k), q.dtype)  # (bq, bk)
-            s = (relu(xp, q) @ xp.swapaxes(relu(xp, k), -1, -2)) * C  # (..., bq, bk)
-            return s, {"kind": "Score", "shape": np.shape(s), "q": q, "k": k, "C": C}
-        s, cache = self.sc.forward(q, k, params)  # (..., bq, bk), or (..., bk) per token
-        return (s if self.sc.pairwise else s[..., None, :]), cache
-
-    def keep(self, rows, cols):
-        """The mask of the block (True = keep), or ``None`` where every entry is kept."""
-        xp = array_module(self.Q, self.K, self.mask)
-        keep = _mask_block(self.mask, rows, cols)
-        if self.causal and cols.stop - 1 > rows.start:  # the block crosses the diagonal
-            tri = xp.arange(rows.start, rows.stop)[:, None] >= xp.arange(cols.start, cols.stop)[None, :]
-            keep = tri if keep is None else keep & tri  # (bq, bk) or (..., bq, bk)
-        return keep
-
-    def score_backward(self, rows, cols, ds, cache):
-        """The score's backward pass on the block: ``(q_slice, dq, dk, dparams)``, ``dq`` for ``Q[..., q_slice, :]``."""
-        if self.sc.pairwise:
-            return (rows,) + tuple(self.sc.backward(ds, cache))
-        return (cols,) + tuple(self.sc.backward(ds[..., 0, :], cache))  # per token: q_i pairs with k_i
-
-
-def _non_finite_as_reference(xp, s, keep):
-    """The reference's rule (``Activation.forward``): a score of +-inf counts as NaN, which fills its
-    row, and a masked entry is ignored whatever its score. One sum tells whether anything is to do."""
-    if math.isfinite(float(to_numpy(xp.sum(stop_gradient(s))))):
-        return s
-    s = xp.where(xp.isinf(s), np.nan, s)
-    return s if keep is None else xp.where(keep, s, 0.0)
 
 
 def _ell_over_c(act, s):
@@ -203,7 +99,7 @@ def _stream_rows(xp, blocks, act, V, rows):
             break  # causal: this and every later key block lie above the diagonal
         # Step 1: the block's scores, by the reference score function
         keep = blocks.keep(rows, cols)
-        s = _non_finite_as_reference(xp, blocks.scores(rows, cols)[0], keep)  # (..., bq, bk)
+        s = non_finite_as_reference(xp, blocks.scores(rows, cols)[0], keep)  # (..., bq, bk)
         # Step 2: ell = log h; a masked entry has h = 0, ell = -inf
         l, c = _ell_over_c(act, s)  # (..., bq, bk)  ell / c
         if keep is not None:
@@ -315,22 +211,21 @@ def streaming_attention(Q, K, V, *, score="scaled_dot", activation="softmax", pa
         As :func:`refattn.core.attention.attention`; and for a ``block_size`` that
         is not a positive int.
     """
-    sc, act, params, mask, _ = checks.attention_args(Q, K, V, score, activation, params, mask, causal,
-                                                     score_options)  # causal: per block, in _Blocks.keep
+    sc, act, params, mask, _ = attention_args(Q, K, V, score, activation, params, mask, causal,
+                                              score_options)  # causal: per block, in Blocks.keep
     block_size = None if block_size is None else check_int(block_size, "block_size", 1)
     if not isinstance(reading, (bool, np.bool_)):
         raise TypeError(f"reading: expected True or False, got {type(reading).__name__}")
     Q, K, V, params = _promoted(Q, K, V, params)
     cache = {"Q": Q, "K": K, "V": V, "params": params, "mask": mask, "causal": bool(causal),
              "block_size": block_size, "score": sc, "activation": act}
-    from . import streaming_fast  # noqa: PLC0415  (it builds on the blocks of this module)
 
     if not reading and streaming_fast.applies(sc, Q, K, V, mask, params):
-        out, m, z, sizes = streaming_fast.forward(sc, act, Q, K, V, params, mask, bool(causal), block_size)
-        cache.update(route="fast", sizes=sizes, out=out, m=m, z=z)
+        out, aux = streaming_fast.forward(sc, act, Q, K, V, params, mask, bool(causal), block_size)
+        cache.update(route="fast", out=out, **aux)
         return out, cache
     block_size = READING_BLOCK if block_size is None else block_size
-    blocks = _Blocks(sc, Q, K, params, mask, bool(causal), block_size)
+    blocks = Blocks(sc, Q, K, params, mask, bool(causal), block_size)
     xp = array_module(Q, K, V, mask, *params.values())
     with _one_blas_thread(xp):
         parts = [_stream_rows(xp, blocks, act, V, rows) for rows in blocks.query_blocks()]  # Steps 1-6
@@ -379,11 +274,9 @@ def streaming_attention_backward(grad_out, cache):
     sc, act, params = cache["score"], cache["activation"], cache["params"]
     xp = array_module(grad_out, Q, K, V, *params.values())
     if cache["route"] == "fast" and xp is np:
-        from . import streaming_fast  # noqa: PLC0415
-
         grads = streaming_fast.backward(grad_out, cache)
     else:
-        blocks = _Blocks(sc, Q, K, params, cache["mask"], cache["causal"], cache["block_size"])
+        blocks = Blocks(sc, Q, K, params, cache["mask"], cache["causal"], cache["block_size"])
         with _one_blas_thread(xp):
             grads = _backward_blocks(xp, blocks, act, grad_out, cache)
     return _not_finite_slices(xp, grads, (Q, K, V, out, grad_out))
@@ -456,7 +349,7 @@ def _backward_blocks(xp, blocks, act, grad_out, cache):
             # Step 8: recompute the block's scores and its final p_ij = e^(ell_ij - c m_i) / z_i
             s, score_cache = blocks.scores(rows, cols)  # (..., bq, bk)
             keep = blocks.keep(rows, cols)
-            s = _non_finite_as_reference(xp, s, keep)
+            s = non_finite_as_reference(xp, s, keep)
             l, c = _ell_over_c(act, s)  # (..., bq, bk)
             if keep is not None:
                 l = xp.where(keep, l, -np.inf)

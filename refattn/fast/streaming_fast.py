@@ -56,7 +56,7 @@ import numpy as np
 from ..core.backend import quiet
 from . import threads
 from .kernels import kernel, vjp_from
-from .streaming import _Blocks, _mask_block, _slices
+from .blocks import Blocks, mask_block, slices
 from .strips import block_terms, causal_band, plain_dot, scores_are_finite
 
 __all__ = ["applies", "forward", "backward", "strip_sizes"]
@@ -115,8 +115,8 @@ def _unchecked(method):
     return getattr(method, "__wrapped__", method)
 
 
-class _FastBlocks(_Blocks):
-    """:class:`refattn.fast.streaming._Blocks` calling the score's forward and backward without their
+class _FastBlocks(Blocks):
+    """:class:`refattn.fast.streaming.Blocks` calling the score's forward and backward without their
     argument checks: :func:`~refattn.fast.streaming.streaming_attention` checked the arguments once,
     and a check per block costs as much as the block's arithmetic at the smaller sizes."""
 
@@ -150,7 +150,7 @@ class _Plan:
         g = 1 if per_slice else g
         self.per_slice_mask = per_slice
         self.units = [(slice(g0, min(g0 + g, S)), rows) for g0 in range(0, S, g)
-                      for rows in _slices(self.n_q, self.bq)]
+                      for rows in slices(self.n_q, self.bq)]
         self.groups = _groups(self.units, [self.cost(u) for u in self.units], threads.num_threads())
         self._blocks = {}
         self.beta = sc.beta_for(K.shape[-1]) if plain_dot(sc) else None
@@ -163,14 +163,14 @@ class _Plan:
 
     def chunks(self, rows):
         """The key chunks a strip of ``rows`` sees: none past its last row under ``causal``."""
-        return _slices(self.key_end(rows), self.bk)
+        return slices(self.key_end(rows), self.bk)
 
     def cost(self, unit):
         sl, rows = unit
         return (sl.stop - sl.start) * (rows.stop - rows.start) * self.key_end(rows)
 
     def blocks(self, sl):
-        """The score function cut into blocks, for the slices ``sl`` (one :class:`_Blocks` each)."""
+        """The score function cut into blocks, for the slices ``sl`` (one :class:`Blocks` each)."""
         b = self._blocks.get(sl.start)
         if b is None:
             b = self._blocks[sl.start] = _FastBlocks(self.sc, self.Qf[sl], self.Kf[sl], self.params,
@@ -189,7 +189,7 @@ class _Plan:
 
     def keep(self, blocks, rows, cols):
         """``(user, band)``: the user's mask of the block and, under ``causal``, :func:`causal_band`."""
-        return _mask_block(blocks.mask, rows, cols), (causal_band(rows, cols) if self.causal else None)
+        return mask_block(blocks.mask, rows, cols), (causal_band(rows, cols) if self.causal else None)
 
     def disjoint(self):
         """True when no two groups share a slice (then the backward needs no accumulators of its own)."""
@@ -225,8 +225,9 @@ def _run_groups(plan, fn):
 # --------------------------------------------------------------------------
 
 
-def forward(sc, act, Q, K, V, params, mask, causal, block_size):
-    """Streaming attention's forward pass on NumPy arrays: ``(out, m, z, sizes)``, ``m, z (..., n_q)``."""
+def forward(sc, activation, Q, K, V, params, mask, causal, block_size):
+    """Streaming attention's forward pass on NumPy arrays: ``(out, aux)``, ``out`` the output and ``aux``
+    what :func:`backward` reads beside the inputs (``m, z (..., n_q)``, the strip ``sizes``)."""
     lead, n_q = Q.shape[:-2], Q.shape[-2]
     sizes = strip_sizes(math.prod(lead), n_q, K.shape[-2], Q.dtype.itemsize, plain_dot(sc), block_size)
     plan = _Plan(sc, Q, K, params, mask, causal, lead, sizes)
@@ -235,7 +236,7 @@ def forward(sc, act, Q, K, V, params, mask, causal, block_size):
     out = np.empty((S, n_q, V.shape[-1]), V.dtype)  # (S, n_q, d_v)
     m = np.empty((S, n_q, 1), V.dtype)
     z = np.empty((S, n_q, 1), V.dtype)
-    k = kernel(act)
+    k = kernel(activation)
     check = not scores_are_finite(sc, Q, K)
     # |rho| <= 1 and values far from overflow: the sums W V are finite without normalising W first
     post = k.bounded_rho and _below(Vf, K.shape[-2])  # the sum runs over every key, block after block
@@ -250,7 +251,8 @@ def forward(sc, act, Q, K, V, params, mask, causal, block_size):
     _run_groups(plan, group)
     if not np.isfinite(V).all():  # a value that is not finite reaches its column of every row (0 inf = NaN)
         out = np.where(np.isfinite(Vf).all(axis=-2, keepdims=True), out, np.nan)
-    return out.reshape(lead + out.shape[-2:]), m.reshape(lead + (n_q,)), z.reshape(lead + (n_q,)), sizes
+    return out.reshape(lead + out.shape[-2:]), {"m": m.reshape(lead + (n_q,)), "z": z.reshape(lead + (n_q,)),
+                                                "sizes": sizes}
 
 
 def _below(x, factor):

@@ -24,7 +24,7 @@ import numpy as np
 from ..core.scores import Dot
 from . import threads
 from .kernels import kernel, vjp_from
-from .streaming import _Blocks, _mask_block, _non_finite_as_reference, _slices
+from .blocks import Blocks, mask_block, non_finite_as_reference, slices
 
 
 def plain_dot(sc):
@@ -69,7 +69,7 @@ def _checked(s, user, band):
         tri = np.ones(s.shape[-2:], bool)
         tri[:, lo:] = ~above
         keep = tri if keep is None else keep & tri
-    return _non_finite_as_reference(np, s, keep)
+    return non_finite_as_reference(np, s, keep)
 
 
 def masked_top(k, s, user, band):
@@ -143,7 +143,7 @@ def normalised(k, s, user, band, check):
 CAUSAL_ROWS = 128
 
 
-def forward_causal(sc, act, Q, K, V, params, keep, into=None):
+def forward_causal(sc, activation, Q, K, V, params, keep, into=None):
     """:func:`refattn.fast._forward` under ``causal``, in strips of :data:`CAUSAL_ROWS` query rows.
 
     A strip of rows ``[r0, r1)`` meets the keys ``[0, r1)`` only (the others are masked), and only
@@ -152,18 +152,18 @@ def forward_causal(sc, act, Q, K, V, params, keep, into=None):
     diagonal, written strip by strip (into ``into``'s arrays where given); the scores are not kept
     (:class:`AttentionCache` recomputes them when asked).
     """
-    k = kernel(act)
+    k = kernel(activation)
     n, lead = np.shape(K)[-2], np.shape(K)[:-2]
-    blocks = _Blocks(sc, Q, K, params, keep, False, CAUSAL_ROWS)  # positions, per-pair weights
+    blocks = Blocks(sc, Q, K, params, keep, False, CAUSAL_ROWS)  # positions, per-pair weights
     check = not scores_are_finite(sc, Q, K)
     dtype = np.result_type(*(x for x in (Q, K, V, *params.values()) if x is not None))  # as the reference's
     out = np.empty(lead + (n, np.shape(V)[-1]), dtype)  # (..., n, d_v)
     p, w, aux = into if into is not None else (np.zeros(lead + (n, n), dtype), None, None)
     caches = []
-    for rows in _slices(n, CAUSAL_ROWS):
+    for rows in slices(n, CAUSAL_ROWS):
         cols = slice(0, rows.stop)
         s, score_cache = blocks.scores(rows, cols)  # (..., bq, r1)
-        user = _mask_block(keep, rows, cols)
+        user = mask_block(keep, rows, cols)
         ps, ws, a = normalised(k, s, user, causal_band(rows, cols), check)  # (..., bq, r1)
         if into is None and ws is not ps and w is None:
             w = np.zeros_like(p)
@@ -179,7 +179,7 @@ def forward_causal(sc, act, Q, K, V, params, keep, into=None):
     return out, None, p, (p if w is None else w), aux, (blocks, caches)
 
 
-def backward_causal(act, grad_out, V, aux, p, w, score_cache):
+def backward_causal(activation, grad_out, V, aux, p, w, score_cache):
     """:func:`refattn.fast._backward` for :func:`forward_causal`, strip by strip: ``(dQ, dK, dV, dparams)``."""
     blocks, caches = score_cache
     n = np.shape(V)[-2]
@@ -188,13 +188,13 @@ def backward_causal(act, grad_out, V, aux, p, w, score_cache):
     dK = np.zeros(np.shape(blocks.K), d_s if blocks.Q is None else np.result_type(d_s, blocks.Q))
     dQ, dV = None, np.zeros(np.shape(V), np.result_type(w, grad_out))
     dparams = {name: np.zeros_like(v) for name, v in blocks.params.items()}
-    for rows, score_cache in zip(_slices(n, CAUSAL_ROWS), caches):
+    for rows, score_cache in zip(slices(n, CAUSAL_ROWS), caches):
         cols = slice(0, rows.stop)
         ws, ps = w[..., rows, cols], p[..., rows, cols]  # (..., bq, r1)
         G = grad_out[..., rows, :]  # (..., bq, d_v)
         dV[..., cols, :] += np.swapaxes(ws, -1, -2) @ G  # dV = W^T dY
         dW = G @ np.swapaxes(V[..., cols, :], -1, -2)  # (..., bq, r1)   dW = dY V^T
-        ds = vjp_from(act, np, None if aux is None else aux[..., rows, cols], ps, dW, -1, ws,
+        ds = vjp_from(activation, np, None if aux is None else aux[..., rows, cols], ps, dW, -1, ws,
                       overwrite_u=dW.dtype == np.result_type(dW, ps, ws))  # dW's memory if it is precise enough
         _, dq, dk, dpar = blocks.score_backward(rows, cols, ds, score_cache)
         if dQ is None:
@@ -209,11 +209,11 @@ def backward_causal(act, grad_out, V, aux, p, w, score_cache):
     return dQ, dK, dV, dparams
 
 
-def forward_blocked_causal(sc, act, Qf, Kf, Vf, params, keep, per_slice, shape, size, score_caches):
+def forward_blocked_causal(sc, activation, Qf, Kf, Vf, params, keep, per_slice, shape, size, score_caches):
     """The blocked route's forward under ``causal``: each block writes its strips straight into the
     full-size ``p``, ``w`` and aux (rows of one zeroed allocation, whose pages above the diagonal
     are never touched)."""
-    k = kernel(act)
+    k = kernel(activation)
     dtype = np.result_type(*(x for x in (Qf, Kf, *params.values()) if x is not None))
     _, rho, aux = k.stream(np.zeros((1, 1), dtype), np.ones((1, 1), dtype), True)  # which of w, aux it makes
     names = ["p"] + (["w"] if rho is not None else []) + (["aux"] if aux is not None else [])
@@ -222,8 +222,8 @@ def forward_blocked_causal(sc, act, Qf, Kf, Vf, params, keep, per_slice, shape, 
 
     def block(i, j):
         into = tuple(None if full.get(name) is None else full[name][i:j] for name in ("p", "w", "aux"))
-        out[i:j], *_, score_caches[i] = forward_causal(sc, act, None if Qf is None else Qf[i:j], Kf[i:j], Vf[i:j],
-                                                       params, keep[i:j] if per_slice else keep, into)
+        out[i:j], *_, score_caches[i] = forward_causal(sc, activation, None if Qf is None else Qf[i:j], Kf[i:j],
+                                                       Vf[i:j], params, keep[i:j] if per_slice else keep, into)
 
     threads.run_blocks(block, Vf.shape[0], size)
     batch = shape[:-2]

@@ -4,7 +4,9 @@ Every module here defines
 
 * ``Settings``: a dataclass of the study's settings, each field with its
   default and its help text written once (:func:`option`); the first line of
-  its docstring says what the study does;
+  its docstring says what the study does. Every parameter of the study is a
+  field, written there and nowhere else: the study's runner (``run_nt``,
+  ``run_polarity``, ...) takes the settings object itself;
 * ``run(settings, ...)``: the study, returning a JSON-able dict. Besides
   ``settings`` it takes whichever of these keywords it uses: ``progress``
   (``None``: a progress line on a terminal; ``False``: silent), ``on_result``
@@ -24,6 +26,12 @@ between the command line and the code. From Python::
     from refattn.studies import polarity
     result = polarity.run(polarity.Settings(seeds=3, epochs=4))
     print(polarity.report(result))
+
+Beside the studies, two modules hold what several studies use (:data:`SHARED`):
+:mod:`refattn.studies.helpers` (the data folder, the code's commit, phrase
+lists) and :mod:`refattn.studies.statistics` (the rank test). A study takes
+from another study only its ``run_*`` function, its constants and its
+``Settings``.
 """
 
 from __future__ import annotations
@@ -35,8 +43,8 @@ import os
 import types
 import typing
 
-__all__ = ["STUDIES", "study", "option", "max_memory", "option_name", "field_type", "check_settings",
-           "check_folder", "check_device", "RANGE_RULES"]
+__all__ = ["STUDIES", "SHARED", "study", "option", "max_memory", "option_name", "command_fields", "field_type",
+           "check_settings", "check_folder", "check_device", "RANGE_RULES"]
 
 #: Command name -> module of :mod:`refattn.studies`, in the order ``refattn --help`` lists them
 #: (the theory's numbers, TanhMax's experiments, Expressive's, NeuralAttn's and the language model).
@@ -62,6 +70,9 @@ STUDIES = {
     "lm": "lm",
     "lm-study": "lm_study",
 }
+
+#: The modules of :mod:`refattn.studies` that are not studies: what several studies share.
+SHARED = ("helpers", "statistics")
 
 
 def study(command):
@@ -96,7 +107,11 @@ def option(default=dataclasses.MISSING, help="", **cli):  # noqa: A002  (the wor
         ``output=`` (``"checkpoint"``, a ``.npz`` file; ``"checkpoint_dir"``,
         a folder of them; ``"results"``, a results file: each writable, locked
         for this run, an existing one readable) and ``device=True`` (``"gpu"``
-        needs CuPy and a CUDA device).
+        needs CuPy and a CUDA device); ``cli=False`` for a setting that Python
+        callers give and the command line leaves at its default (a structure
+        no option can spell, or a hook for tests); ``old_names=("--attention",)``
+        for spellings of the option that the command line still accepts, each
+        with a one-line deprecation note on stderr.
     """
     return dataclasses.field(default=default, metadata={"help": help, **cli})
 
@@ -114,6 +129,11 @@ RANGE_RULES = ("low", "high", "positive", "items")
 def option_name(f):
     """A settings field as the command line writes it: ``--eval-every`` (or ``figure``, positional)."""
     return f.name if f.metadata.get("positional") else "--" + f.name.replace("_", "-")
+
+
+def command_fields(cls):
+    """The fields of the settings class ``cls`` that the command line has an option for (not ``cli=False``)."""
+    return [f for f in dataclasses.fields(cls) if f.metadata.get("cli", True)]
 
 
 def _check_number(value, kind, meta, option):
@@ -203,10 +223,12 @@ def check_settings(settings):
         One line naming the option as the command line writes it and the value given.
 
     Rules that tie settings together live in the settings class's own
-    ``check(self)`` method, called after the fields' rules.
+    ``check(self)`` method, called after the fields' rules. A field with no
+    option (``cli=False``) is Python's to give and is not checked here.
     """
     hints = typing.get_type_hints(type(settings))
-    for f in dataclasses.fields(settings):
+    fields = command_fields(type(settings))
+    for f in fields:
         value, meta, option = getattr(settings, f.name), f.metadata, option_name(f)
         if value is None:
             continue
@@ -243,8 +265,7 @@ def check_settings(settings):
             _check_number(value, tp, meta, option)
     if hasattr(settings, "check"):
         settings.check()
-    given = [(f, getattr(settings, f.name)) for f in dataclasses.fields(settings)
-             if getattr(settings, f.name) is not None]
+    given = [(f, getattr(settings, f.name)) for f in fields if getattr(settings, f.name) is not None]
     for f, value in given:
         if f.metadata.get("device"):
             check_device(value, option_name(f))

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.activations import activation
+from ..core.activations import activation as get_activation
 from ..core.checks import check_float_array, check_int, check_real
 from ..core.scores import score
 from ..training.runs import check_memory
@@ -72,12 +72,12 @@ def _c_array(c):
     return arr
 
 
-def attention_weights(activation_name, query, keys, *, beta=1.0):
+def attention_weights(activation, query, keys, *, beta=1.0):
     """Weights of one query over a set of keys: ``phi(beta q . k_j)``.
 
     Parameters
     ----------
-    activation_name : str
+    activation : str
         A registered activation (``refattn.ACTIVATIONS``); ``"softmax"`` is
         Expressive's DPA (Eq. 1), ``"expressive"`` its EA (Eq. 2).
     query : ndarray, shape (d,)
@@ -89,10 +89,10 @@ def attention_weights(activation_name, query, keys, *, beta=1.0):
     -------
     ndarray, shape (n,)
         ``phi(z)`` with ``z_j = beta q . k_j`` from ``score("scaled_dot", beta=beta)``
-        and ``phi = activation(activation_name).forward``
+        and ``phi = refattn.activation(activation).forward``
         (``derivations/07-expressive-geometry.md``, Eqs. 07.EG1-07.EG2).
     """
-    act = activation(activation_name)
+    act = get_activation(activation)
     check_float_array(query, "query", ndim=1)
     check_float_array(keys, "keys", ndim=2)
     if keys.shape[1] != query.shape[0]:
@@ -138,18 +138,18 @@ def circle_keys(n_keys, *, norm_k=1.0, dim=2):
     return angles, keys
 
 
-def weight_vs_angle(activation_name, *, norm_q, norm_k, n_keys, beta=1.0, dim=2):
+def weight_vs_angle(activation, *, norm_q, norm_k, n_keys, beta=1.0, dim=2):
     """Attention weight of each key against its angle to the query (Expressive, Fig. 1).
 
     The query is ``q = norm_q e_1``; the keys are :func:`circle_keys`; the
     scores are ``z_j = beta q . k_j = c cos(theta_j)`` with
     ``c = beta norm_q norm_k``; the weights are
-    ``activation(activation_name)(z)``, one row over all keys. Only
+    ``refattn.activation(activation)(z)``, one row over all keys. Only
     the angle matters, so ``dim`` changes nothing (a test checks this).
 
     Parameters
     ----------
-    activation_name : str
+    activation : str
         A registered activation; ``"softmax"`` (DPA, Expressive Eq. 1) and
         ``"expressive"`` (EA, Expressive Eq. 2) are the two of the figure.
     norm_q, norm_k : float
@@ -173,10 +173,10 @@ def weight_vs_angle(activation_name, *, norm_q, norm_k, n_keys, beta=1.0, dim=2)
     angles, keys = circle_keys(n_keys, norm_k=norm_k, dim=dim)  # (n,), (n, dim)
     query = np.zeros(keys.shape[1])
     query[0] = norm_q  # (dim,)
-    return angles, attention_weights(activation_name, query, keys, beta=beta)
+    return angles, attention_weights(activation, query, keys, beta=beta)
 
 
-def weight_ratio(activation_name, cos_a, cos_b, *, c):
+def weight_ratio(activation, cos_a, cos_b, *, c):
     """Closed form of ``phi_a / phi_b`` for two keys of one norm in one row.
 
     With ``z = c cos(theta)``, ``c = beta |q| |k|``, the normaliser cancels:
@@ -189,7 +189,7 @@ def weight_ratio(activation_name, cos_a, cos_b, *, c):
 
     Parameters
     ----------
-    activation_name : {"softmax", "expressive"}
+    activation : {"softmax", "expressive"}
     cos_a, cos_b : float or ndarray
         Cosines of the two keys' angles to the query, in ``[-1, 1]``.
     c : float or ndarray
@@ -199,15 +199,15 @@ def weight_ratio(activation_name, cos_a, cos_b, *, c):
     -------
     ndarray or float
     """
-    if activation_name not in CLOSED_FORMS:
-        raise ValueError(f"activation_name: closed forms exist for {CLOSED_FORMS}, "
-                         f"got {activation_name!r}")
+    if activation not in CLOSED_FORMS:
+        raise ValueError(f"activation: closed forms exist for {CLOSED_FORMS}, "
+                         f"got {activation!r}")
     ca, cb = (np.asarray(x, dtype=np.float64) for x in (cos_a, cos_b))
     for name, x in (("cos_a", ca), ("cos_b", cb)):
         if not np.all(np.abs(x) <= 1.0):
             raise ValueError(f"{name}: expected cosines in [-1, 1], got {x!r}")
     c = _c_array(c)
-    if activation_name == "softmax":
+    if activation == "softmax":
         return np.exp(c * (ca - cb))[()]  # 07.EG3
     xa, xb = (c * ca) ** 2, (c * cb) ** 2
     num, den = xa / (1.0 + xa), xb / (1.0 + xb)  # z^2 / (1 + z^2)
@@ -284,7 +284,7 @@ def random_unit_vectors(n, dim, rng):
     return x / np.linalg.norm(x, axis=1, keepdims=True)
 
 
-def weight_vs_cosine(activation_name, *, dim=64, n_keys=256, norm_q=1.0, norm_k=1.0, beta=1.0,
+def weight_vs_cosine(activation, *, dim=64, n_keys=256, norm_q=1.0, norm_k=1.0, beta=1.0,
                      planted=(1.0, -1.0), seed=0):
     """Weights of random and planted keys in ``R^dim`` against their cosine to the query.
 
@@ -296,7 +296,7 @@ def weight_vs_cosine(activation_name, *, dim=64, n_keys=256, norm_q=1.0, norm_k=
 
     Parameters
     ----------
-    activation_name : str
+    activation : str
         A registered activation (``"softmax"``: DPA; ``"expressive"``: EA).
     dim : int
         Dimension, ``>= 2``.
@@ -340,7 +340,7 @@ def weight_vs_cosine(activation_name, *, dim=64, n_keys=256, norm_q=1.0, norm_k=
     query = np.zeros(dim)
     query[0] = norm_q  # (dim,)
     cosines = keys[:, 0] / np.linalg.norm(keys, axis=1)  # (p+n,)
-    return cosines, attention_weights(activation_name, query, keys, beta=beta)
+    return cosines, attention_weights(activation, query, keys, beta=beta)
 
 
 # --------------------------------------------------------------------------

@@ -44,16 +44,16 @@ from dataclasses import dataclass
 import numpy as np
 from autograd import grad as _autograd_grad
 
-from ..training.models.polarity import PolarityClassifier
+from ..core.activations import ACTIVATIONS
 from ..core.checks import check_int
+from ..training.classifier import OPTIMISERS, classifier_memory, train_classifier
+from ..training.models.polarity import SCORE_KINDS, PolarityClassifier
+from ..training.runs import check_memory
 from ..training.tasks.polarity import PolarityConfig, make_polarity, token_polarity
 from ..training.tasks.sst2 import Vocabulary, load_sst2
-from ..training.runs import check_memory
-from ..core.activations import ACTIVATIONS
 from . import max_memory, option
-from .polarity import classifier_memory, train_classifier
-from .sst2 import DATA_HELP
-from .sst2 import resolve_data_dir as resolve_sst2
+from .helpers import DATA_HELP
+from .helpers import resolve_data_dir as resolve_sst2
 
 __all__ = [
     "PAPER_TABLE1",
@@ -122,7 +122,16 @@ class Settings:
     split: str = option("label", "group instances by true label or by predicted class",
                         choices=("label", "prediction"))
     seed: int = option(0, "seed of the data", low=0)
+    first_seed: int = option(0, "the first model seed: the runs use seeds FIRST_SEED, FIRST_SEED + 1, ...", low=0)
+    score: str = option("self", "score", choices=SCORE_KINDS)
+    optimizer: str = option("adam", "optimiser", choices=tuple(OPTIMISERS))
+    lr: float = option(1e-2, "learning rate", positive=True)
+    batch_size: int = option(100, "sentences per batch", low=1)
+    dropout: float = option(0.5, "dropout rate, in [0, 1)", low=0, high=0.999)
     max_memory: float | None = max_memory()
+    config: PolarityConfig = option(SYNTHETIC_SMALL, "the synthetic data", cli=False)
+    orient_signed: bool = option(True, "apply orientation() to signed activations (the raw per-seed taus are "
+                                       "reported either way)", cli=False)
 
     def check(self):
         """``--sst2`` is read only with ``--data sst2``: given otherwise, it would be silently ignored."""
@@ -794,61 +803,52 @@ def _load(data, sst2_path, seed, config):
 
 def memory_estimate(seeds, tokens, n_instances, n_draws, length):
     """Bytes :func:`run_interpret` needs at its peak, before any work: training the classifier
-    (:func:`refattn.studies.polarity.classifier_memory` of the ``tokens`` of both splits) or the
+    (:func:`refattn.training.classifier.classifier_memory` of the ``tokens`` of both splits) or the
     permutation and randomisation draws, about 34 bytes per seed, instance, draw and token as
     tracemalloc measures them (the estimate allows 48), whichever is larger."""
     draws = 48 * int(seeds) * int(n_instances) * int(n_draws) * int(length)
     return max(classifier_memory(seeds, tokens), draws + 8 * 2**20)
 
 
-def run_interpret(activations=("softmax", "tanhmax"), data="synthetic", sst2_path=None, seeds=None, epochs=None,
-                  n_instances=None, seed=0, *, n_draws=100, score="self", config=SYNTHETIC_SMALL, orient_signed=True,
-                  optimizer="adam", lr=1e-2, batch_size=100, dropout=0.5, split="label", progress=None,
-                  on_result=None, max_memory=None):
-    r"""Train the classifier and measure TanhMax Table 1's quantities on test instances.
+def _per_seed(m, seeds, flip, te_lab):
+    """Per seed: test accuracy, whether it was flipped, and the per-class mean taus before orientation."""
+    acc = np.mean((m["prob"] > 0.5) == (te_lab[None] == 1), axis=1)  # (S,)
+    per_seed = []
+    for j, sd in enumerate(seeds):
+        sign = -1.0 if flip[j] else 1.0  # tau is odd in w: the unflipped model's tau is -tau (Eq. 13.I10)
+        row = {"seed": sd, "test_accuracy": float(acc[j]), "flipped": bool(flip[j])}
+        for c in (0, 1):
+            sel = te_lab == c
+            for key in ("tau_g", "tau_loo"):
+                t = m[key][j, sel]
+                t = t[np.isfinite(t)]
+                row[f"{key}_raw_class{c}"] = _float(sign * t.mean()) if t.size else None
+        per_seed.append(row)
+    return per_seed
 
-    For each activation: train ``seeds`` models at once
-    (:func:`refattn.studies.polarity.train_classifier`, TanhMax's
+
+def run_interpret(settings, *, progress=None, on_result=None):
+    r"""Train the classifier and measure TanhMax Table 1's quantities on test instances (:class:`Settings`).
+
+    For each activation: train the seeds' models at once
+    (:func:`refattn.training.classifier.train_classifier`, TanhMax's
     classifier with dropout 0.5), orient signed activations
     (:func:`orientation`, on the training data), evaluate
     :func:`interpret_measures` on the first ``n_instances`` test instances
-    and :func:`summarise` them per true class. Derivation:
-    ``derivations/13-interpretability.md``.
-
-    Parameters
-    ----------
-    activations : sequence of str
-    data : {"synthetic", "sst2"}
-        Synthetic sentences (``config``, generated with ``seed``), or SST-2
-        (train on ``train.tsv``, measure on ``dev.tsv``) from
-        :func:`refattn.studies.sst2.resolve_data_dir` ``(sst2_path)``.
-    sst2_path : str or path, optional
-    seeds : int or sequence of int, optional
-        Model seeds; an int ``k`` means ``range(k)``. Default: 3 (synthetic),
-        1 (SST-2).
-    epochs : int, optional
-        Default: 8 (synthetic), 2 (SST-2; 10-40 s an epoch per seed on
-        2 CPU cores, depending on load).
-    n_instances : int, optional
-        Test instances to measure; default 300 (synthetic), all 872 (SST-2).
-    seed : int
-        Seeds the synthetic data and the permutation and randomisation draws.
-    n_draws : int
-        Permutations and random draws per instance (TanhMax: 100).
-    score, optimizer, lr, batch_size, dropout
-        Passed to the trainer.
-    orient_signed : bool
-        Apply :func:`orientation` to signed activations (default). The raw
-        per-seed taus are reported either way (``per_seed``).
-    on_result : callable, optional
-        Called as ``on_result(activation, result)`` as each activation finishes.
-    max_memory : float, optional
-        GiB the run may use; a larger :func:`memory_estimate` is refused before
-        any training (default: the memory available now).
-    split : {"label", "prediction"}
-        Split the instances by their true label (default; Table 1's "dataset
-        with class c") or by the model's predicted class (Jain & Wallace's
-        code rounds ``y_hat``; derivation section 7).
+    and :func:`summarise` them per class. Derivation:
+    ``derivations/13-interpretability.md``. The data are synthetic sentences
+    (``config``, generated with ``seed``) or SST-2 (train on ``train.tsv``,
+    measure on ``dev.tsv``) from :func:`refattn.studies.helpers.resolve_data_dir`
+    ``(sst2)``. Left at None: 3 seeds (synthetic) or 1 (SST-2); 8 epochs
+    (synthetic) or 2 (SST-2; 10-40 s an epoch per seed on 2 CPU cores); 300
+    instances (synthetic) or all 872 (SST-2). ``seed`` also seeds the
+    permutation and randomisation draws (``draws`` per instance; TanhMax: 100).
+    ``split="label"`` groups the instances by true label (Table 1's "dataset
+    with class c"), ``"prediction"`` by the model's predicted class (Jain &
+    Wallace's code rounds ``y_hat``; derivation section 7).
+    ``on_result(activation, result)`` is called as each activation finishes; a
+    larger :func:`memory_estimate` than ``max_memory`` GiB is refused before any
+    training.
 
     Returns
     -------
@@ -860,30 +860,31 @@ def run_interpret(activations=("softmax", "tanhmax"), data="synthetic", sst2_pat
         and ``seconds``.
     """
     t_start = time.perf_counter()
-    if isinstance(activations, str):
+    s = settings
+    score, optimizer, lr, batch_size, dropout, split = s.score, s.optimizer, s.lr, s.batch_size, s.dropout, s.split
+    orient_signed = s.orient_signed
+    if isinstance(s.activations, str):
         raise TypeError("activations: expected a sequence of activation names, got a single str")
-    activations = tuple(activations)
-    synthetic = data == "synthetic"
-    if seeds is None:
-        seeds = 3 if synthetic else 1
-    seeds = range(check_int(seeds, "seeds", 1)) if isinstance(seeds, (int, np.integer)) else \
-        tuple(check_int(s, "seeds[i]", 0) for s in seeds)  # a count is listed after the memory check
-    if not seeds:
-        raise ValueError("seeds: expected at least one seed")
-    epochs = check_int(8 if synthetic else 2, "epochs", 0) if epochs is None else check_int(epochs, "epochs", 0)
-    n_draws = check_int(n_draws, "n_draws", 1)
-    seed = check_int(seed, "seed", 0)
+    activations = tuple(s.activations)
+    synthetic = s.data == "synthetic"
+    first = check_int(s.first_seed, "first_seed", 0)
+    n_seeds = 3 if s.seeds is None and synthetic else 1 if s.seeds is None else s.seeds
+    seeds = range(first, first + check_int(n_seeds, "seeds", 1))  # listed after the memory check
+    epochs = check_int(8 if synthetic else 2, "epochs", 0) if s.epochs is None else check_int(s.epochs, "epochs", 0)
+    n_draws = check_int(s.draws, "n_draws", 1)
+    seed = check_int(s.seed, "seed", 0)
     if split not in ("label", "prediction"):
         raise ValueError(f"split: expected 'label' or 'prediction', got {split!r}")
-    tr_tok, tr_lab, tr_mask, te_tok, te_lab, te_mask, V, desc = _load(data, sst2_path, seed, config)
-    n = len(te_tok) if n_instances is None and not synthetic else (300 if n_instances is None else n_instances)
+    tr_tok, tr_lab, tr_mask, te_tok, te_lab, te_mask, V, desc = _load(s.data, s.sst2, seed, s.config)
+    n = len(te_tok) if s.n_instances is None and not synthetic else (300 if s.n_instances is None else s.n_instances)
     n = min(check_int(n, "n_instances", 1), len(te_tok))
     S = len(seeds)
     check_memory(memory_estimate(S, tr_tok.size + te_tok.size, n, n_draws, te_tok.shape[1]),
-                 f"--seeds {S} --n-instances {n} --draws {n_draws}", max_memory)
+                 f"--seeds {S} --n-instances {n} --draws {n_draws}", s.max_memory)
     seeds = tuple(seeds)
     te_tok, te_lab, te_mask = te_tok[:n], te_lab[:n], te_mask[:n]
-    batch = {"tokens": np.broadcast_to(te_tok, (S,) + te_tok.shape), "mask": np.broadcast_to(te_mask, (S,) + te_mask.shape)}
+    batch = {"tokens": np.broadcast_to(te_tok, (S,) + te_tok.shape),
+             "mask": np.broadcast_to(te_mask, (S,) + te_mask.shape)}
     results = {}
     for k, act in enumerate(activations):
         t0 = time.perf_counter()
@@ -894,21 +895,9 @@ def run_interpret(activations=("softmax", "tanhmax"), data="synthetic", sst2_pat
         flip = orientation(model, params, tr_tok, tr_lab, tr_mask) if orient_signed else np.zeros(S, bool)
         params = orient(model, params, flip)
         m = interpret_measures(model, params, batch, n_draws=n_draws, rng=np.random.default_rng([seed, k]))
-        acc = np.mean((m["prob"] > 0.5) == (te_lab[None] == 1), axis=1)  # (S,)
-        per_seed = []
-        for j, sd in enumerate(seeds):
-            sign = -1.0 if flip[j] else 1.0  # tau is odd in w: the unflipped model's tau is -tau (Eq. 13.I10)
-            row = {"seed": sd, "test_accuracy": float(acc[j]), "flipped": bool(flip[j])}
-            for c in (0, 1):
-                sel = te_lab == c
-                for key in ("tau_g", "tau_loo"):
-                    t = m[key][j, sel]
-                    t = t[np.isfinite(t)]
-                    row[f"{key}_raw_class{c}"] = _float(sign * t.mean()) if t.size else None
-            per_seed.append(row)
         classes = te_lab[None] if split == "label" else (m["prob"] > 0.5).astype(np.int64)  # (1 or S, n)
         results[act] = {"signed": signed_activation(act), "classes": summarise(m, classes),
-                        "per_seed": per_seed, "train_seconds": t1 - t0,
+                        "per_seed": _per_seed(m, seeds, flip, te_lab), "train_seconds": t1 - t0,
                         "measure_seconds": time.perf_counter() - t1}
         if on_result is not None:  # the command line writes it to disk: a later failure loses nothing
             on_result(act, results[act])
@@ -942,12 +931,8 @@ def _sig(x):
     return "  -- " if x is None else f"{x:5.2f}"
 
 
-def run(settings, *, progress=None, on_result=None):
-    """:func:`run_interpret` with the settings of ``refattn interpret``."""
-    return run_interpret(settings.activations, settings.data, sst2_path=settings.sst2, seeds=settings.seeds,
-                         epochs=settings.epochs, n_instances=settings.n_instances, seed=settings.seed,
-                         n_draws=settings.draws, split=settings.split, progress=progress, on_result=on_result,
-                         max_memory=settings.max_memory)
+#: ``refattn interpret``.
+run = run_interpret
 
 
 def report(result):

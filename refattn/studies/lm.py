@@ -72,7 +72,7 @@ from ..fast.threads import single_threaded_blas
 from ..training.runs import check_memory
 from ..training.train import Progress, checkpoint_paths, train
 from . import max_memory, option
-from .sst2 import DATA_HELP, resolve_data_dir
+from .helpers import DATA_HELP, maximal_phrases, resolve_data_dir
 
 __all__ = [
     "DEFAULTS",
@@ -80,7 +80,6 @@ __all__ = [
     "PAPER_TABLE4",
     "PAPER_NEURAL_TABLE1",
     "variant_options",
-    "maximal_phrases",
     "toy_sentences",
     "load_corpus",
     "windows",
@@ -112,24 +111,51 @@ FIGURE = "lm.png"
 @dataclass
 class Settings:
     """Toy character language model on SST-2 sentences: every activation, the Cog hybrid and Neural Attention
-    in layer 0, same budget, seeds batched."""
+    in layer 0, same budget, seeds batched.
+
+    The variants (``activations``) are any registered activation, ``"cog-hybrid"``
+    and ``"neural-first"`` (:func:`variant_options`); ``data`` as
+    :func:`load_corpus`. Every variant sees ``steps * batch_size * n_ctx``
+    training tokens per seed; Adam (betas 0.9, 0.999; no schedule, no
+    clipping); the feed-forward width is ``4 width``. ``eval_every`` steps make
+    one "epoch" of the trainer, after which ``eval_windows`` fixed dev windows
+    are evaluated; the final evaluation reads every dev window, or
+    ``final_windows`` of them. ``ngram_orders``: the count-based yardsticks
+    (:func:`ngram_baseline`, add-0.1). ``sample_chars > 0``: a greedy
+    continuation of that many tokens from the first dev sentence's first 20,
+    per seed.
+    """
 
     data: str | None = option(None, DATA_HELP + "; or 'toy' for generated sentences")
     activations: tuple[str, ...] = option(VARIANTS, "comma-separated variants", one_of=ACTIVATIONS + SPECIAL)
     seeds: int = option(DEFAULTS["seeds"], "seeds", low=1)
+    first_seed: int = option(0, "the first seed: the runs use seeds FIRST_SEED, FIRST_SEED + 1, ...", low=0)
     steps: int = option(DEFAULTS["steps"], "Adam steps", low=1)
     layers: int = option(DEFAULTS["layers"], "layers", low=1)
     width: int = option(DEFAULTS["width"], "model width", low=1)
+    heads: int = option(DEFAULTS["heads"], "attention heads (they split the width)", low=1)
     level: str = option(DEFAULTS["level"], "tokens", choices=("char", "word"))
     lr: float = option(DEFAULTS["lr"], "Adam learning rate", positive=True)
+    batch_size: int = option(DEFAULTS["batch_size"], "windows per step", low=1)
+    n_ctx: int = option(DEFAULTS["n_ctx"], "tokens per window", low=1)
+    eval_every: int = option(DEFAULTS["eval_every"], "steps between evaluations", low=1)
+    eval_windows: int = option(DEFAULTS["eval_windows"], "dev windows evaluated during training", low=1)
+    final_windows: int | None = option(None, "dev windows of the final evaluation (default: all)", low=1)
+    min_count: int = option(DEFAULTS["min_count"], "keep tokens seen at least this often (load_corpus)", low=1)
+    max_vocab: int = option(DEFAULTS["max_vocab"], "the most words of a word-level vocabulary", low=1)
+    neural_d_prime: int = option(DEFAULTS["neural_d_prime"], "the neural score's down-projection", low=1)
+    neural_hidden: int = option(DEFAULTS["neural_hidden"], "the neural score's hidden width", low=1)
+    dtype: str = option(DEFAULTS["dtype"], "precision", choices=("float32", "float64"))
+    ngram_orders: tuple[int, ...] = option((2, 3, 4), "comma-separated orders of the n-gram yardsticks", low=1)
+    sample_chars: int = option(0, "greedy continuation of this many tokens per seed (0: none)", low=0)
     checkpoint_dir: str | None = option(None, "folder for resumable checkpoints, one per variant",
                                         output="checkpoint_dir")
     max_memory: float | None = max_memory()
 
     def check(self):
         """The width splits into the model's heads; cog-hybrid has a signexp layer between softmax ones."""
-        if self.width % DEFAULTS["heads"]:
-            raise ValueError(f"--width: expected a multiple of the model's {DEFAULTS['heads']} heads, got {self.width}")
+        if self.width % self.heads:
+            raise ValueError(f"--width: expected a multiple of the model's {self.heads} heads, got {self.width}")
         if "cog-hybrid" in self.activations and self.layers < 3:
             raise ValueError(f"--layers: 'cog-hybrid' keeps softmax in the first and last layers and needs 3 or "
                              f"more layers to hold a signexp one, got {self.layers}")
@@ -197,58 +223,6 @@ def variant_options(name, n_layers):
 # --------------------------------------------------------------------------
 
 
-def maximal_phrases(phrases):
-    """The phrases that are not a (token-aligned) substring of another phrase.
-
-    GLUE's SST-2 training split lists every phrase of the treebank's training
-    sentences, so most lines are pieces of longer lines. Keeping only the
-    maximal ones recovers (close to) the sentences: phrases are visited
-    longest first, and each is kept unless it occurs, between spaces, inside
-    a phrase already kept. The candidates are found through an index of the
-    kept phrases' word 1-, 2- and 3-grams (a phrase of at most three words is
-    contained exactly when its n-gram is in the index), so the pass takes
-    about a second on GLUE's 67k lines. No maths here; it reads data.
-
-    Parameters
-    ----------
-    phrases : sequence of str
-        White-space tokenised phrases.
-
-    Returns
-    -------
-    list of str
-        The maximal phrases (stripped, duplicates removed), in their original order.
-    """
-    order = {}
-    for i, p in enumerate(phrases):
-        if not isinstance(p, str):
-            raise TypeError(f"phrases: expected str items, got {type(p).__name__} at index {i}")
-        p = " ".join(p.split())
-        if p and p not in order:
-            order[p] = i
-    index = ({}, {}, {})  # n-gram (n = 1, 2, 3) -> ids of kept phrases containing it
-    kept = []  # " phrase " with spaces around, for token-aligned `in`
-    for p in sorted(order, key=lambda s: (-len(s), s)):
-        toks = p.split()
-        k = min(3, len(toks))
-        cands = index[k - 1].get(tuple(toks[:k]), ())
-        if len(toks) <= 3:
-            inside = bool(cands)
-        else:
-            padded = f" {p} "
-            inside = any(padded in kept[j] for j in cands)
-        if inside:
-            continue
-        j = len(kept)
-        kept.append(f" {p} ")
-        for n in (1, 2, 3):
-            for a in range(len(toks) - n + 1):
-                ids = index[n - 1].setdefault(tuple(toks[a:a + n]), [])
-                if not ids or ids[-1] != j:
-                    ids.append(j)
-    return sorted((s.strip() for s in kept), key=lambda s: order[s])
-
-
 def toy_sentences(n, seed=0):
     """A small generated corpus of review-like sentences, for runs without SST-2.
 
@@ -310,7 +284,7 @@ def load_corpus(data=None, *, level="char", min_count=10, max_vocab=2000):
     Parameters
     ----------
     data : str, os.PathLike or "toy", optional
-        The SST-2 folder (:func:`refattn.studies.sst2.resolve_data_dir`:
+        The SST-2 folder (:func:`refattn.studies.helpers.resolve_data_dir`:
         ``data``, else ``$REFATTN_SST2``, else the shared data folder), or
         ``"toy"`` for :func:`toy_sentences` (3,000 training and 300 validation
         sentences, different seeds).
@@ -468,17 +442,6 @@ def ngram_baseline(train, dev, vocab_size, order, alpha=0.1):
 # --------------------------------------------------------------------------
 
 
-def _seed_list(seeds):
-    if isinstance(seeds, (int, np.integer)) and not isinstance(seeds, (bool, np.bool_)):
-        return list(range(check_int(seeds, "seeds", 1)))
-    if isinstance(seeds, (list, tuple)) and seeds:
-        out = [check_int(s, "seeds[]", 0) for s in seeds]
-        if len(set(out)) != len(out):
-            raise ValueError(f"seeds: expected distinct seeds, got {list(seeds)}")
-        return out
-    raise TypeError(f"seeds: expected a count or a non-empty list of ints, got {seeds!r}")
-
-
 def memory_estimate(seeds, *, layers, width, heads, n_ctx, batch_size, vocab, itemsize=4):
     """Bytes :func:`run_lm` needs at its peak, estimated before training.
 
@@ -487,7 +450,7 @@ def memory_estimate(seeds, *, layers, width, heads, n_ctx, batch_size, vocab, it
     layer, forty ``(B, n, width)`` activations per layer (the 4x feed-forward
     layer, layer norms and their caches) and six ``(B, n, V)`` logit arrays;
     16 MiB besides. It bounds what tracemalloc measures by a factor 1.2 to 3
-    (``tests/test_runs.py::test_memory_estimates_bound_the_measured_peaks``).
+    (``tests/training/test_runs.py::test_memory_estimates_bound_the_measured_peaks``).
     """
     B = max(int(batch_size), 64)
     per_seed = (3 * layers * B * heads * n_ctx**2 + 40 * layers * B * n_ctx * width + 6 * B * n_ctx * vocab)
@@ -499,15 +462,8 @@ def _mean_std(values):
     return float(v.mean()), (float(v.std(ddof=1)) if v.size > 1 else None)
 
 
-def run_lm(activations=DEFAULTS["activations"], data=None, seeds=DEFAULTS["seeds"], steps=DEFAULTS["steps"],
-           layers=DEFAULTS["layers"], width=DEFAULTS["width"], level=DEFAULTS["level"], *,
-           heads=DEFAULTS["heads"], batch_size=DEFAULTS["batch_size"], n_ctx=DEFAULTS["n_ctx"],
-           lr=DEFAULTS["lr"], eval_every=DEFAULTS["eval_every"], eval_windows=DEFAULTS["eval_windows"],
-           final_windows=None, min_count=DEFAULTS["min_count"], max_vocab=DEFAULTS["max_vocab"],
-           neural_d_prime=DEFAULTS["neural_d_prime"], neural_hidden=DEFAULTS["neural_hidden"],
-           dtype=DEFAULTS["dtype"], ngram_orders=(2, 3, 4), checkpoint_dir=None, progress=None, sample_chars=0,
-           on_result=None, max_memory=None):
-    """Train the toy LM once per variant, all seeds batched; validation loss, perplexity, accuracy.
+def run_lm(settings, *, progress=None, on_result=None):
+    """Train the toy LM once per variant, all seeds batched; validation loss, perplexity, accuracy (:class:`Settings`).
 
     Steps (``derivations/19-toy-lm.md``): read and encode the corpus
     (:func:`load_corpus`); for each variant build the decoder
@@ -515,53 +471,9 @@ def run_lm(activations=DEFAULTS["activations"], data=None, seeds=DEFAULTS["seeds
     :func:`refattn.training.train.train` for ``steps`` steps, ``eval_every`` steps per
     "epoch" of the trainer, evaluating ``eval_windows`` fixed dev windows
     after each; evaluate every dev window (or ``final_windows`` of them) at the
-    end.
-
-    Parameters
-    ----------
-    activations : sequence of str
-        Variants (:data:`VARIANTS`; any registered activation, ``"cog-hybrid"``,
-        ``"neural-first"``).
-    data : str, os.PathLike or "toy", optional
-        See :func:`load_corpus`.
-    seeds : int or sequence of int
-        A count (seeds ``0..seeds-1``) or the seeds.
-    steps : int
-        Optimiser steps per variant (the same for all).
-    layers, width, heads : int
-        Decoder size (feed-forward width ``4 width``).
-    level : {"char", "word"}
-    batch_size, n_ctx : int
-        Windows per step and tokens per window: every variant sees
-        ``steps * batch_size * n_ctx`` training tokens per seed.
-    lr : float
-        Adam's learning rate (betas 0.9, 0.999; no schedule, no clipping).
-    eval_every : int
-        Steps between evaluations (the trainer's epoch).
-    eval_windows : int
-        Dev windows evaluated during training (evenly spaced, fixed).
-    final_windows : int, optional
-        Dev windows of the final evaluation; None: all of them.
-    min_count, max_vocab : int
-        See :func:`load_corpus`.
-    neural_d_prime, neural_hidden : int
-        The neural score's down-projection and hidden width.
-    dtype : {"float32", "float64"}
-    ngram_orders : sequence of int
-        Orders of the count-based yardsticks (:func:`ngram_baseline`, add-0.1).
-    checkpoint_dir : str or os.PathLike, optional
-        Write ``lm_<variant>.npz`` there after each evaluation and resume from it.
-    progress : bool, optional
-        Progress bar on stderr (default: only on a terminal).
-    sample_chars : int
-        If > 0, greedy continuation of this many tokens from the first dev
-        sentence's first 20 tokens, per seed (for a look at what was learned).
-    on_result : callable, optional
-        Called as ``on_result(variant, entry)`` as each variant finishes (the
-        command line writes it to disk, so a later failure loses nothing).
-    max_memory : float, optional
-        GiB the run may use; a larger :func:`memory_estimate` is refused before
-        training (default: the memory available now).
+    end. ``on_result(variant, entry)`` is called as each variant finishes (the
+    command line writes it to disk, so a later failure loses nothing); a larger
+    :func:`memory_estimate` than ``max_memory`` GiB is refused before training.
 
     Returns
     -------
@@ -577,42 +489,24 @@ def run_lm(activations=DEFAULTS["activations"], data=None, seeds=DEFAULTS["seeds
         per order), ``order`` and ``seconds`` (the whole call's wall time).
     """
     t_start = time.perf_counter()
-    if isinstance(activations, str):
-        activations = [activations]
-    activations = list(activations)
-    if not activations:
-        raise ValueError("activations: expected at least one variant")
-    if len(set(activations)) != len(activations):
-        raise ValueError(f"activations: expected distinct variants, got {activations}")
-    # a count of seeds becomes a list only after the memory estimate (range(10**9) is not listed)
-    n_seeds = check_int(seeds, "seeds", 1) if isinstance(seeds, (int, np.integer)) else len(_seed_list(seeds))
-    steps = check_int(steps, "steps", 1)
-    layers, width, heads = check_int(layers, "layers", 1), check_int(width, "width", 1), check_int(heads, "heads", 1)
-    batch_size, n_ctx = check_int(batch_size, "batch_size", 1), check_int(n_ctx, "n_ctx", 1)
-    eval_every = min(check_int(eval_every, "eval_every", 1), steps)
-    eval_windows = check_int(eval_windows, "eval_windows", 1)
-    if final_windows is not None:
-        final_windows = check_int(final_windows, "final_windows", 1)
-    sample_chars = check_int(sample_chars, "sample_chars", 0)
-    if dtype not in ("float32", "float64"):
-        raise ValueError(f"dtype: expected 'float32' or 'float64', got {dtype!r}")
-    options = {a: variant_options(a, layers) for a in activations}  # checks every name before any work
-    ngram_orders = [check_int(o, "ngram_orders[]", 1) for o in ngram_orders]
-    corpus = load_corpus(data, level=level, min_count=min_count, max_vocab=max_vocab)
+    c = _checked(settings)
+    activations, steps, n_ctx, eval_every = c["activations"], c["steps"], c["n_ctx"], c["eval_every"]
+    corpus = load_corpus(settings.data, level=settings.level, min_count=settings.min_count,
+                         max_vocab=settings.max_vocab)
     train_ids, dev_ids, V = corpus["train"], corpus["dev"], len(corpus["vocab"])
-    baselines = [ngram_baseline(train_ids, dev_ids, V, o) for o in ngram_orders]
+    baselines = [ngram_baseline(train_ids, dev_ids, V, o) for o in c["ngram_orders"]]
     if len(train_ids) < n_ctx + 2:
         raise ValueError(f"n_ctx: the training text ({len(train_ids)} tokens) is shorter than one window")
-    check_memory(memory_estimate(n_seeds, layers=layers, width=width, heads=heads, n_ctx=n_ctx,
-                                 batch_size=batch_size, vocab=V, itemsize=np.dtype(dtype).itemsize),
-                 f"{n_seeds} seeds of a {layers}-layer, width-{width} model at context {n_ctx}", max_memory)
-    seeds = _seed_list(seeds)
-    checkpoints = checkpoint_paths(checkpoint_dir, "lm", activations)  # checked before the first step
-    curve_starts = _dev_windows(dev_ids, n_ctx, eval_windows)
-    final_starts = _dev_windows(dev_ids, n_ctx, final_windows)
-    cx, cy = windows(dev_ids, n_ctx, starts=curve_starts[None])  # (1, N, n_ctx)
-    fx, fy = windows(dev_ids, n_ctx, starts=final_starts[None])
-    epochs = math.ceil(steps / eval_every)
+    n_seeds, layers, width = c["n_seeds"], c["layers"], c["width"]
+    check_memory(memory_estimate(n_seeds, layers=layers, width=width, heads=c["heads"], n_ctx=n_ctx,
+                                 batch_size=c["batch_size"], vocab=V, itemsize=np.dtype(settings.dtype).itemsize),
+                 f"{n_seeds} seeds of a {layers}-layer, width-{width} model at context {n_ctx}", settings.max_memory)
+    seeds = list(range(settings.first_seed, settings.first_seed + n_seeds))
+    checkpoints = checkpoint_paths(settings.checkpoint_dir, "lm", activations)  # checked before the first step
+    curve_starts = _dev_windows(dev_ids, n_ctx, c["eval_windows"])
+    final_starts = _dev_windows(dev_ids, n_ctx, c["final_windows"])
+    dev = {"curve": windows(dev_ids, n_ctx, starts=curve_starts[None]),  # (1, N, n_ctx) each
+           "final": windows(dev_ids, n_ctx, starts=final_starts[None])}
     hi = len(train_ids) - n_ctx - 1
 
     def make_batches(epoch):
@@ -620,7 +514,7 @@ def run_lm(activations=DEFAULTS["activations"], data=None, seeds=DEFAULTS["seeds
         count = min(eval_every, steps - first)
         out = []
         for t in range(first, first + count):
-            starts = np.stack([np.random.default_rng([s, t, 19]).integers(0, hi + 1, batch_size)
+            starts = np.stack([np.random.default_rng([s, t, 19]).integers(0, hi + 1, c["batch_size"])
                                for s in seeds])  # (S, B): the same windows for every variant
             x, y = windows(train_ids, n_ctx, starts=starts)
             out.append({"x": x, "y": y})
@@ -628,58 +522,17 @@ def run_lm(activations=DEFAULTS["activations"], data=None, seeds=DEFAULTS["seeds
 
     results = {}
     for name in activations:
-        model = DecoderLM(V, n_ctx, width=width, n_layers=layers, n_heads=heads, ffn_mult=4,
-                          neural_d_prime=neural_d_prime, neural_hidden=neural_hidden, **options[name])
-        params = model.init_params(seeds, dtype=np.dtype(dtype))
-        opt = Adam(params, lr=lr)
-
-        def evaluate(epoch, params, model=model):
-            ev = model.evaluate(params, cx, cy, batch_size=64)
-            return {"step": min((epoch + 1) * eval_every, steps), "dev_loss": ev["loss"],
-                    "dev_accuracy": ev["accuracy"]}
-
-        fingerprint = {"variant": name, "model": repr(model), "seeds": seeds, "steps": steps,
-                       "batch_size": batch_size, "lr": lr, "eval_every": eval_every, "dtype": dtype,
-                       "data": corpus["fingerprint"], "eval_windows": eval_windows}
-        ckpt = checkpoints[name]
-        bar = Progress(epochs, enabled=progress, label=f"lm {name}")
-        t0 = time.perf_counter()
-        run = train(model, params, opt, make_batches, epochs=epochs, callbacks=[evaluate], checkpoint=ckpt,
-                    fingerprint=fingerprint, progress=bar)
-        with single_threaded_blas():  # as in training: the same numbers under any OPENBLAS_NUM_THREADS
-            final = model.evaluate(params, fx, fy, batch_size=64)
-        seconds = time.perf_counter() - t0
-        hist = run["history"]
-        curve = {"step": [h["step"] for h in hist],
-                 "dev_loss": np.array([h["dev_loss"] for h in hist]).T.tolist(),  # (S, evals)
-                 "dev_accuracy": np.array([h["dev_accuracy"] for h in hist]).T.tolist(),
-                 "train_loss": np.array([h["loss"] for h in hist]).T.tolist()}
-        loss = [float(v) for v in final["loss"]]
-        acc = [float(v) for v in final["accuracy"]]
-        ppl = [float(np.exp(np.float64(v))) if np.isfinite(v) and v < 709.0 else float("inf") for v in loss]  # e^loss
-        finite = bool(np.all(np.isfinite(loss)) and np.all(np.isfinite(ppl)))  # a loss past 709 nats diverged too
-        entry = {"layers": [{"activation": a.name, "score": k}
-                            for a, k in zip(model.activations, model.score_kinds)],
-                 "label": model.label, "n_params": model.n_params,
-                 "per_seed": [{"seed": s, "dev_loss": lo, "dev_perplexity": pp, "dev_accuracy": ac}
-                              for s, lo, pp, ac in zip(seeds, loss, ppl, acc)],
-                 "finite": finite, "curve": curve, "train_seconds": seconds,
-                 "resumed_from": run["resumed_from"]}
-        for key, vals in (("dev_loss", loss), ("dev_perplexity", ppl), ("dev_accuracy", acc)):
-            entry[key + "_mean"], entry[key + "_std"] = _mean_std(vals)
-        if sample_chars:
-            with single_threaded_blas():
-                entry["samples"] = _samples(model, params, corpus, n_ctx, sample_chars)
-        results[name] = entry
+        results[name] = _train_variant(settings, c, name, corpus, seeds, make_batches, dev, checkpoints[name],
+                                       progress)
         if on_result is not None:
-            on_result(name, entry)
+            on_result(name, results[name])
     return {
-        "settings": {"seeds": seeds, "steps": steps, "batch_size": batch_size, "n_ctx": n_ctx,
-                     "tokens_per_seed": steps * batch_size * n_ctx, "layers": layers, "width": width,
-                     "heads": heads, "ffn": 4 * width, "lr": lr, "optimizer": "adam", "eval_every": eval_every,
-                     "eval_windows": int(len(curve_starts)), "final_windows": int(len(final_starts)),
-                     "neural_d_prime": neural_d_prime, "neural_hidden": neural_hidden, "dtype": dtype,
-                     "level": level},
+        "settings": {"seeds": seeds, "steps": steps, "batch_size": c["batch_size"], "n_ctx": n_ctx,
+                     "tokens_per_seed": steps * c["batch_size"] * n_ctx, "layers": layers, "width": width,
+                     "heads": c["heads"], "ffn": 4 * width, "lr": settings.lr, "optimizer": "adam",
+                     "eval_every": eval_every, "eval_windows": int(len(curve_starts)),
+                     "final_windows": int(len(final_starts)), "neural_d_prime": settings.neural_d_prime,
+                     "neural_hidden": settings.neural_hidden, "dtype": settings.dtype, "level": settings.level},
         "data": {k: corpus[k] for k in ("source", "level", "n_train_sentences", "n_dev_sentences",
                                          "train_unk_fraction", "dev_unk_fraction", "fingerprint")}
         | {"vocab_size": V, "train_tokens": int(len(train_ids)), "dev_tokens": int(len(dev_ids))},
@@ -690,6 +543,77 @@ def run_lm(activations=DEFAULTS["activations"], data=None, seeds=DEFAULTS["seeds
         "seconds": time.perf_counter() - t_start,
     }
 
+
+def _checked(s):
+    """The settings of :func:`run_lm` checked before any work, as a dict (the variants' decoder options too)."""
+    activations = [s.activations] if isinstance(s.activations, str) else list(s.activations)
+    if not activations:
+        raise ValueError("activations: expected at least one variant")
+    if len(set(activations)) != len(activations):
+        raise ValueError(f"activations: expected distinct variants, got {activations}")
+    c = {"activations": activations, "n_seeds": check_int(s.seeds, "seeds", 1),  # listed after the memory check
+         "steps": check_int(s.steps, "steps", 1), "layers": check_int(s.layers, "layers", 1),
+         "width": check_int(s.width, "width", 1), "heads": check_int(s.heads, "heads", 1),
+         "batch_size": check_int(s.batch_size, "batch_size", 1), "n_ctx": check_int(s.n_ctx, "n_ctx", 1),
+         "eval_windows": check_int(s.eval_windows, "eval_windows", 1),
+         "final_windows": None if s.final_windows is None else check_int(s.final_windows, "final_windows", 1),
+         "sample_chars": check_int(s.sample_chars, "sample_chars", 0)}
+    check_int(s.first_seed, "first_seed", 0)
+    c["eval_every"] = min(check_int(s.eval_every, "eval_every", 1), c["steps"])
+    if s.dtype not in ("float32", "float64"):
+        raise ValueError(f"dtype: expected 'float32' or 'float64', got {s.dtype!r}")
+    c["options"] = {a: variant_options(a, c["layers"]) for a in activations}  # checks every name before any work
+    c["ngram_orders"] = [check_int(o, "ngram_orders[]", 1) for o in s.ngram_orders]
+    return c
+
+
+def _train_variant(s, c, name, corpus, seeds, make_batches, dev, checkpoint, progress):
+    """One variant of :func:`run_lm` trained and evaluated: its entry of the result's ``variants``."""
+    V, steps, eval_every = len(corpus["vocab"]), c["steps"], c["eval_every"]
+    model = DecoderLM(V, c["n_ctx"], width=c["width"], n_layers=c["layers"], n_heads=c["heads"], ffn_mult=4,
+                      neural_d_prime=s.neural_d_prime, neural_hidden=s.neural_hidden, **c["options"][name])
+    params = model.init_params(seeds, dtype=np.dtype(s.dtype))
+    opt = Adam(params, lr=s.lr)
+    (cx, cy), (fx, fy) = dev["curve"], dev["final"]
+
+    def evaluate(epoch, params, model=model):
+        ev = model.evaluate(params, cx, cy, batch_size=64)
+        return {"step": min((epoch + 1) * eval_every, steps), "dev_loss": ev["loss"],
+                "dev_accuracy": ev["accuracy"]}
+
+    fingerprint = {"variant": name, "model": repr(model), "seeds": seeds, "steps": steps,
+                   "batch_size": c["batch_size"], "lr": s.lr, "eval_every": eval_every, "dtype": s.dtype,
+                   "data": corpus["fingerprint"], "eval_windows": c["eval_windows"]}
+    epochs = math.ceil(steps / eval_every)
+    bar = Progress(epochs, enabled=progress, label=f"lm {name}")
+    t0 = time.perf_counter()
+    run = train(model, params, opt, make_batches, epochs=epochs, callbacks=[evaluate], checkpoint=checkpoint,
+                fingerprint=fingerprint, progress=bar)
+    with single_threaded_blas():  # as in training: the same numbers under any OPENBLAS_NUM_THREADS
+        final = model.evaluate(params, fx, fy, batch_size=64)
+    seconds = time.perf_counter() - t0
+    hist = run["history"]
+    curve = {"step": [h["step"] for h in hist],
+             "dev_loss": np.array([h["dev_loss"] for h in hist]).T.tolist(),  # (S, evals)
+             "dev_accuracy": np.array([h["dev_accuracy"] for h in hist]).T.tolist(),
+             "train_loss": np.array([h["loss"] for h in hist]).T.tolist()}
+    loss = [float(v) for v in final["loss"]]
+    acc = [float(v) for v in final["accuracy"]]
+    ppl = [float(np.exp(np.float64(v))) if np.isfinite(v) and v < 709.0 else float("inf") for v in loss]  # e^loss
+    finite = bool(np.all(np.isfinite(loss)) and np.all(np.isfinite(ppl)))  # a loss past 709 nats diverged too
+    entry = {"layers": [{"activation": a.name, "score": k}
+                        for a, k in zip(model.activations, model.score_kinds)],
+             "label": model.label, "n_params": model.n_params,
+             "per_seed": [{"seed": sd, "dev_loss": lo, "dev_perplexity": pp, "dev_accuracy": ac}
+                          for sd, lo, pp, ac in zip(seeds, loss, ppl, acc)],
+             "finite": finite, "curve": curve, "train_seconds": seconds,
+             "resumed_from": run["resumed_from"]}
+    for key, vals in (("dev_loss", loss), ("dev_perplexity", ppl), ("dev_accuracy", acc)):
+        entry[key + "_mean"], entry[key + "_std"] = _mean_std(vals)
+    if c["sample_chars"]:
+        with single_threaded_blas():
+            entry["samples"] = _samples(model, params, corpus, c["n_ctx"], c["sample_chars"])
+    return entry
 
 
 def _samples(model, params, corpus, n_ctx, n_new):
@@ -739,12 +663,8 @@ def _verdict(ours, se, paper, paper_noise=None):
     return "same direction" if (ours > 0) == (paper > 0) else "OPPOSITE direction"
 
 
-def run(settings, *, progress=None, on_result=None):
-    """:func:`run_lm` with the settings of ``refattn lm``."""
-    return run_lm(settings.activations, data=settings.data, seeds=settings.seeds, steps=settings.steps,
-                  layers=settings.layers, width=settings.width, level=settings.level, lr=settings.lr,
-                  checkpoint_dir=settings.checkpoint_dir, progress=progress, on_result=on_result,
-                  max_memory=settings.max_memory)
+#: ``refattn lm``.
+run = run_lm
 
 
 def report(result):

@@ -37,12 +37,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..training.runs import CellStore, session
-from . import max_memory, option
 from ..core.activations import ACTIVATIONS
+from ..training.runs import CellStore, session
+from . import lm, max_memory, option
+from .helpers import DATA_HELP, code_commit
 from .lm import DEFAULTS, SPECIAL, VARIANTS, run_lm
-from .nt_sensitivity import code_commit
-from .sst2 import DATA_HELP
 
 __all__ = ["FOCUS", "LRS", "PHASES", "Settings", "run_lm_study", "run", "best_lrs", "gap_curve", "report", "plot"]
 
@@ -65,8 +64,9 @@ class Settings:
     gap to softmax against steps; each finished run saved and resumed."""
 
     data: str | None = option(None, DATA_HELP + "; or 'toy' for generated sentences")
-    variants: tuple[str, ...] = option(FOCUS, "comma-separated focus variants, tuned and run long (softmax "
-                                              "among them)", one_of=ACTIVATIONS + SPECIAL)
+    activations: tuple[str, ...] = option(FOCUS, "comma-separated focus variants, tuned and run long (softmax "
+                                                 "among them)", one_of=ACTIVATIONS + SPECIAL,
+                                          old_names=("--variants",))
     lrs: tuple[float, ...] = option(LRS, "comma-separated learning rates of the tuning grid", positive=True)
     seeds: int = option(DEFAULTS["seeds"], "seeds of every run", low=1)
     steps: int = option(DEFAULTS["steps"], "steps of the table's and the tuning's runs", low=1)
@@ -78,9 +78,9 @@ class Settings:
 
     def check(self):
         """The gaps are measured to softmax: it is one of the variants."""
-        if "softmax" not in self.variants:
-            raise ValueError(f"--variants: expected softmax among them (the gaps are to softmax), got "
-                             f"{','.join(self.variants)}")
+        if "softmax" not in self.activations:
+            raise ValueError(f"--activations: expected softmax among them (the gaps are to softmax), got "
+                             f"{','.join(self.activations)}")
 
 
 def _key(phase, variant, lr, steps=None):
@@ -95,10 +95,10 @@ def _record(entry):
     return {k: entry[k] for k in keep}
 
 
-def best_lrs(cells, variants, lrs):
+def best_lrs(cells, activations, lrs):
     """Per variant, the learning rate of the tuning phase with the lowest mean dev loss (finite runs only)."""
     out = {}
-    for v in variants:
+    for v in activations:
         scores = {}
         for lr in lrs:
             rec = cells.get(_key("tune", v, lr))
@@ -132,29 +132,14 @@ def gap_curve(rec, ref, key="dev_loss"):
 
 
 @session()  # the results file stays locked while the study runs
-def run_lm_study(*, variants=FOCUS, lrs=LRS, seeds=DEFAULTS["seeds"], steps=DEFAULTS["steps"], long_steps=1200,
-                 long_evals=12, data=None, phases=PHASES, results=None, command=None,
-                 progress=None, max_memory=None):
-    """Run the study's phases (module docstring); each finished run is saved at once.
+def run_lm_study(settings, *, command=None, progress=None):
+    """Run the study's phases (module docstring; :class:`Settings`); each finished run is saved at once.
 
-    Parameters
-    ----------
-    variants : sequence of str
-        The focus variants (tuning and long runs); softmax must be among them.
-    lrs : sequence of float
-        The tuning grid.
-    seeds, steps : int
-        As :func:`refattn.studies.lm.run_lm` (the table and the tuning).
-    long_steps, long_evals : int
-        Length of the long runs and the evaluations along them.
-    data : optional
-        As :func:`refattn.studies.lm.load_corpus` (``"toy"`` for a test).
-    phases : sequence of {"table", "tune", "long", "control"}
-    results : path, optional
-        The results file (:class:`refattn.training.runs.CellStore`), locked
-        while the study runs.
-    max_memory : float, optional
-        As :func:`refattn.studies.lm.run_lm`: GiB a run may use.
+    The focus variants (``activations``, softmax among them) are tuned over
+    ``lrs`` and run long (``long_steps`` steps, ``long_evals`` evaluations);
+    ``seeds``, ``steps`` and ``data`` are as :func:`refattn.studies.lm.run_lm`'s
+    (``"toy"`` for a test). The results file (:class:`refattn.training.runs.CellStore`)
+    is locked while the study runs.
 
     Returns
     -------
@@ -163,24 +148,28 @@ def run_lm_study(*, variants=FOCUS, lrs=LRS, seeds=DEFAULTS["seeds"], steps=DEFA
         ``best_lr`` and ``gaps`` (:func:`gap_curve` of dev loss and of dev
         accuracy against softmax, per variant, for the long runs).
     """
+    s = settings
+    variants, lrs, seeds, steps, phases, data = s.activations, s.lrs, s.seeds, s.steps, s.phases, s.data
+    long_steps, long_evals = s.long_steps, s.long_evals
     variants, lrs = list(variants), [float(v) for v in lrs]
     if "softmax" not in variants:
-        raise ValueError(f"variants: expected softmax among them (the gaps are to softmax), got {variants}")
+        raise ValueError(f"activations: expected softmax among them (the gaps are to softmax), got {variants}")
     bad = [p for p in phases if p not in PHASES]
     if bad or not phases:
         raise ValueError(f"phases: expected some of {', '.join(map(repr, PHASES))}, got {list(phases)}")
     settings = {"variants": variants, "lrs": lrs, "seeds": seeds, "steps": steps, "long_steps": long_steps,
                 "long_evals": long_evals, "data": None if data is None else str(data),
                 "model": {k: DEFAULTS[k] for k in ("layers", "width", "heads", "n_ctx", "batch_size", "dtype")}}
-    store = CellStore(results, settings, what="run_lm_study", free=("long_steps", "long_evals"))
+    store = CellStore(s.results, settings, what="run_lm_study", free=("long_steps", "long_evals"))
     cells = store.cells
     out = {"command": command, "settings": settings, "commit": code_commit(), "cells": cells}
     out["runs"] = store.runs(command, out["commit"])  # every command that added cells to the file
 
     def run_cell(key, variant, lr, n_steps, eval_every):
         if key not in cells:
-            r = run_lm((variant,), data=data, seeds=seeds, steps=n_steps, lr=lr, eval_every=eval_every,
-                       ngram_orders=(), progress=progress, max_memory=max_memory)
+            r = run_lm(lm.Settings(activations=(variant,), data=data, seeds=seeds, steps=n_steps, lr=lr,
+                                   eval_every=eval_every, ngram_orders=(), max_memory=s.max_memory),
+                       progress=progress)
             cells[key] = _record(r["variants"][variant])
             finish()
 
@@ -213,13 +202,9 @@ def run_lm_study(*, variants=FOCUS, lrs=LRS, seeds=DEFAULTS["seeds"], steps=DEFA
     return out
 
 
-def run(settings, *, command=None, progress=None):
-    """:func:`run_lm_study` with the settings of ``refattn lm-study``; ``command`` (the command line) goes
-    into the results file, so that the file says how to resume it."""
-    return run_lm_study(variants=settings.variants, lrs=settings.lrs, seeds=settings.seeds, steps=settings.steps,
-                        data=settings.data, long_steps=settings.long_steps, long_evals=settings.long_evals,
-                        phases=settings.phases, results=settings.results, command=command, progress=progress,
-                        max_memory=settings.max_memory)
+#: ``refattn lm-study``: ``command`` (the command line) goes into the results file, so that the file says
+#: how to resume it.
+run = run_lm_study
 
 
 def _long_runs(best):

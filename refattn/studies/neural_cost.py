@@ -31,7 +31,7 @@ The evaluations (a)-(c) are NumPy only and use in-place operations on
 temporaries they own, so that their peak memory is the method's, not NumPy's
 expression evaluation; they are for measuring, and autograd cannot trace
 them (:class:`refattn.core.scores.Neural` is the traceable one). All three agree
-with it to rounding (``tests/test_neural_cost.py``).
+with it to rounding (``tests/studies/test_neural_cost.py``).
 
 Measurement: :func:`measure_peak` (``tracemalloc``: NumPy reports its array
 buffers to it) gives the peak bytes allocated during one call, output
@@ -123,18 +123,36 @@ FIGURE = "neural_cost.png"
 @dataclass
 class Settings:
     """Neural Attention's score memory and time, concatenated vs decomposed vs chunked, as ratios to
-    dot-product scores (NeuralAttn Tables 6-8)."""
+    dot-product scores (NeuralAttn Tables 6-8).
+
+    Defaults: NeuralAttn's ``n = 1024`` (Table 6) and ``785`` (Tables 7-8)
+    among other lengths, its ``d' = 2, 16, 64`` (64 = ``d``, its "no
+    down-projection", done here as a ``64 x 64`` projection; the per-token cost
+    is negligible) and its per-head width ``d = 64``; the MLP's hidden width is
+    not stated there (refattn's default is 16). Every count is proportional to
+    ``batch * heads``, so the ratios do not depend on them. ``budget_mib``: the
+    memory budgets for which the longest reachable ``n`` of each method is
+    computed from :func:`peak_bytes`; ``max_mib``: no single measurement may
+    allocate more (analytically); ``verify_budget``: also run each method once,
+    memory only, at its longest ``n`` for the smallest budget and the largest
+    ``d'``, and record the measured peak.
+    """
 
     ns: tuple[int, ...] = option((128, 256, 512, 785, 1024), "comma-separated sequence lengths", low=1)
     d_primes: tuple[int, ...] = option((2, 16, 64), "comma-separated projected widths d'", low=1)
     batch: int = option(1, "batch", low=1)
     heads: int = option(1, "heads", low=1)
+    d: int = option(64, "per-head width of the queries and keys", low=1)
     hidden: int = option(16, "hidden units of the score MLP", low=1)
     chunk: int = option(64, "query rows per chunk", low=1)
     budget_mib: tuple[int, ...] = option((256, 1024), "comma-separated memory budgets for the longest n", low=1)
     repeats: int = option(3, "timing repeats, best taken", low=1)
+    max_mib: float = option(1536, "MiB one measurement may allocate at most (analytically); a larger one is "
+                                  "skipped", positive=True)
     seed: int = option(0, "seed", low=0)
     max_memory: float | None = max_memory()
+    verify_budget: bool = option(True, "measure each method once at its longest n for the smallest budget",
+                                 cli=False)
 
 
 # --------------------------------------------------------------------------
@@ -347,7 +365,7 @@ def neural_scores_chunked(q, k, params, *, chunk=64, hidden="tanh", beta=None):
     return S
 
 
-def neural_vjp_chunked(q, k, params, grad_s, *, chunk=64, hidden="tanh", beta=None):
+def neural_vjp_chunked(grad_s, q, k, params, *, chunk=64, hidden="tanh", beta=None):
     r"""The VJP of the Neural Attention score, chunked like :func:`neural_scores_chunked`.
 
     Shared weights only. Returns ``(dq, dk, dparams)`` as
@@ -360,19 +378,23 @@ def neural_vjp_chunked(q, k, params, grad_s, *, chunk=64, hidden="tanh", beta=No
     ``dA_I = sum_j gz``, ``dB += sum_i gz``. What is left is per-token
     (``derivations/17-neural-attention-cost.md``, section 4).
 
+    The upstream gradient comes first, as in every backward pass of the
+    library (``grads = backward(grad_y, cache)``); here the inputs take the
+    cache's place, since the chunks are recomputed, not kept.
+
     Parameters
     ----------
-    q, k, params, hidden, beta, chunk
-        As in :func:`neural_scores_chunked` (``params`` shared).
     grad_s : ndarray (..., n_q, n_k)
         The upstream gradient of the scores.
+    q, k, params, hidden, beta, chunk
+        As in :func:`neural_scores_chunked` (``params`` shared).
     """
     chunk = _chunk(chunk)
     batch, n_q, n_k, beta_v, per_pair, P, dtype = _prepare(q, k, params, hidden, beta)
     if per_pair:
         raise ValueError("params: neural_vjp_chunked supports shared weights only; per-pair weights "
                          "are themselves (n_q, n_k, h, d'), so chunking the activations saves nothing "
-                         "(use refattn.score('neural').vjp)")
+                         "(use refattn.score('neural').backward)")
     check_float_array(grad_s, "grad_s", min_ndim=2)
     if tuple(grad_s.shape) != batch + (n_q, n_k):
         raise ValueError(f"grad_s: shape {tuple(grad_s.shape)} does not match the scores' shape "
@@ -620,47 +642,19 @@ def _agreement(d, d_prime, hidden, seed):
     return out
 
 
-def run_neural_cost(ns=(128, 256, 512, 785, 1024), d_primes=(2, 16, 64), *, batch=1, heads=1, d=64, hidden=16,
-                    chunk=64, budget_mib=(256, 1024), repeats=3, max_mib=1536, verify_budget=True, seed=0,
-                    progress=None):
+def run_neural_cost(settings, *, progress=None):
     """Peak memory and time of the Neural Attention score matrix, (a)-(c) and the library's
-    forward, against dot-product scores, for every ``n`` and ``d'``.
+    forward, against dot-product scores, for every ``n`` and ``d'`` (:class:`Settings`).
 
     Float64 throughout. For each ``n`` (``n_q = n_k = n``), queries and keys
     ``(batch, heads, n, d)`` are standard normal and the parameters come from
     ``refattn.score("neural").init_params`` (shared weights). Each method is
     measured once under :func:`measure_peak` and timed with
-    :func:`measure_time`; a method whose analytical peak exceeds ``max_mib``
-    is not run (its row keeps the analytical bytes, ``skipped`` True).
-
-    Parameters
-    ----------
-    ns, d_primes : sequence of int
-        Sequence lengths and projected widths ``d'``. Defaults: NeuralAttn's
-        ``n = 1024`` (Table 6) and ``785`` (Tables 7-8) among others, and its
-        ``d' = 2, 16, 64`` (64 = ``d``, its "no down-projection", done here
-        as a ``64 x 64`` projection; the per-token cost is negligible).
-    batch, heads : int
-        Batch elements and heads; every count is proportional to
-        ``batch * heads``, so the ratios do not depend on them.
-    d, hidden : int
-        Per-head width ``d`` (NeuralAttn: 64) and the MLP's hidden width ``h``
-        (NeuralAttn does not state it; refattn's default is 16).
-    chunk : int
-        Query rows per block for (c).
-    budget_mib : number or sequence of numbers
-        Memory budgets (MiB) for which the longest reachable ``n`` of each
-        method is computed from :func:`peak_bytes`.
-    repeats : int
-        Timed calls per point (best kept).
-    max_mib : number
-        No single measurement may allocate more than this (analytically).
-    verify_budget : bool
-        Also run each method once, memory only, at its longest ``n`` for the
-        smallest budget and the largest ``d'``, and record the measured peak.
-    seed : int
-    progress : bool, optional
-        Print one line per point to stderr.
+    :func:`measure_time` (``repeats`` calls, the best kept); a method whose
+    analytical peak exceeds ``max_mib`` is not run (its row keeps the
+    analytical bytes, ``skipped`` True). The memory estimate
+    (:func:`memory_estimate`) is checked first; ``progress`` prints one line
+    per point to stderr.
 
     Returns
     -------
@@ -675,99 +669,19 @@ def run_neural_cost(ns=(128, 256, 512, 785, 1024), d_primes=(2, 16, 64), *, batc
         verification), ``paper`` (:data:`PAPER_TABLES`), ``seconds``.
     """
     t_start = time.perf_counter()
-    ns = _tuple_of_ints(ns, "ns")
-    d_primes = _tuple_of_ints(d_primes, "d_primes")
-    batch, heads, d, hidden = check_int(batch, "batch"), check_int(heads, "heads"), check_int(d, "d"), check_int(hidden, "hidden")
-    chunk, repeats, seed = _chunk(chunk), check_int(repeats, "repeats"), check_int(seed, "seed", least=0)
-    if isinstance(budget_mib, (int, float, np.integer, np.floating)) and not isinstance(budget_mib, bool):
-        budget_mib = (budget_mib,)
-    budgets = []
-    for i, b in enumerate(tuple(budget_mib)):
-        if isinstance(b, bool) or not isinstance(b, (int, float, np.integer, np.floating)) or not b > 0:
-            raise ValueError(f"budget_mib[{i}]: expected a positive number of MiB, got {b!r}")
-        budgets.append(float(b))
-    if isinstance(max_mib, bool) or not isinstance(max_mib, (int, float, np.integer, np.floating)) or not max_mib > 0:
-        raise ValueError(f"max_mib: expected a positive number of MiB, got {max_mib!r}")
-    m = batch * heads
-    cap = float(max_mib) * _MIB
+    c = _checked(settings)
+    ns, d_primes, seed = c["ns"], c["d_primes"], c["seed"]
     say = (lambda msg: print(msg, file=sys.stderr, flush=True)) if progress else (lambda msg: None)
-    sc = score("neural")
-
-    agreement = _agreement(d, min(d_primes), hidden, seed)
+    agreement = _agreement(c["d"], min(d_primes), c["hidden"], seed)
     rows = []
     for n in ns:
-        rng = np.random.default_rng([seed, n])
-        q = rng.standard_normal((batch, heads, n, d))  # (B, H, n, d)
-        k = rng.standard_normal((batch, heads, n, d))  # (B, H, n, d)
-        dot_row = None
-        for dp in d_primes:
-            P = sc.init_params(d, np.random.default_rng([seed, n, dp]), d_prime=dp, hidden_size=hidden)
-            ref = None
-            # (b) first, so that every other neural output can be compared with it
-            for method in ("dot", "decomposed", "concat", "chunked", "library"):
-                if method == "dot" and dot_row is not None:
-                    continue
-                analytic = peak_bytes(method, n_q=n, d=d, d_prime=dp, hidden=hidden, chunk=chunk, batch=m)
-                row = {"n": n, "d_prime": None if method == "dot" else dp, "method": method,
-                       "analytic_bytes": analytic, "peak_bytes": None, "measured_over_analytic": None,
-                       "seconds": None, "max_abs_diff": None, "skipped": analytic > cap}
-                if not row["skipped"]:
-                    peak, out = measure_peak(_call, method, q, k, P, chunk)
-                    row["peak_bytes"] = peak
-                    row["measured_over_analytic"] = peak / analytic
-                    if method == "decomposed":
-                        ref = out
-                    elif method != "dot" and ref is not None:
-                        row["max_abs_diff"] = float(np.max(np.abs(out - ref)))
-                    del out
-                    row["seconds"] = measure_time(_call, method, q, k, P, chunk, repeats=repeats)
-                    say(f"n={n:5d} d'={dp:3d} {method:10s} peak {peak / _MIB:9.2f} MiB "
-                        f"(x{row['measured_over_analytic']:.3f} analytic)  {1e3 * row['seconds']:9.2f} ms")
-                else:
-                    say(f"n={n:5d} d'={dp:3d} {method:10s} skipped: {analytic / _MIB:.0f} MiB > max_mib")
-                if method == "dot":
-                    dot_row = row
-                rows.append(row)
-        order = {m: i for i, m in enumerate(METHODS)}
-        rows.sort(key=lambda r: (ns.index(r["n"]), -1 if r["d_prime"] is None else d_primes.index(r["d_prime"]),
-                                 order[r["method"]]))
-        for row in rows:
-            if row["n"] != n:
-                continue
-            row["memory_ratio_analytic"] = row["analytic_bytes"] / dot_row["analytic_bytes"]
-            row["memory_ratio"] = (row["peak_bytes"] / dot_row["peak_bytes"]
-                                   if row["peak_bytes"] is not None and dot_row["peak_bytes"] else None)
-            row["time_ratio"] = (row["seconds"] / dot_row["seconds"]
-                                 if row["seconds"] is not None and dot_row["seconds"] else None)
-
-    budget_rows = []
-    for i, b in enumerate(budgets):
-        for dp in d_primes:
-            sizes = {"d": d, "d_prime": dp, "hidden": hidden, "chunk": chunk, "batch": m}
-            reach = {meth: max_length(meth, int(b * _MIB), **sizes) for meth in METHODS}
-            entry = {"budget_mib": b, "d_prime": dp, "max_n": reach, "verified": None}
-            if verify_budget and i == 0 and dp == max(d_primes):
-                entry["verified"] = {}
-                for meth in METHODS:
-                    n = reach[meth]
-                    if n < 1 or peak_bytes(meth, n_q=n, **sizes) > cap:
-                        continue
-                    rng = np.random.default_rng([seed, n])
-                    q = rng.standard_normal((batch, heads, n, d))
-                    k = rng.standard_normal((batch, heads, n, d))
-                    P = sc.init_params(d, np.random.default_rng([seed, n, dp]), d_prime=dp, hidden_size=hidden)
-                    peak, out = measure_peak(_call, meth, q, k, P, chunk)
-                    del out, q, k
-                    entry["verified"][meth] = {"n": n, "peak_bytes": peak, "within_budget": peak <= b * _MIB,
-                                               "measured_over_analytic": peak / peak_bytes(meth, n_q=n, **sizes)}
-                    say(f"budget {b:g} MiB, d'={dp}: {meth} at n={n}: measured {peak / _MIB:.1f} MiB")
-            budget_rows.append(entry)
-
+        rows += _rows_at(c, n, say)
+    budget_rows = _budget_rows(c, settings.verify_budget, say)
     return {
-        "settings": {"ns": list(ns), "d_primes": list(d_primes), "batch": batch, "heads": heads, "d": d,
-                     "hidden": hidden, "chunk": chunk, "budget_mib": budgets, "repeats": repeats,
-                     "max_mib": float(max_mib), "seed": seed, "dtype": "float64", "hidden_activation": "tanh",
-                     "weights": "shared",
+        "settings": {"ns": list(ns), "d_primes": list(d_primes), "batch": c["batch"], "heads": c["heads"],
+                     "d": c["d"], "hidden": c["hidden"], "chunk": c["chunk"], "budget_mib": c["budgets"],
+                     "repeats": c["repeats"], "max_mib": float(c["max_mib"]), "seed": seed, "dtype": "float64",
+                     "hidden_activation": "tanh", "weights": "shared",
                      "machine": {"python": platform.python_version(), "numpy": np.__version__,
                                  "processor": platform.machine(), "cpus": os.cpu_count(),
                                  "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
@@ -780,6 +694,108 @@ def run_neural_cost(ns=(128, 256, 512, 785, 1024), d_primes=(2, 16, 64), *, batc
         "paper_concat_check": paper_concat_check(),
         "seconds": time.perf_counter() - t_start,
     }
+
+
+def _checked(s):
+    """The settings of :func:`run_neural_cost` checked before any work (the memory estimate too), as a dict."""
+    ns = _tuple_of_ints(s.ns, "ns")
+    d_primes = _tuple_of_ints(s.d_primes, "d_primes")
+    c = {"ns": ns, "d_primes": d_primes, "batch": check_int(s.batch, "batch"), "heads": check_int(s.heads, "heads"),
+         "d": check_int(s.d, "d"), "hidden": check_int(s.hidden, "hidden"), "chunk": _chunk(s.chunk),
+         "repeats": check_int(s.repeats, "repeats"), "seed": check_int(s.seed, "seed", least=0)}
+    budget_mib = s.budget_mib
+    if isinstance(budget_mib, (int, float, np.integer, np.floating)) and not isinstance(budget_mib, bool):
+        budget_mib = (budget_mib,)
+    c["budgets"] = []
+    for i, b in enumerate(tuple(budget_mib)):
+        if isinstance(b, bool) or not isinstance(b, (int, float, np.integer, np.floating)) or not b > 0:
+            raise ValueError(f"budget_mib[{i}]: expected a positive number of MiB, got {b!r}")
+        c["budgets"].append(float(b))
+    max_mib = s.max_mib
+    if isinstance(max_mib, bool) or not isinstance(max_mib, (int, float, np.integer, np.floating)) or not max_mib > 0:
+        raise ValueError(f"max_mib: expected a positive number of MiB, got {max_mib!r}")
+    c["max_mib"], c["m"], c["cap"] = max_mib, c["batch"] * c["heads"], float(max_mib) * _MIB
+    check_memory(memory_estimate(ns, d_primes, batch=c["batch"], heads=c["heads"], d=c["d"], hidden=c["hidden"],
+                                 chunk=c["chunk"], max_mib=max_mib),
+                 f"--ns {max(ns)} --batch {c['batch']} --heads {c['heads']}", s.max_memory)
+    return c
+
+
+def _rows_at(c, n, say):
+    """The measured rows of sequence length ``n``: dot-product scores, then every method at every ``d'``."""
+    batch, heads, d, hidden, chunk, seed = c["batch"], c["heads"], c["d"], c["hidden"], c["chunk"], c["seed"]
+    sc = score("neural")
+    rng = np.random.default_rng([seed, n])
+    q = rng.standard_normal((batch, heads, n, d))  # (B, H, n, d)
+    k = rng.standard_normal((batch, heads, n, d))  # (B, H, n, d)
+    rows, dot_row = [], None
+    for dp in c["d_primes"]:
+        P = sc.init_params(d, np.random.default_rng([seed, n, dp]), d_prime=dp, hidden_size=hidden)
+        ref = None
+        # (b) first, so that every other neural output can be compared with it
+        for method in ("dot", "decomposed", "concat", "chunked", "library"):
+            if method == "dot" and dot_row is not None:
+                continue
+            analytic = peak_bytes(method, n_q=n, d=d, d_prime=dp, hidden=hidden, chunk=chunk, batch=c["m"])
+            row = {"n": n, "d_prime": None if method == "dot" else dp, "method": method,
+                   "analytic_bytes": analytic, "peak_bytes": None, "measured_over_analytic": None,
+                   "seconds": None, "max_abs_diff": None, "skipped": analytic > c["cap"]}
+            if not row["skipped"]:
+                peak, out = measure_peak(_call, method, q, k, P, chunk)
+                row["peak_bytes"] = peak
+                row["measured_over_analytic"] = peak / analytic
+                if method == "decomposed":
+                    ref = out
+                elif method != "dot" and ref is not None:
+                    row["max_abs_diff"] = float(np.max(np.abs(out - ref)))
+                del out
+                row["seconds"] = measure_time(_call, method, q, k, P, chunk, repeats=c["repeats"])
+                say(f"n={n:5d} d'={dp:3d} {method:10s} peak {peak / _MIB:9.2f} MiB "
+                    f"(x{row['measured_over_analytic']:.3f} analytic)  {1e3 * row['seconds']:9.2f} ms")
+            else:
+                say(f"n={n:5d} d'={dp:3d} {method:10s} skipped: {analytic / _MIB:.0f} MiB > max_mib")
+            if method == "dot":
+                dot_row = row
+            rows.append(row)
+    order = {m: i for i, m in enumerate(METHODS)}
+    rows.sort(key=lambda r: (-1 if r["d_prime"] is None else c["d_primes"].index(r["d_prime"]), order[r["method"]]))
+    for row in rows:
+        row["memory_ratio_analytic"] = row["analytic_bytes"] / dot_row["analytic_bytes"]
+        row["memory_ratio"] = (row["peak_bytes"] / dot_row["peak_bytes"]
+                               if row["peak_bytes"] is not None and dot_row["peak_bytes"] else None)
+        row["time_ratio"] = (row["seconds"] / dot_row["seconds"]
+                             if row["seconds"] is not None and dot_row["seconds"] else None)
+    return rows
+
+
+def _budget_rows(c, verify_budget, say):
+    """The longest ``n`` of every method within each memory budget, and its verification (the first budget,
+    the largest ``d'``)."""
+    batch, heads, d, hidden, seed = c["batch"], c["heads"], c["d"], c["hidden"], c["seed"]
+    sc = score("neural")
+    budget_rows = []
+    for i, b in enumerate(c["budgets"]):
+        for dp in c["d_primes"]:
+            sizes = {"d": d, "d_prime": dp, "hidden": hidden, "chunk": c["chunk"], "batch": c["m"]}
+            reach = {meth: max_length(meth, int(b * _MIB), **sizes) for meth in METHODS}
+            entry = {"budget_mib": b, "d_prime": dp, "max_n": reach, "verified": None}
+            if verify_budget and i == 0 and dp == max(c["d_primes"]):
+                entry["verified"] = {}
+                for meth in METHODS:
+                    n = reach[meth]
+                    if n < 1 or peak_bytes(meth, n_q=n, **sizes) > c["cap"]:
+                        continue
+                    rng = np.random.default_rng([seed, n])
+                    q = rng.standard_normal((batch, heads, n, d))
+                    k = rng.standard_normal((batch, heads, n, d))
+                    P = sc.init_params(d, np.random.default_rng([seed, n, dp]), d_prime=dp, hidden_size=hidden)
+                    peak, out = measure_peak(_call, meth, q, k, P, c["chunk"])
+                    del out, q, k
+                    entry["verified"][meth] = {"n": n, "peak_bytes": peak, "within_budget": peak <= b * _MIB,
+                                               "measured_over_analytic": peak / peak_bytes(meth, n_q=n, **sizes)}
+                    say(f"budget {b:g} MiB, d'={dp}: {meth} at n={n}: measured {peak / _MIB:.1f} MiB")
+            budget_rows.append(entry)
+    return budget_rows
 
 
 # --------------------------------------------------------------------------
@@ -838,15 +854,8 @@ def memory_estimate(ns, d_primes, *, batch=1, heads=1, d=64, hidden=16, chunk=64
     return min(max(peaks), max_mib * _MIB) + 2 * m * n_verified * d * 8 + 16 * _MIB
 
 
-def run(settings, *, progress=None):
-    """:func:`run_neural_cost` with the settings of ``refattn neural-cost``, its memory estimate
-    checked first."""
-    check_memory(memory_estimate(settings.ns, settings.d_primes, batch=settings.batch, heads=settings.heads,
-                                 hidden=settings.hidden, chunk=settings.chunk),
-                 f"--ns {max(settings.ns)} --batch {settings.batch} --heads {settings.heads}", settings.max_memory)
-    return run_neural_cost(settings.ns, settings.d_primes, batch=settings.batch, heads=settings.heads,
-                           hidden=settings.hidden, chunk=settings.chunk, budget_mib=settings.budget_mib,
-                           repeats=settings.repeats, seed=settings.seed, progress=progress)
+#: ``refattn neural-cost``.
+run = run_neural_cost
 
 
 def report(result):

@@ -234,7 +234,9 @@ def squared_loss_grad(params, q, k, z):
     ``derivations/08-neural-attention-expressivity.md``), then
     ``NEURAL.backward(dL/ds, NEURAL.forward(q, k, params)[1])`` (``derivations/02-scores.md``,
     "neural") gives the gradient of every parameter, ``Wq`` and ``Wk``
-    included.
+    included. Not a backward pass: the loss ends the chain, so there is no
+    upstream gradient to put first; the arguments are the loss's own, the
+    parameters and then the data (queries, keys, targets).
 
     Returns
     -------

@@ -18,9 +18,11 @@ and expressive attention (EA, Eq. 2) on the NT tasks
 * **Fig. 7** -- NT-R (Eq. 9) at ``N_con = 64 / 128``: DPA about 0.36 / 0.72,
   EA 0.988 / 0.999 (averages over 16 runs).
 
-Each ``run_figN`` trains both attentions with :func:`refattn.studies.nt_training.run_nt`
-(all seeds batched), at a size that fits a few minutes of one CPU core by
-default; the docstrings give the call for the paper's length.
+Each ``run_figN`` takes the :class:`Settings` of ``refattn nt-figure`` (a
+setting left at None is the figure's own, :data:`DEFAULTS`) and trains both
+activations with :func:`refattn.studies.nt_training.run_nt` (all seeds batched),
+at a size that fits a few minutes of one CPU core by default; the docstrings
+give the call for the paper's length.
 :func:`report` prints our numbers beside the paper's and
 :func:`plot` draws the figure; ``refattn nt-figure`` runs them (:class:`Settings`). ``derivations/15-nt-experiments.md``
 records the runs and what did and did not reproduce.
@@ -28,15 +30,19 @@ records the runs and what did and did not reproduce.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..training.runs import check_memory
+from ..training.tasks.nt import parse_mixture
 from . import max_memory, option
-from .nt_training import DEVICES, PAPER, memory_estimate, parse_mixture, run_nt
+from . import nt_training
+from .nt_training import DEVICES, PAPER, run_nt
 
-__all__ = ["PAPER_FIGURES", "FIGURES", "LOG_FLOOR", "COLOURS", "Settings", "run_fig3", "run_fig4", "run_mixture",
+__all__ = ["PAPER_FIGURES", "FIGURES", "DEFAULTS", "LOG_FLOOR", "COLOURS", "Settings", "run_fig3", "run_fig4",
+           "run_mixture",
            "run_ntr", "run_nt_figure", "run", "attention_snapshots", "dynamic_range", "report", "plot",
            "plot_attention_snapshots"]
 
@@ -47,9 +53,28 @@ FIGURES = ("fig3", "fig4", "fig6", "fig7")
 FIGURE = "nt_{figure}.png"
 
 
+#: Each figure's own settings, where :class:`Settings` leaves one at None: its task, context lengths,
+#: seeds, epochs and evaluations (a function of the context length: one value per length) and, for
+#: Fig. 6, its learning-rate drop.
+DEFAULTS = {
+    "fig3": {"task": "N16T2", "n_cons": (32, 52, 56), "seeds": 4, "epochs": lambda n: 12000 if n <= 32 else 600,
+             "eval_every": lambda n: 500 if n <= 32 else 25},
+    "fig4": {"task": "N2T5", "n_cons": (16,), "seeds": 16, "epochs": 2000, "eval_every": 20},
+    "fig6": {"task": "N16T2+N16T2-S", "n_cons": (32,), "seeds": 4, "epochs": 4000, "eval_every": 250,
+             "lr_drop": (2500, 4)},
+    "fig7": {"task": "N16T2-R", "n_cons": (64,), "seeds": 4, "epochs": 1500, "eval_every": 100},
+}
+
+
 @dataclass
 class Settings:
-    """Expressive's figures, short runs, ours beside the paper's numbers."""
+    """Expressive's figures, short runs, ours beside the paper's numbers.
+
+    A setting left at None is the figure's own (:data:`DEFAULTS`). From Python,
+    ``epochs`` and ``eval_every`` may also be dicts ``{N_con: value}``, one per
+    context length, and the settings the command line leaves at their default
+    (``task``, ``n_cons``, ...) may be given.
+    """
 
     figure: str = option(help="fig3 (N16T2), fig4 (N2T5), fig6 (mixture), fig7 (NT-R)", choices=FIGURES,
                          positional=True)
@@ -58,6 +83,20 @@ class Settings:
     lr: float | None = option(None, f"learning rate (default Expressive's {PAPER['lr']:g})", positive=True)
     device: str = option("cpu", "NumPy on the CPU or CuPy on the GPU", choices=DEVICES, device=True)
     max_memory: float | None = max_memory()
+    task: str | None = option(None, "the task (default: the figure's)", cli=False)
+    n_cons: tuple[int, ...] | None = option(None, "the context lengths (default: the figure's)", low=1, cli=False)
+    eval_every: int | None = option(None, "epochs between evaluations (default: the figure's)", low=1, cli=False)
+    n_test: int = option(PAPER["n_test"], "test series per evaluation", low=1, cli=False)
+    lr_drop: tuple[int, float] | None = option(None, "(EPOCH, FACTOR): the learning rate divided by FACTOR from "
+                                                     "EPOCH on (default: Fig. 6's (2500, 4), none elsewhere)",
+                                               items=({"low": 1}, {"positive": True}), cli=False)
+    snapshot_epochs: tuple[int, ...] | None = option(None, "Fig. 4's snapshot epochs (default 0, a tenth of the "
+                                                           "epochs and the last)", low=0, cli=False)
+    activations: tuple[str, ...] = option(("expressive", "softmax"), "the activations compared (EA, DPA)",
+                                          cli=False)
+    dtype: str = option("float64", "precision", choices=("float64", "float32"), cli=False)
+    layout: str | None = option(None, "the bias layout (default: refattn nt's)", cli=False)
+    init_scale: float = option(1.0, "the initialisation's scale", positive=True, cli=False)
 
 #: Expressive's numbers and statements, typed in from section 5 and the captions:
 #: ``{figure: {"setting": ..., "claims": {(N_con, attention[, task]): (value or None, text)}}}``.
@@ -122,21 +161,31 @@ def _per(value, key, name):
     return value
 
 
-def _runs(figure, task, n_cons, attentions, epochs, eval_every, **options):
-    if isinstance(attentions, str) or not attentions:
-        raise TypeError("attentions: expected a sequence of activation names, e.g. ('expressive', 'softmax')")
-    if isinstance(n_cons, (int, np.integer)):
-        n_cons = (int(n_cons),)
-    seeds = options.get("seeds", 1)
-    n_seeds = seeds if isinstance(seeds, (int, np.integer)) else len(tuple(seeds))
-    check_memory(memory_estimate(max(int(n) for n in n_cons), n_seeds, n_test=options.get("n_test", PAPER["n_test"]),
-                                 itemsize=np.dtype(options.get("dtype", "float64")).itemsize),
-                 f"--seeds {n_seeds} at N_con = {max(int(n) for n in n_cons)}", options.get("max_memory"))
-    runs = [run_nt(task, int(n), att, epochs=_per(epochs, n, "epochs"), eval_every=_per(eval_every, n, "eval_every"),
-                   **options)
-            for n in n_cons for att in attentions]
-    return {"figure": figure, "task": runs[0]["task"], "n_cons": [int(n) for n in n_cons],
-            "attentions": list(attentions), "runs": runs, "paper": _paper(figure)}
+def _own(settings, figure):
+    """The settings of ``figure``, each None replaced by the figure's own (:data:`DEFAULTS`)."""
+    if settings.figure != figure:
+        raise ValueError(f"figure: this runner draws {figure!r}, got settings for {settings.figure!r}")
+    if isinstance(settings.activations, str) or not settings.activations:
+        raise TypeError("activations: expected a sequence of activation names, e.g. ('expressive', 'softmax')")
+    given = {k: v for k, v in DEFAULTS[figure].items() if getattr(settings, k) is None}
+    s = dataclasses.replace(settings, **{k: v for k, v in given.items() if not callable(v)})
+    s = dataclasses.replace(s, n_cons=(s.n_cons,) if isinstance(s.n_cons, (int, np.integer)) else s.n_cons)
+    return dataclasses.replace(s, **{k: {n: v(n) for n in s.n_cons} for k, v in given.items() if callable(v)})
+
+
+def _runs(s, progress, **extra):
+    """EA and DPA (``s.activations``) at every context length of the settings ``s`` (:func:`_own`'s)."""
+    n_max = max(int(n) for n in s.n_cons)
+    base = nt_training.Settings(task=s.task, seeds=s.seeds, n_test=s.n_test, lr=PAPER["lr"] if s.lr is None else s.lr,
+                                lr_drop=s.lr_drop, device=s.device, dtype=s.dtype, init_scale=s.init_scale,
+                                max_memory=s.max_memory, **({} if s.layout is None else {"layout": s.layout}), **extra)
+    check_memory(dataclasses.replace(base, context=n_max).memory_estimate(), f"--seeds {s.seeds} at N_con = {n_max}",
+                 s.max_memory)
+    runs = [run_nt(dataclasses.replace(base, context=int(n), activation=act, epochs=_per(s.epochs, n, "epochs"),
+                                       eval_every=_per(s.eval_every, n, "eval_every")), progress=progress)
+            for n in s.n_cons for act in s.activations]
+    return {"figure": s.figure, "task": runs[0]["task"], "n_cons": [int(n) for n in s.n_cons],
+            "attentions": list(s.activations), "runs": runs, "paper": _paper(s.figure)}
 
 
 def _paper(figure):
@@ -146,66 +195,49 @@ def _paper(figure):
             "claims": {"/".join(str(k) for k in key): {"value": v, "text": t} for key, (v, t) in p["claims"].items()}}
 
 
-def run_fig3(n_cons=(32, 52, 56), *, task="N16T2", seeds=4, epochs=None, eval_every=None,
-             n_test=PAPER["n_test"], attentions=_ATT, progress=None, **run_options):
+def run_fig3(settings, *, progress=None):
     """Expressive Fig. 3: N16T2 with EA and DPA at several context lengths.
 
-    Default size (4 seeds; about 5 minutes of one core per attention at
+    Default size (4 seeds; about 5 minutes of one core per activation at
     ``N_con = 32``, about 30 s at 52 and 56 on an idle machine): 12,000 epochs at ``N_con = 32``
     (evaluated every 500), 600 at 52 and 56 (every 25). The paper's 16 runs:
-    ``run_fig3(seeds=16, epochs={32: 20000, 52: 3000, 56: 1000})`` (its epoch
+    ``run_fig3(Settings("fig3", seeds=16, epochs={32: 20000, 52: 3000, 56: 1000}))`` (its epoch
     axis is not stated; 20,000 is our guess at "long enough to see EA escape").
-
-    Parameters
-    ----------
-    n_cons : sequence of int
-        Context lengths.
-    epochs, eval_every : int or dict {N_con: int}, optional
-        Per context length; the defaults above when None.
-    **run_options
-        Passed to :func:`run_nt` (``layout``, ``init_scale``, ``device``, ...).
 
     Returns
     -------
     dict
         ``figure``, ``task``, ``n_cons``, ``attentions``, ``runs`` (:func:`run_nt`
-        results, N_con outer, attention inner) and ``paper``.
+        results, N_con outer, activation inner) and ``paper``.
     """
-    if epochs is None:
-        epochs = {n: (12000 if n <= 32 else 600) for n in n_cons}
-    if eval_every is None:
-        eval_every = {n: (500 if n <= 32 else 25) for n in n_cons}
-    return _runs("fig3", task, n_cons, attentions, epochs, eval_every, seeds=seeds, n_test=n_test,
-                 progress=progress, **run_options)
+    return _runs(_own(settings, "fig3"), progress)
 
 
-def run_mixture(task="N16T2+N16T2-S", n_con=32, *, seeds=4, epochs=4000, eval_every=250, lr_drop=(2500, 4),
-                n_test=PAPER["n_test"], attentions=_ATT, progress=None, **run_options):
+def run_mixture(settings, *, progress=None):
     """Expressive Fig. 6: the 50/50 mixture of N16T2 and N16T2-S, each task evaluated on its own.
 
     Default: 4 seeds, 4000 epochs with the paper's learning-rate drop (/4
-    after 2500 epochs), about 2 minutes per attention. The paper's figure runs
+    after 2500 epochs), about 2 minutes per activation. The paper's figure runs
     longer (its axis is not stated in the text); e.g.
-    ``run_mixture(seeds=16, epochs=10000)``.
+    ``run_mixture(Settings("fig6", seeds=16, epochs=10000))``.
 
     Returns
     -------
     dict
         As :func:`run_fig3`; each run has ``accuracy_by_task``.
     """
-    if len(parse_mixture(task)[1]) < 2:
-        raise ValueError(f"task: expected a mixture of at least two tasks such as 'N16T2+N16T2-S', got {task!r}")
-    return _runs("fig6", task, (n_con,), attentions, epochs, eval_every, seeds=seeds, n_test=n_test,
-                 lr_drop=lr_drop, progress=progress, **run_options)
+    s = _own(settings, "fig6")
+    if len(parse_mixture(s.task)[1]) < 2:
+        raise ValueError(f"task: expected a mixture of at least two tasks such as 'N16T2+N16T2-S', got {s.task!r}")
+    return _runs(s, progress)
 
 
-def run_ntr(n_cons=(64,), *, task="N16T2-R", seeds=4, epochs=1500, eval_every=100, n_test=PAPER["n_test"],
-            attentions=_ATT, progress=None, **run_options):
+def run_ntr(settings, *, progress=None):
     """Expressive Fig. 7: NT-R (Eq. 9, "N16T2 switching conditionally to N16T2-S").
 
     Default: ``N_con = 64`` only, 4 seeds, 1500 epochs (a few minutes per
-    attention). The paper's setting: ``run_ntr((64, 128), seeds=16,
-    epochs=...)``, with many thousands of epochs ("training progress is
+    activation). The paper's setting: ``run_ntr(Settings("fig7", n_cons=(64, 128), seeds=16,
+    epochs=...))``, with many thousands of epochs ("training progress is
     slow"; the axis is not stated in the text).
 
     Returns
@@ -213,10 +245,10 @@ def run_ntr(n_cons=(64,), *, task="N16T2-R", seeds=4, epochs=1500, eval_every=10
     dict
         As :func:`run_fig3`.
     """
-    if not all(t.endswith("-R") for t in parse_mixture(task)[1]):
-        raise ValueError(f"task: Fig. 7 is an NT-R task such as 'N16T2-R', got {task!r}")
-    return _runs("fig7", task, n_cons, attentions, epochs, eval_every, seeds=seeds, n_test=n_test,
-                 progress=progress, **run_options)
+    s = _own(settings, "fig7")
+    if not all(t.endswith("-R") for t in parse_mixture(s.task)[1]):
+        raise ValueError(f"task: Fig. 7 is an NT-R task such as 'N16T2-R', got {s.task!r}")
+    return _runs(s, progress)
 
 
 def dynamic_range(A, floor=LOG_FLOOR):
@@ -245,12 +277,11 @@ def dynamic_range(A, floor=LOG_FLOOR):
     return float(np.log10(w.max()) - np.log10(max(w.min(), floor)))
 
 
-def run_fig4(task="N2T5", n_con=16, *, seeds=16, epochs=2000, eval_every=20, snapshot_epochs=None,
-             n_test=PAPER["n_test"], attentions=_ATT, progress=None, **run_options):
+def run_fig4(settings, *, progress=None):
     """Expressive Fig. 4: N2T5 (802 parameters), accuracy of EA and DPA and attention snapshots.
 
     The paper's full setting (16 seeds, 2000 epochs; about 1-2 minutes per
-    attention), with the attention weights of every seed for one fixed test
+    activation), with the attention weights of every seed for one fixed test
     context (:func:`refattn.studies.nt_training.snapshot_context`) after
     ``snapshot_epochs`` epochs, and their :func:`dynamic_range`.
 
@@ -260,10 +291,11 @@ def run_fig4(task="N2T5", n_con=16, *, seeds=16, epochs=2000, eval_every=20, sna
         As :func:`run_fig3`, plus ``dynamic_range``: ``{attention: {epoch:
         [decades per seed]}}``.
     """
+    s = _own(settings, "fig4")
+    snapshot_epochs = s.snapshot_epochs
     if snapshot_epochs is None:
-        snapshot_epochs = tuple(sorted({0, int(epochs) // 10, int(epochs)}))
-    out = _runs("fig4", task, (n_con,), attentions, epochs, eval_every, seeds=seeds, n_test=n_test,
-                snapshot_epochs=snapshot_epochs, progress=progress, **run_options)
+        snapshot_epochs = tuple(sorted({0, int(s.epochs) // 10, int(s.epochs)}))
+    out = _runs(s, progress, snapshot_epochs=tuple(snapshot_epochs))
     out["dynamic_range"] = {
         r["attention"]: {str(e): [dynamic_range(A) for A in mats]
                          for e, mats in zip(r["snapshots"]["epochs"], r["snapshots"]["attention"])}
@@ -272,61 +304,54 @@ def run_fig4(task="N2T5", n_con=16, *, seeds=16, epochs=2000, eval_every=20, sna
     return out
 
 
-def attention_snapshots(task="N2T5", n_con=16, *, seed=0, epochs=(0, 200, 2000), attentions=_ATT,
-                        snapshot_index=0, **run_options):
+def attention_snapshots(settings, *, epochs=(0, 200, 2000), activations=("expressive", "softmax"), progress=None):
     """The attention weights of the trained model for one test context, at chosen epochs.
 
-    Trains one seed per attention (:func:`run_nt` with ``snapshot_epochs``)
-    for ``max(epochs)`` epochs and returns ``A_mk`` for the fixed context of
-    :func:`refattn.studies.nt_training.snapshot_context` after each of
+    Trains seed ``settings.first_seed`` (:class:`refattn.studies.nt_training.Settings`; its
+    ``seeds``, ``activation``, ``epochs`` and ``snapshot_epochs`` replaced) once per activation for
+    ``max(epochs)`` epochs and returns ``A_mk`` for the fixed context of
+    :func:`refattn.studies.nt_training.snapshot_context` (``settings.snapshot_index``) after each of
     ``epochs`` epochs (0: at initialisation). Expressive, Fig. 4, bottom.
 
     Returns
     -------
     dict
-        ``epochs``, ``context`` (n_con symbols), ``attention``: ``{attention:
+        ``epochs``, ``context`` (n_con symbols), ``attention``: ``{activation:
         [n_con x n_con per epoch]}`` (0 above the diagonal), ``accuracy``:
-        ``{attention: final accuracy}``.
+        ``{activation: final accuracy}``.
     """
     epochs = tuple(int(e) for e in epochs)
     if not epochs:
         raise ValueError("epochs: expected at least one epoch")
-    run_options.setdefault("eval_every", max(max(epochs), 1))
-    out = {"task": task, "n_con": n_con, "seed": int(seed), "attention": {}, "accuracy": {}}
-    for att in attentions:
-        r = run_nt(task, n_con, att, seeds=(int(seed),), epochs=max(max(epochs), 1), snapshot_epochs=epochs,
-                   snapshot_index=snapshot_index, **run_options)
+    out = {"task": settings.task, "n_con": settings.context, "seed": int(settings.first_seed), "attention": {},
+           "accuracy": {}}
+    for act in activations:
+        r = run_nt(dataclasses.replace(settings, seeds=1, activation=act, epochs=max(max(epochs), 1),
+                                       snapshot_epochs=epochs), progress=progress)
         out["epochs"] = r["snapshots"]["epochs"]
         out["context"] = r["snapshots"]["context"]
-        out["attention"][att] = [mats[0] for mats in r["snapshots"]["attention"]]
-        out["accuracy"][att] = r["final_accuracy"][0]
+        out["attention"][act] = [mats[0] for mats in r["snapshots"]["attention"]]
+        out["accuracy"][act] = r["final_accuracy"][0]
     return out
 
 
 _RUNNERS = {"fig3": run_fig3, "fig4": run_fig4, "fig6": run_mixture, "fig7": run_ntr}
 
 
-def run_nt_figure(name, **options):
-    """Run one of Expressive's figures by name: ``"fig3"``, ``"fig4"``, ``"fig6"`` (mixture) or ``"fig7"`` (NT-R).
+def run_nt_figure(settings, *, progress=None):
+    """Run one of Expressive's figures, ``settings.figure``: ``"fig3"``, ``"fig4"``, ``"fig6"`` (mixture)
+    or ``"fig7"`` (NT-R), by :func:`run_fig3`, :func:`run_fig4`, :func:`run_mixture` or :func:`run_ntr`."""
+    if settings.figure not in _RUNNERS:
+        raise ValueError(f"figure: expected one of {FIGURES}, got {settings.figure!r}")
+    return _RUNNERS[settings.figure](settings, progress=progress)
 
-    ``options`` go to :func:`run_fig3`, :func:`run_fig4`, :func:`run_mixture`
-    or :func:`run_ntr`.
-    """
-    if name not in _RUNNERS:
-        raise ValueError(f"name: expected one of {FIGURES}, got {name!r}")
-    return _RUNNERS[name](**options)
+
+run = run_nt_figure
 
 
 # --------------------------------------------------------------------------
 # the table: ours beside the paper's
 # --------------------------------------------------------------------------
-
-
-def run(settings, *, progress=None):
-    """:func:`run_nt_figure` with the settings of ``refattn nt-figure`` (a None setting: the figure's own)."""
-    options = {k: getattr(settings, k) for k in ("seeds", "epochs", "lr", "max_memory")
-               if getattr(settings, k) is not None}
-    return run_nt_figure(settings.figure, progress=progress, device=settings.device, **options)
 
 
 def _curve(r, acc, points=6):

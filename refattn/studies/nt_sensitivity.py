@@ -37,19 +37,20 @@ files in ``derivations/data/``.
 from __future__ import annotations
 
 import math
-import os
-import subprocess
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..training.runs import CellStore, check_memory, session
 from . import max_memory, option
-from .nt_training import PAPER, memory_estimate, run_nt
+from . import nt_training
+from .helpers import code_commit
+from .nt_training import PAPER, run_nt
+from .statistics import rank_shift, rank_test
 
 __all__ = ["SETTINGS", "GRID", "MEASURES", "MEASURE_DIRECTIONS", "SETTLED", "CURVE_POINTS", "Settings", "cell_key",
-           "rank_test", "rank_shift", "late_change", "thin_record", "run_sensitivity", "run", "summarise",
-           "compare_results", "report", "plot", "plot_verdict_map", "code_commit"]
+           "late_change", "thin_record", "run_sensitivity", "run", "summarise",
+           "compare_results", "report", "plot", "plot_verdict_map"]
 
 #: The grid: initialisation scales and learning rates.
 GRID = {"init_scale": (0.5, 1.0, 2.0), "lr": (0.02, 0.32)}
@@ -117,79 +118,9 @@ class Settings:
     max_memory: float | None = max_memory()
 
 
-def cell_key(init_scale, lr, attention):
-    """The results file's name for one cell and attention, e.g. ``"init=0.5 lr=0.02 expressive"``."""
-    return f"init={float(init_scale):g} lr={float(lr):g} {attention}"
-
-
-def code_commit():
-    """The git commit of the code that runs, or None outside a checkout.
-
-    ``"<hash>-dirty"`` when the package itself (``refattn/``) differs from
-    that commit; changed documents and result files (a study rewrites its
-    own file in ``derivations/data/`` as it runs) do not count.
-    """
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # refattn/
-    try:
-        head = subprocess.run(["git", "-C", package, "rev-parse", "HEAD"], capture_output=True, text=True,
-                              check=True, timeout=30).stdout.strip()
-        dirty = subprocess.run(["git", "-C", package, "status", "--porcelain", "--untracked-files=no", "--", "."],
-                               capture_output=True, text=True, check=True, timeout=30).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return head + ("-dirty" if dirty else "")
-
-
-def _pooled_ranks(a, b):
-    """Ranks 1..n of ``a`` then ``b`` in the pooled sample, ties given their mean rank."""
-    pooled = np.concatenate([np.asarray(a, dtype=float), np.asarray(b, dtype=float)])
-    order = np.argsort(pooled, kind="stable")
-    ranks = np.empty(pooled.size)
-    ranks[order] = np.arange(1, pooled.size + 1)
-    for v in np.unique(pooled):  # mean rank for ties
-        tied = pooled == v
-        ranks[tied] = ranks[tied].mean()
-    return ranks
-
-
-def rank_shift(a, b):
-    """The mean rank of ``a`` minus that of ``b`` in the pooled sample: the direction :func:`rank_test` tests.
-
-    Positive when ``a`` tends to be larger. Unlike a difference of means, one
-    diverged seed (an accuracy at chance) moves it by at most one rank.
-    """
-    ranks = _pooled_ranks(a, b)
-    n = np.asarray(a).size
-    return float(ranks[:n].mean() - ranks[n:].mean())
-
-
-def rank_test(a, b, *, permutations=20000, seed=0):
-    """Two-sided permutation test of the rank sums of ``a`` and ``b`` (Mann-Whitney's statistic).
-
-    The ranks of the pooled values (ties get their mean rank) are split at
-    random ``permutations`` times (``default_rng(seed)``, so the p-value is
-    reproducible); the p-value is the fraction of splits whose rank-sum
-    difference is at least as far from its mean as the observed one, counting
-    the observed split (so it is never 0). Its Monte Carlo standard error is
-    at most ``0.5 / sqrt(permutations)``, 0.0035 here.
-
-    Returns
-    -------
-    float
-        The p-value; 1.0 when every value is tied.
-    """
-    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    if a.size == 0 or b.size == 0:
-        raise ValueError("rank_test: expected two non-empty samples")
-    ranks = _pooled_ranks(a, b)
-    if np.all(ranks == ranks[0]):
-        return 1.0
-    expected = a.size * (ranks.size + 1) / 2.0
-    observed = abs(ranks[:a.size].sum() - expected)
-    rng = np.random.default_rng(seed)
-    shuffled = rng.permuted(np.broadcast_to(ranks, (int(permutations), ranks.size)), axis=1)
-    sums = shuffled[:, :a.size].sum(axis=1)
-    return float((1 + np.sum(np.abs(sums - expected) >= observed - 1e-9)) / (permutations + 1))
+def cell_key(init_scale, lr, activation):
+    """The results file's name for one cell and activation, e.g. ``"init=0.5 lr=0.02 expressive"``."""
+    return f"init={float(init_scale):g} lr={float(lr):g} {activation}"
 
 
 def late_change(accuracy, fraction=1 / 3):
@@ -255,56 +186,43 @@ def _cell_record(r, figure):
     return thin_record(rec)
 
 
-def _settings(figure, seeds, epochs, eval_every, init_scales, lrs, n_test, dtype):
+def _settings(settings):
+    """What the results file records of the grid's settings (and a resumed file must match)."""
+    figure = settings.figure
     if figure not in SETTINGS:
         raise ValueError(f"figure: expected one of {tuple(SETTINGS)}, got {figure!r}")
     s = dict(SETTINGS[figure])
-    if epochs is not None:
-        s["epochs"] = epochs
-    if eval_every is not None:
-        s["eval_every"] = eval_every
+    if settings.epochs is not None:
+        s["epochs"] = settings.epochs
+    if settings.eval_every is not None:
+        s["eval_every"] = settings.eval_every
     s["lr_drop"] = None if s["lr_drop"] is None else list(s["lr_drop"])
-    s.update(figure=figure, seeds=list(range(seeds)) if isinstance(seeds, (int, np.integer)) else list(seeds),
-             init_scales=[float(v) for v in init_scales], lrs=[float(v) for v in lrs], n_test=int(n_test),
-             dtype=dtype, attentions=list(ATTENTIONS), momentum=PAPER["momentum"], layout="b_Q+b_r",
-             bias_init="zeros")
+    s.update(figure=figure, seeds=list(range(settings.seeds)), init_scales=[float(v) for v in settings.init_scales],
+             lrs=[float(v) for v in settings.lrs], n_test=int(settings.n_test), dtype=settings.dtype,
+             attentions=list(ATTENTIONS), momentum=PAPER["momentum"], layout="b_Q+b_r", bias_init="zeros")
     if not s["seeds"] or not s["init_scales"] or not s["lrs"]:
         raise ValueError("seeds, init_scales, lrs: expected at least one value each")
     return s
 
 
 @session()  # the results file stays locked while the grid runs
-def run_sensitivity(figure="fig3", *, seeds=16, epochs=None, eval_every=None, init_scales=GRID["init_scale"],
-                    lrs=GRID["lr"], n_test=PAPER["n_test"], dtype="float32", results=None, command=None,
-                    progress=None, max_memory=None):
-    """Train EA and DPA over the grid for one figure; each finished cell into ``results`` at once.
+def run_sensitivity(settings, *, command=None, progress=None):
+    """Train EA and DPA over the grid for one figure (:class:`Settings`); each finished cell into the
+    results file at once.
 
-    Parameters
-    ----------
-    figure : str
-        A key of :data:`SETTINGS`: ``"fig3"``, ``"fig3-16"`` (the text's
-        N16T2 at N_con = 16, beside Fig. 3), ``"fig3-52"`` (Fig. 3's
-        N_con = 52), ``"fig3-beta"`` (Fig. 3 with the score scale
-        ``beta = 1/sqrt(N_con)`` instead of 1), ``"fig4"``, ``"fig5"``
-        (N16T5 at N_con = 128), ``"fig5-256"`` and ``"fig5-512"`` (the
-        text's N16T5 at N_con = 256 and 512; 512 needs about 8 GiB),
-        ``"fig6"``, ``"fig7"`` or ``"fig7-128"``. A setting
-        with a ``"beta"`` runs every cell at that score scale.
-    seeds : int or sequence of int
-        16 (the paper's runs) by default; EA and DPA share them.
-    epochs, eval_every : int, optional
-        Override :data:`SETTINGS`.
-    init_scales, lrs : sequences of float
-        The grid (:data:`GRID`).
-    dtype : {"float32", "float64"}
-        float32 by default (``benchmarks/bench_nt.py`` checks that it changes
-        no verdict where this can be checked quickly).
-    results : path, optional
-        JSON file written after every cell; an existing file with the same
-        settings is resumed (its finished cells are kept; the grid may grow),
-        one with other settings refused.
-    command : str, optional
-        The command line to record (the CLI passes its own).
+    ``settings.figure`` is a key of :data:`SETTINGS`: ``"fig3"``, ``"fig3-16"``
+    (the text's N16T2 at N_con = 16, beside Fig. 3), ``"fig3-52"`` (Fig. 3's
+    N_con = 52), ``"fig3-beta"`` (Fig. 3 with the score scale ``beta =
+    1/sqrt(N_con)`` instead of 1), ``"fig4"``, ``"fig5"`` (N16T5 at N_con =
+    128), ``"fig5-256"`` and ``"fig5-512"`` (the text's N16T5 at N_con = 256 and
+    512; 512 needs about 8 GiB), ``"fig6"``, ``"fig7"`` or ``"fig7-128"``; a
+    setting with a ``"beta"`` runs every cell at that score scale. EA and DPA
+    share the seeds; ``epochs`` and ``eval_every`` override :data:`SETTINGS`;
+    float32 by default (``benchmarks/bench_nt.py`` checks that it changes no
+    verdict where this can be checked quickly). An existing results file with
+    the same settings is resumed (its finished cells are kept; the grid may
+    grow), one with other settings refused. ``command`` is the command line to
+    record (the CLI passes its own).
 
     Returns
     -------
@@ -312,11 +230,13 @@ def run_sensitivity(figure="fig3", *, seeds=16, epochs=None, eval_every=None, in
         ``settings``, ``commit``, ``command``, ``cells`` ({:func:`cell_key`:
         record}) and ``summary`` (:func:`summarise`).
     """
-    if figure in SETTINGS and isinstance(seeds, (int, np.integer)):  # before the seeds are listed
-        check_memory(memory_estimate(SETTINGS[figure]["n_con"], int(seeds), n_test=int(n_test),
-                                     itemsize=np.dtype(dtype).itemsize), f"--seeds {seeds}", max_memory)
-    settings = _settings(figure, seeds, epochs, eval_every, init_scales, lrs, n_test, dtype)
-    store = CellStore(results, settings, grow=("init_scales", "lrs"), what="run_sensitivity")
+    g = settings
+    if g.figure in SETTINGS and isinstance(g.seeds, (int, np.integer)):  # before the seeds are listed
+        largest = nt_training.Settings(context=SETTINGS[g.figure]["n_con"], seeds=int(g.seeds), n_test=int(g.n_test),
+                                       dtype=g.dtype)
+        check_memory(largest.memory_estimate(), f"--seeds {g.seeds}", g.max_memory)
+    settings = _settings(g)
+    store = CellStore(g.results, settings, grow=("init_scales", "lrs"), what="run_sensitivity")
     cells = store.cells
     for key in cells:  # cells saved before the curves were thinned
         cells[key] = thin_record(cells[key])
@@ -333,14 +253,14 @@ def run_sensitivity(figure="fig3", *, seeds=16, epochs=None, eval_every=None, in
                 key = cell_key(init, lr, att)
                 if key in cells:
                     continue
+                cell = nt_training.Settings(
+                    task=settings["task"], context=settings["n_con"], activation=att, seeds=len(settings["seeds"]),
+                    epochs=settings["epochs"], eval_every=settings["eval_every"], n_test=settings["n_test"], lr=lr,
+                    init_scale=init, lr_drop=None if settings["lr_drop"] is None else tuple(settings["lr_drop"]),
+                    beta=settings.get("beta", 1.0), dtype=g.dtype, max_memory=g.max_memory)
                 with np.errstate(all="ignore"):  # a diverging seed is recorded ("diverged"), not warned about
-                    r = run_nt(settings["task"], settings["n_con"], att, seeds=settings["seeds"],
-                               epochs=settings["epochs"], eval_every=settings["eval_every"],
-                               n_test=settings["n_test"], lr=lr, init_scale=init,
-                               lr_drop=None if settings["lr_drop"] is None else tuple(settings["lr_drop"]),
-                               beta=settings.get("beta", 1.0), dtype=dtype, progress=progress,
-                               max_memory=max_memory)
-                cells[key] = _cell_record(r, figure)
+                    r = run_nt(cell, progress=progress)
+                cells[key] = _cell_record(r, g.figure)
                 save()
     out["summary"] = summarise(out)
     save()
@@ -470,13 +390,9 @@ def _p(p):
     return "< 0.001" if p < 0.001 else f"{p:.3f}"
 
 
-def run(settings, *, command=None, progress=None):
-    """:func:`run_sensitivity` with the settings of ``refattn nt-sensitivity``; ``command`` (the command
-    line) goes into the results file, so that the file says how to resume it."""
-    return run_sensitivity(settings.figure, seeds=settings.seeds, epochs=settings.epochs,
-                           eval_every=settings.eval_every, init_scales=settings.init_scales, lrs=settings.lrs,
-                           n_test=settings.n_test, dtype=settings.dtype, results=settings.results, command=command,
-                           progress=progress, max_memory=settings.max_memory)
+#: ``refattn nt-sensitivity``: ``command`` (the command line) goes into the results file, so that the file
+#: says how to resume it.
+run = run_sensitivity
 
 
 def report(result, measure=None):

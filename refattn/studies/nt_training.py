@@ -40,6 +40,7 @@ The derivation is ``derivations/11-nt-model.md`` (model) and
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from numbers import Real
@@ -47,19 +48,19 @@ from numbers import Real
 import numpy as np
 
 from ..core import backend as _backend
+from ..core.activations import ACTIVATIONS
 from ..core.backend import cupy_available, to_numpy
 from ..core.checks import check_int
 from ..training.models.nt import CANDIDATE_LAYOUTS, DEFAULT_LAYOUT, LAYOUTS, NTModel, count_params, ea_symbol_dependence
 from ..training.optim import SGD
-from ..training.tasks.nt import generate, generate_mixture, parse_task, windows
 from ..training.runs import check_memory
+from ..training.tasks.nt import generate, generate_mixture, parse_mixture, parse_task, windows
 from ..training.train import Progress, check_checkpoint, train
-from ..core.activations import ACTIVATIONS
 from . import max_memory, option
 
 __all__ = ["PAPER", "DEVICES", "Settings", "parse_mixture", "array_module_for", "make_batches", "evaluate",
-           "evaluate_tasks", "snapshot_context", "run_nt", "run", "batched_speedup", "seed_scaling",
-           "format_seed_scaling", "profile_loss_and_grad", "report", "plot", "compare_layouts",
+           "evaluate_tasks", "snapshot_context", "memory_estimate", "run_nt", "run", "batched_speedup",
+           "seed_scaling", "format_seed_scaling", "profile_loss_and_grad", "report", "plot", "compare_layouts",
            "format_layout_table"]
 
 #: Expressive's training and testing constants (section 4).
@@ -69,114 +70,77 @@ PAPER = {"n_batch": 40, "lr": 0.02, "momentum": 0.8, "n_g": 50, "n_test": 100, "
 DEVICES = ("cpu", "gpu")
 
 #: The figure ``refattn nt --out DIR`` writes.
-FIGURE = "nt_{task}_{context}_{attention}_{layout}.png"
+FIGURE = "nt_{task}_{context}_{activation}_{layout}.png"
 
 
 @dataclass
 class Settings:
-    """Train Expressive's one-bilayer transformer on an NT task, all seeds batched."""
+    """Train Expressive's one-bilayer transformer on an NT task, all seeds batched.
 
-    task: str = option("N2T5", "task name, e.g. N2T5, N16T2, N16T2-S", check=lambda task: parse_mixture(task))
+    Every setting of :func:`run_nt`, each written once. Beyond the help of each
+    field: ``task`` is one task (:func:`refattn.training.tasks.nt.parse_task`;
+    NT-R is Expressive's Eq. 9) or a mixture (:func:`parse_mixture`:
+    ``"N16T2+N16T2-S"`` is Fig. 6's 50/50 mixture, evaluated task by task);
+    ``activation`` ``"softmax"`` is Expressive's DPA (Eq. 1) and
+    ``"expressive"`` its EA (Eq. 2). ``layout`` places the model's two bias
+    vectors (:data:`refattn.training.models.nt.LAYOUTS`): the default
+    ``"b_Q+b_r"`` is the candidate under which EA learns N2T5 faster than DPA,
+    ``"b_2+b_r"`` the first inferred one, under which EA is content-blind at
+    N = 2 (``derivations/11-nt-model.md``, sections 6-7); EA's lead grows as
+    ``init_scale`` shrinks. ``beta`` scales the scores, ``s = beta Q . K``
+    (Expressive's Eq. 1; the paper's 1, derivation 15, section 11.6 checks
+    ``1/sqrt(N_con)``). ``lr_drop = (E, f)`` divides the learning rate by ``f``
+    after ``E`` epochs (Fig. 6: ``(2500, 4)``). ``snapshot_epochs`` records the
+    attention weights of every seed for one fixed test context
+    (:func:`snapshot_context`, Fig. 4 bottom) after those epochs (0: the
+    initial model). ``dtype="float32"`` halves a CPU step's time
+    (``benchmarks/bench_nt.py``; the initial values are float64's, rounded);
+    ``device="gpu"`` runs the same program on CuPy (:func:`array_module_for`):
+    the parameters are copied to the GPU once after initialisation, the data
+    made on the host and copied explicitly, and everything returned is on the
+    host; a checkpoint is resumed on the CPU only.
+    """
+
+    task: str = option("N2T5", "task name, e.g. N2T5, N16T2, N16T2-S, or a mixture such as N16T2+N16T2-S",
+                       check=lambda task: parse_mixture(task))
     context: int = option(16, "context length N_con", low=1)
-    attention: str = option("expressive", "a registered activation: softmax (DPA, Eq. 1) or expressive (EA, Eq. 2), "
-                                          "...", one_of=ACTIVATIONS)
+    activation: str = option("expressive", "a registered activation: softmax (DPA, Eq. 1) or expressive (EA, "
+                                           "Eq. 2), ...", one_of=ACTIVATIONS, old_names=("--attention",))
     seeds: int = option(16, "number of independent runs", low=1)
+    first_seed: int = option(0, "the first seed: the runs use seeds FIRST_SEED, FIRST_SEED + 1, ...", low=0)
     epochs: int = option(200, "epochs", low=1)
     eval_every: int = option(10, "evaluate every this many epochs", low=1)
     n_test: int = option(PAPER["n_test"], "test series per evaluation", low=1)
+    n_g: int = option(PAPER["n_g"], "symbols each test series is continued greedily", low=1)
+    lr: float = option(PAPER["lr"], "SGD's learning rate", positive=True)
+    momentum: float = option(PAPER["momentum"], "SGD's momentum", low=0)
     checkpoint: str | None = option(None, "a .npz file to resume from and save to", output="checkpoint")
     layout: str = option(DEFAULT_LAYOUT, "where the two bias vectors sit; derivation 11, section 7",
                          choices=tuple(LAYOUTS))
     init_scale: float = option(1.0, "multiplies 1/sqrt(fan_in), the half-width of the uniform initialisation",
                                positive=True)
     bias_init: str = option("zeros", "bias initialisation", choices=("zeros", "uniform"))
+    beta: float = option(1.0, "the score scale beta of Expressive's Eq. 1", positive=True)
     lr_drop: tuple[int, float] | None = option(None, "divide the learning rate by FACTOR from EPOCH on "
                                                      "(Expressive's mixture run)", metavar=("EPOCH", "FACTOR"),
                                                      items=({"low": 1}, {"positive": True}))
+    snapshot_epochs: tuple[int, ...] | None = option(None, "comma-separated epochs after which the attention "
+                                                           "weights of one fixed test context are recorded "
+                                                           "(0: the initial model)", low=0)
+    snapshot_index: int = option(0, "which fixed test context the snapshots use", low=0)
+    grad: str = option("analytic", "the gradient: the hand-derived backward pass or autograd's",
+                       choices=("analytic", "autograd"))
+    stop_after: int | None = option(None, "stop after this epoch index, as an interruption would (resume with "
+                                          "the same settings and --checkpoint)", low=0)
     device: str = option("cpu", "NumPy on the CPU or CuPy on the GPU", choices=DEVICES, device=True)
     dtype: str = option("float64", "precision of the parameters and activations; float32 is about 2x faster",
                         choices=("float64", "float32"))
     count_params: bool = option(False, "print only the parameter count")
     max_memory: float | None = max_memory()
 
-
-def parse_mixture(task):
-    """A task or a mixture of tasks as ``(name, tasks, weights)`` (Expressive, Fig. 6).
-
-    Accepted forms (every task a name of :func:`refattn.training.tasks.nt.parse_task`;
-    all of one basis ``N``, since the model's embedding size is ``d = N``):
-
-    * ``"N16T2"``: one task, weight 1;
-    * ``"N16T2+N16T2-S"``: equal weights (Fig. 6's 50/50 mixture);
-    * ``"N16T2:3+N16T2-S:1"``: weights after a colon (normalised to sum 1);
-    * a sequence of names, of ``(name, weight)`` pairs, or a dict ``{name: weight}``.
-
-    Parameters
-    ----------
-    task : str, sequence or dict
-
-    Returns
-    -------
-    name : str
-        The canonical spelling: ``"N16T2"``, ``"N16T2+N16T2-S"`` (equal
-        weights) or ``"N16T2:0.75+N16T2-S:0.25"``.
-    tasks : tuple of str
-    weights : tuple of float
-        Positive, summing to 1.
-
-    Raises
-    ------
-    TypeError
-        ``task`` is none of these forms.
-    ValueError
-        A bad name, a repeated task, a weight that is not a finite positive
-        number, or tasks of different bases ``N``.
-    """
-    if isinstance(task, str):
-        pairs = []
-        for part in task.split("+"):
-            name, colon, weight = part.strip().partition(":")
-            if colon:
-                try:
-                    w = float(weight)
-                except ValueError:
-                    raise ValueError(f"task: expected 'NAME:WEIGHT' with a number after the colon, "
-                                     f"got {part!r} in {task!r}") from None
-            else:
-                w = 1.0
-            pairs.append((name, w))
-    elif isinstance(task, dict):
-        pairs = list(task.items())
-    elif isinstance(task, (list, tuple)) and task:
-        pairs = [(t, 1.0) if isinstance(t, str) else tuple(t) for t in task]
-        if any(len(pr) != 2 for pr in pairs):
-            raise TypeError(f"task: expected names or (name, weight) pairs, got {task!r}")
-    else:
-        raise TypeError(f"task: expected a task name such as 'N16T2', a mixture 'N16T2+N16T2-S', a list of "
-                        f"names or (name, weight) pairs, or a dict; got {type(task).__name__}")
-    if not pairs:
-        raise ValueError("task: expected at least one task")
-    names, raw = [], []
-    for name, w in pairs:
-        parse_task(name)  # TypeError / ValueError naming the bad task
-        if isinstance(w, (bool, np.bool_)) or not isinstance(w, Real) or not (np.isfinite(w) and w > 0):
-            raise ValueError(f"task: the weight of {name!r} must be a finite number > 0, got {w!r}")
-        names.append(name)
-        raw.append(float(w))
-    if len(set(names)) != len(names):
-        raise ValueError(f"task: each task may appear once in a mixture, got {names}")
-    bases = {parse_task(n)[1] for n in names}
-    if len(bases) != 1:
-        raise ValueError(f"task: every task of a mixture needs the same basis N (the embedding size is d = N), "
-                         f"got {names}")
-    weights = tuple(w / sum(raw) for w in raw)
-    if len(names) == 1:
-        canonical = names[0]
-    elif len(set(raw)) == 1:
-        canonical = "+".join(names)
-    else:
-        canonical = "+".join(f"{n}:{w:g}" for n, w in zip(names, weights))
-    return canonical, tuple(names), weights
+    def memory_estimate(self):
+        """Bytes :func:`run_nt` needs at its peak with these settings (:func:`memory_estimate`)."""
+        return memory_estimate(self.context, self.seeds, n_test=self.n_test, itemsize=np.dtype(self.dtype).itemsize)
 
 
 def array_module_for(device):
@@ -322,7 +286,7 @@ def memory_estimate(n_con, seeds, *, n_test=PAPER["n_test"], n_predict=PAPER["n_
     N_con)`` for ``B = max(n_test, n_predict)`` rows per seed (a training batch
     or an evaluation), a few of them alive at once, and the ``(S, B, N_con, d)``
     activations. The constants bound the peaks tracemalloc measures
-    (``tests/test_runs.py::test_memory_estimates_bound_the_measured_peaks``):
+    (``tests/training/test_runs.py::test_memory_estimates_bound_the_measured_peaks``):
     4.2 to 4.6 attention arrays' worth at N_con >= 128, more at small N_con,
     where the ``N_con * d`` terms and a fixed part dominate.
     """
@@ -331,70 +295,8 @@ def memory_estimate(n_con, seeds, *, n_test=PAPER["n_test"], n_predict=PAPER["n_
     return 5 * rows * n_con**2 * itemsize + 100 * rows * n_con * itemsize + 2 * 2**20
 
 
-def run_nt(task="N2T5", n_con=16, attention="expressive", *, seeds=16, epochs=200, eval_every=10,
-           n_test=PAPER["n_test"], n_g=PAPER["n_g"], lr=PAPER["lr"], momentum=PAPER["momentum"],
-           checkpoint=None, progress=None, grad="analytic", stop_after=None, layout=DEFAULT_LAYOUT,
-           init_scale=1.0, bias_init="zeros", beta=1.0, lr_drop=None, snapshot_epochs=None, snapshot_index=0,
-           device="cpu", max_memory=None, dtype="float64"):
-    """Train ``seeds`` runs of the NT model together and evaluate them.
-
-    Parameters
-    ----------
-    task : str, sequence or dict
-        One task, e.g. ``"N2T5"``, ``"N16T2"``, ``"N16T2-S"``, ``"N16T2-R"``
-        (:func:`refattn.training.tasks.nt.parse_task`; NT-R is Expressive's Eq. 9), or a
-        mixture (:func:`parse_mixture`): ``"N16T2+N16T2-S"`` is Fig. 6's 50/50
-        mixture. A mixture is evaluated task by task.
-    n_con : int
-        Context length N_con.
-    attention : str
-        A registered activation: ``"softmax"`` is Expressive's DPA (Eq. 1, beta = 1),
-        ``"expressive"`` its EA (Eq. 2).
-    seeds : int or sequence of int
-        ``16`` means seeds ``0..15``.
-    layout : str
-        Where the model's two bias vectors sit (:data:`refattn.training.models.nt.LAYOUTS`).
-        The default ``"b_Q+b_r"`` (query bias per position, readout bias) is
-        the candidate under which EA learns N2T5 faster than DPA;
-        ``"b_2+b_r"`` is the first inferred layout, under which expressive
-        attention is content-blind at N = 2 (``derivations/11-nt-model.md``,
-        sections 6-7).
-    init_scale, bias_init :
-        The initialisation (:class:`refattn.training.models.nt.NTModel`); Expressive
-        gives none. EA's lead over DPA on N2T5 grows as ``init_scale``
-        shrinks (derivation 11, section 7).
-    beta : float > 0
-        The score scale ``s_mk = beta Q_m . K_k`` of Expressive's Eq. 1 (and
-        of ``z`` in Eq. 2); the paper sets ``beta = 1`` and says it "tested
-        that the value of beta does not affect results" (derivation 15,
-        section 11.6, checks that against ``1/sqrt(N_con)``).
-    checkpoint : path, optional
-        Resume from / save to this ``.npz`` (:func:`refattn.training.train.train`).
-        Not with ``device="gpu"``.
-    stop_after : int, optional
-        Stop after this epoch index, as an interruption would (resume later
-        with the same arguments and ``checkpoint``).
-    lr_drop : (int, float), optional
-        ``(E, f)``: after ``E`` epochs the learning rate is divided by ``f``
-        (Expressive, Fig. 6: ``(2500, 4)``).
-    snapshot_epochs : sequence of int, optional
-        After these many epochs (0: the initial model) record the attention
-        weights ``A_mk`` of every seed for one fixed test context
-        (:func:`snapshot_context`; Expressive, Fig. 4, bottom).
-    snapshot_index : int
-        Which fixed context (:func:`snapshot_context`'s ``index``).
-    max_memory : float, optional
-        GiB the run may use; a run whose :func:`memory_estimate` is larger is
-        refused before any work (default: the memory available now).
-    dtype : {"float64", "float32"}
-        The parameters' and activations' precision. float32 halves the time
-        of a step on the CPU (``benchmarks/bench_nt.py``); the initial values
-        are float64's, rounded.
-    device : {"cpu", "gpu"}
-        ``"gpu"`` runs the same program on CuPy (:func:`array_module_for`):
-        the parameters are copied to the GPU once after initialisation (the
-        same initial values as on the CPU), the data are made on the host and
-        copied explicitly by the model, and everything returned is on the host.
+def run_nt(settings, *, progress=None):
+    """Train ``settings.seeds`` runs of the NT model together and evaluate them (:class:`Settings`).
 
     Returns
     -------
@@ -411,35 +313,17 @@ def run_nt(task="N2T5", n_con=16, attention="expressive", *, seeds=16, epochs=20
         ``snapshot_epochs``, ``snapshots``: ``epochs``, ``context`` and
         ``attention`` (snapshots x seeds x n_con x n_con).
     """
-    epochs = check_int(epochs, "epochs", 1)
-    n_con = check_int(n_con, "n_con", 1)
-    if dtype not in ("float64", "float32"):
-        raise ValueError(f"dtype: expected 'float64' or 'float32', got {dtype!r}")
-    n_seeds = seeds if isinstance(seeds, (int, np.integer)) else len(tuple(seeds))
-    check_memory(memory_estimate(n_con, n_seeds, n_test=n_test, itemsize=np.dtype(dtype).itemsize),
-                 f"{n_seeds} seeds at context {n_con}", max_memory)  # before range(10**9) becomes a tuple
-    seeds = tuple(range(seeds)) if isinstance(seeds, (int, np.integer)) else tuple(int(s) for s in seeds)
-    if not seeds:
-        raise ValueError("seeds: expected at least one seed")
-    if not (isinstance(eval_every, (int, np.integer)) and eval_every >= 1):
-        raise ValueError(f"eval_every: expected a positive integer, got {eval_every!r}")
-    name, tasks, weights = parse_mixture(task)
-    mixture = len(tasks) > 1
-    variant, N, tau = parse_task(tasks[0])
-    lr_drop = _lr_drop(lr_drop)
-    snaps = _snapshot_epochs(snapshot_epochs, epochs)
-    xp = array_module_for(device)  # chosen once; every array of the run follows it
-    if device == "gpu" and checkpoint is not None:
-        raise ValueError("checkpoint: resuming is supported on device='cpu' only (the optimiser's saved "
-                         "buffers are host arrays); drop checkpoint or use device='cpu'")
-    check_checkpoint(checkpoint)  # an existing file must be a readable refattn checkpoint, before any work
-    model = NTModel(N, n_con, activation=attention, beta=beta, layout=layout, init_scale=init_scale,
-                    bias_init=bias_init)
-    params = {k: xp.asarray(v) for k, v in model.init_params(seeds, dtype=np.dtype(dtype)).items()}  # explicit copy
-    optimizer = SGD(params, lr=lr, momentum=momentum)
+    s = settings
+    seeds, lr_drop, snaps = _checked(s)
+    name, tasks, weights = parse_mixture(s.task)
+    xp = array_module_for(s.device)  # chosen once; every array of the run follows it
+    model = NTModel(parse_task(tasks[0])[1], s.context, activation=s.activation, beta=s.beta, layout=s.layout,
+                    init_scale=s.init_scale, bias_init=s.bias_init)
+    params = {k: xp.asarray(v) for k, v in model.init_params(seeds, dtype=np.dtype(s.dtype)).items()}  # a copy
+    optimizer = SGD(params, lr=s.lr, momentum=s.momentum)
     ctx = None
     if snaps:
-        ctx = np.broadcast_to(snapshot_context(name, n_con, snapshot_index), (len(seeds), 1, n_con))  # (S, 1, n)
+        ctx = np.broadcast_to(snapshot_context(name, s.context, s.snapshot_index), (len(seeds), 1, s.context))
 
     def snapshot(p):
         return to_numpy(model.outputs(p, ctx)["attention"][:, 0])  # (S, n, n), copied to the host
@@ -449,34 +333,77 @@ def run_nt(task="N2T5", n_con=16, attention="expressive", *, seeds=16, epochs=20
 
     def on_epoch(epoch, p):
         rec = {}
-        if (epoch + 1) % eval_every == 0 or epoch == epochs - 1:
+        if (epoch + 1) % s.eval_every == 0 or epoch == s.epochs - 1:
             t0 = time.perf_counter()
-            per_task = evaluate_tasks(model, p, name, seeds, epoch=epoch, n_test=n_test, n_g=n_g)
+            per_task = evaluate_tasks(model, p, name, seeds, epoch=epoch, n_test=s.n_test, n_g=s.n_g)
             eval_seconds[0] += time.perf_counter() - t0
             rec["accuracy"] = sum(w * per_task[t] for t, w in zip(tasks, weights))
-            if mixture:
+            if len(tasks) > 1:
                 rec["accuracy_by_task"] = per_task
         if epoch + 1 in snaps:
             rec["attention_snapshot"] = snapshot(p)
         if lr_drop is not None and epoch + 1 == lr_drop[0]:
-            optimizer.lr = lr / lr_drop[1]  # saved with the optimiser's state: a resumed run keeps it
+            optimizer.lr = s.lr / lr_drop[1]  # saved with the optimiser's state: a resumed run keeps it
         return rec
 
-    fingerprint = {"task": name, "n_con": n_con, "attention": attention, "seeds": list(seeds), "lr": lr,
-                   "momentum": momentum, "eval_every": eval_every, "n_test": n_test, "n_g": n_g, "grad": grad,
-                   "layout": layout, "init_scale": model.init_scale, "bias_init": bias_init}
-    if dtype != "float64":  # float64 runs keep the fingerprint they always had: their checkpoints resume
-        fingerprint["dtype"] = dtype
-    if mixture:
+    bar = Progress(s.epochs, enabled=progress, label=f"{name} {s.activation} {s.layout}")
+    out = train(model, params, optimizer, make_batches(name, s.context, seeds), epochs=s.epochs, grad=s.grad,
+                callbacks=[on_epoch], checkpoint=s.checkpoint, progress=bar, stop_after=s.stop_after,
+                fingerprint=_fingerprint(s, model, name, seeds, weights, lr_drop, snaps))
+    result = _result(s, model, out, (name, tasks, weights), seeds, lr_drop, eval_seconds[0])
+    if snaps:
+        got = {h["epoch"] + 1: h["attention_snapshot"] for h in out["history"] if "attention_snapshot" in h}
+        if first_snapshot is not None:
+            got[0] = first_snapshot.tolist()
+        have = [e for e in snaps if e in got]
+        result["snapshots"] = {"epochs": have, "context": ctx[0, 0].tolist(),
+                               "attention": [got[e] for e in have]}
+    return result
+
+
+def _checked(s):
+    """``(seeds, lr_drop, snapshot_epochs)`` of the settings ``s``, each checked before any work (the
+    memory estimate too)."""
+    epochs = check_int(s.epochs, "epochs", 1)
+    n_con = check_int(s.context, "context", 1)
+    if s.dtype not in ("float64", "float32"):
+        raise ValueError(f"dtype: expected 'float64' or 'float32', got {s.dtype!r}")
+    n_seeds = check_int(s.seeds, "seeds", 1)
+    first = check_int(s.first_seed, "first_seed", 0)
+    check_memory(s.memory_estimate(), f"{n_seeds} seeds at context {n_con}", s.max_memory)
+    if not (isinstance(s.eval_every, (int, np.integer)) and s.eval_every >= 1):
+        raise ValueError(f"eval_every: expected a positive integer, got {s.eval_every!r}")
+    parse_mixture(s.task)  # TypeError / ValueError naming the task
+    lr_drop = _lr_drop(s.lr_drop)
+    snaps = _snapshot_epochs(s.snapshot_epochs, epochs)
+    array_module_for(s.device)
+    if s.device == "gpu" and s.checkpoint is not None:
+        raise ValueError("checkpoint: resuming is supported on device='cpu' only (the optimiser's saved "
+                         "buffers are host arrays); drop checkpoint or use device='cpu'")
+    check_checkpoint(s.checkpoint)  # an existing file must be a readable refattn checkpoint, before any work
+    return tuple(range(first, first + n_seeds)), lr_drop, snaps
+
+
+def _fingerprint(s, model, name, seeds, weights, lr_drop, snaps):
+    """What a checkpoint records of the run, and a resumed run must match."""
+    fingerprint = {"task": name, "n_con": s.context, "attention": s.activation, "seeds": list(seeds), "lr": s.lr,
+                   "momentum": s.momentum, "eval_every": s.eval_every, "n_test": s.n_test, "n_g": s.n_g,
+                   "grad": s.grad, "layout": s.layout, "init_scale": model.init_scale, "bias_init": s.bias_init}
+    if s.dtype != "float64":  # float64 runs keep the fingerprint they always had: their checkpoints resume
+        fingerprint["dtype"] = s.dtype
+    if len(weights) > 1:
         fingerprint["weights"] = list(weights)
     if lr_drop is not None:
         fingerprint["lr_drop"] = list(lr_drop)
     if snaps:
-        fingerprint["snapshot"] = {"epochs": list(snaps), "index": int(snapshot_index)}
-    bar = Progress(epochs, enabled=progress, label=f"{name} {attention} {layout}")
-    out = train(model, params, optimizer, make_batches(name, n_con, seeds), epochs=epochs, grad=grad,
-                callbacks=[on_epoch], checkpoint=checkpoint, fingerprint=fingerprint, progress=bar,
-                stop_after=stop_after)
+        fingerprint["snapshot"] = {"epochs": list(snaps), "index": int(s.snapshot_index)}
+    return fingerprint
+
+
+def _result(s, model, out, mixture, seeds, lr_drop, eval_seconds):
+    """:func:`run_nt`'s result from the trainer's output ``out``; ``mixture`` is :func:`parse_mixture`'s."""
+    name, tasks, weights = mixture
+    variant, N, tau = parse_task(tasks[0])
     hist = out["history"]
     evals = [h for h in hist if "accuracy" in h]
     acc = np.array([h["accuracy"] for h in evals]).T if evals else np.zeros((len(seeds), 0))  # (S, n_eval)
@@ -487,12 +414,12 @@ def run_nt(task="N2T5", n_con=16, attention="expressive", *, seeds=16, epochs=20
         to100.append(int(eval_epochs[hit[0]]) if hit.size else None)
     done = len(hist) - (0 if out["resumed_from"] is None else out["resumed_from"] + 1)
     result = {
-        "task": name, "N": N, "tau": tau, "variant": variant, "n_con": n_con, "attention": attention,
+        "task": name, "N": N, "tau": tau, "variant": variant, "n_con": s.context, "attention": s.activation,
         "tasks": list(tasks), "weights": list(weights),
-        "seeds": list(seeds), "epochs": epochs, "eval_every": eval_every, "n_test": n_test, "n_g": n_g,
-        "lr": lr, "momentum": momentum, "lr_drop": None if lr_drop is None else list(lr_drop),
-        "layout": layout, "init_scale": model.init_scale, "bias_init": bias_init, "device": device, "dtype": dtype,
-        "n_params": model.n_params,
+        "seeds": list(seeds), "epochs": s.epochs, "eval_every": s.eval_every, "n_test": s.n_test, "n_g": s.n_g,
+        "lr": s.lr, "momentum": s.momentum, "lr_drop": None if lr_drop is None else list(lr_drop),
+        "layout": s.layout, "init_scale": model.init_scale, "bias_init": s.bias_init, "device": s.device,
+        "dtype": s.dtype, "n_params": model.n_params,
         "epochs_to_100": to100,
         "reached_100": int(sum(e is not None for e in to100)),
         "median_epochs_to_100": (float(np.median([e for e in to100 if e is not None]))
@@ -507,29 +434,22 @@ def run_nt(task="N2T5", n_con=16, attention="expressive", *, seeds=16, epochs=20
         "resumed_from": out["resumed_from"],
         "seconds": out["seconds"],
         "seconds_per_epoch": out["seconds"] / max(done, 1),
-        "eval_seconds": eval_seconds[0],
-        "train_seconds_per_epoch": (out["seconds"] - eval_seconds[0]) / max(done, 1),
+        "eval_seconds": eval_seconds,
+        "train_seconds_per_epoch": (out["seconds"] - eval_seconds) / max(done, 1),
     }
-    if mixture:
+    if len(tasks) > 1:
         by = {t: np.array([h["accuracy_by_task"][t] for h in evals]).T.tolist() for t in tasks}
         result["accuracy_by_task"] = by
         result["final_accuracy_by_task"] = {t: float(np.mean([row[-1] for row in by[t]])) if evals else None
                                             for t in tasks}
-    if snaps:
-        got = {h["epoch"] + 1: h["attention_snapshot"] for h in hist if "attention_snapshot" in h}
-        if first_snapshot is not None:
-            got[0] = first_snapshot.tolist()
-        have = [e for e in snaps if e in got]
-        result["snapshots"] = {"epochs": have, "context": ctx[0, 0].tolist(),
-                               "attention": [got[e] for e in have]}
     return result
 
 
-def batched_speedup(task="N2T5", n_con=16, attention="softmax", *, seeds=16, epochs=20):
-    """Wall time of ``seeds`` runs trained as one batched program vs one after another.
+def batched_speedup(settings):
+    """Wall time of ``settings.seeds`` runs trained as one batched program vs one after another.
 
     Both train the same seeds for the same epochs with :func:`run_nt` (no
-    evaluation but one greedy step at the end). The per-seed cost of each part
+    evaluation but one greedy step at the end; the settings' other fields as given). The per-seed cost of each part
     of an epoch, and why batching gains little here, is measured by
     :func:`seed_scaling` (``derivations/15-nt-experiments.md``, section 6).
     Measure with ``OMP_NUM_THREADS=1`` on an otherwise idle machine.
@@ -539,19 +459,20 @@ def batched_speedup(task="N2T5", n_con=16, attention="softmax", *, seeds=16, epo
     dict
         ``batched_s``, ``one_after_another_s`` and ``speedup`` (their ratio).
     """
-    seeds = tuple(range(seeds)) if isinstance(seeds, (int, np.integer)) else tuple(seeds)
+    quick = dataclasses.replace(settings, eval_every=10 ** 9, n_test=1, n_g=1)
     t0 = time.perf_counter()
-    run_nt(task, n_con, attention, seeds=seeds, epochs=epochs, eval_every=10 ** 9, n_test=1, n_g=1)
+    run_nt(quick)
     batched = time.perf_counter() - t0
     t0 = time.perf_counter()
-    for s in seeds:
-        run_nt(task, n_con, attention, seeds=(s,), epochs=epochs, eval_every=10 ** 9, n_test=1, n_g=1)
+    for s in range(settings.first_seed, settings.first_seed + settings.seeds):
+        run_nt(dataclasses.replace(quick, seeds=1, first_seed=s))
     serial = time.perf_counter() - t0
-    return {"task": task, "n_con": n_con, "attention": attention, "seeds": len(seeds), "epochs": epochs,
+    return {"task": settings.task, "n_con": settings.context, "attention": settings.activation,
+            "seeds": settings.seeds, "epochs": settings.epochs,
             "batched_s": batched, "one_after_another_s": serial, "speedup": serial / batched}
 
 
-def seed_scaling(task="N2T5", n_con=16, attention="softmax", *, sizes=(1, 2, 4, 8, 16), epochs=10, repeats=3,
+def seed_scaling(task="N2T5", n_con=16, activation="softmax", *, sizes=(1, 2, 4, 8, 16), epochs=10, repeats=3,
                  layout=DEFAULT_LAYOUT, n_predict=PAPER["n_batch"]):
     """Milliseconds per epoch of each part of a training epoch, for ``S`` seeds batched.
 
@@ -581,7 +502,7 @@ def seed_scaling(task="N2T5", n_con=16, attention="softmax", *, sizes=(1, 2, 4, 
     rows = []
     for S in sizes:
         seeds = tuple(range(S))
-        model = NTModel(N, n_con, activation=attention, layout=layout)
+        model = NTModel(N, n_con, activation=activation, layout=layout)
         init = model.init_params(seeds)
         mk = make_batches(task, n_con, seeds, n_predict=n_predict)
         rounds = []
@@ -602,11 +523,11 @@ def seed_scaling(task="N2T5", n_con=16, attention="softmax", *, sizes=(1, 2, 4, 
         b, lg, st = np.median(np.array(rounds), axis=0)
         rows.append({"S": int(S), "batches_ms": float(b), "loss_and_grad_ms": float(lg), "step_ms": float(st),
                      "total_ms": float(b + lg + st), "ms_per_seed": float((b + lg + st) / S)})
-    return {"task": task, "n_con": n_con, "attention": attention, "epochs": epochs, "repeats": repeats,
+    return {"task": task, "n_con": n_con, "attention": activation, "epochs": epochs, "repeats": repeats,
             "n_predict": n_predict, "rows": rows, "ideal_speedup": rows[0]["ms_per_seed"] / rows[-1]["ms_per_seed"]}
 
 
-def profile_loss_and_grad(task="N2T5", n_con=16, attention="expressive", *, seeds=16, calls=200, top=12,
+def profile_loss_and_grad(task="N2T5", n_con=16, activation="expressive", *, seeds=16, calls=200, top=12,
                           layout=DEFAULT_LAYOUT):
     """Where the time of :meth:`NTModel.loss_and_grad` goes, by :mod:`cProfile`.
 
@@ -627,7 +548,7 @@ def profile_loss_and_grad(task="N2T5", n_con=16, attention="expressive", *, seed
 
     seeds = tuple(range(seeds)) if isinstance(seeds, (int, np.integer)) else tuple(seeds)
     N = parse_task(parse_mixture(task)[1][0])[1]
-    model = NTModel(N, n_con, activation=attention, layout=layout)
+    model = NTModel(N, n_con, activation=activation, layout=layout)
     params = model.init_params(seeds)
     batch = make_batches(task, n_con, seeds)(0)[0]
     model.loss_and_grad(params, batch)  # warm up
@@ -644,7 +565,7 @@ def profile_loss_and_grad(task="N2T5", n_con=16, attention="expressive", *, seed
         rows.append({"function": where, "calls_per_call": nc / calls, "own_ms_per_call": 1000.0 * tt / calls,
                      "share": tt / total})
     rows.sort(key=lambda r: -r["share"])
-    return {"task": task, "n_con": n_con, "attention": attention, "seeds": len(seeds), "calls": calls,
+    return {"task": task, "n_con": n_con, "attention": activation, "seeds": len(seeds), "calls": calls,
             "ms_per_call": 1000.0 * total / calls, "rows": rows[:top]}
 
 
@@ -662,16 +583,12 @@ def format_seed_scaling(result):
 
 
 def run(settings, *, progress=None):
-    """:func:`run_nt` with the settings of ``refattn nt``; with ``count_params`` only
-    ``{"count_params": n}``, the model's parameter count (:func:`refattn.training.models.nt.count_params`)."""
+    """:func:`run_nt`; with ``count_params`` only ``{"count_params": n}``, the model's parameter count
+    (:func:`refattn.training.models.nt.count_params`)."""
     if settings.count_params:
         _, N, _ = parse_task(settings.task)
         return {"count_params": count_params(N, settings.context, layout=settings.layout)}
-    return run_nt(settings.task, settings.context, settings.attention, seeds=settings.seeds, epochs=settings.epochs,
-                  eval_every=settings.eval_every, n_test=settings.n_test, checkpoint=settings.checkpoint,
-                  progress=progress, layout=settings.layout, init_scale=settings.init_scale,
-                  bias_init=settings.bias_init, device=settings.device, max_memory=settings.max_memory,
-                  dtype=settings.dtype, lr_drop=settings.lr_drop)
+    return run_nt(settings, progress=progress)
 
 
 def report(result):
@@ -693,9 +610,8 @@ def report(result):
          for t, a in r.get("final_accuracy_by_task", {}).items()])
 
 
-def compare_layouts(task="N2T5", n_con=16, layouts=CANDIDATE_LAYOUTS, attentions=("expressive", "softmax"),
-                    **run_options):
-    """:func:`run_nt` for every layout and attention, in that order (layouts outer).
+def compare_layouts(settings, layouts=CANDIDATE_LAYOUTS, activations=("expressive", "softmax"), *, progress=None):
+    """:func:`run_nt` for every layout and activation, in that order (layouts outer), the other settings as given.
 
     Expressive's Fig. 4 claim (N2T5, N_con = 16, 802 parameters: EA converges
     markedly faster than DPA) is tested under each placement of the two
@@ -705,23 +621,22 @@ def compare_layouts(task="N2T5", n_con=16, layouts=CANDIDATE_LAYOUTS, attentions
 
     Parameters
     ----------
-    task, n_con :
-        As :func:`run_nt`.
+    settings : Settings
+        The run's settings (task, context, seeds, epochs, ...); its layout and activation are replaced.
     layouts : sequence of str
         Names of :data:`refattn.training.models.nt.LAYOUTS`.
-    attentions : sequence of str
-        Activations; ``"expressive"`` (EA) and ``"softmax"`` (DPA) by default.
-    **run_options
-        Passed to :func:`run_nt` (``seeds``, ``epochs``, ``eval_every``, ``init_scale``, ...).
+    activations : sequence of str
+        ``"expressive"`` (EA) and ``"softmax"`` (DPA) by default.
 
     Returns
     -------
     list of dict
         :func:`run_nt`'s results.
     """
-    if isinstance(layouts, str) or isinstance(attentions, str):
-        raise TypeError("layouts, attentions: expected sequences of names, e.g. ('b_Q+b_r',), not a str")
-    return [run_nt(task, n_con, att, layout=layout, **run_options) for layout in layouts for att in attentions]
+    if isinstance(layouts, str) or isinstance(activations, str):
+        raise TypeError("layouts, activations: expected sequences of names, e.g. ('b_Q+b_r',), not a str")
+    return [run_nt(dataclasses.replace(settings, layout=layout, activation=act), progress=progress)
+            for layout in layouts for act in activations]
 
 
 def _label(attention):

@@ -21,26 +21,25 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..core.activations import ACTIVATIONS
 from ..core.checks import check_int
-
-from ..training.models.polarity import PolarityClassifier, dropout_mask
-from ..training.optim import SGD, Adadelta, Adagrad, Adam
+from ..plots import GROUP_COLOURS
+from ..training.classifier import OPTIMISERS, classifier_memory, train_classifier
+from ..training.runs import check_memory
 from ..training.tasks.polarity import (
     NEGATIVE,
     NEUTRAL,
     POSITIVE,
     TANHMAX_SMALL,
+    PolarityConfig,
     make_polarity,
     polarity_groups,
     token_polarity,
 )
-from ..plots import GROUP_COLOURS
-from ..training.runs import check_memory
-from ..training.train import Progress, batch_iterator, checkpoint_paths, train
-from ..core.activations import ACTIVATIONS
+from ..training.train import checkpoint_paths
 from . import max_memory, option
 
-__all__ = ["PAPER_FIG2", "OPTIMISERS", "Settings", "train_classifier", "run_polarity", "run", "report", "plot"]
+__all__ = ["PAPER_FIG2", "Settings", "memory_estimate", "run_polarity", "run", "report", "plot"]
 
 #: The authors' public-code numbers for the TanhMax (self score) and softmax runs
 #: (mean over tokens of each group).
@@ -50,13 +49,6 @@ PAPER_FIG2 = {
     "softmax": {"weight": {"positive": 0.48, "negative": 0.48}},
 }
 
-def _adadelta_code(params, lr=0.05):
-    """TanhMax's public code: PyTorch's ``Adadelta(lr=0.05)`` (rho 0.9, eps 1e-6) on 100 x the mean BCE."""
-    return Adadelta(params, lr=lr, rho=0.9, eps=1e-6, loss_scale=100.0)
-
-
-#: Optimisers by name (``optimizer=``); ``"adadelta-code"`` is the setting of TanhMax's public code.
-OPTIMISERS = {"adam": Adam, "adadelta": Adadelta, "adadelta-code": _adadelta_code, "adagrad": Adagrad, "sgd": SGD}
 _GROUPS = (("positive", POSITIVE), ("negative", NEGATIVE), ("neutral", NEUTRAL))
 
 #: The figure ``refattn polarity --out DIR`` writes.
@@ -66,19 +58,28 @@ FIGURE = "polarity_fig2.png"
 @dataclass
 class Settings:
     """TanhMax's synthetic polarity experiment (Fig. 2) over many seeds: scores, weights, logit contributions
-    and sign patterns per group."""
+    and sign patterns per group.
+
+    ``config`` is the data (:class:`refattn.training.tasks.polarity.PolarityConfig`;
+    TanhMax's small configuration by default), set from Python.
+    """
 
     activations: tuple[str, ...] = option(("softmax", "tanhmax", "signexp", "expressive"),
                                           "comma-separated activations", one_of=ACTIVATIONS)
     seeds: int = option(10, "number of seeds", low=1)
+    first_seed: int = option(0, "the first seed: the runs use seeds FIRST_SEED, FIRST_SEED + 1, ...", low=0)
     score: str = option("self", "score", choices=("self", "global", "additive"))
     epochs: int = option(20, "epochs", low=1)
+    batch_size: int = option(100, "sentences per batch", low=1)
     optimizer: str = option("adam", "optimiser (adadelta-code: TanhMax's public code, Adadelta(0.05) on 100 x BCE)",
                             choices=tuple(OPTIMISERS))
     lr: float = option(1e-2, "learning rate", positive=True)
+    dropout: float = option(0.5, "dropout rate of the classifier's hidden layer", low=0, high=0.99)
+    converged: float = option(0.99, "test accuracy from which a seed counts as converged", low=0, high=1)
     checkpoint_dir: str | None = option(None, "folder for resumable checkpoints, one per activation",
                                         output="checkpoint_dir")
     max_memory: float | None = max_memory()
+    config: PolarityConfig = option(TANHMAX_SMALL, "the synthetic data", cli=False)
 
 
 def _per_token_mean(values, tokens, mask, V):
@@ -119,85 +120,19 @@ def _pattern(wp, wn):
     return "zero"
 
 
-def train_classifier(tokens, labels, vocab_size, activation, *, seeds, mask=None, score="self", epochs=8,
-                     batch_size=100, optimizer="adam", lr=1e-2, dropout=0.5, checkpoint=None, progress=None,
-                     fingerprint_extra=None, grad="analytic", embed_dim=30, callbacks=()):
-    """Train TanhMax's classifier on ``tokens (n, L)``, ``labels (n,)`` for every seed at once.
-
-    Batches come from :func:`refattn.training.train.batch_iterator` (order seeded by
-    (seed, epoch)); dropout masks from ``(seed, epoch, batch)``. ``mask (n, L)``
-    marks real tokens (padding False). ``grad="autograd"`` differentiates the
-    model's loss with autograd instead of its hand-derived backward (the same
-    trajectory to rounding; ``tests/test_polarity_experiment.py``).
-    ``embed_dim`` is the embedding size (TanhMax's 30 by default);
-    ``callbacks`` go to :func:`refattn.training.train.train` (``cb(epoch, params)``
-    after every epoch, its dict into the history). Returns
-    ``(model, params, train_output)``.
-    """
-    seeds = tuple(int(s) for s in seeds)
-    if optimizer not in OPTIMISERS:
-        raise ValueError(f"optimizer: expected one of {tuple(OPTIMISERS)}, got {optimizer!r}")
-    tokens = np.asarray(tokens, dtype=np.int64)
-    labels = np.asarray(labels, dtype=float)
-    model = PolarityClassifier(vocab_size, activation=activation, score=score, dropout=dropout, embed_dim=embed_dim)
-    params = model.init_params(seeds)
-    opt = OPTIMISERS[optimizer](params, lr=lr)
-
-    def make_batches(epoch):
-        out = []
-        for b, idx in enumerate(batch_iterator(len(tokens), batch_size, seeds=seeds, epoch=epoch)):
-            batch = {"tokens": tokens[idx], "labels": labels[idx]}
-            if mask is not None:
-                batch["mask"] = mask[idx]
-            if dropout > 0:
-                rngs = [np.random.default_rng([s, epoch, b, 1]) for s in seeds]
-                batch["dropout"] = dropout_mask(rngs, idx.shape[1], model.hidden_dim, dropout)
-            out.append(batch)
-        return out
-
-    fp = {"activation": activation, "seeds": list(seeds), "score": score, "epochs": epochs, "lr": lr,
-          "optimizer": optimizer, "batch_size": batch_size, "dropout": dropout, "n": int(len(tokens)),
-          **({"embed_dim": embed_dim} if embed_dim != 30 else {}), **(fingerprint_extra or {})}
-    out = train(model, params, opt, make_batches, epochs=epochs, checkpoint=checkpoint, fingerprint=fp, grad=grad,
-                callbacks=list(callbacks),
-                progress=Progress(epochs, enabled=progress, label=f"{activation}"))
-    return model, params, out
-
-
-def classifier_memory(seeds, tokens, embed_dim=30):
-    """Bytes that training and evaluating TanhMax's classifier on ``tokens`` (padded) tokens needs
-    at its peak, for ``seeds`` seeds at once, estimated before any work.
-
-    Every array of the run carries the seed axis; the largest are the forward
-    pass over the data set and the per-token means, about ``100 + 1.5 E`` bytes
-    per token and seed (``E`` the embedding size) as tracemalloc measures them:
-    240 at ``E = 30`` for the polarity data, 108 to 555 for SST-2 sentences at
-    ``E`` = 4 to 300. The estimate allows ``200 + 4 E``
-    (``tests/test_runs.py::test_memory_estimates_bound_the_measured_peaks``,
-    ``tests/test_run_safety.py``).
-    """
-    return int(seeds) * int(tokens) * (200 + 4 * int(embed_dim)) + 8 * 2**20
-
-
 def memory_estimate(seeds, config=TANHMAX_SMALL):
     """Bytes :func:`run_polarity` needs at its peak, estimated before any work: :func:`classifier_memory`
     of the data set (120,000 tokens for ``TANHMAX_SMALL``)."""
     return classifier_memory(seeds, 2 * config.n_per_class * (config.polar_per_sentence + config.neutral_per_sentence))
 
 
-def run_polarity(activations=("softmax", "tanhmax", "signexp", "expressive"), *, seeds=10, config=TANHMAX_SMALL,
-                 score="self", epochs=8, batch_size=100, optimizer="adam", lr=1e-2, dropout=0.5,
-                 converged=0.99, progress=None, checkpoint_dir=None, on_result=None, max_memory=None):
-    """Train every activation over ``seeds`` seeds; read out what Fig. 2 shows, per seed.
+def run_polarity(settings, *, progress=None, on_result=None):
+    """Train every activation over the seeds; read out what Fig. 2 shows, per seed (:class:`Settings`).
 
-    Parameters
-    ----------
-    on_result : callable, optional
-        Called as ``on_result(activation, result)`` as each activation finishes
-        (the command line writes it to disk, so a later failure loses nothing).
-    max_memory : float, optional
-        GiB the run may use; a larger :func:`memory_estimate` is refused before
-        any work (default: the memory available now).
+    ``on_result(activation, result)`` is called as each activation finishes (the
+    command line writes it to disk, so a later failure loses nothing); a larger
+    :func:`memory_estimate` than ``settings.max_memory`` GiB (default: the memory
+    available now) is refused before any work.
 
     Returns
     -------
@@ -210,15 +145,14 @@ def run_polarity(activations=("softmax", "tanhmax", "signexp", "expressive"), *,
         positive tokens contribute positively and negative tokens negatively);
         ``paper`` (the authors' numbers) and ``seconds``.
     """
-    epochs = check_int(epochs, "epochs", 1)
-    if optimizer not in OPTIMISERS:
-        raise ValueError(f"optimizer: expected one of {tuple(OPTIMISERS)}, got {optimizer!r}")
-    n_seeds = seeds if isinstance(seeds, (int, np.integer)) else len(tuple(seeds))
-    check_memory(memory_estimate(n_seeds, config), f"{n_seeds} seeds", max_memory)
-    seeds = tuple(range(seeds)) if isinstance(seeds, (int, np.integer)) else tuple(int(s) for s in seeds)
-    if not seeds:
-        raise ValueError("seeds: expected at least one seed")
-    checkpoints = checkpoint_paths(checkpoint_dir, "polarity", activations)  # checked before the first epoch
+    s = settings
+    activations, config, epochs = s.activations, s.config, check_int(s.epochs, "epochs", 1)
+    if s.optimizer not in OPTIMISERS:
+        raise ValueError(f"optimizer: expected one of {tuple(OPTIMISERS)}, got {s.optimizer!r}")
+    n_seeds = check_int(s.seeds, "seeds", 1)
+    check_memory(memory_estimate(n_seeds, config), f"{n_seeds} seeds", s.max_memory)
+    seeds = tuple(range(check_int(s.first_seed, "first_seed", 0), s.first_seed + n_seeds))
+    checkpoints = checkpoint_paths(s.checkpoint_dir, "polarity", activations)  # checked before the first epoch
     t_start = time.perf_counter()
     data = make_polarity(config)
     tr_tok, tr_lab = data.tokens[data.train_idx].astype(np.int64), data.labels[data.train_idx].astype(float)
@@ -229,9 +163,9 @@ def run_polarity(activations=("softmax", "tanhmax", "signexp", "expressive"), *,
     results = {}
     for act in activations:
         ck = checkpoints[act]
-        model, params, out = train_classifier(tr_tok, tr_lab, V, act, seeds=seeds, score=score, epochs=epochs,
-                                              batch_size=batch_size, optimizer=optimizer, lr=lr, dropout=dropout,
-                                              checkpoint=ck, progress=progress,
+        model, params, out = train_classifier(tr_tok, tr_lab, V, act, seeds=seeds, score=s.score, epochs=epochs,
+                                              batch_size=s.batch_size, optimizer=s.optimizer, lr=s.lr,
+                                              dropout=s.dropout, checkpoint=ck, progress=progress,
                                               fingerprint_extra={"config": repr(config)})
         test_batch = {"tokens": np.broadcast_to(te_tok, (S,) + te_tok.shape)}
         fwd = model.outputs(params, test_batch)
@@ -254,7 +188,7 @@ def run_polarity(activations=("softmax", "tanhmax", "signexp", "expressive"), *,
             row["diverged_at_epoch"] = _first_non_finite_epoch(out["history"], k)
             row["pattern"] = ("diverged" if row["diverged_at_epoch"] is not None
                               else _pattern(row["weight_positive"], row["weight_negative"]))
-            row["converged"] = bool(acc[k] >= converged) and row["diverged_at_epoch"] is None
+            row["converged"] = bool(acc[k] >= s.converged) and row["diverged_at_epoch"] is None
             per_seed.append(row)
         conv = [r for r in per_seed if r["converged"]]
         keys = [f"{q}_{g}" for q in ("score", "weight", "contribution") for g, _ in _GROUPS]
@@ -275,8 +209,8 @@ def run_polarity(activations=("softmax", "tanhmax", "signexp", "expressive"), *,
         if on_result is not None:
             on_result(act, results[act])
     return {
-        "settings": {"activations": list(activations), "seeds": list(seeds), "score": score, "epochs": epochs,
-                     "batch_size": batch_size, "optimizer": optimizer, "lr": lr, "dropout": dropout,
+        "settings": {"activations": list(activations), "seeds": list(seeds), "score": s.score, "epochs": epochs,
+                     "batch_size": s.batch_size, "optimizer": s.optimizer, "lr": s.lr, "dropout": s.dropout,
                      "data": {"n_pos": config.n_pos, "n_neg": config.n_neg, "n_neutral": config.n_neutral,
                               "sentences": config.n_sentences, "train": int(len(tr_tok)), "test": int(len(te_tok))},
                      "groups_from": "gamma_e of TanhMax Eq. 11 on the training split",
@@ -294,11 +228,8 @@ def _num(value, spec):
     return "n/a" if value is None or not np.isfinite(value) else format(value, spec)
 
 
-def run(settings, *, progress=None, on_result=None):
-    """:func:`run_polarity` with the settings of ``refattn polarity`` (TanhMax's small configuration of the data)."""
-    return run_polarity(settings.activations, seeds=settings.seeds, score=settings.score, epochs=settings.epochs,
-                        optimizer=settings.optimizer, lr=settings.lr, progress=progress,
-                        checkpoint_dir=settings.checkpoint_dir, on_result=on_result, max_memory=settings.max_memory)
+#: ``refattn polarity``.
+run = run_polarity
 
 
 def report(result):

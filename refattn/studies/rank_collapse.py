@@ -51,7 +51,6 @@ from autograd import elementwise_grad
 from ..core.activations import ACTIVATIONS, activation as _activation
 from ..core.attention import attention
 from ..core.checks import check_float_array, check_int
-from ..theory.catalogue import about
 from ..training.runs import check_memory
 from . import max_memory, option
 
@@ -88,7 +87,17 @@ FIGURE = "rank_collapse.png"
 @dataclass
 class Settings:
     """Residual ratio against depth for every activation, pure attention, with skips and with feed-forward
-    layers (TanhMax Fig. 4)."""
+    layers (TanhMax Fig. 4).
+
+    Weight draw ``s`` of architecture ``a`` uses ``default_rng([seed, s, index
+    of a])``, its input ``k`` ``default_rng([seed, s, k, 1])``. ``rescale``
+    rescales every layer's output to RMS entry 1 (:func:`forward_stack`);
+    ``exact`` also computes the exact form (the slower part); ``precision``
+    ``"split"`` runs :func:`forward_stack_split`, which resolves ratios down to
+    float64 underflow, ``"plain"`` runs :func:`forward_stack`
+    (:func:`refattn.core.attention.attention` on ``X``), whose ratios stop at a
+    rounding floor near 1e-16.
+    """
 
     activations: tuple[str, ...] | None = option(None, "comma-separated activations (default: every registered "
                                                        "activation)", one_of=ACTIVATIONS)
@@ -101,7 +110,12 @@ class Settings:
     inputs: int = option(2, "inputs per weight draw", low=1)
     rescale: bool = option(False, "rescale the tokens to a fixed norm after every layer")
     seed: int = option(0, "seed", low=0)
+    weight_std: float | None = option(None, "the attention weights' standard deviation (default 1/sqrt(d))",
+                                      positive=True)
+    precision: str = option("split", "split: ratios resolved down to float64 underflow; plain: the reference "
+                                     "attention, ratios down to about 1e-16", choices=("split", "plain"))
     max_memory: float | None = max_memory()
+    exact: bool = option(True, "also compute the exact form (the slower part)", cli=False)
 
     def check(self):
         """The heads split the width evenly."""
@@ -562,13 +576,13 @@ SPLIT_TAU = 1e-5
 
 def _split_radius(act, s_ref):
     """How close to the singular point 0 the expansion may go, by the activation's regularity
-    (:func:`refattn.theory.catalogue.about`):
+    (:attr:`refattn.core.activations.Activation.regularity`):
     ``"smooth"`` (no singular point: radius ``SPLIT_TAU``), ``"kink"`` (``rho`` or
     ``ell'`` jumps at 0 but is constant on each side: the expansion holds until a
     score changes sign, radius ``min(SPLIT_TAU, min|s| / 2)``) and ``"log"``
     (``ell = log`` of a power of ``s``, ``ell'' ~ 1/s^2``: radius
     ``SPLIT_TAU min(1, min|s|)``)."""
-    kind = about(act).regularity
+    kind = act.regularity
     if kind == "smooth":
         return SPLIT_TAU
     dist = float(np.min(np.abs(s_ref)))
@@ -685,7 +699,7 @@ def _split_attention(m, R, layer, act):
 
         R'_i = (dsum_i - mean dsum) v_m + (dphi_i - mean_k dphi_k) R_v.
     """
-    shift_invariant = about(act).shift_invariant  # softmax
+    shift_invariant = act.shift_invariant  # softmax
     H, _, dh = layer["Wq"].shape
     beta = 1.0 / math.sqrt(dh)
     means, devs = [], []
@@ -898,10 +912,8 @@ def _summarise(code, exa, norm):
     }
 
 
-def run_rank_collapse(activations=None, depth=12, n=8, d=16, heads=2, seeds=2, inputs=2,
-                      architectures=ARCHITECTURES, seed=0, weight_std=None, rescale=False, exact=True,
-                      precision="split", progress=None, on_result=None):
-    r"""Residual ratio against depth for every activation and architecture (TanhMax Fig. 4).
+def run_rank_collapse(settings, *, progress=None, on_result=None):
+    r"""Residual ratio against depth for every activation and architecture (TanhMax Fig. 4; :class:`Settings`).
 
     For each weight seed ``s < seeds`` one stack per architecture is drawn
     (:func:`init_stack`, the same weights for every activation), and for each
@@ -909,35 +921,10 @@ def run_rank_collapse(activations=None, depth=12, n=8, d=16, heads=2, seeds=2, i
     stack runs forward and both residual ratios are measured at every depth
     ``0..depth`` (:func:`residual_curves`). Curves are averaged over the
     ``seeds * inputs`` samples *in log10* (geometric means), since the ratio
-    spans hundreds of decades in deep pure attention.
-
-    Parameters
-    ----------
-    activations : sequence of str, optional
-        Default: every registered activation (``refattn.ACTIVATIONS``).
-    depth, n, d, heads, seeds, inputs : int
-        Layers, tokens, width, heads (dividing ``d``), weight draws, input
-        draws per weight draw.
-    architectures : sequence of {"pure", "skip", "ffn"}
-    seed : int
-        Master seed; weight draw ``s`` of architecture ``a`` uses
-        ``default_rng([seed, s, index of a])``, input ``k`` of it
-        ``default_rng([seed, s, k, 1])``.
-    weight_std : float, optional
-        Attention weights' standard deviation (default ``1/sqrt(d)``).
-    rescale : bool
-        Rescale every layer's output to RMS entry 1 (see :func:`forward_stack`).
-    exact : bool
-        Also compute the exact form (the slower part).
-    precision : {"split", "plain"}
-        ``"split"`` (default) runs :func:`forward_stack_split`, which resolves
-        ratios down to float64 underflow; ``"plain"`` runs
-        :func:`forward_stack` (:func:`refattn.core.attention.attention` on ``X``),
-        whose ratios stop at a rounding floor near 1e-16.
-    progress : bool, optional
-        Print one line per activation to stderr.
-    on_result : callable, optional
-        Called as ``on_result(activation, curves)`` as each activation finishes.
+    spans hundreds of decades in deep pure attention. The memory estimate
+    (:func:`memory_estimate`) is checked first; ``progress`` prints one line per
+    activation to stderr; ``on_result(activation, curves)`` is called as each
+    activation finishes.
 
     Returns
     -------
@@ -953,6 +940,12 @@ def run_rank_collapse(activations=None, depth=12, n=8, d=16, heads=2, seeds=2, i
         ``n_zero`` (samples whose residual underflowed to exactly 0);
         ``seconds``. ``None`` stands for "no valid sample".
     """
+    s = settings
+    check_memory(memory_estimate(s.n, s.d, s.depth, s.seeds, s.inputs, len(s.architectures)),
+                 f"--n {s.n} --d {s.d} --depth {s.depth} --seeds {s.seeds} --inputs {s.inputs}", s.max_memory)
+    activations, architectures, weight_std, rescale, exact, precision = (s.activations, s.architectures,
+                                                                         s.weight_std, s.rescale, s.exact,
+                                                                         s.precision)
     t0 = time.perf_counter()
     acts = tuple(ACTIVATIONS) if activations is None else tuple(activations)
     if not acts:
@@ -964,32 +957,32 @@ def run_rank_collapse(activations=None, depth=12, n=8, d=16, heads=2, seeds=2, i
         raise ValueError(f"architectures: expected at least one of {ARCHITECTURES}")
     for a in archs:
         _check_architecture(a)
-    depth = check_int(depth, "depth", 1)
-    n = check_int(n, "n", 2)
-    d = check_int(d, "d", 1)
-    heads = check_int(heads, "heads", 1)
-    seeds = check_int(seeds, "seeds", 1)
-    inputs = check_int(inputs, "inputs", 1)
-    seed = check_int(seed, "seed", 0)
+    depth = check_int(s.depth, "depth", 1)
+    n = check_int(s.n, "n", 2)
+    d = check_int(s.d, "d", 1)
+    heads = check_int(s.heads, "heads", 1)
+    seeds = check_int(s.seeds, "seeds", 1)
+    inputs = check_int(s.inputs, "inputs", 1)
+    seed = check_int(s.seed, "seed", 0)
     if d % heads:
         raise ValueError(f"heads: expected a divisor of d = {d}, got {heads}")
     if precision not in ("split", "plain"):
         raise ValueError(f"precision: expected 'split' or 'plain', got {precision!r}")
     forward = forward_stack_split if precision == "split" else forward_stack
-    stacks = {(arch, s): init_stack(arch, depth, d, heads,
-                                    np.random.default_rng([seed, s, ARCHITECTURES.index(arch)]),
+    stacks = {(arch, j): init_stack(arch, depth, d, heads,
+                                    np.random.default_rng([seed, j, ARCHITECTURES.index(arch)]),
                                     weight_std=weight_std)
-              for arch in archs for s in range(seeds)}
-    X0 = {(s, k): np.random.default_rng([seed, s, k, 1]).standard_normal((n, d))  # (n, d)
-          for s in range(seeds) for k in range(inputs)}
+              for arch in archs for j in range(seeds)}
+    X0 = {(j, k): np.random.default_rng([seed, j, k, 1]).standard_normal((n, d))  # (n, d)
+          for j in range(seeds) for k in range(inputs)}
     curves = {}
     for a in acts:
         curves[a] = {}
         for arch in archs:
             rows = {"log10_code": [], "log10_exact": [], "log10_norm": []}
-            for s in range(seeds):
+            for j in range(seeds):
                 for k in range(inputs):
-                    out = forward(X0[s, k], stacks[arch, s], a, arch, rescale=bool(rescale))
+                    out = forward(X0[j, k], stacks[arch, j], a, arch, rescale=bool(rescale))
                     r = residual_curves(out, exact=exact)
                     for key in rows:
                         rows[key].append(r[key])
@@ -1038,17 +1031,8 @@ def memory_estimate(n, d, depth=12, seeds=2, inputs=2, architectures=3):
     return 64 * (n * d) ** 2 + stacks + draws + 4 * 2**20
 
 
-def run(settings, *, progress=None, on_result=None):
-    """:func:`run_rank_collapse` with the settings of ``refattn rank-collapse``, its memory estimate
-    checked first."""
-    check_memory(memory_estimate(settings.n, settings.d, settings.depth, settings.seeds, settings.inputs,
-                                 len(settings.architectures)),
-                 f"--n {settings.n} --d {settings.d} --depth {settings.depth} --seeds {settings.seeds} "
-                 f"--inputs {settings.inputs}", settings.max_memory)
-    return run_rank_collapse(settings.activations, depth=settings.depth, n=settings.n, d=settings.d,
-                             heads=settings.heads, seeds=settings.seeds, inputs=settings.inputs,
-                             architectures=settings.architectures, seed=settings.seed, rescale=settings.rescale,
-                             progress=progress, on_result=on_result)
+#: ``refattn rank-collapse``.
+run = run_rank_collapse
 
 
 def report(result, depths=None):

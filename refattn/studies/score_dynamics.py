@@ -86,7 +86,7 @@ def _rel(a, ref):
     return float(np.max(np.abs(a - ref)) / np.max(np.abs(ref)))
 
 
-def step_check(kind="free", act="tanhmax", *, etas=(1e-1, 1e-2, 1e-3, 1e-4), seed=0, data=DYNAMICS_DATA,
+def step_check(kind="free", activation="tanhmax", *, etas=(1e-1, 1e-2, 1e-3, 1e-4), seed=0, data=DYNAMICS_DATA,
                d=4, dv=4):
     """Relative error of ``Delta s / eta`` against Proposition 1 and against ``-J grad R``.
 
@@ -98,12 +98,12 @@ def step_check(kind="free", act="tanhmax", *, etas=(1e-1, 1e-2, 1e-3, 1e-4), see
     """
     if not etas or any(not (isinstance(e, (int, float)) and e > 0) for e in etas):
         raise ValueError(f"etas: expected positive step sizes, got {etas!r}")
-    model, params, tokens, target, _ = _setup(kind, act, seed, data, d, dv)
+    model, params, tokens, target, _ = _setup(kind, activation, seed, data, d, dv)
     r = velocity_decomposition(model, params, tokens, target)
     m = r["present"]
     g = grad(lambda p: model.risk(p, tokens, target))(params)
     s0 = model.vocab_scores(params)
-    out = {"kind": kind, "activation": act, "etas": list(map(float, etas)), "vs_prop1": [], "vs_exact": []}
+    out = {"kind": kind, "activation": activation, "etas": list(map(float, etas)), "vs_prop1": [], "vs_exact": []}
     for eta in etas:
         measured = (model.vocab_scores(_step(params, g, eta)) - s0) / eta
         out["vs_prop1"].append(_rel(measured[m], r["formula"][m]))
@@ -114,7 +114,7 @@ def step_check(kind="free", act="tanhmax", *, etas=(1e-1, 1e-2, 1e-3, 1e-4), see
     return out
 
 
-def trajectories(kind="free", act="tanhmax", *, steps=200, eta=0.05, seed=0, data=DYNAMICS_DATA, d=4, dv=4,
+def trajectories(kind="free", activation="tanhmax", *, steps=200, eta=0.05, seed=0, data=DYNAMICS_DATA, d=4, dv=4,
                  record_every=1):
     """Train by full-batch gradient descent; record measured and predicted scores.
 
@@ -132,7 +132,7 @@ def trajectories(kind="free", act="tanhmax", *, steps=200, eta=0.05, seed=0, dat
         raise ValueError(f"steps: expected a positive integer, got {steps!r}")
     if not (isinstance(eta, (int, float)) and eta > 0):
         raise ValueError(f"eta: expected a positive step size, got {eta!r}")
-    model, params, tokens, target, group = _setup(kind, act, seed, data, d, dv)
+    model, params, tokens, target, group = _setup(kind, activation, seed, data, d, dv)
     g_of = grad(lambda p: model.risk(p, tokens, target))
     s_pred = np.array(model.vocab_scores(params))
     rec = {"step": [], "measured": [], "predicted": [], "risk": []}
@@ -149,7 +149,7 @@ def trajectories(kind="free", act="tanhmax", *, steps=200, eta=0.05, seed=0, dat
         params = _step(params, g_of(params), eta)
     out = {k: np.array(v) for k, v in rec.items()}
     present = np.bincount(tokens.ravel(), minlength=len(group)) > 0
-    out.update(group=group, present=present, kind=kind, activation=act, eta=eta)
+    out.update(group=group, present=present, kind=kind, activation=activation, eta=eta)
     for name, code in (("positive", POSITIVE), ("negative", NEGATIVE), ("neutral", NEUTRAL)):
         sel = present & (group == code)
         out[f"measured_{name}"] = out["measured"][:, sel].mean(axis=1)

@@ -10,7 +10,7 @@ What this module does
 2. **Model and training.** TanhMax's one-attention classifier
    (:class:`refattn.training.models.polarity.PolarityClassifier`, score ``"self"``,
    E = 30, H = 10, dropout 0.5) for each activation, all seeds as one batched
-   program through :func:`refattn.studies.polarity.train_classifier`
+   program through :func:`refattn.training.classifier.train_classifier`
    (so checkpoints and resume come from there). Training sentences longer
    than ``max_len`` tokens are truncated (0.34 % of GLUE's training phrases
    exceed 40) so that the padded batches stay small; dev sentences are never
@@ -54,28 +54,24 @@ import re
 import time
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
-import refattn
-
 from ..core.activations import ACTIVATIONS
 from ..core.activations import activation as _get_activation
+from ..training.classifier import OPTIMISERS, classifier_memory, train_classifier
 from ..training.models.polarity import SCORE_KINDS
-from ..training.tasks.sst2 import ENV_VAR, UNK_ID, Vocabulary, load_sst2, tokenize
+from ..training.tasks.sst2 import UNK_ID, Vocabulary, load_sst2, tokenize
 from ..core.checks import check_int
 from ..training.runs import check_memory
 from ..training.train import checkpoint_paths
 from . import max_memory, option
-from .polarity import OPTIMISERS, classifier_memory, train_classifier
+from .helpers import DATA_HELP, nonempty, resolve_data_dir
 
 __all__ = [
     "PAPER_TABLE2",
     "PAPER_FIG1",
     "DEFAULTS",
-    "sibling_data_dir",
-    "resolve_data_dir",
     "sst_tokenize",
     "idf_weights",
     "overlap_similarity",
@@ -86,7 +82,6 @@ __all__ = [
     "sentences_figure",
     "render_sentences",
     "render_figure1",
-    "DATA_HELP",
     "Settings",
     "run_sst2",
     "run",
@@ -129,11 +124,6 @@ DEFAULTS = {"activations": ("softmax", "tanhmax"), "seeds": 3, "score": "self", 
 #: Figure 1's file, written by ``refattn sst2 --out DIR`` (and by :func:`run_sst2` with ``out``).
 FIGURE = "sst2_fig1.png"
 
-#: The help of every command's SST-2 folder option.
-DATA_HELP = ("SST-2 folder holding train.tsv and dev.tsv, never downloaded (default $REFATTN_SST2, else the "
-             "shared data folder beside the repository)")
-
-
 @dataclass
 class Settings:
     """TanhMax's classifier on SST-2: dev accuracy over seeds beside its Table 2, and its Figure 1 (sentences
@@ -142,79 +132,30 @@ class Settings:
     data: str | None = option(None, DATA_HELP)
     activations: tuple[str, ...] = option(DEFAULTS["activations"], "comma-separated activations", one_of=ACTIVATIONS)
     seeds: int = option(DEFAULTS["seeds"], "number of seeds", low=1)
+    first_seed: int = option(0, "the first seed: the runs use seeds FIRST_SEED, FIRST_SEED + 1, ...", low=0)
     epochs: int = option(DEFAULTS["epochs"], "epochs", low=1)
+    score: str = option(DEFAULTS["score"], "score", choices=SCORE_KINDS)
+    batch_size: int = option(DEFAULTS["batch_size"], "sentences per batch", low=1)
+    optimizer: str = option(DEFAULTS["optimizer"], "optimiser", choices=tuple(OPTIMISERS))
+    lr: float = option(DEFAULTS["lr"], "learning rate", positive=True)
+    dropout: float = option(DEFAULTS["dropout"], "dropout rate, in [0, 1)", low=0, high=0.999)
+    max_len: int | None = option(DEFAULTS["max_len"], "truncate training sentences to this many tokens", low=1)
+    min_count: int = option(DEFAULTS["min_count"], "keep training tokens seen at least this often; rarer ones "
+                                                   "become <unk>", low=1)
+    train_limit: int | None = option(None, "train on a random subset of this many training sentences (numpy's "
+                                           "default_rng(0), kept in file order), for quick runs", low=1)
     figure_seed: int | None = option(None, "the seed whose weights Figure 1 shows (default: the first)", low=0)
     checkpoint_dir: str | None = option(None, "folder for resumable checkpoints, one per activation",
                                         output="checkpoint_dir")
     max_memory: float | None = max_memory()
+    out: str | None = option(None, "folder to write sst2_fig1.png into (render_figure1)", cli=False)
 
     def check(self):
         """Figure 1's seed is one of the run's."""
-        if self.figure_seed is not None and self.figure_seed >= self.seeds:
-            raise ValueError(f"--figure-seed: expected one of the seeds 0 .. {self.seeds - 1} (--seeds {self.seeds}), "
-                             f"got {self.figure_seed}")
-
-
-# --------------------------------------------------------------------------
-# Where the data is
-# --------------------------------------------------------------------------
-
-
-def sibling_data_dir():
-    """``<parent of the repository>/shared/data/sst2``, resolved from the package location.
-
-    The project's data lives beside the repository, never in it
-    (``Path(refattn.__file__).resolve().parents[2] / "shared" / "data" / "sst2"``).
-    It may not exist; :func:`resolve_data_dir` checks.
-    """
-    return Path(refattn.__file__).resolve().parents[2] / "shared" / "data" / "sst2"
-
-
-def resolve_data_dir(path=None, option="--data"):
-    """The SST-2 folder: ``path``, else ``$REFATTN_SST2``, else :func:`sibling_data_dir`.
-
-    Nothing is downloaded. The folder must hold ``train.tsv`` and ``dev.tsv``.
-
-    Parameters
-    ----------
-    path : str or os.PathLike, optional
-        The folder (the command line's ``--data``).
-    option : str
-        The option that gave ``path``, for messages.
-
-    Returns
-    -------
-    pathlib.Path
-
-    Raises
-    ------
-    FileNotFoundError
-        When no folder is found, or the one named lacks ``train.tsv`` or
-        ``dev.tsv``; the message says how to name one (``--data`` or
-        ``$REFATTN_SST2``).
-    TypeError
-        When ``path`` is neither None, a str nor a path.
-    """
-    if path is not None:
-        if not isinstance(path, (str, os.PathLike)):
-            raise TypeError(f"data: expected a folder path (str or os.PathLike), got {type(path).__name__}")
-        folder, source = Path(path).expanduser(), option
-    elif os.environ.get(ENV_VAR):
-        folder, source = Path(os.environ[ENV_VAR]).expanduser(), f"${ENV_VAR}"
-    else:
-        folder, source = sibling_data_dir(), "the default location"
-        if not folder.is_dir():
-            raise FileNotFoundError(f"data: no SST-2 folder found; pass --data DIR (or data=DIR) or set "
-                                    f"${ENV_VAR} to the folder holding GLUE's train.tsv and dev.tsv "
-                                    f"(looked in {str(folder)!r}; nothing is downloaded)")
-    if not folder.is_dir():
-        raise FileNotFoundError(f"{source}: {str(folder)!r} is not a folder; pass {option} DIR or set "
-                                f"${ENV_VAR} to the folder holding SST-2's train.tsv and dev.tsv")
-    missing = [f for f in ("train.tsv", "dev.tsv") if not (folder / f).is_file()]
-    if missing:
-        raise FileNotFoundError(f"{source}: {str(folder)!r} has no {' or '.join(missing)}; pass {option} DIR "
-                                f"or set ${ENV_VAR} to the folder holding SST-2's train.tsv and dev.tsv")
-    return folder
+        last = self.first_seed + self.seeds - 1
+        if self.figure_seed is not None and not self.first_seed <= self.figure_seed <= last:
+            raise ValueError(f"--figure-seed: expected one of the seeds {self.first_seed} .. {last} (--seeds "
+                             f"{self.seeds}), got {self.figure_seed}")
 
 
 # --------------------------------------------------------------------------
@@ -578,13 +519,6 @@ def plot(result):
 # --------------------------------------------------------------------------
 
 
-def _nonempty(sentences, labels):
-    """Drop sentences with no token (an all-padding attention row has no normaliser)."""
-    keep = np.array([bool(s.split()) for s in sentences], dtype=bool)
-    return [s for s, k in zip(sentences, keep) if k], labels[keep], int((~keep).sum())
-
-
-
 def _fingerprint(ids, labels):
     """A short hash of the encoded training data, so a checkpoint never resumes on other data."""
     h = hashlib.sha256(np.ascontiguousarray(ids).tobytes())
@@ -592,7 +526,7 @@ def _fingerprint(ids, labels):
     return h.hexdigest()[:16]
 
 
-def _check_settings(activations, seeds, score, optimizer, lr, dropout):
+def _check_settings(activations, seeds, first_seed, score, optimizer, lr, dropout):
     if isinstance(activations, str):
         activations = (activations,)
     activations = tuple(activations)
@@ -601,12 +535,8 @@ def _check_settings(activations, seeds, score, optimizer, lr, dropout):
     for a in activations:
         if a not in ACTIVATIONS:
             raise ValueError(f"activations: expected names from {ACTIVATIONS}, got {a!r}")
-    if isinstance(seeds, (int, np.integer)):  # a count (a bool is rejected by _int)
-        seeds = range(check_int(seeds, "seeds", 1))  # listed after the memory check
-    else:
-        seeds = tuple(check_int(s, "seeds[i]", 0) for s in seeds)
-        if not seeds:
-            raise ValueError("seeds: expected a positive count or a non-empty sequence of seeds")
+    first_seed = check_int(first_seed, "first_seed", 0)
+    seeds = range(first_seed, first_seed + check_int(seeds, "seeds", 1))  # listed after the memory check
     if score not in SCORE_KINDS:
         raise ValueError(f"score: expected one of {SCORE_KINDS}, got {score!r}")
     if optimizer not in OPTIMISERS:
@@ -627,55 +557,77 @@ def _weigh(model, params, vocab, token_lists):
     return np.where(mask, f["w"], 0.0), f["prob"], mask
 
 
-def run_sst2(data=None, *, activations=DEFAULTS["activations"], seeds=DEFAULTS["seeds"], score=DEFAULTS["score"],
-             epochs=DEFAULTS["epochs"], batch_size=DEFAULTS["batch_size"], optimizer=DEFAULTS["optimizer"],
-             lr=DEFAULTS["lr"], dropout=DEFAULTS["dropout"], max_len=DEFAULTS["max_len"],
-             min_count=DEFAULTS["min_count"], train_limit=None, figure_seed=None, checkpoint_dir=None, out=None,
-             progress=None, on_result=None, max_memory=None):
-    """Train TanhMax's classifier on SST-2 per activation; dev accuracy and Figure 1's weights.
+def _sst2_data(s, n_seeds):
+    """Both splits of SST-2 read, cleaned and encoded for the settings ``s``: a dict of the arrays, the
+    vocabulary and ``info`` (what the result records of the data); the memory estimate checked."""
+    min_count = check_int(s.min_count, "min_count", 1)
+    max_len = None if s.max_len is None else check_int(s.max_len, "max_len", 1)
+    train_limit = None if s.train_limit is None else check_int(s.train_limit, "train_limit", 1)
+    folder = resolve_data_dir(s.data)
+    tr_text, tr_y = load_sst2(folder, "train")
+    dev_text, dev_y = load_sst2(folder, "dev")
+    tr_text, tr_y, tr_empty = nonempty(tr_text, tr_y)
+    dev_text, dev_y, dev_empty = nonempty(dev_text, dev_y)
+    if train_limit is not None and train_limit < len(tr_text):
+        pick = np.sort(np.random.default_rng(0).choice(len(tr_text), train_limit, replace=False))
+        tr_text, tr_y = [tr_text[i] for i in pick], tr_y[pick]
+    if not tr_text or not dev_text:
+        raise ValueError(f"data: {str(folder)!r} has no non-empty sentence in "
+                         f"{'train.tsv' if not tr_text else 'dev.tsv'}")
 
-    Steps (``derivations/14-sst2.md``): read both splits (:func:`resolve_data_dir`);
-    build the vocabulary from train; encode train (truncated to ``max_len``)
-    and dev (full length); for every activation train all seeds in one batched
-    program (:func:`refattn.studies.polarity.train_classifier`; the model
-    is TanhMax section 5.1's, Eqs. 1-3 with the BCE loss); evaluate dev
-    accuracy (prediction ``logit > 0``); match TanhMax's Figure 1 sentences
-    to dev (:func:`match_sentences`) and record one seed's weights
-    (``figure_seed``), oriented by (14.O1), on both the match and the paper's
-    own text.
+    vocab = Vocabulary.build(tr_text, min_count=min_count)
+    tr_len = np.array([len(text.split()) for text in tr_text])
+    tr_ids, tr_mask = vocab.encode(tr_text, max_len=max_len)  # (n, L) truncated
+    dev_ids, dev_mask = vocab.encode(dev_text)  # (m, L_dev) full length
+    check_memory(classifier_memory(n_seeds, tr_ids.size + dev_ids.size),
+                 f"{n_seeds} seeds on {len(tr_text)} sentences", s.max_memory)
+    info = {
+        "path": str(folder), "train": len(tr_text), "dev": len(dev_text),
+        "train_positive_fraction": float(tr_y.mean()), "dev_positive_fraction": float(dev_y.mean()),
+        "dropped_empty": {"train": tr_empty, "dev": dev_empty}, "vocab_size": len(vocab),
+        "train_truncated": int(np.sum(tr_len > (max_len or tr_len.max()))),
+        "train_padded_length": int(tr_ids.shape[1]), "dev_padded_length": int(dev_ids.shape[1]),
+        "dev_unk_tokens": int(np.sum((dev_ids == UNK_ID) & dev_mask)),
+        "dev_tokens": int(dev_mask.sum()),
+    }
+    return {"tr_text": tr_text, "tr_y": tr_y, "tr_ids": tr_ids, "tr_mask": tr_mask, "dev_text": dev_text,
+            "dev_y": dev_y, "dev_ids": dev_ids, "dev_mask": dev_mask, "vocab": vocab, "info": info,
+            "max_len": max_len, "min_count": min_count, "train_limit": train_limit}
 
-    Parameters
-    ----------
-    data : str or os.PathLike, optional
-        The SST-2 folder (see :func:`resolve_data_dir`).
-    activations : sequence of str
-        Registered activations (default softmax and tanhmax, the two of Table 2).
-    seeds : int or sequence of int
-        A count (seeds ``0 .. seeds - 1``) or the seeds themselves.
-    score, epochs, batch_size, optimizer, lr, dropout
-        As for :func:`refattn.studies.polarity.train_classifier`.
-    max_len : int or None
-        Truncate training sentences to this many tokens (None: keep all).
-    min_count : int
-        Keep training tokens seen at least this often; rarer ones become ``<unk>``.
-    train_limit : int, optional
-        Train on a random subset of this many training sentences
-        (``numpy.random.default_rng(0)``, kept in file order), for quick runs.
-    figure_seed : int, optional
-        The seed (one of ``seeds``) whose weights Figure 1 shows; None: the first.
-    checkpoint_dir : str or os.PathLike, optional
-        Write ``sst2_<activation>.npz`` there after each epoch and resume from it.
-    out : str or os.PathLike, optional
-        Folder to write ``sst2_fig1.png`` into (:func:`render_figure1`).
-    progress : bool, optional
-        Progress bar (default: only on a terminal).
-    on_result : callable, optional
-        Called as ``on_result(activation, result)`` as each activation finishes
-        (the command line writes it to disk, so a later failure loses nothing).
-    max_memory : float, optional
-        GiB the run may use; a larger estimate
-        (:func:`refattn.studies.polarity.classifier_memory`) is refused before
-        any training (default: the memory available now).
+
+def _figure_items(tr_text, dev_text, dev_y, vocab):
+    """Figure 1: the paper's sentences, and the closest dev sentence to each (idf from train)."""
+    paper_tokens = [sst_tokenize(p["text"]) for p in PAPER_FIG1]
+    matches = match_sentences(paper_tokens, dev_text, idf_weights(tr_text))
+    fig_items = []
+    for p, toks, m in zip(PAPER_FIG1, paper_tokens, matches):
+        fig_items.append({
+            "role": p["role"], "figure_label": p["figure_label"], "paper_text": p["text"],
+            "paper": {"tokens": toks, "unknown": [t for t in toks if vocab.id(t) == UNK_ID]},
+            "matched": {"tokens": dev_text[m["index"]].split()},
+            "match": {"dev_index": m["index"], "text": dev_text[m["index"]], "label": int(dev_y[m["index"]]),
+                      "similarity": m["similarity"], "exact": m["exact"]},
+            "activations": {},
+        })
+    return fig_items
+
+
+def run_sst2(settings, *, progress=None, on_result=None):
+    """Train TanhMax's classifier on SST-2 per activation; dev accuracy and Figure 1's weights (:class:`Settings`).
+
+    Steps (``derivations/14-sst2.md``): read both splits
+    (:func:`refattn.studies.helpers.resolve_data_dir`); build the vocabulary
+    from train; encode train (truncated to ``max_len``) and dev (full length);
+    for every activation train all seeds in one batched program
+    (:func:`refattn.training.classifier.train_classifier`; the model is TanhMax
+    section 5.1's, Eqs. 1-3 with the BCE loss); evaluate dev accuracy
+    (prediction ``logit > 0``); match TanhMax's Figure 1 sentences to dev
+    (:func:`match_sentences`) and record one seed's weights (``figure_seed``),
+    oriented by (14.O1), on both the match and the paper's own text.
+    ``on_result(activation, result)`` is called as each activation finishes
+    (the command line writes it to disk, so a later failure loses nothing); a
+    larger estimate (:func:`refattn.training.classifier.classifier_memory`) than
+    ``max_memory`` GiB is refused before any training.
 
     Returns
     -------
@@ -691,65 +643,23 @@ def run_sst2(data=None, *, activations=DEFAULTS["activations"], seeds=DEFAULTS["
         when ``out`` is given.
     """
     t_start = time.perf_counter()
-    activations, seeds = _check_settings(activations, seeds, score, optimizer, lr, dropout)
-    epochs = check_int(epochs, "epochs", 1)
-    batch_size = check_int(batch_size, "batch_size", 1)
-    min_count = check_int(min_count, "min_count", 1)
-    if max_len is not None:
-        max_len = check_int(max_len, "max_len", 1)
-    if train_limit is not None:
-        train_limit = check_int(train_limit, "train_limit", 1)
-    if figure_seed is None:
-        figure_seed = seeds[0]
+    s = settings
+    score, optimizer, lr, dropout, max_len = s.score, s.optimizer, s.lr, s.dropout, s.max_len
+    activations, seeds = _check_settings(s.activations, s.seeds, s.first_seed, score, optimizer, lr, dropout)
+    epochs, batch_size = check_int(s.epochs, "epochs", 1), check_int(s.batch_size, "batch_size", 1)
+    figure_seed = seeds[0] if s.figure_seed is None else s.figure_seed
     if figure_seed not in seeds:
         raise ValueError(f"figure_seed: expected one of the seeds {list(seeds)}, got {figure_seed!r}")
     fk = seeds.index(figure_seed)
-    checkpoints = checkpoint_paths(checkpoint_dir, "sst2", activations)  # checked before any work
-    folder = resolve_data_dir(data)
-    tr_text, tr_y = load_sst2(folder, "train")
-    dev_text, dev_y = load_sst2(folder, "dev")
-    tr_text, tr_y, tr_empty = _nonempty(tr_text, tr_y)
-    dev_text, dev_y, dev_empty = _nonempty(dev_text, dev_y)
-    if train_limit is not None and train_limit < len(tr_text):
-        pick = np.sort(np.random.default_rng(0).choice(len(tr_text), train_limit, replace=False))
-        tr_text, tr_y = [tr_text[i] for i in pick], tr_y[pick]
-    if not tr_text or not dev_text:
-        raise ValueError(f"data: {str(folder)!r} has no non-empty sentence in "
-                         f"{'train.tsv' if not tr_text else 'dev.tsv'}")
-
-    vocab = Vocabulary.build(tr_text, min_count=min_count)
-    tr_len = np.array([len(s.split()) for s in tr_text])
-    tr_ids, tr_mask = vocab.encode(tr_text, max_len=max_len)  # (n, L) truncated
-    dev_ids, dev_mask = vocab.encode(dev_text)  # (m, L_dev) full length
-    S = len(seeds)
-    check_memory(classifier_memory(S, tr_ids.size + dev_ids.size), f"{S} seeds on {len(tr_text)} sentences",
-                 max_memory)
-    seeds = tuple(seeds)
-    dev_tok = np.broadcast_to(dev_ids.astype(np.int64), (S,) + dev_ids.shape)  # (S, m, L_dev)
-    dev_msk = np.broadcast_to(dev_mask, (S,) + dev_mask.shape)
-    data_info = {
-        "path": str(folder), "train": len(tr_text), "dev": len(dev_text),
-        "train_positive_fraction": float(tr_y.mean()), "dev_positive_fraction": float(dev_y.mean()),
-        "dropped_empty": {"train": tr_empty, "dev": dev_empty}, "vocab_size": len(vocab),
-        "train_truncated": int(np.sum(tr_len > (max_len or tr_len.max()))),
-        "train_padded_length": int(tr_ids.shape[1]), "dev_padded_length": int(dev_ids.shape[1]),
-        "dev_unk_tokens": int(np.sum((dev_ids == UNK_ID) & dev_mask)),
-        "dev_tokens": int(dev_mask.sum()),
-    }
-
-    # Figure 1: the paper's sentences, and the closest dev sentence to each (idf from train)
-    paper_tokens = [sst_tokenize(p["text"]) for p in PAPER_FIG1]
-    matches = match_sentences(paper_tokens, dev_text, idf_weights(tr_text))
-    fig_items = []
-    for p, toks, m in zip(PAPER_FIG1, paper_tokens, matches):
-        fig_items.append({
-            "role": p["role"], "figure_label": p["figure_label"], "paper_text": p["text"],
-            "paper": {"tokens": toks, "unknown": [t for t in toks if vocab.id(t) == UNK_ID]},
-            "matched": {"tokens": dev_text[m["index"]].split()},
-            "match": {"dev_index": m["index"], "text": dev_text[m["index"]], "label": int(dev_y[m["index"]]),
-                      "similarity": m["similarity"], "exact": m["exact"]},
-            "activations": {},
-        })
+    checkpoints = checkpoint_paths(s.checkpoint_dir, "sst2", activations)  # checked before any work
+    d = _sst2_data(s, len(seeds))
+    tr_ids, tr_y, tr_mask, dev_y, vocab = d["tr_ids"], d["tr_y"], d["tr_mask"], d["dev_y"], d["vocab"]
+    max_len, min_count, train_limit, data_info = d["max_len"], d["min_count"], d["train_limit"], d["info"]
+    S, seeds = len(seeds), tuple(seeds)
+    dev_tok = np.broadcast_to(d["dev_ids"].astype(np.int64), (S,) + d["dev_ids"].shape)  # (S, m, L_dev)
+    dev_msk = np.broadcast_to(d["dev_mask"], (S,) + d["dev_mask"].shape)
+    dev_mask = d["dev_mask"]
+    fig_items = _figure_items(d["tr_text"], d["dev_text"], dev_y, vocab)
 
     results = {}
     for act in activations:
@@ -797,17 +707,14 @@ def run_sst2(data=None, *, activations=DEFAULTS["activations"], seeds=DEFAULTS["
                           "training setting; here: GLUE SST-2 dev accuracy (GLUE's test labels are not "
                           "public), this module's settings"},
     }
-    if out is not None:
-        result["figure"] = render_figure1(result, os.path.join(os.fspath(out), FIGURE))
+    if s.out is not None:
+        result["figure"] = render_figure1(result, os.path.join(os.fspath(s.out), FIGURE))
     result["seconds"] = time.perf_counter() - t_start
     return result
 
 
-def run(settings, *, progress=None, on_result=None):
-    """:func:`run_sst2` with the settings of ``refattn sst2`` (Figure 1 is drawn by :func:`plot`)."""
-    return run_sst2(settings.data, activations=settings.activations, seeds=settings.seeds, epochs=settings.epochs,
-                    figure_seed=settings.figure_seed, checkpoint_dir=settings.checkpoint_dir, progress=progress,
-                    on_result=on_result, max_memory=settings.max_memory)
+#: ``refattn sst2`` (Figure 1 is drawn by :func:`plot`).
+run = run_sst2
 
 
 def report(result):

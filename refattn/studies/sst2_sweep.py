@@ -12,7 +12,7 @@ sweep (``derivations/14-sst2.md``, section 9):
   ``"adadelta-code"``: PyTorch's ``Adadelta(lr=0.05)`` (rho 0.9, eps 1e-6)
   on 100 x the mean BCE (:class:`refattn.training.optim.Adadelta`, ``loss_scale``);
 * **training units**: GLUE's 67k training *phrases*, or the *sentences*,
-  recovered as the maximal phrases (:func:`refattn.studies.lm.maximal_phrases`,
+  recovered as the maximal phrases (:func:`refattn.studies.helpers.maximal_phrases`,
   6,886 of them, each with its GLUE label);
 
 for softmax and TanhMax, 5 seeds each, dev accuracy after every epoch
@@ -33,14 +33,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..core.activations import ACTIVATIONS
+from ..training.classifier import classifier_memory, train_classifier
 from ..training.runs import CellStore, check_memory, session
 from ..training.tasks.sst2 import Vocabulary, load_sst2
-from .lm import maximal_phrases
-from .nt_sensitivity import code_commit, rank_test
-from .polarity import classifier_memory, train_classifier
-from ..core.activations import ACTIVATIONS
 from . import max_memory, option
-from .sst2 import DATA_HELP, DEFAULTS, PAPER_TABLE2, _nonempty, resolve_data_dir
+from .helpers import DATA_HELP, code_commit, maximal_phrases, nonempty, resolve_data_dir
+from .sst2 import DEFAULTS, PAPER_TABLE2
+from .statistics import rank_test
 
 __all__ = ["SWEEP", "LRS", "EPOCHS", "Settings", "sentences_of", "run_sst2_sweep", "run", "best_settings", "report",
            "plot"]
@@ -79,6 +79,7 @@ class Settings:
     results: str | None = option(None, "JSON file written after every setting and resumed if it exists",
                                  output="results")
     max_memory: float | None = max_memory()
+    epochs: dict | None = option(None, "epochs per 'OPTIMIZER/UNITS' (default EPOCHS)", cli=False)
 
 
 def sentences_of(phrases, labels):
@@ -95,28 +96,16 @@ def _key(setting, act):
 
 
 @session()  # the results file stays locked while the sweep runs
-def run_sst2_sweep(data=None, *, activations=DEFAULTS["activations"], seeds=5, sweep=SWEEP, epochs=EPOCHS,
-                   results=None, command=None, progress=None, max_memory=None):
-    """Train every setting of the sweep for every activation; dev accuracy per epoch and seed.
+def run_sst2_sweep(settings, *, command=None, progress=None):
+    """Train every setting of the sweep for every activation; dev accuracy per epoch and seed (:class:`Settings`).
 
-    Parameters
-    ----------
-    data : path, optional
-        The SST-2 folder (:func:`refattn.studies.sst2.resolve_data_dir`).
-    activations : sequence of str
-    seeds : int
-        Seeds ``0 .. seeds - 1``.
-    sweep : dict
-        ``{"embed_dim": (...), "training": ((optimizer, units), ...)}`` (:data:`SWEEP`).
-    epochs : dict
-        Epochs per ``"optimizer/units"`` (:data:`EPOCHS`).
-    results : path, optional
-        The results file, locked while the sweep runs (a second run on it is
-        refused at once).
-    max_memory : float, optional
-        GiB the run may use; a larger estimate
-        (:func:`refattn.studies.polarity.classifier_memory`) is refused before
-        any training (default: the memory available now).
+    The SST-2 folder is :func:`refattn.studies.helpers.resolve_data_dir`'s; the
+    seeds are ``0 .. seeds - 1``; ``embed_dims`` and ``trainings`` span the sweep
+    (:data:`SWEEP`), ``epochs`` (default :data:`EPOCHS`) gives the epochs per
+    ``"optimizer/units"``. The results file is locked while the sweep runs (a
+    second run on it is refused at once); a larger estimate
+    (:func:`refattn.training.classifier.classifier_memory`) than ``max_memory``
+    GiB is refused before any training.
 
     Returns
     -------
@@ -125,8 +114,10 @@ def run_sst2_sweep(data=None, *, activations=DEFAULTS["activations"], seeds=5, s
         activation: ``dev_accuracy`` seeds x epochs, ``setting``) and
         ``best`` (:func:`best_settings`).
     """
-    activations = list(activations)
-    seeds = range(seeds) if isinstance(seeds, (int, np.integer)) else [int(s) for s in seeds]
+    s = settings
+    sweep = {"embed_dim": s.embed_dims, "training": tuple(tuple(t.split("/", 1)) for t in s.trainings)}
+    epochs, activations, seeds = EPOCHS if s.epochs is None else s.epochs, list(s.activations), s.seeds
+    seeds = range(seeds) if isinstance(seeds, (int, np.integer)) else [int(k) for k in seeds]
     for key in SWEEP:
         if key not in sweep or not sweep[key]:
             raise ValueError(f"sweep: expected values for {key!r}, got {sweep!r}")
@@ -136,22 +127,22 @@ def run_sst2_sweep(data=None, *, activations=DEFAULTS["activations"], seeds=5, s
     if bad:
         raise ValueError(f"sweep: unknown (optimizer, units) {bad}; expected optimisers in {tuple(LRS)}, units "
                          f"'phrases' or 'sentences', and an entry in epochs for each")
-    folder = resolve_data_dir(data)
+    folder = resolve_data_dir(s.data)
     phrases, labels = load_sst2(folder, "train")
     dev_text, dev_y = load_sst2(folder, "dev")
-    dev_text, dev_y, _ = _nonempty(dev_text, dev_y)
-    texts = {"phrases": _nonempty(phrases, labels)[:2], "sentences": sentences_of(*_nonempty(phrases, labels)[:2])}
+    dev_text, dev_y, _ = nonempty(dev_text, dev_y)
+    texts = {"phrases": nonempty(phrases, labels)[:2], "sentences": sentences_of(*nonempty(phrases, labels)[:2])}
     dev_tokens = len(dev_text) * max((len(t.split()) for t in dev_text), default=1)
     embeds = [int(e) for e in sweep["embed_dim"]]
     check_memory(max(classifier_memory(len(seeds), len(texts[u][0]) * DEFAULTS["max_len"] + dev_tokens, e)
                      for e in embeds for _, u in training),
-                 f"--seeds {len(seeds)} at embedding size {max(embeds)}", max_memory)
+                 f"--seeds {len(seeds)} at embedding size {max(embeds)}", s.max_memory)
     seeds = list(seeds)  # a count is listed only now, after the memory check
     settings = {"activations": activations, "seeds": seeds,
                 "sweep": {"embed_dim": [int(e) for e in sweep["embed_dim"]], "training": [list(t) for t in training]},
                 "epochs": {f"{o}/{u}": int(epochs[f"{o}/{u}"]) for o, u in training}, "lrs": LRS,
                 "fixed": {k: DEFAULTS[k] for k in ("score", "batch_size", "dropout", "max_len", "min_count")}}
-    store = CellStore(results, settings, what="run_sst2_sweep")
+    store = CellStore(s.results, settings, what="run_sst2_sweep")
     cells = store.cells
     out = {"command": command, "settings": settings, "commit": code_commit(), "cells": cells}
     out["runs"] = store.runs(command, out["commit"])  # every command that added cells to the file
@@ -188,12 +179,8 @@ def run_sst2_sweep(data=None, *, activations=DEFAULTS["activations"], seeds=5, s
     return out
 
 
-def run(settings, *, command=None, progress=None):
-    """:func:`run_sst2_sweep` with the settings of ``refattn sst2-sweep``."""
-    training = tuple(tuple(t.split("/", 1)) for t in settings.trainings)
-    return run_sst2_sweep(settings.data, activations=settings.activations, seeds=settings.seeds,
-                          sweep={"embed_dim": settings.embed_dims, "training": training}, results=settings.results,
-                          command=command, progress=progress, max_memory=settings.max_memory)
+#: ``refattn sst2-sweep``.
+run = run_sst2_sweep
 
 
 def _train(tr_ids, tr_y, vocab_size, act, seeds, mask, setting, n_epochs, holder, callback, progress):
@@ -218,7 +205,7 @@ def best_settings(result):
         and ``"by_setting"``: for every setting with all activations
         finished, each activation's best-epoch mean and the rank test of
         softmax against tanhmax at their best epochs
-        (:func:`refattn.studies.nt_sensitivity.rank_test`).
+        (:func:`refattn.studies.statistics.rank_test`).
     """
     cells = result["cells"]
     best = {}

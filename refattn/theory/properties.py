@@ -159,14 +159,15 @@ def tolerances(dtype=np.float64) -> dict:
 # --------------------------------------------------------------------------
 
 
-def _as_activation(name_or_activation) -> Activation:
-    if isinstance(name_or_activation, Activation):
-        return name_or_activation
-    if isinstance(name_or_activation, str):
-        return activation(name_or_activation)  # ValueError for an unknown name
+def _as_activation(given) -> Activation:
+    """``given``, an :class:`Activation` or a registered activation's name, as an Activation."""
+    if isinstance(given, Activation):
+        return given
+    if isinstance(given, str):
+        return activation(given)  # ValueError for an unknown name
     raise TypeError(
-        "name_or_activation: expected a registered activation's name (one of "
-        f"{ACTIVATIONS}) or an Activation, got {type(name_or_activation).__name__}")
+        "activation: expected a registered activation's name (one of "
+        f"{ACTIVATIONS}) or an Activation, got {type(given).__name__}")
 
 
 def _check_grid(grid) -> np.ndarray:
@@ -229,7 +230,7 @@ def _result(holds, evidence, criterion):
 # --------------------------------------------------------------------------
 
 
-def measure_monotonicity(name_or_activation, *, grid=None) -> dict:
+def measure_monotonicity(activation, *, grid=None) -> dict:
     """Is g non-decreasing? (TanhMax section 4, property 1)
 
     Criterion: on the strictly increasing grid s, every step
@@ -241,7 +242,7 @@ def measure_monotonicity(name_or_activation, *, grid=None) -> dict:
 
     Parameters
     ----------
-    name_or_activation : str or Activation
+    activation : str or Activation
         A registered name, or an activation object.
     grid : array_like, optional
         Strictly increasing finite scores with at least 3 of each sign;
@@ -254,7 +255,7 @@ def measure_monotonicity(name_or_activation, *, grid=None) -> dict:
         has the most negative step (absolute and relative to the larger of its
         two values) and where it is, and ``strict``.
     """
-    act = _as_activation(name_or_activation)
+    act = _as_activation(activation)
     s = _check_grid(grid)  # (m,)
     tol = tolerances(s.dtype)
     g = _g_on(act, s)  # (m,)
@@ -280,7 +281,7 @@ def measure_monotonicity(name_or_activation, *, grid=None) -> dict:
 # --------------------------------------------------------------------------
 
 
-def measure_log_nonlinearity(name_or_activation, *, grid=None, seed=0, rank=True) -> dict:
+def measure_log_nonlinearity(activation, *, grid=None, seed=0, rank=True) -> dict:
     """Is log|g| non-affine? (TanhMax section 4, property 2)
 
     Criterion: on the grid points where g(s) != 0, fit ``log|g(s)| ~ a s + b``
@@ -297,7 +298,7 @@ def measure_log_nonlinearity(name_or_activation, *, grid=None, seed=0, rank=True
 
     Parameters
     ----------
-    name_or_activation : str or Activation
+    activation : str or Activation
     grid : array_like, optional
         As in :func:`measure_monotonicity`.
     seed : int
@@ -314,7 +315,7 @@ def measure_log_nonlinearity(name_or_activation, *, grid=None, seed=0, rank=True
         g != 0 (an estimate of the second derivative, or of a kink), and,
         with ``rank``, the rank measurement under ``"bottleneck_rank"``.
     """
-    act = _as_activation(name_or_activation)
+    act = _as_activation(activation)
     s = _check_grid(grid)  # (m,)
     seed = check_int(seed, "seed", 0)
     tol = tolerances(s.dtype)
@@ -352,7 +353,7 @@ def measure_log_nonlinearity(name_or_activation, *, grid=None, seed=0, rank=True
 _RANK_REGIMES = ("mixed", "positive")
 
 
-def bottleneck_rank(name_or_activation, *, n=12, d=3, samples=200, seed=0) -> dict:
+def bottleneck_rank(activation, *, n=12, d=3, samples=200, seed=0) -> dict:
     """The numerical rank of ``log|phi(W h)|`` over random h (Kanai et al. 2018).
 
     For a fixed random ``W`` of shape (n, d), d < n - 1, stack the rows
@@ -372,7 +373,7 @@ def bottleneck_rank(name_or_activation, *, n=12, d=3, samples=200, seed=0) -> di
 
     Parameters
     ----------
-    name_or_activation : str or Activation
+    activation : str or Activation
     n, d : int
         Output and input dimension; ``1 <= d <= n - 2``.
     samples : int
@@ -390,7 +391,7 @@ def bottleneck_rank(name_or_activation, *, n=12, d=3, samples=200, seed=0) -> di
         ``exceeds_bound`` is True when some applicable regime's rank exceeds
         d + 1.
     """
-    act = _as_activation(name_or_activation)
+    act = _as_activation(activation)
     n = check_int(n, "n", 3)
     d = check_int(d, "d", 1)
     if d > n - 2:
@@ -434,7 +435,7 @@ def bottleneck_rank(name_or_activation, *, n=12, d=3, samples=200, seed=0) -> di
 # --------------------------------------------------------------------------
 
 
-def measure_contextual_normalisation(name_or_activation, *, seed=0, n=6, rows=8) -> dict:
+def measure_contextual_normalisation(activation, *, seed=0, n=6, rows=8) -> dict:
     """Does phi_i depend on the other scores? (TanhMax section 4, property 4)
 
     Criterion: for phi_i = g(s_i) / C(s), C(s) = sum_k h(s_k), the weight of
@@ -450,7 +451,7 @@ def measure_contextual_normalisation(name_or_activation, *, seed=0, n=6, rows=8)
 
     Parameters
     ----------
-    name_or_activation : str or Activation
+    activation : str or Activation
     seed : int
         Seed of the random rows.
     n, rows : int
@@ -463,7 +464,7 @@ def measure_contextual_normalisation(name_or_activation, *, seed=0, n=6, rows=8)
         ratio, the largest off-diagonal and diagonal entries, and how many
         rows were skipped.
     """
-    act = _as_activation(name_or_activation)
+    act = _as_activation(activation)
     seed = check_int(seed, "seed", 0)
     n = check_int(n, "n", 2)
     rows = check_int(rows, "rows", 1)
@@ -497,7 +498,7 @@ def measure_contextual_normalisation(name_or_activation, *, seed=0, n=6, rows=8)
 # --------------------------------------------------------------------------
 
 
-def measure_origin_symmetry(name_or_activation, *, grid=None) -> dict:
+def measure_origin_symmetry(activation, *, grid=None) -> dict:
     """Is g odd, g(-s) = -g(s)? (TanhMax section 4, property 3)
 
     Criterion: at every grid point, ``|g(s) + g(-s)| <= 4 eps max(|g(s)|, |g(-s)|)``.
@@ -508,7 +509,7 @@ def measure_origin_symmetry(name_or_activation, *, grid=None) -> dict:
 
     Parameters
     ----------
-    name_or_activation : str or Activation
+    activation : str or Activation
     grid : array_like, optional
         As in :func:`measure_monotonicity` (it need not be symmetric; g is
         evaluated at s and at -s).
@@ -520,7 +521,7 @@ def measure_origin_symmetry(name_or_activation, *, grid=None) -> dict:
         relative odd and even defects (each between 0 and 2) and where the
         odd one is largest.
     """
-    act = _as_activation(name_or_activation)
+    act = _as_activation(activation)
     s = _check_grid(grid)  # (m,)
     tol = tolerances(s.dtype)
     g_pos, g_neg = _g_on(act, s), _g_on(act, -s)  # (m,), (m,)
@@ -545,12 +546,12 @@ def measure_origin_symmetry(name_or_activation, *, grid=None) -> dict:
 # --------------------------------------------------------------------------
 
 
-def measure(name_or_activation, *, grid=None, seed=0) -> dict:
+def measure(activation, *, grid=None, seed=0) -> dict:
     """The four properties of TanhMax section 4 for one activation.
 
     Parameters
     ----------
-    name_or_activation : str or Activation
+    activation : str or Activation
         A registered name, or an activation object.
     grid : array_like, optional
         Scores on which g is examined (:func:`default_grid` by default).
@@ -566,7 +567,7 @@ def measure(name_or_activation, *, grid=None, seed=0) -> dict:
         and :func:`measure_origin_symmetry`.
         Derivation: ``derivations/06-four-properties.md``.
     """
-    act = _as_activation(name_or_activation)
+    act = _as_activation(activation)
     grid = _check_grid(grid)
     seed = check_int(seed, "seed", 0)
     return {

@@ -91,7 +91,7 @@ def _act(act):
         return activation(act)
     if isinstance(act, A.Activation):
         return act
-    raise TypeError(f"act: expected an activation name or object, got {type(act).__name__}")
+    raise TypeError(f"activation: expected an activation name or object, got {type(act).__name__}")
 
 
 def _same_shape(x, ref, name, ref_name):
@@ -104,7 +104,7 @@ def _same_shape(x, ref, name, ref_name):
 # --------------------------------------------------------------------------
 
 
-def pi_matrix(act, s):
+def pi_matrix(activation, s):
     r"""The paper's ``pi_ij = d w_j / d s_i`` for one row (TanhMax, Eq. 4).
 
     ``pi_ij = [j = i] g'(s_i) / C - w_j h'(s_i) / C`` with ``C = sum_k h(s_k)`` and
@@ -116,7 +116,7 @@ def pi_matrix(act, s):
 
     Parameters
     ----------
-    act : str or Activation
+    activation : str or Activation
     s : ndarray, shape (n,)
         One row of scores.
 
@@ -125,17 +125,17 @@ def pi_matrix(act, s):
     ndarray, shape (n, n)
         ``pi[i, j]``.
     """
-    act = _act(act)
+    activation = _act(activation)
     check_float_array(s, "s", ndim=1)
     xp = array_module(s)
-    C = xp.sum(act.h(s))
+    C = xp.sum(activation.h(s))
     if not C > 0:
         raise ValueError("s: the row has no normaliser (sum_k h(s_k) = 0); pi is undefined")
-    w = act.g(s) / C  # (n,)
-    return xp.diag(act.dg(s) / C) - (act.dh(s) / C)[:, None] * w[None, :]  # (n, n)
+    w = activation.g(s) / C  # (n,)
+    return xp.diag(activation.dg(s) / C) - (activation.dh(s) / C)[:, None] * w[None, :]  # (n, n)
 
 
-def delta_II(act, s, o, axis=-1, mask=None):
+def delta_II(activation, s, o, axis=-1, mask=None):
     r"""``Delta_II,i = sum_j pi_ij o_j``, the context-dependent factor of Eq. 4.
 
     Because ``pi_ij = d w_j / d s_i``, this is the activation's vector-Jacobian
@@ -146,9 +146,14 @@ def delta_II(act, s, o, axis=-1, mask=None):
     with ``p = softmax(ell(s))``, evaluated stably for every finite ``s`` by
     :meth:`refattn.core.activations.Activation.backward`.
 
+    The arguments follow the proposition, ``Delta_II(s, o)``: scores, then
+    polarities. ``o`` is a cotangent only in the reading of step 03.P6; as a
+    backward pass, cotangent first, the same product is
+    ``activation.backward(o, activation.forward(s)[1])``.
+
     Parameters
     ----------
-    act : str or Activation
+    activation : str or Activation
     s : ndarray (..., n)
         Scores.
     o : ndarray (..., n)
@@ -156,10 +161,10 @@ def delta_II(act, s, o, axis=-1, mask=None):
     axis, mask
         As in :meth:`refattn.core.activations.Activation.forward`.
     """
-    act = _act(act)
+    activation = _act(activation)
     check_float_array(o, "o")
     _same_shape(o, s, "o", "s")
-    return act.backward(o, act.forward(s, axis, mask)[1])
+    return activation.backward(o, activation.forward(s, axis, mask)[1])
 
 
 def output_factor(a, target, *, output="sigmoid", loss="bce", n_instances=None):
@@ -192,12 +197,12 @@ def output_factor(a, target, *, output="sigmoid", loss="bce", n_instances=None):
     return dsig * (y - target) / N
 
 
-def score_velocity(act, s, o, c, delta_I, axis=-1, mask=None):
+def score_velocity(activation, s, o, c, delta_I, axis=-1, mask=None):
     r"""Proposition 1 (TanhMax, Eq. 4): ``ds_i/dtau = -Delta_I,i Delta_II,i c``.
 
     Parameters
     ----------
-    act : str or Activation
+    activation : str or Activation
     s, o, delta_I : ndarray (N, n)
         Scores, polarity scores ``o_j = V_j^T W`` and ``Delta_I`` of every token
         of every instance.
@@ -217,7 +222,7 @@ def score_velocity(act, s, o, c, delta_I, axis=-1, mask=None):
     c = np.asarray(c) if not hasattr(c, "shape") else c
     if np.shape(c) != np.shape(s)[:-1]:
         raise ValueError(f"c: expected shape {np.shape(s)[:-1]} (one factor per instance), got {np.shape(c)}")
-    return -delta_I * delta_II(act, s, o, axis=axis, mask=mask) * c[..., None]
+    return -delta_I * delta_II(activation, s, o, axis=axis, mask=mask) * c[..., None]
 
 
 # --------------------------------------------------------------------------
@@ -248,7 +253,7 @@ def tanhmax_velocity(s, o, c, delta_I, axis=-1):
     printed has no minus sign; substituting ``g = sinh, h = cosh`` into Eq. 4
     gives it (``derivations/04-score-dynamics-closed-forms.md``, section 2), and
     :func:`tanhmax_velocity_as_printed` has the opposite sign of the exact
-    gradient-flow velocity (``tests/test_dynamics.py``).
+    gradient-flow velocity (``tests/theory/test_proposition1.py``).
     """
     check_float_array(s, "s")
     _same_shape(o, s, "o", "s")
@@ -274,8 +279,8 @@ def tanhmax_velocity_as_printed(s, o, c, delta_I, axis=-1):
 # --------------------------------------------------------------------------
 
 
-def closed_form_delta_II(name, s, o, axis=-1):
-    r"""``Delta_II`` from the closed form of activation ``name``
+def closed_form_delta_II(activation, s, o, axis=-1):
+    r"""``Delta_II`` from the closed form of ``activation`` (a name or an Activation)
     (``derivations/04-score-dynamics-closed-forms.md``, section 3):
 
     ========== ====================================================
@@ -293,10 +298,10 @@ def closed_form_delta_II(name, s, o, axis=-1):
     with ``o_bar = sum_j w_j o_j``, the attention-weighted context polarity.
     Each is one function of :data:`CLOSED_FORMS`; an activation without one
     (a user's own) gets the generic closed form
-    ``p_i [(rho'_i + rho_i ell'_i) o_i - ell'_i o_bar]`` (step 03.P6). ``name``
-    may also be an :class:`~refattn.core.activations.Activation` instance.
+    ``p_i [(rho'_i + rho_i ell'_i) o_i - ell'_i o_bar]`` (step 03.P6). The arguments follow
+    the proposition, ``Delta_II(s, o)``, as :func:`delta_II` says.
     """
-    act = _act(name)
+    act = _act(activation)
     check_float_array(s, "s")
     check_float_array(o, "o")
     _same_shape(o, s, "o", "s")
@@ -361,7 +366,7 @@ class OneLayerModel:
     Parameters
     ----------
     kind : {"free", "shared", "global"}
-    act : str
+    activation : str
         A registered activation.
     output : {"sigmoid", "identity"}
     loss : {"bce", "squared"}
@@ -370,7 +375,7 @@ class OneLayerModel:
     """
 
     kind: str = "free"
-    act: str = "softmax"
+    activation: str = "softmax"
     output: str = "sigmoid"
     loss: str = "bce"
     scale: float = 1.0
@@ -378,8 +383,8 @@ class OneLayerModel:
     def __post_init__(self):
         if self.kind not in MODEL_KINDS:
             raise ValueError(f"kind: expected one of {MODEL_KINDS}, got {self.kind!r}")
-        if self.act not in ACTIVATIONS:
-            raise ValueError(f"act: expected one of {ACTIVATIONS}, got {self.act!r}")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"activation: expected one of {ACTIVATIONS}, got {self.activation!r}")
         output_factor(np.zeros(1), np.zeros(1), output=self.output, loss=self.loss)  # validates both
         if not (isinstance(self.scale, (int, float)) and math.isfinite(self.scale) and self.scale > 0):
             raise ValueError(f"scale: expected a positive finite number, got {self.scale!r}")
@@ -435,7 +440,7 @@ class OneLayerModel:
         """``a = V^T W`` per instance, ``(N,)``; ``s_vocab`` overrides the scores
         (so that ``dR/ds`` can be taken with the parameters held fixed)."""
         s = (self.vocab_scores(params) if s_vocab is None else s_vocab)[tokens]  # (N, n)
-        w = activation(self.act)(s)  # (N, n)
+        w = activation(self.activation)(s)  # (N, n)
         o = self.polarity(params)[tokens]  # (N, n)
         return anp.sum(w * o, axis=-1)  # (N,)  V^T W = sum_i w_i V_i^T W
 
@@ -475,7 +480,7 @@ class OneLayerModel:
         S, O = s[tokens], o[tokens]  # (N, n)
         a = self.logits(params, tokens)
         c = output_factor(a, target, output=self.output, loss=self.loss)  # (N,)
-        per_occurrence = delta_II(self.act, S, O) * c[:, None]  # (N, n)
+        per_occurrence = delta_II(self.activation, S, O) * c[:, None]  # (N, n)
         return np.bincount(tokens.ravel(), weights=per_occurrence.ravel(), minlength=len(s))
 
     def formula_velocity(self, params, tokens, target):

@@ -32,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.activations import ACTIVATIONS, activation
+from ..core.activations import activation as get_activation
 from ..core.checks import check_axis, check_float_array, check_int, check_real
 
 __all__ = [
@@ -367,7 +368,7 @@ def closure_gap_closed_form(s, c, axis=-1):
 # --------------------------------------------------------------------------
 
 
-def log_rank(activation_name, n, d, m, seed=0):
+def log_rank(activation, n, d, m, seed=0):
     """Numerical rank of the matrix of ``log|phi(W h_t)|`` over ``m`` random ``h_t``.
 
     Draws ``W`` (``n x d``, entries N(0, 1/d)) and ``h_1, ..., h_m`` (entries
@@ -382,7 +383,7 @@ def log_rank(activation_name, n, d, m, seed=0):
 
     Parameters
     ----------
-    activation_name : str
+    activation : str
         A registered activation whose weights are nonzero for almost every
         score (softmax, tanhmax, signexp, sigsoftmax, sigmoid, expressive,
         linear); relu and cosformer give exact zeros and are refused.
@@ -399,21 +400,21 @@ def log_rank(activation_name, n, d, m, seed=0):
         tolerance ``s_max * max(m, n) * eps_mach``); ``rank``; and
         ``softmax_bound = d + 1``.
     """
-    if activation_name not in ACTIVATIONS:
-        raise ValueError(f"activation_name: unknown activation {activation_name!r}; "
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"activation: unknown activation {activation!r}; "
                          f"expected one of {ACTIVATIONS}")
     n, d, m = check_int(n, "n", 2), check_int(d, "d"), check_int(m, "m")
     seed = check_int(seed, "seed", 0)
     rng = np.random.default_rng(seed)
     W = rng.standard_normal((n, d)) / np.sqrt(d)  # (n, d)
     H = rng.standard_normal((m, d))  # (m, d) one h_t per row
-    phi = activation(activation_name)(H @ W.T)  # (m, n) phi(W h_t)
+    phi = get_activation(activation)(H @ W.T)  # (m, n) phi(W h_t)
     if np.any(phi == 0.0):
-        raise ValueError(f"activation_name: {activation_name!r} gave exact zeros, "
+        raise ValueError(f"activation: {activation!r} gave exact zeros, "
                          "where log|phi| is -inf; choose an activation with nonzero weights")
     L = np.log(np.abs(phi))  # (m, n)
     sv = np.linalg.svd(L, compute_uv=False)  # (min(m, n),) descending
     tol = float(sv[0] * max(m, n) * np.finfo(np.float64).eps)
-    return {"activation": activation_name, "n": n, "d": d, "m": m, "seed": int(seed),
+    return {"activation": activation, "n": n, "d": d, "m": m, "seed": int(seed),
             "singular_values": sv, "tol": tol, "rank": int(np.sum(sv > tol)),
             "softmax_bound": d + 1}

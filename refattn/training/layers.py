@@ -9,7 +9,7 @@ then its hand-derived backward pass, then one comment naming the derivative
 (micrograd's layout). The convention is the textbook's: ``y, cache =
 layer(x, ...)`` and ``grads = layer_backward(grad_y, cache)``, the upstream
 gradient first, the gradients in the order of the inputs. ``derivations/21-layers.md`` derives every VJP line by
-line; ``tests/test_layers.py`` checks each one three ways (analytic, autograd,
+line; ``tests/training/test_layers.py`` checks each one three ways (analytic, autograd,
 central differences).
 
 ========================= ============================================= ============= =============
@@ -67,10 +67,11 @@ __all__ = [
     "softmax_cross_entropy_backward",
     "sigmoid_cross_entropy",
     "sigmoid_cross_entropy_backward",
+    "cached",
 ]
 
 
-def _cached(cache, layer, *names):
+def cached(cache, layer, *names):
     """The entries ``names`` of a cache from the forward of ``layer``, or a clear error."""
     if not isinstance(cache, dict) or cache.get("layer") != layer:
         raise TypeError(f"cache: expected the cache returned by {layer}, got {type(cache).__name__}")
@@ -126,7 +127,7 @@ def linear(x, W, b=None):
         ``x, W, b``, for :func:`linear_backward`.
 
     Derivation: ``derivations/21-layers.md``, section 1. Test:
-    ``tests/test_layers.py::test_linear_vjp_three_ways``.
+    ``tests/training/test_layers.py::test_linear_vjp_three_ways``.
     """
     lead, o, i = _check_linear(x, W, b)
     xp = array_module(x, W, b)
@@ -155,7 +156,7 @@ def linear_backward(grad_y, cache):
     dW : ndarray, the shape of ``W``
     db : ndarray, the shape of ``b``, or None
     """
-    x, W, b = _cached(cache, "linear", "x", "W", "b")
+    x, W, b = cached(cache, "linear", "x", "W", "b")
     lead, o, i = _check_linear(x, W, b)
     check_grad(grad_y, "grad_y", shape_of(x)[:-1] + (o,))
     xp = array_module(x, W, grad_y)
@@ -191,7 +192,7 @@ def relu(x):
         ``x``, for :func:`relu_backward`.
 
     Derivation: ``derivations/21-layers.md``, section 2. Test:
-    ``tests/test_layers.py::test_relu_vjp_three_ways``.
+    ``tests/training/test_layers.py::test_relu_vjp_three_ways``.
     """
     check_float_array(x, "x", min_ndim=0)
     return array_module(x).where(x <= 0, 0.0, x), {"layer": "relu", "x": x}  # NaN stays NaN
@@ -199,7 +200,7 @@ def relu(x):
 
 def relu_backward(grad_y, cache):
     """Backward pass of :func:`relu`: ``dx = grad_y [x > 0]`` (``relu'(0) = 0`` by convention)."""
-    (x,) = _cached(cache, "relu", "x")
+    (x,) = cached(cache, "relu", "x")
     check_grad(grad_y, "grad_y", shape_of(x))
     return grad_y * (x > 0)
     # relu'(x) = 1 for x > 0, 0 for x < 0; at the kink x = 0 we take 0   (21.R1)
@@ -244,7 +245,7 @@ def layer_norm(x, eps=1e-5):
 
     Derivation: ``derivations/21-layers.md``, section 3 (and
     ``derivations/11-nt-model.md``, Eq. 11.M2). Tests:
-    ``tests/test_layers.py::test_layer_norm_vjp_gradcheck``,
+    ``tests/training/test_layers.py::test_layer_norm_vjp_gradcheck``,
     ``test_layer_norm_moments``.
     """
     check_float_array(x, "x")
@@ -262,7 +263,7 @@ def layer_norm_backward(grad_z, cache):
     -------
     ndarray, the shape of ``x``
     """
-    z, r = _cached(cache, "layer_norm", "z", "r")
+    z, r = cached(cache, "layer_norm", "z", "r")
     check_grad(grad_z, "grad_z", shape_of(z))
     xp = array_module(z, grad_z)
     mean_u = xp.mean(grad_z, axis=-1, keepdims=True)  # (..., 1)
@@ -345,7 +346,7 @@ def softmax_cross_entropy(logits, target, *, seed_axis=False):
         For :func:`softmax_cross_entropy_backward`.
 
     Derivation: ``derivations/21-layers.md``, section 4. Tests:
-    ``tests/test_layers.py::test_softmax_cross_entropy_vjp_three_ways``,
+    ``tests/training/test_layers.py::test_softmax_cross_entropy_vjp_three_ways``,
     ``test_softmax_cross_entropy_closed_form``.
     """
     shape, V = _check_targets(logits, target)
@@ -369,7 +370,7 @@ def softmax_cross_entropy_backward(grad_loss, cache):
     -------
     ndarray, the shape of ``logits``
     """
-    logits, target, seed_axis = _cached(cache, "softmax_cross_entropy", "logits", "target", "seed_axis")
+    logits, target, seed_axis = cached(cache, "softmax_cross_entropy", "logits", "target", "seed_axis")
     shape, V = shape_of(logits)[:-1], shape_of(logits)[-1]
     _check_loss_grad(grad_loss, shape, seed_axis)
     xp = array_module(logits, grad_loss)
@@ -406,7 +407,7 @@ def sigmoid_cross_entropy(logits, labels, *, seed_axis=False):
         For :func:`sigmoid_cross_entropy_backward`.
 
     Derivation: ``derivations/21-layers.md``, section 5. Test:
-    ``tests/test_layers.py::test_sigmoid_cross_entropy_vjp_three_ways``,
+    ``tests/training/test_layers.py::test_sigmoid_cross_entropy_vjp_three_ways``,
     ``test_sigmoid_is_softmax_cross_entropy_of_two_logits``.
     """
     y = _labels(logits, labels)
@@ -440,7 +441,7 @@ def sigmoid_cross_entropy_backward(grad_loss, cache):
     -------
     ndarray, the shape of ``logits``
     """
-    logits, y, seed_axis = _cached(cache, "sigmoid_cross_entropy", "logits", "labels", "seed_axis")
+    logits, y, seed_axis = cached(cache, "sigmoid_cross_entropy", "logits", "labels", "seed_axis")
     shape = shape_of(logits)
     _check_loss_grad(grad_loss, shape, seed_axis)
     xp = array_module(logits, grad_loss)

@@ -236,7 +236,7 @@ class SGD(Optimizer):
         ``mu`` in ``[0, 1)``.
 
     No paper equation and no derivation file: the update is the definition,
-    checked against the formula written out in ``tests/test_optim.py``.
+    checked against the formula written out in ``tests/training/test_optim.py``.
     """
 
     buffer_names = ("momentum",)  # kept (at 0) even when mu = 0, so any saved state loads
@@ -381,10 +381,10 @@ class Adadelta(Optimizer):
     classifier with PyTorch's ``Adadelta(lr=0.05)``, i.e. ``rho = 0.9``,
     ``eps = 1e-6``, on 100 times the mean BCE: ``Adadelta(params, 0.05,
     rho=0.9, eps=1e-6, loss_scale=100)`` (the optimiser ``"adadelta-code"``
-    of :data:`refattn.studies.polarity.OPTIMISERS`); the paper's text
+    of :data:`refattn.training.classifier.OPTIMISERS`); the paper's text
     (section 5.1) says Adam. No paper equation and no derivation file: the update is
     the definition, checked against the formula written out in
-    ``tests/test_optim_adaptive.py``.
+    ``tests/training/test_optim_adaptive.py``.
     """
 
     buffer_names = ("square_avg", "delta_avg")
@@ -441,7 +441,7 @@ class Adagrad(Optimizer):
     only matters when the optimiser is made, and a loaded state replaces the
     accumulator. No paper equation and no derivation file: the update is the
     definition, checked against the formula written out in
-    ``tests/test_optim_adaptive.py``.
+    ``tests/training/test_optim_adaptive.py``.
     """
 
     buffer_names = ("sum",)

@@ -20,7 +20,7 @@ Randomness (data order, dropout masks) lives in the batches, drawn by
 ``make_batches(epoch)`` from the epoch number and a seed, so a run is a pure
 function of its inputs: the same seeds give the same result bit for bit, and
 a run resumed from a checkpoint ends exactly where an uninterrupted one does
-(``tests/test_train.py``).
+(``tests/training/test_train.py``).
 
 ``grad="autograd"`` differentiates ``model.loss`` with autograd instead of
 calling the hand-derived backward: the two give the same trajectory to
@@ -398,28 +398,8 @@ def train(model, params, optimizer, make_batches, *, epochs, grad="analytic", ca
         checkpoint was loaded at, or ``None``), ``seconds`` (wall time of this
         call).
     """
-    if not isinstance(optimizer, Optimizer):
-        raise TypeError(f"optimizer: expected a refattn.training.optim.Optimizer, got {type(optimizer).__name__}")
-    if optimizer.params is not params:
-        raise ValueError("params: must be the very dict the optimizer was built on (it updates it in place)")
-    if not (isinstance(epochs, (int, np.integer)) and epochs >= 0):
-        raise ValueError(f"epochs: expected a non-negative integer, got {epochs!r}")
-    if grad not in GRADS:
-        raise ValueError(f"grad: expected one of {GRADS}, got {grad!r}")
-    if not callable(make_batches):
-        raise TypeError("make_batches: expected a callable epoch -> iterable of batches")
-    if not (isinstance(checkpoint_every, (int, np.integer)) and checkpoint_every >= 1):
-        raise ValueError(f"checkpoint_every: expected a positive integer, got {checkpoint_every!r}")
-    epochs = check_int(epochs, "epochs", 0)  # 0: no training (the initial parameters, evaluated)
-    if checkpoint is not None and not os.fspath(checkpoint).endswith(".npz"):
-        raise ValueError(f"checkpoint: a checkpoint is a .npz file, got {os.fspath(checkpoint)!r}")
-    if blas_threads is not None:
-        blas_threads = check_int(blas_threads, "blas_threads", 1)
-    callbacks = tuple(callbacks)
-    for cb in callbacks:
-        if not callable(cb):
-            raise TypeError(f"callbacks: expected callables (epoch, params) -> dict, got {cb!r}")
-
+    epochs, blas_threads, callbacks = _train_args(params, optimizer, make_batches, epochs, grad, callbacks,
+                                                  checkpoint, checkpoint_every, blas_threads)
     fp = jsonable(fingerprint)
     with contextlib.ExitStack() as stack:
         if checkpoint is not None:  # one writer: a second run on this checkpoint is refused at once
@@ -455,6 +435,33 @@ def train(model, params, optimizer, make_batches, *, epochs, grad="analytic", ca
                 saved, run = save_checkpoint(checkpoint, params, optimizer, history, epoch=epoch,
                                              fingerprint=fp, saved=saved, run=run)
     return {"history": history, "resumed_from": resumed_from, "seconds": time.perf_counter() - t0}
+
+
+def _train_args(params, optimizer, make_batches, epochs, grad, callbacks, checkpoint, checkpoint_every,
+                blas_threads):
+    """:func:`train`'s arguments checked before any work: ``(epochs, blas_threads, callbacks)``."""
+    if not isinstance(optimizer, Optimizer):
+        raise TypeError(f"optimizer: expected a refattn.training.optim.Optimizer, got {type(optimizer).__name__}")
+    if optimizer.params is not params:
+        raise ValueError("params: must be the very dict the optimizer was built on (it updates it in place)")
+    if not (isinstance(epochs, (int, np.integer)) and epochs >= 0):
+        raise ValueError(f"epochs: expected a non-negative integer, got {epochs!r}")
+    if grad not in GRADS:
+        raise ValueError(f"grad: expected one of {GRADS}, got {grad!r}")
+    if not callable(make_batches):
+        raise TypeError("make_batches: expected a callable epoch -> iterable of batches")
+    if not (isinstance(checkpoint_every, (int, np.integer)) and checkpoint_every >= 1):
+        raise ValueError(f"checkpoint_every: expected a positive integer, got {checkpoint_every!r}")
+    epochs = check_int(epochs, "epochs", 0)  # 0: no training (the initial parameters, evaluated)
+    if checkpoint is not None and not os.fspath(checkpoint).endswith(".npz"):
+        raise ValueError(f"checkpoint: a checkpoint is a .npz file, got {os.fspath(checkpoint)!r}")
+    if blas_threads is not None:
+        blas_threads = check_int(blas_threads, "blas_threads", 1)
+    callbacks = tuple(callbacks)
+    for cb in callbacks:
+        if not callable(cb):
+            raise TypeError(f"callbacks: expected callables (epoch, params) -> dict, got {cb!r}")
+    return epochs, blas_threads, callbacks
 
 
 def _resume(checkpoint, params, optimizer, epochs, fp):

@@ -428,7 +428,7 @@ class DecoderLM:
         etc.: everything of a layer except its LN and skip connection.
         Cog's JAX example (``tr_forward``) is exactly this map for one head
         with ``beta = 1`` and the signexp activation
-        (``tests/test_cog_oracle.py``, derivation 18, section 3).
+        (``tests/training/test_cog_oracle.py``, derivation 18, section 3).
 
         Parameters
         ----------

@@ -64,7 +64,7 @@ import numpy as np
 
 from ...core.activations import Activation, activation as _activation
 from ...fast import attention, attention_backward  # the fast path: same numbers as refattn.attention
-from ...fast.layers import layer_norm, layer_norm_backward  # the reference's formulas, row sums as products
+from ..fast_layers import layer_norm, layer_norm_backward  # the reference's formulas, row sums as products
 from ...fast.threads import num_threads, run_blocks
 from ...core.backend import array_module, dtype_of, is_traced, stop_gradient, to_numpy
 from ...core.checks import check_float_array, check_int, check_real

@@ -79,7 +79,7 @@ by many rows collects the sum of their gradients) and (02.S2) (``y = W x + b``:
           tokens that do not occur get 0 (a dense (S, V, E) array)
 
 Each step is a few lines of :meth:`PolarityClassifier.loss_and_grad`, in this
-order; ``tests/test_models_polarity.py`` checks the result against autograd
+order; ``tests/training/test_models_polarity.py`` checks the result against autograd
 differentiating :meth:`PolarityClassifier.loss` (1e-10 relative, float64,
 every activation and score) and against central differences.
 

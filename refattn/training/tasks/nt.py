@@ -43,6 +43,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from numbers import Real
 
 import numpy as np
 
@@ -56,6 +57,7 @@ __all__ = [
     "PAPER_N_BATCH",
     "DEFAULT_MAX_STATES",
     "parse_task",
+    "parse_mixture",
     "format_task",
     "next_symbol",
     "generate",
@@ -196,6 +198,85 @@ def parse_task(name):
     if tau < 1:
         raise ValueError(f"name: the delay tau must be >= 1, got tau = {tau} in {name!r}")
     return "NT" + (m.group(3) or ""), N, tau
+
+
+def parse_mixture(task):
+    """A task or a mixture of tasks as ``(name, tasks, weights)`` (Expressive, Fig. 6).
+
+    Accepted forms (every task a name of :func:`parse_task`;
+    all of one basis ``N``, since the model's embedding size is ``d = N``):
+
+    * ``"N16T2"``: one task, weight 1;
+    * ``"N16T2+N16T2-S"``: equal weights (Fig. 6's 50/50 mixture);
+    * ``"N16T2:3+N16T2-S:1"``: weights after a colon (normalised to sum 1);
+    * a sequence of names, of ``(name, weight)`` pairs, or a dict ``{name: weight}``.
+
+    Parameters
+    ----------
+    task : str, sequence or dict
+
+    Returns
+    -------
+    name : str
+        The canonical spelling: ``"N16T2"``, ``"N16T2+N16T2-S"`` (equal
+        weights) or ``"N16T2:0.75+N16T2-S:0.25"``.
+    tasks : tuple of str
+    weights : tuple of float
+        Positive, summing to 1.
+
+    Raises
+    ------
+    TypeError
+        ``task`` is none of these forms.
+    ValueError
+        A bad name, a repeated task, a weight that is not a finite positive
+        number, or tasks of different bases ``N``.
+    """
+    if isinstance(task, str):
+        pairs = []
+        for part in task.split("+"):
+            name, colon, weight = part.strip().partition(":")
+            if colon:
+                try:
+                    w = float(weight)
+                except ValueError:
+                    raise ValueError(f"task: expected 'NAME:WEIGHT' with a number after the colon, "
+                                     f"got {part!r} in {task!r}") from None
+            else:
+                w = 1.0
+            pairs.append((name, w))
+    elif isinstance(task, dict):
+        pairs = list(task.items())
+    elif isinstance(task, (list, tuple)) and task:
+        pairs = [(t, 1.0) if isinstance(t, str) else tuple(t) for t in task]
+        if any(len(pr) != 2 for pr in pairs):
+            raise TypeError(f"task: expected names or (name, weight) pairs, got {task!r}")
+    else:
+        raise TypeError(f"task: expected a task name such as 'N16T2', a mixture 'N16T2+N16T2-S', a list of "
+                        f"names or (name, weight) pairs, or a dict; got {type(task).__name__}")
+    if not pairs:
+        raise ValueError("task: expected at least one task")
+    names, raw = [], []
+    for name, w in pairs:
+        parse_task(name)  # TypeError / ValueError naming the bad task
+        if isinstance(w, (bool, np.bool_)) or not isinstance(w, Real) or not (np.isfinite(w) and w > 0):
+            raise ValueError(f"task: the weight of {name!r} must be a finite number > 0, got {w!r}")
+        names.append(name)
+        raw.append(float(w))
+    if len(set(names)) != len(names):
+        raise ValueError(f"task: each task may appear once in a mixture, got {names}")
+    bases = {parse_task(n)[1] for n in names}
+    if len(bases) != 1:
+        raise ValueError(f"task: every task of a mixture needs the same basis N (the embedding size is d = N), "
+                         f"got {names}")
+    weights = tuple(w / sum(raw) for w in raw)
+    if len(names) == 1:
+        canonical = names[0]
+    elif len(set(raw)) == 1:
+        canonical = "+".join(names)
+    else:
+        canonical = "+".join(f"{n}:{w:g}" for n, w in zip(names, weights))
+    return canonical, tuple(names), weights
 
 
 def format_task(variant, N, tau):

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from refattn.cli import build_parser, main, settings_from_args
-from refattn.studies import STUDIES, study
+from refattn.studies import SHARED, STUDIES, command_fields, study
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def subparsers(parser):
@@ -24,7 +24,8 @@ def subparsers(parser):
 
 def test_every_module_of_the_studies_package_is_a_registered_command():
     modules = {p.stem for p in (ROOT / "refattn" / "studies").glob("*.py") if p.stem != "__init__"}
-    assert modules == set(STUDIES.values())
+    assert modules == set(STUDIES.values()) | set(SHARED)  # the shared helpers are not studies
+    assert not set(SHARED) & set(STUDIES.values())
     assert len(set(STUDIES.values())) == len(STUDIES)  # one command per module
     assert set(STUDIES) <= set(subparsers(build_parser()))
 
@@ -44,8 +45,9 @@ def test_the_options_are_the_fields_of_the_settings_dataclass(command):
     if hasattr(module, "plot"):
         assert isinstance(module.FIGURE, str) and module.FIGURE.endswith(".png")
     parser = subparsers(build_parser())[command]
-    actions = {a.dest: a for a in parser._actions if a.dest not in ("help", "json", "out")}
-    fields = {f.name: f for f in dataclasses.fields(cls)}
+    actions = {a.dest: a for a in parser._actions if a.dest not in ("help", "json", "out")
+               and a.help != argparse.SUPPRESS}  # an old spelling is hidden, beside its option
+    fields = {f.name: f for f in command_fields(cls)}  # a field with cli=False has no option
     assert set(actions) == set(fields)
     assert ("out" in {a.dest for a in parser._actions}) == hasattr(module, "plot")
     for name, f in fields.items():
@@ -59,7 +61,7 @@ def test_the_options_are_the_fields_of_the_settings_dataclass(command):
     # the defaults: parsing only the required values gives the dataclass's own defaults
     required = REQUIRED.get(command, [])
     parsed = settings_from_args(cls, parser.parse_args(required))
-    given = {k: v for k, v in dataclasses.asdict(parsed).items() if fields[k].default is dataclasses.MISSING}
+    given = {k: getattr(parsed, k) for k, f in fields.items() if f.default is dataclasses.MISSING}
     assert parsed == cls(**given)
 
 
@@ -142,7 +144,7 @@ TINY = {
     "neural-cost": ["--ns", "16", "--d-primes", "2", "--budget-mib", "8", "--repeats", "1"],
     "lm": ["--data", "toy", "--activations", "softmax", "--seeds", "1", "--steps", "2", "--layers", "1",
            "--width", "8"],
-    "lm-study": ["--data", "toy", "--variants", "softmax", "--lrs", "0.01", "--seeds", "1", "--steps", "2",
+    "lm-study": ["--data", "toy", "--activations", "softmax", "--lrs", "0.01", "--seeds", "1", "--steps", "2",
                  "--long-steps", "2", "--long-evals", "1", "--phases", "tune,long"],
 }
 
@@ -162,3 +164,22 @@ def test_every_command_runs_at_a_tiny_size(command, sst2_folder, tmp_path, capsy
         assert pathlib.Path(figure).stat().st_size > 0
         saved = json.loads((tmp_path / f"{command}.json").read_text())
         assert saved["complete"] is True and saved["command"][:2] == ["refattn", command]
+
+
+@pytest.mark.parametrize("argv, old, new, field, value", [
+    (["nt", "--count-params"], "--attention", "--activation", "activation", "softmax"),
+    (["lm-study"], "--variants", "--activations", "activations", ("softmax", "tanhmax")),
+])
+def test_an_old_spelling_is_accepted_with_a_one_line_note(argv, old, new, field, value, capsys):
+    """``refattn nt --attention`` is ``--activation`` (and lm-study's ``--variants`` ``--activations``):
+    the same settings, and one line on stderr saying which spelling to use."""
+    parser = subparsers(build_parser())[argv[0]]
+    module = study(argv[0])
+    shown = ",".join(value) if isinstance(value, tuple) else value
+    with_old = settings_from_args(module.Settings, parser.parse_args(argv[1:] + [old, shown]))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"refattn {argv[0]}: note: {old} is deprecated; use {new}"]
+    with_new = settings_from_args(module.Settings, parser.parse_args(argv[1:] + [new, shown]))
+    assert capsys.readouterr().err == ""
+    assert getattr(with_old, field) == getattr(with_new, field) == value
+    assert old not in parser.format_help()  # the help lists the one spelling

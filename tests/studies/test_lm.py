@@ -18,27 +18,32 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from refattn.studies import lm
+from refattn.studies.helpers import maximal_phrases
 from refattn.studies.lm import (
     DEFAULTS,
     PAPER_TABLE4,
     VARIANTS,
     load_corpus,
-    maximal_phrases,
     ngram_baseline,
     plot,
     report,
-    run_lm,
     toy_sentences,
     variant_options,
     windows,
 )
 
-SST2 = Path(os.environ.get("REFATTN_SST2") or Path(__file__).resolve().parents[2] / "shared" / "data" / "sst2")
+SST2 = Path(os.environ.get("REFATTN_SST2") or Path(__file__).resolve().parents[3] / "shared" / "data" / "sst2")
 HAVE_SST2 = (SST2 / "train.tsv").is_file() and (SST2 / "dev.tsv").is_file()
 needs_sst2 = pytest.mark.skipif(not HAVE_SST2, reason=f"SST-2 not found at {SST2} (set REFATTN_SST2)")
 
 TINY = dict(seeds=2, steps=4, layers=3, width=8, heads=2, n_ctx=8, batch_size=3, eval_every=2,
             eval_windows=4, final_windows=6)
+
+
+def run_lm(activations, *, progress=False, **settings):
+    """:func:`refattn.studies.lm.run_lm` with its settings written inline."""
+    return lm.run_lm(lm.Settings(activations=tuple(activations), **settings), progress=progress)
 
 
 def brute_maximal(phrases):
@@ -163,14 +168,14 @@ def test_run_lm_on_the_generated_corpus(tmp_path):
 
 
 def test_run_lm_resumes_from_checkpoints(tmp_path):
-    first = run_lm(["signexp"], data="toy", checkpoint_dir=tmp_path, **TINY)
+    first = run_lm(["signexp"], data="toy", checkpoint_dir=str(tmp_path), **TINY)
     assert first["variants"]["signexp"]["resumed_from"] is None
     assert (tmp_path / "lm_signexp.npz").is_file()
-    again = run_lm(["signexp"], data="toy", checkpoint_dir=tmp_path, **TINY)
+    again = run_lm(["signexp"], data="toy", checkpoint_dir=str(tmp_path), **TINY)
     assert again["variants"]["signexp"]["resumed_from"] == 1  # the last trainer epoch, nothing left to do
     assert again["variants"]["signexp"]["per_seed"] == first["variants"]["signexp"]["per_seed"]
     with pytest.raises(ValueError, match="another run"):
-        run_lm(["signexp"], data="toy", checkpoint_dir=tmp_path, **(TINY | {"lr": 1e-2}))
+        run_lm(["signexp"], data="toy", checkpoint_dir=str(tmp_path), **(TINY | {"lr": 1e-2}))
 
 
 def test_run_lm_bad_input():
@@ -186,6 +191,8 @@ def test_run_lm_bad_input():
         run_lm(["softmax"], data="/nonexistent/sst2", **TINY)
     with pytest.raises(TypeError, match="seeds"):
         run_lm(["softmax"], data="toy", **(TINY | {"seeds": "3"}))
+    with pytest.raises(ValueError, match="first_seed"):
+        run_lm(["softmax"], data="toy", **(TINY | {"first_seed": -1}))
 
 
 @needs_sst2
@@ -219,7 +226,6 @@ def test_a_diverged_lm_run_is_reported_not_a_crash():
     """Adam at lr 1e9 sends the dev loss to NaN or a huge value: the run finishes, marks
     the variant not finite, and its perplexity is inf or NaN instead of an OverflowError."""
     from refattn.cli import _dumps
-    from refattn.studies.lm import run_lm
 
     with np.errstate(all="ignore"):
         result = run_lm(("softmax",), data="toy", seeds=1, steps=20, layers=1, width=8, lr=1e9)

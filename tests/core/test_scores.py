@@ -17,7 +17,6 @@ import pytest
 from refattn.core.backend import cupy_available
 from refattn.core.gradcheck import gradcheck
 from refattn.core.scores import SCORES, Score, score
-from refattn.theory.catalogue import score_singular
 
 from conftest import RTOL_AUTOGRAD, RTOL_CENTRAL
 
@@ -389,7 +388,7 @@ def test_registered_scores_describe_themselves(name):
     assert isinstance(sc, Score) and sc.name == name
     assert isinstance(sc.pairwise, bool)
     assert isinstance(sc.source, str) and sc.source
-    singular = score_singular(sc)  # the catalogue's entry (refattn/theory/catalogue.py)
+    singular = sc.singular  # the class holds its singular points
     assert isinstance(singular, tuple)
     assert all(len(pair) == 2 and all(isinstance(x, str) for x in pair) for pair in singular)
     assert "derivation 02, section" in type(sc).__doc__  # derivations/02-scores.md, as the module docstring says
@@ -397,9 +396,9 @@ def test_registered_scores_describe_themselves(name):
 
 
 def test_relu_scores_list_their_kink():
-    assert score_singular(score("cosformer"))
-    assert score_singular(score("neural", hidden="relu"))
-    assert score_singular(score("neural", hidden="tanh")) == ()
+    assert score("cosformer").singular
+    assert score("neural", hidden="relu").singular
+    assert score("neural", hidden="tanh").singular == ()
 
 
 @pytest.mark.parametrize("name", SCORES)

@@ -24,7 +24,7 @@ from refattn.theory import properties as P
 
 from conftest import RTOL_AUTOGRAD, random_scores
 
-SEEDS = pathlib.Path(__file__).resolve().parents[2] / "shared" / "seeds"
+SEEDS = pathlib.Path(__file__).resolve().parents[3] / "shared" / "seeds"
 
 
 @pytest.fixture(scope="module")
@@ -310,7 +310,7 @@ def test_measure_accepts_an_activation_object():
 
 @pytest.mark.parametrize("call,exc,match", [
     (lambda: P.measure("nope"), ValueError, "unknown activation 'nope'"),
-    (lambda: P.measure(3), TypeError, "name_or_activation"),
+    (lambda: P.measure(3), TypeError, "activation"),
     (lambda: P.measure("softmax", grid=np.zeros((3, 3))), ValueError, "grid: expected a 1-D"),
     (lambda: P.measure("softmax", grid=[-1.0, np.nan, 1.0]), ValueError, "grid: expected finite"),
     (lambda: P.measure("softmax", grid=[-3, -2, -1, 3, 2, 1]), ValueError, "strictly increasing"),

@@ -26,7 +26,8 @@ from refattn.core.attention import attention, attention_backward
 from refattn.core.backend import to_numpy
 from refattn.core.gradcheck import gradcheck
 from refattn.fast import streaming_fast, threads
-from refattn.fast.streaming import _Blocks, streaming_attention, streaming_attention_backward
+from refattn.fast.blocks import Blocks
+from refattn.fast.streaming import streaming_attention, streaming_attention_backward
 
 from conftest import RTOL_AUTOGRAD, RTOL_CENTRAL
 
@@ -356,13 +357,13 @@ def test_causal_skips_the_blocks_above_the_diagonal(route, rng, monkeypatch):
     """n = 8 in blocks of 2: 4 x 4 blocks, of which 10 are on or below the diagonal."""
     calls = []
     if route == "reading":
-        real = _Blocks.scores
+        real = Blocks.scores
 
         def counted(self, rows, cols):
             calls.append((rows, cols))
             return real(self, rows, cols)
 
-        monkeypatch.setattr(_Blocks, "scores", counted)
+        monkeypatch.setattr(Blocks, "scores", counted)
     else:  # the fast route's loops take their blocks from the plan (and form dot scores themselves)
         real = streaming_fast._Plan.chunks
 

@@ -21,8 +21,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 from refattn.core.backend import to_numpy
+from refattn.training import fast_layers
+from refattn.training import layers as reference_layers
 from refattn.core.gradcheck import gradcheck
 from refattn.training.layers import (
     layer_norm,
@@ -405,3 +408,51 @@ def test_loss_errors(rng):
         sigmoid_cross_entropy(a, [[0, 1, 0], [1, 0, 1]])[0]
     with pytest.raises(TypeError, match=r"^logits: expected a real floating dtype"):
         sigmoid_cross_entropy(labels, labels)[0]
+
+
+# --------------------------------------------------------------------------
+# refattn.training.fast_layers: the reference's layer norm, row sums as products
+# --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("shape", [(5, 16), (2, 3, 4, 7), (1, 1)])
+def test_fast_layer_norm_matches_the_reference(shape, dtype, rng):
+    x = (rng.standard_normal(shape) * 3 + 1).astype(dtype)
+    u = rng.standard_normal(shape).astype(dtype)
+    d = shape[-1]
+    # the two differ only in the order of d additions per row: |error| <= d u |terms|, terms O(1) after LN
+    tol = 8 * d * np.finfo(dtype).eps * (1 + np.abs(u).max())
+    z_ref, z = reference_layers.layer_norm(x)[0], fast_layers.layer_norm(x)[0]
+    assert z.dtype == z_ref.dtype and z.shape == z_ref.shape
+    np.testing.assert_allclose(z, z_ref, rtol=0, atol=tol)
+    np.testing.assert_allclose(fast_layers.layer_norm_backward(u, fast_layers.layer_norm(x)[1]),
+                               reference_layers.layer_norm_backward(u, reference_layers.layer_norm(x)[1]),
+                               rtol=0, atol=tol * (1 + 1 / np.sqrt(np.var(x, axis=-1).min() + 1e-5)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(hnp.arrays(np.float64, st.tuples(st.integers(1, 4), st.integers(2, 20)),
+                  elements=st.floats(-1e6, 1e6, allow_nan=False)))
+def test_fast_layer_norm_rows_have_mean_zero(x):
+    z = fast_layers.layer_norm(x)[0]
+    assert np.all(np.isfinite(z))
+    # mean(z) = r (mean x - computed mean) + rounding: |.| <= d u (|x| r + |z|), r <= 1 / sqrt(eps); the same
+    # bound holds for the reference (a constant row of 2e5 gives z = 9e-9 in both)
+    d, u = x.shape[-1], 2.0 ** -53
+    bound = 4 * d * u * (np.abs(x).max(axis=-1) / np.sqrt(1e-5) + np.abs(z).max(axis=-1) + 1)
+    assert np.all(np.abs(z.mean(axis=-1)) <= bound)
+
+
+def test_fast_layer_norm_refuses_bad_input_and_traced_values_use_the_reference():
+    with pytest.raises(ValueError, match="eps"):
+        fast_layers.layer_norm(np.ones((2, 3)), eps=0.0)[0]
+    with pytest.raises(ValueError, match="grad_z"):
+        fast_layers.layer_norm_backward(np.ones((2, 4)), fast_layers.layer_norm(np.ones((2, 3)))[1])
+    import autograd  # noqa: PLC0415
+    import autograd.numpy as anp  # noqa: PLC0415
+
+    x = np.random.default_rng(0).standard_normal((3, 5))
+    u = np.random.default_rng(1).standard_normal((3, 5))
+    g = autograd.grad(lambda v: anp.sum(fast_layers.layer_norm(v)[0] * u))(x)
+    np.testing.assert_allclose(g, reference_layers.layer_norm_backward(u, reference_layers.layer_norm(x)[1]),
+                               rtol=1e-12, atol=1e-12)

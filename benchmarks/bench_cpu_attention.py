@@ -1,9 +1,9 @@
 """Time attention forward + backward for every activation (float64, CPU).
 
-    python benchmarks/bench_attention.py            # (B, H, n, d) = (4, 4, 256, 64)
-    python benchmarks/bench_attention.py --json     # machine-readable
-    python benchmarks/bench_attention.py --quick    # tiny shape, a smoke test
-    python benchmarks/bench_attention.py --out results.json   # also save the JSON
+    python benchmarks/bench_cpu_attention.py            # (B, H, n, d) = (4, 4, 256, 64)
+    python benchmarks/bench_cpu_attention.py --json     # machine-readable
+    python benchmarks/bench_cpu_attention.py --quick    # tiny shape, a smoke test
+    python benchmarks/bench_cpu_attention.py --out results.json   # also save the JSON
 
 For every registered activation with the scaled dot-product score it times
 

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
 import pytest
 
 from refattn.studies import lm_study, sst2_sweep
+
+
+def run_lm_study(*, progress=False, command=None, **settings):
+    """:func:`refattn.studies.lm_study.run_lm_study` with its settings written inline."""
+    return lm_study.run_lm_study(lm_study.Settings(**settings), progress=progress, command=command)
 
 
 def test_gap_curve_by_hand():
@@ -30,10 +36,10 @@ def test_best_lrs_picks_the_lowest_finite_loss():
 
 def test_lm_study_toy_runs_resumes_and_refuses_other_settings(tmp_path, monkeypatch):
     path = tmp_path / "lm.json"
-    kw = dict(variants=("softmax", "tanhmax"), lrs=(3e-3, 1e-2), seeds=2, steps=4, long_steps=6, long_evals=3,
-              data="toy", results=path, progress=False)
+    kw = dict(activations=("softmax", "tanhmax"), lrs=(3e-3, 1e-2), seeds=2, steps=4, long_steps=6, long_evals=3,
+              data="toy", results=str(path), progress=False)
     monkeypatch.setattr(lm_study, "VARIANTS", ("softmax", "tanhmax"))  # a short table
-    r = lm_study.run_lm_study(**kw)
+    r = run_lm_study(**kw)
     saved = json.loads(path.read_text())
     assert set(saved["cells"]) >= {"table softmax lr=0.003", "tune tanhmax lr=0.01"}
     assert saved["cells"]["tune softmax lr=0.003"] == saved["cells"]["table softmax lr=0.003"]  # one run, reused
@@ -48,21 +54,21 @@ def test_lm_study_toy_runs_resumes_and_refuses_other_settings(tmp_path, monkeypa
     calls = []
     real_run_lm = lm_study.run_lm
     monkeypatch.setattr(lm_study, "run_lm", lambda *a, **k: calls.append(a) or None)
-    again = lm_study.run_lm_study(**kw)
+    again = run_lm_study(**kw)
     assert calls == [] and again["cells"] == saved["cells"]
     with pytest.raises(ValueError, match="other settings.*steps"):
-        lm_study.run_lm_study(**{**kw, "steps": 5})
+        run_lm_study(**{**kw, "steps": 5})
     # a longer long run shares the file: only the long runs are new
     calls.clear()
     monkeypatch.setattr(lm_study, "run_lm", real_run_lm)
-    longer = lm_study.run_lm_study(**{**kw, "long_steps": 8, "long_evals": 2})
+    longer = run_lm_study(**{**kw, "long_steps": 8, "long_evals": 2})
     runs = lm_study._long_runs(longer["best_lr"])  # the best rates, and the control where tanhmax's differs
     assert {k for k in longer["cells"] if k.endswith("steps=8")} == {f"long {v} lr={lr:g} steps=8" for _, v, lr in runs}
     assert set(longer["gaps"]) == {name for name, v, _ in runs if v != "softmax"}
     with pytest.raises(ValueError, match="softmax"):
-        lm_study.run_lm_study(**{**kw, "variants": ("tanhmax",)})
+        run_lm_study(**{**kw, "activations": ("tanhmax",)})
     with pytest.raises(ValueError, match="phases"):
-        lm_study.run_lm_study(**{**kw, "phases": ("warmup",)})
+        run_lm_study(**{**kw, "phases": ("warmup",)})
 
 
 def test_long_runs_add_a_control_at_softmaxs_rate_only_where_the_best_rate_differs():
@@ -80,19 +86,19 @@ def test_control_phase_runs_only_when_asked(tmp_path, monkeypatch):
     real = lm_study.run_lm
     calls = []
     monkeypatch.setattr(lm_study, "run_lm",
-                        lambda *a, **k: calls.append((a[0][0], k["lr"], k["steps"])) or real(*a, **k))
-    kw = dict(variants=("softmax", "tanhmax"), lrs=(3e-3, 1e-2), seeds=2, steps=4, long_steps=6, long_evals=3,
-              data="toy", results=tmp_path / "lm.json", progress=False)
-    lm_study.run_lm_study(**kw, phases=("table", "tune"))
+                        lambda s, **k: calls.append((s.activations[0], s.lr, s.steps)) or real(s, **k))
+    kw = dict(activations=("softmax", "tanhmax"), lrs=(3e-3, 1e-2), seeds=2, steps=4, long_steps=6, long_evals=3,
+              data="toy", results=str(tmp_path / "lm.json"), progress=False)
+    run_lm_study(**kw, phases=("table", "tune"))
     doc = json.loads((tmp_path / "lm.json").read_text())
     doc["cells"]["tune tanhmax lr=0.01"]["dev_loss_mean"] = -1.0  # tanhmax's best is now 1e-2
     doc["cells"]["tune softmax lr=0.01"]["dev_loss_mean"] = 99.0  # softmax's 3e-3
     (tmp_path / "lm.json").write_text(json.dumps(doc))
     calls.clear()
-    r = lm_study.run_lm_study(**kw, phases=("long",))
+    r = run_lm_study(**kw, phases=("long",))
     assert sorted(calls) == [("softmax", 3e-3, 6), ("tanhmax", 1e-2, 6)] and "tanhmax lr=0.003" not in r["gaps"]
     calls.clear()
-    r = lm_study.run_lm_study(**kw, phases=("control",))
+    r = run_lm_study(**kw, phases=("control",))
     assert calls == [("tanhmax", 3e-3, 6)] and set(r["gaps"]) == {"tanhmax", "tanhmax lr=0.003"}
     assert "| tanhmax | 0.003 |" in lm_study.report(r)
 
@@ -122,9 +128,9 @@ def test_sentences_of_keeps_the_maximal_phrases_with_their_labels():
 
 def test_sst2_sweep_tiny(tiny_folder, tmp_path):
     path = tmp_path / "sst.json"
-    kw = dict(seeds=2, sweep={"embed_dim": (8,), "training": (("adam", "sentences"),)},
-              epochs={"adam/sentences": 3}, results=path, progress=False)
-    r = sst2_sweep.run_sst2_sweep(tiny_folder, **kw)
+    kw = dict(data=str(tiny_folder), seeds=2, embed_dims=(8,), trainings=("adam/sentences",),
+              epochs={"adam/sentences": 3}, results=str(path))
+    r = sst2_sweep.run_sst2_sweep(sst2_sweep.Settings(**kw), progress=False)
     saved = json.loads(path.read_text())
     cell = saved["cells"]["embed=8 adam sentences softmax"]
     assert cell["n_train"] == 60 and np.shape(cell["dev_accuracy"]) == (2, 3)
@@ -134,8 +140,7 @@ def test_sst2_sweep_tiny(tiny_folder, tmp_path):
     assert "p_tanhmax_vs_softmax" in r["best"]["by_setting"]["embed=8 adam sentences"]
     assert "best tanhmax" in sst2_sweep.report(r)
     with pytest.raises(ValueError, match="unknown"):
-        sst2_sweep.run_sst2_sweep(tiny_folder, **{**kw, "sweep": {"embed_dim": (8,), "training": (("rmsprop",
-                                                                                                    "phrases"),)}})
+        sst2_sweep.run_sst2_sweep(sst2_sweep.Settings(**{**kw, "trainings": ("rmsprop/phrases",)}), progress=False)
 
 
 def test_lm_study_cli_records_its_command_and_resumes(tmp_path, monkeypatch, capsys):
@@ -145,16 +150,17 @@ def test_lm_study_cli_records_its_command_and_resumes(tmp_path, monkeypatch, cap
     real = lm_study.run_lm_study
     seen = []
 
-    def small(**k):  # the command line's own arguments, on a model and grid small enough for a test
-        seen.append(k)
-        return real(**{**k, "variants": ("softmax", "tanhmax"), "lrs": (3e-3, 1e-2), "seeds": 2, "steps": 4})
+    def small(settings, *, command=None, progress=None):  # the command line's own settings, on a small grid
+        seen.append(settings)
+        return real(dataclasses.replace(settings, activations=("softmax", "tanhmax"), lrs=(3e-3, 1e-2), seeds=2,
+                                        steps=4), command=command, progress=progress)
 
-    monkeypatch.setattr(lm_study, "run_lm_study", small)
+    monkeypatch.setattr(lm_study, "run", small)
     path = tmp_path / "lm.json"
     argv = ["lm-study", "--data", "toy", "--long-steps", "6", "--long-evals", "3", "--results", str(path)]
     assert main(argv) == 0
     assert "| tanhmax |" in capsys.readouterr().out
-    assert seen[0]["long_steps"] == 6 and seen[0]["long_evals"] == 3 and seen[0]["phases"] == lm_study.PHASES
+    assert seen[0].long_steps == 6 and seen[0].long_evals == 3 and seen[0].phases == lm_study.PHASES
     saved = json.loads(path.read_text())
     assert saved["runs"][0]["command"] == "refattn " + " ".join(argv)
     assert any(k.endswith("steps=6") for k in saved["cells"])

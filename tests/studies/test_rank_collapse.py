@@ -22,6 +22,11 @@ from refattn.core.attention import attention
 from refattn.studies import rank_collapse as rc
 
 
+def run_rank_collapse(*, progress=None, **settings):
+    """:func:`refattn.studies.rank_collapse.run_rank_collapse` with its settings written inline."""
+    return rc.run_rank_collapse(rc.Settings(**settings), progress=progress)
+
+
 def _F(X, xs):
     """sqrt(||X - 1 x^T||_1 ||X - 1 x^T||_inf) for each row x of xs (m, d), written anew here."""
     A = np.abs(X[None, :, :] - xs[:, None, :])  # (m, n, d)
@@ -326,7 +331,7 @@ def test_pure_softmax_collapses_doubly_exponentially():
 
 
 def test_run_rank_collapse_reduced():
-    r = rc.run_rank_collapse(activations=("softmax", "tanhmax"), depth=3, n=4, d=4, heads=2,
+    r = run_rank_collapse(activations=("softmax", "tanhmax"), depth=3, n=4, d=4, heads=2,
                              seeds=1, inputs=2, architectures=("pure", "skip"), seed=3)
     json.dumps(r, allow_nan=False)
     assert r["config"]["depth"] == 3 and r["config"]["activations"] == ["softmax", "tanhmax"]
@@ -355,7 +360,7 @@ def test_run_rank_collapse_reduced():
 
 def test_underflow_and_dead_stacks_are_reported():
     """Pure softmax attention reaches float64 underflow: reported as LOG10_ZERO / 'uflow'."""
-    r = rc.run_rank_collapse(activations=("softmax",), depth=8, n=6, d=8, heads=2, seeds=1, inputs=1,
+    r = run_rank_collapse(activations=("softmax",), depth=8, n=6, d=8, heads=2, seeds=1, inputs=1,
                              architectures=("pure",), exact=False)
     c = r["curves"]["softmax"]["pure"]
     assert c["log10_code"][-1] == rc.LOG10_ZERO and c["n_zero"][-1] == 1
@@ -391,12 +396,12 @@ def test_bad_input():
     with pytest.raises(ValueError, match="features"):
         rc.forward_stack(np.ones((3, 5)), layers, "softmax", "pure")
     with pytest.raises(ValueError, match="unknown activation"):
-        rc.run_rank_collapse(activations=("softmin",), depth=1, n=2, d=2, heads=1, seeds=1, inputs=1)
+        run_rank_collapse(activations=("softmin",), depth=1, n=2, d=2, heads=1, seeds=1, inputs=1)
     with pytest.raises(ValueError, match="precision"):
-        rc.run_rank_collapse(depth=1, n=2, d=2, heads=1, seeds=1, inputs=1, precision="quad")
+        run_rank_collapse(depth=1, n=2, d=2, heads=1, seeds=1, inputs=1, precision="quad")
     with pytest.raises(ValueError, match="depth"):
-        rc.run_rank_collapse(depth=0)
+        run_rank_collapse(depth=0)
     with pytest.raises(TypeError, match="seeds"):
-        rc.run_rank_collapse(seeds=1.5)
+        run_rank_collapse(seeds=1.5)
     with pytest.raises(ValueError, match="form"):
         rc.plot({"config": {}}, form="both ways")

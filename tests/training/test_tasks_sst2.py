@@ -196,7 +196,7 @@ def test_vocabulary_rejects_bad_input():
 
 
 def _real_sst2():
-    path = os.environ.get(ENV_VAR) or Path(__file__).resolve().parents[2] / "shared" / "data" / "sst2"
+    path = os.environ.get(ENV_VAR) or Path(__file__).resolve().parents[3] / "shared" / "data" / "sst2"
     path = Path(path)
     if not (path / "train.tsv").is_file() or not (path / "dev.tsv").is_file():
         pytest.skip(f"SST-2 not found at {path} (set ${ENV_VAR} to the folder with train.tsv and "

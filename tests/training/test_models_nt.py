@@ -8,7 +8,7 @@ What is checked, and against what (derivations/11-nt-model.md):
   the prediction of ea_symbol_dependence against weights measured after
   flipping one symbol, for every layout, and the 99-layout census by hand;
 * (layer normalisation, Eqs. 11.M2 and 11.B5, is refattn.training.layers.layer_norm: its
-  closed form on one-hot vectors and its VJP are tested in tests/test_layers.py);
+  closed form on one-hot vectors and its VJP are tested in tests/training/test_layers.py);
 * the forward pass against an independent per-example loop written from the
   paper's equations (Eq. 1, Eq. 2, TanhMax) with the LN closed form, for every
   layout;
@@ -28,9 +28,12 @@ from autograd import grad
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from refattn.theory.catalogue import about
 from refattn.core.activations import ACTIVATIONS, activation
 from refattn.core.gradcheck import gradcheck
+from refattn.fast import threads
+from refattn.studies.nt_training import make_batches
+from refattn.training import layers as reference_layers
+from refattn.training.models import nt
 from refattn.training.models.nt import (
     DEFAULT_LAYOUT,
     LAYOUTS,
@@ -496,7 +499,7 @@ def test_finite_everywhere(name, log_scale, seed, N, n_con, layout):
     assert all(np.all(np.isfinite(g)) for g in grads.values())
     A = aux["attention"]
     assert np.all(np.triu(A, 1) == 0.0)
-    if about(activation(name)).rho == "1":  # rho = 1: phi = p
+    if activation(name).formula.rho == "1":  # rho = 1: phi = p
         rows = A.sum(axis=-1)
         assert np.all((np.abs(rows - 1.0) < 1e-12) | (rows == 0.0))  # 0: no normaliser
 
@@ -596,3 +599,71 @@ def test_bad_search_input():
         search_parameterisations(about=(16, 128))
     with pytest.raises(ValueError, match="n_params"):
         search_parameterisations(0)
+
+
+# --------------------------------------------------------------------------
+# the NT step: fused Q/K/V, LN(e_x) looked up, seeds split over threads
+# --------------------------------------------------------------------------
+
+def _model_and_batch(dtype="float64", S=4, activation="expressive"):
+    model = nt.NTModel(16, 8, activation=activation)
+    seeds = tuple(range(S))
+    return model, model.init_params(seeds, dtype=dtype), make_batches("N16T2", 8, seeds)(0)[0]
+
+
+def test_the_fused_forward_is_the_textbook_forward(rng):
+    """Q = W_Q LN(e_x) + b_Q etc. computed position by position with the reference's layer norm."""
+    model, p, batch = _model_and_batch()
+    ctx = batch["context"]
+    _, c = model._forward(p, ctx)
+    S, B, n = ctx.shape
+    X = np.eye(16)[ctx]
+    Z1 = reference_layers.layer_norm(X)[0]
+    np.testing.assert_allclose(c["Z1"], Z1, rtol=0, atol=1e-13)
+    Q = np.einsum("smoi,sbmi->sbmo", p["W_Q"], Z1) + p["b_Q"][:, None]
+    np.testing.assert_allclose(c["att"]["Q"], Q, rtol=0, atol=1e-12)
+    V = np.einsum("smoi,sbmi->sbmo", p["W_V"], Z1)
+    np.testing.assert_allclose(c["att"]["V"], V, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("activation", ["expressive", "softmax"])
+def test_seed_blocks_on_threads_give_the_same_numbers_bit_for_bit(dtype, activation, monkeypatch):
+    model, p, batch = _model_and_batch(dtype, S=5, activation=activation)
+    monkeypatch.setattr(threads, "_threads", 1)
+    assert nt._seed_blocks(p, 5) is None
+    one = model.loss_and_grad(p, batch)
+    gen_one = model.generate(p, batch["context"], 4)
+    monkeypatch.setattr(threads, "_threads", 2)
+    assert nt._seed_blocks(p, 5) == 3
+    two = model.loss_and_grad(p, batch)
+    gen_two = model.generate(p, batch["context"], 4)
+    np.testing.assert_array_equal(one[0], two[0])
+    for k in one[1]:
+        assert one[1][k].shape == two[1][k].shape and one[1][k].dtype == two[1][k].dtype
+        np.testing.assert_array_equal(one[1][k], two[1][k])
+    for k in one[2]:
+        np.testing.assert_array_equal(one[2][k], two[2][k])
+    np.testing.assert_array_equal(gen_one, gen_two)
+
+
+def test_seed_blocks_are_not_used_for_one_seed_or_traced_values(monkeypatch):
+    monkeypatch.setattr(threads, "_threads", 2)
+    model, p, _ = _model_and_batch(S=1)
+    assert nt._seed_blocks(p, 1) is None
+    model, p, _ = _model_and_batch(S=2)
+    assert nt._seed_blocks({k: v.tolist() for k, v in p.items()}, 2) is None
+
+
+def test_the_hand_gradient_still_matches_autograd_with_seed_blocks(monkeypatch):
+    import autograd  # noqa: PLC0415
+
+    monkeypatch.setattr(threads, "_threads", 2)
+    model, p, batch = _model_and_batch(S=3)
+    cot = np.random.default_rng(7).standard_normal(3)
+    _, grads, _ = model.loss_and_grad(p, batch)
+    auto = autograd.grad(lambda q: (model.loss(q, batch) * cot).sum())(p)
+    for k in p:  # the hand gradient is of loss.sum(); scale each seed's slice by its cotangent
+        hand = grads[k] * cot.reshape((3,) + (1,) * (grads[k].ndim - 1))
+        scale = np.abs(auto[k]).max() + 1e-300
+        assert np.abs(hand - auto[k]).max() <= 1e-9 * scale, k

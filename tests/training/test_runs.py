@@ -96,12 +96,13 @@ def test_memory_estimates_bound_the_measured_peaks():
     from refattn.studies import lm, nt_training, polarity
 
     cases = [
-        (lambda: nt_training.run_nt("N2T5", 48, "expressive", seeds=3, epochs=1, n_test=60, progress=False),
+        (lambda: nt_training.run_nt(nt_training.Settings(task="N2T5", context=48, activation="expressive", seeds=3,
+                                                         epochs=1, n_test=60), progress=False),
          nt_training.memory_estimate(48, 3, n_test=60)),
-        (lambda: polarity.run_polarity(("softmax",), seeds=2, epochs=1, progress=False),
+        (lambda: polarity.run_polarity(polarity.Settings(activations=("softmax",), seeds=2, epochs=1), progress=False),
          polarity.memory_estimate(2)),
-        (lambda: lm.run_lm(("tanhmax",), data="toy", seeds=2, steps=1, layers=2, width=24, n_ctx=48,
-                           progress=False),
+        (lambda: lm.run_lm(lm.Settings(activations=("tanhmax",), data="toy", seeds=2, steps=1, layers=2, width=24,
+                                       n_ctx=48), progress=False),
          None),
     ]
     for k, (fn, estimate) in enumerate(cases):

@@ -24,6 +24,11 @@ from refattn.core.gradcheck import gradcheck
 
 from conftest import RTOL_AUTOGRAD, RTOL_CENTRAL
 
+
+def run_neural_cost(*, progress=None, **settings):
+    """:func:`refattn.studies.neural_cost.run_neural_cost` with its settings written inline."""
+    return nc.run_neural_cost(nc.Settings(**settings), progress=progress)
+
 NEURAL = {"tanh": score("neural"), "relu": score("neural", hidden="relu")}
 ATOL = 1e-12  # float64 agreement of the three evaluations (scores are O(1))
 
@@ -122,7 +127,7 @@ def _vjp_problem(q, k, P, hidden, chunk):
         return NEURAL[hidden](q, k, {n: p[n] for n in names})
 
     def vjp(u, q, k, **p):
-        dq, dk, dp = nc.neural_vjp_chunked(q, k, {n: p[n] for n in names}, u, chunk=chunk, hidden=hidden)
+        dq, dk, dp = nc.neural_vjp_chunked(u, q, k, {n: p[n] for n in names}, chunk=chunk, hidden=hidden)
         return {"q": dq, "k": dk, **dp}
 
     return fun, {"q": q, "k": k, **P}, vjp
@@ -133,7 +138,7 @@ def _vjp_problem(q, k, P, hidden, chunk):
 def test_chunked_vjp_matches_library_vjp_and_autograd(hidden, chunk, rng):
     q, k, P = _problem(rng, qb=(1, 2), kb=(3, 2), n_q=7, n_k=6)  # q's batch broadcast: dq is summed back
     G = rng.standard_normal((3, 2, 7, 6))  # random cotangent, never all ones
-    dq, dk, dP = nc.neural_vjp_chunked(q, k, P, G, chunk=chunk, hidden=hidden)
+    dq, dk, dP = nc.neural_vjp_chunked(G, q, k, P, chunk=chunk, hidden=hidden)
     rq, rk, rP = NEURAL[hidden].backward(G, NEURAL[hidden].forward(q, k, P)[1])
     assert dq.shape == q.shape and dk.shape == k.shape
     np.testing.assert_allclose(dq, rq, rtol=1e-12, atol=1e-14)
@@ -171,7 +176,7 @@ def test_chunked_vjp_autograd_of_a_loss_on_scores(rng):
     s = NEURAL["tanh"](q, k, P)
     p = np.exp(s - s.max(-1, keepdims=True))
     p /= p.sum(-1, keepdims=True)
-    _, _, dP = nc.neural_vjp_chunked(q, k, P, p - target, chunk=4)  # dL/ds = softmax - target
+    _, _, dP = nc.neural_vjp_chunked(p - target, q, k, P, chunk=4)  # dL/ds = softmax - target
     ref = dict(zip(names, grad(loss)(tuple(P.values()))))
     for name in P:
         np.testing.assert_allclose(dP[name], ref[name], rtol=1e-10, atol=1e-13, err_msg=name)
@@ -313,10 +318,10 @@ def test_bad_inputs(rng):
         nc.neural_scores_chunked(q, k, {n: v for n, v in P.items() if n != "wa"})
     G = rng.standard_normal((2, 3, 9, 7))
     with pytest.raises(ValueError, match="grad_s"):
-        nc.neural_vjp_chunked(q, k, P, G[..., :6])
+        nc.neural_vjp_chunked(G[..., :6], q, k, P)
     q2, k2, P2 = _problem(rng, per_pair=True)
     with pytest.raises(ValueError, match="shared weights only"):
-        nc.neural_vjp_chunked(q2, k2, P2, G)
+        nc.neural_vjp_chunked(G, q2, k2, P2)
     with pytest.raises(ValueError, match="method"):
         nc.peak_bytes("flash", n_q=4)
     with pytest.raises(ValueError, match="n_q"):
@@ -327,15 +332,15 @@ def test_bad_inputs(rng):
 
 def test_run_bad_options():
     with pytest.raises(ValueError, match="ns"):
-        nc.run_neural_cost(ns=())
+        run_neural_cost(ns=())
     with pytest.raises(ValueError, match=r"ns\[1\]"):
-        nc.run_neural_cost(ns=(8, 0))
+        run_neural_cost(ns=(8, 0))
     with pytest.raises(ValueError, match="budget_mib"):
-        nc.run_neural_cost(ns=(8,), budget_mib=(-1,))
+        run_neural_cost(ns=(8,), budget_mib=(-1,))
     with pytest.raises(ValueError, match="max_mib"):
-        nc.run_neural_cost(ns=(8,), max_mib=0)
+        run_neural_cost(ns=(8,), max_mib=0)
     with pytest.raises(TypeError, match="d_primes"):
-        nc.run_neural_cost(ns=(8,), d_primes=None)
+        run_neural_cost(ns=(8,), d_primes=None)
 
 
 # --------------------------------------------------------------------------
@@ -344,7 +349,7 @@ def test_run_bad_options():
 
 
 def test_run_neural_cost_reduced():
-    res = nc.run_neural_cost(ns=(24, 48), d_primes=(2, 8), batch=1, heads=2, d=8, hidden=4, chunk=5,
+    res = run_neural_cost(ns=(24, 48), d_primes=(2, 8), batch=1, heads=2, d=8, hidden=4, chunk=5,
                              budget_mib=(1, 2), repeats=1, seed=3)
     json.dumps(res)  # JSON-able
     ag = res["agreement"]
@@ -379,7 +384,7 @@ def test_run_neural_cost_reduced():
 
 def test_run_skips_what_would_exceed_max_mib_and_formats_paper_sizes():
     # n = 785 (NeuralAttn Tables 7-8): dot (4.8 MiB) and chunked (5.9 MiB) fit 8 MiB, the others do not
-    res = nc.run_neural_cost(ns=(785,), d_primes=(2,), d=8, hidden=2, chunk=64, budget_mib=1, repeats=1,
+    res = run_neural_cost(ns=(785,), d_primes=(2,), d=8, hidden=2, chunk=64, budget_mib=1, repeats=1,
                              max_mib=8, verify_budget=False)
     rows = {r["method"]: r for r in res["rows"]}
     assert {m for m, r in rows.items() if not r["skipped"]} == {"dot", "chunked"}

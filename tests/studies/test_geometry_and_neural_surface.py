@@ -206,7 +206,7 @@ def test_geometry_errors():
         geo.weight_vs_angle("softmax", norm_q=1.0, norm_k=1.0, n_keys=8, dim=1)
     with pytest.raises(ValueError, match="nope"):
         geo.weight_vs_angle("nope", norm_q=1.0, norm_k=1.0, n_keys=8)
-    with pytest.raises(ValueError, match="activation_name: closed forms exist for"):
+    with pytest.raises(ValueError, match="activation: closed forms exist for"):
         geo.weight_ratio("tanhmax", 1.0, 0.5, c=1.0)
     with pytest.raises(ValueError, match="cos_a: expected cosines in"):
         geo.weight_ratio("softmax", 1.5, 0.5, c=1.0)

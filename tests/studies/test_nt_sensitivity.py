@@ -1,4 +1,5 @@
-"""The faster NT step gives the reference's numbers; the sensitivity grid's statistics and files."""
+"""The sensitivity grid over initialisation scale x learning rate (refattn.studies.nt_sensitivity): its
+statistics, its results files, and the score scale beta it varies."""
 
 from __future__ import annotations
 
@@ -9,137 +10,14 @@ import re
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
-from hypothesis.extra import numpy as hnp
 
-from refattn.training import layers as reference_layers
 from refattn.cli import main
+from refattn.fast import threads
+from refattn.studies import helpers, statistics
 from refattn.studies import nt_sensitivity as sens
-from refattn.studies.nt_training import PAPER, make_batches
-from refattn.fast import layers as fast_layers, threads
-from refattn.fast.memory import retain_freed_memory
+from refattn.studies.nt_training import PAPER
 from refattn.training.models import nt
 from refattn.training.optim import SGD
-
-
-# --------------------------------------------------------------------------
-# refattn.fast.layers: the reference's layer norm, row sums as products
-# --------------------------------------------------------------------------
-
-@pytest.mark.parametrize("dtype", [np.float64, np.float32])
-@pytest.mark.parametrize("shape", [(5, 16), (2, 3, 4, 7), (1, 1)])
-def test_fast_layer_norm_matches_reference(shape, dtype, rng):
-    x = (rng.standard_normal(shape) * 3 + 1).astype(dtype)
-    u = rng.standard_normal(shape).astype(dtype)
-    d = shape[-1]
-    # the two differ only in the order of d additions per row: |error| <= d u |terms|, terms O(1) after LN
-    tol = 8 * d * np.finfo(dtype).eps * (1 + np.abs(u).max())
-    z_ref, z = reference_layers.layer_norm(x)[0], fast_layers.layer_norm(x)[0]
-    assert z.dtype == z_ref.dtype and z.shape == z_ref.shape
-    np.testing.assert_allclose(z, z_ref, rtol=0, atol=tol)
-    np.testing.assert_allclose(fast_layers.layer_norm_backward(u, fast_layers.layer_norm(x)[1]), reference_layers.layer_norm_backward(u, reference_layers.layer_norm(x)[1]),
-                               rtol=0, atol=tol * (1 + 1 / np.sqrt(np.var(x, axis=-1).min() + 1e-5)))
-
-
-@settings(max_examples=60, deadline=None)
-@given(hnp.arrays(np.float64, st.tuples(st.integers(1, 4), st.integers(2, 20)),
-                  elements=st.floats(-1e6, 1e6, allow_nan=False)))
-def test_fast_layer_norm_rows_have_mean_zero(x):
-    z = fast_layers.layer_norm(x)[0]
-    assert np.all(np.isfinite(z))
-    # mean(z) = r (mean x - computed mean) + rounding: |.| <= d u (|x| r + |z|), r <= 1 / sqrt(eps); the same
-    # bound holds for the reference (a constant row of 2e5 gives z = 9e-9 in both)
-    d, u = x.shape[-1], 2.0 ** -53
-    bound = 4 * d * u * (np.abs(x).max(axis=-1) / np.sqrt(1e-5) + np.abs(z).max(axis=-1) + 1)
-    assert np.all(np.abs(z.mean(axis=-1)) <= bound)
-
-
-def test_fast_layer_norm_refuses_bad_input_and_traced_values_use_the_reference():
-    with pytest.raises(ValueError, match="eps"):
-        fast_layers.layer_norm(np.ones((2, 3)), eps=0.0)[0]
-    with pytest.raises(ValueError, match="grad_z"):
-        fast_layers.layer_norm_backward(np.ones((2, 4)), fast_layers.layer_norm(np.ones((2, 3)))[1])
-    import autograd  # noqa: PLC0415
-    import autograd.numpy as anp  # noqa: PLC0415
-
-    x = np.random.default_rng(0).standard_normal((3, 5))
-    u = np.random.default_rng(1).standard_normal((3, 5))
-    g = autograd.grad(lambda v: anp.sum(fast_layers.layer_norm(v)[0] * u))(x)
-    np.testing.assert_allclose(g, reference_layers.layer_norm_backward(u, reference_layers.layer_norm(x)[1]), rtol=1e-12, atol=1e-12)
-
-
-# --------------------------------------------------------------------------
-# the NT step: fused Q/K/V, LN(e_x) looked up, seeds split over threads
-# --------------------------------------------------------------------------
-
-def _model_and_batch(dtype="float64", S=4, activation="expressive"):
-    model = nt.NTModel(16, 8, activation=activation)
-    seeds = tuple(range(S))
-    return model, model.init_params(seeds, dtype=dtype), make_batches("N16T2", 8, seeds)(0)[0]
-
-
-def test_the_fused_forward_is_the_textbook_forward(rng):
-    """Q = W_Q LN(e_x) + b_Q etc. computed position by position with the reference's layer norm."""
-    model, p, batch = _model_and_batch()
-    ctx = batch["context"]
-    _, c = model._forward(p, ctx)
-    S, B, n = ctx.shape
-    X = np.eye(16)[ctx]
-    Z1 = reference_layers.layer_norm(X)[0]
-    np.testing.assert_allclose(c["Z1"], Z1, rtol=0, atol=1e-13)
-    Q = np.einsum("smoi,sbmi->sbmo", p["W_Q"], Z1) + p["b_Q"][:, None]
-    np.testing.assert_allclose(c["att"]["Q"], Q, rtol=0, atol=1e-12)
-    V = np.einsum("smoi,sbmi->sbmo", p["W_V"], Z1)
-    np.testing.assert_allclose(c["att"]["V"], V, rtol=0, atol=1e-12)
-
-
-@pytest.mark.parametrize("dtype", ["float64", "float32"])
-@pytest.mark.parametrize("activation", ["expressive", "softmax"])
-def test_seed_blocks_on_threads_give_the_same_numbers_bit_for_bit(dtype, activation, monkeypatch):
-    model, p, batch = _model_and_batch(dtype, S=5, activation=activation)
-    monkeypatch.setattr(threads, "_threads", 1)
-    assert nt._seed_blocks(p, 5) is None
-    one = model.loss_and_grad(p, batch)
-    gen_one = model.generate(p, batch["context"], 4)
-    monkeypatch.setattr(threads, "_threads", 2)
-    assert nt._seed_blocks(p, 5) == 3
-    two = model.loss_and_grad(p, batch)
-    gen_two = model.generate(p, batch["context"], 4)
-    np.testing.assert_array_equal(one[0], two[0])
-    for k in one[1]:
-        assert one[1][k].shape == two[1][k].shape and one[1][k].dtype == two[1][k].dtype
-        np.testing.assert_array_equal(one[1][k], two[1][k])
-    for k in one[2]:
-        np.testing.assert_array_equal(one[2][k], two[2][k])
-    np.testing.assert_array_equal(gen_one, gen_two)
-
-
-def test_seed_blocks_are_not_used_for_one_seed_or_traced_values(monkeypatch):
-    monkeypatch.setattr(threads, "_threads", 2)
-    model, p, _ = _model_and_batch(S=1)
-    assert nt._seed_blocks(p, 1) is None
-    model, p, _ = _model_and_batch(S=2)
-    assert nt._seed_blocks({k: v.tolist() for k, v in p.items()}, 2) is None
-
-
-def test_the_hand_gradient_still_matches_autograd_with_seed_blocks(monkeypatch):
-    import autograd  # noqa: PLC0415
-
-    monkeypatch.setattr(threads, "_threads", 2)
-    model, p, batch = _model_and_batch(S=3)
-    cot = np.random.default_rng(7).standard_normal(3)
-    _, grads, _ = model.loss_and_grad(p, batch)
-    auto = autograd.grad(lambda q: (model.loss(q, batch) * cot).sum())(p)
-    for k in p:  # the hand gradient is of loss.sum(); scale each seed's slice by its cotangent
-        hand = grads[k] * cot.reshape((3,) + (1,) * (grads[k].ndim - 1))
-        scale = np.abs(auto[k]).max() + 1e-300
-        assert np.abs(hand - auto[k]).max() <= 1e-9 * scale, k
-
-
-def test_retain_freed_memory_answers_the_same_each_time():
-    first = retain_freed_memory()
-    assert isinstance(first, bool)
-    assert retain_freed_memory() is first
 
 
 # --------------------------------------------------------------------------
@@ -168,18 +46,18 @@ def _exact_rank_p(a, b):
 ])
 def test_rank_test_agrees_with_the_exact_permutation_p_value(a, b):
     exact = _exact_rank_p(np.array(a), np.array(b))
-    p = sens.rank_test(a, b, permutations=20000)
+    p = statistics.rank_test(a, b, permutations=20000)
     # Monte Carlo standard error <= 0.5 / sqrt(20000) = 0.0035; 5 standard errors, plus the 1/(P+1) term
     assert abs(p - exact) <= 5 * math.sqrt(exact * (1 - exact) / 20000) + 2e-4
-    assert sens.rank_test(a, b, permutations=20000) == p  # reproducible
+    assert statistics.rank_test(a, b, permutations=20000) == p  # reproducible
 
 
 def test_rank_test_edge_cases():
-    assert sens.rank_test([1, 1, 1], [1, 1]) == 1.0
+    assert statistics.rank_test([1, 1, 1], [1, 1]) == 1.0
     # completely separated samples of 16: the exact p is 2 / C(32, 16), far below 1/(P+1)
-    assert sens.rank_test(np.arange(16), np.arange(16) + 100, permutations=1000) == pytest.approx(1 / 1001)
+    assert statistics.rank_test(np.arange(16), np.arange(16) + 100, permutations=1000) == pytest.approx(1 / 1001)
     with pytest.raises(ValueError, match="non-empty"):
-        sens.rank_test([], [1.0])
+        statistics.rank_test([], [1.0])
 
 
 def test_late_change():
@@ -196,9 +74,14 @@ def test_late_change():
 SMALL = dict(seeds=2, epochs=20, eval_every=10, init_scales=(0.5,), lrs=(0.32,), n_test=4)
 
 
+def run_sensitivity(figure, *, progress=None, command=None, **settings):
+    """:func:`refattn.studies.nt_sensitivity.run_sensitivity` with its settings written inline."""
+    return sens.run_sensitivity(sens.Settings(figure, **settings), progress=progress, command=command)
+
+
 def test_sensitivity_cells_summary_and_resume(tmp_path, monkeypatch):
     path = tmp_path / "fig4.json"
-    r = sens.run_sensitivity("fig4", results=path, progress=False, **SMALL)
+    r = run_sensitivity("fig4", results=path, progress=False, **SMALL)
     saved = json.loads(path.read_text())
     assert sorted(saved["cells"]) == ["init=0.5 lr=0.32 expressive", "init=0.5 lr=0.32 softmax"]
     assert saved["settings"]["task"] == "N2T5" and saved["settings"]["epochs"] == 20
@@ -211,18 +94,18 @@ def test_sensitivity_cells_summary_and_resume(tmp_path, monkeypatch):
     # resumed: the finished cells are not trained again, and a larger grid keeps them
     calls = []
     real = sens.run_nt
-    monkeypatch.setattr(sens, "run_nt", lambda *a, **k: calls.append(k["init_scale"]) or real(*a, **k))
-    again = sens.run_sensitivity("fig4", results=path, progress=False, **SMALL)
+    monkeypatch.setattr(sens, "run_nt", lambda s, **k: calls.append(s.init_scale) or real(s, **k))
+    again = run_sensitivity("fig4", results=path, progress=False, **SMALL)
     assert calls == [] and again["cells"] == saved["cells"]
-    grown = sens.run_sensitivity("fig4", results=path, progress=False, **{**SMALL, "init_scales": (2.0,)})
+    grown = run_sensitivity("fig4", results=path, progress=False, **{**SMALL, "init_scales": (2.0,)})
     assert calls == [2.0, 2.0] and grown["settings"]["init_scales"] == [0.5, 2.0]
     assert len(grown["summary"]) == 2
     with pytest.raises(ValueError, match="other settings.*epochs"):
-        sens.run_sensitivity("fig4", results=path, progress=False, **{**SMALL, "epochs": 30})
+        run_sensitivity("fig4", results=path, progress=False, **{**SMALL, "epochs": 30})
 
 
 def test_sensitivity_mixture_measure_and_figure(tmp_path):
-    r = sens.run_sensitivity("fig6", progress=False, **{**SMALL, "epochs": 10, "eval_every": 5})
+    r = run_sensitivity("fig6", progress=False, **{**SMALL, "epochs": 10, "eval_every": 5})
     cell = r["cells"]["init=0.5 lr=0.32 softmax"]
     assert set(cell["final_accuracy_by_task"]) == {"N16T2", "N16T2-S"}
     assert r["summary"][0]["measure"] == "final_accuracy_N16T2"
@@ -242,20 +125,20 @@ def test_every_setting_has_a_measure_and_runs_its_own_context(tmp_path):
         assert setting["epochs"] % setting["eval_every"] == 0, name
     # the text's N_con = 16 statement and Fig. 3's N_con = 52: the same task, another context
     for name, n_con in (("fig3-16", 16), ("fig3-52", 52)):
-        r = sens.run_sensitivity(name, results=tmp_path / f"{name}.json", **SMALL)
+        r = run_sensitivity(name, results=tmp_path / f"{name}.json", **SMALL)
         assert r["settings"]["n_con"] == n_con and r["settings"]["task"] == "N16T2"
 
 
 def test_sensitivity_bad_input(tmp_path):
     with pytest.raises(ValueError, match="figure"):
-        sens.run_sensitivity("fig9")
+        run_sensitivity("fig9")
     bad = tmp_path / "x.json"
     bad.write_text("{not json")
     with pytest.raises(ValueError, match="not a results file"):
-        sens.run_sensitivity("fig4", results=bad, **SMALL)
+        run_sensitivity("fig4", results=bad, **SMALL)
     bad.write_text("[]")
     with pytest.raises(ValueError, match="not a results file"):
-        sens.run_sensitivity("fig4", results=bad, **SMALL)
+        run_sensitivity("fig4", results=bad, **SMALL)
 
 
 def test_sensitivity_cli(tmp_path, capsys):
@@ -284,7 +167,7 @@ def test_a_cell_is_the_same_with_one_thread_or_two(monkeypatch):
     runs = []
     for n in (1, 2):
         monkeypatch.setattr(threads, "_threads", n)
-        cells = sens.run_sensitivity("fig3", **kw)["cells"]
+        cells = run_sensitivity("fig3", **kw)["cells"]
         runs.append({k: {f: v for f, v in c.items() if f != "seconds"} for k, c in cells.items()})
     assert runs[0] == runs[1]
 
@@ -390,12 +273,12 @@ def test_beta_changes_the_training_dynamics(activation, rng):
 def test_fig3_beta_runs_its_cells_at_its_beta(tmp_path, monkeypatch):
     seen = []
     real = sens.run_nt
-    monkeypatch.setattr(sens, "run_nt", lambda *a, **k: seen.append(k["beta"]) or real(*a, **k))
-    r = sens.run_sensitivity("fig3-beta", results=tmp_path / "b.json", progress=False, **SMALL)
+    monkeypatch.setattr(sens, "run_nt", lambda s, **k: seen.append(s.beta) or real(s, **k))
+    r = run_sensitivity("fig3-beta", results=tmp_path / "b.json", progress=False, **SMALL)
     assert seen == [pytest.approx(1 / math.sqrt(32))] * 2
     assert r["settings"]["beta"] == pytest.approx(1 / math.sqrt(32))
     assert "beta = 0.1768" in sens.report(r)
-    sens.run_sensitivity("fig3", progress=False, **SMALL)
+    run_sensitivity("fig3", progress=False, **SMALL)
     assert seen[-1] == 1.0  # a setting without beta runs Expressive's beta = 1
 
 
@@ -406,25 +289,25 @@ def test_results_file_records_the_machine_of_each_run(tmp_path):
     assert set(info) == {"cpu", "numpy", "blas"} and info["numpy"] == np.__version__
     assert isinstance(info["cpu"], str) and isinstance(info["blas"], list)
     path = tmp_path / "fig4.json"
-    sens.run_sensitivity("fig4", results=path, progress=False, command="first", **SMALL)
-    sens.run_sensitivity("fig4", results=path, progress=False, command="first", **SMALL)  # nothing new
+    run_sensitivity("fig4", results=path, progress=False, command="first", **SMALL)
+    run_sensitivity("fig4", results=path, progress=False, command="first", **SMALL)  # nothing new
     runs = json.loads(path.read_text())["runs"]
-    assert runs == [{"command": "first", "commit": sens.code_commit(), "machine": info}]
+    assert runs == [{"command": "first", "commit": helpers.code_commit(), "machine": info}]
 
 
 def test_resuming_a_file_made_with_another_blas_kernel_warns(tmp_path):
     path = tmp_path / "fig4.json"
-    sens.run_sensitivity("fig4", results=path, progress=False, command="here", **SMALL)
+    run_sensitivity("fig4", results=path, progress=False, command="here", **SMALL)
     doc = json.loads(path.read_text())
     doc["runs"][0]["machine"]["blas"] = ["openblas 0.0 (SomeOtherKernel)"]
     path.write_text(json.dumps(doc))
     with pytest.warns(UserWarning, match=r"SomeOtherKernel.*OPENBLAS_CORETYPE"):
-        sens.run_sensitivity("fig4", results=path, progress=False, command="here", **SMALL)
+        run_sensitivity("fig4", results=path, progress=False, command="here", **SMALL)
     import warnings  # noqa: PLC0415
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        sens.run_sensitivity("fig4", results=tmp_path / "new.json", progress=False, **SMALL)  # nothing to compare
+        run_sensitivity("fig4", results=tmp_path / "new.json", progress=False, **SMALL)  # nothing to compare
 
 
 def _fake_study(values, figure="fig3", epochs=100):
@@ -479,8 +362,8 @@ def test_verdict_map_colours_only_significant_cells():
 
 
 def test_compare_results_finds_where_a_rerun_departs(tmp_path):
-    first = sens.run_sensitivity("fig4", progress=False, **SMALL)
-    again = sens.run_sensitivity("fig4", progress=False, **SMALL)  # the same program: the same numbers
+    first = run_sensitivity("fig4", progress=False, **SMALL)
+    again = run_sensitivity("fig4", progress=False, **SMALL)  # the same program: the same numbers
     rows = sens.compare_results(again, first)
     assert [r["cell"] for r in rows] == sorted(first["cells"])
     assert all(r["identical"] and r["first_loss_difference"] is None and r["same_epochs_to_100"] == 2
@@ -495,11 +378,11 @@ def test_compare_results_finds_where_a_rerun_departs(tmp_path):
     assert not row["identical"] and row["first_loss_difference"] == cell["loss_epochs"][i]
     assert row["same_epochs_to_100"] == 1 and row["largest_final_difference"] == pytest.approx(0.25)
     with pytest.raises(ValueError, match="fig4"):
-        sens.compare_results(sens.run_sensitivity("fig3", progress=False, **SMALL), first)
+        sens.compare_results(run_sensitivity("fig3", progress=False, **SMALL), first)
 
 
 def test_code_commit_names_a_commit():
-    commit = sens.code_commit()
+    commit = helpers.code_commit()
     # None outside a git checkout (an installed copy); else 40 hex digits, "-dirty" if refattn/ has changes
     assert commit is None or re.fullmatch(r"[0-9a-f]{40}(-dirty)?", commit)
 
@@ -509,7 +392,7 @@ def test_the_winner_follows_the_ranks_not_a_mean_a_diverged_seed_can_drag():
     ea = [0.95] * 15 + [0.06]
     dpa = [0.985] * 14 + [0.06, 0.06]
     assert np.mean(dpa) < np.mean(ea)
-    assert sens.rank_shift(dpa, ea) > 0 and sens.rank_shift(ea, dpa) == -sens.rank_shift(dpa, ea)
+    assert statistics.rank_shift(dpa, ea) > 0 and statistics.rank_shift(ea, dpa) == -statistics.rank_shift(dpa, ea)
     study = _fake_study({"expressive": (ea, [None] * 16), "softmax": (dpa, [None] * 16)})
     row = sens.summarise(study)[0]
     assert row["p"] < 0.05 and row["winner"] == "DPA"

@@ -10,6 +10,11 @@ from refattn.studies import nt_training as ntt
 from refattn.training.models.nt import CANDIDATE_LAYOUTS, DEFAULT_LAYOUT, NTModel, ea_symbol_dependence
 
 
+def run_nt(task="N2T5", context=16, activation="expressive", *, progress=False, **settings):
+    """:func:`refattn.studies.nt_training.run_nt` with its settings written inline."""
+    return ntt.run_nt(ntt.Settings(task=task, context=context, activation=activation, **settings), progress=progress)
+
+
 def test_batches_follow_the_task_and_depend_only_on_seed_and_epoch():
     b = ntt.make_batches("N2T1", 6, seeds=(0, 5))(3)[0]
     assert b["context"].shape == (2, 40, 6) and b["target"].shape == (2, 40)
@@ -20,7 +25,7 @@ def test_batches_follow_the_task_and_depend_only_on_seed_and_epoch():
 
 
 def test_small_run_learns_and_reports(tmp_path):
-    r = ntt.run_nt("N2T1", 4, "softmax", seeds=3, epochs=60, eval_every=20, n_test=20)
+    r = run_nt("N2T1", 4, "softmax", seeds=3, epochs=60, eval_every=20, n_test=20)
     assert r["n_params"] == NTModel(2, 4).n_params
     assert len(r["epochs_to_100"]) == 3 and len(r["eval_epochs"]) == 3
     assert r["loss"][-1] < r["loss"][0]
@@ -31,12 +36,12 @@ def test_small_run_learns_and_reports(tmp_path):
 
 def test_resumed_nt_run_ends_where_an_uninterrupted_one_does(tmp_path):
     ck = tmp_path / "nt.npz"
-    full = ntt.run_nt("N2T1", 4, "expressive", seeds=2, epochs=12, eval_every=4, n_test=5)
-    ntt.run_nt("N2T1", 4, "expressive", seeds=2, epochs=12, eval_every=4, n_test=5, checkpoint=ck,
+    full = run_nt("N2T1", 4, "expressive", seeds=2, epochs=12, eval_every=4, n_test=5)
+    run_nt("N2T1", 4, "expressive", seeds=2, epochs=12, eval_every=4, n_test=5, checkpoint=ck,
                stop_after=5)  # interrupted after epoch 5
     with pytest.raises(ValueError, match="another run"):  # another attention: refused, not mixed
-        ntt.run_nt("N2T1", 4, "softmax", seeds=2, epochs=12, eval_every=4, n_test=5, checkpoint=ck)
-    resumed = ntt.run_nt("N2T1", 4, "expressive", seeds=2, epochs=12, eval_every=4, n_test=5, checkpoint=ck)
+        run_nt("N2T1", 4, "softmax", seeds=2, epochs=12, eval_every=4, n_test=5, checkpoint=ck)
+    resumed = run_nt("N2T1", 4, "expressive", seeds=2, epochs=12, eval_every=4, n_test=5, checkpoint=ck)
     assert resumed["resumed_from"] == 5
     assert resumed["loss"] == full["loss"] and resumed["accuracy"] == full["accuracy"]
 
@@ -66,28 +71,29 @@ def test_expressive_attention_is_blind_to_symbols_at_N2_without_query_or_key_bia
 
 
 def test_run_nt_passes_the_layout_and_initialisation():
-    r = ntt.run_nt("N2T1", 4, "expressive", seeds=2, epochs=2, eval_every=2, n_test=3, layout="b_Q+b_2",
+    r = run_nt("N2T1", 4, "expressive", seeds=2, epochs=2, eval_every=2, n_test=3, layout="b_Q+b_2",
                    init_scale=0.5, bias_init="uniform")
     assert (r["layout"], r["init_scale"], r["bias_init"]) == ("b_Q+b_2", 0.5, "uniform")
     assert r["n_params"] == NTModel(2, 4, layout="b_Q+b_2").n_params
-    assert ntt.run_nt("N2T1", 4, "expressive", seeds=1, epochs=1, n_test=1)["layout"] == DEFAULT_LAYOUT
+    assert run_nt("N2T1", 4, "expressive", seeds=1, epochs=1, n_test=1)["layout"] == DEFAULT_LAYOUT
     # a different initialisation is a different run: it starts from other parameters
-    a = ntt.run_nt("N2T1", 4, "softmax", seeds=1, epochs=3, n_test=1, layout="b_K+b_r")
-    b = ntt.run_nt("N2T1", 4, "softmax", seeds=1, epochs=3, n_test=1, layout="b_K+b_r", init_scale=2.0)
+    a = run_nt("N2T1", 4, "softmax", seeds=1, epochs=3, n_test=1, layout="b_K+b_r")
+    b = run_nt("N2T1", 4, "softmax", seeds=1, epochs=3, n_test=1, layout="b_K+b_r", init_scale=2.0)
     assert a["loss"] != b["loss"]
 
 
 def test_compare_layouts_runs_each_layout_and_attention():
-    rs = ntt.compare_layouts("N2T1", 4, layouts=("b_2+b_r", "b_Q+b_r"), seeds=2, epochs=4, eval_every=2, n_test=3)
+    small = ntt.Settings(task="N2T1", context=4, seeds=2, epochs=4, eval_every=2, n_test=3)
+    rs = ntt.compare_layouts(small, layouts=("b_2+b_r", "b_Q+b_r"), progress=False)
     assert [(r["layout"], r["attention"]) for r in rs] == [
         ("b_2+b_r", "expressive"), ("b_2+b_r", "softmax"), ("b_Q+b_r", "expressive"), ("b_Q+b_r", "softmax")]
-    single = ntt.run_nt("N2T1", 4, "softmax", layout="b_Q+b_r", seeds=2, epochs=4, eval_every=2, n_test=3)
+    single = run_nt("N2T1", 4, "softmax", layout="b_Q+b_r", seeds=2, epochs=4, eval_every=2, n_test=3)
     assert rs[3]["loss"] == single["loss"]  # the same call, deterministic
     table = ntt.format_layout_table(rs).splitlines()
     assert len(table) == 2 + 4
     assert "| b_2+b_r | EA | blind |" in table[2] and "| b_Q+b_r | EA | query |" in table[4]
     with pytest.raises(TypeError, match="layouts"):
-        ntt.compare_layouts("N2T1", 4, layouts="b_Q+b_r")
+        ntt.compare_layouts(small, layouts="b_Q+b_r")
 
 
 def test_layout_table_counts_seeds_where_ea_is_earlier():
@@ -114,11 +120,11 @@ def test_nt_cli(tmp_path, capsys):
 
 def test_bad_input():
     with pytest.raises(ValueError, match="seeds"):
-        ntt.run_nt(seeds=())
+        run_nt(seeds=0)
     with pytest.raises(ValueError, match="eval_every"):
-        ntt.run_nt(eval_every=0)
+        run_nt(eval_every=0)
     with pytest.raises(ValueError, match="layout"):
-        ntt.run_nt(layout="b_2")
+        run_nt(layout="b_2")
 
 
 # --------------------------------------------------------------------------
@@ -213,7 +219,7 @@ def test_evaluation_scores_each_task_of_a_mixture_separately():
 
 
 def test_mixture_run_reports_each_task():
-    r = ntt.run_nt("N3T1+N3T2-S", 5, "expressive", seeds=2, epochs=6, eval_every=3, n_test=4, n_g=5)
+    r = run_nt("N3T1+N3T2-S", 5, "expressive", seeds=2, epochs=6, eval_every=3, n_test=4, n_g=5)
     assert r["tasks"] == ["N3T1", "N3T2-S"] and r["weights"] == [0.5, 0.5]
     acc = np.array(r["accuracy"])
     by = {t: np.array(v) for t, v in r["accuracy_by_task"].items()}
@@ -222,14 +228,14 @@ def test_mixture_run_reports_each_task():
     assert r["final_accuracy_by_task"]["N3T1"] == pytest.approx(by["N3T1"][:, -1].mean())
     assert "N3T2-S" in ntt.report(r)
     json.dumps(r)
-    rr = ntt.run_nt("N3T2-R", 5, "softmax", seeds=1, epochs=2, eval_every=2, n_test=3)
+    rr = run_nt("N3T2-R", 5, "softmax", seeds=1, epochs=2, eval_every=2, n_test=3)
     assert rr["variant"] == "NT-R" and "accuracy_by_task" not in rr
 
 
 def test_lr_drop_equals_two_training_phases():
     E, f, T = 3, 4.0, 5
-    r = ntt.run_nt("N2T1", 4, "softmax", seeds=2, epochs=T, eval_every=100, n_test=1, n_g=1, lr_drop=(E, f))
-    plain = ntt.run_nt("N2T1", 4, "softmax", seeds=2, epochs=T, eval_every=100, n_test=1, n_g=1)
+    r = run_nt("N2T1", 4, "softmax", seeds=2, epochs=T, eval_every=100, n_test=1, n_g=1, lr_drop=(E, f))
+    plain = run_nt("N2T1", 4, "softmax", seeds=2, epochs=T, eval_every=100, n_test=1, n_g=1)
     assert r["loss"][:E + 1] == plain["loss"][:E + 1] and r["loss"][E + 1:] != plain["loss"][E + 1:]
     # by hand: E epochs at lr, then the rest at lr / f (epoch E's loss is taken before its step)
     model = NTModel(2, 4, activation="softmax")
@@ -241,46 +247,47 @@ def test_lr_drop_equals_two_training_phases():
     second = train(model, params, opt, lambda e: mk(e + E), epochs=T - E)["history"]
     assert [float(np.mean(h["loss"])) for h in first + second] == r["loss"]
     with pytest.raises(ValueError, match="lr_drop"):
-        ntt.run_nt(lr_drop=(0, 4))
+        run_nt(lr_drop=(0, 4))
     with pytest.raises(TypeError, match="lr_drop"):
-        ntt.run_nt(lr_drop=4)
+        run_nt(lr_drop=4)
 
 
 def test_lr_drop_survives_a_resume(tmp_path):
     ck = tmp_path / "drop.npz"
     kw = dict(seeds=1, epochs=6, eval_every=3, n_test=2, n_g=2, lr_drop=(2, 4))
-    full = ntt.run_nt("N2T1", 4, "expressive", **kw)
-    ntt.run_nt("N2T1", 4, "expressive", checkpoint=ck, stop_after=3, **kw)  # stopped after the drop
-    assert ntt.run_nt("N2T1", 4, "expressive", checkpoint=ck, **kw)["loss"] == full["loss"]
+    full = run_nt("N2T1", 4, "expressive", **kw)
+    run_nt("N2T1", 4, "expressive", checkpoint=ck, stop_after=3, **kw)  # stopped after the drop
+    assert run_nt("N2T1", 4, "expressive", checkpoint=ck, **kw)["loss"] == full["loss"]
 
 
-@pytest.mark.parametrize("attention", ["expressive", "softmax"])
-def test_snapshots_are_the_models_attention_for_one_fixed_context(attention, tmp_path):
+@pytest.mark.parametrize("activation", ["expressive", "softmax"])
+def test_snapshots_are_the_models_attention_for_one_fixed_context(activation, tmp_path):
     n = 6
-    r = ntt.run_nt("N2T2", n, attention, seeds=(3, 4), epochs=4, eval_every=2, n_test=2, n_g=2,
-                   snapshot_epochs=(0, 2, 4))
+    r = run_nt("N2T2", n, activation, seeds=2, first_seed=3, epochs=4, eval_every=2, n_test=2, n_g=2,
+               snapshot_epochs=(0, 2, 4))
     snap = r["snapshots"]
     assert snap["epochs"] == [0, 2, 4]
     ctx = ntt.snapshot_context("N2T2", n)
     assert snap["context"] == ctx.tolist()
     A = np.array(snap["attention"])  # (3 epochs, 2 seeds, n, n)
     assert A.shape == (3, 2, n, n)
-    model = NTModel(2, n, activation=attention)
+    model = NTModel(2, n, activation=activation)
     init = model.outputs(model.init_params((3, 4)), np.broadcast_to(ctx, (2, 1, n)))["attention"][:, 0]
     np.testing.assert_array_equal(A[0], init)  # epoch 0 is the initial model
     assert np.all(A >= 0) and np.all(A[..., np.triu_indices(n, 1)[0], np.triu_indices(n, 1)[1]] == 0)
     np.testing.assert_allclose(A.sum(axis=-1), 1.0, atol=1e-12)  # rows normalised (Eqs. 1, 2)
     assert not np.array_equal(A[0], A[2])  # training moved them
     ck = tmp_path / "snap.npz"  # an interrupted and resumed run records the same snapshots
-    kw = dict(seeds=(3, 4), epochs=4, eval_every=2, n_test=2, n_g=2, snapshot_epochs=(0, 2, 4))
-    ntt.run_nt("N2T2", n, attention, checkpoint=ck, stop_after=2, **kw)
-    assert ntt.run_nt("N2T2", n, attention, checkpoint=ck, **kw)["snapshots"] == snap
+    kw = dict(seeds=2, first_seed=3, epochs=4, eval_every=2, n_test=2, n_g=2, snapshot_epochs=(0, 2, 4))
+    run_nt("N2T2", n, activation, checkpoint=ck, stop_after=2, **kw)
+    assert run_nt("N2T2", n, activation, checkpoint=ck, **kw)["snapshots"] == snap
     with pytest.raises(ValueError, match="snapshot_epochs"):
-        ntt.run_nt("N2T2", n, attention, epochs=4, snapshot_epochs=(5,))
+        run_nt("N2T2", n, activation, epochs=4, snapshot_epochs=(5,))
 
 
 def test_attention_snapshots_and_dynamic_range():
-    s = ntf.attention_snapshots("N2T3", 5, seed=1, epochs=(0, 3), n_test=2, n_g=2)
+    s = ntf.attention_snapshots(ntt.Settings(task="N2T3", context=5, first_seed=1, n_test=2, n_g=2), epochs=(0, 3),
+                                progress=False)
     assert s["epochs"] == [0, 3] and len(s["context"]) == 5
     assert set(s["attention"]) == {"expressive", "softmax"}
     assert np.array(s["attention"]["softmax"]).shape == (2, 5, 5)
@@ -297,26 +304,30 @@ def test_figure_runners_format_and_plot():
     import matplotlib
 
     matplotlib.use("Agg")
-    r = ntf.run_fig3((32,), seeds=1, epochs=2, eval_every=1, n_test=2)  # the paper's task, two epochs
+    r = ntf.run_fig3(ntf.Settings("fig3", n_cons=(32,), seeds=1, epochs=2, eval_every=1, n_test=2),
+                     progress=False)  # the paper's task, two epochs
     table = ntf.report(r)
     dpa = [line for line in table.splitlines() if line.startswith("| 32 | DPA |")]
     assert len(dpa) == 1 and "0.55: plateau" in dpa[0]
     assert ntf.plot(r).axes
-    m = ntf.run_mixture("N3T1+N3T2-S", 4, seeds=1, epochs=4, eval_every=2, n_test=2, lr_drop=(2, 4))
+    m = ntf.run_mixture(ntf.Settings("fig6", task="N3T1+N3T2-S", n_cons=(4,), seeds=1, epochs=4, eval_every=2,
+                                     n_test=2, lr_drop=(2, 4)), progress=False)
     assert len(ntf.report(m).splitlines()) == 4 + 4  # header + 2 attentions x 2 tasks
     assert ntf.plot(m).axes
-    f4 = ntf.run_nt_figure("fig4", task="N2T2", n_con=4, seeds=2, epochs=2, eval_every=1, n_test=2,
-                           snapshot_epochs=(0, 2))
+    f4 = ntf.run_nt_figure(ntf.Settings("fig4", task="N2T2", n_cons=(4,), seeds=2, epochs=2, eval_every=1, n_test=2,
+                                        snapshot_epochs=(0, 2)), progress=False)
     assert set(f4["dynamic_range"]) == {"expressive", "softmax"} and len(f4["dynamic_range"]["softmax"]["2"]) == 2
     assert "decades" in ntf.report(f4)
     assert len(ntf.plot(f4).axes) >= 1 + 4
     json.dumps(f4)
-    with pytest.raises(ValueError, match="name"):
-        ntf.run_nt_figure("fig5")
+    with pytest.raises(ValueError, match="figure"):
+        ntf.run_nt_figure(ntf.Settings("fig5"))
+    with pytest.raises(ValueError, match="figure"):  # a runner draws its own figure
+        ntf.run_fig3(ntf.Settings("fig4"))
     with pytest.raises(ValueError, match="mixture"):
-        ntf.run_mixture("N16T2")
+        ntf.run_mixture(ntf.Settings("fig6", task="N16T2"))
     with pytest.raises(ValueError, match="NT-R"):
-        ntf.run_ntr(task="N16T2")
+        ntf.run_ntr(ntf.Settings("fig7", task="N16T2"))
 
 
 def test_seed_scaling_and_speedup_report_their_parts():
@@ -336,23 +347,23 @@ def test_seed_scaling_and_speedup_report_their_parts():
 
 def test_device_argument():
     with pytest.raises(ValueError, match="device"):
-        ntt.run_nt("N2T1", 4, seeds=1, epochs=1, device="tpu")
+        run_nt("N2T1", 4, seeds=1, epochs=1, device="tpu")
     assert ntt.array_module_for("cpu") is np
     if not cupy_available():
         with pytest.raises(RuntimeError, match="CuPy"):
-            ntt.run_nt("N2T1", 4, seeds=1, epochs=1, device="gpu")
+            run_nt("N2T1", 4, seeds=1, epochs=1, device="gpu")
 
 
 @pytest.mark.skipif(not cupy_available(), reason="CuPy with a CUDA device is needed")
 def test_gpu_run_matches_the_cpu_run():
     kw = dict(seeds=2, epochs=5, eval_every=5, n_test=4, n_g=3, snapshot_epochs=(0, 5))
-    cpu = ntt.run_nt("N3T2", 5, "expressive", **kw)
-    gpu = ntt.run_nt("N3T2", 5, "expressive", device="gpu", **kw)
+    cpu = run_nt("N3T2", 5, "expressive", **kw)
+    gpu = run_nt("N3T2", 5, "expressive", device="gpu", **kw)
     np.testing.assert_allclose(gpu["loss"], cpu["loss"], rtol=1e-9)
     np.testing.assert_allclose(gpu["snapshots"]["attention"], cpu["snapshots"]["attention"], rtol=1e-8, atol=1e-12)
     json.dumps(gpu)
     with pytest.raises(ValueError, match="checkpoint"):
-        ntt.run_nt("N3T2", 5, device="gpu", checkpoint="x.npz", **kw)
+        run_nt("N3T2", 5, device="gpu", checkpoint="x.npz", **kw)
 
 
 def test_a_run_on_a_fake_device_matches_the_cpu_run(monkeypatch):
@@ -361,10 +372,10 @@ def test_a_run_on_a_fake_device_matches_the_cpu_run(monkeypatch):
     # GPU branch of every array_module() call here on the CPU.
     fake_device = pytest.importorskip("fake_device")
     kw = dict(seeds=2, epochs=4, eval_every=2, n_test=3, n_g=3, snapshot_epochs=(0, 4))
-    cpu = ntt.run_nt("N3T2+N3T1", 5, "expressive", **kw)
+    cpu = run_nt("N3T2+N3T1", 5, "expressive", **kw)
     xp = fake_device.install(monkeypatch)
     assert ntt.array_module_for("gpu") is xp
-    dev = ntt.run_nt("N3T2+N3T1", 5, "expressive", device="gpu", **kw)
+    dev = run_nt("N3T2+N3T1", 5, "expressive", device="gpu", **kw)
     assert dev["device"] == "gpu"
     np.testing.assert_allclose(dev["loss"], cpu["loss"], rtol=1e-12)
     np.testing.assert_allclose(dev["snapshots"]["attention"], cpu["snapshots"]["attention"], rtol=1e-12, atol=0)
@@ -391,8 +402,6 @@ def test_series_of_all_seeds_equal_one_generate_call_per_seed(task):
 def test_float32_training_runs_in_float32_and_resumes_only_as_float32(tmp_path):
     """``dtype="float32"`` trains float32 parameters (the same initial values, rounded) and
     is part of the checkpoint's fingerprint: a float64 run does not resume a float32 one."""
-    from refattn.studies.nt_training import run_nt
-
     ck = tmp_path / "e.npz"
     r32 = run_nt("N2T5", 8, "expressive", seeds=2, epochs=2, eval_every=1, n_test=5, progress=False,
                  dtype="float32", checkpoint=ck)

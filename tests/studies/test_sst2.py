@@ -14,7 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from refattn.studies import helpers
 from refattn.studies import sst2 as ex
+from refattn.studies.helpers import resolve_data_dir
 from refattn.studies.sst2 import (
     PAPER_FIG1,
     idf_weights,
@@ -24,8 +26,6 @@ from refattn.studies.sst2 import (
     overlap_similarity,
     render_sentences,
     report,
-    resolve_data_dir,
-    run_sst2,
     sst_tokenize,
     weight_colour,
 )
@@ -65,8 +65,13 @@ def tiny_sst2(tmp_path):
 TINY = {"seeds": 2, "epochs": 6, "batch_size": 50, "lr": 0.05}
 
 
+def run_sst2(data=None, *, progress=False, **settings):
+    """:func:`refattn.studies.sst2.run_sst2` with its settings written inline."""
+    return ex.run_sst2(ex.Settings(data=None if data is None else str(data), **settings), progress=progress)
+
+
 def test_tiny_end_to_end(tiny_sst2, tmp_path):
-    r = run_sst2(tiny_sst2, out=tmp_path / "figs", **TINY)
+    r = run_sst2(tiny_sst2, out=str(tmp_path / "figs"), **TINY)
     back = json.loads(json.dumps(r))  # JSON-able, and unchanged by the round trip
     assert back["activations"].keys() == r["activations"].keys()
     d = r["data"]
@@ -234,7 +239,7 @@ def test_render_sentences_bad_input(tmp_path):
 
 def test_data_dir_resolution(tiny_sst2, tmp_path, monkeypatch):
     monkeypatch.delenv(ENV_VAR, raising=False)
-    monkeypatch.setattr(ex, "sibling_data_dir", lambda: tmp_path / "no-such-folder")
+    monkeypatch.setattr(helpers, "sibling_data_dir", lambda: tmp_path / "no-such-folder")
     with pytest.raises(FileNotFoundError, match=r"--data.*REFATTN_SST2"):
         resolve_data_dir()
     with pytest.raises(FileNotFoundError, match=r"--data.*REFATTN_SST2"):
@@ -248,7 +253,7 @@ def test_data_dir_resolution(tiny_sst2, tmp_path, monkeypatch):
     with pytest.raises(TypeError, match="data"):
         resolve_data_dir(3)
     assert resolve_data_dir(tiny_sst2) == tiny_sst2
-    monkeypatch.setattr(ex, "sibling_data_dir", lambda: tiny_sst2)  # the fallback
+    monkeypatch.setattr(helpers, "sibling_data_dir", lambda: tiny_sst2)  # the fallback
     assert resolve_data_dir() == tiny_sst2
     monkeypatch.setenv(ENV_VAR, str(tmp_path / "missing"))  # the variable wins over the fallback
     with pytest.raises(FileNotFoundError, match=r"\$REFATTN_SST2"):
@@ -257,7 +262,7 @@ def test_data_dir_resolution(tiny_sst2, tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("kw, match", [
     ({"activations": ("softmax", "nope")}, "activations"), ({"activations": ()}, "activations"),
-    ({"seeds": 0}, "seeds"), ({"seeds": []}, "seeds"), ({"score": "dot"}, "score"),
+    ({"seeds": 0}, "seeds"), ({"first_seed": -1}, "first_seed"), ({"score": "dot"}, "score"),
     ({"optimizer": "rmsprop"}, "optimizer"), ({"lr": -1.0}, "lr"), ({"dropout": 1.0}, "dropout"),
     ({"epochs": 0}, "epochs"), ({"max_len": 0}, "max_len"), ({"train_limit": 0}, "train_limit"),
     ({"seeds": 2, "figure_seed": 5}, "figure_seed"),

@@ -165,11 +165,11 @@ def test_causal_strips_every_score(sc, rng, force_blocks, strips):
 
 def test_causal_strips_compute_no_key_past_their_last_row(rng, monkeypatch, strips):
     """n = 5 in strips of 2: rows 0-1 see keys 0-1, rows 2-3 keys 0-3, row 4 keys 0-4."""
-    from refattn.fast.streaming import _Blocks
+    from refattn.fast.blocks import Blocks
 
     calls = []
-    real = _Blocks.scores
-    monkeypatch.setattr(_Blocks, "scores", lambda self, rows, cols: calls.append((rows, cols)) or real(self, rows, cols))
+    real = Blocks.scores
+    monkeypatch.setattr(Blocks, "scores", lambda self, rows, cols: calls.append((rows, cols)) or real(self, rows, cols))
     Q, K, V, _ = _inputs(rng)
     set_blocking(False)
     try:
@@ -585,3 +585,40 @@ def test_threads_calling_attention_while_another_changes_the_thread_count(rng, f
         w.join()
     assert not errors, repr(errors[0])
     assert n > 0 and len(force_blocks) >= 4 * 25 * 2  # every call ran blocked
+
+
+# --------------------------------------------------------------------------
+# One kernel per activation, named for the class it speeds up
+# --------------------------------------------------------------------------
+
+
+def _kernel_classes():
+    """Every class of refattn.fast.kernels that is a kernel of one activation (``speeds_up`` set)."""
+    import inspect  # noqa: PLC0415
+
+    from refattn.fast import kernels  # noqa: PLC0415
+
+    return [k for _, k in inspect.getmembers(kernels, inspect.isclass)
+            if issubclass(k, kernels.Kernel) and k.speeds_up is not None]
+
+
+def test_every_activation_has_a_kernel_and_every_kernel_an_activation():
+    from refattn.fast.kernels import KERNELS  # noqa: PLC0415
+
+    classes = {type(activation(name)) for name in ACTIVATIONS}
+    kernels = _kernel_classes()
+    assert {k.speeds_up for k in kernels} == classes, "a registered activation without a kernel, or a kernel " \
+                                                      "of no registered activation"
+    assert set(KERNELS) == classes and all(KERNELS[k.speeds_up] is k for k in kernels)
+    for k in kernels:  # the name says which class it speeds up
+        assert k.__name__ == k.speeds_up.__name__ + "Kernel", k.__name__
+    for name in ACTIVATIONS:  # and kernel() hands it out
+        assert type(kernel(activation(name))) is KERNELS[type(activation(name))]
+
+
+def test_retain_freed_memory_answers_the_same_each_time():
+    from refattn.fast.memory import retain_freed_memory  # noqa: PLC0415
+
+    first = retain_freed_memory()
+    assert isinstance(first, bool)
+    assert retain_freed_memory() is first

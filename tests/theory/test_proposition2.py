@@ -369,9 +369,9 @@ def test_bad_input():
         closure_gap_closed_form(w, np.inf)
     with pytest.raises(TypeError, match="^c: "):
         closure_gap_closed_form(w, "1")
-    with pytest.raises(ValueError, match="^activation_name: unknown"):
+    with pytest.raises(ValueError, match="^activation: unknown"):
         log_rank("softmaxx", 5, 2, 10)
-    with pytest.raises(ValueError, match="^activation_name: 'relu' gave exact zeros"):
+    with pytest.raises(ValueError, match="^activation: 'relu' gave exact zeros"):
         log_rank("relu", 5, 2, 10)
     with pytest.raises(ValueError, match="^n: "):
         log_rank("tanhmax", 1, 2, 10)

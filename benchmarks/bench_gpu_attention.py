@@ -1,9 +1,9 @@
 """GPU timing of attention forward + backward: refattn on CuPy against PyTorch CUDA and NumPy.
 
-    python benchmarks/attention_bench.py                    # (B, H, n, d) = (8, 8, 1024, 64), on a GPU
-    python benchmarks/attention_bench.py --size small       # CPU-only smoke run, seconds
-    python benchmarks/attention_bench.py --out PATH.json    # default benchmarks/results/gpu_attention.json
-    python benchmarks/attention_bench.py --table PATH.json  # print the markdown table of a saved run
+    python benchmarks/bench_gpu_attention.py                    # (B, H, n, d) = (8, 8, 1024, 64), on a GPU
+    python benchmarks/bench_gpu_attention.py --size small       # CPU-only smoke run, seconds
+    python benchmarks/bench_gpu_attention.py --out PATH.json    # default benchmarks/results/gpu_attention.json
+    python benchmarks/bench_gpu_attention.py --table PATH.json  # print the markdown table of a saved run
 
 For every registered activation (scaled dot-product score, no mask) and for
 float32 and float64 it times one forward and backward pass,

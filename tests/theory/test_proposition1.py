@@ -302,7 +302,7 @@ def test_bad_input_is_named():
     with pytest.raises(ValueError, match="kind"):
         dyn.OneLayerModel("learned")
     with pytest.raises(ValueError, match="act"):
-        dyn.OneLayerModel(act="nope")
+        dyn.OneLayerModel(activation="nope")
     with pytest.raises(ValueError, match="loss"):
         dyn.OneLayerModel(output="identity", loss="bce")
     with pytest.raises(ValueError, match="scale"):

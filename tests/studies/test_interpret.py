@@ -33,18 +33,24 @@ from refattn.studies.interpret import (
     randomisation_change,
     report,
     resolve_sst2,
-    run_interpret,
     sigmoid_difference,
     sigmoid_slope,
     signed_activation,
     summarise,
 )
+from refattn.studies import helpers, interpret
 from refattn.training.models import PolarityClassifier
 from refattn.training.tasks.polarity import PolarityConfig
 
 from conftest import RTOL_CENTRAL
 
 S, B, L, V, E, H = 2, 4, 6, 11, 4, 3
+
+
+def run_interpret(activations=("softmax", "tanhmax"), data="synthetic", *, progress=False, **settings):
+    """:func:`refattn.studies.interpret.run_interpret` with its settings written inline."""
+    return interpret.run_interpret(interpret.Settings(activations=activations, data=data, **settings),
+                                   progress=progress)
 
 
 def tiny_model(act="tanhmax", score="self", vocab=V):
@@ -442,7 +448,7 @@ def test_measures_bad_input(rng):
     with pytest.raises(ValueError, match="data"):
         run_interpret(data="imdb")
     with pytest.raises(TypeError, match="activations"):
-        run_interpret("softmax")
+        run_interpret("softmax")  # one name where a list of names goes
 
 
 # --------------------------------------------------------------------------
@@ -455,7 +461,7 @@ TINY = PolarityConfig(n_pos=5, n_neg=5, n_neutral=30, polar_per_sentence=2, neut
 
 def test_run_interpret_tiny_synthetic():
     r = run_interpret(("softmax", "tanhmax"), "synthetic", seeds=2, epochs=2, n_instances=20, config=TINY,
-                      n_draws=10)
+                      draws=10)
     json.dumps(r, allow_nan=False)
     assert r["settings"]["n_instances"] == 20
     for act in ("softmax", "tanhmax"):
@@ -474,7 +480,7 @@ def test_paper_table1_values():
 
 def test_resolve_sst2_errors(tmp_path, monkeypatch):
     monkeypatch.delenv("REFATTN_SST2", raising=False)
-    monkeypatch.setattr(refattn.studies.sst2, "sibling_data_dir", lambda: tmp_path / "no-such-folder")
+    monkeypatch.setattr(helpers, "sibling_data_dir", lambda: tmp_path / "no-such-folder")
     with pytest.raises(FileNotFoundError, match="REFATTN_SST2"):
         resolve_sst2()
     with pytest.raises(FileNotFoundError, match="not a folder"):
@@ -486,7 +492,7 @@ def test_run_interpret_on_sst2_when_present():
         folder = resolve_sst2()
     except FileNotFoundError as err:
         pytest.skip(f"SST-2 is absent: {err}")
-    r = run_interpret(("tanhmax",), "sst2", sst2_path=folder, seeds=1, epochs=0, n_instances=12, n_draws=5)
+    r = run_interpret(("tanhmax",), "sst2", sst2=str(folder), seeds=1, epochs=0, n_instances=12, draws=5)
     json.dumps(r, allow_nan=False)
     assert r["settings"]["data"]["test"] == 872 and r["settings"]["n_instances"] == 12
 

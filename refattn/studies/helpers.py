@@ -1,0 +1,158 @@
+"""What several studies share: where the SST-2 data is, which commit ran, the maximal phrases of a corpus.
+
+A study takes from another study only its ``run_*`` function, its constants and
+its ``Settings``; the helpers those studies need besides live here (and the rank
+test in :mod:`refattn.studies.statistics`). No mathematics here: these read
+folders, files and git.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+
+import refattn
+
+from ..training.tasks.sst2 import ENV_VAR
+
+__all__ = ["DATA_HELP", "sibling_data_dir", "resolve_data_dir", "nonempty", "maximal_phrases", "code_commit"]
+
+#: The help of every command's SST-2 folder option.
+DATA_HELP = ("SST-2 folder holding train.tsv and dev.tsv, never downloaded (default $REFATTN_SST2, else the "
+             "shared data folder beside the repository)")
+
+
+def sibling_data_dir():
+    """``<parent of the repository>/shared/data/sst2``, resolved from the package location.
+
+    The project's data lives beside the repository, never in it
+    (``Path(refattn.__file__).resolve().parents[2] / "shared" / "data" / "sst2"``).
+    It may not exist; :func:`resolve_data_dir` checks.
+    """
+    return Path(refattn.__file__).resolve().parents[2] / "shared" / "data" / "sst2"
+
+
+def resolve_data_dir(path=None, option="--data"):
+    """The SST-2 folder: ``path``, else ``$REFATTN_SST2``, else :func:`sibling_data_dir`.
+
+    Nothing is downloaded. The folder must hold ``train.tsv`` and ``dev.tsv``.
+
+    Parameters
+    ----------
+    path : str or os.PathLike, optional
+        The folder (the command line's ``--data``).
+    option : str
+        The option that gave ``path``, for messages.
+
+    Returns
+    -------
+    pathlib.Path
+
+    Raises
+    ------
+    FileNotFoundError
+        When no folder is found, or the one named lacks ``train.tsv`` or
+        ``dev.tsv``; the message says how to name one (``--data`` or
+        ``$REFATTN_SST2``).
+    TypeError
+        When ``path`` is neither None, a str nor a path.
+    """
+    if path is not None:
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"data: expected a folder path (str or os.PathLike), got {type(path).__name__}")
+        folder, source = Path(path).expanduser(), option
+    elif os.environ.get(ENV_VAR):
+        folder, source = Path(os.environ[ENV_VAR]).expanduser(), f"${ENV_VAR}"
+    else:
+        folder, source = sibling_data_dir(), "the default location"
+        if not folder.is_dir():
+            raise FileNotFoundError(f"data: no SST-2 folder found; pass --data DIR (or data=DIR) or set "
+                                    f"${ENV_VAR} to the folder holding GLUE's train.tsv and dev.tsv "
+                                    f"(looked in {str(folder)!r}; nothing is downloaded)")
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{source}: {str(folder)!r} is not a folder; pass {option} DIR or set "
+                                f"${ENV_VAR} to the folder holding SST-2's train.tsv and dev.tsv")
+    missing = [f for f in ("train.tsv", "dev.tsv") if not (folder / f).is_file()]
+    if missing:
+        raise FileNotFoundError(f"{source}: {str(folder)!r} has no {' or '.join(missing)}; pass {option} DIR "
+                                f"or set ${ENV_VAR} to the folder holding SST-2's train.tsv and dev.tsv")
+    return folder
+
+
+def nonempty(sentences, labels):
+    """Drop sentences with no token (an all-padding attention row has no normaliser)."""
+    keep = np.array([bool(s.split()) for s in sentences], dtype=bool)
+    return [s for s, k in zip(sentences, keep) if k], labels[keep], int((~keep).sum())
+
+
+def maximal_phrases(phrases):
+    """The phrases that are not a (token-aligned) substring of another phrase.
+
+    GLUE's SST-2 training split lists every phrase of the treebank's training
+    sentences, so most lines are pieces of longer lines. Keeping only the
+    maximal ones recovers (close to) the sentences: phrases are visited
+    longest first, and each is kept unless it occurs, between spaces, inside
+    a phrase already kept. The candidates are found through an index of the
+    kept phrases' word 1-, 2- and 3-grams (a phrase of at most three words is
+    contained exactly when its n-gram is in the index), so the pass takes
+    about a second on GLUE's 67k lines. No maths here; it reads data.
+
+    Parameters
+    ----------
+    phrases : sequence of str
+        White-space tokenised phrases.
+
+    Returns
+    -------
+    list of str
+        The maximal phrases (stripped, duplicates removed), in their original order.
+    """
+    order = {}
+    for i, p in enumerate(phrases):
+        if not isinstance(p, str):
+            raise TypeError(f"phrases: expected str items, got {type(p).__name__} at index {i}")
+        p = " ".join(p.split())
+        if p and p not in order:
+            order[p] = i
+    index = ({}, {}, {})  # n-gram (n = 1, 2, 3) -> ids of kept phrases containing it
+    kept = []  # " phrase " with spaces around, for token-aligned `in`
+    for p in sorted(order, key=lambda s: (-len(s), s)):
+        toks = p.split()
+        k = min(3, len(toks))
+        cands = index[k - 1].get(tuple(toks[:k]), ())
+        if len(toks) <= 3:
+            inside = bool(cands)
+        else:
+            padded = f" {p} "
+            inside = any(padded in kept[j] for j in cands)
+        if inside:
+            continue
+        j = len(kept)
+        kept.append(f" {p} ")
+        for n in (1, 2, 3):
+            for a in range(len(toks) - n + 1):
+                ids = index[n - 1].setdefault(tuple(toks[a:a + n]), [])
+                if not ids or ids[-1] != j:
+                    ids.append(j)
+    return sorted((s.strip() for s in kept), key=lambda s: order[s])
+
+
+def code_commit():
+    """The git commit of the code that runs, or None outside a checkout.
+
+    ``"<hash>-dirty"`` when the package itself (``refattn/``) differs from
+    that commit; changed documents and result files (a study rewrites its
+    own file in ``derivations/data/`` as it runs) do not count.
+    """
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # refattn/
+    try:
+        head = subprocess.run(["git", "-C", package, "rev-parse", "HEAD"], capture_output=True, text=True,
+                              check=True, timeout=30).stdout.strip()
+        dirty = subprocess.run(["git", "-C", package, "status", "--porcelain", "--untracked-files=no", "--", "."],
+                               capture_output=True, text=True, check=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head + ("-dirty" if dirty else "")
