@@ -34,9 +34,8 @@ FLOORS = {
 #: is the command line.
 ROOM_OF_MODULE = {"check": "verify", "custom": "verify", "__main__": "cli"}
 
-#: Known loops, allowed until they end. The graders' own: export, grading and sandbox import one another
-#: (ending it is the exercises' own piece of work; remove this entry then).
-ALLOWED_LOOPS = [{"refattn.exercises.export", "refattn.exercises.grading", "refattn.exercises.sandbox"}]
+#: Known loops, allowed until they end (none now).
+ALLOWED_LOOPS = []
 
 
 def _modules():
@@ -163,9 +162,8 @@ def test_the_loop_finder_finds_a_loop():
 #: The longest a function of the package may be, docstring included.
 MAX_FUNCTION_LINES = 100
 
-#: Folders left out of the length rule for now: the graders' sandbox is being rewritten on its own
-#: (remove this entry when it is).
-LENGTH_EXEMPT = ("refattn/exercises/",)
+#: Folders left out of the length rule (none now).
+LENGTH_EXEMPT = ()
 
 
 def _long_functions(path, limit=MAX_FUNCTION_LINES):
@@ -254,14 +252,12 @@ TESTS = ROOT / "tests"
 
 #: The tests of the whole, at the top of tests/: the book and its links, the command line's fuzz and its
 #: runs, the docs' commands and notebooks, the backends' parity, the benchmarks' scripts, the front door's
-#: modules (refattn/custom.py, refattn/plots.py) and this file. The exercises' two files move to
-#: tests/exercises/ with the graders' rewrite.
+#: modules (refattn/custom.py, refattn/plots.py), the results page against its data, and this file.
 CROSS_CUTTING = {
     "test_architecture.py", "test_book.py", "test_links.py", "test_slides.py", "test_front_door.py",
     "test_equation_index.py", "test_step_blocks.py", "test_notebooks_and_cli.py", "test_cli_hostile.py",
     "test_run_safety.py", "test_gpu_parity.py", "test_gpu_check.py", "test_non_finite.py", "test_bench_cli.py",
-    "test_bench_speed_scripts.py", "test_define_activation.py", "test_plots.py",
-    "test_exercises.py", "test_exercises_kit.py",
+    "test_bench_speed_scripts.py", "test_define_activation.py", "test_plots.py", "test_results_page.py",
 }
 
 

@@ -239,9 +239,62 @@ def _feed(stream, data):
             pass
 
 
-def _run_child(job, timeout, guard, iso):
-    """Run ``job`` in a child of its own under ``iso``; return its :class:`Run`."""
-    here, seen = _answer_copy(iso, job)
+class _Watch:
+    """What a child has reported so far: ready, the answer started, the function running, the result."""
+
+    def __init__(self, job, timeout):
+        self.job, self.timeout = job, timeout
+        self.frames = _Frames()
+        self.running = self.manifest = self.run = None
+        self.ready = self.started = False
+        self.deadline = time.monotonic() + START_TIMEOUT_S
+
+    def feed(self, data):
+        """Read the frames in ``data``; ``ValueError`` (and the like) for anything out of protocol."""
+        for frame in self.frames.feed(data):
+            if self.manifest is not None:  # the arrays that follow a "done"
+                if not isinstance(frame, bytes):
+                    raise ValueError("no arrays after the results")
+                self.run = Run(self.job.key, "done", manifest=self.manifest,
+                               outputs=_decode_manifest(self.manifest, frame), printed=_printed(self.manifest))
+                return
+            if not isinstance(frame, dict):
+                raise ValueError("arrays out of turn")
+            if frame.get("ready") and not self.ready:
+                self.ready = True
+                self.deadline = time.monotonic() + self.timeout
+            elif frame.get("start") == self.job.key and self.ready and not self.started:
+                self.started = True
+            elif "call" in frame and self.started:
+                group, i = frame["call"]
+                calls = dict(self.job.groups).get(group, [])
+                self.running = calls[i].fn if isinstance(i, int) and 0 <= i < len(calls) else None
+            elif "done" in frame and self.started and frame["done"] == self.job.key:
+                self.manifest = frame
+            else:
+                raise ValueError(f"an unexpected report {str(frame)[:60]}")
+
+    def failed_run(self, failure, rc, printed):
+        """The :class:`Run` of a child that gave no result: timed out, broken, or ended."""
+        if not self.ready:
+            detail = (printed.strip().splitlines() or [failure or _ended(rc)])[-1]
+            raise GraderError(f"the process that runs answers did not start ({detail[:200]})")
+        during = f" while running {self.running}" if self.running else " while loading the file"
+        timeout = self.timeout
+        if failure == "timeout":
+            return Run(self.job.key, "timeout",
+                       message=f"timed out after {timeout:g} s{during}: an answer must return within {timeout:g} s")
+        if failure is not None:
+            return Run(self.job.key, "broken",
+                       message=(f"the process running your answer sent the grader something it cannot read{during} "
+                                f"({failure[len('broken: '):]}): an answer must only return its values"))
+        return Run(self.job.key, "died",
+                   message=(f"the process running your answer {_ended(rc)}{during}: an answer must return its "
+                            f"values, not end the process (sys.exit, os._exit) or crash it"))
+
+
+def _start(job, timeout, guard, iso, here, seen):
+    """The child's process and the read end of its report pipe; its input fed by a thread."""
     spec, arrays = _spec(job, guard, iso.child_sys_path(), seen)
     data = _frame(_child.FRAME_JSON, json.dumps(spec).encode()) + _frame(_child.FRAME_BYTES,
                                                                        _child.pack_arrays(arrays))
@@ -253,68 +306,51 @@ def _run_child(job, timeout, guard, iso):
                                 start_new_session=True)
     except BaseException:
         os.close(r)
-        shutil.rmtree(here, ignore_errors=True)
         raise
     finally:
         os.close(w)
     feeder = threading.Thread(target=_feed, args=(proc.stdin, data), daemon=True)
     feeder.start()
-    frames = _Frames()
-    running, manifest, ready, started, run = None, None, False, False, None
-    deadline = time.monotonic() + START_TIMEOUT_S
-    process_out = []  # what the child wrote to its real stdout/stderr
-    kept = 0
+    return proc, r, feeder
+
+
+def _run_child(job, timeout, guard, iso):
+    """Run ``job`` in a child of its own under ``iso``; return its :class:`Run`."""
+    here, seen = _answer_copy(iso, job)
+    try:
+        proc, r, feeder = _start(job, timeout, guard, iso, here, seen)
+    except BaseException:
+        shutil.rmtree(here, ignore_errors=True)
+        raise
+    watch, process_out, kept, failure = _Watch(job, timeout), [], 0, None
     sel = selectors.DefaultSelector()
     sel.register(r, selectors.EVENT_READ, "pipe")
     sel.register(proc.stdout, selectors.EVENT_READ, "out")
     sel.register(proc.stderr, selectors.EVENT_READ, "out")
-    open_streams, failure = 3, None
+    open_streams = 3
     try:
-        while open_streams and failure is None and run is None:
-            left = deadline - time.monotonic()
+        while open_streams and failure is None and watch.run is None:
+            left = watch.deadline - time.monotonic()
             events = sel.select(timeout=max(left, 0.0)) if left > 0 else []
-            if not events and time.monotonic() >= deadline:
+            if not events and time.monotonic() >= watch.deadline:
                 failure = "timeout"
                 break
             for key, _ in events:
-                fd = key.fd if key.data == "pipe" else key.fileobj.fileno()
-                data_in = os.read(fd, 65536)
-                if not data_in:
+                data = os.read(key.fd if key.data == "pipe" else key.fileobj.fileno(), 65536)
+                if not data:
                     sel.unregister(key.fileobj)
                     open_streams -= 1
-                    continue
-                if key.data == "out":
-                    if kept < MAX_PROCESS_OUTPUT:
-                        piece = data_in.decode(errors="replace")[:MAX_PROCESS_OUTPUT - kept]
-                        process_out.append(piece)
-                        kept += len(piece)
-                    continue
-                try:
-                    for frame in frames.feed(data_in):
-                        if manifest is not None:  # the arrays that follow a "done"
-                            if not isinstance(frame, bytes):
-                                raise ValueError("no arrays after the results")
-                            run = Run(job.key, "done", manifest=manifest, outputs=_decode_manifest(manifest, frame),
-                                      printed=_printed(manifest))
-                            break
-                        if not isinstance(frame, dict):
-                            raise ValueError("arrays out of turn")
-                        if frame.get("ready") and not ready:
-                            ready = True
-                            deadline = time.monotonic() + timeout
-                        elif frame.get("start") == job.key and ready and not started:
-                            started = True
-                        elif "call" in frame and started:
-                            group, i = frame["call"]
-                            calls = dict(job.groups).get(group, [])
-                            running = calls[i].fn if isinstance(i, int) and 0 <= i < len(calls) else None
-                        elif "done" in frame and started and frame["done"] == job.key:
-                            manifest = frame
-                        else:
-                            raise ValueError(f"an unexpected report {str(frame)[:60]}")
-                except (ValueError, KeyError, TypeError, IndexError, AttributeError, OSError, RecursionError) as exc:
-                    failure = f"broken: {type(exc).__name__}: {str(exc)[:120]}"
-                    break
+                elif key.data == "out":  # what reached the real stdout/stderr (C code, os.write)
+                    piece = data.decode(errors="replace")[:max(MAX_PROCESS_OUTPUT - kept, 0)]
+                    process_out.append(piece)
+                    kept += len(piece)
+                else:
+                    try:
+                        watch.feed(data)
+                    except (ValueError, KeyError, TypeError, IndexError, AttributeError, OSError,
+                            RecursionError) as exc:
+                        failure = f"broken: {type(exc).__name__}: {str(exc)[:120]}"
+                        break
     finally:
         if proc.poll() is None:
             try:
@@ -329,26 +365,10 @@ def _run_child(job, timeout, guard, iso):
         sel.close()
         feeder.join(timeout=5)
         shutil.rmtree(here, ignore_errors=True)
-    printed_process = "".join(process_out)
-    if run is None:
-        if not ready:
-            detail = (printed_process.strip().splitlines() or [failure or _ended(rc)])[-1]
-            raise GraderError(f"the process that runs answers did not start ({detail[:200]})")
-        during = f" while running {running}" if running else " while loading the file"
-        if failure == "timeout":
-            message = f"timed out after {timeout:g} s{during}: an answer must return within {timeout:g} s"
-            status = "timeout"
-        elif failure is not None:
-            message = (f"the process running your answer sent the grader something it cannot read{during} "
-                       f"({failure[len('broken: '):]}): an answer must only return its values")
-            status = "broken"
-        else:
-            message = (f"the process running your answer {_ended(rc)}{during}: an answer must return its values, "
-                       f"not end the process (sys.exit, os._exit) or crash it")
-            status = "died"
-        run = Run(job.key, status, message=message)
-    if printed_process:
-        run.printed["process"] = printed_process
+    printed = "".join(process_out)
+    run = watch.run if watch.run is not None else watch.failed_run(failure, rc, printed)
+    if printed:
+        run.printed["process"] = printed
     return run
 
 

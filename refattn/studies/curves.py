@@ -51,7 +51,7 @@ the same definitions read it, for the sentences that describe a cell as a
 whole.
 
 Derivation 15 (section 11, "Words about curves") states the definitions for the reader and
-quotes the tables; ``tests/test_curves.py`` checks each definition on
+quotes the tables; ``tests/studies/test_curves.py`` checks each definition on
 curves made by hand and that every committed table is what this module
 computes from its study's file today.
 """

@@ -21,7 +21,7 @@ from refattn.exercises import pdf as pdf_module
 from refattn.exercises.export import PROBLEM_SET, solution_path
 from refattn.exercises.gradescope import group_score
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _tools_missing():

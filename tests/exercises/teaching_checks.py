@@ -10,7 +10,7 @@ import pathlib
 from refattn.exercises import EXERCISES
 from refattn.exercises.export import solution_blocks, solution_source
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def _load_teaching():

@@ -18,7 +18,7 @@ from refattn.studies import curves
 from refattn.studies.curves import (ESCAPE_RISE, PLATEAU_BAND, PLATEAU_CEILING, PLATEAU_DRIFT, PLATEAU_MIN_EPOCHS,
                                     drift, escape, plateaus, smooth, time_to_100, trap)
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 DATA = ROOT / "derivations" / "data"
 STUDY_FILES = sorted(DATA.glob("15-sensitivity-*.json"))
 

@@ -34,7 +34,7 @@ from refattn.exercises import EXERCISES, exercise, grade, grade_many, isolation
 from refattn.exercises.export import solution_path, solution_source
 from refattn.exercises.gradescope import submission_seed
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PKG = os.path.dirname(refattn.__file__)
 LIMIT = 8
 AS_ROOT = os.geteuid() == 0
