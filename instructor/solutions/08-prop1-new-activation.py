@@ -20,6 +20,8 @@ def delta_II(s, o):
     ### BEGIN SOLUTION
     sp = np.logaddexp(0.0, s)  # softplus, no overflow
     w = sp / np.sum(sp, axis=-1, keepdims=True)
-    dell = 0.5 * (1.0 + np.tanh(0.5 * s)) / sp  # sigmoid(s) / softplus(s)
+    sig = np.exp(-np.logaddexp(0.0, -s))  # sigmoid, no overflow
+    # ell' = sigmoid / softplus -> 1 as s -> -inf; where softplus underflows to 0, its limit
+    dell = np.divide(sig, sp, out=np.ones_like(sp), where=sp > 0)
     return w * dell * (o - np.sum(w * o, axis=-1, keepdims=True))
     ### END SOLUTION

@@ -176,7 +176,9 @@ def _reweighted_case(kind, act, s, u, mask, hidden):
         return [Expect("close", "reweighted_vjp(p, rho, drho, dell, u)", (0,), activation_vjp(act, s, u, mask=mask),
                        inputs={"s": s, "u": u, "p": p, "rho": rho}, hints=hints, rtol=1e-10)]
 
-    return Case(kind, (call("reweighted_vjp", p, rho, drho, dell, u),), expect, hidden, s.ndim)
+    # the "right in 1-D, wrong in more axes" hint reads cases without a mask only: a masked case fails for
+    # its mask as often as for its axis
+    return Case(kind, (call("reweighted_vjp", p, rho, drho, dell, u),), expect, hidden, s.ndim if mask is None else None)
 
 
 def _random_mask(rng, shape):
@@ -420,11 +422,14 @@ def prop1_new_cases(hidden_seed, public_seed=None):
     cases = [_delta_II_case(kind, scale * rng.standard_normal(shape), rng.standard_normal(shape), False)
              for kind, shape, scale in (("a 1-D row", (7,), 2.0), ("2-D scores", (3, 5), 2.0),
                                         ("scores of size 20", (2, 6), 20.0))]
+    s = np.array([[-60.0, -45.0, 0.5, 2.0, -50.0], [800.0, -800.0, 1.0, -900.0, 3.0]])
+    cases.append(_delta_II_case("scores far below 0 (softplus underflows) and beyond 710", s,
+                                rng.standard_normal(s.shape), False))
     h = _hidden_rng(8, hidden_seed)
     cases += [_delta_II_case(kind, scale * h.standard_normal(shape), h.standard_normal(shape), True)
               for kind, shape, scale in (("3-D scores", (2, 3, 4), 2.0), ("scores of size 30", (3, 5), 30.0),
-                                         ("another 1-D row", (5,), 1.0))]
-    return cases
+                                         ("another 1-D row", (5,), 1.0), ("scores of size 400", (2, 6), 400.0))]
+    return _require(cases, "scores far below 0 (softplus underflows) and beyond 710", "scores of size 400")
 
 
 # ------------------------------------------------------------------------------
@@ -597,7 +602,8 @@ def _weights_case(kind, s, mask, hidden):
                 Expect("close", "expressive_weights(s, mask)", (0,), act(s, mask=mask), rtol=1e-12, atol=1e-15,
                        elementwise=True, inputs={"s": s})]
 
-    return Case(kind, (call("expressive_weights", s, None if mask is None else mask),), expect, hidden, s.ndim)
+    return Case(kind, (call("expressive_weights", s, None if mask is None else mask),), expect, hidden,
+                s.ndim if mask is None else None)  # (the axis hint reads unmasked cases only, as in exercise 03)
 
 
 def no_normaliser_cases(hidden_seed, public_seed=None):

@@ -561,7 +561,7 @@ class Expect:
       becomes a hint (a known wrong formula), and ``low``/``high`` a hint when every
       entry is below/above the expected one;
     * ``"finite"``: every entry finite; ``message`` names the failure and ``hint``
-      follows it; a failure stops the case;
+      follows it (``hint`` follows a failed ``"close"`` too); a failure stops the case;
     * ``"far"``: *not* close to ``expected`` (norm-wise ``rtol``): ``message`` on failure;
     * ``"nonzero"``: ``max |value| > rtol * max |expected|``: ``message`` on failure;
     * ``"linear"``: close to ``sum(c * value_at(w) for c, w in terms)`` (``rtol``
@@ -651,6 +651,7 @@ def _judge_one(x, r, report, hidden):
         if report.close(x.label, got, expected, rtol=x.rtol, atol=x.atol, elementwise=x.elementwise,
                         inputs=None if hidden else x.inputs):
             return
+        report.hint(x.hint)  # the case's own advice on a failure (exercise 05: where it must vanish)
         for alt, message in x.hints:
             if _close_to(got, alt) and not _close_to(expected, alt):
                 report.hint(message)

@@ -28,7 +28,7 @@ import pytest
 from refattn.exercises import EXERCISES, grade_many
 from refattn.exercises.export import export_student
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 KEY = ROOT / "instructor" / "answer-key"
 SOLUTIONS = ROOT / "instructor" / "solutions"
 SECTIONS = ["## The derivation", "## What a full answer contains", "## Common wrong answers"]
