@@ -185,3 +185,17 @@ def test_the_handout_says_what_to_submit_and_where_the_hidden_cases_run(tmp_path
     assert "What to submit:" in readme and "under their own names (`NN-name.py`)" in readme
     assert "hidden cases" in readme and "drawn anew for each submission" in readme
     assert re.search(r"\.venv/bin/python check\.py softmax-vjp 01-softmax-vjp\.py", readme)
+
+
+def test_the_answer_key_holds_worked_solutions_and_none_of_its_lines_is_in_a_handout(tmp_path, capsys):
+    _need_pdf_tools()
+    key = tmp_path / "key.pdf"
+    assert cli_main(["exercises", "export", "--answer-key", str(key), "--exercises", "01,03", "--course", "C"]) == 0
+    capsys.readouterr()
+    text = " ".join(_pdf_text(key).split())
+    assert len(text) > 5000 and "The derivation" in text and "Common wrong answers" in text
+    assert exercise(1).title in text and exercise(3).title in text and exercise(2).title not in text
+    assert "The model solution" in text and "instructors" in text
+    # refused over an existing file, unless --force
+    assert cli_main(["exercises", "export", "--answer-key", str(key)]) == 2
+    assert "--force" in capsys.readouterr().err
