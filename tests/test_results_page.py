@@ -545,8 +545,7 @@ def test_every_recorded_command_parses_today_and_describes_its_file(name, where,
     if args.command == "nt-sensitivity":
         from refattn.studies.nt_sensitivity import _settings  # noqa: PLC0415
 
-        want = _settings(settings.figure, settings.seeds, settings.epochs, settings.eval_every,
-                         settings.init_scales, settings.lrs, settings.n_test, settings.dtype)
+        want = _settings(settings)
         got = data["settings"]
         for k in set(want) | set(got):
             if k in ("init_scales", "lrs"):  # a grid may grow in its file
@@ -557,7 +556,7 @@ def test_every_recorded_command_parses_today_and_describes_its_file(name, where,
         assert data["source"] == settings.source
     elif args.command == "lm-study":
         assert data["settings"]["long_steps"] == settings.long_steps and data["settings"]["seeds"] == settings.seeds
-        assert data["settings"]["variants"] == list(settings.variants) and data["settings"]["lrs"] == list(settings.lrs)
+        assert data["settings"]["variants"] == list(settings.activations) and data["settings"]["lrs"] == list(settings.lrs)
     elif args.command == "sst2-sweep":
         assert data["settings"]["seeds"] == list(range(settings.seeds))
         assert data["settings"]["activations"] == list(settings.activations)
