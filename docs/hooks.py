@@ -10,7 +10,8 @@ module adds to the site, as generated files:
   embedded where the derivation states what they show;
 * ``notebooks/*.md``: every ``notebooks/*.py`` (jupytext percent format),
   executed in its own process with ``REFATTN_SMALL=1`` (``REFATTN_BOOK_SMALL=0``
-  runs them at full size), with printed output and saved figures under each
+  runs them all at full size, ``REFATTN_BOOK_SMALL=slides`` those that the
+  slide decks cite), with printed output and saved figures under each
   cell, the source ``.py`` and a Jupyter ``.ipynb`` (made by jupytext) beside it;
 * ``exercises/*.md``: the statements and their index (the model solutions live in
   ``instructor/solutions/``, never in the book);
@@ -271,19 +272,21 @@ def _execute_all() -> dict[str, dict]:
     """Run every notebook in its own process, two at a time; return its cells."""
     from mkdocs.exceptions import PluginError  # noqa: PLC0415
 
+    setting = os.environ.get("REFATTN_BOOK_SMALL", "1")
+    small = teaching.small_notebooks(setting, [p.stem for p in _notebooks()])  # a bad value stops here
     tmp = Path(tempfile.mkdtemp(prefix="refattn-book-"))
     _state["tmp"] = tmp
-    small = os.environ.get("REFATTN_BOOK_SMALL", "1")
-    env = {**os.environ, "REFATTN_SMALL": "0" if small == "0" else "1", "MPLBACKEND": "Agg",
+    env = {**os.environ, "MPLBACKEND": "Agg",
            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
-    _state["small"] = env["REFATTN_SMALL"] == "1"
+    _state["small"] = small
 
     def one(path: Path):
         out = tmp / path.stem
         out.mkdir()
         r = subprocess.run([sys.executable, __file__, str(path), str(out)], cwd=ROOT,
-                           env={**env, "REFATTN_FIGDIR": str(out)}, capture_output=True, text=True,
-                           timeout=_RUN_TIMEOUT_S, check=False)
+                           env={**env, "REFATTN_FIGDIR": str(out),
+                                "REFATTN_SMALL": "1" if path.stem in small else "0"},
+                           capture_output=True, text=True, timeout=_RUN_TIMEOUT_S, check=False)
         if r.returncode != 0:
             raise PluginError(f"notebooks/{path.name} failed while building the book:\n"
                               + (r.stderr or r.stdout)[-4000:])
@@ -293,8 +296,8 @@ def _execute_all() -> dict[str, dict]:
     workers = max(1, min(len(_notebooks()), os.cpu_count() or 1))
     with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
         results = dict(pool.map(one, _notebooks()))
-    _log().info("refattn book: executed %d notebooks in %.1f s (REFATTN_SMALL=%s)",
-                len(results), time.perf_counter() - t0, env["REFATTN_SMALL"])
+    _log().info("refattn book: executed %d notebooks in %.1f s (REFATTN_BOOK_SMALL=%s: %s)",
+                len(results), time.perf_counter() - t0, setting, teaching.BOOK_SIZES[setting])
     return results
 
 
@@ -312,7 +315,7 @@ def _notebook_page(stem: str, run: dict) -> str:
             f"    `.venv/bin/python notebooks/{stem}.py` (its figures go to `figures/`), or make the\n"
             f"    `.ipynb` yourself with `.venv/bin/jupytext --to notebook notebooks/{stem}.py` (jupytext\n"
             f"    comes with the test extra, the README's second set-up line).\n"
-            f"    The code below ran {teaching.size_words(_state['small'])} in "
+            f"    The code below ran {teaching.size_words(stem in _state['small'])} in "
             f"{run['seconds']:.1f} s; the output and figures under each cell are what it printed and drew.\n")
     placed = False
     for cell in run["cells"]:
@@ -651,7 +654,8 @@ def _embed_figures(text: str, name: str) -> str:
             blocks.append(f'<figure class="book-figure" markdown>\n'
                           f"![{fig}](../notebooks/{stem}/{fig}.png)\n\n"
                           f"<figcaption markdown>`{fig}`: drawn by [notebook {stem[:2]}](../notebooks/{stem}.md)"
-                          f" (section \"{section}\") when the book was built, at the size the tests use."
+                          f" (section \"{section}\") when the book was built, "
+                          f"{'at the small size the tests use' if stem in _state['small'] else 'at full size'}."
                           f"</figcaption>\n</figure>\n")
         lines.insert(end, "\n\n" + "\n".join(blocks) + "\n")
         text = "".join(lines)

@@ -10,18 +10,31 @@ columns. Besides markdown and ``$...$`` math, a slide may hold
   the book was built (the build fails if no notebook drew it);
 * ``{{ eq LABEL }}``: the display equation of ``derivations/`` whose tag is
   ``LABEL`` (``01.R4``), copied from the derivation as it is now;
-* ``{{ output SOURCE "TEXT" [N] }}``: ``N`` lines (default 1) of what
-  ``SOURCE`` printed when the book was built, from the first line that
-  contains ``TEXT``. ``SOURCE`` is a notebook (``notebooks/NN_name.py``, as
-  the build executed it) or a derivation (``derivations/NN-name.md``, its
-  executed step blocks, run here in their sessions);
+* ``{{ output SOURCE "TEXT" [N] ["TEXT2" [N2] ...] [FORMAT] }}``: ``N`` lines
+  (default 1) of what ``SOURCE`` printed when the book was built, from the
+  first line that contains ``TEXT`` (then ``N2`` lines from the first that
+  contains ``TEXT2``, and so on: a table's header and some of its rows).
+  ``SOURCE`` is a notebook (``notebooks/NN_name.py``, as the build executed
+  it) or a derivation (``derivations/NN-name.md``, its executed step blocks,
+  run here in their sessions). With a format ``.Ng`` (``.3g``), every number
+  printed with more than N significant digits is rounded to N (a float's
+  17-digit ``repr`` becomes ``0.714``); the others stay as printed;
 * ``{{ value SOURCE "TEXT" [FORMAT] }}``: the number (or word) printed right
   after ``TEXT``, in a format spec (``.2g``) if given;
 * ``{{ exercises N }}``: part N's exercises with their labels, from
   :mod:`refattn.exercises`, and links to the problem set;
-* ``{{ size }}``: the size the notebooks ran at, in words (the book runs
-  them at the tests' small size unless built with ``REFATTN_BOOK_SMALL=0``),
-  so that a reader knows what a measured number on a slide stands for.
+* ``{{ size }}``: the size the notebooks that the deck cites ran at, in
+  words (the book runs them at the tests' small size unless built with
+  ``REFATTN_BOOK_SMALL=slides``, which runs those notebooks at full size, or
+  ``REFATTN_BOOK_SMALL=0``, every notebook: :func:`small_notebooks`), so that
+  a reader knows what a measured number on a slide stands for. A figure's
+  caption and a printed block say "(small size)" where their notebook ran
+  small.
+
+A slide is 1280 x 720 pixels, and no text on it is smaller than 20 pixels
+(``assets/slides.css``; ``tests/test_slide_fonts.py`` measures every slide in
+Chromium): a table or a printed block that does not fit at that size is split
+over two slides or cut, never shrunk.
 
 So no number on a slide is typed by hand: each is printed by the code of the
 repository as the book is built. A directive that does not resolve stops the
@@ -118,14 +131,56 @@ def size_words(small: bool) -> str:
             "runs them at full size)" if small else "at full size (`REFATTN_SMALL=0`)")
 
 
+#: The values of ``REFATTN_BOOK_SMALL``: which notebooks the book runs at the tests' small size.
+BOOK_SIZES = {"1": "every notebook small (the default)", "0": "every notebook at full size",
+              "slides": "the notebooks the slide decks cite at full size, the others small"}
+
+
+def small_notebooks(setting: str, stems: list[str]) -> set[str]:
+    """The notebooks (stems, of ``stems``) that the build runs with ``REFATTN_SMALL=1``, for the
+    value ``setting`` of ``REFATTN_BOOK_SMALL`` (see ``BOOK_SIZES``); another value is an error
+    naming the variable."""
+    if setting not in BOOK_SIZES:
+        raise _error(f"REFATTN_BOOK_SMALL: expected one of {', '.join(BOOK_SIZES)}, got {setting!r}")
+    if setting == "slides":
+        return set(stems) - deck_notebooks()
+    return set(stems) if setting == "1" else set()
+
+
+_SAVE = re.compile(r"""\bsave\(\w+,\s*["']([\w-]+)["']""")
+
+
+def cited_notebooks(markdown: str, drawn: dict | None = None) -> set[str]:
+    """The notebooks (stems) whose figures or printed lines ``markdown`` (a deck) cites: a
+    figure is the notebook's that drew it (``drawn``: figure name -> stem; by default, the one
+    whose source saves it, ``save(fig, "NAME")``)."""
+    if drawn is None:
+        drawn = {name: p.stem for p in (ROOT / "notebooks").glob("[0-9]*.py")
+                 for name in _SAVE.findall(p.read_text(encoding="utf-8"))}
+    stems = {drawn[m.group(2)] for m in _FIGURE.finditer(markdown) if m.group(2) in drawn}
+    return stems | set(re.findall(r"\{\{\s*(?:output|value)\s+notebooks/([0-9][\w-]*)\.py\b", markdown))
+
+
+def deck_notebooks() -> set[str]:
+    """The notebooks (stems) that the slide decks cite."""
+    return set().union(*(cited_notebooks((ROOT / "docs" / uri).read_text(encoding="utf-8"))
+                         for uri in DECKS.values()))
+
+
 class Printed:
     """The printed lines of notebooks (``runs``: the build's executed cells, by stem) and of
-    derivations (their step blocks, run on first use)."""
+    derivations (their step blocks, run on first use). ``small``: the notebooks (stems) that
+    ran with ``REFATTN_SMALL=1``."""
 
-    def __init__(self, runs: dict, small: bool):
+    def __init__(self, runs: dict, small: set[str]):
         self.runs = runs
-        self.small = small  # the notebooks ran with REFATTN_SMALL=1
+        self.small = set(small)
         self.cache: dict[str, list[str]] = {}
+
+    def is_small(self, source: str) -> bool:
+        """True when ``source`` is a notebook (path or stem) that ran at the small size."""
+        m = re.fullmatch(r"(?:notebooks/)?([0-9][\w-]*?)(?:\.py)?", source)
+        return bool(m) and m.group(1) in self.small
 
     def lines(self, source: str) -> list[str]:
         if source not in self.cache:
@@ -215,6 +270,35 @@ def _escape(text: str) -> str:
 
 _DIRECTIVE = re.compile(r"\{\{\s*(eq|output|value|exercises|size)\b\s*(.*?)\s*\}\}")
 _FIGURE = re.compile(r"!\[([^\]]*)\]\(figure:([\w-]+)\)")
+#: A number as Python and NumPy print it, not part of a word or a label (``05.P3``, ``b_0``).
+_LONG_NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?![\w.])")
+
+
+def round_numbers(line: str, spec: str) -> str:
+    """``line`` with every number printed with more significant digits than the format ``spec``
+    (``.3g``: three) keeps rewritten in it; integers and shorter numbers stay as printed."""
+    keep = int(re.fullmatch(r"\.(\d+)g", spec).group(1))
+
+    def one(m):
+        token = m.group(0)
+        mantissa = re.split(r"[eE]", token)[0]
+        if not re.search(r"[.eE]", token) or len(mantissa.replace(".", "").lstrip("+-0")) <= keep:
+            return token
+        return format(float(token), spec)
+
+    return _LONG_NUMBER.sub(one, line)
+
+
+def deck_size(cited: set[str], small: set[str]) -> str:
+    """The size the notebooks ``cited`` by a deck ran at, in words (``small``: those run small)."""
+    ran_small = sorted(cited & small)
+    if not ran_small:
+        return size_words(False)
+    if len(ran_small) == len(cited):
+        return ("at the small size the tests use (`REFATTN_SMALL=1`; a build with `REFATTN_BOOK_SMALL=slides` "
+                "runs them at full size)")
+    names = ", ".join(s[:2] for s in ran_small)
+    return f"at full size, except notebook{'s' if len(ran_small) > 1 else ''} {names}: at the small size the tests use"
 
 
 def resolve(markdown: str, uri: str, figures: dict, printed: Printed, pdf: bool) -> str:
@@ -228,28 +312,40 @@ def resolve(markdown: str, uri: str, figures: dict, printed: Printed, pdf: bool)
             raise _error(f"{uri}: figure:{name}: no notebook drew {name}.png")
         stem = figures[name][0]
         return (f'<figure class="slide-figure" markdown>\n\n![{alt}]({up}notebooks/{stem}/{name}.png)\n\n'
-                f'<figcaption>drawn by <a href="{up}notebooks/{stem}.html">notebook {stem[:2]}</a> '
-                f"as the book was built{' (small size)' if printed.small else ''}</figcaption>\n</figure>")
+                f'<figcaption>drawn by <a href="{up}notebooks/{stem}.html">notebook {stem[:2]}</a>'
+                f"{' (small size)' if printed.is_small(stem) else ''}</figcaption>\n</figure>")
+
+    def output(args):
+        """The lines of ``{{ output SOURCE "TEXT" [N] ["TEXT2" [N2] ...] [FORMAT] }}``."""
+        source, rest = args[0], list(args[1:])
+        spec = rest.pop() if len(rest) > 1 and re.fullmatch(r"\.\d+g", rest[-1]) else None
+        lines = []
+        while rest:
+            text = rest.pop(0)
+            count = int(rest.pop(0)) if rest and rest[0].isdigit() else 1
+            lines += printed.find(source, text, count)
+        return [round_numbers(line, spec) for line in lines] if spec else lines
 
     def directive(m):
         kind, args = m.group(1), shlex.split(m.group(2))
         try:
             if kind == "size" and not args:
-                return size_words(printed.small)
+                drawn = {name: stem for name, (stem, *_) in figures.items()}
+                return deck_size(cited_notebooks(markdown, drawn), printed.small)
             if kind == "eq" and len(args) == 1:
                 return f"\n\n{equation(args[0])}\n\n"
             if kind == "exercises" and len(args) == 1:
                 return "\n\n" + exercises_table(int(args[0]), uri, pdf) + "\n\n"
-            if kind == "output" and len(args) in (2, 3):
-                source, text = args[0], args[1]
-                lines = printed.find(source, text, int(args[2]) if len(args) == 3 else 1)
+            if kind == "output" and len(args) >= 2 and not args[1].isdigit():
+                source = args[0]
+                lines = output(args)
                 name = ("notebook " + source[10:12] if source.startswith("notebooks/")
                         else "derivation " + source[12:14])
                 page = f"{up}{source.rsplit('.', 1)[0]}.html"
                 code = html.escape("\n".join(lines))
                 return (f'\n\n<div class="printed"><pre><code>{code}</code></pre>'
-                        f'<p class="printed-by">printed by <a href="{page}">{name}</a> as the book was built'
-                        f'{" (small size)" if printed.small and source.startswith("notebooks/") else ""}</p>'
+                        f'<p class="printed-by">printed by <a href="{page}">{name}</a>'
+                        f'{" (small size)" if printed.is_small(source) else ""}</p>'
                         "</div>\n\n")
             if kind == "value" and len(args) in (2, 3):
                 source, text = args[0], args[1]
@@ -260,7 +356,8 @@ def resolve(markdown: str, uri: str, figures: dict, printed: Printed, pdf: bool)
                 return number(token.group(1), args[2] if len(args) == 3 else None)
         except ValueError as e:
             raise _error(f"{uri}: {m.group(0)}: {e}") from e
-        raise _error(f"{uri}: {m.group(0)}: expected {{{{ eq LABEL }}}}, {{{{ output SOURCE \"TEXT\" [N] }}}}, "
+        raise _error(f"{uri}: {m.group(0)}: expected {{{{ eq LABEL }}}}, "
+                     f"{{{{ output SOURCE \"TEXT\" [N] [\"TEXT2\" [N2] ...] [FORMAT] }}}}, "
                      f"{{{{ value SOURCE \"TEXT\" [FORMAT] }}}}, {{{{ exercises PART }}}} or {{{{ size }}}}")
 
     return _DIRECTIVE.sub(directive, _FIGURE.sub(figure, markdown))

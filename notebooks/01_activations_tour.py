@@ -141,25 +141,26 @@ save(fig, "01_g_h_rho_ell")
 
 # %%
 s_row = np.array([-2.0, -1.1, -0.3, 0.2, 0.6, 1.0, 1.7, 2.4])  # (8,)
-ncol = 3
+ncol = 5
 nrow = -(-len(ACTIVATIONS) // ncol)
-fig, axes = plt.subplots(nrow, ncol, figsize=(10, 2.3 * nrow), sharex=True, sharey=True, squeeze=False)
+# type sized for a slide: 15 pt on a figure 12 inches wide
+fig, axes = plt.subplots(nrow, ncol, figsize=(12.0, 2.5 * nrow), sharex=True, sharey=True, squeeze=False)
 for ax, name in zip(axes.flat, ACTIVATIONS):
     phi = activation(name)(s_row)  # (8,)
     ax.bar(np.arange(len(s_row)), phi, color=np.where(phi >= 0, "C0", "C3"))
     ax.axhline(0.0, color="k", lw=0.6)
-    ax.set_title(f"{name}: sum {phi.sum():.3f}, sum|.| {np.abs(phi).sum():.3f}", fontsize=9)
-    ax.tick_params(labelsize=7)
+    ax.set_title(f"{name}\n{phi.sum():.2f}, {np.abs(phi).sum():.2f}", fontsize=15)
+    ax.tick_params(labelsize=15)
 for ax in axes.flat[len(ACTIVATIONS):]:
     ax.axis("off")
 for ax in axes[:, 0]:
-    ax.set_ylabel("weight $\\phi_i$", fontsize=8)
-for ax in axes[-1]:
-    ax.set_xticks(np.arange(len(s_row)))
-    ax.set_xticklabels([f"{v:g}" for v in s_row], fontsize=7)
-    ax.set_xlabel("score s_i", fontsize=8)
-fig.suptitle("phi(s) for s = " + np.array2string(s_row, precision=1) + " (one y-scale for all panels)",
-             fontsize=10)
+    ax.set_ylabel("$\\phi_i$", fontsize=15)
+labelled = [0, 3, len(s_row) - 1]  # the lowest, a middle and the highest score: more labels would touch
+axes[0, 0].set_xticks(labelled)
+axes[0, 0].set_xticklabels([f"{s_row[i]:g}" for i in labelled])
+for ax in axes.flat[len(ACTIVATIONS) - ncol:]:  # the lowest panel of each column shows the scores
+    ax.xaxis.set_tick_params(labelbottom=True)
+    ax.set_xlabel("score $s_i$", fontsize=15)
 fig.tight_layout()
 save(fig, "01_weights_bars")
 
@@ -180,16 +181,17 @@ J_autograd = np.stack([vjp_fn(e) for e in np.eye(len(s_row))])  # row j = e_j^T 
 print("max |J - J_autograd| =", np.max(np.abs(J - J_autograd)))
 
 lim = np.max(np.abs(J))
-fig, ax = plt.subplots(figsize=(4.6, 3.9))
+fig, ax = plt.subplots(figsize=(4.3, 4.0))  # type sized for a slide: labels of 13 pt
 im = ax.imshow(J, cmap="RdBu_r", vmin=-lim, vmax=lim)
 ax.set_xticks(np.arange(len(s_row)))
 ax.set_yticks(np.arange(len(s_row)))
-ax.set_xticklabels([f"{v:g}" for v in s_row], fontsize=7)
-ax.set_yticklabels([f"{v:g}" for v in s_row], fontsize=7)
-ax.set_xlabel("k (input score s_k)", fontsize=8)
-ax.set_ylabel("j (output phi_j)", fontsize=8)
-ax.set_title("tanhmax: J[j, k] = d phi_j / d s_k", fontsize=9)
-fig.colorbar(im, ax=ax, shrink=0.85)
+ax.set_xticklabels([f"{v:g}" for v in s_row], fontsize=13, rotation=90)
+ax.set_yticklabels([f"{v:g}" for v in s_row], fontsize=13)
+ax.set_xlabel("input score $s_k$", fontsize=13)
+ax.set_ylabel("output $\\phi_j$", fontsize=13)
+ax.set_title("tanhmax: $J_{jk} = \\partial\\phi_j / \\partial s_k$", fontsize=13)
+bar = fig.colorbar(im, ax=ax, shrink=0.85)
+bar.ax.tick_params(labelsize=13)
 fig.tight_layout()
 save(fig, "01_tanhmax_jacobian")
 

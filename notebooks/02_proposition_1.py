@@ -51,6 +51,7 @@ import matplotlib
 matplotlib.use(os.environ.get("MPLBACKEND", "Agg"))
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.colors import BoundaryNorm, ListedColormap  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 import numpy as np  # noqa: E402
 
 from refattn.plots import save, start  # noqa: E402
@@ -132,19 +133,21 @@ present = r["present"]
 err = np.max(np.abs(r["formula"] - r["exact"])) / np.max(np.abs(r["exact"]))
 print("relative error of Proposition 1 (all tokens):", err)
 
-fig, ax = plt.subplots(figsize=(7, 3))
+fig, ax = plt.subplots(figsize=(5.2, 3.9))  # type sized for a slide: 13 pt
 idx = np.arange(len(present))
-ax.bar(idx - 0.2, r["exact"], width=0.4, label="exact: $-G\\,\\nabla R$ (autograd)")
+ax.bar(idx - 0.2, r["exact"], width=0.4, label="exact, $-G\\,\\nabla R$ (autograd)")
 ax.bar(idx + 0.2, r["formula"], width=0.4, label="Proposition 1 (03.P')")
 absent = idx[~present]  # tokens that occur in no instance: no gradient reaches their scores
 ax.plot(absent, np.zeros(len(absent)), "x", color="0.4", ms=7, ls="none",
-        label="token not in the batch: velocity 0")
+        label="token not in the batch: 0")
 ax.axhline(0, color="k", lw=0.5)
-ax.set_xticks(idx)
-ax.set_xlabel("vocabulary token t")
-ax.set_ylabel("$ds_t/d\\tau$")
-ax.set_title(f"tanhmax, free Q, K: relative error {err:.1e}")
-ax.legend(fontsize=8)
+ax.xaxis.set_major_locator(MaxNLocator(nbins=5, integer=True))
+ax.tick_params(labelsize=13)
+ax.set_xlabel("vocabulary token t", fontsize=13)
+ax.set_ylabel("$ds_t/d\\tau$", fontsize=13)
+ax.set_title(f"tanhmax, free Q, K: relative error {err:.1e}", fontsize=13)
+ax.legend(fontsize=13, loc="upper center", bbox_to_anchor=(0.5, -0.22), frameon=False)
+fig.tight_layout()
 save(fig, "02_prop1_formula_vs_exact")
 
 # %% [markdown]
@@ -179,15 +182,18 @@ exact = dyn.velocity_decomposition(free, p2, tok, tgt)["exact"][tok]
 fixed = dyn.tanhmax_velocity(S, O, c, dI)
 printed = dyn.tanhmax_velocity_as_printed(S, O, c, dI)
 
-fig, ax = plt.subplots(figsize=(4.2, 4))
+fig, ax = plt.subplots(figsize=(4.3, 4.4))  # type sized for a slide: 13.5 pt, few ticks
 lim = np.max(np.abs(exact)) * 1.1
 ax.plot([-lim, lim], [-lim, lim], color="0.7", lw=0.8)
-ax.scatter(exact.ravel(), fixed.ravel(), s=18, label="Eq. 7 with $-$ (corrected)")
-ax.scatter(exact.ravel(), printed.ravel(), s=18, marker="x", label="Eq. 7 with the printed sign")
-ax.set_xlabel("exact velocity (autograd)")
-ax.set_ylabel("Eq. 7")
-ax.legend(fontsize=8)
-ax.set_title("TanhMax score velocity")
+ax.scatter(exact.ravel(), fixed.ravel(), s=22, label="with $-$ (corrected)")
+ax.scatter(exact.ravel(), printed.ravel(), s=22, marker="x", label="with the printed sign")
+ax.xaxis.set_major_locator(MaxNLocator(nbins=4, symmetric=True))
+ax.yaxis.set_major_locator(MaxNLocator(nbins=4, symmetric=True))
+ax.tick_params(labelsize=13.5)
+ax.set_xlabel("exact velocity (autograd)", fontsize=13.5)
+ax.set_ylabel("Eq. 7", fontsize=13.5)
+ax.legend(fontsize=13.5, loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False, handletextpad=0.2)
+fig.tight_layout()
 save(fig, "02_tanhmax_eq7_sign")
 print("corrected: max rel error", np.max(np.abs(fixed - exact)) / np.max(np.abs(exact)))
 print("printed:   fraction of tokens with the wrong sign",
@@ -219,22 +225,30 @@ c_pos = -np.ones(SS.size)  # -c > 0: a positive instance, under-predicted
 
 sign_cmap = ListedColormap(["#d6604d", "#f7f7f7", "#4393c3"])  # falls, exactly 0, rises
 sign_norm = BoundaryNorm([-1.5, -0.5, 0.5, 1.5], sign_cmap.N)
-fig, axes = plt.subplots(3, 3, figsize=(10, 9), sharex=True, sharey=True)
+# two rows of five panels (type sized for a slide: 14 pt on a figure 10.5 inches wide)
+fig, axes = plt.subplots(2, 5, figsize=(10.5, 4.9), sharex=True, sharey=True)
 for ax, name in zip(axes.ravel(), ACTIVATIONS):
     v = dyn.score_velocity(name, rows_s, rows_o, c_pos, np.ones_like(rows_s))[:, 0].reshape(SS.shape)
     ax.pcolormesh(SS, OO, np.sign(v), cmap=sign_cmap, norm=sign_norm, shading="nearest")
     # the boundary itself: the zero level of the velocity, interpolated (not of its sign);
     # where the velocity is exactly 0 on a whole region (relu, cosformer for s_0 < 0) there is none
     ax.contour(SS, OO, np.ma.masked_equal(v, 0.0), levels=[0.0], colors="k", linewidths=0.9)
-    ax.set_title(name)
+    ax.set_title(name, fontsize=14)
     ax.axhline(0, color="k", lw=0.4)
     ax.axvline(0, color="k", lw=0.4)
+    ax.tick_params(labelsize=14)
+for ax in axes.ravel()[len(ACTIVATIONS):]:
+    ax.axis("off")
+axes[0, 0].set_xticks([-2, 0, 2])
+axes[0, 0].set_yticks([-2, 0, 2])
 for ax in axes[-1]:
-    ax.set_xlabel("score $s_0$")
+    ax.set_xlabel("score $s_0$", fontsize=14)
+axes[0, -1].xaxis.set_tick_params(labelbottom=True)  # the panel above the empty one keeps its scale
+axes[0, -1].set_xlabel("score $s_0$", fontsize=14)
 for ax in axes[:, 0]:
-    ax.set_ylabel("polarity $o_0$")
-fig.suptitle("sign of $ds_0/d\\tau$ (blue: rises, red: falls, white: exactly 0, does not move);"
-             " black: $ds_0/d\\tau = 0$", fontsize=11)
+    ax.set_ylabel("polarity $o_0$", fontsize=14)
+fig.suptitle("sign of $ds_0/d\\tau$: blue rises, red falls, white: exactly 0 (does not move); "
+             "black: $ds_0/d\\tau = 0$", fontsize=14)
 fig.tight_layout()
 save(fig, "02_which_scores_rise")
 

@@ -39,6 +39,7 @@ import matplotlib
 
 matplotlib.use(os.environ.get("MPLBACKEND", "Agg"))
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import LogLocator  # noqa: E402
 import numpy as np  # noqa: E402
 
 from refattn import activation  # noqa: E402
@@ -98,22 +99,24 @@ print("all inside the open ball (float64, with rounding slack):", bool(np.all(in
 
 def diamond_axes():
     """A square figure with the l1 unit sphere (dashed) and softmax's range (red) drawn in."""
-    fig, ax = plt.subplots(figsize=(4.6, 4.4))
+    fig, ax = plt.subplots(figsize=(4.4, 4.4))  # type sized for a slide: 12 pt
     diamond = np.array([[1, 0], [0, 1], [-1, 0], [0, -1], [1, 0]])
-    ax.plot(diamond[:, 0], diamond[:, 1], "k--", lw=0.8, label="|w1| + |w2| = 1")
+    ax.plot(diamond[:, 0], diamond[:, 1], "k--", lw=0.8, label="$|w_1| + |w_2| = 1$")
     t = np.linspace(0, 1, 50)
-    ax.plot(t, 1 - t, "r-", lw=2.5, alpha=0.6, label="softmax's range (w1 + w2 = 1)")
+    ax.plot(t, 1 - t, "r-", lw=2.5, alpha=0.6, label="softmax's range")
     ax.set_aspect("equal")
-    ax.set_xlabel("w1", fontsize=8)
-    ax.set_ylabel("w2", fontsize=8)
-    ax.tick_params(labelsize=7)
+    ax.set_xticks([-1, 0, 1])
+    ax.set_yticks([-1, 0, 1])
+    ax.set_xlabel("$w_1$", fontsize=12)
+    ax.set_ylabel("$w_2$", fontsize=12)
+    ax.tick_params(labelsize=12)
     return fig, ax
 
 
 fig, ax = diamond_axes()
 ax.scatter(W[:, 0], W[:, 1], s=2, c=np.sum(np.abs(W), axis=1), cmap="viridis", label="tanhmax(s)")
-ax.set_title("n = 2: tanhmax fills the open l1 ball; softmax lies on its edge", fontsize=8)
-ax.legend(fontsize=6, loc="upper left")
+ax.set_title("n = 2: tanhmax fills the open $\\ell_1$ ball;\nsoftmax lies on its edge", fontsize=12)
+ax.legend(fontsize=11, loc="upper left", markerscale=4)
 fig.tight_layout()
 save(fig, "05_tanhmax_image_n2")
 
@@ -168,14 +171,14 @@ fig, ax = diamond_axes()
 for s2, color in zip(([0.5, -0.3], [-1.0, 0.4], [1.2, 0.9]), ("C0", "C1", "C2")):
     s2 = np.array(s2)
     path = tanhmax(s2 + cs[:, None])  # (len(cs), 2)
-    ax.plot(path[:, 0], path[:, 1], "-", color=color, lw=1.2, label=f"s = {s2}")
+    ax.plot(path[:, 0], path[:, 1], "-", color=color, lw=1.6, label="s = (" + ", ".join(f"{v:g}" for v in s2) + ")")
     target = softmax(s2)
     ax.plot(*target, "o", color="red", ms=5)
     ax.plot(*(-softmax(-s2)), "o", color="black", ms=4)
     print(f"s = {s2}: softmax(s) = {target}, tanhmax(s + 6) = {path[-1]}, "
           f"l1 gap {closure_gap(s2, 6.0):.3e}")
-ax.set_title("c -> tanhmax(s + c 1), c from -3 to 6", fontsize=8)
-ax.legend(fontsize=6, loc="upper left")
+ax.set_title("$c \\mapsto \\mathrm{tanhmax}(s + c\\mathbf{1})$, $c$ from $-3$ to 6", fontsize=13)
+ax.legend(fontsize=13, loc="upper left", handlelength=1.2)
 fig.tight_layout()
 save(fig, "05_closure_paths")
 
@@ -198,16 +201,17 @@ mid = (cs >= 0) & (cs <= 8)
 print("max relative difference, c in [0, 8]:", np.max(np.abs(num[mid] - cf[mid]) / cf[mid]))
 print("max absolute difference, c in [0, 20]:", np.max(np.abs(num - cf)))
 
-fig, ax = plt.subplots(figsize=(5.0, 3.5))
-ax.semilogy(cs, num, "o", ms=3, label="closure_gap (forward passes)")
-ax.semilogy(cs, cf, "-", lw=1, label="closure_gap_closed_form, 2q/(1+q)")
-ax.semilogy(cs, 2 * B_over_A * np.exp(-2 * cs), ":", lw=1, label="2 (B/A) e^{-2c}")
+fig, ax = plt.subplots(figsize=(5.0, 3.9))  # type sized for a slide: 13 pt
+ax.semilogy(cs, num, "o", ms=4, label="forward passes")
+ax.semilogy(cs, cf, "-", lw=1.2, label="closed form")
+ax.semilogy(cs, 2 * B_over_A * np.exp(-2 * cs), ":", lw=1.2, label="$2\\,(B/A)\\,e^{-2c}$")
 ax.axhline(np.finfo(float).eps, color="gray", lw=0.6)
-ax.set_xlabel("shift c", fontsize=8)
-ax.set_ylabel("l1 gap", fontsize=8)
-ax.set_title("tanhmax(s + c 1) -> softmax(s) like e^{-2c}", fontsize=9)
-ax.legend(fontsize=7)
-ax.tick_params(labelsize=7)
+ax.yaxis.set_major_locator(LogLocator(numticks=5))
+ax.set_xlabel("shift $c$", fontsize=13)
+ax.set_ylabel("$\\ell_1$ gap", fontsize=13)
+ax.set_title("$\\mathrm{tanhmax}(s + c\\mathbf{1}) \\to \\mathrm{softmax}(s)$", fontsize=13)
+ax.legend(fontsize=13, loc="upper right")
+ax.tick_params(labelsize=13)
 fig.tight_layout()
 save(fig, "05_closure_gap")
 

@@ -38,6 +38,7 @@ import matplotlib
 
 matplotlib.use(os.environ.get("MPLBACKEND", "Agg"))
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 import numpy as np  # noqa: E402
 
 from refattn import ACTIVATIONS, activation  # noqa: E402
@@ -135,34 +136,41 @@ for act, (ms, zs, ys, gap) in runs.items():
 
 # %%
 s_row = (q @ Kr.T)[0] / np.sqrt(d)  # the scaled dot-product scores of the row
-fig, axes = plt.subplots(1, 3, figsize=(12, 3.4))
+# type sized for a slide: 14 pt on a figure 11 inches wide; one legend for the two left panels
+fig, axes = plt.subplots(1, 3, figsize=(11, 4.4))
 ax = axes[0]
-ax.plot(np.arange(1, n_k + 1), activation("tanhmax").ell(s_row), ".", ms=3, color="0.7",
-        label="tanhmax: each key's ell")
+ax.plot(np.arange(1, n_k + 1), activation("tanhmax").ell(s_row), ".", ms=4, color="0.6",
+        label="tanhmax, each key's $\\ell$")
 for act, (ms, _, _, _) in runs.items():
-    ax.step(keys_seen, ms, where="post", label=act)
-ax.set_xlabel("keys seen")
-ax.set_ylabel("running max of ell")
-ax.legend(fontsize=6, loc="center right", framealpha=0.9)
+    ax.step(keys_seen, ms, where="post", lw=1.8, label=act)
+ax.set_xlabel("keys seen", fontsize=14)
+ax.set_ylabel("running max of $\\ell$", fontsize=14)
 ax = axes[1]
 for act, (_, _, ys, _) in runs.items():
     final = attention(q, Kr, Vr, activation=act)[0][0]
-    ax.plot(keys_seen, np.abs(ys - final).max(axis=1), "o-", ms=3, label=act)
-ax.set_xlabel("keys seen")
-ax.set_ylabel("max |y_t - dense output|")
-ax.legend(fontsize=7)
-ax.set_title(f"one query row, blocks of {b}")
+    ax.plot(keys_seen, np.abs(ys - final).max(axis=1), "o-", ms=4, label=act)
+ax.set_xlabel("keys seen", fontsize=14)
+ax.set_ylabel("max $|y_t - y|$, $y$ dense", fontsize=14)
+ax.set_title(f"one query row, blocks of {b}", fontsize=14)
 ax = axes[2]
 ys = runs["tanhmax"][2]
 final = attention(q, Kr, Vr, activation="tanhmax")[0][0]
-ax.plot(ys[:, 0], ys[:, 1], "o-", ms=4, label="y_t (tanhmax)")
-for t, (x, y) in zip(keys_seen, ys):
-    ax.annotate(str(t), (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points")
-ax.plot(*final, "k*", ms=12, label="dense output")
-ax.set_xlabel("output, value dim 0")
-ax.set_ylabel("value dim 1")
-ax.legend(fontsize=7)
-fig.tight_layout()
+ax.plot(ys[:, 0], ys[:, 1], "o-", ms=5, color="C1")
+right, top = ys[0] > np.mean([ax.get_xlim(), ax.get_ylim()], axis=1)  # the label goes towards the middle
+ax.annotate(f"{keys_seen[0]} keys", ys[0], fontsize=14, xytext=(-8 if right else 8, -4 if top else 4),
+            textcoords="offset points", ha="right" if right else "left",
+            va="top" if top else "bottom")  # the first block; the path goes on to the star
+ax.plot(*final, "k*", ms=14)
+ax.xaxis.set_major_locator(MaxNLocator(nbins=4))
+ax.set_xlabel("output, value dim 0", fontsize=14)
+ax.set_ylabel("value dim 1", fontsize=14)
+ax.set_title("tanhmax: $y_t$ walks to the dense output ($\\bigstar$)", fontsize=14)
+for ax in axes:
+    ax.tick_params(labelsize=14)
+fig.tight_layout(rect=(0, 0, 1, 0.9))
+handles, labels = axes[0].get_legend_handles_labels()
+fig.legend(handles, labels, fontsize=14, loc="upper center", ncol=len(labels), frameon=False,
+           bbox_to_anchor=(0.5, 1.0), columnspacing=1.0, handlelength=1.5)
 save(fig, "13_one_row_block_by_block")
 
 # %% [markdown]

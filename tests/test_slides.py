@@ -6,8 +6,15 @@
   equation label it cites is the tag of exactly one display of ``derivations/``, and every
   printed line it quotes from a derivation is printed by that derivation's step blocks;
 * slides split at ``---`` lines, not at ``---`` inside a code fence;
+* a printed block can join pieces of what a source printed (a table's header and some of its
+  rows) and round long numbers to the digits asked; a figure's caption, a printed block and
+  ``{{ size }}`` say "(small size)" exactly where their notebook ran small;
+* ``REFATTN_BOOK_SMALL=slides`` runs at full size every notebook a deck cites, and
+  ``docs/teach.md`` says so with a command of that form;
 * a problem set holds every statement of its part, labels from ``refattn.exercises``, and no
   line of any model solution.
+
+(``tests/test_slide_fonts.py`` measures the smallest text on every slide in Chromium.)
 """
 
 from __future__ import annotations
@@ -61,7 +68,7 @@ def test_every_equation_label_is_one_display_of_the_derivations():
 
 
 def test_quoted_output_of_derivations_is_what_their_step_blocks_print():
-    printed = teaching.Printed(runs={}, small=True)
+    printed = teaching.Printed(runs={}, small=set())
     quoted = [(deck, args) for deck, args in directives("output") + directives("value")
               if args[0].startswith("derivations/")]
     assert quoted, "the decks quote the derivations' step blocks"
@@ -79,6 +86,75 @@ def test_numbers_are_printed_as_the_source_printed_them_or_in_the_format_asked()
     assert teaching.number("5.735744996765771e-16", ".2g") == "$5.7\\times 10^{-16}$"
     assert teaching.number("3e+05", None) == "$3\\times 10^{5}$"
     assert teaching.number("False", ".2g") == "False"
+
+
+def test_long_printed_numbers_are_rounded_to_the_digits_asked():
+    assert teaching.round_numbers("max |J - J_autograd| = 5.551115123125783e-17", ".2g") == \
+        "max |J - J_autograd| = 5.6e-17"
+    assert teaching.round_numbers("margin, closed form 05.P3  = 0.2858090676186284", ".4g") == \
+        "margin, closed form 05.P3  = 0.2858"
+    assert teaching.round_numbers("random cotangent: 0.030221213118864623, -1.5e+300", ".2g") == \
+        "random cotangent: 0.03, -1.5e+300"
+    # numbers as short as asked, integers, labels (05.P3, b_0) and words stay as printed
+    line = "softmax(0) = [0.25 0.25 0.25] in range: False; n = 800, b_0 1.0, 1e-07 05.P3"
+    assert teaching.round_numbers(line, ".2g") == line
+
+
+def _run(printed: str) -> dict:
+    """A notebook's run as the build keeps it, one cell that printed ``printed``."""
+    return {"cells": [{"type": "code", "source": "", "output": printed, "figures": []}]}
+
+
+def test_a_printed_block_joins_pieces_and_says_where_it_ran_small():
+    runs = {"01_demo": _run("header  a  b\nrow 1  0.1234567890123  x\nrow 2  2  y\nrow 3  3  z\n")}
+    md = '{{ output notebooks/01_demo.py "header" 1 "row 3" 1 .3g }}'
+    small = teaching.resolve(md, "slides/part-9.md", {}, teaching.Printed(runs, small={"01_demo"}), pdf=False)
+    assert "<code>header  a  b\nrow 3  3  z</code>" in small and "(small size)" in small
+    full = teaching.resolve(md.replace('"row 3" 1', '"row 1" 2'), "slides/part-9.md", {},
+                            teaching.Printed(runs, small=set()), pdf=False)
+    assert "<code>header  a  b\nrow 1  0.123  x\nrow 2  2  y</code>" in full and "small size" not in full
+    with pytest.raises(Exception, match="no line that"):
+        teaching.resolve('{{ output notebooks/01_demo.py "header" 1 "row 9" }}', "slides/part-9.md", {},
+                         teaching.Printed(runs, small=set()), pdf=False)
+
+
+def test_figure_captions_and_the_size_follow_the_notebooks_that_ran_small():
+    runs = {"01_demo": _run("err = 0.5\n"), "02_demo": _run("gap = 0.25\n")}
+    figures = {"02_fig": ("02_demo", "a section")}
+    md = ("{{ size }}\n\n![a figure](figure:02_fig)\n\n{{ value notebooks/01_demo.py \"err = \" }}")
+    words = {}
+    for small in (set(), {"01_demo"}, {"02_demo"}, {"01_demo", "02_demo"}):
+        out = teaching.resolve(md, "slides/part-9.md", figures, teaching.Printed(runs, small=small), pdf=False)
+        assert ("(small size)" in out) == ("02_demo" in small), small  # the figure's notebook
+        words[frozenset(small)] = out.split("\n", 1)[0]
+    # {{ size }}: the size of the notebooks the slides cite (01 and 02 here)
+    assert words[frozenset()] == teaching.size_words(False)
+    assert words[frozenset({"01_demo"})] == "at full size, except notebook 01: at the small size the tests use"
+    assert words[frozenset({"01_demo", "02_demo"})].startswith("at the small size the tests use")
+    assert "REFATTN_BOOK_SMALL=slides" in words[frozenset({"01_demo", "02_demo"})]
+
+
+def test_the_book_runs_the_notebooks_the_decks_cite_at_full_size_on_request():
+    stems = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9]*.py"))
+    cited = teaching.deck_notebooks()
+    quoted = {args[0][10:-3] for _, args in directives("output") + directives("value")
+              if args[0].startswith("notebooks/")}
+    drawn = {name: p.stem for p in (ROOT / "notebooks").glob("[0-9]*.py")
+             for name in re.findall(r"""save\(\w+,\s*["']([\w-]+)["']""", p.read_text(encoding="utf-8"))}
+    shown = {drawn[name] for d in DECKS for name in re.findall(r"\]\(figure:([\w-]+)\)", d.read_text())}
+    assert cited == quoted | shown and cited < set(stems), (cited, quoted, shown)
+    assert teaching.small_notebooks("1", stems) == set(stems)
+    assert teaching.small_notebooks("0", stems) == set()
+    assert teaching.small_notebooks("slides", stems) == set(stems) - cited
+    with pytest.raises(Exception, match="REFATTN_BOOK_SMALL: expected one of 1, 0, slides, got 'yes'"):
+        teaching.small_notebooks("yes", stems)
+    # the page for teachers gives the command, with a value the build accepts
+    text = (ROOT / "docs" / "teach.md").read_text(encoding="utf-8")
+    section = text.split("## Building the slides and the problem sets", 1)[1].split("\n## ", 1)[0]
+    command = re.search(r"`REFATTN_BOOK_SMALL=(\w+) \.venv/bin/mkdocs build --strict`", section)
+    assert command and command.group(1) == "slides", "docs/teach.md: no command that builds the decks at full size"
+    hooks = (ROOT / "docs" / "hooks.py").read_text(encoding="utf-8")
+    assert 'teaching.small_notebooks(setting' in hooks and 'os.environ.get("REFATTN_BOOK_SMALL", "1")' in hooks
 
 
 def test_slides_split_at_dashes_outside_code_fences():
