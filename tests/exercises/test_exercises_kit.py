@@ -750,7 +750,7 @@ def test_try_gradescope_as_the_teaching_page_says(tmp_path):
              if "exercises try-gradescope" in ln and ln.strip().startswith(".venv/bin/")]
     assert lines, "docs/teach.md shows no try-gradescope command"
     (tmp_path / ".venv").symlink_to(sys.prefix, target_is_directory=True)
-    for folder in ("instructor", "exercises"):  # run in a clone's root, as the page says
+    for folder in ("instructor", "exercises", "derivations"):  # run in a clone's root, as the page says
         (tmp_path / folder).symlink_to(ROOT / folder, target_is_directory=True)
     r = _bash(lines[0].split(" # ")[0], tmp_path)
     assert r.returncode == 0, r.stderr
