@@ -49,7 +49,7 @@ def _files(folder):
 
 
 @pytest.mark.parametrize("argv", [SENSITIVITY, LM_STUDY], ids=["nt-sensitivity", "lm-study"])
-@pytest.mark.parametrize("spelling", ["same", "dot", "link"])
+@pytest.mark.parametrize("spelling", ["same", "dot", "link", "hard link"])
 def test_an_out_folder_holding_the_results_file_is_refused_before_it_is_touched(argv, spelling, tmp_path, capsys):
     """The reproduction: ``nt-sensitivity ... --results d/nt-sensitivity.json --out d`` wrote the
     --out results file first, over the finished cells, then refused the run."""
@@ -58,10 +58,14 @@ def test_an_out_folder_holding_the_results_file_is_refused_before_it_is_touched(
     results = d / f"{command}.json"
     assert cli.main(argv + ["--results", str(results), "--json"]) == 0
     capsys.readouterr()
-    before = _files(tmp_path)
-    out = {"same": str(d), "dot": str(d) + "/./", "link": str(tmp_path / "alias")}[spelling]
+    out = {"same": str(d), "dot": str(d) + "/./", "link": str(tmp_path / "alias"),
+           "hard link": str(tmp_path / "e")}[spelling]
     if spelling == "link":
         os.symlink(d, tmp_path / "alias")
+    if spelling == "hard link":
+        (tmp_path / "e").mkdir()
+        os.link(results, tmp_path / "e" / f"{command}.json")
+    before = _files(tmp_path)
     assert cli.main(argv + ["--results", str(results), "--out", out]) == 2
     err = _one_line(capsys.readouterr().err)
     assert f"refattn {command}: error: --out: names the same file as --results" in err, err
@@ -251,7 +255,8 @@ def test_a_learning_rate_drop_resumes_bit_for_bit_across_the_drop(tmp_path):
 @pytest.mark.parametrize("command", ["nt-sensitivity", "lm-study", "sst2-sweep"])
 def test_a_results_file_of_another_shape_is_refused_in_one_line_naming_it(command, sst2_folder, tmp_path, capsys):
     """The reproduction: a results file whose cells are a list, a string or miss a key gave a Python
-    message or an internal error instead of "not a results file of ..."."""
+    message or an internal error instead of "not a results file of ..."; one whose values were of
+    another kind would have failed after the first new cell."""
     argv = [command] + [str(sst2_folder) if a == "SST2" else a for a in TINY[command]]
     results = tmp_path / "r.json"
     assert cli.main(argv + ["--results", str(results), "--json"]) == 0
@@ -262,6 +267,8 @@ def test_a_results_file_of_another_shape_is_refused_in_one_line_naming_it(comman
               "a cell a string": {**good, "cells": {name: "x"}},
               "a cell missing a key": {**good, "cells": {name: {k: v for k, v in list(good["cells"][name].items())[1:]}}},
               "no settings": {"cells": good["cells"]}, "runs a string": {**good, "runs": "x"}}
+    read = {"nt-sensitivity": "epochs_to_100", "lm-study": "dev_loss_mean", "sst2-sweep": "dev_accuracy"}[command]
+    broken["a value the study reads of another kind"] = {**good, "cells": {name: {**good["cells"][name], read: "x"}}}
     for what, doc in broken.items():
         results.write_text(json.dumps(doc))
         assert cli.main(argv + ["--results", str(results)]) == 2, what

@@ -179,7 +179,7 @@ def run_lm_study(settings, *, command=None, progress=None):
             cells[key] = _record(r["variants"][variant])
             finish()
 
-    def finish():
+    def summarise():
         out["best_lr"] = best_lrs(cells, variants, lrs)
         out["gaps"] = {}
         ref = cells.get(_key("long", "softmax", out["best_lr"].get("softmax", -1), long_steps))
@@ -188,7 +188,12 @@ def run_lm_study(settings, *, command=None, progress=None):
             if v != "softmax" and rec is not None and ref is not None:
                 out["gaps"][name] = {"dev_loss": gap_curve(rec, ref, "dev_loss"),
                                      "dev_accuracy": gap_curve(rec, ref, "dev_accuracy")}
+
+    def finish():
+        summarise()
         store.save(out)
+
+    store.read(lambda: (_read_records(cells), summarise(), report(out)))  # read and reported before any work
 
     if "table" in phases:
         for v in VARIANTS:
@@ -206,6 +211,18 @@ def run_lm_study(settings, *, command=None, progress=None):
             run_cell(_key("long", v, lr, long_steps), v, lr, long_steps, max(1, long_steps // long_evals))
     finish()
     return out
+
+
+def _read_records(cells):
+    """Every record found in a results file read as the study reads it (its numbers, its curves), so that
+    a value of another kind is found before any work, not after the next run."""
+    for rec in cells.values():
+        for key in RECORD_KEYS:
+            if key.endswith(("_mean", "_std")):
+                _num(rec[key], ".4f")
+        for key in ("dev_loss", "dev_accuracy"):
+            if np.asarray(rec["curve"][key], dtype=float).ndim != 2:
+                raise ValueError(f"its curve {key!r} is not seeds x evaluations")
 
 
 #: ``refattn lm-study``: ``command`` (the command line) goes into the results file, so that the file says

@@ -244,9 +244,8 @@ def run_sensitivity(settings, *, command=None, progress=None):
     store = CellStore(g.results, settings, grow=("init_scales", "lrs"), what="run_sensitivity",
                       record_keys=RECORD_KEYS)
     cells = store.cells
-    for key in cells:  # cells saved before the curves were thinned
-        cells[key] = thin_record(cells[key])
     out = {"command": command, "settings": settings, "commit": code_commit(), "cells": cells}
+    store.read(lambda: _read_cells(out))  # what the file holds is read, and reported, before any work
     out["runs"] = store.runs(command, out["commit"])  # every command that added cells to the file
 
     def save():
@@ -271,6 +270,22 @@ def run_sensitivity(settings, *, command=None, progress=None):
     out["summary"] = summarise(out)
     save()
     return out
+
+
+def _read_cells(out):
+    """The cells found in a results file, thinned (cells saved before the curves were), each record's
+    measures and curves read, then summarised and reported, as the run will after its first new cell."""
+    s = out["settings"]
+    for key, rec in out["cells"].items():
+        out["cells"][key] = rec = thin_record(rec)
+        names = [m for m in MEASURE_DIRECTIONS if m != "final_accuracy_N16T2" or "final_accuracy_by_task" in rec]
+        for name in names:
+            _quartiles(_measure(rec, name, s["epochs"], s["eval_every"]))
+        curve = np.asarray(rec["accuracy"], dtype=float)  # (seeds, evaluations), as the plot reads it
+        if curve.shape != (len(rec["epochs_to_100"]), len(rec["eval_epochs"])) or rec["late_change"] is not None \
+                and not isinstance(rec["late_change"], (int, float)):
+            raise ValueError(f"cell {key!r}: its curves do not fit its seeds and evaluations")
+    report({**out, "summary": summarise(out)})
 
 
 #: Every measure a cell record supports, and which direction is better.

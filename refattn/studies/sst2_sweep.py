@@ -146,6 +146,7 @@ def run_sst2_sweep(settings, *, command=None, progress=None):
     cells = store.cells
     out = {"command": command, "settings": settings, "commit": code_commit(), "cells": cells}
     out["runs"] = store.runs(command, out["commit"])  # every command that added cells to the file
+    store.read(lambda: report({**out, "best": best_settings(out)}))  # the file's cells read before any work
     S = len(seeds)
     for embed, (opt, units) in itertools.product(settings["sweep"]["embed_dim"], training):
         setting = {"embed_dim": int(embed), "optimizer": opt, "units": units}

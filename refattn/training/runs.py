@@ -463,7 +463,7 @@ class CellStore:
 
     def __init__(self, path, settings, grow=(), what="this study", free=(), record_keys=()):
         self.path = None if path is None else os.fspath(path)
-        self.settings = settings
+        self.settings, self.what = settings, what
         self.cells: dict = {}
         self.previous: dict = {}  # the document found in the file, if any
         if self.path is None:
@@ -482,6 +482,20 @@ class CellStore:
             settings[key] = sorted(set(settings[key]) | set(old["settings"][key]))
         self.cells = old["cells"]
         self.previous = old
+
+    def read(self, use):
+        """Return ``use()``, a function that reads the cells found in the file (the study's summary and
+        report of them), called before any work: a file whose cells have the right keys but not the
+        right values (a list where a number belongs) is refused now, in one line naming it, instead of
+        failing after the first new cell has trained."""
+        try:
+            return use()
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+            if not self.previous:  # nothing was read from a file: a bug, not the file's fault
+                raise
+            raise ValueError(f"results: {self.path} is not a results file of {self.what} (its cells cannot be "
+                             f"read: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); it is "
+                             f"left as it is") from None
 
     def runs(self, command, commit):
         """The list of ``{"command", "commit", "machine"}`` that made the file, this one appended if it is new.
@@ -601,7 +615,11 @@ def check_distinct(named):
     """
     seen = {}
     for option, path in named:
-        key = same_file_key(path)
+        try:  # an existing file by its inode: a hard link is the same file under another name
+            st = os.stat(path)
+            key = (st.st_dev, st.st_ino)
+        except OSError:
+            key = same_file_key(path)
         if key in seen and seen[key][0] != option:
             first, where = seen[key]
             raise ValueError(f"{option}: names the same file as {first} ({where!r}); give the two different "
