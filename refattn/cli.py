@@ -24,13 +24,17 @@ present device) come from the field's metadata and are checked before any work
 second command on the same checkpoint, results file or ``--out`` folder is refused at once
 (:mod:`refattn.training.runs`). Bad input is one line on stderr, ``refattn <command>: error: ...``
 naming the option, and exit code 2 (``--debug`` shows the traceback); so is a parse error, with a
-pointer to ``--help``. Ctrl-C is one line saying what was kept and how to resume (exit code 130), a
-closed output ends quietly, and nothing ends in a traceback (:func:`main`).
+pointer to ``--help``. Ctrl-C, SIGTERM and SIGHUP are one line saying what was kept and how to resume
+(exit code 128 + the signal's number: 130, 143, 129), a closed output ends quietly, and nothing ends in a
+traceback (:func:`main`). Two options that name one file (``--results`` inside ``--out``) are refused
+before any work, and so is a file the run would write that its owner made read-only.
 """
 
 from __future__ import annotations
 
 import argparse
+import codecs
+import contextlib
 import dataclasses
 import functools
 import inspect
@@ -197,13 +201,20 @@ def _convert(f, tp, value):
                  for v, kind, name in zip(value, kinds, metavar))
 
 
-def settings_from_args(cls, args):
+def settings_from_args(cls, args, files=None):
     """The ``cls`` instance that parsed arguments (:func:`add_settings`) describe, checked against
     its fields' rules (:func:`refattn.studies.check_settings`: ranges, repeats, empty values,
-    output paths, the device); ``ValueError`` naming the option otherwise."""
+    output paths, the device); ``ValueError`` naming the option otherwise. ``files(settings)``,
+    if given, lists ``(option, path)`` of every file the command reads or writes, which must be
+    distinct (:func:`refattn.training.runs.check_distinct`): checked first, before any file is
+    read or locked."""
     from .studies import check_settings  # noqa: PLC0415
 
     settings = cls(**{f.name: _convert(f, tp, getattr(args, f.name)) for f, tp, _ in _fields(cls)})
+    if files is not None:
+        from .training.runs import check_distinct  # noqa: PLC0415
+
+        check_distinct(files(settings))
     check_settings(settings)
     return settings
 
@@ -221,19 +232,61 @@ def _dumps(result) -> str:
     return dumps(result)
 
 
-def _open_results(out, command, argv):
+def _files(module, command, out, settings):
+    """``[(option, path), ...]``: every file a study's command reads (a field with ``input="file"``) or
+    writes (its results file, its checkpoint and the checkpoint's history, and ``--out``'s results file
+    and figure), for :func:`refattn.training.runs.check_distinct` and the working-folder check."""
+    from .studies import command_fields, option_name  # noqa: PLC0415
+    from .training.train import history_path  # noqa: PLC0415
+
+    named = []
+    for f in command_fields(type(settings)):
+        value, option = getattr(settings, f.name), option_name(f)
+        if not isinstance(value, str) or not value.strip():
+            continue  # no file given (an empty name is refused with the option's other rules)
+        if f.metadata.get("output") == "results" or f.metadata.get("input") == "file":
+            named.append((option, value))
+        elif f.metadata.get("output") == "checkpoint":
+            named += [(option, value), (option, history_path(value))]
+    if out is not None and out.strip():
+        named += [("--out", os.path.join(out, f"{command}.json")), ("--out", _figure_path(module, settings, out))]
+    _check_working_folder(named)
+    return named
+
+
+def _figure_path(module, settings, out):
+    return os.path.join(out, module.FIGURE.format(**dataclasses.asdict(settings)))
+
+
+def _check_working_folder(named):
+    """A relative path in a working folder that was removed: one line naming the option (not a bare
+    "No such file or directory" from deep in the run)."""
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        for option, path in named:
+            if not os.path.isabs(path):
+                raise ValueError(f"{option}: {path!r} is relative to the working folder, which no longer exists "
+                                 f"(it was removed); give an absolute path, or change to a folder that exists") from None
+
+
+def _open_results(out, command, argv, figure):
     """``--out DIR``: make DIR, lock it for this run (a second run on it is refused at once) and
     write its results file ``DIR/<command>.json`` now, before any work, so that an output folder
-    that cannot be written is refused at once (one line)."""
+    that cannot be written is refused at once (one line). The results of an earlier run there are
+    left whole until this run has a piece to put in their place
+    (:class:`refattn.training.runs.ResultsFile`); a file there that is not a results file, or a
+    results file or ``figure`` made read-only, is refused, never replaced."""
     from .studies import check_folder  # noqa: PLC0415
-    from .training.runs import ResultsFile, claim  # noqa: PLC0415
+    from .training.runs import ResultsFile, check_writable, claim  # noqa: PLC0415
 
     if not out.strip():
         raise ValueError(f"--out: expected a folder name, got {out!r}")
     check_folder(out, "--out")
     claim(out, "--out", folder=True)
+    check_writable(figure, "--out")
     try:
-        return ResultsFile(os.path.join(out, f"{command}.json"), ["refattn"] + list(argv))
+        return ResultsFile(os.path.join(out, f"{command}.json"), ["refattn"] + list(argv), option="--out")
     except OSError as exc:
         raise ValueError(f"--out: cannot write into {out!r} ({exc.strerror or exc})") from None
 
@@ -253,7 +306,7 @@ def _write_figure(module, settings, result, out, results):
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
     key = "figure_file" if "figure" in result else "figure"
-    path = os.path.join(out, module.FIGURE.format(**dataclasses.asdict(settings)))
+    path = _figure_path(module, settings, out)
     try:
         fig = module.plot(result)
         try:
@@ -273,24 +326,52 @@ def _run_study(command, args, argv) -> int:
     """Run the study of ``command`` with the parsed arguments; print its report or its JSON.
 
     Every setting is checked, and every output path locked, before any work
-    (:func:`settings_from_args`)."""
+    (:func:`settings_from_args`); two options naming one file are refused first. The
+    report is made total: should it fail all the same, the results are printed as JSON
+    after a warning, never lost after the work."""
     from .studies import study  # noqa: PLC0415
 
     module = study(command)
-    settings = settings_from_args(module.Settings, args)
     out = getattr(args, "out", None)
-    results = None if out is None else _open_results(out, command, argv)
+    settings = settings_from_args(module.Settings, args, files=functools.partial(_files, module, command, out))
+    results = None if out is None else _open_results(out, command, argv, _figure_path(module, settings, out))
     context = {"progress": False if args.json else None,
                "on_result": None if results is None else results.add,
                # the command as typed, less --json: what a results file records and a rerun repeats
                "command": " ".join(["refattn"] + [a for a in argv if a != "--json"])}
     wanted = inspect.signature(module.run).parameters
-    result = module.run(settings, **{k: v for k, v in context.items() if k in wanted})
+    try:
+        result = module.run(settings, **{k: v for k, v in context.items() if k in wanted})
+    except (ValueError, TypeError) as exc:
+        raise _naming_option(exc, module.Settings) from None
     if out is not None:
         _write_figure(module, settings, result, out, results)
         results.complete(result)
-    _print(_dumps(result) if args.json else module.report(result))
+    _print(_dumps(result) if args.json else _report(command, module, result))
     return module.status(result) if hasattr(module, "status") else 0
+
+
+def _naming_option(exc, cls):
+    """``exc`` with a leading settings field's name (``checkpoint: ...``, as the library names its
+    arguments) spelt as the command line's option (``--checkpoint: ...``)."""
+    from .studies import command_fields, option_name  # noqa: PLC0415
+
+    head, sep, rest = str(exc).partition(": ")
+    fields = {f.name: f for f in command_fields(cls)}
+    if not sep or head not in fields or option_name(fields[head]) == head:
+        return exc
+    return (ValueError if isinstance(exc, ValueError) else TypeError)(f"{option_name(fields[head])}: {rest}")
+
+
+def _report(command, module, result):
+    """The study's text report; where it fails (a bug in refattn), a warning and the results as JSON,
+    so that a run's work is never lost to its report."""
+    try:
+        return module.report(result)
+    except Exception as exc:  # noqa: BLE001 - the work is done: print it whatever the report does
+        _say(f"refattn {command}: warning: the text report failed ({type(exc).__name__}: {_first_line(exc)}; a bug "
+             f"in refattn); the results follow as JSON")
+        return _dumps(result)
 
 
 def _check(args, argv) -> int:
@@ -367,6 +448,92 @@ def _check_environment():
     small()  # raises for anything but unset, 0 or 1
 
 
+class _Signalled(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, answered as Ctrl-C (:func:`main`): the run's ``finally`` blocks release its
+    locks and remove its temporaries, and one line says what was kept."""
+
+    def __init__(self, signum):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+#: The signals a user (``kill``, a closed terminal, a batch system's time limit) sends besides Ctrl-C.
+STOP_SIGNALS = ("SIGTERM", "SIGHUP")
+
+
+@contextlib.contextmanager
+def _handled(names, handler, keep_ignored=False):
+    """Within this block the signals ``names`` go to ``handler``, their handlers restored after; with
+    ``keep_ignored`` a signal ignored when refattn started (``nohup`` ignores SIGHUP) stays ignored.
+    Only the main thread can set handlers: elsewhere nothing changes."""
+    old = {}
+    for name in names:
+        sig = getattr(signal, name, None)  # None: not a POSIX system
+        try:
+            if sig is not None and not (keep_ignored and signal.getsignal(sig) is signal.SIG_IGN):
+                old[sig] = signal.signal(sig, handler)
+        except ValueError:  # not the main thread
+            pass
+    try:
+        yield
+    finally:
+        for sig, previous in old.items():
+            signal.signal(sig, previous)
+
+
+def _signals_as_interrupt():
+    """SIGTERM and SIGHUP raise :class:`_Signalled`, as Ctrl-C raises ``KeyboardInterrupt``."""
+
+    def stop(signum, frame):
+        raise _Signalled(signum)
+
+    return _handled(STOP_SIGNALS, stop, keep_ignored=True)
+
+
+def _signals_ignored():
+    """No signal of Ctrl-C's kind interrupts the one line that answers the first."""
+    return _handled(("SIGINT",) + STOP_SIGNALS, signal.SIG_IGN)
+
+
+#: ASCII for the characters refattn's reports use, where the output cannot encode them (an ``ascii`` or
+#: ``latin-1`` terminal, ``PYTHONIOENCODING=ascii``); any other becomes a backslash escape.
+ASCII_SPELLINGS = {"\u00b1": "+/-", "\u2713": "+", "\u2014": "-", "\u2013": "-", "\u0394": "D", "\u00d7": "x",
+                   "\u2212": "-", "\u2264": "<=", "\u2265": ">=", "\u2248": "~", "\u2192": "->", "\u2026": "...",
+                   "\u00b7": "."}
+
+
+def _spell_in_ascii(exc):
+    """A codec error handler: a character the output cannot encode, spelt as :data:`ASCII_SPELLINGS` says."""
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    text = exc.object[exc.start:exc.end]
+    return "".join(ASCII_SPELLINGS.get(c) or c.encode("ascii", "backslashreplace").decode("ascii")
+                   for c in text), exc.end
+
+
+codecs.register_error("refattn-ascii", _spell_in_ascii)
+
+
+@contextlib.contextmanager
+def _encodable_streams():
+    """stdout and stderr spell what their encoding cannot hold in ASCII (:data:`ASCII_SPELLINGS`), so that
+    a report is never lost to an encoding error after the work; each is restored after."""
+    old = []
+    for stream in (sys.stdout, sys.stderr):
+        if getattr(stream, "errors", None) == "strict" and hasattr(stream, "reconfigure"):
+            try:
+                stream.reconfigure(errors="refattn-ascii")
+            except (ValueError, OSError, AttributeError):
+                continue
+            old.append(stream)
+    try:
+        yield
+    finally:
+        for stream in old:
+            with contextlib.suppress(ValueError, OSError, AttributeError):
+                stream.reconfigure(errors="strict")
+
+
 def main(argv=None) -> int:
     """Run one command, and answer every way it can end in one line at most.
 
@@ -375,11 +542,14 @@ def main(argv=None) -> int:
       naming the option, file or value, exit code 2 (``--debug`` shows the
       traceback); so is a parse error, with a pointer to ``--help``.
     * Ctrl-C (``KeyboardInterrupt``), also while refattn is still importing,
-      is one line saying what was kept on disk and how to resume, exit code 130.
+      is one line saying what was kept on disk and how to resume, exit code 130;
+      SIGTERM and SIGHUP are answered the same way (exit codes 143 and 129),
+      unless they were ignored when refattn started (``nohup``).
     * A reader of stdout that goes away (``refattn ... | head``) or a closed
       stderr ends quietly; stdout closed from the start (``>&-``) or a full
       disk behind it is one line naming stdout, exit code 2 (the former before
-      any work).
+      any work). An output whose encoding cannot hold a character of the report
+      gets it spelt in ASCII (:data:`ASCII_SPELLINGS`).
     * Anything else is a bug in refattn: one line saying so, exit code 1.
 
     Every command runs in one :func:`refattn.training.runs.session` (the files
@@ -387,18 +557,21 @@ def main(argv=None) -> int:
     """
     argv = sys.argv[1:] if argv is None else list(argv)
     state = {"command": None, "claimed": []}
-    try:
-        return _main(argv, state)
-    except KeyboardInterrupt:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C while we report changes nothing
+    with _signals_as_interrupt(), _encodable_streams():
         try:
-            line = _interrupted(state, argv)
-        except BaseException:  # noqa: BLE001 - the report of an interruption must not fail in turn
-            line = f"refattn {state['command'] or ''}: interrupted".replace(" :", ":")
-        _say(line)
-        return 130
-    except BrokenPipeError:
-        return _quiet_streams()
+            return _main(argv, state)
+        except KeyboardInterrupt as exc:
+            signum = getattr(exc, "signum", signal.SIGINT)
+            how = "interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}"
+            with _signals_ignored():  # a second Ctrl-C or kill while we report changes nothing
+                try:
+                    line = _interrupted(state, argv, how)
+                except BaseException:  # noqa: BLE001 - the report of an interruption must not fail in turn
+                    line = f"refattn {state['command'] or ''}: {how}".replace(" :", ":")
+                _say(line)
+            return 128 + int(signum)
+        except BrokenPipeError:
+            return _quiet_streams()
 
 
 def _main(argv, state) -> int:
@@ -485,8 +658,8 @@ def _say(line):
         pass
 
 
-def _interrupted(state, argv):
-    """The one line Ctrl-C prints: what the run kept on disk, and how to go on."""
+def _interrupted(state, argv, how="interrupted"):
+    """The one line Ctrl-C (or a signal answered as it) prints: what the run kept on disk, and how to go on."""
     import shlex  # noqa: PLC0415
 
     command = state["command"]
@@ -502,15 +675,15 @@ def _interrupted(state, argv):
         from .training.runs import held_paths  # noqa: PLC0415
 
         named = ", ".join(path for _, path in held_paths(state["claimed"]))
-        return (f"{prog}: interrupted before anything was saved to {named}; run the same command again to "
+        return (f"{prog}: {how} before anything was saved to {named}; run the same command again to "
                 f"start: {rerun}")
     if not kept:
-        return f"{prog}: interrupted; nothing was saved{_resume_hint(command)}"
+        return f"{prog}: {how}; nothing was saved{_resume_hint(command)}"
     names = [_describe(option, path, command) for option, path in kept]
     shown = "; ".join(names[:4]) + (f"; and {len(names) - 4} more" if len(names) > 4 else "")
     if resumable:
-        return f"{prog}: interrupted; kept {shown}; to resume, run the same command again: {rerun}"
-    return f"{prog}: interrupted; kept {shown}{_resume_hint(command)}"
+        return f"{prog}: {how}; kept {shown}; to resume, run the same command again: {rerun}"
+    return f"{prog}: {how}; kept {shown}{_resume_hint(command)}"
 
 
 def _describe(option, path, command):

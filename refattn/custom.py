@@ -562,7 +562,10 @@ def load_module(path, option):
     ``ValueError`` naming ``option`` and the file.
     """
     if not os.path.isfile(path):
-        raise ValueError(f"{option}: no such file {path!r}")
+        what = ("is a folder" if os.path.isdir(path) else "is not a regular file (a device or pipe)"
+                if os.path.exists(path) else "no such file")
+        raise ValueError(f"{option}: {path!r} {what}; expected a Python file" if what != "no such file"
+                         else f"{option}: no such file {path!r}")
     mod_name = f"_refattn_user_{uuid.uuid4().hex}"
     spec = importlib.util.spec_from_file_location(mod_name, path)
     if spec is None or spec.loader is None:

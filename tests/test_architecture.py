@@ -258,6 +258,7 @@ CROSS_CUTTING = {
     "test_equation_index.py", "test_step_blocks.py", "test_notebooks_and_cli.py", "test_cli_hostile.py",
     "test_run_safety.py", "test_gpu_parity.py", "test_gpu_check.py", "test_non_finite.py", "test_bench_cli.py",
     "test_bench_speed_scripts.py", "test_define_activation.py", "test_plots.py", "test_results_page.py",
+    "test_users_files_and_signals.py",
 }
 
 

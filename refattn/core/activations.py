@@ -177,7 +177,9 @@ class Activation:
         Returns
         -------
         phi : ndarray like ``s``, 0 where masked and on rows with no normaliser
-        cache : dict, ``s``, ``p``, ``axis`` and ``mask`` for :meth:`backward`
+        cache : dict, ``s``, ``p``, ``axis`` and ``mask`` for :meth:`backward`; its ``s`` is forward's own
+            array (the first line makes it), so changing the caller's ``s`` in place before backward changes
+            no gradient, and backward does not read ``mask``
         """
         xp = array_module(s, mask)
         s = xp.where(xp.isinf(s), np.nan, s)  # +-inf has no defined weight: it counts as NaN, and NaN propagates

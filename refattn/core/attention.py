@@ -49,7 +49,9 @@ def attention(Q, K, V, *, score="scaled_dot", activation="softmax", params=None,
     Returns
     -------
     out : ndarray (..., n_q, d_v), or (..., 1, d_v) for a per-token score
-    cache : dict, for :func:`attention_backward`
+    cache : dict, for :func:`attention_backward`; it holds copies of ``Q``, ``K``, ``V`` and ``params``
+        (the score's cache, and ``V``) and arrays forward made itself, so changing an input in place
+        between forward and backward changes no gradient (``tests/core/test_attention.py``)
     """
     sc, act, params, mask, n_q = attention_args(Q, K, V, score, activation, params, mask, causal,
                                                 score_options)
@@ -62,6 +64,7 @@ def attention(Q, K, V, *, score="scaled_dot", activation="softmax", params=None,
         s = s[..., None, :]  # (..., 1, n): one query row
     w, act_cache = act.forward(s, -1, mask)  # (..., n_q, n_k)   W = phi(S)
     out = w @ V  # (..., n_q, d_v)   Y = W V
+    V = checks.owned(V)  # a copy: backward needs V as forward saw it, whatever the caller does to theirs
     return out, {"kind": "attention", "V": V, "s": s, "w": w, "mask": mask, "score": sc, "activation": act,
                  "score_cache": score_cache, "act_cache": act_cache}
 

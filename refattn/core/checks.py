@@ -17,17 +17,30 @@ import numpy as np
 from . import backend
 from .backend import dtype_of, is_traced, shape_of
 
-__all__ = ["check_float_array", "check_int", "check_real", "check_axis", "check_mask", "check_grad",
+__all__ = ["check_not_subclass", "check_float_array", "check_int", "check_real", "check_axis", "check_mask", "check_grad",
            "activation_forward", "activation_backward", "score_forward", "score_backward", "score_inputs",
-           "check_params", "init_args", "gradcheck_args", "check_cotangent"]
+           "check_params", "init_args", "gradcheck_args", "check_cotangent", "owned"]
 
 
 # --- Values ----------------------------------------------------------------------------------------
+def check_not_subclass(x, name: str):
+    """Refuse the NumPy subclasses whose arithmetic is not an array's: ``numpy.matrix`` (``*`` is a
+    matrix product, every result 2-D) and masked arrays (every formula here would ignore the mask)."""
+    if isinstance(x, np.matrix):
+        raise TypeError(f"{name}: numpy.matrix is not supported (its * is a matrix product and it stays 2-D); "
+                        f"pass numpy.asarray({name})")
+    if isinstance(x, np.ma.MaskedArray):
+        raise TypeError(f"{name}: a masked array's mask would be ignored; pass its data ({name}.filled(0.0)) "
+                        f"and, for attention, the keys to keep as mask=")
+
+
 def check_float_array(x, name: str, *, min_ndim: int = 1, ndim: int | None = None):
-    """Raise unless ``x`` is a non-empty float array (NumPy, CuPy or traced; a NumPy scalar is 0-d)."""
+    """Raise unless ``x`` is a non-empty float array (NumPy, CuPy or traced; a NumPy scalar is 0-d);
+    ``numpy.matrix`` and masked arrays are refused (:func:`check_not_subclass`)."""
     if not (isinstance(x, (np.ndarray, np.generic)) or is_traced(x) or backend.is_cupy(x)):
         raise TypeError(f"{name}: expected a floating-point array (numpy.ndarray, cupy.ndarray), "
                         f"got {type(x).__name__}")
+    check_not_subclass(x, name)
     if dtype_of(x).kind != "f":
         raise TypeError(f"{name}: expected a real floating dtype (float32 or float64), got {dtype_of(x)}; "
                         f"convert with .astype(numpy.float64)")
@@ -79,6 +92,7 @@ def check_mask(mask, shape, name: str = "mask"):
         return None
     if not (isinstance(mask, np.ndarray) or backend.is_cupy(mask)):
         raise TypeError(f"{name}: expected a boolean array (True = keep), got {type(mask).__name__}")
+    check_not_subclass(mask, name)
     if np.dtype(mask.dtype) != np.bool_:
         raise TypeError(f"{name}: expected dtype bool (True = keep), got {np.dtype(mask.dtype)}")
     try:
@@ -189,12 +203,25 @@ def init_args(sc, d, rng, dtype, sizes):
             raise TypeError(f"{name}: unknown size for score {sc.name!r}; expected one of {sc.size_names}")
 
 
+def owned(x):
+    """A copy of a caller's array, for a cache that backward reads: the caller may change the array in
+    place after forward (an optimiser's step, a reused buffer), and backward must see what forward saw.
+    A value autograd traces cannot be changed in place and is kept as it is; so is ``None``."""
+    if x is None or is_traced(x):
+        return x
+    copy = getattr(x, "copy", None)
+    return copy() if copy is not None else x.clone()
+
+
 def score_forward(forward):
-    """Decorator: check ``q``, ``k`` and ``params``; the cache records the scores' shape."""
+    """Decorator: check ``q``, ``k`` and ``params``; the cache records the scores' shape. The score's
+    forward gets copies of them (:func:`owned`), so its cache keeps what backward needs whatever the
+    caller does to its arrays between the two (about ``n d`` numbers, against the ``n^2`` scores)."""
 
     @functools.wraps(forward)
     def checked(self, q, k, params=None):
         shape, params = score_inputs(self, q, k, params)
+        q, k, params = owned(q), owned(k), {name: owned(v) for name, v in params.items()}
         s, cache = forward(self, q, k, params)
         return s, {"kind": "Score", "shape": shape, **cache}
 
@@ -222,7 +249,12 @@ def gradcheck_args(args, checks, max_fd_coords, eps, rtol, atol, rounding_safety
         if not isinstance(v, np.ndarray) or v.dtype != np.float64:
             raise TypeError(f"args[{k!r}]: gradcheck works in float64 NumPy arrays, "
                             f"got {type(v).__name__} {getattr(v, 'dtype', '')}")
+        check_not_subclass(v, f"args[{k!r}]")
+        if v.size == 0:
+            raise ValueError(f"args[{k!r}]: an empty array (shape {v.shape}) has no gradient to check")
     checks = (checks,) if isinstance(checks, str) else tuple(checks)
+    if not checks:
+        raise ValueError("checks: expected at least one of ('autograd', 'central'); a check of nothing cannot fail")
     unknown = sorted(set(checks) - {"autograd", "central"})
     if unknown:
         raise ValueError(f"checks: unknown check(s) {unknown}; expected a subset of ('autograd', 'central')")
@@ -233,14 +265,22 @@ def gradcheck_args(args, checks, max_fd_coords, eps, rtol, atol, rounding_safety
 
 
 def check_cotangent(cotangent, shape, rng):
-    """A standard normal cotangent of ``shape``, or the caller's after checking it (warned about if constant)."""
+    """A standard normal cotangent of ``shape``, or the caller's after checking it (warned about if constant,
+    refused if all zero: ``0^T J = 0`` for every ``J``, so a wrong VJP would pass). An empty output is
+    refused: it has no VJP to check."""
+    if 0 in tuple(shape):
+        raise ValueError(f"fun: its output is empty (shape {tuple(shape)}); there is no VJP to check")
     if cotangent is None:
         return rng.standard_normal(shape)
+    check_not_subclass(cotangent, "cotangent")
     u = np.asarray(cotangent, np.float64)
     if u.shape != shape:
         raise ValueError(f"cotangent: shape {u.shape} does not match the output's {shape}")
     if not np.all(np.isfinite(u)):
         raise ValueError("cotangent: has NaN or infinite entries")
+    if not np.any(u):
+        raise ValueError("cotangent: all entries are 0, against which every VJP, right or wrong, is 0; "
+                         "use a random one (the default)")
     if u.size > 1 and np.all(u == u.reshape(-1)[0]):
         warnings.warn("cotangent: all entries are equal; a softmax-like Jacobian has columns that sum to "
                       "zero, so a constant cotangent hides a wrong VJP (use a random one)", UserWarning, stacklevel=3)

@@ -69,7 +69,7 @@ class GradcheckResult:
 
     @property
     def ok(self) -> bool:
-        return all(c.ok for c in self.comparisons)
+        return bool(self.comparisons) and all(c.ok for c in self.comparisons)  # nothing compared proves nothing
 
     def worst(self, check: str) -> Comparison | None:
         """The comparison with the largest relative error for one check."""
@@ -84,6 +84,8 @@ class GradcheckResult:
 
     def describe_failures(self) -> str:
         """One line per failing comparison: which check, argument, index, error and tolerance."""
+        if not self.comparisons:
+            return f"{self.name}: no comparison was made, so nothing was checked"
         return "\n".join(
             f"{self.name}: analytic VJP vs {c.check}, argument {c.arg!r}: max abs error {c.max_abs:.3e} at "
             f"index {c.where} (relative {c.max_rel:.3e}; tolerance atol={self.atol:g} + rtol={self.rtol:g} * "
@@ -168,18 +170,26 @@ def gradcheck(fun: Callable, args: Mapping[str, np.ndarray], vjp: Callable, *, n
     args : mapping of str to float64 ndarray, the arguments to differentiate (a mask belongs in ``fun``)
     vjp : callable, ``vjp(u, **args) -> dict`` of ``u^T d fun / d arg`` per argument: the gradient under test
     name : str, a label for reports
-    cotangent : ndarray, optional; standard normal from ``seed`` if omitted (a constant one draws a warning)
+    cotangent : ndarray, optional; standard normal from ``seed`` if omitted (a constant one draws a warning,
+        an all-zero one is refused: every VJP, right or wrong, is 0 against it)
     seed : int, seed of the random cotangent and of the coordinate subset
     eps, rtol, atol, rounding_safety : float
         The step ``h`` (truncation and rounding are least in sum near ``u_r^(1/3)``, about 5e-6),
         the tolerances, and ``c`` of the rounding bound (module docstring).
-    checks : sequence of {"autograd", "central"}
+    checks : non-empty sequence of {"autograd", "central"} (none is refused: a check of nothing cannot fail)
     max_fd_coords : int or None, at most this many coordinates per argument differenced (at random)
     richardson : bool, also report ``max |D(2 eps) - D(eps)| / 3``, an estimate of the truncation error
 
     Returns
     -------
-    GradcheckResult, one :class:`Comparison` per (check, argument)
+    GradcheckResult, one :class:`Comparison` per (check, argument); ``ok`` only if every one passed and
+    there was at least one
+
+    Raises
+    ------
+    TypeError, ValueError
+        Before any comparison, for arguments that would make the check pass vacuously (no checks, an
+        empty argument or output, an all-zero cotangent) and for malformed ones.
     """
     which, eps, rtol, atol, c = gradcheck_args(args, checks, max_fd_coords, eps, rtol, atol, rounding_safety)
     rng = np.random.default_rng(seed)

@@ -61,6 +61,9 @@ class AttentionCache(dict):
     activation, the fast path does not keep them: ``cache["s"]`` (and
     ``cache.get("s")``) then recomputes them from ``Q`` and ``K`` on first
     access and keeps them. ``"s" in cache`` tells whether they are held now.
+
+    ``Q, K, V``, ``params`` and the mask are copies of the caller's, so changing
+    an input in place between forward and backward changes no gradient.
     """
 
     def __missing__(self, key):
@@ -108,6 +111,9 @@ def attention(Q, K, V, *, score="scaled_dot", activation="softmax", params=None,
         # compute every block as the reference does
         return attention(Q, K, V, score=sc, activation=act, params=params, mask=_full_mask(keep, n_q),
                          causal=False, score_options=None)
+    # copies of the caller's arrays (O(n d), and the mask's n^2 booleans): backward sees what forward saw
+    Q, K, V, keep = checks.owned(Q), checks.owned(K), checks.owned(V), checks.owned(keep)
+    params = {k: checks.owned(v) for k, v in params.items()}
     cache = AttentionCache(Q=Q, K=K, V=V, params=params, p=p, w=w, mask=keep, score=sc, activation=act,
                            score_cache=score_cache, block_size=size, strips=strips)
     if s is not None:

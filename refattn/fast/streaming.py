@@ -45,12 +45,13 @@ a thread pool, with the fast kernels, tested equal to the same reference.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 
 import numpy as np
 
 from ..core.attention import attention_args
-from ..core.backend import array_module, quiet, stop_gradient, sum_to, to_numpy
-from ..core.checks import check_float_array, check_int
+from ..core.backend import array_module, is_traced, quiet, stop_gradient, sum_to, to_numpy
+from ..core.checks import check_float_array, check_int, owned
 from . import streaming_fast
 from .blocks import Blocks, non_finite_as_reference
 from .kernels import rho_is_one
@@ -193,8 +194,9 @@ def streaming_attention(Q, K, V, *, score="scaled_dot", activation="softmax", pa
     out : ndarray (..., n_q, d_v), or (..., 1, d_v) for per-token scores
         Equal to the reference's output to rounding.
     cache : dict
-        For :func:`streaming_attention_backward`: the inputs ``Q, K, V,
-        params`` and the user's ``mask`` (references, not copies), ``causal``,
+        For :func:`streaming_attention_backward`: copies of the inputs ``Q, K, V,
+        params``, the user's ``mask`` (a reference, with a digest: changing the
+        mask in place before backward is refused there, not silently used), ``causal``,
         ``block_size``, ``score``, ``activation``, the output ``out``, the
         ``route`` that ran (``"reading"`` or ``"fast"``, with its ``sizes``),
         and per query row ``m`` and ``z``, each ``(..., n_q)``: on the
@@ -217,8 +219,8 @@ def streaming_attention(Q, K, V, *, score="scaled_dot", activation="softmax", pa
     if not isinstance(reading, (bool, np.bool_)):
         raise TypeError(f"reading: expected True or False, got {type(reading).__name__}")
     Q, K, V, params = _promoted(Q, K, V, params)
-    cache = {"Q": Q, "K": K, "V": V, "params": params, "mask": mask, "causal": bool(causal),
-             "block_size": block_size, "score": sc, "activation": act}
+    cache = {**_owned_inputs(Q, K, V, params, mask), "causal": bool(causal), "block_size": block_size,
+             "score": sc, "activation": act}
 
     if not reading and streaming_fast.applies(sc, Q, K, V, mask, params):
         out, aux = streaming_fast.forward(sc, act, Q, K, V, params, mask, bool(causal), block_size)
@@ -269,7 +271,16 @@ def streaming_attention_backward(grad_out, cache):
     check_float_array(grad_out, "grad_out", min_ndim=2)
     if np.shape(grad_out) != np.shape(cache["out"]):
         raise ValueError(f"grad_out: shape {np.shape(grad_out)} does not match the output's {np.shape(cache['out'])}")
+    if _digest(cache["mask"]) != cache.get("mask_digest", _digest(cache["mask"])):
+        raise ValueError("mask: it was changed in place after streaming_attention; backward needs the mask "
+                         "forward used (pass a copy to forward if you reuse the array)")
     cache, grad_out = _promoted_cache(cache, grad_out)
+    if cache["route"] == "fast" and grad_out.dtype not in (np.float32, np.float64):
+        # the fast route runs in float32 and float64 only: a wider dY (float128) takes the reading loop,
+        # whose m and z are forward's in the promoted dtype
+        cache = streaming_attention(cache["Q"], cache["K"], cache["V"], score=cache["score"],
+                                    activation=cache["activation"], params=cache["params"], mask=cache["mask"],
+                                    causal=cache["causal"], block_size=cache["block_size"], reading=True)[1]
     Q, K, V, out = cache["Q"], cache["K"], cache["V"], cache["out"]
     sc, act, params = cache["score"], cache["activation"], cache["params"]
     xp = array_module(grad_out, Q, K, V, *params.values())
@@ -280,6 +291,20 @@ def streaming_attention_backward(grad_out, cache):
         with _one_blas_thread(xp):
             grads = _backward_blocks(xp, blocks, act, grad_out, cache)
     return _not_finite_slices(xp, grads, (Q, K, V, out, grad_out))
+
+
+def _owned_inputs(Q, K, V, params, mask):
+    """The cache's inputs: copies of the caller's ``Q, K, V`` and ``params`` (O(n d)), and the mask (an
+    ``n_q x n_k`` array this path never doubles) by reference, with a digest that backward compares."""
+    return {"Q": owned(Q), "K": owned(K), "V": owned(V), "params": {k: owned(v) for k, v in params.items()},
+            "mask": mask, "mask_digest": _digest(mask)}
+
+
+def _digest(mask):
+    """A digest of the mask's bytes (``None`` for no mask), to tell that it changed between forward and backward."""
+    if mask is None or is_traced(mask):
+        return None
+    return hashlib.blake2b(np.ascontiguousarray(to_numpy(mask)), digest_size=16).digest()
 
 
 def _promoted_cache(cache, grad_out):

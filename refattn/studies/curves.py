@@ -401,10 +401,35 @@ def _load_source(path):
     s = data.get("settings") if isinstance(data, dict) else None
     if not isinstance(s, dict) or not isinstance(data.get("cells"), dict) or not {"figure", "task"} <= set(s):
         raise ValueError(f"source: {name!r} is not a results file of refattn nt-sensitivity")
+    numbers = {"n_con": int, "epochs": int, "eval_every": int, "seeds": list}
+    wrong = [k for k, kind in numbers.items() if not isinstance(s.get(k), kind) or isinstance(s.get(k), bool)]
+    if wrong:
+        raise ValueError(f"source: {name!r} is not a results file of refattn nt-sensitivity (its setting {wrong[0]!r} "
+                         f"is missing or not {'a list' if numbers[wrong[0]] is list else 'a whole number'})")
+    _, path = read_curve(s)
     for key, rec in data["cells"].items():
         if not isinstance(rec, dict) or not {"eval_epochs", "accuracy", "epochs_to_100"} <= set(rec):
             raise ValueError(f"source: {name!r}: cell {key!r} has no accuracy curves")
+        if not _curves_fit(rec, path):
+            raise ValueError(f"source: {name!r}: cell {key!r} holds curves of another shape (one row of numbers per "
+                             f"seed, one number per evaluation epoch, and one epochs_to_100 per seed)")
     return data
+
+
+def _curves_fit(rec, path):
+    """A cell record's curve (at ``path``) is seeds x evaluations of numbers (or null: a NaN), with a number
+    per evaluation epoch, and an ``epochs_to_100`` (and a ``diverged``, if any) per seed."""
+    acc = rec
+    for key in path:
+        acc = acc.get(key) if isinstance(acc, dict) else None
+    epochs, hit = rec["eval_epochs"], rec["epochs_to_100"]
+    if not (isinstance(acc, list) and isinstance(epochs, list) and isinstance(hit, list) and len(hit) == len(acc)):
+        return False
+    if "diverged" in rec and not (isinstance(rec["diverged"], list) and len(rec["diverged"]) == len(acc)):
+        return False
+    plain = all(isinstance(e, (int, float)) and not isinstance(e, bool) for e in epochs)
+    return plain and all(isinstance(row, list) and len(row) == len(epochs) and all(
+        v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in row) for row in acc)
 
 
 @dataclass

@@ -18,11 +18,21 @@ import refattn
 
 from ..training.tasks.sst2 import ENV_VAR
 
-__all__ = ["DATA_HELP", "sibling_data_dir", "resolve_data_dir", "nonempty", "maximal_phrases", "code_commit"]
+__all__ = ["DATA_HELP", "sibling_data_dir", "resolve_data_dir", "nonempty", "maximal_phrases", "code_commit",
+           "number_name"]
 
 #: The help of every command's SST-2 folder option.
 DATA_HELP = ("SST-2 folder holding train.tsv and dev.tsv, never downloaded (default $REFATTN_SST2, else the "
              "shared data folder beside the repository)")
+
+
+def number_name(x) -> str:
+    """``x`` as a cell's name and a report write it: the short form (``0.02``, ``1``), unless that form
+    reads back as another number, then every digit that tells it apart (``0.020000001``), so that two
+    distinct values never share a name (and a resumed file never takes one for the other)."""
+    x = float(x)
+    short = f"{x:g}"
+    return short if float(short) == x else repr(x)
 
 
 def sibling_data_dir():

@@ -70,7 +70,7 @@ from ..training.tasks.sst2 import load_sst2
 from ..core.checks import check_int
 from ..fast.threads import single_threaded_blas
 from ..training.runs import check_memory
-from ..training.train import Progress, checkpoint_paths, train
+from ..training.train import Progress, check_resumable, checkpoint_paths, train
 from . import max_memory, option
 from .helpers import DATA_HELP, maximal_phrases, resolve_data_dir
 
@@ -503,6 +503,9 @@ def run_lm(settings, *, progress=None, on_result=None):
                  f"{n_seeds} seeds of a {layers}-layer, width-{width} model at context {n_ctx}", settings.max_memory)
     seeds = list(range(settings.first_seed, settings.first_seed + n_seeds))
     checkpoints = checkpoint_paths(settings.checkpoint_dir, "lm", activations)  # checked before the first step
+    for name in activations:  # and compared with their runs
+        _, fingerprint, epochs = _variant(settings, c, name, corpus, seeds)
+        check_resumable(checkpoints[name], fingerprint, epochs, "--checkpoint-dir")
     curve_starts = _dev_windows(dev_ids, n_ctx, c["eval_windows"])
     final_starts = _dev_windows(dev_ids, n_ctx, c["final_windows"])
     dev = {"curve": windows(dev_ids, n_ctx, starts=curve_starts[None]),  # (1, N, n_ctx) each
@@ -567,11 +570,22 @@ def _checked(s):
     return c
 
 
-def _train_variant(s, c, name, corpus, seeds, make_batches, dev, checkpoint, progress):
-    """One variant of :func:`run_lm` trained and evaluated: its entry of the result's ``variants``."""
+def _variant(s, c, name, corpus, seeds):
+    """``(model, fingerprint, epochs)`` of one variant of :func:`run_lm`: what its checkpoint records, and
+    a resumed run must match (compared for every variant before the first one trains)."""
     V, steps, eval_every = len(corpus["vocab"]), c["steps"], c["eval_every"]
     model = DecoderLM(V, c["n_ctx"], width=c["width"], n_layers=c["layers"], n_heads=c["heads"], ffn_mult=4,
                       neural_d_prime=s.neural_d_prime, neural_hidden=s.neural_hidden, **c["options"][name])
+    fingerprint = {"variant": name, "model": repr(model), "seeds": seeds, "steps": steps,
+                   "batch_size": c["batch_size"], "lr": s.lr, "eval_every": eval_every, "dtype": s.dtype,
+                   "data": corpus["fingerprint"], "eval_windows": c["eval_windows"]}
+    return model, fingerprint, math.ceil(steps / eval_every)
+
+
+def _train_variant(s, c, name, corpus, seeds, make_batches, dev, checkpoint, progress):
+    """One variant of :func:`run_lm` trained and evaluated: its entry of the result's ``variants``."""
+    steps, eval_every = c["steps"], c["eval_every"]
+    model, fingerprint, epochs = _variant(s, c, name, corpus, seeds)
     params = model.init_params(seeds, dtype=np.dtype(s.dtype))
     opt = Adam(params, lr=s.lr)
     (cx, cy), (fx, fy) = dev["curve"], dev["final"]
@@ -581,10 +595,6 @@ def _train_variant(s, c, name, corpus, seeds, make_batches, dev, checkpoint, pro
         return {"step": min((epoch + 1) * eval_every, steps), "dev_loss": ev["loss"],
                 "dev_accuracy": ev["accuracy"]}
 
-    fingerprint = {"variant": name, "model": repr(model), "seeds": seeds, "steps": steps,
-                   "batch_size": c["batch_size"], "lr": s.lr, "eval_every": eval_every, "dtype": s.dtype,
-                   "data": corpus["fingerprint"], "eval_windows": c["eval_windows"]}
-    epochs = math.ceil(steps / eval_every)
     bar = Progress(epochs, enabled=progress, label=f"lm {name}")
     t0 = time.perf_counter()
     run = train(model, params, opt, make_batches, epochs=epochs, callbacks=[evaluate], checkpoint=checkpoint,

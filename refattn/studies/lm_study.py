@@ -40,7 +40,7 @@ import numpy as np
 from ..core.activations import ACTIVATIONS
 from ..training.runs import CellStore, session
 from . import lm, max_memory, option
-from .helpers import DATA_HELP, code_commit
+from .helpers import DATA_HELP, code_commit, number_name
 from .lm import DEFAULTS, SPECIAL, VARIANTS, run_lm
 
 __all__ = ["FOCUS", "LRS", "PHASES", "Settings", "run_lm_study", "run", "best_lrs", "gap_curve", "report", "plot"]
@@ -84,15 +84,19 @@ class Settings:
 
 
 def _key(phase, variant, lr, steps=None):
-    """A cell's name; a long run's names its length, so runs of several lengths can share a file."""
-    return f"{phase} {variant} lr={lr:g}" + ("" if steps is None else f" steps={steps}")
+    """A cell's name; a long run's names its length, so runs of several lengths can share a file. Two
+    distinct rates never share a name (:func:`refattn.studies.helpers.number_name`)."""
+    return f"{phase} {variant} lr={number_name(lr)}" + ("" if steps is None else f" steps={steps}")
+
+
+#: What the study keeps of one variant's run (:func:`_record`), and what a results file is checked for.
+RECORD_KEYS = ("n_params", "per_seed", "dev_loss_mean", "dev_loss_std", "dev_perplexity_mean", "dev_perplexity_std",
+               "dev_accuracy_mean", "dev_accuracy_std", "finite", "curve", "train_seconds")
 
 
 def _record(entry):
     """What the study keeps of one variant's run: per-seed finals and the curves (already thin)."""
-    keep = ("n_params", "per_seed", "dev_loss_mean", "dev_loss_std", "dev_perplexity_mean", "dev_perplexity_std",
-            "dev_accuracy_mean", "dev_accuracy_std", "finite", "curve", "train_seconds")
-    return {k: entry[k] for k in keep}
+    return {k: entry[k] for k in RECORD_KEYS}
 
 
 def best_lrs(cells, activations, lrs):
@@ -117,7 +121,8 @@ def gap_curve(rec, ref, key="dev_loss"):
     dict
         ``step``, ``mean`` and ``se`` (standard error over seeds, ``ddof=1``)
         per evaluation, ``change`` (last minus the evaluation three quarters
-        of the way) and ``settled`` (``|change| <= 2 sqrt(se_last^2 + se_then^2)``).
+        of the way) and ``settled`` (``|change| <= 2 sqrt(se_last^2 + se_then^2)``; ``None`` with one
+        seed, where there is no standard error to compare with).
     """
     a, b = np.asarray(rec["curve"][key], dtype=float), np.asarray(ref["curve"][key], dtype=float)
     d = a - b  # (seeds, evals)
@@ -126,7 +131,7 @@ def gap_curve(rec, ref, key="dev_loss"):
     se = d.std(axis=0, ddof=1) / np.sqrt(S) if S > 1 else np.full(mean.shape, np.nan)
     k = int(round(0.75 * (mean.size - 1)))
     change = float(mean[-1] - mean[k])
-    settled = bool(abs(change) <= 2 * np.hypot(se[-1], se[k])) if S > 1 else False
+    settled = bool(abs(change) <= 2 * np.hypot(se[-1], se[k])) if S > 1 else None
     return {"step": rec["curve"]["step"], "mean": mean.tolist(), "se": se.tolist(), "change": change,
             "settled": settled}
 
@@ -160,7 +165,8 @@ def run_lm_study(settings, *, command=None, progress=None):
     settings = {"variants": variants, "lrs": lrs, "seeds": seeds, "steps": steps, "long_steps": long_steps,
                 "long_evals": long_evals, "data": None if data is None else str(data),
                 "model": {k: DEFAULTS[k] for k in ("layers", "width", "heads", "n_ctx", "batch_size", "dtype")}}
-    store = CellStore(s.results, settings, what="run_lm_study", free=("long_steps", "long_evals"))
+    store = CellStore(s.results, settings, what="run_lm_study", free=("long_steps", "long_evals"),
+                      record_keys=RECORD_KEYS)
     cells = store.cells
     out = {"command": command, "settings": settings, "commit": code_commit(), "cells": cells}
     out["runs"] = store.runs(command, out["commit"])  # every command that added cells to the file
@@ -173,7 +179,7 @@ def run_lm_study(settings, *, command=None, progress=None):
             cells[key] = _record(r["variants"][variant])
             finish()
 
-    def finish():
+    def summarise():
         out["best_lr"] = best_lrs(cells, variants, lrs)
         out["gaps"] = {}
         ref = cells.get(_key("long", "softmax", out["best_lr"].get("softmax", -1), long_steps))
@@ -182,7 +188,12 @@ def run_lm_study(settings, *, command=None, progress=None):
             if v != "softmax" and rec is not None and ref is not None:
                 out["gaps"][name] = {"dev_loss": gap_curve(rec, ref, "dev_loss"),
                                      "dev_accuracy": gap_curve(rec, ref, "dev_accuracy")}
+
+    def finish():
+        summarise()
         store.save(out)
+
+    store.read(lambda: (_read_records(cells), summarise(), report(out)))  # read and reported before any work
 
     if "table" in phases:
         for v in VARIANTS:
@@ -202,6 +213,18 @@ def run_lm_study(settings, *, command=None, progress=None):
     return out
 
 
+def _read_records(cells):
+    """Every record found in a results file read as the study reads it (its numbers, its curves), so that
+    a value of another kind is found before any work, not after the next run."""
+    for rec in cells.values():
+        for key in RECORD_KEYS:
+            if key.endswith(("_mean", "_std")):
+                _num(rec[key], ".4f")
+        for key in ("dev_loss", "dev_accuracy"):
+            if np.asarray(rec["curve"][key], dtype=float).ndim != 2:
+                raise ValueError(f"its curve {key!r} is not seeds x evaluations")
+
+
 #: ``refattn lm-study``: ``command`` (the command line) goes into the results file, so that the file says
 #: how to resume it.
 run = run_lm_study
@@ -213,7 +236,8 @@ def _long_runs(best):
     runs = [(v, v, lr) for v, lr in best.items()]
     shared = best.get("softmax")
     if shared is not None:
-        runs += [(f"{v} lr={shared:g}", v, shared) for v, lr in best.items() if v != "softmax" and lr != shared]
+        runs += [(f"{v} lr={number_name(shared)}", v, shared) for v, lr in best.items()
+                 if v != "softmax" and lr != shared]
     return runs
 
 
@@ -225,16 +249,17 @@ def report(result):
     for v in VARIANTS:
         rec = cells.get(_key("table", v, DEFAULTS["lr"]))
         if rec is not None:
-            lines.append(f"| {v} | {100 * rec['dev_accuracy_mean']:.2f} ± {100 * rec['dev_accuracy_std']:.2f} | "
-                         f"{rec['dev_loss_mean']:.4f} ± {rec['dev_loss_std']:.4f} |")
+            lines.append(f"| {v} | {_num(rec['dev_accuracy_mean'], '.2f', 100)} ± "
+                         f"{_num(rec['dev_accuracy_std'], '.2f', 100)} | {_num(rec['dev_loss_mean'], '.4f')} ± "
+                         f"{_num(rec['dev_loss_std'], '.4f')} |")
     lines += ["", "Tuning: dev loss (mean over seeds, all dev windows) per learning rate",
-              "| variant | " + " | ".join(f"lr {lr:g}" for lr in s["lrs"]) + " | best |",
+              "| variant | " + " | ".join(f"lr {number_name(lr)}" for lr in s["lrs"]) + " | best |",
               "|---|" + "---|" * (len(s["lrs"]) + 1)]
     for v in s["variants"]:
-        row = [f"{cells[_key('tune', v, lr)]['dev_loss_mean']:.4f}" if _key("tune", v, lr) in cells else "-"
+        row = [_num(cells[_key("tune", v, lr)]["dev_loss_mean"], ".4f") if _key("tune", v, lr) in cells else "-"
                for lr in s["lrs"]]
         best = result.get("best_lr", {}).get(v)
-        lines.append(f"| {v} | " + " | ".join(row) + f" | {'-' if best is None else f'{best:g}'} |")
+        lines.append(f"| {v} | " + " | ".join(row) + f" | {'-' if best is None else number_name(best)} |")
     lines += ["", f"Long runs ({s['long_steps']} steps at the best rate, then the controls at softmax's): final "
                   f"accuracy and loss; gap to softmax (paired over seeds, ± standard error) and whether it settled",
               "| variant | lr | accuracy % | loss | gap accuracy pp | gap loss | settled |",
@@ -245,12 +270,29 @@ def report(result):
             continue
         g = result.get("gaps", {}).get(name)
         gap = ("-", "-", "-") if g is None else (
-            f"{100 * g['dev_accuracy']['mean'][-1]:+.2f} ± {100 * g['dev_accuracy']['se'][-1]:.2f}",
-            f"{g['dev_loss']['mean'][-1]:+.4f} ± {g['dev_loss']['se'][-1]:.4f}",
-            "yes" if g["dev_loss"]["settled"] and g["dev_accuracy"]["settled"] else "still moving")
-        lines.append(f"| {v} | {lr:g} | {100 * rec['dev_accuracy_mean']:.2f} | {rec['dev_loss_mean']:.4f} | "
-                     + " | ".join(gap) + " |")
+            f"{_num(g['dev_accuracy']['mean'][-1], '+.2f', 100)} ± {_num(g['dev_accuracy']['se'][-1], '.2f', 100)}",
+            f"{_num(g['dev_loss']['mean'][-1], '+.4f')} ± {_num(g['dev_loss']['se'][-1], '.4f')}",
+            _settled(g["dev_loss"]["settled"], g["dev_accuracy"]["settled"]))
+        lines.append(f"| {v} | {number_name(lr)} | {_num(rec['dev_accuracy_mean'], '.2f', 100)} | "
+                     f"{_num(rec['dev_loss_mean'], '.4f')} | " + " | ".join(gap) + " |")
+    if s["seeds"] < 2:
+        lines.append("(n/a: a spread, a standard error and whether a gap settled need at least two seeds)")
     return "\n".join(lines)
+
+
+def _settled(*verdicts):
+    """"yes" where every gap settled, "n/a" where one cannot tell (one seed: ``None``), else "still moving"."""
+    if any(v is None for v in verdicts):
+        return "n/a"
+    return "yes" if all(verdicts) else "still moving"
+
+
+def _num(value, spec, scale=1):
+    """``value * scale`` formatted with ``spec``; "n/a" where there is no number (a spread of one seed,
+    null in the JSON) or it is not finite: the report is total, so it never fails after the work."""
+    if value is None or not np.isfinite(value):
+        return "n/a"
+    return format(scale * value, spec)
 
 
 def plot(result):

@@ -44,7 +44,7 @@ import numpy as np
 from ..training.runs import CellStore, check_memory, session
 from . import max_memory, option
 from . import nt_training
-from .helpers import code_commit
+from .helpers import code_commit, number_name
 from .nt_training import PAPER, run_nt
 from .statistics import rank_shift, rank_test
 
@@ -119,8 +119,9 @@ class Settings:
 
 
 def cell_key(init_scale, lr, activation):
-    """The results file's name for one cell and activation, e.g. ``"init=0.5 lr=0.02 expressive"``."""
-    return f"init={float(init_scale):g} lr={float(lr):g} {activation}"
+    """The results file's name for one cell and activation, e.g. ``"init=0.5 lr=0.02 expressive"``; two
+    distinct values never share a name (:func:`refattn.studies.helpers.number_name`)."""
+    return f"init={number_name(init_scale)} lr={number_name(lr)} {activation}"
 
 
 def late_change(accuracy, fraction=1 / 3):
@@ -163,6 +164,10 @@ def thin_record(rec, points=CURVE_POINTS):
     if "accuracy_by_task" in rec:
         out["accuracy_by_task"] = {t: [[row[i] for i in idx] for row in a] for t, a in rec["accuracy_by_task"].items()}
     return out
+
+
+#: The keys of every cell's record (:func:`_cell_record`), which a results file is checked for before use.
+RECORD_KEYS = ("epochs_to_100", "final_accuracy", "eval_epochs", "accuracy", "loss_epochs", "loss", "late_change")
 
 
 def _cell_record(r, figure):
@@ -236,11 +241,11 @@ def run_sensitivity(settings, *, command=None, progress=None):
                                        dtype=g.dtype)
         check_memory(largest.memory_estimate(), f"--seeds {g.seeds}", g.max_memory)
     settings = _settings(g)
-    store = CellStore(g.results, settings, grow=("init_scales", "lrs"), what="run_sensitivity")
+    store = CellStore(g.results, settings, grow=("init_scales", "lrs"), what="run_sensitivity",
+                      record_keys=RECORD_KEYS)
     cells = store.cells
-    for key in cells:  # cells saved before the curves were thinned
-        cells[key] = thin_record(cells[key])
     out = {"command": command, "settings": settings, "commit": code_commit(), "cells": cells}
+    store.read(lambda: _read_cells(out))  # what the file holds is read, and reported, before any work
     out["runs"] = store.runs(command, out["commit"])  # every command that added cells to the file
 
     def save():
@@ -265,6 +270,22 @@ def run_sensitivity(settings, *, command=None, progress=None):
     out["summary"] = summarise(out)
     save()
     return out
+
+
+def _read_cells(out):
+    """The cells found in a results file, thinned (cells saved before the curves were), each record's
+    measures and curves read, then summarised and reported, as the run will after its first new cell."""
+    s = out["settings"]
+    for key, rec in out["cells"].items():
+        out["cells"][key] = rec = thin_record(rec)
+        names = [m for m in MEASURE_DIRECTIONS if m != "final_accuracy_N16T2" or "final_accuracy_by_task" in rec]
+        for name in names:
+            _quartiles(_measure(rec, name, s["epochs"], s["eval_every"]))
+        curve = np.asarray(rec["accuracy"], dtype=float)  # (seeds, evaluations), as the plot reads it
+        if curve.shape != (len(rec["epochs_to_100"]), len(rec["eval_epochs"])) or rec["late_change"] is not None \
+                and not isinstance(rec["late_change"], (int, float)):
+            raise ValueError(f"cell {key!r}: its curves do not fit its seeds and evaluations")
+    report({**out, "summary": summarise(out)})
 
 
 #: Every measure a cell record supports, and which direction is better.
@@ -408,7 +429,8 @@ def report(result, measure=None):
     for r in summarise(result, measure):
         cell = {att: f"{fmt.format(r[att]['median'])} [{fmt.format(r[att]['q1'])}, {fmt.format(r[att]['q3'])}]"
                 for att in ATTENTIONS}
-        lines.append(f"| x{r['init_scale']:g} | {r['lr']:g} | {cell['expressive']} | {cell['softmax']} | "
+        lines.append(f"| x{number_name(r['init_scale'])} | {number_name(r['lr'])} | {cell['expressive']} | "
+                     f"{cell['softmax']} | "
                      f"{fmt.format(r['difference'])} | {_p(r['p'])} | {r['winner']} | "
                      f"{r['reached_100']['expressive']}/{r['reached_100']['softmax']} | "
                      f"{r['diverged']['expressive']}/{r['diverged']['softmax']} | "
@@ -452,8 +474,8 @@ def plot(result, *, axes=None):
                              else rec["accuracy"])
             ax2.plot(rec["eval_epochs"], acc.mean(axis=0), "-" if att == "expressive" else "--",
                      color=cmap(ci / max(1, ncells - 1)),
-                     label=f"x{init:g}, lr {lr:g}" if att == "expressive" else None)
-        labels.append(f"x{init:g}\nlr {lr:g}")
+                     label=f"x{number_name(init)}, lr {number_name(lr)}" if att == "expressive" else None)
+        labels.append(f"x{number_name(init)}\nlr {number_name(lr)}")
         x += 1
     ax.set_xticks(range(len(labels)), labels)
     name, better = MEASURES[figure]
@@ -517,8 +539,8 @@ def plot_verdict_map(results, *, measures=None, titles=None, axes=None):
             ax.text(j, i, f"{r['winner']}\n{unit}\np {_p(r['p'])}" + ("" if r["settled"] else " ~"),
                     ha="center", va="center", fontsize=7)
         ax.imshow(grid, cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto")
-        ax.set_xticks(range(len(lrs)), [f"lr {v:g}" for v in lrs])
-        ax.set_yticks(range(len(inits)), [f"x{v:g}" for v in inits])
+        ax.set_xticks(range(len(lrs)), [f"lr {number_name(v)}" for v in lrs])
+        ax.set_yticks(range(len(inits)), [f"x{number_name(v)}" for v in inits])
         what = "epochs to 100 %" if name == "epochs_to_100" else name.replace("_", " ")
         ax.set_title(title or f"{s['task']}, N_con {s['n_con']}, {s['epochs']} ep: {what}", fontsize=8)
     axes[0].set_ylabel("initialisation scale")

@@ -342,14 +342,16 @@ def run_nt(settings, *, progress=None):
                 rec["accuracy_by_task"] = per_task
         if epoch + 1 in snaps:
             rec["attention_snapshot"] = snapshot(p)
-        if lr_drop is not None and epoch + 1 == lr_drop[0]:
-            optimizer.lr = s.lr / lr_drop[1]  # saved with the optimiser's state: a resumed run keeps it
         return rec
+
+    def schedule(epoch):  # the learning rate after ``epoch``: divided by the factor from the drop's epoch on
+        return {"lr": s.lr / lr_drop[1] if epoch + 1 >= lr_drop[0] else s.lr}
 
     bar = Progress(s.epochs, enabled=progress, label=f"{name} {s.activation} {s.layout}")
     out = train(model, params, optimizer, make_batches(name, s.context, seeds), epochs=s.epochs, grad=s.grad,
                 callbacks=[on_epoch], checkpoint=s.checkpoint, progress=bar, stop_after=s.stop_after,
-                fingerprint=_fingerprint(s, model, name, seeds, weights, lr_drop, snaps))
+                fingerprint=_fingerprint(s, model, name, seeds, weights, lr_drop, snaps),
+                schedule=None if lr_drop is None else schedule)
     result = _result(s, model, out, (name, tasks, weights), seeds, lr_drop, eval_seconds[0])
     if snaps:
         got = {h["epoch"] + 1: h["attention_snapshot"] for h in out["history"] if "attention_snapshot" in h}

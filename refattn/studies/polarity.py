@@ -24,7 +24,7 @@ import numpy as np
 from ..core.activations import ACTIVATIONS
 from ..core.checks import check_int
 from ..plots import GROUP_COLOURS
-from ..training.classifier import OPTIMISERS, classifier_memory, train_classifier
+from ..training.classifier import OPTIMISERS, classifier_fingerprint, classifier_memory, train_classifier
 from ..training.runs import check_memory
 from ..training.tasks.polarity import (
     NEGATIVE,
@@ -36,7 +36,7 @@ from ..training.tasks.polarity import (
     polarity_groups,
     token_polarity,
 )
-from ..training.train import checkpoint_paths
+from ..training.train import check_resumable, checkpoint_paths
 from . import max_memory, option
 
 __all__ = ["PAPER_FIG2", "Settings", "memory_estimate", "run_polarity", "run", "report", "plot"]
@@ -160,13 +160,15 @@ def run_polarity(settings, *, progress=None, on_result=None):
     V, S = data.vocab_size, len(seeds)
     pol = token_polarity(tr_tok, data.labels[data.train_idx], V)
     groups = polarity_groups(pol.gamma, pol.f_pos, pol.f_neg)
+    run_of = dict(seeds=seeds, score=s.score, epochs=epochs, batch_size=s.batch_size, optimizer=s.optimizer, lr=s.lr,
+                  dropout=s.dropout, fingerprint_extra={"config": repr(config)})
+    for act in activations:  # every checkpoint compared with its run before the first activation trains
+        check_resumable(checkpoints[act], classifier_fingerprint(act, n=len(tr_tok), **run_of), epochs,
+                        "--checkpoint-dir")
     results = {}
     for act in activations:
-        ck = checkpoints[act]
-        model, params, out = train_classifier(tr_tok, tr_lab, V, act, seeds=seeds, score=s.score, epochs=epochs,
-                                              batch_size=s.batch_size, optimizer=s.optimizer, lr=s.lr,
-                                              dropout=s.dropout, checkpoint=ck, progress=progress,
-                                              fingerprint_extra={"config": repr(config)})
+        model, params, out = train_classifier(tr_tok, tr_lab, V, act, checkpoint=checkpoints[act], progress=progress,
+                                              **run_of)
         test_batch = {"tokens": np.broadcast_to(te_tok, (S,) + te_tok.shape)}
         fwd = model.outputs(params, test_batch)
         acc = np.mean((fwd["logit"] > 0) == (te_lab[None] == 1), axis=1)  # (S,)

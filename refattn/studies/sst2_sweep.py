@@ -142,10 +142,11 @@ def run_sst2_sweep(settings, *, command=None, progress=None):
                 "sweep": {"embed_dim": [int(e) for e in sweep["embed_dim"]], "training": [list(t) for t in training]},
                 "epochs": {f"{o}/{u}": int(epochs[f"{o}/{u}"]) for o, u in training}, "lrs": LRS,
                 "fixed": {k: DEFAULTS[k] for k in ("score", "batch_size", "dropout", "max_len", "min_count")}}
-    store = CellStore(s.results, settings, what="run_sst2_sweep")
+    store = CellStore(s.results, settings, what="run_sst2_sweep", record_keys=("setting", "activation", "dev_accuracy"))
     cells = store.cells
     out = {"command": command, "settings": settings, "commit": code_commit(), "cells": cells}
     out["runs"] = store.runs(command, out["commit"])  # every command that added cells to the file
+    store.read(lambda: report({**out, "best": best_settings(out)}))  # the file's cells read before any work
     S = len(seeds)
     for embed, (opt, units) in itertools.product(settings["sweep"]["embed_dim"], training):
         setting = {"embed_dim": int(embed), "optimizer": opt, "units": units}

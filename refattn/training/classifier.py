@@ -15,7 +15,7 @@ from .models.polarity import PolarityClassifier, dropout_mask
 from .optim import SGD, Adadelta, Adagrad, Adam
 from .train import Progress, batch_iterator, train
 
-__all__ = ["OPTIMISERS", "train_classifier", "classifier_memory"]
+__all__ = ["OPTIMISERS", "train_classifier", "classifier_fingerprint", "classifier_memory"]
 
 
 def _adadelta_code(params, lr=0.05):
@@ -63,13 +63,23 @@ def train_classifier(tokens, labels, vocab_size, activation, *, seeds, mask=None
             out.append(batch)
         return out
 
-    fp = {"activation": activation, "seeds": list(seeds), "score": score, "epochs": epochs, "lr": lr,
-          "optimizer": optimizer, "batch_size": batch_size, "dropout": dropout, "n": int(len(tokens)),
-          **({"embed_dim": embed_dim} if embed_dim != 30 else {}), **(fingerprint_extra or {})}
+    fp = classifier_fingerprint(activation, seeds=seeds, score=score, epochs=epochs, batch_size=batch_size,
+                                optimizer=optimizer, lr=lr, dropout=dropout, n=len(tokens), embed_dim=embed_dim,
+                                fingerprint_extra=fingerprint_extra)
     out = train(model, params, opt, make_batches, epochs=epochs, checkpoint=checkpoint, fingerprint=fp, grad=grad,
                 callbacks=list(callbacks),
                 progress=Progress(epochs, enabled=progress, label=f"{activation}"))
     return model, params, out
+
+
+def classifier_fingerprint(activation, *, seeds, score, epochs, batch_size, optimizer, lr, dropout, n, embed_dim=30,
+                           fingerprint_extra=None):
+    """What a checkpoint of :func:`train_classifier` records of its run (``n`` training examples), and a
+    resumed run must match: a study of several activations compares every activation's checkpoint
+    with it before the first one trains (:func:`refattn.training.train.check_resumable`)."""
+    return {"activation": activation, "seeds": [int(x) for x in seeds], "score": score, "epochs": epochs, "lr": lr,
+            "optimizer": optimizer, "batch_size": batch_size, "dropout": dropout, "n": int(n),
+            **({"embed_dim": embed_dim} if embed_dim != 30 else {}), **(fingerprint_extra or {})}
 
 
 def classifier_memory(seeds, tokens, embed_dim=30):

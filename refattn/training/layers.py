@@ -41,7 +41,12 @@ per random seed) as one array program: every parameter has a leading axis
 
 The cache is what the backward pass reads: the inputs (``linear``,
 ``relu``), or what the forward computed anyway (``layer_norm``: the normalised
-rows and their inverse scales; the losses: the probabilities).
+rows and their inverse scales; the losses: the probabilities). The inputs are
+kept by reference, not copied (the models run these layers on every batch, and
+own every array they pass): changing an input in place between a layer's
+forward and its backward is undefined, its gradients those of the changed
+array. The public attention functions (:func:`refattn.attention`, the fast
+and streaming paths) keep copies instead, for callers who reuse their arrays.
 """
 
 from __future__ import annotations

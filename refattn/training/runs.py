@@ -24,7 +24,10 @@ bytes go to a temporary file beside the target, are flushed to disk
 (``fsync``), then renamed over the target, and the folder's entry is flushed
 too; a failed or killed write leaves the previous file whole. A temporary
 left by a killed process (``<file>.partial-<pid>-<thread>``) is never read,
-and is removed by the next run that locks the file.
+and is removed by the next run that locks the file. A file the user made
+read-only is never replaced (a rename would replace it regardless of its
+permissions): it is refused before any work (:func:`check_writable`), and
+:func:`atomic_write` refuses it too; a replaced file keeps its permissions.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ import math
 import os
 import platform
 import re
+import stat
 import threading
 import warnings
 from collections.abc import Mapping
@@ -51,9 +55,9 @@ from threadpoolctl import threadpool_info
 
 from ..core.backend import to_numpy
 
-__all__ = ["jsonable", "dumps", "atomic_write", "locked", "claim", "session", "held_paths", "ResultsFile",
-           "CellStore", "check_results_path", "make_folder_for", "machine_info", "available_memory", "check_memory",
-           "format_bytes"]
+__all__ = ["jsonable", "dumps", "atomic_write", "read_only", "check_writable", "check_distinct", "locked", "claim",
+           "session", "held_paths", "ResultsFile", "CellStore", "check_results_path", "same_file_key", "make_folder_for", "machine_info",
+           "available_memory", "check_memory", "format_bytes"]
 
 
 def jsonable(x):
@@ -109,6 +113,25 @@ def _partial(path):
     return f"{path}.partial-{os.getpid()}-{threading.get_ident()}"
 
 
+def read_only(path) -> bool:
+    """True for an existing file its owner made read-only (no write permission bit: ``chmod a-w``), or
+    one this process may not write. The permission bits count for root too, who may write anyway: a
+    file made read-only says "do not replace me"."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return not (st.st_mode & 0o222) or not os.access(path, os.W_OK)
+
+
+def check_writable(path, option):
+    """One line naming ``option`` and ``path`` when ``path`` exists and is read-only (:func:`read_only`):
+    checked before any work, so that a run never finds out after its first piece that it cannot save it."""
+    if read_only(path):
+        raise ValueError(f"{option}: {os.fspath(path)!r} is read-only; it is left as it is (make it writable, "
+                         f"or give another path)")
+
+
 def atomic_write(path, write):
     """Call ``write(fh)`` on a binary temporary file beside ``path``, then move it over ``path``.
 
@@ -121,16 +144,23 @@ def atomic_write(path, write):
     ``path``. A symbolic link is followed (its target is written); a path that is
     not a regular file (a device such as ``/dev/null``, a pipe) is refused with
     an ``OSError`` naming it, before anything is written: moving a file over it
-    would replace the device itself."""
+    would replace the device itself. So is a read-only file (:func:`read_only`),
+    which a rename would replace although its owner protected it; a file that is
+    replaced keeps its permission bits."""
     path = os.path.realpath(os.fspath(path))
     if os.path.exists(path) and not os.path.isfile(path):
         raise OSError(errno.EINVAL, "not a regular file (a device, pipe or folder)", path)
+    if read_only(path):
+        raise PermissionError(errno.EACCES, "read-only file; it is left as it is", path)
+    mode = stat.S_IMODE(os.stat(path).st_mode) if os.path.exists(path) else None
     tmp = _partial(path)
     try:
         with open(tmp, "wb") as fh:
             write(fh)
             fh.flush()
             os.fsync(fh.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)  # the user's permissions survive the replacement
         os.replace(tmp, path)
         _fsync_folder(path)
     except OSError as exc:
@@ -324,6 +354,14 @@ class ResultsFile:
     a temporary file first and is moved over ``path`` (:func:`os.replace`), so
     the file is always whole: the last finished piece, never half of one.
 
+    A file already at ``path`` (an earlier run's results) is left whole until
+    this run has finished its first piece, and then replaced atomically: a
+    rerun interrupted before that keeps the earlier results. A file there that
+    is not a results file of refattn, or that is read-only, is refused at once
+    (``ValueError`` naming ``option``), never replaced; where there is none, an
+    empty results file is written at once, so an output that cannot be
+    written is found before any work.
+
     Whoever makes one locks the file or its folder first (:func:`locked`,
     :func:`claim`); the command line locks its ``--out`` folder.
 
@@ -333,14 +371,19 @@ class ResultsFile:
         The file (its folder must exist and be writable).
     command : list of str
         The command line, stored so the file says how it was made.
+    option : str
+        The option that named the file, for messages.
     """
 
-    def __init__(self, path, command):
+    def __init__(self, path, command, option="path"):
         self.path = os.fspath(path)
         self.command = list(command)
         self.finished: dict = {}
         self._lock = threading.Lock()
-        self._write({"command": self.command, "complete": False, "finished": {}})
+        if os.path.lexists(self.path):
+            _check_results_file(self.path, option)
+        else:
+            self._write({"command": self.command, "complete": False, "finished": {}})
 
     def _write(self, obj):
         text = (dumps(obj) + "\n").encode("utf-8")
@@ -356,6 +399,32 @@ class ResultsFile:
         """The whole run's result: the file now holds it instead of the pieces."""
         with self._lock:
             self._write({"command": self.command, "complete": True, "result": result})
+
+
+def _check_results_file(path, option):
+    """An existing file that a :class:`ResultsFile` may replace once its first piece is finished: a
+    writable results file of refattn (``command``, ``complete`` and its pieces or result) in a folder
+    this process can write; else one line naming ``option`` and the file."""
+    import tempfile  # noqa: PLC0415
+
+    if not os.path.isfile(path):
+        raise ValueError(f"{option}: {path!r} is not a regular file (a folder, device or pipe); it is left as it is")
+    check_writable(path, option)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except (OSError, ValueError):
+        doc = None
+    shaped = (isinstance(doc, dict) and isinstance(doc.get("command"), list) and isinstance(doc.get("complete"), bool)
+              and isinstance(doc.get("result") if doc.get("complete") else doc.get("finished"), dict))
+    if not shaped:
+        raise ValueError(f"{option}: {path!r} exists and is not a results file of refattn; it is left as it is "
+                         f"(move it away, or write the results elsewhere)")
+    try:
+        with tempfile.TemporaryFile(dir=os.path.dirname(os.path.abspath(path))):
+            pass
+    except OSError as exc:
+        raise ValueError(f"{option}: cannot write beside {path!r} ({exc.strerror or exc})") from None
 
 
 class CellStore:
@@ -380,6 +449,11 @@ class CellStore:
     free : sequence of str
         Keys that may differ without a refusal (settings that only some
         cells use and that those cells' names record, such as a run's length).
+    record_keys : sequence of str
+        The keys every cell's record has: an existing file is checked for its
+        shape before use (its settings an object, its cells an object of
+        records with these keys, a ``grow`` key a list), and refused in one
+        line naming it otherwise.
 
     The file is claimed (:func:`claim`) before it is read, so that in a
     :func:`session` (the command line, or a study's ``run_*`` function) a
@@ -387,9 +461,9 @@ class CellStore:
     refused before the first cell runs, not after it.
     """
 
-    def __init__(self, path, settings, grow=(), what="this study", free=()):
+    def __init__(self, path, settings, grow=(), what="this study", free=(), record_keys=()):
         self.path = None if path is None else os.fspath(path)
-        self.settings = settings
+        self.settings, self.what = settings, what
         self.cells: dict = {}
         self.previous: dict = {}  # the document found in the file, if any
         if self.path is None:
@@ -397,13 +471,7 @@ class CellStore:
         check_results_path(self.path, "results")
         if not os.path.exists(self.path):
             return
-        with open(self.path, encoding="utf-8") as fh:
-            try:
-                old = json.load(fh)
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                raise ValueError(f"results: {self.path} is not a results file of {what} ({exc})") from None
-        if not isinstance(old, dict) or not isinstance(old.get("settings"), dict) or "cells" not in old:
-            raise ValueError(f"results: {self.path} is not a results file of {what}")
+        old = _cell_document(self.path, what, grow, record_keys)
         new = jsonable(settings)
         changed = sorted(k for k in set(old["settings"]) | set(new)
                          if k not in grow and k not in free and old["settings"].get(k) != new.get(k))
@@ -414,6 +482,20 @@ class CellStore:
             settings[key] = sorted(set(settings[key]) | set(old["settings"][key]))
         self.cells = old["cells"]
         self.previous = old
+
+    def read(self, use):
+        """Return ``use()``, a function that reads the cells found in the file (the study's summary and
+        report of them), called before any work: a file whose cells have the right keys but not the
+        right values (a list where a number belongs) is refused now, in one line naming it, instead of
+        failing after the first new cell has trained."""
+        try:
+            return use()
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+            if not self.previous:  # nothing was read from a file: a bug, not the file's fault
+                raise
+            raise ValueError(f"results: {self.path} is not a results file of {self.what} (its cells cannot be "
+                             f"read: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); it is "
+                             f"left as it is") from None
 
     def runs(self, command, commit):
         """The list of ``{"command", "commit", "machine"}`` that made the file, this one appended if it is new.
@@ -446,6 +528,44 @@ class CellStore:
             atomic_write(self.path, lambda fh: fh.write(text))
 
 
+def _cell_document(path, what, grow, record_keys):
+    """The document of an existing :class:`CellStore` file, checked for its shape before any use; else one
+    ``ValueError`` naming the file (never a Python message about a list, a string or a missing key)."""
+
+    def refuse(why):
+        return ValueError(f"results: {path} is not a results file of {what} ({why}); it is left as it is")
+
+    def kind(value):
+        return {dict: "an object", list: "a list", str: "a string", bool: "true or false", int: "a number",
+                float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
+
+    with open(path, encoding="utf-8") as fh:
+        try:
+            old = json.load(fh)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise refuse(exc) from None
+    if not isinstance(old, dict):
+        raise refuse(f"it holds {kind(old)}, not an object")
+    if not isinstance(old.get("settings"), dict):
+        raise refuse("no object 'settings'")
+    if not isinstance(old.get("cells"), dict):
+        raise refuse("no object 'cells'" if "cells" not in old else f"its cells are {kind(old['cells'])}")
+    for key in grow:
+        values = old["settings"].get(key)
+        if not (isinstance(values, list) and all(isinstance(v, (int, float, str)) for v in values)):
+            raise refuse(f"its setting {key!r} is not a list of values")
+    for name, record in old["cells"].items():
+        if not isinstance(record, dict):
+            raise refuse(f"cell {name!r} is {kind(record)}, not a record")
+        missing = [k for k in record_keys if k not in record]
+        if missing:
+            raise refuse(f"cell {name!r} has no {missing[0]!r}")
+    runs = old.get("runs", [])
+    if not (isinstance(runs, list) and all(isinstance(r, dict) for r in runs)):
+        raise refuse("its 'runs' is not a list of records")
+    return old
+
+
 def make_folder_for(path, option):
     """Make the folder of the file ``path`` (and those above it) if missing, or one line naming
     ``option`` and ``path``: a part of the folder is a file, or it cannot be made."""
@@ -473,7 +593,38 @@ def check_results_path(path, option):
     make_folder_for(name, option)
     if os.path.exists(name) and not os.access(name, os.R_OK):
         raise ValueError(f"{option}: cannot read {name!r} (permission denied)")
+    check_writable(name, option)
     claim(name, option)
+
+
+def same_file_key(path):
+    """What two names of one file share (also of a file not made yet): the real path of its folder, and its name."""
+    name = os.fspath(path)
+    return os.path.join(os.path.realpath(os.path.dirname(os.path.abspath(name))), os.path.basename(name))
+
+
+def check_distinct(named):
+    """Refuse, before any work, two options that name one file: ``named`` is ``[(option, path), ...]`` of
+    every file a command reads or writes (the outputs' own files and the inputs). A results file given
+    both as ``--results`` and inside ``--out`` would be overwritten by the other before the run began.
+
+    Raises
+    ------
+    ValueError
+        One line naming both options and the file.
+    """
+    seen = {}
+    for option, path in named:
+        try:  # an existing file by its inode: a hard link is the same file under another name
+            st = os.stat(path)
+            key = (st.st_dev, st.st_ino)
+        except OSError:
+            key = same_file_key(path)
+        if key in seen and seen[key][0] != option:
+            first, where = seen[key]
+            raise ValueError(f"{option}: names the same file as {first} ({where!r}); give the two different "
+                             f"files, so that neither overwrites the other")
+        seen.setdefault(key, (option, os.fspath(path)))
 
 
 def machine_info():

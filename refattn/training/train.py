@@ -30,6 +30,7 @@ rounding, which is the end-to-end check of a model's backward pass.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import sys
@@ -44,16 +45,17 @@ from ..core.backend import array_module, to_numpy
 
 from ..core.checks import check_int
 from .optim import Optimizer
-from .runs import atomic_write, claim, jsonable, locked, make_folder_for
+from .runs import atomic_write, check_writable, claim, jsonable, locked, make_folder_for
 
 __all__ = ["GRADS", "gradient", "train", "batch_iterator", "save_checkpoint", "load_checkpoint",
-           "check_checkpoint", "checkpoint_paths", "history_path", "Progress"]
+           "check_checkpoint", "check_resumable", "checkpoint_paths", "history_path", "Progress"]
 
 #: How gradients are computed: the model's hand-derived backward, or autograd.
 GRADS = ("analytic", "autograd")
-_FORMAT = "refattn-checkpoint-3"
-# 1 kept the history inside the .npz; 2 kept all of it in the history file, written before the .npz
-_READABLE = ("refattn-checkpoint-1", "refattn-checkpoint-2", _FORMAT)
+_FORMAT = "refattn-checkpoint-4"
+# 1 kept the history inside the .npz; 2 kept all of it in the history file, written before the .npz; 3 had no
+# digests (its files are checked for their structure only)
+_READABLE = ("refattn-checkpoint-1", "refattn-checkpoint-2", "refattn-checkpoint-3", _FORMAT)
 
 
 def gradient(model, params, batch, grad="analytic"):
@@ -126,6 +128,21 @@ def _history_lines(records, run):
     return "".join(json.dumps({"run": run, "record": jsonable(r)}) + "\n" for r in records).encode()
 
 
+def _digests(arrays, meta, history):
+    """SHA-256 digests of what a checkpoint holds: its arrays (name, dtype, shape and bytes), its
+    metadata (epoch, fingerprint, optimiser's hyperparameters, ...) and its whole history, so that a
+    file edited or damaged after it was saved is refused, never resumed."""
+    h = hashlib.sha256()
+    for name in sorted(arrays):
+        a = np.ascontiguousarray(arrays[name])
+        h.update(f"{name}|{a.dtype.str}|{a.shape}|".encode())
+        h.update(a.tobytes())
+    plain = {k: v for k, v in meta.items() if k != "digest"}
+    return {"arrays": h.hexdigest(),
+            "meta": hashlib.sha256(json.dumps(plain, sort_keys=True).encode()).hexdigest(),
+            "history": hashlib.sha256("".join(json.dumps(r) + "\n" for r in history).encode()).hexdigest()}
+
+
 def save_checkpoint(path, params, optimizer, history, *, epoch, fingerprint=None, saved=0, run=None):
     """Write a checkpoint: params, optimizer state, the epoch and the history, durably.
 
@@ -188,6 +205,7 @@ def save_checkpoint(path, params, optimizer, history, *, epoch, fingerprint=None
         "run": run,
         "optimizer": {k: jsonable(v) for k, v in state.items() if k != "state"},
     }
+    meta["digest"] = _digests(arrays, meta, jsonable(history))
     arrays["meta"] = np.array(json.dumps(meta))
     atomic_write(path, lambda fh: np.savez(fh, **arrays))  # durable before any history line names it
     lines = _history_lines(history[saved:], run)
@@ -241,8 +259,21 @@ def _read_history(path, meta):
     return records[:base] + list(tail), in_file, clean
 
 
+class _Edited(ValueError):
+    """A checkpoint whose parts disagree with each other or with its digests: edited or damaged."""
+
+
 def load_checkpoint(path):
-    """Read a checkpoint written by :func:`save_checkpoint`.
+    """Read a checkpoint written by :func:`save_checkpoint`, checked as strictly as it was written.
+
+    The history must be epochs 0, 1, ..., n - 1 in order, the .npz's epoch its
+    last (a line of the history file deleted, duplicated, swapped or
+    renumbered is refused), and a checkpoint of the current format must match
+    the digests it was saved with: of its arrays (every parameter's and
+    buffer's bytes, dtype and shape), of its metadata (the epoch, the
+    fingerprint, the optimiser's hyperparameters such as the learning rate)
+    and of its history. A checkpoint edited or damaged after it was saved is
+    never resumed.
 
     Returns
     -------
@@ -260,7 +291,8 @@ def load_checkpoint(path):
     ValueError
         Naming the file, for anything that is not a complete refattn
         checkpoint (a truncated zip, a pickle, another format, a missing or
-        short history file). The file is left as it is.
+        short history file) or that was edited or damaged after it was saved.
+        The file is left as it is.
     """
     path = os.fspath(path)
     try:
@@ -268,36 +300,74 @@ def load_checkpoint(path):
             if "meta" not in data.files:
                 raise ValueError("no 'meta' entry")
             meta = json.loads(str(data["meta"]))
-            if meta.get("format") not in _READABLE:
-                raise ValueError(f"format {meta.get('format')!r}, expected {_FORMAT!r}")
-            params = {k[len("param/"):]: data[k] for k in data.files if k.startswith("param/")}
-            bufs: dict = {}
-            for k in data.files:
-                if k.startswith("opt/"):
-                    _, buf, name = k.split("/", 2)
-                    bufs.setdefault(buf, {})[name] = data[k]
+            if not isinstance(meta, dict) or meta.get("format") not in _READABLE:
+                raise ValueError(f"format {meta.get('format') if isinstance(meta, dict) else None!r}, "
+                                 f"expected {_FORMAT!r}")
+            arrays = {k: data[k] for k in data.files if k != "meta"}
+        params = {k[len("param/"):]: v for k, v in arrays.items() if k.startswith("param/")}
+        bufs: dict = {}
+        for k, v in arrays.items():
+            if k.startswith("opt/"):
+                _, buf, name = k.split("/", 2)
+                bufs.setdefault(buf, {})[name] = v
         if "history" in meta:  # format 1 kept it inline
             history, in_file, clean = meta["history"], 0, True
         else:
             history, in_file, clean = _read_history(path, meta)
             if len(history) != meta["history_records"]:
                 raise ValueError(f"it names {meta['history_records']} history records, holds {len(history)}")
+        _check_history(meta, history)
+        if meta["format"] == _FORMAT:
+            _check_digests(arrays, meta, history)
+        opt = dict(meta["optimizer"])
+        out = {"params": params, "optimizer": opt, "history": history, "epoch": meta["epoch"],
+               "fingerprint": meta["fingerprint"], "run": meta.get("run"), "history_in_file": in_file,
+               "history_clean": clean}
     except FileNotFoundError as exc:
         if exc.filename is not None and os.fspath(exc.filename) == path:
             raise
         raise ValueError(f"checkpoint {path!r}: its history file {history_path(path)!r} is missing; "
                          f"the checkpoint is left as it is: move it away or pass another path") from None
+    except _Edited as exc:
+        raise ValueError(f"checkpoint {path!r}: {exc}: it was edited or damaged after it was saved, and is left "
+                         f"as it is: move it away or pass another path") from None
     except Exception as exc:  # noqa: BLE001 - a truncated zip, a pickle, bad JSON: one message naming the file
         raise ValueError(f"checkpoint {path!r}: not a readable refattn checkpoint ({type(exc).__name__}: "
                          f"{exc}); it is left as it is: move it away or pass another path") from None
-    opt = dict(meta["optimizer"])
     opt["state"] = bufs
     for key in ("betas",):  # tuples were stored as JSON lists
         if isinstance(opt.get(key), list):
             opt[key] = tuple(opt[key])
-    return {"params": params, "optimizer": opt, "history": history, "epoch": meta["epoch"],
-            "fingerprint": meta["fingerprint"], "run": meta.get("run"), "history_in_file": in_file,
-            "history_clean": clean}
+    return out
+
+
+def _check_history(meta, history):
+    """The trainer's history is one record per epoch, epochs 0, 1, ..., n - 1 in order, the .npz's
+    epoch the last of them (records without an ``epoch``, from a caller of :func:`save_checkpoint`
+    that keeps other records, are not numbered)."""
+    numbered = [isinstance(r, dict) and "epoch" in r for r in history]
+    if not any(numbered):
+        return
+    for i, r in enumerate(history):
+        e = r.get("epoch") if isinstance(r, dict) else None
+        if type(e) is not int or e != i:
+            raise _Edited(f"record {i + 1} of its history is epoch {e!r}, expected {i} (the records must be the "
+                          f"epochs 0 to {len(history) - 1} in order)")
+    if meta["epoch"] != len(history) - 1:
+        raise _Edited(f"its .npz says epoch {meta['epoch']!r}, its history ends at epoch {len(history) - 1}")
+
+
+def _check_digests(arrays, meta, history):
+    """The digests :func:`save_checkpoint` wrote, recomputed from what was read (:func:`_digests`)."""
+    want = meta.get("digest")
+    if not isinstance(want, dict):
+        raise _Edited("it has no digest of its contents")
+    got = _digests(arrays, meta, history)
+    for part, what in (("arrays", "its arrays (the parameters or the optimiser's state)"),
+                       ("meta", "its metadata (the epoch, the fingerprint or the optimiser's hyperparameters)"),
+                       ("history", "its history records")):
+        if want.get(part) != got[part]:
+            raise _Edited(f"{what} differ from those it was saved with")
 
 
 def _trim_history(path, records, run):
@@ -311,8 +381,10 @@ def _trim_history(path, records, run):
 def check_checkpoint(path, option="checkpoint"):
     """Check, before any work, that ``path`` can be a checkpoint: a ``.npz`` name in a folder
     that can be written, no other run writing it (it is claimed for this run,
-    :func:`refattn.training.runs.claim`), and, if the file exists, a readable refattn
-    checkpoint (else one line naming it and ``option``)."""
+    :func:`refattn.training.runs.claim`), neither it nor its history file read-only
+    (:func:`refattn.training.runs.read_only`: refused, never replaced) nor anything but a
+    regular file, and, if the file exists, a readable refattn checkpoint that was not edited
+    (:func:`load_checkpoint`; else one line naming it and ``option``)."""
     if path is None:
         return
     name = os.fspath(path)
@@ -320,21 +392,60 @@ def check_checkpoint(path, option="checkpoint"):
         raise ValueError(f"{option}: a checkpoint is a .npz file, got {name!r}")
     if os.path.isdir(name):
         raise ValueError(f"{option}: {name!r} is a folder; a checkpoint is a .npz file")
+    for part in (name, history_path(name)):
+        if os.path.exists(part) and not os.path.isfile(part):
+            raise ValueError(f"{option}: {part!r} is not a regular file (a folder, device or pipe); it is left as "
+                             f"it is: pass another path")
+        check_writable(part, option)
     make_folder_for(name, option)
     claim(name, option, clean=(history_path(name),))
     if os.path.exists(name):
         try:
             load_checkpoint(name)
         except ValueError as exc:
-            message = str(exc)
-            message = message[len("checkpoint "):] if message.startswith("checkpoint ") else message
-            raise ValueError(f"{option}: {message}") from None
+            raise ValueError(f"{option}: {_without_prefix(exc)}") from None
+
+
+def _without_prefix(exc):
+    message = str(exc)
+    return message[len("checkpoint "):] if message.startswith("checkpoint ") else message
+
+
+def check_resumable(path, fingerprint, epochs, option="checkpoint"):
+    """Check, before any work, that the checkpoint ``path`` (if it exists) can be resumed by a run
+    with this ``fingerprint`` and ``epochs``, as :func:`train` will when it gets there: a run of
+    several pieces (one checkpoint each) compares every piece's checkpoint before the first piece
+    trains, so a refusal never comes after an earlier piece's work. One line naming ``option``
+    and the file otherwise."""
+    if path is None or not os.path.exists(path):
+        return
+    check_checkpoint(path, option)
+    _check_same_run(load_checkpoint(path), os.fspath(path), jsonable(fingerprint), epochs, option)
+
+
+def _check_same_run(ck, name, fp, epochs, option="checkpoint"):
+    """The refusals of a checkpoint made by another run, or holding more epochs than are asked."""
+    if ck["fingerprint"] != fp:
+        raise ValueError(f"{option}: {name!r} belongs to another run ({_difference(ck['fingerprint'], fp)}); move "
+                         f"it away or use another checkpoint path")
+    if ck["epoch"] + 1 > epochs:
+        raise ValueError(f"epochs: the checkpoint {name!r} already holds {ck['epoch'] + 1} epochs, more than "
+                         f"the {epochs} asked; ask for at least {ck['epoch'] + 1} (a run may extend a "
+                         f"checkpoint, never report fewer epochs than it trained)")
+
+
+def _difference(saved, this):
+    """Where two fingerprints differ, briefly: ``lr 0.02 in the checkpoint, 0.01 in this run``."""
+    if not (isinstance(saved, dict) and isinstance(this, dict)):
+        return f"fingerprint {saved!r}, this run {this!r}"
+    keys = [k for k in list(saved) + [k for k in this if k not in saved] if saved.get(k) != this.get(k)]
+    return "; ".join(f"{k} {saved.get(k)!r} in the checkpoint, {this.get(k)!r} in this run" for k in keys)
 
 
 def checkpoint_paths(folder, prefix, names, option="--checkpoint-dir"):
     """``{name: <folder>/<prefix>_<name>.npz}`` for a run's pieces (every path ``None``
     without a folder), each existing file checked by :func:`check_checkpoint` now,
-    before the first piece trains."""
+    before the first piece trains (:func:`check_resumable` compares them with their runs)."""
     paths = {name: None if folder is None else os.path.join(os.fspath(folder), f"{prefix}_{name}.npz")
              for name in names}
     for path in paths.values():
@@ -349,7 +460,7 @@ def checkpoint_paths(folder, prefix, names, option="--checkpoint-dir"):
 
 def train(model, params, optimizer, make_batches, *, epochs, grad="analytic", callbacks=(),
           checkpoint=None, checkpoint_every=1, resume=True, fingerprint=None, progress=None,
-          stop_after=None, blas_threads=1):
+          stop_after=None, blas_threads=1, schedule=None):
     r"""Train ``model`` for ``epochs`` epochs, updating ``params`` in place.
 
     Parameters
@@ -379,7 +490,15 @@ def train(model, params, optimizer, make_batches, *, epochs, grad="analytic", ca
         another process training on it is refused at once.
     fingerprint : JSON-able, optional
         A description of the run (model, data, hyperparameters). Resuming from a
-        checkpoint with another fingerprint is an error, not a silent mix.
+        checkpoint with another fingerprint is an error, not a silent mix; so is
+        one whose parameters have other dtypes, or whose optimiser holds other
+        hyperparameters than this run's at its epoch (:func:`_resume`).
+    schedule : callable ``epoch -> dict``, optional
+        The optimiser's hyperparameters that change during the run: after each
+        epoch's callbacks, ``schedule(epoch)`` (such as ``{"lr": 0.005}``) is
+        set on the optimiser, before the checkpoint is saved. The one home of a
+        learning-rate drop, so that a resumed run can check the checkpoint's
+        hyperparameters against what they must be at its epoch.
     progress : bool or Progress, optional
         Show a progress bar (default: only on a terminal).
     stop_after : int, optional
@@ -399,14 +518,14 @@ def train(model, params, optimizer, make_batches, *, epochs, grad="analytic", ca
         call).
     """
     epochs, blas_threads, callbacks = _train_args(params, optimizer, make_batches, epochs, grad, callbacks,
-                                                  checkpoint, checkpoint_every, blas_threads)
+                                                  checkpoint, checkpoint_every, blas_threads, schedule)
     fp = jsonable(fingerprint)
     with contextlib.ExitStack() as stack:
         if checkpoint is not None:  # one writer: a second run on this checkpoint is refused at once
             stack.enter_context(locked(checkpoint, "checkpoint", clean=(history_path(checkpoint),)))
         history, start, resumed_from, saved, run = [], 0, None, 0, None
         if checkpoint is not None and resume and os.path.exists(checkpoint):
-            history, start, saved, run = _resume(checkpoint, params, optimizer, epochs, fp)
+            history, start, saved, run = _resume(checkpoint, params, optimizer, epochs, fp, schedule)
             resumed_from = start - 1
         bar = progress if isinstance(progress, Progress) else Progress(epochs, enabled=progress)
         t0 = time.perf_counter()
@@ -430,6 +549,8 @@ def train(model, params, optimizer, make_batches, *, epochs, grad="analytic", ca
                 if out:
                     record.update(jsonable(out))
             history.append(record)
+            for h, value in (schedule(epoch) if schedule is not None else {}).items():
+                setattr(optimizer, h, value)  # the hyperparameters from the next epoch on
             if checkpoint is not None and ((epoch + 1) % checkpoint_every == 0 or epoch == epochs - 1
                                            or epoch == last):
                 saved, run = save_checkpoint(checkpoint, params, optimizer, history, epoch=epoch,
@@ -438,7 +559,7 @@ def train(model, params, optimizer, make_batches, *, epochs, grad="analytic", ca
 
 
 def _train_args(params, optimizer, make_batches, epochs, grad, callbacks, checkpoint, checkpoint_every,
-                blas_threads):
+                blas_threads, schedule):
     """:func:`train`'s arguments checked before any work: ``(epochs, blas_threads, callbacks)``."""
     if not isinstance(optimizer, Optimizer):
         raise TypeError(f"optimizer: expected a refattn.training.optim.Optimizer, got {type(optimizer).__name__}")
@@ -457,6 +578,8 @@ def _train_args(params, optimizer, make_batches, epochs, grad, callbacks, checkp
         raise ValueError(f"checkpoint: a checkpoint is a .npz file, got {os.fspath(checkpoint)!r}")
     if blas_threads is not None:
         blas_threads = check_int(blas_threads, "blas_threads", 1)
+    if schedule is not None and not callable(schedule):
+        raise TypeError("schedule: expected a callable epoch -> dict of the optimiser's hyperparameters")
     callbacks = tuple(callbacks)
     for cb in callbacks:
         if not callable(cb):
@@ -464,30 +587,43 @@ def _train_args(params, optimizer, make_batches, epochs, grad, callbacks, checkp
     return epochs, blas_threads, callbacks
 
 
-def _resume(checkpoint, params, optimizer, epochs, fp):
+def _resume(checkpoint, params, optimizer, epochs, fp, schedule):
     """Load ``checkpoint`` into ``params`` and ``optimizer`` (checked against this run); return
     ``(history, first epoch to train, saved, run)``, the last two for :func:`save_checkpoint`: the
     run goes on under the checkpoint's run id, appending after the records its history file holds
-    (the file is first trimmed to exactly those, if a killed save or another run left more)."""
+    (the file is first trimmed to exactly those, if a killed save or another run left more).
+
+    Nothing is converted: a parameter of another dtype or shape, or optimiser hyperparameters
+    other than this run's at the checkpoint's epoch (the optimiser's own, or ``schedule``'s: a
+    learning rate edited in the file, say), are refused, naming the file."""
     name = os.fspath(checkpoint)
+    hyper = {h: getattr(optimizer, h) for h in optimizer.hyper_names}  # this run's, before anything is loaded
     ck = load_checkpoint(checkpoint)
-    if ck["fingerprint"] != fp:
-        raise ValueError(f"checkpoint: {name!r} belongs to another run (fingerprint {ck['fingerprint']!r}, "
-                         f"this run {fp!r}); move it away or use another checkpoint path")
+    _check_same_run(ck, name, fp, epochs)
     if set(ck["params"]) != set(params):
         raise ValueError(f"checkpoint: {name!r} holds parameters {sorted(ck['params'])}, this model has "
                          f"{sorted(params)}")
     for k, v in params.items():
-        if ck["params"][k].shape != v.shape:
-            raise ValueError(f"checkpoint: {name!r} holds parameter {k!r} with shape {ck['params'][k].shape}, "
-                             f"this model's has {v.shape}")
-    if ck["epoch"] + 1 > epochs:
-        raise ValueError(f"epochs: the checkpoint {name!r} already holds {ck['epoch'] + 1} epochs, more than "
-                         f"the {epochs} asked; ask for at least {ck['epoch'] + 1} (a run may extend a "
-                         f"checkpoint, never report fewer epochs than it trained)")
+        saved = ck["params"][k]
+        if saved.shape != v.shape or saved.dtype != np.dtype(v.dtype):
+            raise ValueError(f"checkpoint: {name!r} holds parameter {k!r} as {saved.dtype} {saved.shape}, this "
+                             f"run's is {np.dtype(v.dtype)} {v.shape}")
+    for h, want in {**hyper, **(schedule(ck["epoch"]) if schedule is not None else {})}.items():
+        got = ck["optimizer"].get(h)
+        if jsonable(got) != jsonable(want):
+            raise ValueError(f"checkpoint: {name!r} holds the optimiser's {h} {got!r} after epoch {ck['epoch']}, "
+                             f"this run's is {want!r}; it was edited, or belongs to another run")
+    for buf, values in ck["optimizer"]["state"].items():
+        for k, v in values.items():
+            if k in params and v.dtype != np.dtype(params[k].dtype):
+                raise ValueError(f"checkpoint: {name!r} holds the optimiser's {buf} of {k!r} as {v.dtype}, this "
+                                 f"run's parameter is {np.dtype(params[k].dtype)}")
+    try:
+        optimizer.load_state_dict(ck["optimizer"])
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"checkpoint: {name!r}: its optimiser state does not fit this run ({exc})") from None
     for k, v in params.items():
-        v[...] = array_module(v).asarray(ck["params"][k], dtype=v.dtype)
-    optimizer.load_state_dict(ck["optimizer"])
+        v[...] = array_module(v).asarray(ck["params"][k])
     history, saved, run = list(ck["history"]), ck["history_in_file"], ck["run"]
     if run is None:  # format 1: no history file; the first save writes one
         saved = 0

@@ -335,3 +335,38 @@ def test_bad_input_gives_one_line_naming_the_argument(override, exc, first_words
 def test_a_single_check_may_be_named_by_a_string(rng):
     res = gradcheck(scaled_sine, ab(rng), scaled_sine_vjp, checks="central")
     assert {c.check for c in res.comparisons} == {"central"} and res.ok
+
+
+# --- a check that cannot fail is refused ----------------------------------------------------
+
+
+def _wrong_vjp(u, a, b):
+    """Twice the right VJP: every check that compares anything fails it."""
+    return {k: 2 * g for k, g in scaled_sine_vjp(u, a, b).items()}
+
+
+@pytest.mark.parametrize("override, exc, first_words", [
+    (dict(checks=()), ValueError, "checks: expected at least one"),
+    (dict(checks=[]), ValueError, "checks: expected at least one"),
+    (dict(args={"a": np.ones(0), "b": np.ones((2, 3))}, fun=lambda a, b: b * anp.sum(a),
+          vjp=lambda u, a, b: {"a": np.zeros(0), "b": 2 * u}), ValueError, "args['a']: an empty array"),
+    (dict(cotangent=np.zeros((2, 3))), ValueError, "cotangent: all entries are 0"),
+    (dict(args={"a": np.ones(3), "b": np.ones((0, 3))}), ValueError, "args['b']: an empty array"),
+    (dict(fun=lambda a, b: (a * b)[:0]), ValueError, "fun: its output is empty"),
+    (dict(args={"a": np.ma.masked_array(np.ones(3)), "b": np.ones((2, 3))}), TypeError, "args['a']: a masked array"),
+    (dict(args={"a": np.ones(3), "b": np.asmatrix(np.ones((2, 3)))}), TypeError, "args['b']: numpy.matrix"),
+])
+def test_a_wrong_vjp_never_passes_vacuously(override, exc, first_words):
+    """The reproductions: ``gradcheck(..., checks=())`` returned ok for a wrong VJP, and so did an
+    empty argument and an all-zero cotangent."""
+    with pytest.raises(exc) as info:
+        _bad(**{"vjp": _wrong_vjp, **override})
+    assert info.value.args[0].startswith(first_words), info.value.args[0]
+    assert not _bad(vjp=_wrong_vjp).ok  # the same wrong VJP, checked for real, fails
+
+
+def test_a_result_with_no_comparison_is_not_ok():
+    empty = GradcheckResult(name="nothing", rtol=1e-6, atol=1e-12, eps=1e-6)
+    assert not empty.ok and "no comparison was made" in empty.describe_failures()
+    with pytest.raises(AssertionError, match="nothing was checked"):
+        empty.assert_ok()

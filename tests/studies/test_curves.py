@@ -235,12 +235,24 @@ def test_the_command_writes_a_table_and_replaces_only_its_own(tmp_path, capsys):
     assert other.read_text() == '{"my": "notes"}'
 
 
+#: The settings a source needs (the reproduction: a source without ``n_con`` was an internal error, a
+#: curve that was a string a Python message).
+SOURCE_SETTINGS = {"figure": "fig3", "task": "N16T2", "n_con": 32, "epochs": 2, "eval_every": 1, "seeds": [0]}
+
+
 @pytest.mark.parametrize("make, expected", [
     (lambda p: p, "is not a file"),
     (lambda p: (p.write_text("not json"), p)[1], "as JSON"),
     (lambda p: (p.write_text('{"settings": {}}'), p)[1], "not a results file of refattn nt-sensitivity"),
-    (lambda p: (p.write_text('{"settings": {"figure": "fig3", "task": "N16T2"}, "cells": {"a": {}}}'), p)[1],
+    (lambda p: (p.write_text('{"settings": {"figure": "fig3", "task": "N16T2"}, "cells": {}}'), p)[1],
+     "its setting 'n_con' is missing"),
+    (lambda p: (p.write_text(json.dumps({"settings": SOURCE_SETTINGS, "cells": {"a": {}}})), p)[1],
      "has no accuracy curves"),
+    (lambda p: (p.write_text(json.dumps({"settings": SOURCE_SETTINGS, "cells": {"a": {
+        "eval_epochs": [1], "accuracy": "x", "epochs_to_100": []}}})), p)[1], "holds curves of another shape"),
+    (lambda p: (p.write_text(json.dumps({"settings": SOURCE_SETTINGS, "cells": {"a": {
+        "eval_epochs": [1, 2], "accuracy": [[0.5]], "epochs_to_100": [None]}}})), p)[1],
+     "holds curves of another shape"),
 ])
 def test_a_bad_source_is_one_line_naming_it(make, expected, tmp_path, capsys):
     path = make(tmp_path / "s.json")

@@ -456,3 +456,17 @@ def test_fast_layer_norm_refuses_bad_input_and_traced_values_use_the_reference()
     g = autograd.grad(lambda v: anp.sum(fast_layers.layer_norm(v)[0] * u))(x)
     np.testing.assert_allclose(g, reference_layers.layer_norm_backward(u, reference_layers.layer_norm(x)[1]),
                                rtol=1e-12, atol=1e-12)
+
+
+def test_layer_caches_keep_their_inputs_by_reference_as_documented(rng):
+    """The decision for the training layers (the models own every array they pass, and run the layers
+    on every batch): inputs are kept by reference, not copied, and the module says plainly that
+    changing one between forward and backward is undefined."""
+    from refattn.training import layers
+
+    x, W = rng.standard_normal((4, 3)), rng.standard_normal((2, 3))
+    _, cache = layers.linear(x, W)
+    assert cache["x"] is x and cache["W"] is W
+    _, cache = layers.relu(x)
+    assert cache["x"] is x
+    assert "changing an input in place between a layer's\nforward and its backward is undefined" in layers.__doc__
