@@ -38,6 +38,7 @@ if str(ROOT) not in sys.path:  # run as a script from a clone: this checkout's r
     sys.path.insert(0, str(ROOT))
 
 from refattn.exercises import EXERCISES, PARTS  # noqa: E402
+from refattn.exercises import exercise as find_exercise  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -131,7 +132,7 @@ ALSO = {2: "[derivation 09](derivations/09-signexp-at-zero.md), signexp's jump a
 
 def exercise(number: int):
     """The exercise numbered ``number`` of the registry."""
-    return next(ex for ex in EXERCISES if ex.number == number)
+    return find_exercise(str(number))
 
 
 def minutes(step: Step) -> int:
@@ -167,9 +168,9 @@ _UNBROKEN = re.compile(r"!?\[[^\]]*\]\([^)]*\)|\$[^$]+\$")  # a link, inline mat
 
 
 def wrap(text: str, width: int = 100) -> str:
-    """Each paragraph and list item of ``text`` (one line each) wrapped at ``width``, never inside
-    a link (the link checkers read a page line by line) or inline math, a list item's lines indented under its
-    text; table rows, headings and HTML left as they are."""
+    """Each paragraph and list item of ``text`` (one line each) wrapped at ``width``, never
+    inside a link (the link checkers read a page line by line) or inline math, a list item's
+    lines indented under its text; table rows, headings and HTML left as they are."""
     out = []
     for line in text.split("\n"):
         item = re.match(r"(\d+\. |\* )", line)
