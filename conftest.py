@@ -5,20 +5,30 @@ is followed by a short block, fenced ```` ```python exec="on" session="..." ````
 that runs the step on the page's one small example, prints both sides of the
 step's equation and asserts that they agree. The book shows each block with
 its output: markdown-exec runs it while the page is built, the blocks of one
-``session`` in one namespace. Here each block is one test, collected with
-pytest-markdown-docs's own machinery (``extract_fence_tests`` and its test
-item), and a block continues the blocks above it in the same session, as in
-the book (pytest-markdown-docs's ``continuation``, added to the fence here
-so that the page itself carries only what markdown-exec reads). A block
-whose two sides disagree fails its test; ``tests/test_step_blocks.py`` shows
-that a broken step is caught. ``docs/verify.md``'s worked example is
-collected the same way.
+``session`` in one namespace. Here each block is one test, found by
+pytest-markdown-docs's parser (``extract_fence_tests``), and runs as in the
+book: in its session's namespace, after the blocks above it in the same
+session. A block is run once: when the tests run in the page's order, each
+test executes its own block only, so what pytest captures from it (shown
+with ``-rP``, or printed with ``-s``) is that block's output and nothing
+else, as in the book. A test run alone (``-k``) first replays the earlier
+blocks of its session with their output discarded. A block whose two sides
+disagree fails its test, and so does every later block of its session
+("an earlier block ... fails"); ``tests/test_step_blocks.py`` shows that a
+broken step is caught and that each test's output is its block's own.
+``docs/verify.md``'s worked example is collected the same way; a python
+block with no session runs alone.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import pathlib
 import re
+import types
+
+import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent
 
@@ -32,45 +42,84 @@ STEP_PAGES = frozenset(ROOT / p for p in (
     "docs/verify.md",
 ))
 
-_EXEC_FENCE = re.compile(r'^(```python exec="on"[^\n]*?session="([\w-]+)"[^\n]*)$', re.M)
+_SESSION = re.compile(r'^```python exec="on"[^\n]*?session="([\w-]+)"')
 
 
-def chain_sessions(text: str) -> str:
-    """``text`` with ``continuation`` added to every executed fence whose
-    session is that of the executed fence before it (line numbers unchanged)."""
-    out, last, pos = [], None, 0
-    for m in _EXEC_FENCE.finditer(text):
-        out.append(text[pos:m.end()])
-        if m.group(2) == last:
-            out.append(" continuation")
-        last, pos = m.group(2), m.end()
-    out.append(text[pos:])
-    return "".join(out)
+class EarlierBlockFailed(Exception):
+    """A block of the same session, above this one, fails: this one cannot run as the book runs it."""
 
 
-def _step_block_file():
-    from pytest_markdown_docs.plugin import (  # noqa: PLC0415
-        FenceSyntax,
-        MarkdownInlinePythonItem,
-        MarkdownTextFile,
-        extract_fence_tests,
-    )
+def _run(source: str, path: pathlib.Path, namespace: dict) -> None:
+    exec(compile(source, str(path), "exec", dont_inherit=True), namespace)  # noqa: S102
 
-    class StepBlockFile(MarkdownTextFile):
-        """A page's python blocks, one test each, sessions chained as in the book."""
 
-        def collect(self):
-            text = chain_sessions(self.path.read_text(encoding="utf-8"))
-            parser = self.config.hook.pytest_markdown_docs_markdown_it()
-            for i, test in enumerate(extract_fence_tests(parser, text, start_line_offset=0, source_path=self.path,
-                                                         markdown_type="md", fence_syntax=FenceSyntax.default)):
-                yield MarkdownInlinePythonItem.from_parent(self, name=f"[CodeFence#{i + 1}][line:{test.start_line}]",
-                                                           test_definition=test)
+class StepBlock(pytest.Item):
+    """One python block of a page: its session (``None``: it runs alone) and its place in it."""
 
-    return StepBlockFile
+    def __init__(self, *, definition, chain, **kwargs):
+        super().__init__(**kwargs)
+        self.definition, self.chain = definition, chain
+        self.add_marker("markdown-docs")
+
+    def runtest(self):
+        self.parent.run_block(self)
+
+    def repr_failure(self, excinfo, style=None):
+        if isinstance(excinfo.value, EarlierBlockFailed):
+            return str(excinfo.value)
+        from pytest_markdown_docs._runners import get_runner  # noqa: PLC0415
+
+        return get_runner(None).repr_failure(self.definition, excinfo, style)
+
+    def reportinfo(self):
+        return self.path, self.definition.start_line, self.name
+
+
+class StepBlockFile(pytest.File):
+    """A page's python blocks, one test each, the blocks of a session sharing one namespace."""
+
+    def collect(self):
+        from pytest_markdown_docs.plugin import FenceSyntax, extract_fence_tests  # noqa: PLC0415
+
+        text = self.path.read_text(encoding="utf-8")
+        lines = text.splitlines()
+        parser = self.config.hook.pytest_markdown_docs_markdown_it()
+        self.chains: dict[str, list[StepBlock]] = {}
+        self.state: dict[str, tuple[dict, int]] = {}   # session -> (namespace, blocks run in it)
+        for i, test in enumerate(extract_fence_tests(parser, text, start_line_offset=0, source_path=self.path,
+                                                     markdown_type="md", fence_syntax=FenceSyntax.default)):
+            m = _SESSION.match(lines[test.start_line - 1])
+            item = StepBlock.from_parent(self, name=f"[CodeFence#{i + 1}][line:{test.start_line}]",
+                                         definition=test, chain=m.group(1) if m else None)
+            if item.chain is not None:
+                self.chains.setdefault(item.chain, []).append(item)
+            yield item
+
+    def run_block(self, item: StepBlock) -> None:
+        if item.chain is None:
+            _run(item.definition.source, self.path, types.ModuleType("fence").__dict__)
+            return
+        blocks = self.chains[item.chain]
+        index = blocks.index(item)
+        namespace, done = self.state.get(item.chain, (None, -1))
+        if done != index:  # not run in order: replay the earlier blocks, their output discarded
+            namespace = types.ModuleType("fence").__dict__
+            for earlier in blocks[:index]:
+                try:
+                    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                        _run(earlier.definition.source, self.path, namespace)
+                except Exception as e:  # noqa: BLE001 - reported as this block's failure
+                    self.state[item.chain] = (None, -1)
+                    raise EarlierBlockFailed(
+                        f"{self.path.name}: the block at line {earlier.definition.start_line}, earlier in "
+                        f"session {item.chain!r}, fails ({type(e).__name__}: {e}), so the block at line "
+                        f"{item.definition.start_line}, which continues it, cannot run") from None
+        self.state[item.chain] = (None, -1)
+        _run(item.definition.source, self.path, namespace)
+        self.state[item.chain] = (namespace, index + 1)
 
 
 def pytest_collect_file(file_path, parent):
     if pathlib.Path(file_path) in STEP_PAGES and not parent.config.option.markdowndocs:
-        return _step_block_file().from_parent(parent, path=pathlib.Path(file_path))
+        return StepBlockFile.from_parent(parent, path=pathlib.Path(file_path))
     return None

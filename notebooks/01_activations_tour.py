@@ -126,7 +126,8 @@ save(fig, "01_g_h_rho_ell")
 #   $\ell = \log\cosh s \approx |s| - \log 2$ grows only linearly (section 3.2);
 # * signexp's $\rho = \mathrm{sign}\,s$ jumps at 0 (section 4.1);
 # * sigsoftmax's $\ell$ has slope 2 on the left and 1 on the right, which is
-#   why the code stores half the exponent, $a = (s + \min(s, 0))/2$ with $f = 2$ (appendix A, Step E);
+#   why `SigSoftmax.half_ell` stores $\ell/2$, which the softmax exponentiates
+#   with a factor $\gamma = 2$ (derivation 01, appendix A, Step E);
 # * linear and relu have $h = 1$, $\ell = 0$: all the work is in $\rho$.
 
 # %% [markdown]
@@ -170,7 +171,9 @@ save(fig, "01_weights_bars")
 # Eq. 01.R3 of the derivation: $J = \mathrm{diag}(\rho'\odot p + \phi\odot\ell') - \phi\,(p\odot\ell')^T$,
 # a diagonal plus a rank-one matrix. `Activation.jacobian` builds it for a
 # 1-D row (only for teaching: the VJP never forms it). We compare it with
-# autograd's Jacobian, built column by column from VJPs of the forward code.
+# autograd's Jacobian, built row by row from VJPs of the forward code: the
+# VJP of the unit cotangent $e_j$ (1 at entry $j$, 0 elsewhere) is
+# $e_j^T J$, row $j$ of $J$.
 
 # %%
 tanhmax = activation("tanhmax")
@@ -303,7 +306,7 @@ for name in ACTIVATIONS:
 # agree with each other. Central differences see the jump of $\phi_k$,
 # $2p_k$ spread over a window $2\varepsilon$: section 4.1 derives
 # $ds_k^{\mathrm{FD}} = u_k\,p_k(s+\varepsilon e_k)/\varepsilon \approx u_k p_k/\varepsilon$
-# at the zero entry. At every other entry the difference quotient agrees with
+# at the zero entry $k$ ($e_k$ is the unit vector that moves $s_k$ alone). At every other entry the difference quotient agrees with
 # the analytic VJP as it does anywhere else: up to its truncation error
 # $O(\varepsilon^2)$ and its rounding error $O(u_\mathrm{r}/\varepsilon)$
 # (the last column below).

@@ -27,7 +27,8 @@
 #   $A = \sum_k e^{s_k}$ and $B = \sum_k e^{-s_k}$: softmax's range lies in the
 #   *closure* of TanhMax's;
 # * (c) what survives of "breaking the softmax bottleneck": the matrix of
-#   $\log|\phi(Wh)|$ has full rank for TanhMax, rank $d+1$ for softmax.
+#   $\log|\phi(Ev)|$ (an output matrix $E$, many context vectors $v$) has
+#   full rank for TanhMax, rank $d+1$ for softmax.
 #
 # `REFATTN_SMALL=1` makes the grids small; `REFATTN_FIGDIR` is where the
 # figures go.
@@ -218,8 +219,11 @@ save(fig, "05_closure_gap")
 # %% [markdown]
 # ## (c) What survives: the log-rank
 #
-# Stack $\log|\phi(Wh_t)|$ for $m$ random $h_t\in\mathbb R^d$ into an
-# $m\times n$ matrix. For softmax it equals $HW^T - \mathrm{lse}\,\mathbf 1^T$,
+# With derivation 05's letters (section 5): an output matrix
+# $E\in\mathbb R^{n\times d}$ and $T$ random context vectors
+# $v_t\in\mathbb R^d$ (the code's `m`). Stack $\log|\phi(Ev_t)|$ into a
+# $T\times n$ matrix. For softmax it equals $VE^T - \mathrm{lse}\,\mathbf 1^T$,
+# with $V$ the $T\times d$ matrix of the $v_t$,
 # so its rank is at most $d + 1$: the softmax bottleneck. For TanhMax (and
 # signexp, sigsoftmax) the logarithm is nonlinear in the scores and the
 # matrix has full rank $n$. This is the part of TanhMax's argument that
@@ -238,7 +242,7 @@ for name in ("softmax", "tanhmax", "signexp", "sigsoftmax"):
 ax.axvline(d + 1, color="gray", lw=0.6, ls="--")
 ax.set_xlabel("index of the singular value", fontsize=8)
 ax.set_ylabel("sigma_k / sigma_1", fontsize=8)
-ax.set_title(f"log|phi(W h)|, n = {n}, d = {d}, m = {m}: softmax has rank d + 1", fontsize=8)
+ax.set_title(f"log|phi(E v)|, n = {n}, d = {d}, T = {m}: softmax has rank d + 1", fontsize=8)
 ax.legend(fontsize=7)
 ax.tick_params(labelsize=7)
 fig.tight_layout()
@@ -252,5 +256,5 @@ save(fig, "05_log_rank")
 # * TanhMax is a bijection of $\mathbb R^n$ onto the open $\ell_1$ ball, and
 #   softmax's range lies on that ball's boundary, in the closure of TanhMax's
 #   range along $s + c\mathbf 1$, at distance $\sim 2(B/A)e^{-2c}$.
-# * The rank argument survives: $\log|\mathrm{tanhmax}(Wh)|$ is not confined
+# * The rank argument survives: $\log|\mathrm{tanhmax}(Ev)|$ is not confined
 #   to $d + 1$ dimensions.

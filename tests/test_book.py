@@ -10,6 +10,10 @@ display equation wider than the page at 1280 pixels (its tag would hide
 behind a scrollbar); and it checks that the learning path's derivations show
 their step blocks executed, each with its output (derivation 01: all 13).
 It saves a screenshot of derivation 01 and of notebook 01 and prints where.
+At 1280 x 800 the landing page's first screen shows where to start (the
+"start here" box with its link to the overview, and the set-up commands),
+and no code block of the page scrolls sideways; a screenshot of that screen
+is saved too.
 
 The slide decks (``docs/slides/``) are pages like the others, and more: at
 1280 x 720 every slide of every deck holds its content inside its margins
@@ -351,3 +355,56 @@ def test_problem_set_pdf_has_its_exercises_and_no_solution(site, part):
     assert not re.search(r"\\\(|\\\[|\\frac|\$\$", text), f"{pdf.name} has raw TeX: MathJax had not typeset it"
     found = leaked(text)
     assert not found, f"{pdf.name} holds solution text: {found[:3]}"
+
+
+# --------------------------------------------------------------------------
+# The landing page's first screen
+# --------------------------------------------------------------------------
+
+#: Where the first screen's pieces are: the "start here" box, its link to the overview, the set-up
+#: commands and every code block of the page, and whether one scrolls sideways.
+_FIRST_SCREEN = r"""() => {
+  const box = document.querySelector('article .start-here');
+  const out = {box: null, overview: null, pres: []};
+  if (box) {
+    const r = box.getBoundingClientRect();
+    out.box = [r.top, r.bottom, box.textContent.replace(/\s+/g, ' ').trim()];
+    const a = [...box.querySelectorAll('a')].find(a => /derivations\/00-overview\.html$/.test(a.getAttribute('href')));
+    if (a) { const ra = a.getBoundingClientRect(); out.overview = [ra.top, ra.bottom]; }
+  }
+  for (const pre of document.querySelectorAll('article pre')) {
+    const r = pre.getBoundingClientRect();
+    out.pres.push([r.top, r.bottom, pre.scrollWidth, pre.clientWidth, pre.textContent.trim().slice(0, 60)]);
+  }
+  out.setup = [...document.querySelectorAll('article h2')].map(h => [h.textContent.trim(), h.getBoundingClientRect().top]);
+  return out;
+}"""
+
+
+def test_the_landing_pages_first_screen_shows_where_to_start(site, tmp_path_factory):
+    """At 1280 x 800 the landing page's first screen, before any scrolling, holds the "start
+    here" box with its link to the overview (the first step of part 1) and the set-up commands,
+    and no code block of the page scrolls sideways. A screenshot of that screen is saved."""
+    from playwright.sync_api import sync_playwright
+
+    shots = pathlib.Path(os.environ.get("REFATTN_BOOK_SHOTS") or tmp_path_factory.mktemp("book-shots"))
+    shots.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=_chromium(), args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        page.goto((site / "index.html").as_uri(), wait_until="load")
+        page.evaluate("() => MathJax.startup.promise")
+        got = page.evaluate(_FIRST_SCREEN)
+        page.screenshot(path=str(shots / "landing-first-screen.png"))
+        browser.close()
+    print(f"\nbook: the landing page's first screen is {shots / 'landing-first-screen.png'}")
+    assert got["box"], "the landing page has no start-here box"
+    top, bottom, words = got["box"]
+    assert 0 <= top and bottom <= 800, f"the start-here box is at {top:.0f}-{bottom:.0f} px, not on the first screen"
+    assert "Start here" in words and "part 1" in words, words
+    assert got["overview"] and got["overview"][1] <= 800, "the start-here box links no overview on the first screen"
+    setup = [p for p in got["pres"] if p[4].startswith("python3 -m venv .venv")]
+    assert setup, f"no set-up commands on the landing page: {[p[4] for p in got['pres']]}"
+    assert setup[0][1] <= 800, f"the set-up commands end {setup[0][1]:.0f} px down, below the first screen"
+    wide = [f"{p[4]!r}: {p[2]} px wide in {p[3]}" for p in got["pres"] if p[2] > p[3] + 1]
+    assert not wide, f"code blocks that scroll sideways at 1280 px: {wide}"

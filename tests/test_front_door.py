@@ -71,7 +71,7 @@ def test_the_books_home_is_a_landing_page_with_a_figure_and_the_three_parts():
     images = re.findall(r"!\[[^\]]*\]\(([^)\s]+)\)", text)
     assert images and all((LANDING.parent / i).is_file() for i in images), images
     assert all(door in text for door in ("**Learn**", "**Verify your own formula**", "**Teach**"))
-    parts = re.findall(r"^### Part (\d): .*\(about (\d+) hours?\)$", text, re.M)
+    parts = re.findall(r"^### Part (\d): .*\((\d+) minutes\)$", text, re.M)
     assert [p for p, _ in parts] == ["1", "2", "3"], parts
     part1 = text.split("### Part 1", 1)[1].split("### Part 2", 1)[0]
     order = [part1.index(x) for x in ("00-overview.md", "01-reweighted-softmax.md", "notebooks/01_activations_tour.py",

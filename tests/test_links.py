@@ -1,4 +1,4 @@
-"""Links that work in a clone of the repository, and a learning path whose times add up.
+"""Links that work in a clone of the repository.
 
 The README and the pages of ``docs/`` are read in two places: in the
 repository (a clone, or GitHub's rendering of it) and in the book, where
@@ -12,10 +12,7 @@ build makes from nothing in the repository, the problem sets and the PDFs of
 ``tests/test_book.py`` checks the same links, anchors included, in the built
 book.
 
-The landing page's learning path gives a time for each step; an exercise's
-time is the one its statement gives (``refattn exercises --json``), so the
-exercises of each part take the sum of their labels, and a part's hours are
-the sum of its steps, to the nearest hour.
+The learning path's times are checked by ``tests/test_learning_path.py``.
 """
 
 from __future__ import annotations
@@ -26,8 +23,6 @@ import re
 import pytest
 
 from teaching_checks import teaching
-
-from refattn.exercises import EXERCISES
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -94,49 +89,3 @@ def test_pages_that_link_what_the_build_makes_say_so():
         if built:
             assert "when the book is built" in " ".join(text.split()), (
                 f"{page.relative_to(ROOT)} links {built}, made by the book's build, without saying so")
-
-
-# --------------------------------------------------------------------------
-# the learning path's times
-# --------------------------------------------------------------------------
-
-LANDING = ROOT / "docs" / "index.md"
-MINUTES = {ex.number: ex.minutes for ex in EXERCISES}
-
-
-def _parts(text: str) -> dict[int, tuple[int, str]]:
-    """Part number -> (its stated hours, its text), from the ``### Part N: ... (about H hours)`` headings."""
-    heads = list(re.finditer(r"^### Part (\d): .*\(about (\d+) hours?\)$", text, re.M))
-    return {int(m.group(1)): (int(m.group(2)), text[m.end():heads[i + 1].start() if i + 1 < len(heads) else None])
-            for i, m in enumerate(heads)}
-
-
-def _steps(body: str) -> list[str]:
-    """The numbered items of a part, each as one string."""
-    return [" ".join(s.split()) for s in re.split(r"^\d+\. ", body.split("\n\nFor a class", 1)[0], flags=re.M)[1:]]
-
-
-def test_each_parts_exercises_take_the_minutes_of_their_labels():
-    parts = _parts(LANDING.read_text(encoding="utf-8"))
-    assert sorted(parts) == [1, 2, 3]
-    for part, (_, body) in parts.items():
-        items = [s for s in _steps(body) if s.startswith("Exercises")]
-        assert len(items) == 1, f"part {part}: one step lists the exercises"
-        numbers = [int(n) for n in re.findall(r"\]\(\.\./exercises/(\d\d)-[\w-]+\.md\)", items[0])]
-        assert numbers, items[0]
-        stated = re.search(r"\((\d+) minutes\)", items[0])
-        assert stated, f"part {part}: no time for its exercises: {items[0]}"
-        labels = [MINUTES[n] for n in numbers]
-        assert int(stated.group(1)) == sum(labels), (
-            f"part {part}: exercises {numbers} take {' + '.join(map(str, labels))} = {sum(labels)} minutes "
-            f"by their labels, not {stated.group(1)}")
-
-
-def test_each_parts_hours_are_the_sum_of_its_steps():
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    for part, (hours, body) in _parts(LANDING.read_text(encoding="utf-8")).items():
-        minutes = [int(m) for s in _steps(body) for m in re.findall(r"\((?:[^()]*\s)?(\d+) minutes\)", s)[:1]]
-        assert len(minutes) == len(_steps(body)), f"part {part}: a step without its time"
-        assert hours == round(sum(minutes) / 60), f"part {part}: {sum(minutes)} minutes in all, not about {hours} hours"
-        m = re.search(rf"^{part}\. \*\*[^*]+\*\* \(about (\d+) hours?\)", readme, re.M)
-        assert m and int(m.group(1)) == hours, f"README: part {part} should say about {hours} hours, as docs/index.md"

@@ -1,12 +1,16 @@
-"""The derivations' step blocks: there, comparing both sides, and a broken one fails.
+"""The derivations' step blocks: there, comparing both sides, a broken one fails, and each
+test's output is its own block's.
 
 The blocks themselves run as tests through the repository's ``conftest.py``
-(pytest-markdown-docs's collector, one test per block, the blocks of one
-markdown-exec session chained). This file checks what that cannot: that
+(one test per block, the blocks of one markdown-exec session in one
+namespace, as the book runs them). This file checks what that cannot: that
 every page on the learning path has its blocks, that every block prints and
 asserts (so it can fail), that each numbered step of derivation 01's
-sections 1 and 2 is followed by a block, and that breaking one step's code
-makes the suite fail while the unbroken page passes.
+sections 1 and 2 is followed by a block, that breaking one step's code
+makes the suite fail while the unbroken page passes, and that what pytest
+captures from each block is what the book shows under it: that block's
+output, once, never the output of the blocks above it (a plain run prints
+none of it; a block run alone replays its session's earlier blocks quietly).
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ import subprocess
 import sys
 
 import pytest
+
+from teaching_checks import teaching
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("refattn_root_conftest", ROOT / "conftest.py")
@@ -53,13 +59,55 @@ def test_every_learning_path_derivation_has_step_blocks_that_print_and_compare(p
     assert sessions.count(sessions[0]) >= 5, f"{path.name}: the step blocks should share one session"
 
 
-def test_sessions_are_chained_as_markdown_exec_runs_them():
-    text = '```python exec="on" session="a"\nx = 1\n```\n```python exec="on" session="a"\ny = x\n```\n' \
-           '```python exec="on" session="b"\nz = 2\n```\n'
-    chained = _root_conftest.chain_sessions(text)
-    assert chained.splitlines()[3].endswith('session="a" continuation')
-    assert not chained.splitlines()[0].endswith("continuation") and not chained.splitlines()[6].endswith("continuation")
-    assert len(chained.splitlines()) == len(text.splitlines())
+def _own_outputs(path):
+    """What each executed block of ``path`` prints, the blocks of a session run in order in one
+    namespace, as markdown-exec runs them for the book (``docs/teaching.py``)."""
+    return teaching.derivation_outputs(path)
+
+
+def _captured(stdout: str) -> dict[int, str]:
+    """Block's line -> its captured stdout, from a ``pytest -rP`` report."""
+    out = {}
+    for m in re.finditer(r"^_+ \[CodeFence#\d+\]\[line:(\d+)\] _+\n-+ Captured stdout call -+\n(.*?)(?=^_{3,} |^=+ |^\d+ (?:passed|failed)|\Z)",
+                         stdout, re.M | re.S):
+        out[int(m.group(1))] = m.group(2)
+    return out
+
+
+def _fence_lines(path):
+    text = path.read_text(encoding="utf-8")
+    return [text[:m.start()].count("\n") + 1 for m in EXEC_FENCE.finditer(text)]   # the fence's line, as the collector names it
+
+
+@pytest.mark.parametrize("path", [ROOT / "derivations" / "00-overview.md", DERIVATION_01], ids=lambda p: p.name)
+def test_each_blocks_captured_output_is_its_own(path):
+    """As the book shows it: each block's output once, under that block, never its predecessors'."""
+    page = path.relative_to(ROOT).as_posix()
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rP", "-p", "no:cacheprovider", page], cwd=ROOT,
+                       capture_output=True, text=True, timeout=300, check=False)
+    assert r.returncode == 0, r.stdout[-3000:]
+    captured = _captured(r.stdout)
+    expected = dict(zip(_fence_lines(path), _own_outputs(path)))
+    assert len(expected) >= 5 and all(expected.values())
+    for line, text in expected.items():
+        assert captured.get(line, "").strip() == text.strip(), (
+            f"{page}, block at line {line}: pytest captured\n{captured.get(line, '')[:1500]}\n"
+            f"but the block prints\n{text[:1500]}")
+    # and a plain run keeps the blocks' output out of the progress lines
+    quiet = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", page], cwd=ROOT,
+                           capture_output=True, text=True, timeout=300, check=False)
+    assert quiet.returncode == 0 and len(quiet.stdout.splitlines()) <= 4, quiet.stdout[-2000:]
+
+
+def test_a_block_run_alone_replays_its_session_quietly():
+    """``pytest PAGE::[CodeFence#k]...`` runs the session's earlier blocks first, their output discarded."""
+    lines = _fence_lines(DERIVATION_01)
+    k = 4  # the fourth block uses names (p, rho, act) that only the first three define
+    node = f"derivations/{DERIVATION_01.name}::[CodeFence#{k}][line:{lines[k - 1]}]"
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rP", "-p", "no:cacheprovider", node], cwd=ROOT,
+                       capture_output=True, text=True, timeout=300, check=False)
+    assert r.returncode == 0 and "1 passed" in r.stdout, r.stdout[-3000:]
+    assert _captured(r.stdout)[lines[k - 1]].strip() == _own_outputs(DERIVATION_01)[k - 1].strip()
 
 
 def test_every_numbered_step_of_derivation_01_is_followed_by_a_block():

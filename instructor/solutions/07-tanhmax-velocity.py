@@ -12,8 +12,6 @@ Allowed: NumPy and Python's standard library.
 # ds_i/dtau = -Delta_I,i Delta'_II,i c,  Delta'_II,i = w~_i o_i - w^_i sum_j w^_j o_j,
 # w~ = cosh s / sum cosh s = softmax(log cosh s),  w^ = tanh(s) w~  (TanhMax Eqs. 7-9).
 ### END SOLUTION
-import math
-
 import numpy as np
 
 
@@ -24,7 +22,7 @@ def velocity(s, o, c, delta_I):
     """
     ### BEGIN SOLUTION
     a = np.abs(s)
-    l = a + np.log1p(np.exp(-2.0 * a)) - math.log(2.0)  # log cosh s, no overflow
+    l = a + np.log1p(np.exp(-2.0 * a)) - float(np.log(2.0))  # log cosh s, no overflow
     e = np.exp(l - np.max(l, axis=-1, keepdims=True))
     w_tilde = e / np.sum(e, axis=-1, keepdims=True)
     w_hat = np.tanh(s) * w_tilde

@@ -64,13 +64,14 @@ def format_list(items) -> str:
     for part, title in PARTS.items():
         rows = [d for d in items if d["part"] == part]
         minutes = sum(d["minutes"] for d in rows)
-        lines += [f"Part {part}: {title} (about {minutes} minutes)",
+        lines += [f"Part {part}: {title} ({len(rows)} exercises, {minutes} minutes in all by their labels)",
                   f"  {'no':>2s}  {'name':{w}s}  diff  min  title"]
         lines += [f"  {d['number']:2d}  {d['name']:{w}s}  {d['difficulty']:>2d}/3  {d['minutes']:3d}  {d['title']}"
                   for d in rows]
         lines.append("")
-    lines += ["Statements: exercises/NN-name.md in the repository. Grade an answer with",
-              "  refattn exercises check NAME FILE.py"]
+    lines += ["Statements: exercises/NN-name.md in the repository; the learning path (the book's home page)",
+              "asks a few of each part. Starters for all: refattn exercises export --student DIR, in a clone.",
+              "Grade an answer with", "  refattn exercises check NAME FILE.py"]
     return "\n".join(lines)
 
 

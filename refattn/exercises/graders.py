@@ -281,8 +281,9 @@ def _all_ones_case(kind, s, u, v, hidden, other_s):
             Expect("far", "wrong_vjp(s, u), a random cotangent", (1,), true_u, rtol=1e-6,
                    message="wrong_vjp(s, u) equals the true VJP for a random cotangent: it is not wrong, so it "
                            "witnesses nothing",
-                   passed="wrong_vjp(s, u) differs from the true VJP for a random cotangent (a gradient check "
-                          "with a random cotangent fails it)"),
+                   passed="wrong_vjp(s, u) differs from the true VJP for a random cotangent, by more than 1e-06 "
+                          "of the VJP's largest entry: a gradient check with a random cotangent fails it, where one "
+                          "with the all-ones cotangent (the first check) passes it"),
             Expect("nonzero", "wrong_vjp(s, u)", (1,), true_u, rtol=1e-3,
                    message="wrong_vjp(s, u) is (almost) 0 for a random cotangent; write a plausible backward pass "
                            "that forgets a factor, as the statement asks",

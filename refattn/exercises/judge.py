@@ -789,8 +789,10 @@ class Verdict:
         return f"{self.exercise}: {'CORRECT' if self.ok else 'WRONG'}{tail}"
 
     def lines(self, hidden=None) -> list:
-        """One line per case that passed and one per check that failed (of one group, or of
-        both, the hidden ones marked)."""
+        """The feedback of one group (or of both, the hidden ones marked): a public case that
+        passed with its evidence, each of its checks (one line when it has one check, else a
+        line naming the case and one indented line per check); a hidden case that passed, one
+        line naming it; and one line per check that failed."""
         out, groups = [], {}
         for c in self.checks:
             if hidden is None or c.hidden == hidden:
@@ -798,7 +800,13 @@ class Verdict:
         for (case, is_hidden), checks in groups.items():
             where = f"{'hidden: ' if is_hidden and hidden is None else ''}{case}: " if case else ""
             if case and all(c.ok for c in checks):
-                out.append(f"ok   {where}{checks[-1].message}" if not is_hidden else f"ok   {where.rstrip(': ')}")
+                if is_hidden:  # by kind only: what a hidden check compared may name its inputs
+                    out.append(f"ok   {where.rstrip(': ')}")
+                elif len(checks) == 1:
+                    out.append(f"ok   {where}{checks[0].message}")
+                else:
+                    out.append(f"ok   {where}{len(checks)} checks passed:")
+                    out += [f"       - {c.message}" for c in checks]
                 continue
             if is_hidden and case:  # one line per hidden case: what failed, by name
                 out.append(f"FAIL {where}{fold('; '.join(c.message for c in checks if not c.ok))}")

@@ -4,8 +4,11 @@ The model of the proposition is one attention operation feeding a linear read-ou
 
     s_i = f(Q_i, K_i),   w = phi(s),   V = sum_i w_i V_i,   y = sigma(V^T W),
 
-trained by gradient flow ``d theta / d tau = -dR/d theta`` on the empirical risk
-``R = (1/N) sum_k L(theta^(k), y(x^(k)))`` (TanhMax, Eq. 3). Proposition 1 says
+trained by gradient flow ``d vartheta / d tau = -dR/d vartheta`` (``vartheta``: every
+parameter) on the empirical risk ``R = (1/N) sum_k L(y*^(k), y(x^(k)))`` with label
+``y*`` (TanhMax, Eq. 3, writes the label theta and the risk R-hat; the letters here are
+those of ``derivations/03-proposition-1.md``, which keeps ``t`` for a vocabulary
+token). Proposition 1 says
 that, when ``Q_i`` and ``K_i`` are free parameters of token ``i`` (so that ``s_i``
 depends on no other parameter),
 
@@ -39,7 +42,7 @@ What this module provides:
   (``"free"``), TanhMax's public code's shared projections (``"shared"``) or
   Sun & Lu's learned global query (``"global"``);
 * :func:`velocity_decomposition` -- the exact gradient-flow velocity of every
-  token's score, ``-(ds/dtheta)(dR/dtheta)^T``, from autograd, split into the
+  token's score, ``-(ds/dvartheta)(dR/dvartheta)^T``, from autograd, split into the
   part Proposition 1 keeps and the cross terms it neglects.
 
 ``refattn prop1`` (:mod:`refattn.studies.prop1`) checks Eq. 4 with these for every activation.
@@ -80,7 +83,7 @@ __all__ = [
 
 #: The output nonlinearities sigma of ``y = sigma(V^T W)``.
 OUTPUTS = ("sigmoid", "identity")
-#: The losses L(theta, y).
+#: The losses L(y*, y), label y*.
 LOSSES = ("bce", "squared")
 #: How the scores are parameterised (see :class:`OneLayerModel`).
 MODEL_KINDS = ("free", "shared", "global")
@@ -170,12 +173,12 @@ def delta_II(activation, s, o, axis=-1, mask=None):
 def output_factor(a, target, *, output="sigmoid", loss="bce", n_instances=None):
     r"""``sigma'(a) dR/dy`` for every instance: the task-specific factor of Eq. 4.
 
-    With ``y = sigma(a)``, ``a = V^T W`` and ``R = (1/N) sum_k L(theta_k, y_k)``
-    (TanhMax, Eq. 3):
+    With ``y = sigma(a)``, ``a = V^T W`` and ``R = (1/N) sum_k L(y*_k, y_k)``, ``y*``
+    the label (``target``) (TanhMax, Eq. 3):
 
-    * ``loss="bce"`` (needs ``output="sigmoid"``): ``L = -t log y - (1-t) log(1-y)``,
-      ``sigma' dL/dy = y (1-y) (y-t) / (y (1-y)) = y - t``;
-    * ``loss="squared"``: ``L = (y - t)^2 / 2``, ``sigma' dL/dy = sigma'(a) (y - t)``
+    * ``loss="bce"`` (needs ``output="sigmoid"``): ``L = -y* log y - (1-y*) log(1-y)``,
+      ``sigma' dL/dy = y (1-y) (y-y*) / (y (1-y)) = y - y*``;
+    * ``loss="squared"``: ``L = (y - y*)^2 / 2``, ``sigma' dL/dy = sigma'(a) (y - y*)``
       with ``sigma' = y (1 - y)`` (sigmoid) or 1 (identity).
 
     Each is divided by ``N`` (``n_instances``, default ``len(a)``), the ``1/N`` of Eq. 3.
@@ -452,7 +455,7 @@ class OneLayerModel:
         else:
             y = a
         if self.loss == "bce":
-            # -t log y - (1-t) log(1-y), written with softplus for stability
+            # -y* log y - (1-y*) log(1-y), y* = target, written with softplus for stability
             L = target * anp.logaddexp(0.0, -a) + (1.0 - target) * anp.logaddexp(0.0, a)
         else:
             L = 0.5 * (y - target) ** 2
@@ -509,17 +512,17 @@ def _check_batch(model, params, tokens, target):
 def velocity_decomposition(model, params, tokens, target):
     r"""The exact score velocity under gradient flow, and what Proposition 1 keeps of it.
 
-    With ``J = ds/dtheta`` (``T x P``, every parameter of the model) and
-    ``dtheta/dtau = -dR/dtheta``, the exact velocity of the vocabulary scores is
+    With ``J = ds/dvartheta`` (``T x P``, ``vartheta`` every parameter of the model) and
+    ``dvartheta/dtau = -dR/dvartheta``, the exact velocity of the vocabulary scores is
 
-        ds/dtau = -J (dR/dtheta)^T                                          (03.exact)
+        ds/dtau = -J (dR/dvartheta)^T                                       (03.exact)
                 = -diag(J J^T) dR/ds  -  offdiag(J J^T) dR/ds  -  J r       (03.P7)
 
     where ``dR/ds`` is the derivative through the attention weights (scores as
-    independent inputs) and ``r = dR/dtheta - J^T dR/ds`` is the part of the
+    independent inputs) and ``r = dR/dvartheta - J^T dR/ds`` is the part of the
     risk's gradient that does not pass through the scores (e.g. shared
     embeddings that also make the values). The first term is Proposition 1's
-    form (with ``Delta_I = |ds_t/dtheta|^2``); the other two are the cross terms
+    form (with ``Delta_I = |ds_t/dvartheta|^2``); the other two are the cross terms
     it neglects. Under the ``"free"`` parameterisation both vanish and
     ``diag(J J^T) = Delta_I`` of Eq. 4. Everything here is computed with
     autograd, independently of the hand-derived formula

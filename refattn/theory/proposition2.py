@@ -216,8 +216,9 @@ def tanhmax_preimage(w, axis=-1, *, tol=None, maxiter=100, slack=None):
     the bracket ``[lo, hi]`` (a Newton step that leaves the bracket is
     replaced by its midpoint). Then ``s_i = asinh(w_i / x)``, and
     ``tanhmax(s)_i = w_i / sum_k sqrt(x^2 + w_k^2) = w_i / (1 + G(x))``
-    (Step 6 there): the relative error of the round trip is exactly ``|G(x)|``,
-    which is what ``tol`` bounds.
+    (Step 6 there): the relative error of the round trip is exactly
+    ``|G(x)| / (1 + G(x))`` in every entry, at most ``|G(x)| / (1 - |G(x)|)``,
+    so ``tol``, which bounds ``|G(x)|``, bounds it to first order.
 
     Parameters
     ----------

@@ -246,6 +246,27 @@ def test_model_solution_passes_public_and_hidden(ex, seed, solved):
 
 
 @pytest.mark.parametrize("ex", EXERCISES, ids=lambda ex: ex.name)
+def test_a_right_answers_text_verdict_shows_its_evidence(ex, solved):
+    """Every check of a public case that passed is in the text, one line each, not only in
+    ``--json`` (exercise 05's witness: 0 at the all-ones cotangent, far from the true VJP at a
+    random one; exercise 09's strict closed-form comparison beside the forward passes'); a
+    hidden case is named by its kind only."""
+    verdict = solved[None][ex.name]
+    lines = str(verdict).splitlines()
+    public = [c for c in verdict.checks if not c.hidden]
+    assert public
+    for c in public:
+        assert sum(c.message in ln for ln in lines) >= 1, f"{ex.name}: not in the text verdict: {c.message}"
+    for case in {c.case for c in public}:
+        n = sum(c.case == case for c in public)
+        assert (f"{case}: {n} checks passed:" in str(verdict)) == (n > 1), (case, str(verdict))
+    for case in {c.case for c in verdict.checks if c.hidden}:
+        assert f"  ok   hidden: {case}" in lines, (case, str(verdict))
+    assert set(verdict.as_dict()) == {"exercise", "file", "ok", "checks", "cases", "hints", "printed",
+                                      "hidden_run", "grader_error"}
+
+
+@pytest.mark.parametrize("ex", EXERCISES, ids=lambda ex: ex.name)
 def test_plausible_wrong_answer_fails(ex, wrong):
     why = WRONG[ex.name][0]
     verdict = wrong[ex.name]

@@ -1,0 +1,294 @@
+"""The learning path in one table: its three parts, each step with its minutes, and the set-up time.
+
+Every time the README, the book's landing page (``docs/index.md``) and the
+exercises' index (``exercises/README.md``) give for the learning path is
+computed here, from one table:
+
+* a reading step's minutes are written once, in :data:`STEPS`;
+* an exercise step's minutes are the sum of its exercises' labels, which
+  live in ``refattn/exercises/graders.py`` (:data:`refattn.exercises.EXERCISES`);
+* a part's minutes are the sum of its steps; its title is
+  :data:`refattn.exercises.PARTS`'s, the title the exercises' statements give;
+* the set-up time is :data:`SETUP`, measured (it says how).
+
+Those pages hold the generated text between the lines
+``<!-- learning path: NAME -->`` and ``<!-- end of learning path: NAME -->``
+(invisible on GitHub and in the book). To change a step, its time or its
+words, edit the table here and run, from the repository's root::
+
+    .venv/bin/python docs/learning_path.py
+
+which rewrites those blocks; ``--check`` only says which page differs (exit
+1). ``tests/test_learning_path.py`` fails when a page is not what this table
+gives. Links are written from the repository's root here and rewritten for
+each page (``../`` on the pages of ``docs/``), so that they work on GitHub
+and in the book alike.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script from a clone: this checkout's refattn
+    sys.path.insert(0, str(ROOT))
+
+from refattn.exercises import EXERCISES, PARTS  # noqa: E402
+from refattn.exercises import exercise as find_exercise  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of a part: what to read or do, how long it takes, and what it holds.
+
+    ``page`` is the step as the landing page lists it (markdown, links from the
+    repository's root); ``chain`` the same in the README's one-line summary of
+    the part; ``minutes`` its time, or ``None`` for an exercise step, whose
+    time is the sum of the labels of ``exercises``."""
+
+    page: str
+    about: str
+    chain: str
+    minutes: int | None = None
+    exercises: tuple = ()
+
+
+#: The measured time of the README's second set-up line, ``python3 -m venv .venv &&
+#: .venv/bin/pip install ".[test]" && .venv/bin/python -m pytest``, run in a fresh copy of the
+#: repository (``git archive HEAD``) under bash's ``time``: ``install_s`` and ``tests_s`` of wall-clock
+#: time, ``cpu_s`` the user and system time of all its processes, on ``machine``, which other work
+#: shared (``load``, its load average then). Wall-clock time on a machine of its own is nearer the CPU
+#: time: the suite runs one test at a time.
+SETUP = {"install_s": 43, "tests_s": 1631, "cpu_s": 519, "load": 7,
+         "machine": "a 2-core virtual machine (Intel Xeon, 23 GiB)"}
+
+_D01 = "derivations/01-reweighted-softmax.md"
+_APPENDIX_A = _D01 + "#appendix-a-numerics-how-the-reference-evaluates-01r1-and-01r4-stably"
+
+#: The steps of each part, in order.
+STEPS: dict[int, list[Step]] = {
+    1: [
+        Step("[The overview](derivations/00-overview.md)",
+             "TanhMax's generic form $\\phi(s)_i = g(s_i)/\\sum_k h(s_k)$, the table of nine activations, the one "
+             "gradient formula, why a gradient check needs a random cotangent; and how to get the exercises' "
+             "starters", "[the overview](derivations/00-overview.md)", 20),
+        Step(f"[Derivation 01]({_D01}), sections 1 to 3",
+             "every activation as $\\phi = \\rho\\cdot\\mathrm{softmax}(\\ell)$, its Jacobian and its "
+             "vector-Jacobian product, derived in numbered steps, each run on the same three scores with both "
+             "sides printed", f"[derivation 01]({_D01}), sections 1 to 3 (every step runs on one example)", 75),
+        Step("[Notebook 01](notebooks/01_activations_tour.py)",
+             "the nine activations drawn, one VJP by hand, the gradient checks, and the one place where the "
+             "checks disagree on purpose", "[notebook 01](notebooks/01_activations_tour.py)", 30),
+        Step("", "softmax's VJP, the reweighted VJP for every activation, and a wrong VJP that an all-ones "
+             "cotangent cannot catch; each starts from a starter file (the overview says where they come from)",
+             "", exercises=(1, 3, 5)),
+    ],
+    2: [
+        Step("[Derivation 03](derivations/03-proposition-1.md)",
+             "how a score moves while a one-layer model trains (TanhMax's Proposition 1), proved step by step, "
+             "and when it holds", "[derivation 03](derivations/03-proposition-1.md)", 45),
+        Step("[Notebook 02](notebooks/02_proposition_1.py)",
+             "the same steps with numbers, against autograd's exact velocity",
+             "[notebook 02](notebooks/02_proposition_1.py)", 30),
+        Step("[Derivation 04](derivations/04-score-dynamics-closed-forms.md)",
+             "which scores rise and which fall, for every activation; TanhMax's Eq. 7 with its sign corrected",
+             "[derivation 04](derivations/04-score-dynamics-closed-forms.md)", 30),
+        Step("[Derivation 05](derivations/05-proposition-2.md) and [notebook 05](notebooks/05_proposition_2.py)",
+             "what signed weights can represent, and why TanhMax's Proposition 2 is false as printed",
+             "[derivation 05](derivations/05-proposition-2.md) → [notebook 05](notebooks/05_proposition_2.py)",
+             45),
+        Step("", "exercise 7 evaluates $\\log\\cosh$ stably, as section A.1 of [derivation 01's appendix "
+             f"A]({_APPENDIX_A}) shows in one line (part 3 reads the whole appendix)", "", exercises=(7, 9)),
+    ],
+    3: [
+        Step(f"[Derivation 01, appendix A]({_APPENDIX_A})", "why every activation stays finite for every finite score",
+             f"[derivation 01's appendix A]({_APPENDIX_A})", 30),
+        Step("[Derivation 22](derivations/22-central-differences.md)",
+             "how wrong central differences are, and the tolerance a gradient check can justify",
+             "[derivation 22](derivations/22-central-differences.md)", 45),
+        Step("[Derivation 02](derivations/02-scores.md)",
+             "the score functions and their VJPs, Neural Attention without its $n\\times n\\times 2d'$ tensor",
+             "[derivation 02](derivations/02-scores.md)", 45),
+        Step("[Derivation 20](derivations/20-speed.md), [derivation 23](derivations/23-streaming.md), notebooks "
+             "[12](notebooks/12_speed.py) and [13](notebooks/13_streaming.py)",
+             "the fast path, and attention in $O(n)$ memory for every activation",
+             "[derivation 20](derivations/20-speed.md) and [23](derivations/23-streaming.md) → notebooks "
+             "[12](notebooks/12_speed.py) and [13](notebooks/13_streaming.py)", 45),
+        Step("", "", "", exercises=(12, 13)),
+    ],
+}
+
+#: Reading that belongs with a part but is not in its time (landing page and README alike).
+ALSO = {2: "[derivation 09](derivations/09-signexp-at-zero.md), signexp's jump at 0 (with exercise 6)"}
+
+
+# --------------------------------------------------------------------------
+# What the table gives
+# --------------------------------------------------------------------------
+
+def exercise(number: int):
+    """The exercise numbered ``number`` of the registry."""
+    return find_exercise(str(number))
+
+
+def minutes(step: Step) -> int:
+    """A step's minutes: its own, or the sum of its exercises' labels."""
+    return step.minutes if step.minutes is not None else sum(exercise(n).minutes for n in step.exercises)
+
+
+def part_minutes(part: int) -> int:
+    """A part's minutes: the sum of its steps'."""
+    return sum(minutes(s) for s in STEPS[part])
+
+
+def setup_minutes() -> tuple[int, int, int, int]:
+    """The measured set-up time in whole minutes: (all of it, the install, the tests, CPU time)."""
+    install, tests = SETUP["install_s"], SETUP["tests_s"]
+    return round((install + tests) / 60), round(install / 60), round(tests / 60), round(SETUP["cpu_s"] / 60)
+
+
+def _and(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _exercise_links(step: Step) -> str:
+    return _and([f"[{n}](exercises/{exercise(n).stem}.md)" for n in step.exercises])
+
+
+def _relative(text: str, prefix: str) -> str:
+    """Links from the repository's root, as seen from a page ``prefix`` deep (``../`` for ``docs/``)."""
+    return re.sub(r"\]\((?![a-z]+:|#)", "](" + prefix, text) if prefix else text
+
+
+_UNBROKEN = re.compile(r"!?\[[^\]]*\]\([^)]*\)|\$[^$]+\$")  # a link, inline math
+
+
+def wrap(text: str, width: int = 100) -> str:
+    """Each paragraph and list item of ``text`` (one line each) wrapped at ``width``, never
+    inside a link (the link checkers read a page line by line) or inline math, a list item's
+    lines indented under its text; table rows, headings and HTML left as they are."""
+    out = []
+    for line in text.split("\n"):
+        item = re.match(r"(\d+\. |\* )", line)
+        indent = " " * len(item.group(1)) if item else ""
+        kept = _UNBROKEN.sub(lambda m: m.group(0).replace(" ", "\0"), line)
+        if item:  # the marker stays with the item's first word
+            kept = item.group(1)[:-1] + "\0" + kept[len(item.group(1)):]
+        out.append(textwrap.fill(kept, width, subsequent_indent=indent, break_long_words=False,
+                                 break_on_hyphens=False).replace("\0", " ")
+                   if line.strip() and not line.startswith(("|", "#", "<")) else line)
+    return "\n".join(out)
+
+
+def _title(part: int) -> str:
+    return PARTS[part][0].upper() + PARTS[part][1:]
+
+
+# --------------------------------------------------------------------------
+# The generated blocks
+# --------------------------------------------------------------------------
+
+def setup_sentence() -> str:
+    total, install, tests, cpu = setup_minutes()
+    return (f"Setting up with the test tools and running the tests took {total} minutes on {SETUP['machine']} "
+            f"shared with other work (load average about {SETUP['load']}): {install} to install, {tests} to run "
+            f"the tests. Its processes used {cpu} minutes of CPU time; on a 2-core machine of its own the "
+            f"line takes nearer that (measured as `docs/learning_path.py` says).")
+
+
+def landing_start() -> str:
+    """The landing page's first screen: where to start."""
+    first = STEPS[1][0]
+    text = (f"**Start here.** Set up once (the next section), then read {first.chain}: it is the first "
+            f"step of part 1 of [the learning path](#the-learning-path), {PARTS[1]} ({part_minutes(1)} "
+            f"minutes in all, {minutes(first)} of them for the overview).")
+    return f'<div class="start-here" markdown>\n\n{_relative(text, "../")}\n\n</div>'
+
+
+def landing_path() -> str:
+    """The landing page's three parts, each step with its minutes."""
+    out = []
+    for part, steps in STEPS.items():
+        out += [f"### Part {part}: {PARTS[part]} ({part_minutes(part)} minutes)", ""]
+        for i, step in enumerate(steps, 1):
+            if step.exercises:
+                labels = " + ".join(str(exercise(n).minutes) for n in step.exercises)
+                head = f"Exercises {_exercise_links(step)} ({minutes(step)} minutes: {labels} by their labels)"
+            else:
+                head = f"{step.page} ({minutes(step)} minutes)"
+            out.append(_relative(f"{i}. {head}{': ' + step.about if step.about else ''}.", "../"))
+        if part in ALSO:
+            out += ["", _relative(f"Also, not counted in the part's time: {ALSO[part]}.", "../")]
+        out += ["", f"For a class: [the slides of part {part}](slides/part-{part}.md) "
+                    f"([PDF](slides/part-{part}.pdf)) and [its problem set](problems/part-{part}.md) "
+                    f"([PDF](problems/part-{part}.pdf)), made when the book is built.", ""]
+    return "\n".join(out).rstrip("\n")
+
+
+def readme_path() -> str:
+    """The README's summary of the three parts, each a chain of its steps."""
+    out = [f"Three parts, one lecture each: {_and([str(part_minutes(p)) for p in STEPS])} minutes; the "
+           "[book's home page](docs/index.md) gives each step with its time.", ""]
+    for part, steps in STEPS.items():
+        chain = [f"exercises {_exercise_links(s)}" if s.exercises else s.chain for s in steps]
+        also = f" Also: {ALSO[part]}." if part in ALSO else ""
+        out.append(f"{part}. **{_title(part)}** ({part_minutes(part)} minutes): {' → '.join(chain)}.{also}")
+    return "\n".join(out)
+
+
+def exercises_table() -> str:
+    """The exercises' index: each part's exercises, their minutes, and those the path asks."""
+    out = ["| part | its exercises | minutes by their labels | on the learning path | minutes |",
+           "|---|---|---:|---|---:|"]
+    for part in STEPS:
+        mine = [ex for ex in EXERCISES if ex.part == part]
+        path = [n for s in STEPS[part] for n in s.exercises]
+        out.append(f"| {part}: {PARTS[part]} | {_and([str(ex.number) for ex in mine])} | "
+                   f"{sum(ex.minutes for ex in mine)} | {_and([str(n) for n in path])} | "
+                   f"{sum(exercise(n).minutes for n in path)} |")
+    return "\n".join(out)
+
+
+#: The pages and their blocks: page -> {block name: its text}.
+BLOCKS = {
+    "README.md": {"setup": setup_sentence, "path": readme_path},
+    "docs/index.md": {"start": landing_start, "setup": setup_sentence, "path": landing_path},
+    "exercises/README.md": {"exercises": exercises_table},
+}
+
+_BLOCK = re.compile(r"^<!-- learning path: ([\w-]+) -->\n(.*?)^<!-- end of learning path: \1 -->$", re.M | re.S)
+
+
+def synced(page: str, text: str) -> str:
+    """``text`` (of ``page``) with every block replaced by what this table gives; a block of
+    :data:`BLOCKS` missing from the page is an error."""
+    blocks = BLOCKS[page]
+    found = {m.group(1) for m in _BLOCK.finditer(text)}
+    if found != set(blocks):
+        raise ValueError(f"{page}: expected the blocks {sorted(blocks)}, found {sorted(found)}")
+    return _BLOCK.sub(lambda m: f"<!-- learning path: {m.group(1)} -->\n\n{wrap(blocks[m.group(1)]())}\n\n"
+                                f"<!-- end of learning path: {m.group(1)} -->", text)
+
+
+def main(argv=None) -> int:
+    check = "--check" in (argv if argv is not None else sys.argv[1:])
+    stale = []
+    for page in BLOCKS:
+        path = ROOT / page
+        text = path.read_text(encoding="utf-8")
+        new = synced(page, text)
+        if new != text:
+            stale.append(page)
+            if not check:
+                path.write_text(new, encoding="utf-8")
+    if stale:
+        print(("differs from the table: " if check else "rewritten: ") + ", ".join(stale))
+    return 1 if check and stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
