@@ -270,7 +270,9 @@ def _write_figure(module, settings, result, out, results):
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
     key = "figure_file" if "figure" in result else "figure"
-    path = os.path.join(out, module.FIGURE.format(**dataclasses.asdict(settings)))
+    from .studies import figure_fields  # noqa: PLC0415
+
+    path = os.path.join(out, module.FIGURE.format(**figure_fields(settings)))  # an activation by its name
     try:
         fig = module.plot(result)
         try:

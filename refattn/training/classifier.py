@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..custom import activation_label, activation_record
 from .models.polarity import PolarityClassifier, dropout_mask
 from .optim import SGD, Adadelta, Adagrad, Adam
 from .train import Progress, batch_iterator, train
@@ -63,12 +64,12 @@ def train_classifier(tokens, labels, vocab_size, activation, *, seeds, mask=None
             out.append(batch)
         return out
 
-    fp = {"activation": activation, "seeds": list(seeds), "score": score, "epochs": epochs, "lr": lr,
+    fp = {"activation": activation_record(activation), "seeds": list(seeds), "score": score, "epochs": epochs, "lr": lr,
           "optimizer": optimizer, "batch_size": batch_size, "dropout": dropout, "n": int(len(tokens)),
           **({"embed_dim": embed_dim} if embed_dim != 30 else {}), **(fingerprint_extra or {})}
     out = train(model, params, opt, make_batches, epochs=epochs, checkpoint=checkpoint, fingerprint=fp, grad=grad,
                 callbacks=list(callbacks),
-                progress=Progress(epochs, enabled=progress, label=f"{activation}"))
+                progress=Progress(epochs, enabled=progress, label=activation_label(activation)))
     return model, params, out
 
 
