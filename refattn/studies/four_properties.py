@@ -87,8 +87,8 @@ def run(settings) -> dict:
     seed = check_int(settings.seed, "seed", 0)
     grid = default_grid()
     chosen = ACTIVATIONS if settings.activations is None else settings.activations
-    activations = {activation_label(a): measure(resolve_activation(a, "activations"), grid=grid, seed=seed)
-                   for a in chosen}
+    chosen = {activation_label(a): resolve_activation(a, "activations") for a in chosen}  # every one loaded first
+    activations = {name: measure(act, grid=grid, seed=seed) for name, act in chosen.items()}
     computed = {name: {p: m[p]["holds"] for p in PROPERTIES} for name, m in activations.items()}
     comparison, differences = [], []
     for name, paper in PAPER_TABLE3.items():

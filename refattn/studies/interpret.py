@@ -865,7 +865,7 @@ def run_interpret(settings, *, progress=None, on_result=None):
     orient_signed = s.orient_signed
     if isinstance(s.activations, str):
         raise TypeError("activations: expected a sequence of activation names, got a single str")
-    given = {activation_label(a): a for a in s.activations}  # results by name; a file's activation loaded once
+    given = {activation_label(a): model_activation(a) for a in s.activations}  # by name; every one loaded first
     activations = tuple(given)
     synthetic = s.data == "synthetic"
     first = check_int(s.first_seed, "first_seed", 0)
@@ -889,7 +889,7 @@ def run_interpret(settings, *, progress=None, on_result=None):
     results = {}
     for k, act in enumerate(activations):
         t0 = time.perf_counter()
-        model, params, _ = train_classifier(tr_tok, tr_lab.astype(float), V, model_activation(given[act]),
+        model, params, _ = train_classifier(tr_tok, tr_lab.astype(float), V, given[act],
                                             seeds=seeds, mask=tr_mask,
                                             score=score, epochs=epochs, batch_size=batch_size, optimizer=optimizer,
                                             lr=lr, dropout=dropout, progress=progress)

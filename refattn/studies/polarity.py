@@ -145,7 +145,7 @@ def run_polarity(settings, *, progress=None, on_result=None):
         ``paper`` (the authors' numbers) and ``seconds``.
     """
     s = settings
-    given = {activation_label(a): a for a in s.activations}  # results by name; a file's activation loaded once
+    given = {activation_label(a): model_activation(a) for a in s.activations}  # by name; every one loaded first
     activations, config, epochs = tuple(given), s.config, check_int(s.epochs, "epochs", 1)
     if s.optimizer not in OPTIMISERS:
         raise ValueError(f"optimizer: expected one of {tuple(OPTIMISERS)}, got {s.optimizer!r}")
@@ -163,7 +163,7 @@ def run_polarity(settings, *, progress=None, on_result=None):
     results = {}
     for act in activations:
         ck = checkpoints[act]
-        model, params, out = train_classifier(tr_tok, tr_lab, V, model_activation(given[act]), seeds=seeds,
+        model, params, out = train_classifier(tr_tok, tr_lab, V, given[act], seeds=seeds,
                                               score=s.score, epochs=epochs, batch_size=s.batch_size,
                                               optimizer=s.optimizer, lr=s.lr,
                                               dropout=s.dropout, checkpoint=ck, progress=progress,

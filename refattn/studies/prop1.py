@@ -83,9 +83,10 @@ def run(settings):
     T, N, n, d, dv = (SIZES[k] for k in ("T", "N", "n", "d", "dv"))
     rng0 = np.random.default_rng(settings.seed)
     rows = []
-    for value in ACTIVATIONS if settings.activations is None else settings.activations:
-        act = resolve_activation(value, "activations")  # an Activation of yours too
-        row = {"activation": activation_label(value), "settings": []}
+    chosen = ACTIVATIONS if settings.activations is None else settings.activations
+    chosen = {activation_label(v): resolve_activation(v, "activations") for v in chosen}  # every one loaded first
+    for name, act in chosen.items():  # an Activation of yours too
+        row = {"activation": name, "settings": []}
         for output, loss in SETTINGS:
             rng = np.random.default_rng(rng0.integers(2 ** 32))
             tokens, target = _batch(rng, T, N, n, loss)

@@ -172,13 +172,13 @@ def run(settings):
     groups = ("positive", "negative", "neutral")
     every = max(1, steps // TRAJECTORY_POINTS) if isinstance(steps, int) else 1
     rows = []
-    for value in settings.activations:
-        act = model_activation(value)  # a name as itself; an activation of yours loaded, diverging as data
+    given = {activation_label(v): model_activation(v) for v in settings.activations}  # every one loaded first
+    for label, act in given.items():  # a name as itself; an activation of yours loaded, diverging as data
         for kind in KINDS:
             sc = step_check(kind, act, etas=ETAS, seed=seed)
             tr = trajectories(kind, act, steps=steps, eta=eta, seed=seed, record_every=every)
             rows.append({
-                "activation": activation_label(value), "kind": kind,
+                "activation": label, "kind": kind,
                 "etas": sc["etas"], "vs_prop1": sc["vs_prop1"], "vs_exact": sc["vs_exact"],
                 "sign_agreement": sc["sign_agreement"], "cross_terms": sc["cross_terms"],
                 "trajectory_rel_gap": tr["final_rel_gap"], "steps": steps, "eta": eta,

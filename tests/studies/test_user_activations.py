@@ -180,3 +180,11 @@ def test_a_results_file_records_the_files_hash_and_refuses_a_changed_formula(spe
         fh.write("# edited\n")
     assert main(argv) == 2
     assert "other settings (activation_files differ)" in capsys.readouterr().err
+
+
+def test_a_runner_called_from_python_loads_every_activation_before_training_any(tmp_path, monkeypatch):
+    trained = []
+    monkeypatch.setattr(polarity, "train_classifier", lambda *a, **k: trained.append(a))
+    with pytest.raises(ValueError, match="no such file"):
+        polarity.run_polarity(polarity.Settings(activations=("softmax", f"{tmp_path}/gone.py:x"), seeds=1, epochs=1))
+    assert trained == []
