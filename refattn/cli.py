@@ -1,8 +1,8 @@
 """The ``refattn`` command line.
 
-    refattn check [--json] [--activation FILE.py:NAME] [--seed N]
+    refattn check [--json] [--seed N] [--activation FILE.py[:NAME] [--range LO,HI] [--dtype float32] [--plot DIR]]
         every hand-derived gradient against autograd and central differences (float64);
-        with --activation, the same checks for one activation of yours (refattn.define_activation)
+        with --activation, the same checks and more for activations of yours (refattn.check.check_activation)
     refattn exercises [--json] [check NAME FILE.py]
         the exercises; 'exercises check' grades an answer: exit 0 correct, 1 wrong, 2 bad input
     refattn <study> [options] [--json] [--out DIR]
@@ -48,7 +48,24 @@ __all__ = ["main", "build_parser", "add_settings", "settings_from_args"]
 
 
 class _Parser(argparse.ArgumentParser):
-    """An argument parser whose errors are one line and a pointer to ``--help`` (exit 2), not the usage."""
+    """An argument parser whose errors are one line and a pointer to ``--help`` (exit 2), not the usage.
+
+    A value that starts with ``-`` after an option of :data:`NEGATIVE_VALUES` is that option's value
+    (``--range -20,20``), not an unknown option."""
+
+    #: Options whose value may begin with a minus sign.
+    NEGATIVE_VALUES = ("--range",)
+
+    def parse_known_args(self, args=None, namespace=None):
+        if args is not None:
+            args, out = list(args), []
+            for i, a in enumerate(args):
+                if out and out[-1] in self.NEGATIVE_VALUES and a.startswith("-") and a[1:2].isdigit():
+                    out[-1] = f"{out[-1]}={a}"
+                else:
+                    out.append(a)
+            args = out
+        return super().parse_known_args(args, namespace)
 
     def error(self, message):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
@@ -255,7 +272,9 @@ def _files(module, command, out, settings):
 
 
 def _figure_path(module, settings, out):
-    return os.path.join(out, module.FIGURE.format(**dataclasses.asdict(settings)))
+    from .studies import figure_fields  # noqa: PLC0415
+
+    return os.path.join(out, module.FIGURE.format(**figure_fields(settings)))  # an activation by its name
 
 
 def _check_working_folder(named):
@@ -375,18 +394,49 @@ def _report(command, module, result):
 
 
 def _check(args, argv) -> int:
-    from .check import format_table, run_check  # noqa: PLC0415
+    """``refattn check``: every built-in, or ``--activation FILE.py[:NAME]`` with its options. Exit 0 when
+    every check passes, 1 when one fails (a wrong derivative too), 2 for a file, name or option that
+    cannot be used; with ``--json`` a JSON object is printed in every case (``{"ok": false, "error"}``
+    for the last)."""
+    from .check import check_options, format_activation, format_table, run_check, run_check_file  # noqa: PLC0415
 
-    if args.seed < 0:
-        raise ValueError(f"--seed: expected an integer >= 0, got {args.seed}")
-    if args.activation is not None:  # one user activation: refattn/custom.py
-        from .custom import run_check_file  # noqa: PLC0415
-
-        result = run_check_file(args.activation, seed=args.seed)
-    else:
-        result = run_check(seed=args.seed)
-    _print(_dumps(result) if args.json else format_table(result))
+    try:
+        check_range, plot = check_options(args)
+        if args.activation is None:
+            result, text = run_check(seed=args.seed), format_table
+        else:  # activations of your own: refattn/custom.py
+            result = run_check_file(args.activation, seed=args.seed, check_range=check_range, dtype=args.dtype)
+            text = format_activation
+            if plot is not None:
+                _plot_check(result, plot)
+    except ValueError as exc:
+        if args.json:  # a script reads the same kind of object whatever happened
+            _print(_dumps({"ok": False, "error": _first_line(exc), "activation": args.activation}))
+        raise
+    _print(_dumps(result) if args.json else text(result))
     return 0 if result["ok"] else 1
+
+
+def _plot_check(result, folder):
+    """``refattn check --plot DIR``: each checked activation's weights and gradient beside softmax's,
+    ``DIR/check_<NAME>.png``, written whole or not at all; the path goes into the result."""
+    import matplotlib  # noqa: PLC0415
+
+    from .check import plot_activation  # noqa: PLC0415
+    from .custom import load_activation  # noqa: PLC0415
+    from .studies import check_folder  # noqa: PLC0415
+    from .training.runs import atomic_write  # noqa: PLC0415
+
+    matplotlib.use("Agg")
+    check_folder(folder, "--plot")
+    for r in result.get("activations", [result]):
+        if r.get("file") is None or r.get("refused") or r.get("errors"):
+            continue  # nothing that can be drawn
+        act = load_activation(f"{r['file']}:{r['activation']}")
+        fig = plot_activation(act, check_range=r["range"], seed=r["seed"])
+        path = os.path.join(folder, f"check_{r['activation']}.png")
+        atomic_write(path, lambda fh: fig.savefig(fh, format="png", dpi=100, bbox_inches="tight"))
+        r["plot"] = path
 
 
 def _exercises(args, argv) -> int:
@@ -415,9 +465,17 @@ def build_parser() -> argparse.ArgumentParser:
                                      "central differences (float64)")
     p.add_argument("--json", action="store_true", help="print the results as one JSON object")
     p.add_argument("--seed", type=int, default=0, help="seed of the random check points (default 0)")
-    p.add_argument("--activation", metavar="FILE.py:NAME",
-                   help="check only the activation NAME defined in FILE.py: an Activation (e.g. from "
-                        "refattn.define_activation) or a dict with keys 'g', 'h' (optionally 'dg', 'dh')")
+    p.add_argument("--activation", metavar="FILE.py[:NAME]",
+                   help="check only the activation NAME defined in FILE.py (an Activation, e.g. from "
+                        "refattn.define_activation, an Activation subclass, or a dict with keys 'g', 'h'), or "
+                        "every activation FILE.py defines, one by one")
+    p.add_argument("--range", metavar="LO,HI", help="with --activation: compare derivatives and draw scores over "
+                                                    "[LO, HI] (default: the activation's, [-10, 10])")
+    p.add_argument("--dtype", choices=("float64", "float32"), default="float64",
+                   help="with --activation: float32 also checks the float32 weights and VJP against float64, "
+                        "within float32's rounding (default float64)")
+    p.add_argument("--plot", metavar="DIR", help="with --activation: draw its weights and gradient beside "
+                                                 "softmax's into DIR/check_<NAME>.png")
     p.set_defaults(func=_check)
     for command in STUDIES:
         module = study(command)

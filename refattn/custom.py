@@ -13,31 +13,42 @@ with ``autograd.numpy`` (so autograd can differentiate them), and
     rho' = (g' - rho h') / h,   ell' = h' / h,
 
 the same forward pass, backward pass (Eq. 01.R4) and Jacobian (Eq. 01.R3) as
-every built-in activation, so that it works
-wherever one does: :func:`refattn.core.attention.attention` and
-``attention_backward``, :mod:`refattn.fast` (through its generic kernel),
-:func:`refattn.core.gradcheck.gradcheck`, the four properties
-(:func:`refattn.theory.properties.measure`), Proposition 1
-(:func:`refattn.theory.proposition1.score_velocity`), and ``refattn check --activation
-FILE.py:NAME`` (:func:`run_check_file`).
+every built-in activation, so that it works wherever one does:
+:func:`refattn.core.attention.attention` and ``attention_backward``,
+:mod:`refattn.fast` (through the kernel of activations written as ``g, h``,
+:class:`refattn.fast.kernels.PaperForm`), :func:`refattn.core.gradcheck.gradcheck`,
+the four properties (:func:`refattn.theory.properties.measure`), Proposition 1,
+every study that takes an activation (``refattn nt --activation FILE.py:NAME``,
+:func:`load_activation`) and ``refattn check --activation FILE.py:NAME``
+(:mod:`refattn.check`).
 
 Derivatives. ``dg`` and ``dh`` may be given by hand; those not given are
 autograd's ``elementwise_grad`` of ``g`` and ``h``. A hand-given derivative
-is checked against autograd when the activation is defined, on a grid of 801
-points in [-10, 10] and at 400 random points (N(0, 3^2), fixed seed): a
-derivative that is wrong anywhere there is refused with a ``ValueError``
-naming the function and the worst point.
+is compared with autograd's, point by point, when the activation is defined
+(:func:`compare_derivative`): at :func:`derivative_points` (801 evenly spaced
+points and 400 uniform random ones in ``check_range``, default [-10, 10], and
+points 1e-1 ... 1e-8 on either side of each declared singular score), and at
+each declared singular score itself, where it must give what autograd gives
+for the user's own ``g`` or ``h`` there ("autograd's convention": a declared
+point excuses central differences, never a wrong derivative). A derivative
+that is wrong is refused with a ``ValueError`` naming the function and the
+worst point away from the declared ones; one that differs only at a kink or
+jump nobody declared is refused with its two one-sided slopes and a pointer to
+``docs/verify.md`` (section "Kinks and jumps").
 
-What the library does *not* do for you. ``rho = g/h`` and ``ell = log h`` are
-computed from your ``g`` and ``h`` as written, so where your ``h`` overflows
-(``exp(s)`` above ``s = 709.78`` in float64, ``1 + s**2`` above
-``1.3e154``) the reweighted form cannot be evaluated: that is a property of
-how you wrote ``h``, and the cure (write ``h`` so that it does not overflow
-on the scores you use, or keep the scores smaller) is yours. What the
-library does is say so: every ``rho, rho', ell, ell'`` it computes, and every
-forward and backward result, is checked, and anything not finite raises
-:class:`NonFiniteError` naming the activation, the quantity and the first
-score where it happened. It never returns NaN silently.
+Non-finite values. ``rho = g/h`` and ``ell = log h`` are computed from your
+``g`` and ``h`` as written, so where your ``h`` overflows (``exp(s)`` above
+``s = 709.78`` in float64, ``1 + s**2`` above ``1.3e154``) the reweighted
+form cannot be evaluated: that is a property of how you wrote ``h``. An
+activation is *strict* by default: anything not finite raises
+:class:`NonFiniteError` naming the activation, the quantity and the first score
+where it happened, and saying whose fault it is: a finite score where ``g`` or
+``h`` gives no finite value is the formula's; a score that is not finite
+itself (an infinite query, a score function that overflowed) is the input's.
+Inside training a non-finite value is data, as for the built-ins: the models
+of :mod:`refattn.training` use :func:`divergence_as_data`'s copy, on which a
+row that cannot be evaluated is NaN (NaN propagates, derivation 01, section
+4.4), so a diverging seed is recorded as diverged and the run goes on.
 
 Conventions, those of the built-ins (``refattn.core.activations``):
 
@@ -61,11 +72,20 @@ fixed when the package is imported and lists the built-in activations, which
 the test suite, ``refattn check`` and the tables iterate over. The default is
 ``register=False``: the returned object is passed wherever an activation is
 expected. :func:`unregister` removes a registered one again.
+
+Files. ``FILE.py:NAME`` names an activation defined in a file
+(:func:`load_activation`); the file's SHA-256 is kept with it
+(:func:`activation_record`), so that a results file or checkpoint made with it
+refuses to resume once the formula in the file has changed.
 """
 
 from __future__ import annotations
 
+import contextvars
+import copy
+import hashlib
 import importlib.util
+import inspect
 import math
 import os
 import sys
@@ -79,15 +99,36 @@ from .core import activations as _activations
 from .core.activations import Activation, Formula
 from .core.backend import is_cupy as _is_cupy_array, array_module, stop_gradient
 
-__all__ = ["define_activation", "unregister", "UserActivation", "NonFiniteError",
-           "load_activation", "run_check_activation", "run_check_file", "derivative_points"]
+__all__ = ["define_activation", "unregister", "UserActivation", "NonFiniteError", "derivative_points",
+           "compare_derivative", "derivative_message", "singular_slopes", "evaluation_checks", "load_activation",
+           "load_file", "load_module", "parse_spec", "is_spec", "file_sha256", "activation_record", "activation_label",
+           "divergence_as_data",
+           "DERIVATIVE_RTOL", "DEFAULT_RANGE", "KINKS"]
 
 #: Relative error allowed between a hand-given derivative and autograd's (see
-#: :func:`_check_derivative`: both evaluate the same derivative, so they agree
+#: :func:`compare_derivative`: both evaluate the same derivative at the same point, so they agree
 #: to rounding; 1e-7 leaves room for a formula that cancels).
 DERIVATIVE_RTOL = 1e-7
 
+#: Where derivatives are compared when nothing else is asked for (``check_range``, ``refattn check --range``).
+DEFAULT_RANGE = (-10.0, 10.0)
+
+#: Evenly spaced and random points of :func:`derivative_points`.
+GRID_POINTS, RANDOM_POINTS = 801, 400
+
+#: Distances from a declared singular score at which derivatives are compared too (a derivative
+#: wrong only near a kink is caught).
+NEAR_SINGULAR = tuple(10.0 ** -k for k in range(1, 9))
+
+#: Where the Verify page explains kinks, one-sided slopes and autograd's convention.
+KINKS = "docs/verify.md, section 'Kinks and jumps'"
+
 _REGULARITIES = ("smooth", "kink", "log")
+
+#: While a file is imported by :func:`load_file`, a definition that fails its checks returns an
+#: activation that carries the refusal instead of raising, so one wrong activation does not hide
+#: the others of its file.
+_DEFER_REFUSALS = contextvars.ContextVar("refattn_defer_refusals", default=False)
 
 
 def _num(x) -> str:
@@ -99,18 +140,35 @@ class NonFiniteError(ValueError):
     """A user activation produced NaN or an infinity where a finite number is needed."""
 
 
-def derivative_points(singular_scores=(), seed=0, margin=1e-2):
-    """The scores at which hand-given derivatives are checked against autograd.
+def _range(check_range, name="check_range"):
+    """``(lo, hi)`` as floats with ``lo < hi``, both finite, or one line naming ``name``."""
+    try:
+        lo, hi = (float(v) for v in check_range)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}: expected two numbers LO, HI, got {check_range!r}") from None
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+        raise ValueError(f"{name}: expected finite LO < HI, got {check_range!r}")
+    return lo, hi
 
-    801 points evenly spaced in [-10, 10] and 400 random points N(0, 3^2)
-    (``numpy.random.default_rng(seed)``), with the points within ``margin`` of
-    a declared singular score left out.
+
+def derivative_points(singular_scores=(), seed=0, check_range=DEFAULT_RANGE):
+    """The scores at which hand-given derivatives are compared with autograd's.
+
+    :data:`GRID_POINTS` points evenly spaced in ``check_range`` (default
+    [-10, 10]), :data:`RANDOM_POINTS` points drawn uniformly from it
+    (``numpy.random.default_rng(seed)``), and for each declared singular
+    score ``c`` inside it, ``c`` itself and ``c -+ 10^-k`` for ``k = 1..8``
+    (:data:`NEAR_SINGULAR`). The comparison is pointwise (both derivatives at
+    the same score), so no point needs to keep away from a kink.
     """
+    lo, hi = _range(check_range)
     rng = np.random.default_rng(seed)
-    x = np.concatenate([np.linspace(-10.0, 10.0, 801), 3.0 * rng.standard_normal(400)])
+    parts = [np.linspace(lo, hi, GRID_POINTS), rng.uniform(lo, hi, RANDOM_POINTS)]
+    near = np.array(NEAR_SINGULAR)
     for c in singular_scores:
-        x = x[np.abs(x - c) >= margin]
-    return x
+        if lo <= c <= hi:
+            parts.append(np.clip(np.concatenate([[c], c - near, c + near]), lo, hi))
+    return np.concatenate(parts)
 
 
 def _label(f, role):
@@ -123,18 +181,33 @@ def _first_bad(bad, s):
     """Index and score value of the first True entry of ``bad`` (the shape of ``s``)."""
     flat = int(np.argmax(np.asarray(bad).reshape(-1)))
     where = tuple(int(i) for i in np.unravel_index(flat, np.shape(bad)))
-    return where, float(np.asarray(stop_gradient(s)).reshape(-1)[flat])
+    return where, float(np.broadcast_to(np.asarray(stop_gradient(s)), np.shape(bad)).reshape(-1)[flat])
+
+
+def _shaped(r, s):
+    """A user function's value at ``s`` with ``s``'s shape and dtype (a constant broadcast, a
+    float64 result of float32 scores rounded): what the fast kernel multiplies."""
+    if np.shape(r) != np.shape(s):
+        r = r + np.zeros_like(s)
+    if isinstance(r, np.ndarray) and r.dtype != s.dtype:
+        r = r.astype(s.dtype)
+    return r
 
 
 class UserActivation(Activation):
     """An activation from a user's ``g, h`` (and optionally ``dg, dh``); see :func:`define_activation`.
 
     Attributes beyond :class:`~refattn.core.activations.Activation`'s: ``given``, the
-    tuple of derivatives given by hand (``"dg"``, ``"dh"``); the rest come from
-    autograd.
+    tuple of derivatives given by hand (``"dg"``, ``"dh"``; the rest come from
+    autograd); ``check_range`` and ``seed``, where they were compared with
+    autograd's; ``on_non_finite``, ``"raise"`` (strict, the default) or ``"nan"``
+    (inside training, :func:`divergence_as_data`); ``refused``, ``None`` or the
+    message of the check the definition failed (only while a file is checked,
+    :func:`load_file`); ``file`` and ``sha256`` when it was loaded from a file.
     """
 
-    def __init__(self, name, g, h, dg, dh, *, given, source, singular_scores, regularity):
+    def __init__(self, name, g, h, dg, dh, *, given, source, singular_scores, regularity,
+                 check_range=DEFAULT_RANGE, seed=0, refused=None):
         self.name = name
         self._g, self._h = g, h
         self._dg = dg if dg is not None else elementwise_grad(g)
@@ -142,6 +215,7 @@ class UserActivation(Activation):
         self._labels = {"g": _label(g, "g"), "h": _label(h, "h"),
                         "dg": _label(dg, "dg") if dg is not None else "dg (autograd)",
                         "dh": _label(dh, "dh") if dh is not None else "dh (autograd)"}
+        self.functions = {"g": g, "h": h, "dg": dg, "dh": dh}  # as given (None: autograd's)
         self.given = tuple(given)
         self.same_g_h = g is h  # then rho = 1 exactly
         self.source = source
@@ -150,10 +224,18 @@ class UserActivation(Activation):
         self.formula = Formula(self._labels["g"], self._labels["h"], "1" if self.same_g_h else "g/h", "log h")
         self.singular = tuple((f"s = {c:g}", "declared singular by the user") for c in singular_scores)
         self.singular_scores, self.regularity = singular_scores, regularity
+        self.check_range, self.seed, self.refused = tuple(check_range), seed, refused
+        self.on_non_finite = "raise"
+        self.file = self.sha256 = self.refused_at = None
+
+    def _usable(self):
+        if self.refused is not None:
+            raise ValueError(f"activation {self.name!r} was refused when it was defined: {self.refused}")
 
     # --- evaluating the user's functions --------------------------------------
     def _call(self, role, s):
         """The user's ``role`` function at ``s``: shape and dtype of ``s``, no NaN."""
+        self._usable()
         if _is_cupy_array(s):
             raise TypeError(f"s: activation {self.name!r} is defined with autograd.numpy and runs "
                             f"on NumPy arrays only, got a CuPy array")
@@ -168,32 +250,54 @@ class UserActivation(Activation):
         value = stop_gradient(r)
         if isinstance(value, np.ndarray) and value.dtype != np.asarray(stop_gradient(s)).dtype:
             r = r.astype(np.asarray(stop_gradient(s)).dtype) if r is value else r
-        self._require(~np.isnan(np.asarray(stop_gradient(r))), s, f"{self._labels[role]} is NaN",
-                      r)
+        self._require(~np.isnan(np.asarray(stop_gradient(r))), s, f"{self._labels[role]} is NaN", r)
         return r
 
     def _require(self, ok, s, what, values=None, error=NonFiniteError):
         """Raise ``error`` (:class:`NonFiniteError`: a value that is not finite; ``ValueError``:
         a broken convention) unless ``ok`` holds everywhere, naming the activation, what went
-        wrong, and the first score where it did."""
+        wrong, the first score where it did, and whose fault it is: a score that is not finite
+        is the input's, a finite score where ``g`` or ``h`` is not finite the formula's. Inside
+        training (``on_non_finite == "nan"``) a value that is not finite is data: nothing is raised."""
         ok = np.asarray(ok)
-        if ok.all():
+        if ok.all() or (error is NonFiniteError and self.on_non_finite == "nan"):
             return
-        where, value = _first_bad(~ok, s)
+        finite = np.broadcast_to(np.isfinite(np.asarray(stop_gradient(s))), ok.shape)
+        if error is NonFiniteError and (~ok & ~finite).any():
+            where, value = _first_bad(~ok & ~finite, s)
+            raise NonFiniteError(
+                f"activation {self.name!r}: the score at index {where} is {_num(value)}: the input is not finite "
+                f"(the scores come from the queries, keys and score function, not from g or h); a built-in "
+                f"activation gives NaN on that row, and so does this one inside training")
+        where, value = _first_bad(~ok & finite if error is NonFiniteError else ~ok, s)
         got = ""
         if values is not None:
-            got = f" (value {_num(np.asarray(stop_gradient(values)).reshape(-1)[int(np.argmax(~ok.reshape(-1)))])})"
+            flat = int(np.argmax((~ok & finite if error is NonFiniteError else ~ok).reshape(-1)))
+            got = f" (value {_num(np.broadcast_to(np.asarray(stop_gradient(values)), ok.shape).reshape(-1)[flat])})"
         hint = ("; rewrite g, h so that they stay finite for such scores, or keep the scores smaller"
                 if error is NonFiniteError else "")
         raise error(f"activation {self.name!r}: {what} at s = {_num(value)} (index {where}){got}{hint}")
 
+    def _as_data(self, r, xp, keep=None):
+        """Inside training, a value that is not finite as NaN (``keep``: values left as they are, the
+        ``-inf`` of ``ell`` where ``h = 0``), so that the row it reaches is NaN without an infinity
+        meeting another on the way; outside training ``r`` itself (:meth:`_require` raised already)."""
+        if self.on_non_finite != "nan":
+            return r
+        bad = ~np.isfinite(np.asarray(stop_gradient(r)))
+        if keep is not None:
+            bad &= ~keep
+        return xp.where(bad, np.nan, r) if bad.any() else r
+
     def _gh(self, s):
-        """``g(s), h(s)`` and ``pos = h > 0``, with ``h >= 0`` and ``g = 0`` where ``h = 0`` checked."""
+        """``g(s), h(s)`` and ``pos = h > 0``, with ``h >= 0`` and ``g = 0`` where ``h = 0`` checked
+        (NaN, which only the input or training lets through, breaks no convention)."""
         g, h = self._call("g", s), self._call("h", s)
         hv = np.asarray(stop_gradient(h))
-        self._require(hv >= 0, s, f"{self._labels['h']} is negative (h must be >= 0)", h, ValueError)
+        self._require((hv >= 0) | np.isnan(hv), s, f"{self._labels['h']} is negative (h must be >= 0)", h,
+                      ValueError)
         pos = hv > 0
-        self._require(pos | (np.asarray(stop_gradient(g)) == 0), s,
+        self._require(pos | (np.asarray(stop_gradient(g)) == 0) | np.isnan(hv), s,
                       f"{self._labels['h']} is 0 but {self._labels['g']} is not (rho = g/h needs "
                       f"g = 0 where h = 0)", g, ValueError)
         return g, h, pos
@@ -211,23 +315,46 @@ class UserActivation(Activation):
     def dh(self, s):
         return self._call("dh", s)
 
+    def paper_values(self, s, g=True):
+        """``(g(s), h(s))`` by the user's functions, on a NumPy array, unchecked: for the fast kernel
+        (:class:`refattn.fast.kernels.PaperForm`), which checks what it makes of them and otherwise
+        takes the checked route. ``h`` is ``g`` itself when they are one function; with ``g=False``
+        the first is None (``h`` alone is evaluated)."""
+        self._usable()
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Output seems independent of input")
+            with np.errstate(all="ignore"):
+                gv = _shaped(self._g(s), s) if g or self.same_g_h else None
+                return gv, (gv if self.same_g_h else _shaped(self._h(s), s))
+
+    def paper_derivatives(self, s):
+        """``(g'(s), h'(s))``, given by hand or autograd's, unchecked (as :meth:`paper_values`)."""
+        self._usable()
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Output seems independent of input")
+            with np.errstate(all="ignore"):
+                dg = _shaped(self._dg(s), s)
+                return dg, (dg if self.same_g_h else _shaped(self._dh(s), s))
+
     # --- the reweighted form -----------------------------------------------------
     def rho(self, s):
         """``rho = g / h`` (0 where ``h = 0``; exactly 1 when ``g is h``)."""
         xp = array_module(s)
         if self.same_g_h:
+            self._usable()
             return xp.ones_like(s)
         g, h, pos = self._gh(s)
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             r = xp.where(pos, g / xp.where(pos, h, 1.0), 0.0)
         self._require(np.isfinite(np.asarray(stop_gradient(r))), s,
                       "rho = g/h is not finite (g or h overflows)", r)
-        return r
+        return self._as_data(r, xp)
 
     def drho(self, s):
         """``rho' = (g' - rho h') / h`` (0 where ``h = 0``; exactly 0 when ``g is h``)."""
         xp = array_module(s)
         if self.same_g_h:
+            self._usable()
             return xp.zeros_like(s)
         g, h, pos = self._gh(s)
         dg, dh = self._call("dg", s), self._call("dh", s)
@@ -236,16 +363,18 @@ class UserActivation(Activation):
             r = xp.where(pos, (dg - (g / hs) * dh) / hs, 0.0)  # (g/h)' = (g' - rho h') / h
         self._require(np.isfinite(np.asarray(stop_gradient(r))), s,
                       "rho' = (g' - rho h')/h is not finite", r)
-        return r
+        return self._as_data(r, xp)
 
     def ell(self, s):
         """``ell = log h``: finite, or ``-inf`` exactly where ``h = 0``."""
         xp = array_module(s)
         _, h, pos = self._gh(s)
-        with np.errstate(over="ignore", divide="ignore"):
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
             r = xp.where(pos, xp.log(xp.where(pos, h, 1.0)), -np.inf)
-        self._require(np.asarray(stop_gradient(r)) < np.inf, s, "ell = log h is +inf (h overflows)", h)
-        return r
+        hv = np.asarray(stop_gradient(h))
+        self._require((np.asarray(stop_gradient(r)) < np.inf) | np.isnan(hv), s,
+                      "ell = log h is +inf (h overflows)", h)
+        return self._as_data(r, xp, keep=(hv == 0))  # +inf or NaN: NaN (training); -inf where h = 0 stays
 
     def dell(self, s):
         """``ell' = h' / h`` (0 where ``h = 0``)."""
@@ -256,22 +385,45 @@ class UserActivation(Activation):
             r = xp.where(pos, dh / xp.where(pos, h, 1.0), 0.0)  # (log h)' = h'/h
         self._require(np.isfinite(np.asarray(stop_gradient(r))), s,
                       "ell' = h'/h is not finite (h or h' overflows)", r)
-        return r
+        return self._as_data(r, xp)
 
     # --- results, checked ----------------------------------------------------------
     def forward(self, s, axis=-1, mask=None):
+        self._usable()
+        if self.on_non_finite == "raise" and isinstance(stop_gradient(s), np.ndarray):
+            raw = np.asarray(stop_gradient(s))
+            kept = np.ones(raw.shape, bool) if mask is None else np.broadcast_to(np.asarray(mask, bool), raw.shape)
+            self._require(np.isfinite(raw) | ~kept, s, "the score is not finite")  # the input's fault
         w, cache = super().forward(s, axis, mask)
         self._require(np.isfinite(np.asarray(stop_gradient(w))), s, "the weights phi are not finite", w)
         return w, cache
 
     def backward(self, grad_phi, cache):
+        self._usable()
+        u = np.asarray(stop_gradient(grad_phi)) if isinstance(stop_gradient(grad_phi), np.ndarray) else None
+        if self.on_non_finite == "raise" and u is not None and not np.isfinite(u).all():
+            where = tuple(int(i) for i in np.unravel_index(int(np.argmax(~np.isfinite(u))), u.shape))
+            raise NonFiniteError(f"activation {self.name!r}: grad_phi is {_num(u[where])} at index {where}: the "
+                                 f"upstream gradient is not finite, the input is at fault (not g or h)")
         ds = super().backward(grad_phi, cache)
-        self._require(np.isfinite(np.asarray(stop_gradient(ds))), cache["s"],
-                      "the backward pass is not finite (is grad_phi finite?)", ds)
+        self._require(np.isfinite(np.asarray(stop_gradient(ds))), cache["s"], "the backward pass is not finite", ds)
         return ds
+
+    def training_copy(self):
+        """This activation with ``on_non_finite = "nan"``: what :func:`divergence_as_data` returns."""
+        twin = copy.copy(self)
+        twin.on_non_finite = "nan"
+        return twin
 
     def __repr__(self):
         return f"define_activation({self.name!r}, ...)"
+
+
+def divergence_as_data(act):
+    """The activation a model trains with: for a :class:`UserActivation`, its copy on which a value
+    that is not finite is NaN instead of an error (a diverging seed is recorded as diverged, as
+    for the built-ins, and the run goes on); any other activation (a name too) as it is."""
+    return act.training_copy() if isinstance(act, UserActivation) else act
 
 
 # ------------------------------------------------------------------------------
@@ -347,36 +499,145 @@ def _check_elementwise(f, x, role):
     return a
 
 
-def _check_derivative(given, f, x, role, frole, rtol=DERIVATIVE_RTOL):
-    """Compare a hand-given derivative with autograd's on the points ``x``.
+# ------------------------------------------------------------------------------
+# Derivatives against autograd, point by point
+# ------------------------------------------------------------------------------
+
+
+def singular_slopes(f, c, role):
+    """The one-sided slopes of ``f`` at ``c``: ``(f(c) - f(c - d)) / d`` and ``(f(c + d) - f(c)) / d``
+    with ``d = 1e-7 max(1, |c|)`` (a kink shows as two different slopes, a jump as two huge ones)."""
+    d = 1e-7 * np.maximum(1.0, np.abs(c))
+    x = np.concatenate([np.atleast_1d(c) - d, np.atleast_1d(c), np.atleast_1d(c) + d])
+    v = _evaluate(f, x, role).reshape(3, -1)
+    with np.errstate(all="ignore"):  # an f that overflows has no finite slope there: inf or NaN, compared as such
+        return (v[1] - v[0]) / d, (v[2] - v[1]) / d
+
+
+def compare_derivative(given, f, x, *, singular_scores=(), role="dg", frole="g", rtol=DERIVATIVE_RTOL, traced=None):
+    """A derivative of ``f`` (``given``, or autograd's where ``given`` is None) against autograd's, at ``x``.
 
     Error at each point: ``|given - autograd| / (|autograd| + 1e-6 max|autograd|)``
     (relative, with a floor so that a derivative passing through 0 is judged
-    against the derivative's size). Raises ``ValueError`` naming ``role`` and
-    the worst point when it exceeds ``rtol``, or where the given derivative is
-    not finite and autograd's is.
+    against the derivative's size). Points equal to a declared singular score
+    are reported on their own, with the two one-sided slopes of ``f`` there
+    (:func:`singular_slopes`): the given derivative must agree with autograd's
+    convention at them too. Among the other points, those where ``f`` has a
+    kink or jump (its one-sided slopes differ by more than 1e-3 of their size)
+    are set apart, so that the worst point reported is one where ``f`` is
+    smooth and the derivative plainly wrong.
+
+    Returns
+    -------
+    dict (JSON-able)
+        ``derivative`` (``role``), ``of``, ``given`` (by hand or not),
+        ``points`` and ``range`` compared (away from declared points),
+        ``max_rel_error`` and ``worst``: ``{"s", "given", "autograd",
+        "rel_error"}`` there, ``kinks``: undeclared points where it differs
+        (with both slopes), ``singular``: one entry per declared score in range
+        (``s``, ``given``, ``autograd``, ``left_slope``, ``right_slope``,
+        ``rel_error``, ``ok``), ``tolerance`` and ``ok``.
+
+    Raises
+    ------
+    ValueError
+        Autograd cannot differentiate ``f`` here (naming it as ``traced``, default
+        ``"<frole> (autograd)"``), or ``given`` cannot be evaluated (naming ``role``).
     """
-    ref = _evaluate(elementwise_grad(f), x, f"{frole} (autograd)")
-    got = _check_elementwise(given, x, role)
+    ref = _evaluate(elementwise_grad(f), x, traced or f"{frole} (autograd)")
+    got = ref if given is None else _check_elementwise(given, x, role)
     fin = np.isfinite(ref)
     if not fin.any():
         raise ValueError(f"{role}: autograd's derivative of {frole} is not finite at any check point")
-    bad = fin & ~np.isfinite(got)
+    scale = float(np.max(np.abs(ref[fin])))
+    with np.errstate(invalid="ignore", over="ignore"):
+        err = np.where(fin, np.abs(got - ref) / (np.abs(ref) + 1e-6 * scale + 1e-300), 0.0)
+    err = np.where(fin & ~np.isfinite(got), np.inf, err)  # a given value that is not finite where autograd's is
+    at = np.isin(x, np.asarray(singular_scores, dtype=float)) if len(singular_scores) else np.zeros(x.shape, bool)
+    left, right = singular_slopes(f, x, frole)
+    with np.errstate(invalid="ignore", over="ignore"):
+        kink = ~(np.abs(left - right) <= 1e-3 * (np.maximum(np.abs(left), np.abs(right)) + 1e-6 * scale))
+    bad = err > rtol
+    smooth = ~at & ~(bad & kink)
+    i = int(np.argmax(np.where(smooth, err, -1.0))) if smooth.any() else 0
+    report = {"derivative": role, "of": frole, "given": given is not None, "tolerance": rtol,
+              "points": int((~at).sum()), "range": [float(x[~at].min()), float(x[~at].max())],
+              "max_rel_error": float(err[smooth].max()) if smooth.any() else 0.0,
+              "worst": {"s": float(x[i]), "given": float(got[i]), "autograd": float(ref[i]),
+                        "rel_error": float(err[i])},
+              "kinks": [{"s": float(x[j]), "given": float(got[j]), "autograd": float(ref[j]),
+                         "left_slope": float(left[j]), "right_slope": float(right[j]), "rel_error": float(err[j])}
+                        for j in np.flatnonzero(bad & kink & ~at)[:5]],
+              "singular": []}
+    for c in dict.fromkeys(float(v) for v in x[at]):
+        j = int(np.flatnonzero(x == c)[0])
+        report["singular"].append({"s": c, "given": float(got[j]), "autograd": float(ref[j]),
+                                   "left_slope": float(left[j]), "right_slope": float(right[j]),
+                                   "rel_error": float(err[j]), "ok": bool(err[j] <= rtol)})
+    report["ok"] = bool(not (bad & ~at).any() and all(e["ok"] for e in report["singular"]))
+    return report
+
+
+def derivative_message(report, label=None):
+    """The one line that refuses a derivative :func:`compare_derivative` found wrong (None if it is not):
+    the worst point where ``f`` is smooth first, then a declared singular score, then a kink nobody
+    declared, each with what was given, what autograd gives, and for a kink its two slopes."""
+    if report["ok"]:
+        return None
+    role, f, tol = label or report["derivative"], report["of"], report["tolerance"]
+    w = report["worst"]
+    lo, hi = report["range"]
+    if w["rel_error"] > tol:
+        return (f"{role}: does not match autograd's derivative of {f}: worst at s = {_num(w['s'])}, given "
+                f"{_num(w['given'])}, autograd {_num(w['autograd'])} (relative error {w['rel_error']:.3g} > {tol:g}; "
+                f"checked at {report['points']} points in [{lo:.3g}, {hi:.3g}])")
+    for e in report["singular"]:
+        if not e["ok"]:
+            return (f"{role}: at the declared singular score s = {_num(e['s'])} it gives {_num(e['given'])}, but "
+                    f"autograd's derivative of {f} there is {_num(e['autograd'])} (one-sided slopes "
+                    f"{e['left_slope']:.6g} left, {e['right_slope']:.6g} right): a declared point excuses "
+                    f"central differences only, so give autograd's value there ({KINKS})")
+    k = report["kinks"][0]
+    return (f"{role}: differs from autograd's derivative of {f} only at s = {_num(k['s'])}, where {f} has a kink "
+            f"or jump (slope {k['left_slope']:.6g} on the left, {k['right_slope']:.6g} on the right; given "
+            f"{_num(k['given'])}, autograd {_num(k['autograd'])}): declare it with singular_scores=[{_num(k['s'])}] "
+            f"and give autograd's value there ({KINKS})")
+
+
+def evaluation_checks(g, h, x):
+    """``g`` and ``h`` at the points ``x``: elementwise, real, no NaN, ``h >= 0``, ``h > 0`` somewhere,
+    ``g = 0`` where ``h = 0``; ``ValueError`` naming the function and the first point otherwise."""
+    gx, hx = _check_elementwise(g, x, _label(g, "g")), _check_elementwise(h, x, _label(h, "h"))
+    for vals, f, role in ((gx, g, "g"), (hx, h, "h")):
+        if np.isnan(vals).any():
+            i = int(np.argmax(np.isnan(vals)))
+            raise ValueError(f"{_label(f, role)}: is NaN at s = {_num(x[i])}")
+    if (hx < 0).any():
+        i = int(np.argmax(hx < 0))
+        raise ValueError(f"{_label(h, 'h')}: must be >= 0, got {_num(hx[i])} at s = {_num(x[i])}")
+    if not (hx > 0).any():
+        raise ValueError(f"{_label(h, 'h')}: is 0 at every check point; no row would have a normaliser")
+    bad = (hx == 0) & (gx != 0)
     if bad.any():
         i = int(np.argmax(bad))
-        raise ValueError(f"{role}: is not finite at s = {_num(x[i])} (got {_num(got[i])}, autograd "
-                         f"{_num(ref[i])})")
-    scale = np.max(np.abs(ref[fin]))
-    err = np.where(fin, np.abs(got - ref) / (np.abs(ref) + 1e-6 * scale + 1e-300), 0.0)
-    i = int(np.argmax(err))
-    if err[i] > rtol:
-        raise ValueError(
-            f"{role}: does not match autograd's derivative of {frole}: worst at s = {_num(x[i])}, given "
-            f"{_num(got[i])}, autograd {_num(ref[i])} (relative error {err[i]:.3g} > {rtol:g}; checked at "
-            f"{int(fin.sum())} points in [{x.min():.3g}, {x.max():.3g}])")
+        raise ValueError(f"{_label(g, 'g')}: is {_num(gx[i])} at s = {_num(x[i])} where h = 0; the reweighted "
+                         f"form rho = g/h needs g = 0 wherever h = 0")
 
 
-def _define_args(name, g, h, dg, dh, register, source, singular_scores, regularity):
+def derivative_reports(g, h, dg, dh, x, singular_scores=()):
+    """:func:`compare_derivative` for ``dg`` and ``dh`` (given or autograd's) at ``x``: two reports.
+    A function autograd is to differentiate at every use must let it (``ValueError`` otherwise)."""
+    reports = []
+    for d, f, role in ((dg, g, "g"), (dh, h, "h")):
+        of = _label(f, role)
+        traced = (f"{of} (autograd)" if d is not None else
+                  f"{of} (differentiated by autograd; write it with autograd.numpy, or pass d{role})")
+        reports.append(compare_derivative(d, f, x, singular_scores=singular_scores, role=_label(d, "d" + role)
+                                          if d is not None else "d" + role, frole=of, traced=traced))
+    return reports
+
+
+def _define_args(name, g, h, dg, dh, register, source, singular_scores, regularity, check_range):
     """:func:`define_activation`'s arguments checked before any evaluation; the singular scores as floats."""
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"name: expected a non-empty string, got {name!r}")
@@ -402,11 +663,11 @@ def _define_args(name, g, h, dg, dh, register, source, singular_scores, regulari
         raise ValueError(f"singular_scores: expected finite numbers, got {singular_scores!r}")
     if source is not None and not isinstance(source, str):
         raise TypeError(f"source: expected a string, got {type(source).__name__}")
-    return singular_scores
+    return singular_scores, _range(check_range)
 
 
 def define_activation(name, g, h, dg=None, dh=None, *, register=False, source=None,
-                      singular_scores=(), regularity="log", seed=0) -> UserActivation:
+                      singular_scores=(), regularity="log", seed=0, check_range=DEFAULT_RANGE) -> UserActivation:
     """An activation ``phi(s)_i = g(s_i) / sum_k h(s_k)`` from your own ``g`` and ``h``.
 
     Parameters
@@ -421,23 +682,29 @@ def define_activation(name, g, h, dg=None, dh=None, *, register=False, source=No
         same function twice for ``g = h`` (then ``rho = 1`` exactly).
     dg, dh : callable, optional
         Their derivatives, elementwise. Those not given are
-        ``autograd.elementwise_grad(g)`` (resp. ``h``). Those given are checked
-        against autograd at :func:`derivative_points` (relative error at most
-        :data:`DERIVATIVE_RTOL`).
+        ``autograd.elementwise_grad(g)`` (resp. ``h``). Those given are
+        compared with autograd's at :func:`derivative_points` (relative error
+        at most :data:`DERIVATIVE_RTOL`, :func:`compare_derivative`), the
+        declared singular scores included.
     register : bool
         Also make ``refattn.activation(name)`` return it (default False). It is
         never added to :data:`refattn.ACTIVATIONS` (module docstring).
     source : str, optional
         Where the formula comes from (shown by ``refattn check``).
     singular_scores : sequence of float
-        Scores where ``g`` or ``h`` is not differentiable (a kink, a jump):
-        left out of the derivative check, avoided by ``refattn check``'s
-        random points and checked *at* by it (flagged, not failed).
+        Scores where ``g`` or ``h`` is not differentiable (a kink, a jump).
+        There ``dg`` and ``dh`` must give what autograd gives for your ``g``
+        and ``h`` (its convention, e.g. 0 for ``abs`` at 0); ``refattn check``
+        excuses only central differences there, and keeps its random points
+        1e-2 away (``docs/verify.md``, "Kinks and jumps").
     regularity : {"log", "smooth", "kink"}
         How ``ell`` behaves near 0 (:attr:`refattn.core.activations.Activation.regularity`);
         default ``"log"``, the most cautious.
     seed : int
         Seed of the random check points.
+    check_range : (float, float)
+        Where the derivatives are compared (default [-10, 10]); ``refattn check
+        --range LO,HI`` compares them again over another.
 
     Returns
     -------
@@ -450,7 +717,9 @@ def define_activation(name, g, h, dg=None, dh=None, *, register=False, source=No
         One line naming the argument: a bad name; ``g`` or ``h`` raising, not
         elementwise, NaN, ``h < 0``, or ``h = 0`` where ``g != 0`` on the
         check points; a hand-given derivative that does not match autograd
-        (naming the function and the worst point).
+        (naming the function and the worst point, :func:`derivative_message`).
+        While :func:`load_file` imports a file the checks' refusal is kept
+        on the returned activation (``refused``) instead.
     TypeError
         An argument of the wrong type.
 
@@ -462,35 +731,29 @@ def define_activation(name, g, h, dg=None, dh=None, *, register=False, source=No
     >>> float(act(np.array([0.0, 1.0])).sum())  # rho = 1: the weights sum to 1
     1.0
     """
-    singular_scores = _define_args(name, g, h, dg, dh, register, source, singular_scores, regularity)
-    x = derivative_points(singular_scores, seed)
-    gx, hx = _check_elementwise(g, x, _label(g, "g")), _check_elementwise(h, x, _label(h, "h"))
-    for vals, f, role in ((gx, g, "g"), (hx, h, "h")):
-        if np.isnan(vals).any():
-            i = int(np.argmax(np.isnan(vals)))
-            raise ValueError(f"{_label(f, role)}: is NaN at s = {_num(x[i])}")
-    if (hx < 0).any():
-        i = int(np.argmax(hx < 0))
-        raise ValueError(f"{_label(h, 'h')}: must be >= 0, got {_num(hx[i])} at s = {_num(x[i])}")
-    if not (hx > 0).any():
-        raise ValueError(f"{_label(h, 'h')}: is 0 at every check point; no row would have a normaliser")
-    bad = (hx == 0) & (gx != 0)
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise ValueError(f"{_label(g, 'g')}: is {_num(gx[i])} at s = {_num(x[i])} where h = 0; the reweighted "
-                         f"form rho = g/h needs g = 0 wherever h = 0")
-    given = []
-    for d, f, role in ((dg, g, "g"), (dh, h, "h")):
-        if d is not None:
-            _check_derivative(d, f, x, _label(d, "d" + role), _label(f, role))
-            given.append("d" + role)
-        elif role == "g" or h is not g:  # autograd will differentiate it at every use: it must be able to
-            _evaluate(elementwise_grad(f), x, f"{_label(f, role)} (differentiated by autograd; write it with "
-                                              f"autograd.numpy, or pass d{role})")
-    act = UserActivation(name, g, h, dg, dh, given=given,
+    singular_scores, check_range = _define_args(name, g, h, dg, dh, register, source, singular_scores, regularity,
+                                                check_range)
+    refused = refused_at = None
+    try:
+        x = derivative_points(singular_scores, seed, check_range)
+        evaluation_checks(g, h, x)
+        reports = derivative_reports(g, h, dg, dh, x, singular_scores)
+    except ValueError as exc:
+        if not _DEFER_REFUSALS.get():
+            raise
+        refused, refused_at = (str(exc).splitlines() or [type(exc).__name__])[0], "evaluation"
+    else:
+        messages = [m for m in map(derivative_message, reports) if m is not None]
+        if messages and not _DEFER_REFUSALS.get():
+            raise ValueError(messages[0])
+        if messages:
+            refused, refused_at = messages[0], "derivative"
+    act = UserActivation(name, g, h, dg, dh, given=[d for d, f in (("dg", dg), ("dh", dh)) if f is not None],
                          source=source or "user-defined (refattn.define_activation)",
-                         singular_scores=singular_scores, regularity=regularity)
-    if register:
+                         singular_scores=singular_scores, regularity=regularity, check_range=check_range, seed=seed,
+                         refused=refused)
+    act.refused_at = refused_at
+    if register and refused is None:
         _activations._REGISTRY[name] = lambda: act  # activation(name) returns this very object
     return act
 
@@ -508,11 +771,121 @@ def unregister(name):
 
 
 # ------------------------------------------------------------------------------
-# refattn check --activation FILE.py:NAME
+# FILE.py:NAME: activations defined in a file
 # ------------------------------------------------------------------------------
 
+#: Files imported in this process, by real path and content hash: a file is run once however many
+#: options and checks name it (and a file that registers its activation is not run twice).
+_MODULES: dict = {}
 
-def load_activation(spec, option="--activation") -> Activation:
+_DICT_KEYS = frozenset({"g", "h", "dg", "dh", "source", "singular_scores", "regularity", "seed", "check_range"})
+
+
+def parse_spec(spec, option="--activation", file_alone=False):
+    """``(path, name)`` of ``"FILE.py:NAME"`` (``name`` None for ``"FILE.py"`` where ``file_alone``);
+    one line naming ``option`` for anything else."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise ValueError(f"{option}: expected FILE.py:NAME, got {spec!r}")
+    if file_alone and spec.endswith(".py"):
+        return spec, None
+    if ":" not in spec:
+        raise ValueError(f"{option}: expected FILE.py:NAME{' or FILE.py' if file_alone else ''}, got {spec!r}")
+    path, _, name = spec.rpartition(":")
+    if not path or not name.isidentifier():
+        raise ValueError(f"{option}: expected FILE.py:NAME with NAME a Python name, got {spec!r}")
+    return path, name
+
+
+def is_spec(value) -> bool:
+    """True for text that names a file's activation (``FILE.py:NAME``), not a registered name."""
+    return isinstance(value, str) and ":" in value and value.rpartition(":")[0].endswith(".py")
+
+
+def file_sha256(path) -> str:
+    """The SHA-256 of the file's bytes, in hex."""
+    with open(path, "rb") as fh:
+        return hashlib.sha256(fh.read()).hexdigest()
+
+
+def load_module(path, option):
+    """Import the Python file ``path`` as a fresh module (not left in ``sys.modules``): ``(module, sha256)``.
+
+    While it runs, a :func:`define_activation` whose checks fail returns an
+    activation carrying the refusal (``refused``) instead of raising, so one
+    wrong activation leaves the file's others usable. A file already imported
+    with the same content is not run again. A missing file, or a file that
+    raises while it is imported, is one ``ValueError`` naming ``option`` and
+    the file.
+    """
+    if not os.path.isfile(path):
+        what = ("is a folder" if os.path.isdir(path) else "is not a regular file (a device or pipe)"
+                if os.path.exists(path) else "no such file")
+        raise ValueError(f"{option}: {path!r} {what}; expected a Python file" if what != "no such file"
+                         else f"{option}: no such file {path!r}")
+    try:
+        sha = file_sha256(path)
+    except OSError as exc:
+        raise ValueError(f"{option}: cannot read {path!r} ({exc.strerror or exc})") from None
+    key = (os.path.realpath(path), sha)
+    if key in _MODULES:
+        return _MODULES[key], sha
+    mod_name = f"_refattn_user_{uuid.uuid4().hex}"
+    spec = importlib.util.spec_from_file_location(mod_name, path)
+    if spec is None or spec.loader is None:
+        raise ValueError(f"{option}: cannot import {path!r} as Python (does it end in .py?)")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[mod_name] = module  # dataclasses and pickling look the module up while it runs
+    token = _DEFER_REFUSALS.set(True)
+    try:
+        spec.loader.exec_module(module)
+    except SystemExit as exc:  # sys.exit() in the user's file: not the end of refattn's command
+        raise ValueError(f"{option}: importing {path} called sys.exit({exc.code!r}); a file of activations "
+                         f"must define them, not end the program") from None
+    except Exception as exc:  # the user's code: report any error in one line
+        msg = str(exc).splitlines()[0] if str(exc) else ""
+        raise ValueError(f"{option}: importing {path} raised {type(exc).__name__}: {msg}") from exc
+    finally:
+        _DEFER_REFUSALS.reset(token)
+        sys.modules.pop(mod_name, None)
+    _MODULES[key] = module
+    return module, sha
+
+
+def _from_object(obj, name, path, option):
+    """What ``NAME`` in the file is, as an activation: an Activation as it is, an Activation subclass
+    instantiated, a dict of :func:`define_activation`'s arguments defined (a refusal kept on it)."""
+    if isinstance(obj, Activation):
+        return obj
+    if isinstance(obj, type) and issubclass(obj, Activation):
+        try:
+            return obj()
+        except Exception as exc:  # the user's class: report any error in one line
+            raise ValueError(f"{option}: {name} in {path} cannot be made with no arguments "
+                             f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
+    if isinstance(obj, dict):
+        extra = sorted(set(obj) - _DICT_KEYS)
+        if extra:
+            raise ValueError(f"{option}: {name} in {path} has unknown key(s) {extra}; expected "
+                             f"some of {sorted(_DICT_KEYS)}")
+        if "g" not in obj or "h" not in obj:
+            raise ValueError(f"{option}: {name} in {path} needs the keys 'g' and 'h'")
+        token = _DEFER_REFUSALS.set(True)
+        try:
+            return define_activation(name, **obj)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{option}: {name} in {path}: {str(exc).splitlines()[0]}") from None
+        finally:
+            _DEFER_REFUSALS.reset(token)
+    raise ValueError(f"{option}: {name} in {path} is a {type(obj).__name__}; expected an Activation "
+                     f"(e.g. from refattn.define_activation) or a dict with keys 'g' and 'h'")
+
+
+def _mark(act, path, sha):
+    act.file, act.sha256 = path, sha  # what activation_record keeps of it
+    return act
+
+
+def load_activation(spec, option="--activation", allow_refused=False) -> Activation:
     """The activation ``NAME`` defined in ``FILE.py``, from ``spec = "FILE.py:NAME"``.
 
     ``NAME`` in the file may be
@@ -523,118 +896,90 @@ def load_activation(spec, option="--activation") -> Activation:
       no arguments;
     * a dict of :func:`define_activation`'s arguments (``{"g": ..., "h": ...}``
       and optionally ``dg``, ``dh``, ``source``, ``singular_scores``,
-      ``regularity``), passed to it with ``name=NAME``.
+      ``regularity``, ``seed``, ``check_range``), passed to it with ``name=NAME``.
 
+    The activation gets ``file`` and ``sha256`` (:func:`activation_record`).
     Errors are one line naming ``option``: a spec without ``:NAME``, a
-    missing file, a file that raises on import, a file without ``NAME``, or
-    ``NAME`` of another kind.
+    missing file, a file that raises on import, a file without ``NAME``,
+    ``NAME`` of another kind, or (unless ``allow_refused``, as ``refattn
+    check`` does to report it) an activation whose definition failed its checks.
     """
-    if not isinstance(spec, str) or ":" not in spec:
-        raise ValueError(f"{option}: expected FILE.py:NAME, got {spec!r}")
-    path, _, name = spec.rpartition(":")
-    if not path or not name.isidentifier():
-        raise ValueError(f"{option}: expected FILE.py:NAME with NAME a Python name, got {spec!r}")
-    module = load_module(path, option)
+    path, name = parse_spec(spec, option)
+    module, sha = load_module(path, option)
     if not hasattr(module, name):
         raise ValueError(f"{option}: {path} defines no {name!r}")
-    obj = getattr(module, name)
-    if isinstance(obj, Activation):
-        return obj
-    if isinstance(obj, type) and issubclass(obj, Activation):
-        return obj()
-    if isinstance(obj, dict):
-        allowed = {"g", "h", "dg", "dh", "source", "singular_scores", "regularity", "seed"}
-        extra = sorted(set(obj) - allowed)
-        if extra:
-            raise ValueError(f"{option}: {name} in {path} has unknown key(s) {extra}; expected "
-                             f"some of {sorted(allowed)}")
-        if "g" not in obj or "h" not in obj:
-            raise ValueError(f"{option}: {name} in {path} needs the keys 'g' and 'h'")
-        return define_activation(name, **obj)
-    raise ValueError(f"{option}: {name} in {path} is a {type(obj).__name__}; expected an Activation "
-                     f"(e.g. from refattn.define_activation) or a dict with keys 'g' and 'h'")
+    act = _mark(_from_object(getattr(module, name), name, path, option), path, sha)
+    if getattr(act, "refused", None) is not None and not allow_refused:
+        raise ValueError(f"{option}: {name} in {path} was refused when it was defined: {act.refused} "
+                         f"(refattn check --activation {path}:{name} says more)")
+    return act
 
 
-def load_module(path, option):
-    """Import the Python file ``path`` as a fresh module (not added to ``sys.modules``).
-
-    A missing file, or a file that raises while it is imported, is one
-    ``ValueError`` naming ``option`` and the file.
-    """
-    if not os.path.isfile(path):
-        what = ("is a folder" if os.path.isdir(path) else "is not a regular file (a device or pipe)"
-                if os.path.exists(path) else "no such file")
-        raise ValueError(f"{option}: {path!r} {what}; expected a Python file" if what != "no such file"
-                         else f"{option}: no such file {path!r}")
-    mod_name = f"_refattn_user_{uuid.uuid4().hex}"
-    spec = importlib.util.spec_from_file_location(mod_name, path)
-    if spec is None or spec.loader is None:
-        raise ValueError(f"{option}: cannot import {path!r} as Python (does it end in .py?)")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[mod_name] = module  # dataclasses and pickling look the module up while it runs
-    try:
-        spec.loader.exec_module(module)
-    except SystemExit as exc:  # sys.exit() in the user's file: not the end of refattn's command
-        raise ValueError(f"{option}: importing {path} called sys.exit({exc.code!r}); a file of activations "
-                         f"must define them, not end the program") from None
-    except Exception as exc:  # the user's code: report any error in one line
-        msg = str(exc).splitlines()[0] if str(exc) else ""
-        raise ValueError(f"{option}: importing {path} raised {type(exc).__name__}: {msg}") from exc
-    finally:
-        sys.modules.pop(mod_name, None)
-    return module
-
-
-def run_check_activation(activation, seed=0) -> dict:
-    """``refattn check`` for one activation object: the result dict of
-    :func:`refattn.check.run_check`, with the rows of ``activation`` only.
-
-    The same checks as for a built-in: the analytic VJP against autograd and
-    central differences at random (3, 7) scores, with and without a random
-    mask, away from the declared singular scores; then, for each declared
-    singular score ``c``, at a row containing ``c`` exactly (flagged, not
-    failed). A :class:`NonFiniteError` during the check is a failed row with
-    the message as its note.
-    """
-    from .check import EPS, TOLERANCE, _row, activation_gradcheck, away_from_singular  # noqa: PLC0415
-
-    if not isinstance(activation, Activation):
-        raise TypeError(f"activation: expected an Activation, got {type(activation).__name__}")
-    rng = np.random.default_rng(seed)
-    rows = []
-    try:
-        results = []
-        for use_mask in (False, True):
-            s = away_from_singular(activation, 2.0 * rng.standard_normal((3, 7)))
-            mask = (rng.random((3, 7)) < 0.8) if use_mask else None
-            results.append(activation_gradcheck(activation, s, mask, name=activation.name,
-                                                seed=int(rng.integers(2**31)), eps=EPS, rtol=TOLERANCE, atol=0.0))
-        rows.append(_row("activation", activation.name, results, note=activation.source))
-    except NonFiniteError as exc:
-        rows.append(_failed_row(activation.name, str(exc)))
-    for c in activation.singular_scores:
-        s = c + np.array([0.0, 0.8, -1.1, 1.9, -0.4])
-        label = f"{activation.name} @ s = {c:g}"
+def load_file(path, option="--activation"):
+    """Every activation ``FILE.py`` defines, each on its own: ``{NAME: activation or error message}`` in
+    the file's order. Counted: Activation instances, Activation subclasses defined in the file, and
+    dicts with keys ``g`` and ``h``; a failed definition is kept (``refused``), a name that cannot
+    be made into an activation is its one-line error, so one does not hide the others."""
+    module, sha = load_module(path, option)
+    found = {}
+    for name, obj in vars(module).items():
+        if name.startswith("_"):
+            continue
+        is_class = isinstance(obj, type) and issubclass(obj, Activation) and obj.__module__ == module.__name__
+        if not (isinstance(obj, Activation) or is_class or (isinstance(obj, dict) and {"g", "h"} <= set(obj))):
+            continue
         try:
-            res = activation_gradcheck(activation, s, name=activation.name, seed=1, eps=EPS, rtol=TOLERANCE,
-                                       atol=0.0)
-            rows.append(_row("activation", label, [res], note="declared singular", singular=True))
-        except NonFiniteError as exc:
-            rows.append(_failed_row(label, str(exc), singular=True))
-    ok = all(r["ok"] for r in rows if not r["singular"])
-    return {"dtype": "float64", "eps": EPS, "tolerance": TOLERANCE, "seed": seed,
-            "activation": activation.name, "rows": rows, "ok": ok}
+            found[name] = _mark(_from_object(obj, name, path, option), path, sha)
+        except ValueError as exc:
+            found[name] = str(exc)
+    if not found:
+        raise ValueError(f"{option}: {path} defines no activation (an Activation, an Activation subclass, or a "
+                         f"dict with keys 'g' and 'h')")
+    return found
 
 
-def _failed_row(name, note, singular=False):
-    nan = float("nan")
-    return {"kind": "activation", "name": name, "autograd_max_rel": nan, "central_max_rel": nan,
-            "autograd_max_abs": nan, "central_max_abs": nan, "central_worst_arg": "s",
-            "central_worst_index": [], "ok": False, "singular": singular,
-            "status": "FAIL: not finite" if not singular else "singular: not finite", "note": note}
+# ------------------------------------------------------------------------------
+# What a results file keeps of an activation
+# ------------------------------------------------------------------------------
 
 
-def run_check_file(spec, seed=0) -> dict:
-    """``refattn check --activation FILE.py:NAME``: :func:`load_activation`, then
-    :func:`run_check_activation`."""
-    return run_check_activation(load_activation(spec), seed=seed)
+def _source_sha256(act):
+    """SHA-256 of the code that defines ``act`` (its functions' or its class's source), or None."""
+    parts = []
+    things = ([f for f in act.functions.values() if f is not None] if isinstance(act, UserActivation)
+              else [type(act)])
+    for f in things:
+        try:
+            parts.append(inspect.getsource(f))
+        except (OSError, TypeError):
+            code = getattr(f, "__code__", None)
+            if code is None:
+                return None
+            parts.append(repr((code.co_code, code.co_consts)))
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def activation_label(act) -> str:
+    """The name of an activation, a registered name or a ``FILE.py:NAME`` as text (``NAME``)."""
+    if isinstance(act, Activation):
+        return act.name
+    if is_spec(act):
+        return act.rpartition(":")[2]
+    return str(act)
+
+
+def activation_record(act):
+    """What a results file or checkpoint records of an activation, JSON-able: a built-in (or
+    registered) one by its name, as always; another as ``{"name", "file", "sha256"}``, the
+    SHA-256 of its file (or, defined in Python, of its source), so that a run resumed with a
+    changed formula is refused (its record differs)."""
+    if is_spec(act):
+        act = load_activation(act)
+    if isinstance(act, str):
+        return act
+    if type(act) in {type(_activations.activation(n)) for n in _activations.ACTIVATIONS} \
+            and act.name in _activations.ACTIVATIONS:
+        return act.name
+    file = getattr(act, "file", None)
+    return {"name": act.name, "file": None if file is None else os.path.basename(file),
+            "sha256": getattr(act, "sha256", None) or _source_sha256(act)}

@@ -252,15 +252,15 @@ TESTS = ROOT / "tests"
 
 #: The tests of the whole, at the top of tests/: the book and its links, the command line's fuzz and its
 #: runs, the docs' commands and notebooks, the backends' parity, the benchmarks' scripts, the front door's
-#: modules (refattn/custom.py, refattn/plots.py), the results page against its data, the names the pages
-#: cite, the learning path's times, and this file.
+#: modules (refattn/custom.py, refattn/check.py, refattn/plots.py), the results page against its data, the
+#: names the pages cite, the learning path's times, and this file.
 CROSS_CUTTING = {
     "test_architecture.py", "test_book.py", "test_links.py", "test_slides.py", "test_slide_fonts.py",
     "test_front_door.py",
     "test_equation_index.py", "test_step_blocks.py", "test_notebooks_and_cli.py", "test_cli_hostile.py",
     "test_run_safety.py", "test_gpu_parity.py", "test_gpu_check.py", "test_non_finite.py", "test_bench_cli.py",
     "test_bench_speed_scripts.py", "test_define_activation.py", "test_plots.py", "test_results_page.py",
-    "test_users_files_and_signals.py", "test_cited_names.py", "test_learning_path.py",
+    "test_users_files_and_signals.py", "test_cited_names.py", "test_learning_path.py", "test_verify.py",
 }
 
 

@@ -50,3 +50,14 @@ def test_bench_strips_reports_each_activation_over_softmax(size, tmp_path):
     (row,) = json.loads(out.read_text())["rows"]
     assert set(row["over_softmax"]) == set(ACTIVATIONS) and row["over_softmax"]["softmax"] == 1.0
     assert all(np.isfinite(v) and v > 0 for v in row["cpu_ms"].values())
+
+
+def test_bench_defined_activation_times_the_three_forms_and_says_the_verdict(tmp_path):
+    out = tmp_path / "defined.json"
+    _run("bench_defined_activation.py", "--quick", "--out", str(out))
+    res = json.loads(out.read_text())
+    assert set(res["ms"]) == {"softmax", "subclass", "defined", "defined_autograd"}
+    assert all(np.isfinite(t) and t > 0 for t in res["ms"].values())
+    assert all(d <= 1e-10 for d in res["max_relative_gradient_difference"].values())  # the same numbers first
+    assert set(res["verdict"]) == {"defined_within_2x_of_subclass", "defined_within_3x_of_softmax"}
+    assert res["machine"]["blas_kernel"] is None or isinstance(res["machine"]["blas_kernel"], str)

@@ -25,8 +25,12 @@ is (``derivations/20-speed.md`` sections 2-3 measure each choice):
 
 A :class:`Kernel` is looked up by the activation's class (:data:`KERNELS`, :func:`kernel`);
 each is named for the class it speeds up (``TanhMaxKernel`` for ``TanhMax``).
-An activation without one (a user's own) gets :class:`Generic`, which calls
-the reference's ``p``, ``rho``, ``drho`` and ``dell``: slower, never wrong.
+An activation written as the paper's ``g`` and ``h`` (from
+:func:`refattn.define_activation`: it offers ``paper_values`` and
+``paper_derivatives``) gets :class:`PaperForm`, which evaluates ``g`` and ``h``
+once and normalises ``h`` directly. Any other activation without a kernel (a
+user's own subclass) gets :class:`Generic`, which calls the reference's ``p``,
+``rho``, ``drho`` and ``dell``: slower, never wrong.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from ..core import activations as A
 from ..core.activations import sqrt_tiny
 from ..core.backend import array_module, to_numpy
 
-__all__ = ["Kernel", "Generic", "KERNELS", "kernel", "forward", "vjp_from", "rho_is_one"]
+__all__ = ["Kernel", "Generic", "PaperForm", "KERNELS", "kernel", "forward", "vjp_from", "rho_is_one"]
 
 
 def rho_is_one(activation) -> bool:
@@ -122,6 +126,67 @@ class Generic:
             H *= self.ell_factor
         H = xp.exp(H, out=H)
         return H, (None if rho_is_one(self.act) else self.act.rho(s) * H), (s if backward else None)
+
+
+class PaperForm(Generic):
+    """An activation given as the paper's ``g`` and ``h`` (TanhMax Eq. 5), by their values: one call each.
+
+    Where ``h`` is finite and its row sums ``Z = sum_k h_k`` are finite and
+    normal, ``p = h / Z`` and ``phi = g / Z`` directly: the reweighted form
+    ``rho softmax(ell)`` with ``rho = g/h`` and ``ell = log h`` gives the same
+    numbers (``softmax(log h) = h / sum h``; derivation 01, Eq. 01.R1) without a
+    logarithm or an exponential. The VJP's factors (Eq. 01.R5) are
+    ``A = (rho' + rho ell') p = g' p / h`` and ``B = ell' p = h' p / h``
+    (``rho' + rho ell' = (g' - rho h')/h + rho h'/h = g'/h``), so the backward
+    pass evaluates ``g'`` and ``h'`` once each and needs no ``rho'``. Where
+    ``h = 0`` (a masked entry, or ``h`` itself 0) ``p = 0`` and so are both.
+    The row is checked as the reference checks it (``h >= 0``, ``g = 0`` where
+    ``h = 0``, every value finite); a call that fails any of it, or whose ``Z``
+    overflows or is subnormal, is given to :class:`Generic`, which raises the
+    activation's own error (or, inside training, makes the row NaN).
+    """
+
+    def forward(self, s, axis=-1, mask=None, overwrite_s=False):
+        if not isinstance(s, np.ndarray) or (mask is not None and not isinstance(mask, np.ndarray)):
+            return super().forward(s, axis, mask)
+        act = self.act
+        with np.errstate(all="ignore"):
+            g, h = act.paper_values(s)
+            if mask is not None:
+                h = h * mask  # h = 0 where masked (a finite h; inf * 0 below is NaN, and is refused)
+                g = h if act.same_g_h else g * mask
+            z = np.sum(h, axis=axis, keepdims=True)  # (..., 1) the normaliser sum_k h(s_k)
+            low = h.min()
+            if not (np.isfinite(z).all() and low >= 0 and np.all((z == 0) | (z >= np.finfo(z.dtype).tiny))):
+                return super().forward(s, axis, mask)  # overflow, NaN, h < 0 or a subnormal Z: the checked route
+            inv = np.divide(1.0, z, out=np.zeros_like(z), where=z != 0)  # no normaliser: h = 0, so p = 0
+            p = np.multiply(h, inv, out=h if h is not s and h is not g else None)  # (..., n) p = h / Z
+            if act.same_g_h:
+                return p, p, s
+            if low == 0 and np.any(g[p == 0] != 0):
+                return super().forward(s, axis, mask)  # g != 0 where h = 0: the reference names it
+            w = np.multiply(g, inv, out=g if g is not s else None)  # phi = g / Z
+            if not np.isfinite(np.sum(w)):
+                return super().forward(s, axis, mask)  # g overflows: the reference names it
+            return p, w, s
+
+    def factors(self, s, p, phi):
+        if not isinstance(s, np.ndarray):
+            return super().factors(s, p, phi)
+        act = self.act
+        with np.errstate(all="ignore"):
+            h = act.paper_values(s, g=False)[1]
+            dg, dh = act.paper_derivatives(s)
+            for careful in (False, True):
+                if careful:  # an h of 0 (or not finite) somewhere: p / h only where p > 0, else 0
+                    q = np.divide(p, h, out=np.zeros_like(p), where=p > 0)
+                else:
+                    q = p / h  # p / h = 1 / Z on the row (0 where p = 0 and h > 0: masked entries)
+                A = dg * q  # (rho' + rho ell') p = g' p / h
+                B = A if act.same_g_h else dh * q  # ell' p = h' p / h
+                if np.isfinite(np.sum(A) + (0.0 if B is A else np.sum(B))):
+                    return A, B
+        return super().factors(s, p, phi)  # g' or h' not finite: the checked route names it
 
 
 class Kernel(Generic):
@@ -435,8 +500,11 @@ KERNELS = {k.speeds_up: k for k in (SoftmaxKernel, TanhMaxKernel, SignExpKernel,
 
 
 def kernel(activation) -> Generic:
-    """The fast kernel of an activation instance (:class:`Generic` for a class not listed)."""
-    return KERNELS.get(type(activation), Generic)(activation)
+    """The fast kernel of an activation instance: its class's (:data:`KERNELS`), :class:`PaperForm` for one
+    given as ``g`` and ``h`` (it has ``paper_values``), :class:`Generic` for any other."""
+    if type(activation) in KERNELS:
+        return KERNELS[type(activation)](activation)
+    return (PaperForm if hasattr(activation, "paper_values") else Generic)(activation)
 
 
 def _split_p(xp, s, a, b, f, b_unbounded, axis, mask, overwrite_s=False):

@@ -43,7 +43,9 @@ import os
 import types
 import typing
 
-__all__ = ["STUDIES", "SHARED", "study", "option", "max_memory", "option_name", "command_fields", "field_type",
+__all__ = ["STUDIES", "SHARED", "study", "option", "activation_option", "resolve_activation", "model_activation",
+           "activation_label",
+           "activation_record", "figure_fields", "max_memory", "option_name", "command_fields", "field_type",
            "check_settings", "check_folder", "check_device", "RANGE_RULES"]
 
 #: Command name -> module of :mod:`refattn.studies`, in the order ``refattn --help`` lists them
@@ -114,6 +116,116 @@ def option(default=dataclasses.MISSING, help="", **cli):  # noqa: A002  (the wor
         with a one-line deprecation note on stderr.
     """
     return dataclasses.field(default=default, metadata={"help": help, **cli})
+
+
+#: What an activation option says about the values it takes (appended to its help).
+ACTIVATION_HELP = "a built-in name, or FILE.py:NAME for an activation of yours (docs/verify.md)"
+
+
+def activation_option(default=dataclasses.MISSING, help="", *, also=(), **cli):  # noqa: A002
+    """A setting that names an activation (a ``str`` field) or several (a ``tuple[str, ...]`` field).
+
+    Each value is a registered activation's name, ``FILE.py:NAME`` (an
+    activation defined in a file, :func:`refattn.custom.load_activation`: it
+    goes wherever a built-in goes, and results files record its file's SHA-256),
+    one of the names in ``also`` (a study's own variants, such as the language
+    model's ``cog-hybrid``) or, from Python, an
+    :class:`~refattn.core.activations.Activation` itself. Checked before any work
+    by :func:`check_settings` (a file that cannot be loaded, a name that is not
+    there, a definition that failed its checks: one line naming the option);
+    read by :func:`resolve_activation`, :func:`activation_label` and
+    :func:`activation_record`.
+    """
+    return option(default, f"{help} ({ACTIVATION_HELP})", activation=tuple(also), **cli)
+
+
+def resolve_activation(value, option="activation", training=False):
+    """The :class:`~refattn.core.activations.Activation` an activation setting names: a registered
+    name's, ``FILE.py:NAME``'s (loaded once per process and content), or the object itself. With
+    ``training``, as a model trains with it (:func:`refattn.custom.divergence_as_data`: a value
+    that is not finite is NaN, a diverging seed is data)."""
+    from ..core.activations import Activation, activation  # noqa: PLC0415
+    from ..custom import divergence_as_data, is_spec, load_activation  # noqa: PLC0415
+
+    if isinstance(value, Activation):
+        if getattr(value, "refused", None) is not None:
+            raise ValueError(f"{option}: activation {value.name!r} was refused when it was defined: {value.refused}")
+        act = value
+    elif is_spec(value):
+        act = load_activation(value, option)
+    elif isinstance(value, str):
+        act = activation(value)  # ValueError naming the registered ones
+    else:
+        raise ValueError(f"{option}: expected an activation's name, FILE.py:NAME or an Activation, got {value!r}")
+    return divergence_as_data(act) if training else act
+
+
+def model_activation(value, option="activations"):
+    """What a model of :mod:`refattn.training` takes for an activation setting: a registered name as
+    itself (results and checkpoints keep it as they always did), anything else as its loaded
+    Activation as it trains (:func:`resolve_activation` with ``training``: a value that is not finite
+    is a diverged seed, :func:`refattn.custom.divergence_as_data`)."""
+    from ..custom import is_spec  # noqa: PLC0415
+
+    return value if isinstance(value, str) and not is_spec(value) else resolve_activation(value, option, training=True)
+
+
+def activation_label(value):
+    """An activation setting's value as its name: ``"softmax"``; ``NAME`` for ``FILE.py:NAME``; an
+    Activation's ``name`` (results keys, reports, file names)."""
+    from ..custom import activation_label as label  # noqa: PLC0415
+
+    return label(value)
+
+
+def activation_record(value):
+    """What a results file or checkpoint records of an activation setting: a registered name as itself
+    (as always, so files made before resume), anything else as ``{"name", "file", "sha256"}``
+    (:func:`refattn.custom.activation_record`): a changed formula changes the record, and the run is
+    refused instead of resumed."""
+    from ..custom import activation_record as record  # noqa: PLC0415
+
+    return record(resolve_activation(value) if not isinstance(value, str) or ":" in value else value)
+
+
+def figure_fields(settings):
+    """The settings' fields for a figure's file name (``FIGURE.format(**...)``): an activation
+    setting by its name (:func:`activation_label`), never a path."""
+    out = dataclasses.asdict(settings)
+    for f in dataclasses.fields(settings):
+        if "activation" in f.metadata and out[f.name] is not None:
+            value = getattr(settings, f.name)
+            out[f.name] = (activation_label(value) if isinstance(value, str) or not isinstance(value, tuple)
+                           else tuple(activation_label(v) for v in value))
+    return out
+
+
+def _check_activation_value(value, meta, option):
+    """One value of an activation setting (:func:`activation_option`): usable now, or one line."""
+    if isinstance(value, str):
+        _check_text(value, option)
+        if value in meta["activation"]:
+            return
+    from ..core.activations import _REGISTRY  # noqa: PLC0415
+    from ..custom import is_spec  # noqa: PLC0415
+
+    if isinstance(value, str) and not is_spec(value) and value not in _REGISTRY:
+        names = ", ".join(tuple(_REGISTRY) + tuple(meta["activation"]))
+        raise ValueError(f"{option}: {value!r} is not one of {names}, nor FILE.py:NAME")
+    resolve_activation(value, option)
+
+
+def _check_activations(value, meta, option, many):
+    """An activation setting: each value usable (:func:`_check_activation_value`), none named twice."""
+    values = value if many else (value,)
+    if many and (not isinstance(value, tuple) or not value):
+        raise ValueError(f"{option}: expected a non-empty list of values, got {value!r}")
+    for v in values:
+        _check_activation_value(v, meta, option)
+    labels = [activation_label(v) for v in values]
+    twice = sorted({x for x in labels if labels.count(x) > 1})
+    if twice:
+        raise ValueError(f"{option}: {twice[0]} is given twice; each activation once")
 
 
 def max_memory():
@@ -233,6 +345,9 @@ def check_settings(settings):
         if value is None:
             continue
         tp = _unwrap(hints[f.name])
+        if "activation" in meta:
+            _check_activations(value, meta, option, typing.get_origin(tp) is tuple)
+            continue
         if tp is bool:
             if not isinstance(value, bool):
                 raise ValueError(f"{option}: expected True or False, got {value!r}")

@@ -44,14 +44,13 @@ from dataclasses import dataclass
 import numpy as np
 from autograd import grad as _autograd_grad
 
-from ..core.activations import ACTIVATIONS
 from ..core.checks import check_int
 from ..training.classifier import OPTIMISERS, classifier_memory, train_classifier
 from ..training.models.polarity import SCORE_KINDS, PolarityClassifier
 from ..training.runs import check_memory
 from ..training.tasks.polarity import PolarityConfig, make_polarity, token_polarity
 from ..training.tasks.sst2 import Vocabulary, load_sst2
-from . import max_memory, option
+from . import activation_label, activation_option, activation_record, max_memory, model_activation, option
 from .helpers import DATA_HELP
 from .helpers import resolve_data_dir as resolve_sst2
 
@@ -114,7 +113,7 @@ class Settings:
 
     data: str = option("synthetic", "data", choices=("synthetic", "sst2"))
     sst2: str | None = option(None, DATA_HELP)
-    activations: tuple[str, ...] = option(("softmax", "tanhmax"), "comma-separated activations", one_of=ACTIVATIONS)
+    activations: tuple[str, ...] = activation_option(("softmax", "tanhmax"), "comma-separated activations")
     seeds: int | None = option(None, "number of seeds (default: 3 synthetic, 1 SST-2)", low=1)
     epochs: int | None = option(None, "epochs (default: 8 synthetic, 2 SST-2)", low=1)
     n_instances: int | None = option(None, "test instances measured (default: 300 synthetic, all 872 SST-2 dev)", low=1)
@@ -324,9 +323,10 @@ def signed_activation(name):
     are oriented by :func:`orientation`. Derivation:
     ``derivations/13-interpretability.md`` section 4.
     """
-    from ..core.activations import activation as _get
+    from ..core.activations import Activation, activation as _get
 
-    return bool(_get(name).g(np.array([-1.0]))[0] < 0)
+    act = name if isinstance(name, Activation) else _get(name)  # an Activation of yours too
+    return bool(act.g(np.array([-1.0]))[0] < 0)
 
 
 def _check_model(model):
@@ -865,7 +865,8 @@ def run_interpret(settings, *, progress=None, on_result=None):
     orient_signed = s.orient_signed
     if isinstance(s.activations, str):
         raise TypeError("activations: expected a sequence of activation names, got a single str")
-    activations = tuple(s.activations)
+    given = {activation_label(a): model_activation(a) for a in s.activations}  # by name; every one loaded first
+    activations = tuple(given)
     synthetic = s.data == "synthetic"
     first = check_int(s.first_seed, "first_seed", 0)
     n_seeds = 3 if s.seeds is None and synthetic else 1 if s.seeds is None else s.seeds
@@ -888,7 +889,8 @@ def run_interpret(settings, *, progress=None, on_result=None):
     results = {}
     for k, act in enumerate(activations):
         t0 = time.perf_counter()
-        model, params, _ = train_classifier(tr_tok, tr_lab.astype(float), V, act, seeds=seeds, mask=tr_mask,
+        model, params, _ = train_classifier(tr_tok, tr_lab.astype(float), V, given[act],
+                                            seeds=seeds, mask=tr_mask,
                                             score=score, epochs=epochs, batch_size=batch_size, optimizer=optimizer,
                                             lr=lr, dropout=dropout, progress=progress)
         t1 = time.perf_counter()
@@ -896,14 +898,15 @@ def run_interpret(settings, *, progress=None, on_result=None):
         params = orient(model, params, flip)
         m = interpret_measures(model, params, batch, n_draws=n_draws, rng=np.random.default_rng([seed, k]))
         classes = te_lab[None] if split == "label" else (m["prob"] > 0.5).astype(np.int64)  # (1 or S, n)
-        results[act] = {"signed": signed_activation(act), "classes": summarise(m, classes),
+        results[act] = {"signed": signed_activation(model.act), "classes": summarise(m, classes),
                         "per_seed": _per_seed(m, seeds, flip, te_lab), "train_seconds": t1 - t0,
                         "measure_seconds": time.perf_counter() - t1}
         if on_result is not None:  # the command line writes it to disk: a later failure loses nothing
             on_result(act, results[act])
     return {
-        "settings": {"activations": list(activations), "data": desc, "seeds": list(seeds), "epochs": epochs,
-                     "n_instances": int(n), "n_draws": n_draws, "seed": seed, "score": score,
+        "settings": {"activations": [activation_record(a) for a in given.values()], "data": desc,
+                     "seeds": list(seeds), "epochs": epochs, "n_instances": int(n), "n_draws": n_draws,
+                     "seed": seed, "score": score,
                      "optimizer": optimizer, "lr": lr, "batch_size": batch_size, "dropout": dropout,
                      "orient_signed": bool(orient_signed),
                      "output": "y_hat = P(class 1) = sigmoid(logit), model without dropout",

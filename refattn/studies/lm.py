@@ -63,7 +63,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.activations import ACTIVATIONS
+from ..core.activations import ACTIVATIONS, Activation
+from ..custom import is_spec
 from ..training.models.decoder import DecoderLM
 from ..training.optim import Adam
 from ..training.tasks.sst2 import load_sst2
@@ -71,7 +72,7 @@ from ..core.checks import check_int
 from ..fast.threads import single_threaded_blas
 from ..training.runs import check_memory
 from ..training.train import Progress, check_resumable, checkpoint_paths, train
-from . import max_memory, option
+from . import activation_label, activation_option, activation_record, max_memory, option, resolve_activation
 from .helpers import DATA_HELP, maximal_phrases, resolve_data_dir
 
 __all__ = [
@@ -127,7 +128,8 @@ class Settings:
     """
 
     data: str | None = option(None, DATA_HELP + "; or 'toy' for generated sentences")
-    activations: tuple[str, ...] = option(VARIANTS, "comma-separated variants", one_of=ACTIVATIONS + SPECIAL)
+    activations: tuple[str, ...] = activation_option(VARIANTS, "comma-separated variants: activations, "
+                                                               "'cog-hybrid', 'neural-first'", also=SPECIAL)
     seeds: int = option(DEFAULTS["seeds"], "seeds", low=1)
     first_seed: int = option(0, "the first seed: the runs use seeds FIRST_SEED, FIRST_SEED + 1, ...", low=0)
     steps: int = option(DEFAULTS["steps"], "Adam steps", low=1)
@@ -204,6 +206,8 @@ def variant_options(name, n_layers):
         ``{"activations": ..., "scores": ...}``.
     """
     if not isinstance(name, str):
+        if isinstance(name, Activation):  # an activation of yours, in every layer
+            return {"activations": resolve_activation(name, "activations", training=True), "scores": "dot"}
         raise TypeError(f"activations: expected variant names (str), got {type(name).__name__}")
     if name == "cog-hybrid":
         if n_layers < 3:
@@ -214,8 +218,10 @@ def variant_options(name, n_layers):
         return {"activations": "softmax", "scores": "neural-first"}
     if name in ACTIVATIONS:
         return {"activations": name, "scores": "dot"}
-    raise ValueError(f"activations: unknown variant {name!r}; expected one of {ACTIVATIONS} or "
-                     f"'cog-hybrid', 'neural-first'")
+    if is_spec(name):
+        return {"activations": resolve_activation(name, "activations", training=True), "scores": "dot"}
+    raise ValueError(f"activations: unknown variant {name!r}; expected one of {ACTIVATIONS}, "
+                     f"'cog-hybrid', 'neural-first' or FILE.py:NAME")
 
 
 # --------------------------------------------------------------------------
@@ -549,7 +555,8 @@ def run_lm(settings, *, progress=None, on_result=None):
 
 def _checked(s):
     """The settings of :func:`run_lm` checked before any work, as a dict (the variants' decoder options too)."""
-    activations = [s.activations] if isinstance(s.activations, str) else list(s.activations)
+    given = [s.activations] if isinstance(s.activations, (str, Activation)) else list(s.activations)
+    activations = [activation_label(a) for a in given]  # a file's activation by its NAME
     if not activations:
         raise ValueError("activations: expected at least one variant")
     if len(set(activations)) != len(activations):
@@ -565,7 +572,8 @@ def _checked(s):
     c["eval_every"] = min(check_int(s.eval_every, "eval_every", 1), c["steps"])
     if s.dtype not in ("float32", "float64"):
         raise ValueError(f"dtype: expected 'float32' or 'float64', got {s.dtype!r}")
-    c["options"] = {a: variant_options(a, c["layers"]) for a in activations}  # checks every name before any work
+    c["options"] = {a: variant_options(v, c["layers"]) for a, v in zip(activations, given)}  # every name, now
+    c["records"] = {a: activation_record(v) for a, v in zip(activations, given) if a not in SPECIAL}
     c["ngram_orders"] = [check_int(o, "ngram_orders[]", 1) for o in s.ngram_orders]
     return c
 
@@ -579,6 +587,8 @@ def _variant(s, c, name, corpus, seeds):
     fingerprint = {"variant": name, "model": repr(model), "seeds": seeds, "steps": steps,
                    "batch_size": c["batch_size"], "lr": s.lr, "eval_every": eval_every, "dtype": s.dtype,
                    "data": corpus["fingerprint"], "eval_windows": c["eval_windows"]}
+    if isinstance(c["records"].get(name), dict):  # an activation of yours: its file's content must not change
+        fingerprint["activation"] = c["records"][name]
     return model, fingerprint, math.ceil(steps / eval_every)
 
 

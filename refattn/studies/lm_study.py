@@ -37,9 +37,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.activations import ACTIVATIONS
 from ..training.runs import CellStore, session
-from . import lm, max_memory, option
+from . import activation_label, activation_option, activation_record, lm, max_memory, option
 from .helpers import DATA_HELP, code_commit, number_name
 from .lm import DEFAULTS, SPECIAL, VARIANTS, run_lm
 
@@ -64,9 +63,9 @@ class Settings:
     gap to softmax against steps; each finished run saved and resumed."""
 
     data: str | None = option(None, DATA_HELP + "; or 'toy' for generated sentences")
-    activations: tuple[str, ...] = option(FOCUS, "comma-separated focus variants, tuned and run long (softmax "
-                                                 "among them)", one_of=ACTIVATIONS + SPECIAL,
-                                          old_names=("--variants",))
+    activations: tuple[str, ...] = activation_option(FOCUS, "comma-separated focus variants, tuned and run long "
+                                                            "(softmax among them)", also=SPECIAL,
+                                                     old_names=("--variants",))
     lrs: tuple[float, ...] = option(LRS, "comma-separated learning rates of the tuning grid", positive=True)
     seeds: int = option(DEFAULTS["seeds"], "seeds of every run", low=1)
     steps: int = option(DEFAULTS["steps"], "steps of the table's and the tuning's runs", low=1)
@@ -156,7 +155,8 @@ def run_lm_study(settings, *, command=None, progress=None):
     s = settings
     variants, lrs, seeds, steps, phases, data = s.activations, s.lrs, s.seeds, s.steps, s.phases, s.data
     long_steps, long_evals = s.long_steps, s.long_evals
-    variants, lrs = list(variants), [float(v) for v in lrs]
+    given = {activation_label(v): v for v in variants}  # a file's activation runs as NAME, its file recorded
+    variants, lrs = list(given), [float(v) for v in lrs]
     if "softmax" not in variants:
         raise ValueError(f"activations: expected softmax among them (the gaps are to softmax), got {variants}")
     bad = [p for p in phases if p not in PHASES]
@@ -165,6 +165,9 @@ def run_lm_study(settings, *, command=None, progress=None):
     settings = {"variants": variants, "lrs": lrs, "seeds": seeds, "steps": steps, "long_steps": long_steps,
                 "long_evals": long_evals, "data": None if data is None else str(data),
                 "model": {k: DEFAULTS[k] for k in ("layers", "width", "heads", "n_ctx", "batch_size", "dtype")}}
+    records = {v: activation_record(x) for v, x in given.items() if v not in SPECIAL}
+    if any(isinstance(r, dict) for r in records.values()):  # a changed formula is another study: refused
+        settings["activation_files"] = {v: r for v, r in records.items() if isinstance(r, dict)}
     store = CellStore(s.results, settings, what="run_lm_study", free=("long_steps", "long_evals"),
                       record_keys=RECORD_KEYS)
     cells = store.cells
@@ -173,8 +176,8 @@ def run_lm_study(settings, *, command=None, progress=None):
 
     def run_cell(key, variant, lr, n_steps, eval_every):
         if key not in cells:
-            r = run_lm(lm.Settings(activations=(variant,), data=data, seeds=seeds, steps=n_steps, lr=lr,
-                                   eval_every=eval_every, ngram_orders=(), max_memory=s.max_memory),
+            r = run_lm(lm.Settings(activations=(given.get(variant, variant),), data=data, seeds=seeds, steps=n_steps,
+                                   lr=lr, eval_every=eval_every, ngram_orders=(), max_memory=s.max_memory),
                        progress=progress)
             cells[key] = _record(r["variants"][variant])
             finish()

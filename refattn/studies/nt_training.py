@@ -48,7 +48,6 @@ from numbers import Real
 import numpy as np
 
 from ..core import backend as _backend
-from ..core.activations import ACTIVATIONS
 from ..core.backend import cupy_available, to_numpy
 from ..core.checks import check_int
 from ..training.models.nt import CANDIDATE_LAYOUTS, DEFAULT_LAYOUT, LAYOUTS, NTModel, count_params, ea_symbol_dependence
@@ -56,7 +55,7 @@ from ..training.optim import SGD
 from ..training.runs import check_memory
 from ..training.tasks.nt import generate, generate_mixture, parse_mixture, parse_task, windows
 from ..training.train import Progress, check_checkpoint, train
-from . import max_memory, option
+from . import activation_label, activation_option, activation_record, max_memory, option, resolve_activation
 
 __all__ = ["PAPER", "DEVICES", "Settings", "parse_mixture", "array_module_for", "make_batches", "evaluate",
            "evaluate_tasks", "snapshot_context", "memory_estimate", "run_nt", "run", "batched_speedup",
@@ -104,8 +103,8 @@ class Settings:
     task: str = option("N2T5", "task name, e.g. N2T5, N16T2, N16T2-S, or a mixture such as N16T2+N16T2-S",
                        check=lambda task: parse_mixture(task))
     context: int = option(16, "context length N_con", low=1)
-    activation: str = option("expressive", "a registered activation: softmax (DPA, Eq. 1) or expressive (EA, "
-                                           "Eq. 2), ...", one_of=ACTIVATIONS, old_names=("--attention",))
+    activation: str = activation_option("expressive", "the activation: softmax (DPA, Eq. 1), expressive (EA, Eq. 2), "
+                                                      "...", old_names=("--attention",))
     seeds: int = option(16, "number of independent runs", low=1)
     first_seed: int = option(0, "the first seed: the runs use seeds FIRST_SEED, FIRST_SEED + 1, ...", low=0)
     epochs: int = option(200, "epochs", low=1)
@@ -317,7 +316,8 @@ def run_nt(settings, *, progress=None):
     seeds, lr_drop, snaps = _checked(s)
     name, tasks, weights = parse_mixture(s.task)
     xp = array_module_for(s.device)  # chosen once; every array of the run follows it
-    model = NTModel(parse_task(tasks[0])[1], s.context, activation=s.activation, beta=s.beta, layout=s.layout,
+    act = resolve_activation(s.activation, "activation", training=True)  # a diverging seed is data
+    model = NTModel(parse_task(tasks[0])[1], s.context, activation=act, beta=s.beta, layout=s.layout,
                     init_scale=s.init_scale, bias_init=s.bias_init)
     params = {k: xp.asarray(v) for k, v in model.init_params(seeds, dtype=np.dtype(s.dtype)).items()}  # a copy
     optimizer = SGD(params, lr=s.lr, momentum=s.momentum)
@@ -347,7 +347,7 @@ def run_nt(settings, *, progress=None):
     def schedule(epoch):  # the learning rate after ``epoch``: divided by the factor from the drop's epoch on
         return {"lr": s.lr / lr_drop[1] if epoch + 1 >= lr_drop[0] else s.lr}
 
-    bar = Progress(s.epochs, enabled=progress, label=f"{name} {s.activation} {s.layout}")
+    bar = Progress(s.epochs, enabled=progress, label=f"{name} {activation_label(s.activation)} {s.layout}")
     out = train(model, params, optimizer, make_batches(name, s.context, seeds), epochs=s.epochs, grad=s.grad,
                 callbacks=[on_epoch], checkpoint=s.checkpoint, progress=bar, stop_after=s.stop_after,
                 fingerprint=_fingerprint(s, model, name, seeds, weights, lr_drop, snaps),
@@ -388,7 +388,8 @@ def _checked(s):
 
 def _fingerprint(s, model, name, seeds, weights, lr_drop, snaps):
     """What a checkpoint records of the run, and a resumed run must match."""
-    fingerprint = {"task": name, "n_con": s.context, "attention": s.activation, "seeds": list(seeds), "lr": s.lr,
+    fingerprint = {"task": name, "n_con": s.context, "attention": activation_record(s.activation),
+                   "seeds": list(seeds), "lr": s.lr,
                    "momentum": s.momentum, "eval_every": s.eval_every, "n_test": s.n_test, "n_g": s.n_g,
                    "grad": s.grad, "layout": s.layout, "init_scale": model.init_scale, "bias_init": s.bias_init}
     if s.dtype != "float64":  # float64 runs keep the fingerprint they always had: their checkpoints resume
@@ -416,7 +417,8 @@ def _result(s, model, out, mixture, seeds, lr_drop, eval_seconds):
         to100.append(int(eval_epochs[hit[0]]) if hit.size else None)
     done = len(hist) - (0 if out["resumed_from"] is None else out["resumed_from"] + 1)
     result = {
-        "task": name, "N": N, "tau": tau, "variant": variant, "n_con": s.context, "attention": s.activation,
+        "task": name, "N": N, "tau": tau, "variant": variant, "n_con": s.context,
+        "attention": activation_label(s.activation),
         "tasks": list(tasks), "weights": list(weights),
         "seeds": list(seeds), "epochs": s.epochs, "eval_every": s.eval_every, "n_test": s.n_test, "n_g": s.n_g,
         "lr": s.lr, "momentum": s.momentum, "lr_drop": None if lr_drop is None else list(lr_drop),
@@ -439,6 +441,9 @@ def _result(s, model, out, mixture, seeds, lr_drop, eval_seconds):
         "eval_seconds": eval_seconds,
         "train_seconds_per_epoch": (out["seconds"] - eval_seconds) / max(done, 1),
     }
+    record = activation_record(s.activation)
+    if isinstance(record, dict):  # an activation of yours: which file, with which content
+        result["activation_file"] = record
     if len(tasks) > 1:
         by = {t: np.array([h["accuracy_by_task"][t] for h in evals]).T.tolist() for t in tasks}
         result["accuracy_by_task"] = by
@@ -469,7 +474,7 @@ def batched_speedup(settings):
     for s in range(settings.first_seed, settings.first_seed + settings.seeds):
         run_nt(dataclasses.replace(quick, seeds=1, first_seed=s))
     serial = time.perf_counter() - t0
-    return {"task": settings.task, "n_con": settings.context, "attention": settings.activation,
+    return {"task": settings.task, "n_con": settings.context, "attention": activation_label(settings.activation),
             "seeds": settings.seeds, "epochs": settings.epochs,
             "batched_s": batched, "one_after_another_s": serial, "speedup": serial / batched}
 

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.activations import ACTIVATIONS
 from ..core.checks import check_int
 from ..plots import GROUP_COLOURS
 from ..training.classifier import OPTIMISERS, classifier_fingerprint, classifier_memory, train_classifier
@@ -37,7 +36,7 @@ from ..training.tasks.polarity import (
     token_polarity,
 )
 from ..training.train import check_resumable, checkpoint_paths
-from . import max_memory, option
+from . import activation_label, activation_option, activation_record, max_memory, model_activation, option
 
 __all__ = ["PAPER_FIG2", "Settings", "memory_estimate", "run_polarity", "run", "report", "plot"]
 
@@ -64,8 +63,8 @@ class Settings:
     TanhMax's small configuration by default), set from Python.
     """
 
-    activations: tuple[str, ...] = option(("softmax", "tanhmax", "signexp", "expressive"),
-                                          "comma-separated activations", one_of=ACTIVATIONS)
+    activations: tuple[str, ...] = activation_option(("softmax", "tanhmax", "signexp", "expressive"),
+                                                     "comma-separated activations")
     seeds: int = option(10, "number of seeds", low=1)
     first_seed: int = option(0, "the first seed: the runs use seeds FIRST_SEED, FIRST_SEED + 1, ...", low=0)
     score: str = option("self", "score", choices=("self", "global", "additive"))
@@ -146,7 +145,8 @@ def run_polarity(settings, *, progress=None, on_result=None):
         ``paper`` (the authors' numbers) and ``seconds``.
     """
     s = settings
-    activations, config, epochs = s.activations, s.config, check_int(s.epochs, "epochs", 1)
+    given = {activation_label(a): model_activation(a) for a in s.activations}  # by name; every one loaded first
+    activations, config, epochs = tuple(given), s.config, check_int(s.epochs, "epochs", 1)
     if s.optimizer not in OPTIMISERS:
         raise ValueError(f"optimizer: expected one of {tuple(OPTIMISERS)}, got {s.optimizer!r}")
     n_seeds = check_int(s.seeds, "seeds", 1)
@@ -163,12 +163,12 @@ def run_polarity(settings, *, progress=None, on_result=None):
     run_of = dict(seeds=seeds, score=s.score, epochs=epochs, batch_size=s.batch_size, optimizer=s.optimizer, lr=s.lr,
                   dropout=s.dropout, fingerprint_extra={"config": repr(config)})
     for act in activations:  # every checkpoint compared with its run before the first activation trains
-        check_resumable(checkpoints[act], classifier_fingerprint(act, n=len(tr_tok), **run_of), epochs,
+        check_resumable(checkpoints[act], classifier_fingerprint(given[act], n=len(tr_tok), **run_of), epochs,
                         "--checkpoint-dir")
     results = {}
     for act in activations:
-        model, params, out = train_classifier(tr_tok, tr_lab, V, act, checkpoint=checkpoints[act], progress=progress,
-                                              **run_of)
+        model, params, out = train_classifier(tr_tok, tr_lab, V, given[act], checkpoint=checkpoints[act],
+                                              progress=progress, **run_of)
         test_batch = {"tokens": np.broadcast_to(te_tok, (S,) + te_tok.shape)}
         fwd = model.outputs(params, test_batch)
         acc = np.mean((fwd["logit"] > 0) == (te_lab[None] == 1), axis=1)  # (S,)
@@ -211,7 +211,8 @@ def run_polarity(settings, *, progress=None, on_result=None):
         if on_result is not None:
             on_result(act, results[act])
     return {
-        "settings": {"activations": list(activations), "seeds": list(seeds), "score": s.score, "epochs": epochs,
+        "settings": {"activations": [activation_record(a) for a in given.values()], "seeds": list(seeds),
+                     "score": s.score, "epochs": epochs,
                      "batch_size": s.batch_size, "optimizer": s.optimizer, "lr": s.lr, "dropout": s.dropout,
                      "data": {"n_pos": config.n_pos, "n_neg": config.n_neg, "n_neutral": config.n_neutral,
                               "sentences": config.n_sentences, "train": int(len(tr_tok)), "test": int(len(te_tok))},

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..core.activations import ACTIVATIONS
 from ..theory.proposition1 import SETTINGS, OneLayerModel, velocity_decomposition
-from . import option
+from . import activation_label, activation_option, option, resolve_activation
 
 __all__ = ["TOLERANCE", "Settings", "run", "report", "plot", "status"]
 
@@ -43,9 +43,13 @@ SIZES = {"T": 12, "N": 6, "n": 5, "d": 4, "dv": 3}
 @dataclass
 class Settings:
     """Proposition 1 (TanhMax, Eq. 4) for every activation: error against the exact gradient-flow velocity,
-    and the cross terms under shared projections."""
+    and the cross terms under shared projections.
+
+    ``activations`` picks some (names or ``FILE.py:NAME``); by default every registered one."""
 
     seed: int = option(0, "seed of the random model and batch", low=0)
+    activations: tuple[str, ...] | None = activation_option(None, "comma-separated activations (default: every "
+                                                                  "registered activation)")
 
 
 def _rel(a, ref):
@@ -79,14 +83,16 @@ def run(settings):
     T, N, n, d, dv = (SIZES[k] for k in ("T", "N", "n", "d", "dv"))
     rng0 = np.random.default_rng(settings.seed)
     rows = []
-    for name in ACTIVATIONS:
+    chosen = ACTIVATIONS if settings.activations is None else settings.activations
+    chosen = {activation_label(v): resolve_activation(v, "activations") for v in chosen}  # every one loaded first
+    for name, act in chosen.items():  # an Activation of yours too
         row = {"activation": name, "settings": []}
         for output, loss in SETTINGS:
             rng = np.random.default_rng(rng0.integers(2 ** 32))
             tokens, target = _batch(rng, T, N, n, loss)
             entry = {"output": output, "loss": loss}
             for kind, scale in (("free", math.sqrt(d)), ("shared", math.sqrt(d)), ("global", 1.0)):
-                model = OneLayerModel(kind, name, output, loss, scale)
+                model = OneLayerModel(kind, act, output, loss, scale)
                 params = model.init_params(T, d, dv, rng)
                 r = velocity_decomposition(model, params, tokens, target)
                 m = r["present"]

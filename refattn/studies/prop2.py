@@ -34,8 +34,7 @@ from ..theory.proposition2 import (
     tanhmax_preimage,
 )
 from ..training.runs import check_memory
-from ..core.activations import ACTIVATIONS
-from . import max_memory, option
+from . import activation_label, activation_option, max_memory, option, resolve_activation
 
 __all__ = ["Settings", "run", "report", "plot"]
 
@@ -55,8 +54,8 @@ class Settings:
     """Proposition 2 of TanhMax corrected: the l1 ball that is TanhMax's range, softmax on its closure (the
     gap against the shift c), and the log-rank that survives, in the numbers of derivation 05."""
 
-    activations: tuple[str, ...] = option(("softmax", "tanhmax", "signexp", "sigsoftmax"),
-                                          "activations whose log-rank is measured", one_of=ACTIVATIONS)
+    activations: tuple[str, ...] = activation_option(("softmax", "tanhmax", "signexp", "sigsoftmax"),
+                                                     "activations whose log-rank is measured")
     n: int = option(16, "tokens: columns of log|phi(W h)|", low=2)
     d: int = option(4, "width of h (softmax's rank is at most d + 1)", low=1)
     m: int = option(200, "random vectors h: rows of log|phi(W h)|", low=1)
@@ -91,9 +90,10 @@ def run(settings):
     g = np.array(GAP_ROW)
     table, curve = np.array(GAP_SHIFTS), np.linspace(0.0, 15.0, 61)
     ranks = {}
-    for name in settings.activations:
-        r = log_rank(name, n=settings.n, d=settings.d, m=settings.m, seed=settings.seed)
-        ranks[name] = {"rank": r["rank"], "softmax_bound": r["softmax_bound"], "tol": r["tol"],
+    for value in settings.activations:
+        r = log_rank(resolve_activation(value, "activations"), n=settings.n, d=settings.d, m=settings.m,
+                     seed=settings.seed)
+        ranks[activation_label(value)] = {"rank": r["rank"], "softmax_bound": r["softmax_bound"], "tol": r["tol"],
                        "singular_values": r["singular_values"].tolist()}
     return {
         "softmax_zero": {"weights": sm.tolist(), "l1_norm": float(np.sum(np.abs(sm))),

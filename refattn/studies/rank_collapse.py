@@ -48,11 +48,11 @@ from dataclasses import dataclass
 import numpy as np
 from autograd import elementwise_grad
 
-from ..core.activations import ACTIVATIONS, activation as _activation
+from ..core.activations import ACTIVATIONS, Activation, activation as _activation
 from ..core.attention import attention
 from ..core.checks import check_float_array, check_int
 from ..training.runs import check_memory
-from . import max_memory, option
+from . import activation_label, activation_option, max_memory, model_activation, option
 
 __all__ = [
     "ARCHITECTURES",
@@ -99,8 +99,8 @@ class Settings:
     rounding floor near 1e-16.
     """
 
-    activations: tuple[str, ...] | None = option(None, "comma-separated activations (default: every registered "
-                                                       "activation)", one_of=ACTIVATIONS)
+    activations: tuple[str, ...] | None = activation_option(None, "comma-separated activations (default: every "
+                                                                  "registered activation)")
     architectures: tuple[str, ...] = option(ARCHITECTURES, "comma-separated architectures", one_of=ARCHITECTURES)
     depth: int = option(12, "layers", low=1)
     n: int = option(8, "tokens", low=2)
@@ -535,7 +535,7 @@ def forward_stack(X, layers, activation, architecture, *, rescale=False):
     """
     X = _matrix(X)
     _check_architecture(architecture)
-    act = _activation(activation)
+    act = _as_activation(activation)
     _check_layers(X, layers, architecture)
     out = [X]
     with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
@@ -555,6 +555,11 @@ def _rescale_factor(X, R):
             return 1.0
         fro = big * float(np.linalg.norm(X / big))  # no overflow or underflow in the squares
         return math.sqrt(X.size) / fro
+
+
+def _as_activation(activation):
+    """A registered activation's name as its Activation; an Activation (one of yours) as it is."""
+    return activation if isinstance(activation, Activation) else _activation(activation)
 
 
 def _plain_layer(X, layer, act, architecture):
@@ -780,7 +785,7 @@ def forward_stack_split(X, layers, activation, architecture, *, rescale=False):
     """
     X = _matrix(X)
     _check_architecture(architecture)
-    act = _activation(activation)
+    act = _as_activation(activation)
     _check_layers(X, layers, architecture)
     out = [(X.mean(axis=0), X - X.mean(axis=0))]
     split = None  # None: the state is the matrix X; else the pair (m, R)
@@ -947,11 +952,13 @@ def run_rank_collapse(settings, *, progress=None, on_result=None):
                                                                          s.weight_std, s.rescale, s.exact,
                                                                          s.precision)
     t0 = time.perf_counter()
-    acts = tuple(ACTIVATIONS) if activations is None else tuple(activations)
+    given = {a: a for a in ACTIVATIONS} if activations is None else \
+        {activation_label(a): model_activation(a) for a in activations}  # a file's activation loaded once
+    acts = tuple(given)
     if not acts:
         raise ValueError("activations: expected at least one name")
-    for a in acts:
-        _activation(a)  # raises for unknown names
+    for a in given.values():
+        _as_activation(a)  # raises for unknown names
     archs = tuple(architectures)
     if not archs:
         raise ValueError(f"architectures: expected at least one of {ARCHITECTURES}")
@@ -982,7 +989,7 @@ def run_rank_collapse(settings, *, progress=None, on_result=None):
             rows = {"log10_code": [], "log10_exact": [], "log10_norm": []}
             for j in range(seeds):
                 for k in range(inputs):
-                    out = forward(X0[j, k], stacks[arch, j], a, arch, rescale=bool(rescale))
+                    out = forward(X0[j, k], stacks[arch, j], given[a], arch, rescale=bool(rescale))
                     r = residual_curves(out, exact=exact)
                     for key in rows:
                         rows[key].append(r[key])

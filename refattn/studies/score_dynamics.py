@@ -34,8 +34,7 @@ from autograd import grad
 from ..plots import GROUP_COLOURS
 from ..theory.proposition1 import OneLayerModel, velocity_decomposition
 from ..training.tasks.polarity import NEGATIVE, NEUTRAL, POSITIVE, PolarityConfig, make_polarity
-from ..core.activations import ACTIVATIONS
-from . import option
+from . import activation_label, activation_option, model_activation, option
 
 __all__ = ["DYNAMICS_DATA", "KINDS", "ETAS", "Settings", "step_check", "trajectories", "run", "report", "plot"]
 
@@ -62,7 +61,7 @@ class Settings:
     """Proposition 1 against gradient descent on synthetic polarity data: measured score change per step vs
     the predicted velocity."""
 
-    activations: tuple[str, ...] = option(("softmax", "tanhmax"), "comma-separated activations", one_of=ACTIVATIONS)
+    activations: tuple[str, ...] = activation_option(("softmax", "tanhmax"), "comma-separated activations")
     seed: int = option(0, "seed of the data and the initialisation", low=0)
     steps: int = option(400, "gradient steps of the trajectories", low=1)
     eta: float = option(0.5, "step size of the trajectories", positive=True)
@@ -103,7 +102,8 @@ def step_check(kind="free", activation="tanhmax", *, etas=(1e-1, 1e-2, 1e-3, 1e-
     m = r["present"]
     g = grad(lambda p: model.risk(p, tokens, target))(params)
     s0 = model.vocab_scores(params)
-    out = {"kind": kind, "activation": activation, "etas": list(map(float, etas)), "vs_prop1": [], "vs_exact": []}
+    out = {"kind": kind, "activation": activation_label(activation), "etas": list(map(float, etas)), "vs_prop1": [],
+           "vs_exact": []}
     for eta in etas:
         measured = (model.vocab_scores(_step(params, g, eta)) - s0) / eta
         out["vs_prop1"].append(_rel(measured[m], r["formula"][m]))
@@ -149,7 +149,7 @@ def trajectories(kind="free", activation="tanhmax", *, steps=200, eta=0.05, seed
         params = _step(params, g_of(params), eta)
     out = {k: np.array(v) for k, v in rec.items()}
     present = np.bincount(tokens.ravel(), minlength=len(group)) > 0
-    out.update(group=group, present=present, kind=kind, activation=activation, eta=eta)
+    out.update(group=group, present=present, kind=kind, activation=activation_label(activation), eta=eta)
     for name, code in (("positive", POSITIVE), ("negative", NEGATIVE), ("neutral", NEUTRAL)):
         sel = present & (group == code)
         out[f"measured_{name}"] = out["measured"][:, sel].mean(axis=1)
@@ -172,12 +172,13 @@ def run(settings):
     groups = ("positive", "negative", "neutral")
     every = max(1, steps // TRAJECTORY_POINTS) if isinstance(steps, int) else 1
     rows = []
-    for act in settings.activations:
+    given = {activation_label(v): model_activation(v) for v in settings.activations}  # every one loaded first
+    for label, act in given.items():  # a name as itself; an activation of yours loaded, diverging as data
         for kind in KINDS:
             sc = step_check(kind, act, etas=ETAS, seed=seed)
             tr = trajectories(kind, act, steps=steps, eta=eta, seed=seed, record_every=every)
             rows.append({
-                "activation": act, "kind": kind,
+                "activation": label, "kind": kind,
                 "etas": sc["etas"], "vs_prop1": sc["vs_prop1"], "vs_exact": sc["vs_exact"],
                 "sign_agreement": sc["sign_agreement"], "cross_terms": sc["cross_terms"],
                 "trajectory_rel_gap": tr["final_rel_gap"], "steps": steps, "eta": eta,

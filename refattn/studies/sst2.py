@@ -57,7 +57,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.activations import ACTIVATIONS
+from ..core.activations import ACTIVATIONS, Activation
+from ..custom import is_spec
 from ..core.activations import activation as _get_activation
 from ..training.classifier import OPTIMISERS, classifier_memory, train_classifier
 from ..training.models.polarity import SCORE_KINDS
@@ -65,7 +66,7 @@ from ..training.tasks.sst2 import UNK_ID, Vocabulary, load_sst2, tokenize
 from ..core.checks import check_int
 from ..training.runs import check_memory
 from ..training.train import checkpoint_paths
-from . import max_memory, option
+from . import activation_label, activation_option, activation_record, max_memory, model_activation, option
 from .helpers import DATA_HELP, nonempty, resolve_data_dir
 
 __all__ = [
@@ -130,7 +131,7 @@ class Settings:
     coloured by signed attention weight)."""
 
     data: str | None = option(None, DATA_HELP)
-    activations: tuple[str, ...] = option(DEFAULTS["activations"], "comma-separated activations", one_of=ACTIVATIONS)
+    activations: tuple[str, ...] = activation_option(DEFAULTS["activations"], "comma-separated activations")
     seeds: int = option(DEFAULTS["seeds"], "number of seeds", low=1)
     first_seed: int = option(0, "the first seed: the runs use seeds FIRST_SEED, FIRST_SEED + 1, ...", low=0)
     epochs: int = option(DEFAULTS["epochs"], "epochs", low=1)
@@ -289,7 +290,7 @@ def is_odd(name):
     hold.
     """
     s = np.array([-1.5, -0.3, 0.7, 2.1, 0.2])  # no zero, no symmetric pair
-    act = _get_activation(name)
+    act = name if isinstance(name, Activation) else _get_activation(name)  # an Activation of yours too
     return bool(np.allclose(act(-s), -act(s), rtol=1e-12, atol=1e-15))
 
 
@@ -533,8 +534,8 @@ def _check_settings(activations, seeds, first_seed, score, optimizer, lr, dropou
     if not activations:
         raise ValueError("activations: expected at least one activation name")
     for a in activations:
-        if a not in ACTIVATIONS:
-            raise ValueError(f"activations: expected names from {ACTIVATIONS}, got {a!r}")
+        if isinstance(a, str) and a not in ACTIVATIONS and not is_spec(a):
+            raise ValueError(f"activations: expected names from {ACTIVATIONS} or FILE.py:NAME, got {a!r}")
     first_seed = check_int(first_seed, "first_seed", 0)
     seeds = range(first_seed, first_seed + check_int(seeds, "seeds", 1))  # listed after the memory check
     if score not in SCORE_KINDS:
@@ -545,7 +546,7 @@ def _check_settings(activations, seeds, first_seed, score, optimizer, lr, dropou
         raise ValueError(f"lr: expected a positive finite number, got {lr!r}")
     if isinstance(dropout, bool) or not isinstance(dropout, (int, float, np.floating)) or not 0 <= dropout < 1:
         raise ValueError(f"dropout: expected a number in [0, 1), got {dropout!r}")
-    return activations, seeds
+    return {activation_label(a): model_activation(a) for a in activations}, seeds  # by name; a file's loaded once
 
 
 def _weigh(model, params, vocab, token_lists):
@@ -645,7 +646,8 @@ def run_sst2(settings, *, progress=None, on_result=None):
     t_start = time.perf_counter()
     s = settings
     score, optimizer, lr, dropout, max_len = s.score, s.optimizer, s.lr, s.dropout, s.max_len
-    activations, seeds = _check_settings(s.activations, s.seeds, s.first_seed, score, optimizer, lr, dropout)
+    given, seeds = _check_settings(s.activations, s.seeds, s.first_seed, score, optimizer, lr, dropout)
+    activations = tuple(given)
     epochs, batch_size = check_int(s.epochs, "epochs", 1), check_int(s.batch_size, "batch_size", 1)
     figure_seed = seeds[0] if s.figure_seed is None else s.figure_seed
     if figure_seed not in seeds:
@@ -665,14 +667,14 @@ def run_sst2(settings, *, progress=None, on_result=None):
     for act in activations:
         ck = checkpoints[act]
         model, params, trained = train_classifier(
-            tr_ids, tr_y, len(vocab), act, seeds=seeds, mask=tr_mask, score=score, epochs=epochs,
+            tr_ids, tr_y, len(vocab), given[act], seeds=seeds, mask=tr_mask, score=score, epochs=epochs,
             batch_size=batch_size, optimizer=optimizer, lr=lr, dropout=dropout, checkpoint=ck,
             progress=progress, fingerprint_extra={"task": "sst2", "data": _fingerprint(tr_ids, tr_y),
                                                   "vocab": len(vocab), "max_len": max_len})
         fwd = model.outputs(params, {"tokens": dev_tok, "mask": dev_msk})
         acc = np.mean((fwd["logit"] > 0) == (dev_y[None] == 1), axis=1)  # (S,)
         w_dev = np.where(dev_msk, fwd["w"], 0.0)  # (S, m, L_dev)
-        sign, c = orient_weights(act, w_dev, dev_y)
+        sign, c = orient_weights(given[act], w_dev, dev_y)
         negative = np.sum((sign[:, None, None] * w_dev < 0) & dev_msk, axis=(1, 2)) / dev_mask.sum()  # (S,)
         last = trained["history"][-1]["loss"] if trained["history"] else [None] * S
         results[act] = {
@@ -681,7 +683,7 @@ def run_sst2(settings, *, progress=None, on_result=None):
             "dev_accuracy_mean": float(acc.mean()),
             "dev_accuracy_std": float(np.std(acc, ddof=1)) if S > 1 else None,
             "paper_table2": PAPER_TABLE2.get(act),
-            "orientation": {"odd": is_odd(act), "statistic": c.tolist(), "flipped": (sign < 0).tolist()},
+            "orientation": {"odd": is_odd(given[act]), "statistic": c.tolist(), "flipped": (sign < 0).tolist()},
             "dev_negative_weight_fraction": negative.tolist(),
             "train_seconds": trained["seconds"], "resumed_from": trained["resumed_from"],
         }
@@ -694,9 +696,9 @@ def run_sst2(settings, *, progress=None, on_result=None):
             on_result(act, results[act])
 
     result = {
-        "settings": {"activations": list(activations), "seeds": list(seeds), "score": score, "epochs": epochs,
-                     "batch_size": batch_size, "optimizer": optimizer, "lr": lr, "dropout": dropout,
-                     "max_len": max_len, "min_count": min_count, "train_limit": train_limit,
+        "settings": {"activations": list(map(activation_record, given.values())), "seeds": list(seeds),
+                     "score": score, "epochs": epochs, "batch_size": batch_size, "optimizer": optimizer, "lr": lr,
+                     "dropout": dropout, "max_len": max_len, "min_count": min_count, "train_limit": train_limit,
                      "model": "TanhMax section 5.1: E = 30, H = 10, self score / 3, dropout, sigmoid + BCE"},
         "data": data_info,
         "activations": results,

@@ -33,11 +33,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.activations import ACTIVATIONS
 from ..training.classifier import classifier_memory, train_classifier
 from ..training.runs import CellStore, check_memory, session
 from ..training.tasks.sst2 import Vocabulary, load_sst2
-from . import max_memory, option
+from . import activation_label, activation_option, activation_record, max_memory, model_activation, option
 from .helpers import DATA_HELP, code_commit, maximal_phrases, nonempty, resolve_data_dir
 from .sst2 import DEFAULTS, PAPER_TABLE2
 from .statistics import rank_test
@@ -69,7 +68,7 @@ class Settings:
     resumed."""
 
     data: str | None = option(None, DATA_HELP)
-    activations: tuple[str, ...] = option(DEFAULTS["activations"], "comma-separated activations", one_of=ACTIVATIONS)
+    activations: tuple[str, ...] = activation_option(DEFAULTS["activations"], "comma-separated activations")
     seeds: int = option(5, "seeds per setting", low=1)
     embed_dims: tuple[int, ...] = option(SWEEP["embed_dim"], "comma-separated embedding sizes", low=1)
     trainings: tuple[str, ...] = option(tuple(f"{o}/{u}" for o, u in SWEEP["training"]),
@@ -116,7 +115,8 @@ def run_sst2_sweep(settings, *, command=None, progress=None):
     """
     s = settings
     sweep = {"embed_dim": s.embed_dims, "training": tuple(tuple(t.split("/", 1)) for t in s.trainings)}
-    epochs, activations, seeds = EPOCHS if s.epochs is None else s.epochs, list(s.activations), s.seeds
+    given = {activation_label(a): model_activation(a) for a in s.activations}  # cells by name; a file's loaded once
+    epochs, activations, seeds = EPOCHS if s.epochs is None else s.epochs, list(given), s.seeds
     seeds = range(seeds) if isinstance(seeds, (int, np.integer)) else [int(k) for k in seeds]
     for key in SWEEP:
         if key not in sweep or not sweep[key]:
@@ -142,6 +142,9 @@ def run_sst2_sweep(settings, *, command=None, progress=None):
                 "sweep": {"embed_dim": [int(e) for e in sweep["embed_dim"]], "training": [list(t) for t in training]},
                 "epochs": {f"{o}/{u}": int(epochs[f"{o}/{u}"]) for o, u in training}, "lrs": LRS,
                 "fixed": {k: DEFAULTS[k] for k in ("score", "batch_size", "dropout", "max_len", "min_count")}}
+    files = {a: activation_record(v) for a, v in given.items() if not isinstance(v, str)}
+    if files:  # an activation of yours: a changed formula is another sweep, refused on resume
+        settings["activation_files"] = files
     store = CellStore(s.results, settings, what="run_sst2_sweep", record_keys=("setting", "activation", "dev_accuracy"))
     cells = store.cells
     out = {"command": command, "settings": settings, "commit": code_commit(), "cells": cells}
@@ -166,8 +169,8 @@ def run_sst2_sweep(settings, *, command=None, progress=None):
                 logit = holder["model"].outputs(params, dev)["logit"]  # (S, m), no dropout
                 return {"dev_accuracy": np.mean((logit > 0) == (dev_y[None] == 1), axis=1)}
 
-            _, _, trained = _train(tr_ids, tr_y, len(vocab), act, seeds, tr_mask, setting, epochs[f"{opt}/{units}"],
-                                       holder, dev_accuracy, progress)
+            _, _, trained = _train(tr_ids, tr_y, len(vocab), given[act], seeds, tr_mask, setting,
+                                   epochs[f"{opt}/{units}"], holder, dev_accuracy, progress)
             acc = np.array([h["dev_accuracy"] for h in trained["history"]]).T  # (S, epochs)
             cells[key] = {"setting": setting, "activation": act, "n_train": len(tr_text), "vocab": len(vocab),
                           "dev_accuracy": acc.round(6).tolist(),

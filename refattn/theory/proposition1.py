@@ -369,8 +369,8 @@ class OneLayerModel:
     Parameters
     ----------
     kind : {"free", "shared", "global"}
-    activation : str
-        A registered activation.
+    activation : str or Activation
+        A registered activation's name, or an Activation (one of your own, say).
     output : {"sigmoid", "identity"}
     loss : {"bce", "squared"}
     scale : float
@@ -386,8 +386,8 @@ class OneLayerModel:
     def __post_init__(self):
         if self.kind not in MODEL_KINDS:
             raise ValueError(f"kind: expected one of {MODEL_KINDS}, got {self.kind!r}")
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(f"activation: expected one of {ACTIVATIONS}, got {self.activation!r}")
+        if not isinstance(self.activation, A.Activation) and self.activation not in ACTIVATIONS:
+            raise ValueError(f"activation: expected one of {ACTIVATIONS} or an Activation, got {self.activation!r}")
         output_factor(np.zeros(1), np.zeros(1), output=self.output, loss=self.loss)  # validates both
         if not (isinstance(self.scale, (int, float)) and math.isfinite(self.scale) and self.scale > 0):
             raise ValueError(f"scale: expected a positive finite number, got {self.scale!r}")
@@ -443,7 +443,7 @@ class OneLayerModel:
         """``a = V^T W`` per instance, ``(N,)``; ``s_vocab`` overrides the scores
         (so that ``dR/ds`` can be taken with the parameters held fixed)."""
         s = (self.vocab_scores(params) if s_vocab is None else s_vocab)[tokens]  # (N, n)
-        w = activation(self.activation)(s)  # (N, n)
+        w = _act(self.activation)(s)  # (N, n)
         o = self.polarity(params)[tokens]  # (N, n)
         return anp.sum(w * o, axis=-1)  # (N,)  V^T W = sum_i w_i V_i^T W
 

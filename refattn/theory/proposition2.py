@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.activations import ACTIVATIONS, activation
+from ..core.activations import ACTIVATIONS, Activation, activation
 from ..core.activations import activation as get_activation
 from ..core.checks import check_axis, check_float_array, check_int, check_real
 
@@ -384,8 +384,8 @@ def log_rank(activation, n, d, m, seed=0):
 
     Parameters
     ----------
-    activation : str
-        A registered activation whose weights are nonzero for almost every
+    activation : str or Activation
+        A registered activation (or an Activation) whose weights are nonzero for almost every
         score (softmax, tanhmax, signexp, sigsoftmax, sigmoid, expressive,
         linear); relu and cosformer give exact zeros and are refused.
     n, d, m : int
@@ -401,21 +401,23 @@ def log_rank(activation, n, d, m, seed=0):
         tolerance ``s_max * max(m, n) * eps_mach``); ``rank``; and
         ``softmax_bound = d + 1``.
     """
-    if activation not in ACTIVATIONS:
+    act = activation if isinstance(activation, Activation) else None  # an Activation of yours, say
+    if act is None and activation not in ACTIVATIONS:
         raise ValueError(f"activation: unknown activation {activation!r}; "
-                         f"expected one of {ACTIVATIONS}")
+                         f"expected one of {ACTIVATIONS} or an Activation")
+    act = act if act is not None else get_activation(activation)
     n, d, m = check_int(n, "n", 2), check_int(d, "d"), check_int(m, "m")
     seed = check_int(seed, "seed", 0)
     rng = np.random.default_rng(seed)
     W = rng.standard_normal((n, d)) / np.sqrt(d)  # (n, d)
     H = rng.standard_normal((m, d))  # (m, d) one h_t per row
-    phi = get_activation(activation)(H @ W.T)  # (m, n) phi(W h_t)
+    phi = act(H @ W.T)  # (m, n) phi(W h_t)
     if np.any(phi == 0.0):
-        raise ValueError(f"activation: {activation!r} gave exact zeros, "
+        raise ValueError(f"activation: {act.name!r} gave exact zeros, "
                          "where log|phi| is -inf; choose an activation with nonzero weights")
     L = np.log(np.abs(phi))  # (m, n)
     sv = np.linalg.svd(L, compute_uv=False)  # (min(m, n),) descending
     tol = float(sv[0] * max(m, n) * np.finfo(np.float64).eps)
-    return {"activation": activation, "n": n, "d": d, "m": m, "seed": int(seed),
+    return {"activation": act.name, "n": n, "d": d, "m": m, "seed": int(seed),
             "singular_values": sv, "tol": tol, "rank": int(np.sum(sv > tol)),
             "softmax_bound": d + 1}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..custom import activation_label, activation_record
 from .models.polarity import PolarityClassifier, dropout_mask
 from .optim import SGD, Adadelta, Adagrad, Adam
 from .train import Progress, batch_iterator, train
@@ -68,7 +69,7 @@ def train_classifier(tokens, labels, vocab_size, activation, *, seeds, mask=None
                                 fingerprint_extra=fingerprint_extra)
     out = train(model, params, opt, make_batches, epochs=epochs, checkpoint=checkpoint, fingerprint=fp, grad=grad,
                 callbacks=list(callbacks),
-                progress=Progress(epochs, enabled=progress, label=f"{activation}"))
+                progress=Progress(epochs, enabled=progress, label=activation_label(activation)))
     return model, params, out
 
 
@@ -77,7 +78,7 @@ def classifier_fingerprint(activation, *, seeds, score, epochs, batch_size, opti
     """What a checkpoint of :func:`train_classifier` records of its run (``n`` training examples), and a
     resumed run must match: a study of several activations compares every activation's checkpoint
     with it before the first one trains (:func:`refattn.training.train.check_resumable`)."""
-    return {"activation": activation, "seeds": [int(x) for x in seeds], "score": score, "epochs": epochs, "lr": lr,
+    return {"activation": activation_record(activation), "seeds": [int(x) for x in seeds], "score": score, "epochs": epochs, "lr": lr,
             "optimizer": optimizer, "batch_size": batch_size, "dropout": dropout, "n": int(n),
             **({"embed_dim": embed_dim} if embed_dim != 30 else {}), **(fingerprint_extra or {})}
 

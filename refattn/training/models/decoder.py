@@ -57,6 +57,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from ...core.activations import ACTIVATIONS, Activation, activation as _activation
+from ...custom import divergence_as_data
 from ...fast import attention, attention_backward  # the fast path: same numbers as refattn.attention
 from ...core.backend import array_module, stop_gradient
 from ...core.checks import check_float_array, check_int, check_real
@@ -246,7 +247,7 @@ class DecoderLM:
         self.activations = []
         for a in acts:
             if isinstance(a, Activation):
-                self.activations.append(a)
+                self.activations.append(divergence_as_data(a))  # a value that is not finite: a diverged seed
             elif isinstance(a, str):
                 if a in HYBRIDS:
                     raise ValueError(f"activations: {a!r} names a whole recipe; give it alone, not in a list")

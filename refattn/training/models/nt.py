@@ -63,6 +63,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...core.activations import Activation, activation as _activation
+from ...custom import divergence_as_data
 from ...fast import attention, attention_backward  # the fast path: same numbers as refattn.attention
 from ..fast_layers import layer_norm, layer_norm_backward  # the reference's formulas, row sums as products
 from ...fast.threads import num_threads, run_blocks
@@ -327,7 +328,7 @@ class NTModel:
         self.N = check_int(N, "N", 2)
         self.n_con = check_int(n_con, "n_con", 1)
         if isinstance(activation, Activation):
-            self.activation = activation
+            self.activation = divergence_as_data(activation)  # a value that is not finite: a diverged seed
         else:
             self.activation = _activation(activation)
         self.beta = check_real(beta, "beta", positive=True)

@@ -108,7 +108,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from ...core.activations import ACTIVATIONS
-from ...core.activations import activation as _get_activation
+from ...core.activations import Activation, activation as _get_activation
+from ...custom import divergence_as_data
 from ...core import scores
 from ...core.backend import array_module, dtype_of, stop_gradient
 from ...core.checks import check_float_array, check_int, check_real
@@ -321,12 +322,14 @@ class PolarityClassifier:
     def __init__(self, vocab_size, activation="tanhmax", score="self", *, embed_dim=30,
                  hidden_dim=10, scale=3.0, lam=10.0, dropout=0.5):
         self.vocab_size = check_int(vocab_size, "vocab_size", 1)
-        if activation not in ACTIVATIONS:
-            raise ValueError(f"activation: expected one of {ACTIVATIONS}, got {activation!r}")
+        if not isinstance(activation, Activation) and activation not in ACTIVATIONS:
+            raise ValueError(f"activation: expected one of {ACTIVATIONS} or an Activation, got {activation!r}")
         if score not in SCORE_KINDS:
             raise ValueError(f"score: expected one of {SCORE_KINDS}, got {score!r}")
         self.activation, self.score = activation, score
-        self.act = _get_activation(activation)
+        # an Activation of yours trains on its copy for which a value that is not finite is a diverged seed
+        self.act = (divergence_as_data(activation) if isinstance(activation, Activation)
+                    else _get_activation(activation))
         self.embed_dim = check_int(embed_dim, "embed_dim", 1)
         self.hidden_dim = check_int(hidden_dim, "hidden_dim", 1)
         self.scale = check_real(scale, "scale", positive=True)
