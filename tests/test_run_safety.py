@@ -673,15 +673,18 @@ def test_ctrl_c_says_what_was_kept_for_each_kind_of_output(tmp_path, monkeypatch
 
 def test_an_activation_file_that_calls_sys_exit_is_refused_in_one_line(tmp_path, capsys):
     """The reproduction: ``refattn check --activation F.py:x`` with sys.exit(0) in F exited 0,
-    silently."""
-    for body in ("import sys\nsys.exit(0)\n",
-                 "import sys\nimport autograd.numpy as anp\nx = {'g': lambda s: sys.exit(0), 'h': anp.exp}\n"):
-        path = tmp_path / "f.py"
-        path.write_text(body)
-        assert cli.main(["check", "--activation", f"{path}:x"]) == 2
-        err = _one_line(capsys.readouterr().err)
-        assert "--activation" in err or "g" in err
-        assert "sys.exit(0)" in err
+    silently. A file that exits while it is imported cannot be used (one line, exit 2); an activation
+    whose g exits when called is a failed check of that activation (exit 1, the report saying so), as
+    the Verify page's exit codes read."""
+    path = tmp_path / "f.py"
+    path.write_text("import sys\nsys.exit(0)\n")
+    assert cli.main(["check", "--activation", f"{path}:x"]) == 2
+    err = _one_line(capsys.readouterr().err)
+    assert "--activation" in err and "sys.exit(0)" in err
+    path.write_text("import sys\nimport autograd.numpy as anp\nx = {'g': lambda s: sys.exit(0), 'h': anp.exp}\n")
+    assert cli.main(["check", "--activation", f"{path}:x"]) == 1
+    out = capsys.readouterr().out
+    assert "g: called sys.exit(0)" in out and "check FAILED" in out
 
 
 def test_a_diverged_lm_prints_no_verdict(capsys):
