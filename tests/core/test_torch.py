@@ -254,3 +254,41 @@ def test_cuda_equals_numpy(name, rng):
     out = rt.attention(*(_t(x, device="cuda") for x in (q, k, v)), activation=name, causal=True)
     assert out.device.type == "cuda"  # the causal mask was made on the device
     assert_close(_np(out), want, f"{name} causal attention on CUDA")
+
+
+# --- the book's page and notebook 15 run with PyTorch and JAX installed ----------------------------------
+def _python_blocks(path):
+    import re  # noqa: PLC0415
+
+    return re.findall(r"^```python\n(.*?)^```", path.read_text(encoding="utf-8"), re.S | re.M)
+
+
+def test_the_frameworks_page_runs_as_written():
+    from pathlib import Path  # noqa: PLC0415
+
+    pytest.importorskip("jax", reason="the page's JAX block needs JAX (pip install -e '.[jax]')")
+    blocks = _python_blocks(Path(__file__).resolve().parents[2] / "docs" / "frameworks.md")
+    assert len(blocks) == 3
+    for i, block in enumerate(blocks):
+        exec(compile(block, f"docs/frameworks.md[block {i}]", "exec"), {"__name__": "__main__"})  # noqa: S102
+
+
+def test_notebook_15_sets_the_papers_code_beside_refattn_in_every_framework(tmp_path):
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+    from pathlib import Path  # noqa: PLC0415
+
+    pytest.importorskip("jax", reason="this run of notebook 15 needs JAX too (pip install -e '.[jax]')")
+    root = Path(__file__).resolve().parents[2]
+    r = subprocess.run([sys.executable, "notebooks/15_papers_code.py"], cwd=root, capture_output=True, text=True,
+                       env={"PATH": "/usr/bin:/bin", "MPLBACKEND": "Agg", "REFATTN_SMALL": "1",
+                            "REFATTN_FIGDIR": str(tmp_path), "PYTHONPATH": str(root)}, check=False)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "libraries: NumPy, PyTorch, JAX" in r.stdout
+    for lib in ("NumPy", "PyTorch", "JAX"):  # every case: the paper's code fails, refattn's stays finite
+        paper = [line for line in r.stdout.splitlines() if line.startswith("the paper's") and f" {lib} " in line]
+        ours = [line for line in r.stdout.splitlines() if line.startswith("refattn") and f" {lib} " in line]
+        assert len(paper) == len(ours) == 6, (lib, len(paper), len(ours))
+        assert all(line.endswith("(finite); gradient finite") for line in ours), ours
+        assert sum("not finite" in line for line in paper) == 5  # case B is finite, with weights of size 1e9
+    assert (tmp_path / "15_tanhmax_overflow.png").exists()
