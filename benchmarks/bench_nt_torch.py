@@ -21,10 +21,14 @@ Fig. 3's setting (N16T2, N_con = 32, 16 seeds), ``--epochs`` epochs per
 process, each program in a fresh process, in interleaved passes so that
 the ratios are measured under one load: refattn as the command line runs it
 (``benchmarks/bench_nt.py``'s measurement: ``refattn nt``, its threads), and
-PyTorch on its default threads. The time per epoch is the median over the
+PyTorch on its default threads (``--threads N`` gives both N threads, for a
+machine where other work runs: an idle thread of PyTorch's OpenMP pool spins,
+so a loaded machine slows it far more than refattn's pool). The time per
+epoch is the median over the
 epochs after the first ``--skip``; the ratio refattn / PyTorch is taken per
 pass, and its median reported with the smallest and largest (target: at most
-1). Each kernel of ``--kernels`` sets ``OPENBLAS_CORETYPE`` for both
+1); the same for the CPU time per epoch of each process (all its threads),
+which the other work of a shared machine disturbs less. Each kernel of ``--kernels`` sets ``OPENBLAS_CORETYPE`` for both
 processes (it moves NumPy's OpenBLAS; PyTorch brings its own BLAS, recorded
 in the JSON with its version and threads).
 
@@ -131,60 +135,71 @@ def child(dtype, task, n_con, seeds, epochs):
     tm = NTTorch(NTModel(N, n_con, activation="expressive").init_params(seeds, np.dtype(dtype)), N)
     opt = torch.optim.SGD(tm.parameters(), lr=PAPER["lr"], momentum=PAPER["momentum"])
     batches = make_batches(task, n_con, seeds)
-    stamps = []
+    stamps, cpu = [], []
     for epoch in range(epochs):
         for batch in batches(epoch):
             opt.zero_grad()
             tm.loss(torch.from_numpy(batch["context"]), torch.from_numpy(batch["target"])).backward()
             opt.step()
         stamps.append(time.perf_counter())
-    print(json.dumps({"stamps": stamps, "threads": torch.get_num_threads()}))
+        cpu.append(time.process_time())
+    print(json.dumps({"stamps": stamps, "cpu_stamps": cpu, "threads": torch.get_num_threads()}))
 
 
 def measure_torch(kernel, setting, dtype):
-    """Per-epoch seconds of :func:`child` in a fresh process under ``OPENBLAS_CORETYPE=kernel``."""
+    """Per-epoch seconds and CPU seconds of :func:`child` in a fresh process under ``OPENBLAS_CORETYPE=kernel``."""
     env = dict(os.environ)
     if kernel is not None:
         env["OPENBLAS_CORETYPE"] = kernel
     argv = [sys.executable, os.path.abspath(__file__), "--child", dtype, "--task", setting["task"],
             "--context", str(setting["n_con"]), "--seeds", str(setting["seeds"]), "--epochs", str(setting["epochs"])]
     done = subprocess.run(argv, capture_output=True, text=True, check=True, env=env)
-    return np.diff(json.loads(done.stdout.strip().splitlines()[-1])["stamps"]).tolist()
+    r = json.loads(done.stdout.strip().splitlines()[-1])
+    return np.diff(r["stamps"]).tolist(), np.diff(r["cpu_stamps"]).tolist()
 
 
 def time_kernel(kernel, setting, dtypes, passes, skip):
-    """Per dtype and pass: refattn's and PyTorch's steady-state epoch, and the ratio refattn / PyTorch."""
+    """Per dtype and pass: refattn's and PyTorch's steady-state epoch (wall and CPU time), and the ratios
+    refattn / PyTorch."""
     here = os.path.abspath(ROOT)
     out = {}
     for dtype in dtypes:
-        out[dtype] = {"refattn": {"passes": []}, "torch": {"passes": []}, "reported_kernels": set()}
+        out[dtype] = {"refattn": {"passes": [], "cpu_passes": []}, "torch": {"passes": [], "cpu_passes": []},
+                      "reported_kernels": set()}
     for _ in range(passes):
         for dtype in dtypes:  # interleaved: both see the same load
-            per_epoch, _, arch = measure(here, kernel, setting, dtype)
+            per_epoch, _, arch, per_epoch_cpu = measure(here, kernel, setting, dtype, cpu=True)
             out[dtype]["reported_kernels"].add(arch)
             out[dtype]["refattn"]["passes"].append(steady(per_epoch, skip))
-            out[dtype]["torch"]["passes"].append(steady(measure_torch(kernel, setting, dtype), skip))
+            out[dtype]["refattn"]["cpu_passes"].append(steady(per_epoch_cpu, skip))
+            wall, cpu = measure_torch(kernel, setting, dtype)
+            out[dtype]["torch"]["passes"].append(steady(wall, skip))
+            out[dtype]["torch"]["cpu_passes"].append(steady(cpu, skip))
     for dtype in dtypes:
         row = out[dtype]
         row["reported_kernels"] = sorted(k for k in row.pop("reported_kernels") if k)
         for prog in ("refattn", "torch"):
             row[prog]["median_ms"] = statistics.median(p["median_ms"] for p in row[prog]["passes"])
-        ratios = [a["median_ms"] / b["median_ms"] for a, b in zip(row["refattn"]["passes"], row["torch"]["passes"])]
-        row["refattn_over_torch"] = {"ratio": statistics.median(ratios), "spread": [min(ratios), max(ratios)],
-                                     "per_pass": ratios, "target": 1.0,
-                                     "met": statistics.median(ratios) <= 1.0}
+            row[prog]["cpu_median_ms"] = statistics.median(p["median_ms"] for p in row[prog]["cpu_passes"])
+        for key, which in (("refattn_over_torch", "passes"), ("refattn_over_torch_cpu", "cpu_passes")):
+            ratios = [a["median_ms"] / b["median_ms"] for a, b in zip(row["refattn"][which], row["torch"][which])]
+            row[key] = {"ratio": statistics.median(ratios), "spread": [min(ratios), max(ratios)], "per_pass": ratios,
+                        "target": 1.0, "met": statistics.median(ratios) <= 1.0}
     return {"kernel_asked": kernel, "dtypes": out}
 
 
 def table(result):
     """A Markdown table: per kernel and dtype, each program's ms per epoch and the ratio."""
-    lines = ["| BLAS kernel | dtype | refattn nt ms | PyTorch ms | refattn / PyTorch |", "|---|---|---:|---:|---:|"]
+    lines = ["| BLAS kernel | dtype | refattn nt ms | PyTorch ms | refattn / PyTorch | CPU ms, refattn / PyTorch "
+             "| CPU ratio |", "|---|---|---:|---:|---:|---:|---:|"]
     for k in result["kernels"]:
         for dtype, row in k["dtypes"].items():
             kernel = ", ".join(row["reported_kernels"]) or str(k["kernel_asked"])
-            r = row["refattn_over_torch"]
+            r, c = row["refattn_over_torch"], row["refattn_over_torch_cpu"]
             lines.append(f"| {kernel} | {dtype} | {row['refattn']['median_ms']:.1f} | {row['torch']['median_ms']:.1f} "
-                         f"| {r['ratio']:.2f} ({r['spread'][0]:.2f}–{r['spread'][1]:.2f}) |")
+                         f"| {r['ratio']:.2f} ({r['spread'][0]:.2f}–{r['spread'][1]:.2f}) "
+                         f"| {row['refattn']['cpu_median_ms']:.1f} / {row['torch']['cpu_median_ms']:.1f} "
+                         f"| {c['ratio']:.2f} ({c['spread'][0]:.2f}–{c['spread'][1]:.2f}) |")
     return "\n".join(lines)
 
 

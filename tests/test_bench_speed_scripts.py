@@ -50,3 +50,17 @@ def test_bench_strips_reports_each_activation_over_softmax(size, tmp_path):
     (row,) = json.loads(out.read_text())["rows"]
     assert set(row["over_softmax"]) == set(ACTIVATIONS) and row["over_softmax"]["softmax"] == 1.0
     assert all(np.isfinite(v) and v > 0 for v in row["cpu_ms"].values())
+
+
+def test_bench_nt_torch_times_the_same_model_in_both(tmp_path):
+    pytest.importorskip("torch", reason="PyTorch is not installed (the bench extra)")
+    out = tmp_path / "nt_torch.json"
+    _run("bench_nt_torch.py", "--quick", "--kernels", "Haswell", "--out", str(out))
+    res = json.loads(out.read_text())
+    assert max(res["agreement_float64"].values()) <= 1e-10  # the two programs compute the same step
+    (kernel,) = res["kernels"]
+    assert set(kernel["dtypes"]) == {"float64", "float32"}
+    for row in kernel["dtypes"].values():
+        assert row["refattn"]["median_ms"] > 0 and row["torch"]["median_ms"] > 0
+        assert np.isfinite(row["refattn_over_torch"]["ratio"]) and row["refattn_over_torch"]["target"] == 1.0
+    assert res["machine"]["torch"]["version"]
