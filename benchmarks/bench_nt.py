@@ -66,9 +66,12 @@ assert refattn.__file__.startswith(sys.argv[1]), refattn.__file__
 room = "studies" if os.path.exists(os.path.join(sys.argv[1], "refattn", "studies", "nt_training.py")) else "experiments"
 study = importlib.import_module(f"refattn.{room}.nt_training")
 assert study.__file__.startswith(sys.argv[1]), study.__file__
-stamps, real = [], study.train
+stamps, cpu, real = [], [], study.train
+def stamp(epoch, params):
+    stamps.append(time.perf_counter())
+    cpu.append(time.process_time())
 def timed(*args, **kwargs):
-    kwargs["callbacks"] = list(kwargs.get("callbacks", ())) + [lambda epoch, params: stamps.append(time.perf_counter())]
+    kwargs["callbacks"] = list(kwargs.get("callbacks", ())) + [stamp]
     return real(*args, **kwargs)
 study.train = timed
 out = io.StringIO()
@@ -76,14 +79,15 @@ with contextlib.redirect_stdout(out):
     code = refattn.cli.main(sys.argv[2:])
 from threadpoolctl import threadpool_info
 blas = [i.get("architecture") for i in threadpool_info() if i.get("user_api") == "blas"]
-print(json.dumps({"code": code, "stamps": stamps, "blas_kernel": blas[0] if blas else None,
+print(json.dumps({"code": code, "stamps": stamps, "cpu_stamps": cpu, "blas_kernel": blas[0] if blas else None,
                   "eval_seconds": json.loads(out.getvalue())["eval_seconds"]}))
 """
 
 
-def measure(tree, kernel, setting, dtype=None):
+def measure(tree, kernel, setting, dtype=None, cpu=False):
     """One ``refattn nt`` process from ``tree`` under ``OPENBLAS_CORETYPE=kernel``: per-epoch seconds
-    (epochs 1 to E - 2: the last one evaluates), the evaluation's seconds, the kernel OpenBLAS reports."""
+    (epochs 1 to E - 2: the last one evaluates), the evaluation's seconds, the kernel OpenBLAS reports;
+    with ``cpu``, also the per-epoch CPU seconds of the process (all its threads)."""
     # --attention: the spelling every commit accepts (this one notes on stderr that --activation replaces it)
     argv = ["nt", "--task", setting["task"], "--context", str(setting["n_con"]), "--attention", "expressive",
             "--seeds", str(setting["seeds"]), "--epochs", str(setting["epochs"]),
@@ -97,6 +101,8 @@ def measure(tree, kernel, setting, dtype=None):
                           env=env)
     r = json.loads(done.stdout.strip().splitlines()[-1])
     per_epoch = np.diff(r["stamps"])[:-1]  # the last epoch ends with the evaluation
+    if cpu:
+        return per_epoch.tolist(), r["eval_seconds"], r["blas_kernel"], np.diff(r.get("cpu_stamps", []))[:-1].tolist()
     return per_epoch.tolist(), r["eval_seconds"], r["blas_kernel"]
 
 

@@ -84,7 +84,7 @@ API_MODULES = [
 ]
 
 #: The pages of ``docs/`` in the navigation, after the landing page.
-DOOR_PAGES = ["verify.md", "teach.md"]
+DOOR_PAGES = ["verify.md", "frameworks.md", "teach.md"]
 REFERENCE_PAGES = ["results.md", "map.md", "papers.md", "cli.md", "performance.md", "gpu.md"]
 
 #: Figures embedded in derivations, where the derivation states what the

@@ -13,6 +13,8 @@ propositions as code), :mod:`refattn.fast` (the same mathematics, faster:
 blocks, threads, streaming), :mod:`refattn.training` (optimisers, the trainer,
 layers, models, tasks, results files), :mod:`refattn.studies` (the papers'
 experiments, one module each) and :mod:`refattn.exercises` (graded exercises).
+:mod:`refattn.torch` and :mod:`refattn.jax` (the ``torch`` and ``jax`` extras)
+run the textbook's forward and hand-derived backward in PyTorch and JAX.
 """
 
 __version__ = "0.1.0"
@@ -30,7 +32,8 @@ _WHERE = {"attention": "core.attention", "attention_backward": "core.attention",
 
 
 #: The subpackages and modules, also loaded on first use (``refattn.core.attention`` after ``import refattn``).
-_SUBMODULES = ("core", "theory", "fast", "training", "studies", "exercises", "custom", "check", "cli", "plots")
+_SUBMODULES = ("core", "theory", "fast", "training", "studies", "exercises", "custom", "check", "cli", "plots",
+               "torch", "jax", "frameworks")
 
 
 def __getattr__(name):

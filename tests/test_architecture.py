@@ -2,7 +2,9 @@
 
 ``refattn`` is built in rooms on floors (``docs/map.md``): the textbook
 ``core`` at the bottom; ``theory``, ``fast`` and the Verify door (``check``,
-``custom``) on the floor above it, with ``plots``; ``training`` above those;
+``custom``) on the floor above it, with ``plots``; the frameworks (``torch``,
+``jax``) on a half floor above, as they take the Verify door's activations;
+``training`` above those;
 ``studies`` above that, the graded ``exercises`` above the studies; the
 command line on top. A module may import from its own room or from a lower
 floor, never from a higher floor nor from another room of its own floor, and
@@ -24,15 +26,19 @@ PACKAGE = ROOT / "refattn"
 FLOORS = {
     "core": 0,
     "theory": 1, "fast": 1, "verify": 1, "plots": 1,
+    "frameworks": 1.5,  # refattn.torch, refattn.jax: core's functions in PyTorch and JAX, define_activation's too
     "training": 2,
     "studies": 3,
     "exercises": 3.5,  # the graders read the studies' and the theory's functions
     "cli": 4,
 }
 
-#: Top-level modules that share a room: the Verify door is ``check`` and ``custom``; ``python -m refattn``
+#: Top-level modules that share a room: the Verify door is ``check`` and ``custom``; the frameworks are
+#: ``torch``, ``jax`` and what they share (``frameworks``), above the Verify door because they take its
+#: activations (``define_activation``'s) and below training, which needs none of them; ``python -m refattn``
 #: is the command line.
-ROOM_OF_MODULE = {"check": "verify", "custom": "verify", "__main__": "cli"}
+ROOM_OF_MODULE = {"check": "verify", "custom": "verify", "torch": "frameworks", "jax": "frameworks",
+                  "frameworks": "frameworks", "__main__": "cli"}
 
 #: Known loops, allowed until they end (none now).
 ALLOWED_LOOPS = []

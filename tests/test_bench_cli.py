@@ -70,6 +70,9 @@ BAD = [
     ("bench_loop.py", ["--warmup", "-1"], "--warmup: expected an integer >= 0, got -1"),
     ("bench_ops.py", ["--repeats", "0"], "--repeats: expected an integer >= 1, got 0"),
     ("bench_nt_cost.py", ["--quick", "--epochs", "0"], "--epochs: expected an integer >= 1, got 0"),
+    ("bench_nt_torch.py", ["--passes", "0"], "--passes: expected an integer >= 1, got 0"),
+    ("bench_nt_torch.py", ["--threads", "0"], "--threads: expected an integer >= 1, got 0"),
+    ("bench_nt_torch.py", ["--quick", "--out", MISSING], "--out: expected a file path in an existing, writable folder"),
 ]
 
 

@@ -61,3 +61,17 @@ def test_bench_defined_activation_times_the_three_forms_and_says_the_verdict(tmp
     assert all(d <= 1e-10 for d in res["max_relative_gradient_difference"].values())  # the same numbers first
     assert set(res["verdict"]) == {"defined_within_2x_of_subclass", "defined_within_3x_of_softmax"}
     assert res["machine"]["blas_kernel"] is None or isinstance(res["machine"]["blas_kernel"], str)
+
+
+def test_bench_nt_torch_times_the_same_model_in_both(tmp_path):
+    pytest.importorskip("torch", reason="PyTorch is not installed (the bench extra)")
+    out = tmp_path / "nt_torch.json"
+    _run("bench_nt_torch.py", "--quick", "--kernels", "Haswell", "--out", str(out))
+    res = json.loads(out.read_text())
+    assert max(res["agreement_float64"].values()) <= 1e-10  # the two programs compute the same step
+    (kernel,) = res["kernels"]
+    assert set(kernel["dtypes"]) == {"float64", "float32"}
+    for row in kernel["dtypes"].values():
+        assert row["refattn"]["median_ms"] > 0 and row["torch"]["median_ms"] > 0
+        assert np.isfinite(row["refattn_over_torch"]["ratio"]) and row["refattn_over_torch"]["target"] == 1.0
+    assert res["machine"]["torch"]["version"]

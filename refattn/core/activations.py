@@ -394,7 +394,8 @@ class ReLU(Unnormalised):
         return array_module(s).clip(s, 0.0, None)
 
     def drho(self, s):
-        return (s > 0).astype(dtype_of(s))
+        xp = array_module(s)
+        return xp.where(s > 0, 1.0, xp.zeros_like(s))  # rho' = [s > 0]
 
 
 @register

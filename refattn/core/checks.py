@@ -35,11 +35,11 @@ def check_not_subclass(x, name: str):
 
 
 def check_float_array(x, name: str, *, min_ndim: int = 1, ndim: int | None = None):
-    """Raise unless ``x`` is a non-empty float array (NumPy, CuPy or traced; a NumPy scalar is 0-d);
-    ``numpy.matrix`` and masked arrays are refused (:func:`check_not_subclass`)."""
-    if not (isinstance(x, (np.ndarray, np.generic)) or is_traced(x) or backend.is_cupy(x)):
-        raise TypeError(f"{name}: expected a floating-point array (numpy.ndarray, cupy.ndarray), "
-                        f"got {type(x).__name__}")
+    """Raise unless ``x`` is a non-empty float array (NumPy, CuPy, traced, PyTorch or JAX; a NumPy scalar
+    is 0-d); ``numpy.matrix`` and masked arrays are refused (:func:`check_not_subclass`)."""
+    if not backend.is_array(x):
+        raise TypeError(f"{name}: expected a floating-point array (numpy.ndarray, cupy.ndarray, torch.Tensor, "
+                        f"jax.Array), got {type(x).__name__}")
     check_not_subclass(x, name)
     if dtype_of(x).kind != "f":
         raise TypeError(f"{name}: expected a real floating dtype (float32 or float64), got {dtype_of(x)}; "
@@ -90,17 +90,17 @@ def check_mask(mask, shape, name: str = "mask"):
     """``mask`` (or ``None``) after checking it is boolean (``True`` = keep) and broadcasts to ``shape``."""
     if mask is None:
         return None
-    if not (isinstance(mask, np.ndarray) or backend.is_cupy(mask)):
+    if not (backend.is_array(mask) and not is_traced(mask) and not isinstance(mask, np.generic)):
         raise TypeError(f"{name}: expected a boolean array (True = keep), got {type(mask).__name__}")
     check_not_subclass(mask, name)
-    if np.dtype(mask.dtype) != np.bool_:
-        raise TypeError(f"{name}: expected dtype bool (True = keep), got {np.dtype(mask.dtype)}")
+    if dtype_of(mask) != np.bool_:
+        raise TypeError(f"{name}: expected dtype bool (True = keep), got {dtype_of(mask)}")
     try:
-        ok = np.broadcast_shapes(mask.shape, tuple(shape)) == tuple(shape)
+        ok = np.broadcast_shapes(shape_of(mask), tuple(shape)) == tuple(shape)
     except ValueError:
         ok = False
     if not ok:
-        raise ValueError(f"{name}: shape {tuple(mask.shape)} does not broadcast to the scores' shape {tuple(shape)}")
+        raise ValueError(f"{name}: shape {shape_of(mask)} does not broadcast to the scores' shape {tuple(shape)}")
     return mask
 
 

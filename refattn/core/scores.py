@@ -53,9 +53,9 @@ def relu(xp, x):
 RELU_KINK = "relu kink: relu'(0) = 0 by convention; differences see 1/2"
 
 
-def step(x):
+def step(xp, x):
     """relu'(x), with relu'(0) = 0, in x's dtype."""
-    return (x > 0).astype(x.dtype)
+    return xp.where(x > 0, 1.0, xp.zeros_like(x))
 
 
 def T(xp, x):
@@ -155,7 +155,7 @@ def _pair_mlp(xp, a, b, bias, w, hidden):
 
 def _pair_mlp_backward(xp, G, hz, w, hidden):
     """``(gz, dw)``: the gradient of the pre-activation ``z`` and of ``w``, for ``dt = G``."""
-    dsigma = 1.0 - hz * hz if hidden == "tanh" else step(hz)  # tanh' = 1 - tanh^2; relu' = [z > 0] = [relu(z) > 0]
+    dsigma = 1.0 - hz * hz if hidden == "tanh" else step(xp, hz)  # tanh' = 1 - tanh^2; relu' = [z > 0] = [relu(z) > 0]
     gz = G[..., None] * w * dsigma  # (..., n_q, n_k, h)   dt/dz = w sigma'(z)
     return gz, sum_to(xp, G[..., None] * hz, shape_of(w))  # dt/dw = sigma(z)
 
@@ -362,8 +362,9 @@ class CosFormer(Score):
         if M < n:
             raise ValueError(f"M: {M:g} is smaller than the sequence length {n}; cos(pi (i - j) / 2M) "
                              f"would turn negative (cosFormer needs M >= n)")
-        i, j = xp.arange(rows.start, rows.stop)[:, None], xp.arange(cols.start, cols.stop)[None, :]
-        return xp.cos((np.pi / (2.0 * M)) * (i - j)).astype(dtype)  # (n_q, n_k)
+        i = xp.arange(rows.start, rows.stop, dtype=dtype)[:, None]  # (n_q, 1)   positions, in the scores' dtype
+        j = xp.arange(cols.start, cols.stop, dtype=dtype)[None, :]  # (1, n_k)
+        return xp.cos((np.pi / (2.0 * M)) * (i - j))  # (n_q, n_k)
 
     @checks.score_forward
     def forward(self, q, k, params=None):
@@ -377,8 +378,8 @@ class CosFormer(Score):
         q, k = cache["q"], cache["k"]
         xp = array_module(q, k, grad_s)
         G = grad_s * cache["C"]  # (..., n_q, n_k)
-        dq = (G @ relu(xp, k)) * step(q)  # (..., n_q, d)   ds_ij/dq_i = C_ij relu(k_j) relu'(q_i)
-        dk = (T(xp, G) @ relu(xp, q)) * step(k)  # (..., n_k, d)
+        dq = (G @ relu(xp, k)) * step(xp, q)  # (..., n_q, d)   ds_ij/dq_i = C_ij relu(k_j) relu'(q_i)
+        dk = (T(xp, G) @ relu(xp, q)) * step(xp, k)  # (..., n_k, d)
         return sum_to(xp, dq, shape_of(q)), sum_to(xp, dk, shape_of(k)), {}
 
 

@@ -1,0 +1,153 @@
+"""What :mod:`refattn.torch` and :mod:`refattn.jax` share: core's forward and backward as one operation.
+
+A framework's custom-gradient mechanism (``torch.autograd.Function``,
+``jax.custom_vjp``) needs two functions: the forward, which also returns what
+the backward keeps, and the backward, one gradient per input. The textbook
+has exactly these (``out, cache = forward(inputs)``, ``grads =
+backward(grad_out, cache)``), so an operation here is a pair of calls into
+``refattn/core`` with the static arguments (activation, axis, score, causal)
+bound, and nothing else: no formula is written twice. The framework's arrays
+run through core's own lines, on PyTorch's or JAX's namespace
+(:func:`refattn.core.backend.array_module`).
+
+The one exception is an activation from :func:`refattn.define_activation`:
+its ``g`` and ``h`` are written with ``autograd.numpy`` and run on NumPy
+arrays only. :attr:`Operation.on_host` says so, and the wrappers then hand
+core NumPy arrays on the CPU (PyTorch shares the memory of a CPU tensor;
+JAX calls back to the host) and refuse a GPU tensor with one line.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .core import activations as _activations
+from .core.activations import Activation
+from .core.attention import attention as _attention, attention_args, attention_backward
+from .core.scores import Score, score as _get_score
+from .custom import UserActivation
+
+__all__ = ["ActivationOp", "AttentionOp", "resolve_activation", "weights_function", "check_score", "split", "join"]
+
+
+def resolve_activation(name_or_activation, argument="name_or_activation") -> Activation:
+    """The activation: a name from ``refattn.ACTIVATIONS`` (or one registered by ``define_activation``), or an
+    :class:`~refattn.core.activations.Activation` object, such as one from ``refattn.define_activation``."""
+    if isinstance(name_or_activation, Activation):
+        return name_or_activation
+    if not isinstance(name_or_activation, str):
+        raise TypeError(f"{argument}: expected an activation's name or an Activation (refattn.activation, "
+                        f"refattn.define_activation), got {type(name_or_activation).__name__}")
+    try:
+        return _activations.activation(name_or_activation)
+    except ValueError as exc:
+        raise ValueError(f"{argument}: {str(exc).split(': ', 1)[1]}") from None
+
+
+class ActivationOp:
+    """``phi, cache = act.forward(s, axis, mask)`` and ``ds = act.backward(dphi, cache)`` (Eqs. 01.R1, 01.R4).
+
+    Inputs ``(s, mask)``; one gradient per input, ``None`` for the mask.
+    """
+
+    mask_index = 1
+
+    def __init__(self, act, axis):
+        self.act, self.axis = act, axis
+        self.on_host = isinstance(act, UserActivation)  # autograd.numpy functions: NumPy arrays only
+
+    def forward(self, s, mask):
+        return self.act.forward(s, self.axis, mask)
+
+    def backward(self, grad_phi, cache):
+        return self.act.backward(grad_phi, cache), None
+
+    def out_shape(self, s, mask):
+        """The shape of the output, without computing it."""
+        return tuple(s.shape)
+
+
+class AttentionOp:
+    """``out, cache = attention(q, k, v, ...)`` and ``dq, dk, dv, dparams = attention_backward(dout, cache)``.
+
+    Inputs ``(q, k, v, mask, *params)``, the score's parameters in the order
+    of ``names``; one gradient per input (``None`` for the mask, and for
+    ``q`` where it is ``None``, as for the ``global`` score).
+    """
+
+    mask_index = 3
+
+    def __init__(self, score, act, causal, names):
+        self.score, self.act, self.causal, self.names = score, act, causal, tuple(names)
+        self.on_host = isinstance(act, UserActivation)
+
+    def forward(self, q, k, v, mask, *params):
+        return _attention(q, k, v, score=self.score, activation=self.act, params=dict(zip(self.names, params)),
+                          mask=mask, causal=self.causal)
+
+    def backward(self, grad_out, cache):
+        dq, dk, dv, dparams = attention_backward(grad_out, cache)
+        return (dq, dk, dv, None) + tuple(dparams[n] for n in self.names)
+
+    def out_shape(self, q, k, v, mask, *params):
+        """The shape of the output, ``batch + (n_q, d_v)``, without computing it (the checks run)."""
+        *_, n_q = attention_args(q, k, v, self.score, self.act, dict(zip(self.names, params)), mask, self.causal,
+                                 None)
+        batch = np.broadcast_shapes(*(tuple(x.shape[:-2]) for x in (q, k, v) if x is not None))
+        return tuple(batch) + (n_q, v.shape[-1])
+
+
+def weights_function(name_or_activation, run):
+    """``phi(s, dim=-1, mask=None)``, which returns ``run(ActivationOp(act, dim), s, mask)``: what
+    ``refattn.torch.activation`` and ``refattn.jax.activation`` return (``phi.activation`` is ``act``)."""
+    act = resolve_activation(name_or_activation)
+
+    def phi(s, dim=-1, mask=None):
+        return run(ActivationOp(act, dim), s, mask)
+
+    phi.__name__ = phi.__qualname__ = act.name or "activation"
+    phi.__doc__ = f"The weights of {act!r} along ``dim`` (core's forward, Eq. 01.R1; its VJP, Eq. 01.R4)."
+    phi.activation = act
+    return phi
+
+
+def check_score(score, score_options):
+    """The score as a :class:`~refattn.core.scores.Score` (``score_options`` only with a name)."""
+    if isinstance(score, Score):
+        if score_options:
+            raise ValueError("score_options: give options only with a score name, not a Score instance")
+        return score
+    return _get_score(score, **(score_options or {}))
+
+
+# --- A cache as arrays and a skeleton: the frameworks keep arrays, and everything else beside them ----
+class Slot:
+    """The place of the ``index``-th array in a cache's skeleton."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index):
+        self.index = index
+
+
+def split(cache, is_array):
+    """``(arrays, skeleton)``: the arrays of a nested dict ``cache`` in order, and the dict with each
+    replaced by its :class:`Slot`; :func:`join` puts them back."""
+    arrays = []
+
+    def walk(x):
+        if isinstance(x, dict):
+            return {k: walk(v) for k, v in x.items()}
+        if is_array(x):
+            arrays.append(x)
+            return Slot(len(arrays) - 1)
+        return x
+
+    return arrays, walk(cache)
+
+
+def join(skeleton, arrays):
+    """The cache that :func:`split` took apart."""
+    if isinstance(skeleton, dict):
+        return {k: join(v, arrays) for k, v in skeleton.items()}
+    return arrays[skeleton.index] if isinstance(skeleton, Slot) else skeleton
