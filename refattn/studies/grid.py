@@ -45,6 +45,7 @@ import ctypes
 import hashlib
 import importlib.util
 import logging
+import math
 import os
 import shutil
 import signal
@@ -222,12 +223,12 @@ class _Bar:
     """One line on stderr, redrawn each second: cells done, running, queued and failed, and the time
     left estimated from the finished cells' times."""
 
-    def __init__(self, label, total, slots, enabled, stream=None):
-        self.stream = sys.stderr if stream is None else stream
+    def __init__(self, label, total, slots, enabled, stream=None, clock=time.perf_counter):
+        self.stream, self.clock = sys.stderr if stream is None else stream, clock
         self.label, self.total, self.slots, self.enabled = label, total, max(1, slots), enabled
         self.done = self.running = self.failed = 0
         self.seconds = []  # of the cells finished in this run
-        self.t0 = time.perf_counter()
+        self.t0 = self.last = clock()
         self._lock = threading.Lock()
         self._stop = threading.Event()
         if enabled:
@@ -244,6 +245,7 @@ class _Bar:
             self.failed = self.failed if failed is None else failed
             if seconds is not None:
                 self.seconds.append(seconds)
+                self.last = self.clock()
         self.draw()
 
     def line(self):
@@ -253,10 +255,11 @@ class _Bar:
         fill = int(round(20 * (self.done + self.failed) / max(1, self.total)))
         text = (f"{self.label}: [{'#' * fill}{'.' * (20 - fill)}] {self.done}/{self.total} cells done, "
                 f"{running} running, {queued} queued, {self.failed} failed; "
-                f"{_clock(time.perf_counter() - self.t0)}")
-        if self.seconds and left:
+                f"{_clock(self.clock() - self.t0)}")
+        if self.seconds and left:  # the cells left, a slot at a time, less the time since the last one finished
             mean = sum(self.seconds) / len(self.seconds)
-            text += f", about {_clock(mean * left / min(self.slots, left))} left"
+            eta = mean * math.ceil(left / min(self.slots, left)) - (self.clock() - self.last)
+            text += f", about {_clock(max(eta, mean / 10))} left"
         return text
 
     def draw(self):
@@ -436,11 +439,11 @@ class Runner:
         Raises the first failed cell's error (naming the cell) after every other cell has finished, and
         ``KeyboardInterrupt`` at once, with every finished cell kept.
         """
-        keys = [c.key for c in cells]
+        keys = list(dict.fromkeys(c.key for c in cells))
         todo = list({c.key: c for c in cells if c.key not in into}.values())  # a key listed twice runs once
         self._check_file(ran_on)
         enabled = sys.stderr is not None and sys.stderr.isatty() if self.show is None else bool(self.show)
-        bar = _Bar(self.label, len(todo), self.slots, enabled)
+        bar = _Bar(self.label, len(todo), self.slots, enabled and bool(todo))
         failures = []
 
         def finish(key, record, place):
