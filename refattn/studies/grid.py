@@ -322,7 +322,7 @@ class Runner:
         self.memory, self.label = memory, label
         self.show = False if (progress is False or self.quiet) else progress
         self.client = self.local = None
-        self.slots = 1
+        self.slots, self._levels = 1, ()
         if self.workers is not None and self.scheduler is not None:
             raise ValueError(f"--workers, --scheduler: give one of them, not both (--workers {self.workers} starts a "
                              f"cluster here; --scheduler {self.scheduler} uses one that runs)")
@@ -340,9 +340,10 @@ class Runner:
     # ---- starting and stopping -------------------------------------------
 
     def __enter__(self):
-        self._levels = [(lg, lg.level) for lg in map(logging.getLogger, ("distributed", "tornado"))]
-        for lg, _ in self._levels:  # Dask's warnings (a lost worker, a slow event loop) off; failures are ours to say
-            lg.setLevel(logging.ERROR)
+        if self.option is not None:  # Dask's log (a lost worker, a slow event loop, a lost scheduler) off: the
+            import distributed  # noqa: F401, PLC0415  (its import sets its loggers' levels: silenced after it)
+
+            self._levels = _silence()  # runner says what matters, in one line
         try:
             if callable(self.memory):  # an estimate that costs something (reading a corpus): made only now
                 self.memory = self.memory() if self.option is not None else None
@@ -372,8 +373,7 @@ class Runner:
                     client.close(timeout=10)
         if local is not None:
             local.stop()
-        for lg, level in getattr(self, "_levels", ()):
-            lg.setLevel(level)
+        _restore(getattr(self, "_levels", ()))
         self._levels = ()
 
     def _connect(self, address, expect):
@@ -442,8 +442,7 @@ class Runner:
         keys = list(dict.fromkeys(c.key for c in cells))
         todo = list({c.key: c for c in cells if c.key not in into}.values())  # a key listed twice runs once
         self._check_file(ran_on)
-        enabled = sys.stderr is not None and sys.stderr.isatty() if self.show is None else bool(self.show)
-        bar = _Bar(self.label, len(todo), self.slots, enabled and bool(todo))
+        bar = _Bar(self.label, len(todo), self.slots, self.bar_wanted() and bool(todo))
         failures = []
 
         def finish(key, record, place):
@@ -521,12 +520,15 @@ class Runner:
             finished = [f for f in pending if f.status != "pending"]
             for f in finished:
                 pending.discard(f)
-                key = futures[f]
+                key = futures.pop(f)  # its result is let go on the worker once read
                 if f.status == "finished":
                     record, place = f.result()
                     finish(key, record, place)
                     done += 1
                     bar.update(done=done, seconds=place["seconds"])
+                elif f.status != "error" and self.client.status != "running":
+                    raise ConnectionError(f"{self.option}: lost the scheduler ({self.client.status}); the finished "
+                                          f"cells are kept: run the same command again to go on")
                 else:
                     failures.append((key, _remote_error(f)))
                     bar.update(failed=len(failures))
@@ -551,7 +553,10 @@ class Runner:
                    for w, keys in processing.items())
 
     def bar_wanted(self):
-        return self.show is not False and (self.show or (sys.stderr is not None and sys.stderr.isatty()))
+        """Whether to draw the progress bar: asked for, or not refused and stderr is a terminal."""
+        if self.show is None:
+            return sys.stderr is not None and sys.stderr.isatty()
+        return bool(self.show)
 
 
 class _LocalCluster:
@@ -681,17 +686,28 @@ def _failure(failures):
     return new
 
 
+def _silence():
+    """Every logger of Dask's (``distributed`` and those below it, each of which Dask gives its own level),
+    tornado's and asyncio's at CRITICAL; returns their levels before, for :func:`_restore`."""
+    names = ["distributed", "tornado", "asyncio"]
+    names += [n for n in list(logging.root.manager.loggerDict) if n.startswith(("distributed.", "tornado."))]
+    saved = [(lg, lg.level) for lg in map(logging.getLogger, names)]
+    for lg, _ in saved:
+        lg.setLevel(logging.CRITICAL)
+    return saved
+
+
+def _restore(saved):
+    for lg, level in saved:
+        lg.setLevel(level)
+
+
 @contextlib.contextmanager
 def _quiet_dask():
     """Dask's own log lines off (a cluster stopping with busy workers, a lost worker): the runner says what
     matters in its own words."""
-    loggers = [logging.getLogger(n) for n in ("distributed", "tornado", "asyncio")]
-    levels = [lg.level for lg in loggers]
-    for lg in loggers:
-        lg.setLevel(logging.CRITICAL)
+    saved = _silence()
     try:
         yield
     finally:
-        for lg, level in zip(loggers, levels):
-            lg.setLevel(level)
-
+        _restore(saved)

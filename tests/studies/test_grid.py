@@ -145,7 +145,8 @@ def test_the_bar_is_on_stderr_only_where_wanted(progress, quiet, shown, capsys):
 
 
 def test_workers_and_scheduler_together_are_refused_before_any_work(tmp_path, capsys):
-    assert main(TINY + ["--workers", "2", "--scheduler", "tcp://127.0.0.1:1", "--results", str(tmp_path / "r.json")]) == 2
+    both = ["--workers", "2", "--scheduler", "tcp://127.0.0.1:1"]
+    assert main(TINY + both + ["--results", str(tmp_path / "r.json")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--workers, --scheduler: give one of them" in err[0], err
     assert not (tmp_path / "r.json").exists()
