@@ -104,7 +104,7 @@ def quiet_option():
 def mixed_versions_option():
     """``--allow-mixed-versions``: keep cells from workers whose versions differ from this process's."""
     return option(False, "accept cells computed with another refattn, NumPy or BLAS kernel than this "
-                         "process's (their numbers may differ in the last bits)")
+                         "process's (their numbers may then differ)")
 
 
 # --------------------------------------------------------------------------
