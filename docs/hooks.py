@@ -85,7 +85,7 @@ API_MODULES = [
 
 #: The pages of ``docs/`` in the navigation, after the landing page.
 DOOR_PAGES = ["verify.md", "frameworks.md", "teach.md"]
-REFERENCE_PAGES = ["results.md", "map.md", "papers.md", "cli.md", "performance.md", "gpu.md"]
+REFERENCE_PAGES = ["results.md", "map.md", "papers.md", "cli.md", "cluster.md", "performance.md", "gpu.md"]
 
 #: Figures embedded in derivations, where the derivation states what the
 #: figure shows: derivation file -> [(section heading, figure names)]. Each

@@ -74,7 +74,7 @@ STUDIES = {
 }
 
 #: The modules of :mod:`refattn.studies` that are not studies: what several studies share.
-SHARED = ("helpers", "statistics")
+SHARED = ("helpers", "statistics", "grid")
 
 
 def study(command):

@@ -162,6 +162,14 @@ class Settings:
             raise ValueError(f"--layers: 'cog-hybrid' keeps softmax in the first and last layers and needs 3 or "
                              f"more layers to hold a signexp one, got {self.layers}")
 
+    def memory_estimate(self):
+        """Bytes :func:`run_lm` needs at its peak with these settings (:func:`memory_estimate`); the corpus
+        is read for the size of its vocabulary."""
+        vocab = len(load_corpus(self.data, level=self.level, min_count=self.min_count,
+                                max_vocab=self.max_vocab)["vocab"])
+        return memory_estimate(self.seeds, layers=self.layers, width=self.width, heads=self.heads, n_ctx=self.n_ctx,
+                               batch_size=self.batch_size, vocab=vocab, itemsize=np.dtype(self.dtype).itemsize)
+
 
 #: TanhMax, Table 4, row "SST": language-model accuracy (%) of six-layer BERT
 #: models, mean +- std, validation and test ("Dot product" is our ``linear``).

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..training.runs import CellStore, session
-from . import activation_label, activation_option, activation_record, lm, max_memory, option
+from . import activation_label, activation_option, activation_record, grid, lm, max_memory, option
 from .helpers import DATA_HELP, code_commit, number_name
 from .lm import DEFAULTS, SPECIAL, VARIANTS, run_lm
 
@@ -74,6 +74,10 @@ class Settings:
     phases: tuple[str, ...] = option(PHASES, "comma-separated phases, run in this order", one_of=PHASES)
     results: str | None = option(None, "JSON file written after every run and resumed if it exists", output="results")
     max_memory: float | None = max_memory()
+    workers: int | None = grid.workers_option()
+    scheduler: str | None = grid.scheduler_option()
+    quiet: bool = grid.quiet_option()
+    allow_mixed_versions: bool = grid.mixed_versions_option()
 
     def check(self):
         """The gaps are measured to softmax: it is one of the variants."""
@@ -143,12 +147,16 @@ def run_lm_study(settings, *, command=None, progress=None):
     ``lrs`` and run long (``long_steps`` steps, ``long_evals`` evaluations);
     ``seeds``, ``steps`` and ``data`` are as :func:`refattn.studies.lm.run_lm`'s
     (``"toy"`` for a test). The results file (:class:`refattn.training.runs.CellStore`)
-    is locked while the study runs.
+    is locked while the study runs. The runs are the cells of :class:`refattn.studies.grid.Runner`,
+    here or as Dask tasks (``workers``, ``scheduler``), with the same numbers; the table's and the
+    tuning's run at once, then the long runs at the best rates. A worker reads ``data`` itself: on
+    another machine, the same folder must be there (or ``$REFATTN_SST2`` name it).
 
     Returns
     -------
     dict
         ``settings``, ``commit``, ``command``, ``cells`` (one run each),
+        ``ran_on`` (per run, :func:`refattn.studies.grid.where`), ``runs``,
         ``best_lr`` and ``gaps`` (:func:`gap_curve` of dev loss and of dev
         accuracy against softmax, per variant, for the long runs).
     """
@@ -165,22 +173,22 @@ def run_lm_study(settings, *, command=None, progress=None):
     settings = {"variants": variants, "lrs": lrs, "seeds": seeds, "steps": steps, "long_steps": long_steps,
                 "long_evals": long_evals, "data": None if data is None else str(data),
                 "model": {k: DEFAULTS[k] for k in ("layers", "width", "heads", "n_ctx", "batch_size", "dtype")}}
+    runner = grid.Runner(s, progress=progress, label="lm-study",  # the corpus is read for its size only if needed
+                         memory=lambda: lm.Settings(data=data, seeds=seeds, max_memory=s.max_memory).memory_estimate())
     records = {v: activation_record(x) for v, x in given.items() if v not in SPECIAL}
     if any(isinstance(r, dict) for r in records.values()):  # a changed formula is another study: refused
         settings["activation_files"] = {v: r for v, r in records.items() if isinstance(r, dict)}
     store = CellStore(s.results, settings, what="run_lm_study", free=("long_steps", "long_evals"),
                       record_keys=RECORD_KEYS)
     cells = store.cells
-    out = {"command": command, "settings": settings, "commit": code_commit(), "cells": cells}
+    out = {"command": command, "settings": settings, "commit": code_commit(), "cells": cells,
+           "ran_on": dict(store.previous.get("ran_on", {}))}
     out["runs"] = store.runs(command, out["commit"])  # every command that added cells to the file
 
-    def run_cell(key, variant, lr, n_steps, eval_every):
-        if key not in cells:
-            r = run_lm(lm.Settings(activations=(given.get(variant, variant),), data=data, seeds=seeds, steps=n_steps,
-                                   lr=lr, eval_every=eval_every, ngram_orders=(), max_memory=s.max_memory),
-                       progress=progress)
-            cells[key] = _record(r["variants"][variant])
-            finish()
+    def cell(key, variant, lr, n_steps, eval_every):
+        return grid.Cell(key, _cell, (lm.Settings(activations=(given.get(variant, variant),), data=data, seeds=seeds,
+                                                  steps=n_steps, lr=lr, eval_every=eval_every, ngram_orders=(),
+                                                  max_memory=s.max_memory), variant))
 
     def summarise():
         out["best_lr"] = best_lrs(cells, variants, lrs)
@@ -198,20 +206,31 @@ def run_lm_study(settings, *, command=None, progress=None):
 
     store.read(lambda: (_read_records(cells), summarise(), report(out)))  # read and reported before any work
 
+    first, order, aliases = [], [], []  # the table and the tuning; then the long runs, which need the best rates
     if "table" in phases:
-        for v in VARIANTS:
-            run_cell(_key("table", v, DEFAULTS["lr"]), v, DEFAULTS["lr"], steps, DEFAULTS["eval_every"])
+        first += [cell(_key("table", v, DEFAULTS["lr"]), v, DEFAULTS["lr"], steps, DEFAULTS["eval_every"])
+                  for v in VARIANTS]
     if "tune" in phases:
         for v in variants:
             for lr in lrs:
-                key = _key("tune", v, lr)
-                if lr == DEFAULTS["lr"] and _key("table", v, lr) in cells and key not in cells:
-                    cells[key] = cells[_key("table", v, lr)]  # the same run: the table's default rate
-                    continue
-                run_cell(key, v, lr, steps, DEFAULTS["eval_every"])
-    for name, v, lr in _long_runs(best_lrs(cells, variants, lrs)):
-        if ("control" if " lr=" in name else "long") in phases:
-            run_cell(_key("long", v, lr, long_steps), v, lr, long_steps, max(1, long_steps // long_evals))
+                key, table = _key("tune", v, lr), _key("table", v, lr)
+                if lr == DEFAULTS["lr"] and key not in cells and (table in cells or table in {c.key for c in first}):
+                    aliases.append((key, table))  # the same run: the table's default rate
+                else:
+                    first.append(cell(key, v, lr, steps, DEFAULTS["eval_every"]))
+                order.append(key)
+    with runner:
+        runner.run(first, into=cells, ran_on=out["ran_on"], then=finish)
+        for key, table in aliases:
+            cells[key] = cells[table]
+            if table in out["ran_on"]:
+                out["ran_on"][key] = out["ran_on"][table]
+        grid.reorder(cells, order)
+        grid.reorder(out["ran_on"], order)
+        runner.run([cell(_key("long", v, lr, long_steps), v, lr, long_steps, max(1, long_steps // long_evals))
+                    for name, v, lr in _long_runs(best_lrs(cells, variants, lrs))
+                    if ("control" if " lr=" in name else "long") in phases],
+                   into=cells, ran_on=out["ran_on"], then=finish)
     finish()
     return out
 
@@ -226,6 +245,12 @@ def _read_records(cells):
         for key in ("dev_loss", "dev_accuracy"):
             if np.asarray(rec["curve"][key], dtype=float).ndim != 2:
                 raise ValueError(f"its curve {key!r} is not seeds x evaluations")
+
+
+def _cell(settings, variant):
+    """One run of the study (:class:`refattn.studies.grid.Cell`): :func:`run_lm` of one variant, as the results
+    file keeps it; here or on a Dask worker."""
+    return _record(run_lm(settings, progress=False)["variants"][variant])
 
 
 #: ``refattn lm-study``: ``command`` (the command line) goes into the results file, so that the file says

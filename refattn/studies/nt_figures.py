@@ -38,7 +38,7 @@ import numpy as np
 from ..training.runs import check_memory
 from ..training.tasks.nt import parse_mixture
 from . import max_memory, option
-from . import nt_training
+from . import grid, nt_training
 from .nt_training import DEVICES, PAPER, run_nt
 
 __all__ = ["PAPER_FIGURES", "FIGURES", "DEFAULTS", "LOG_FLOOR", "COLOURS", "Settings", "run_fig3", "run_fig4",
@@ -97,6 +97,10 @@ class Settings:
     dtype: str = option("float64", "precision", choices=("float64", "float32"), cli=False)
     layout: str | None = option(None, "the bias layout (default: refattn nt's)", cli=False)
     init_scale: float = option(1.0, "the initialisation's scale", positive=True, cli=False)
+    workers: int | None = grid.workers_option()
+    scheduler: str | None = grid.scheduler_option()
+    quiet: bool = grid.quiet_option()
+    allow_mixed_versions: bool = grid.mixed_versions_option()
 
 #: Expressive's numbers and statements, typed in from section 5 and the captions:
 #: ``{figure: {"setting": ..., "claims": {(N_con, attention[, task]): (value or None, text)}}}``.
@@ -179,13 +183,23 @@ def _runs(s, progress, **extra):
     base = nt_training.Settings(task=s.task, seeds=s.seeds, n_test=s.n_test, lr=PAPER["lr"] if s.lr is None else s.lr,
                                 lr_drop=s.lr_drop, device=s.device, dtype=s.dtype, init_scale=s.init_scale,
                                 max_memory=s.max_memory, **({} if s.layout is None else {"layout": s.layout}), **extra)
-    check_memory(dataclasses.replace(base, context=n_max).memory_estimate(), f"--seeds {s.seeds} at N_con = {n_max}",
-                 s.max_memory)
-    runs = [run_nt(dataclasses.replace(base, context=int(n), activation=act, epochs=_per(s.epochs, n, "epochs"),
-                                       eval_every=_per(s.eval_every, n, "eval_every")), progress=progress)
-            for n in s.n_cons for act in s.activations]
+    per_cell = dataclasses.replace(base, context=n_max).memory_estimate()
+    check_memory(per_cell, f"--seeds {s.seeds} at N_con = {n_max}", s.max_memory)
+    cells = [grid.Cell(f"N_con={int(n)} {act}", _cell, (dataclasses.replace(
+                 base, context=int(n), activation=act, epochs=_per(s.epochs, n, "epochs"),
+                 eval_every=_per(s.eval_every, n, "eval_every")),))
+             for n in s.n_cons for act in s.activations]
+    done, ran_on = {}, {}
+    with grid.Runner(s, progress=progress, memory=per_cell, label=f"nt-figure {s.figure}") as runner:
+        runner.run(cells, into=done, ran_on=ran_on)
+    runs = [done[c.key] for c in cells]
     return {"figure": s.figure, "task": runs[0]["task"], "n_cons": [int(n) for n in s.n_cons],
-            "attentions": list(s.activations), "runs": runs, "paper": _paper(s.figure)}
+            "attentions": list(s.activations), "runs": runs, "paper": _paper(s.figure), "ran_on": ran_on}
+
+
+def _cell(settings):
+    """One run of a figure (:class:`refattn.studies.grid.Cell`): :func:`run_nt`, here or on a Dask worker."""
+    return run_nt(settings, progress=False)
 
 
 def _paper(figure):

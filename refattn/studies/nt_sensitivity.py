@@ -44,7 +44,7 @@ import numpy as np
 
 from ..training.runs import CellStore, check_memory, session
 from . import max_memory, option
-from . import nt_training
+from . import grid, nt_training
 from .helpers import code_commit, number_name
 from .nt_training import PAPER, run_nt
 from .statistics import rank_shift, rank_test
@@ -117,6 +117,10 @@ class Settings:
     dtype: str = option("float32", "precision", choices=("float32", "float64"))
     results: str | None = option(None, "JSON file written after every cell and resumed if it exists", output="results")
     max_memory: float | None = max_memory()
+    workers: int | None = grid.workers_option()
+    scheduler: str | None = grid.scheduler_option()
+    quiet: bool = grid.quiet_option()
+    allow_mixed_versions: bool = grid.mixed_versions_option()
 
 
 def cell_key(init_scale, lr, activation):
@@ -171,7 +175,7 @@ def thin_record(rec, points=CURVE_POINTS):
 RECORD_KEYS = ("epochs_to_100", "final_accuracy", "eval_epochs", "accuracy", "loss_epochs", "loss", "late_change")
 
 
-def _cell_record(r, figure):
+def _cell_record(r):
     """What the results file keeps of one :func:`run_nt` result: settings, per-seed numbers, thinned curves."""
     loss_epochs, loss = _thin(r["loss"])
     rec = {
@@ -228,13 +232,17 @@ def run_sensitivity(settings, *, command=None, progress=None):
     verdict where this can be checked quickly). An existing results file with
     the same settings is resumed (its finished cells are kept; the grid may
     grow), one with other settings refused. ``command`` is the command line to
-    record (the CLI passes its own).
+    record (the CLI passes its own). The cells run through
+    :class:`refattn.studies.grid.Runner`: here, one after another, or as Dask
+    tasks (``workers``, ``scheduler``), with the same numbers; ``ran_on`` says
+    where each ran.
 
     Returns
     -------
     dict
         ``settings``, ``commit``, ``command``, ``cells`` ({:func:`cell_key`:
-        record}) and ``summary`` (:func:`summarise`).
+        record}), ``ran_on`` ({:func:`cell_key`: :func:`refattn.studies.grid.where`}),
+        ``runs`` and ``summary`` (:func:`summarise`).
     """
     g = settings
     if g.figure in SETTINGS and isinstance(g.seeds, (int, np.integer)):  # before the seeds are listed
@@ -242,33 +250,29 @@ def run_sensitivity(settings, *, command=None, progress=None):
                                        dtype=g.dtype)
         check_memory(largest.memory_estimate(), f"--seeds {g.seeds}", g.max_memory)
     settings = _settings(g)
+    runner = grid.Runner(g, progress=progress, label=f"nt-sensitivity {g.figure}",
+                         memory=nt_training.Settings(context=settings["n_con"], seeds=len(settings["seeds"]),
+                                                     n_test=settings["n_test"], dtype=g.dtype).memory_estimate())
     store = CellStore(g.results, settings, grow=("init_scales", "lrs"), what="run_sensitivity",
                       record_keys=RECORD_KEYS)
     cells = store.cells
-    out = {"command": command, "settings": settings, "commit": code_commit(), "cells": cells}
-    store.read(lambda: _read_cells(out))  # what the file holds is read, and reported, before any work
+    out = {"command": command, "settings": settings, "commit": code_commit(), "cells": cells,
+           "ran_on": dict(store.previous.get("ran_on", {}))}
+    store.read(lambda: _read_cells(out))  # what the file holds is read (thinned), and reported, before any work
     out["runs"] = store.runs(command, out["commit"])  # every command that added cells to the file
 
     def save():
         out["summary"] = summarise(out)
         store.save(out)
 
-    for init in settings["init_scales"]:
-        for lr in settings["lrs"]:
-            for att in ATTENTIONS:
-                key = cell_key(init, lr, att)
-                if key in cells:
-                    continue
-                cell = nt_training.Settings(
-                    task=settings["task"], context=settings["n_con"], activation=att, seeds=len(settings["seeds"]),
-                    epochs=settings["epochs"], eval_every=settings["eval_every"], n_test=settings["n_test"], lr=lr,
-                    init_scale=init, lr_drop=None if settings["lr_drop"] is None else tuple(settings["lr_drop"]),
-                    beta=settings.get("beta", 1.0), dtype=g.dtype, max_memory=g.max_memory)
-                with np.errstate(all="ignore"):  # a diverging seed is recorded ("diverged"), not warned about
-                    r = run_nt(cell, progress=progress)
-                cells[key] = _cell_record(r, g.figure)
-                save()
-    out["summary"] = summarise(out)
+    todo = [grid.Cell(cell_key(init, lr, att), _cell, (nt_training.Settings(
+                task=settings["task"], context=settings["n_con"], activation=att, seeds=len(settings["seeds"]),
+                epochs=settings["epochs"], eval_every=settings["eval_every"], n_test=settings["n_test"], lr=lr,
+                init_scale=init, lr_drop=None if settings["lr_drop"] is None else tuple(settings["lr_drop"]),
+                beta=settings.get("beta", 1.0), dtype=g.dtype, max_memory=g.max_memory),))
+            for init in settings["init_scales"] for lr in settings["lrs"] for att in ATTENTIONS]
+    with runner:
+        runner.run(todo, into=cells, ran_on=out["ran_on"], then=save)
     save()
     return out
 
@@ -287,6 +291,13 @@ def _read_cells(out):
                 and not isinstance(rec["late_change"], (int, float)):
             raise ValueError(f"cell {key!r}: its curves do not fit its seeds and evaluations")
     report({**out, "summary": summarise(out)})
+
+
+def _cell(cell):
+    """One cell of the grid (:class:`refattn.studies.grid.Cell`): :func:`run_nt` on ``cell`` (its
+    ``nt_training.Settings``), recorded as the results file keeps it; here or on a Dask worker."""
+    with np.errstate(all="ignore"):  # a diverging seed is recorded ("diverged"), not warned about
+        return _cell_record(run_nt(cell, progress=False))
 
 
 #: Every measure a cell record supports, and which direction is better.

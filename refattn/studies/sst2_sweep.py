@@ -36,7 +36,7 @@ import numpy as np
 from ..training.classifier import classifier_memory, train_classifier
 from ..training.runs import CellStore, check_memory, session
 from ..training.tasks.sst2 import Vocabulary, load_sst2
-from . import activation_label, activation_option, activation_record, max_memory, model_activation, option
+from . import activation_label, activation_option, activation_record, grid, max_memory, model_activation, option
 from .helpers import DATA_HELP, code_commit, maximal_phrases, nonempty, resolve_data_dir
 from .sst2 import DEFAULTS, PAPER_TABLE2
 from .statistics import rank_test
@@ -78,6 +78,10 @@ class Settings:
     results: str | None = option(None, "JSON file written after every setting and resumed if it exists",
                                  output="results")
     max_memory: float | None = max_memory()
+    workers: int | None = grid.workers_option()
+    scheduler: str | None = grid.scheduler_option()
+    quiet: bool = grid.quiet_option()
+    allow_mixed_versions: bool = grid.mixed_versions_option()
     epochs: dict | None = option(None, "epochs per 'OPTIMIZER/UNITS' (default EPOCHS)", cli=False)
 
 
@@ -110,8 +114,12 @@ def run_sst2_sweep(settings, *, command=None, progress=None):
     -------
     dict
         ``settings``, ``commit``, ``command``, ``cells`` (per setting and
-        activation: ``dev_accuracy`` seeds x epochs, ``setting``) and
-        ``best`` (:func:`best_settings`).
+        activation: ``dev_accuracy`` seeds x epochs, ``setting``), ``ran_on``
+        (per cell, :func:`refattn.studies.grid.where`), ``runs`` and ``best``
+        (:func:`best_settings`).
+
+    The cells run through :class:`refattn.studies.grid.Runner`: here, one after
+    another, or as Dask tasks (``workers``, ``scheduler``), with the same numbers.
     """
     s = settings
     sweep = {"embed_dim": s.embed_dims, "training": tuple(tuple(t.split("/", 1)) for t in s.trainings)}
@@ -134,9 +142,10 @@ def run_sst2_sweep(settings, *, command=None, progress=None):
     texts = {"phrases": nonempty(phrases, labels)[:2], "sentences": sentences_of(*nonempty(phrases, labels)[:2])}
     dev_tokens = len(dev_text) * max((len(t.split()) for t in dev_text), default=1)
     embeds = [int(e) for e in sweep["embed_dim"]]
-    check_memory(max(classifier_memory(len(seeds), len(texts[u][0]) * DEFAULTS["max_len"] + dev_tokens, e)
-                     for e in embeds for _, u in training),
-                 f"--seeds {len(seeds)} at embedding size {max(embeds)}", s.max_memory)
+    per_cell = max(classifier_memory(len(seeds), len(texts[u][0]) * DEFAULTS["max_len"] + dev_tokens, e)
+                   for e in embeds for _, u in training)
+    check_memory(per_cell, f"--seeds {len(seeds)} at embedding size {max(embeds)}", s.max_memory)
+    runner = grid.Runner(s, progress=progress, memory=per_cell, label="sst2-sweep")
     seeds = list(seeds)  # a count is listed only now, after the memory check
     settings = {"activations": activations, "seeds": seeds,
                 "sweep": {"embed_dim": [int(e) for e in sweep["embed_dim"]], "training": [list(t) for t in training]},
@@ -147,40 +156,53 @@ def run_sst2_sweep(settings, *, command=None, progress=None):
         settings["activation_files"] = files
     store = CellStore(s.results, settings, what="run_sst2_sweep", record_keys=("setting", "activation", "dev_accuracy"))
     cells = store.cells
-    out = {"command": command, "settings": settings, "commit": code_commit(), "cells": cells}
+    out = {"command": command, "settings": settings, "commit": code_commit(), "cells": cells,
+           "ran_on": dict(store.previous.get("ran_on", {}))}
     out["runs"] = store.runs(command, out["commit"])  # every command that added cells to the file
     store.read(lambda: report({**out, "best": best_settings(out)}))  # the file's cells read before any work
-    S = len(seeds)
-    for embed, (opt, units) in itertools.product(settings["sweep"]["embed_dim"], training):
-        setting = {"embed_dim": int(embed), "optimizer": opt, "units": units}
+    data = {}
+    for units in sorted({u for _, u in training}):  # each training text encoded once, sent to a cluster once
         tr_text, tr_y = texts[units]
         vocab = Vocabulary.build(tr_text, min_count=DEFAULTS["min_count"])
-        tr_ids, tr_mask = vocab.encode(tr_text, max_len=DEFAULTS["max_len"])
-        dev_ids, dev_mask = vocab.encode(dev_text)
-        dev = {"tokens": np.broadcast_to(dev_ids.astype(np.int64), (S,) + dev_ids.shape),
-               "mask": np.broadcast_to(dev_mask, (S,) + dev_mask.shape)}
-        for act in activations:
-            key = _key(setting, act)
-            if key in cells:
-                continue
-            holder = {}
+        data[units] = grid.Shared({"ids": vocab.encode(tr_text, max_len=DEFAULTS["max_len"]), "y": tr_y,
+                                   "dev": vocab.encode(dev_text), "dev_y": dev_y, "vocab": len(vocab),
+                                   "n_train": len(tr_text)})
+    todo = [grid.Cell(_key({"embed_dim": int(embed), "optimizer": opt, "units": units}, act), _cell,
+                      (data[units], {"embed_dim": int(embed), "optimizer": opt, "units": units}, act, given[act],
+                       seeds, epochs[f"{opt}/{units}"]))
+            for embed, (opt, units) in itertools.product(settings["sweep"]["embed_dim"], training)
+            for act in activations]
 
-            def dev_accuracy(epoch, params, holder=holder, dev=dev):
-                logit = holder["model"].outputs(params, dev)["logit"]  # (S, m), no dropout
-                return {"dev_accuracy": np.mean((logit > 0) == (dev_y[None] == 1), axis=1)}
+    def save():
+        out["best"] = best_settings(out)
+        store.save(out)
 
-            _, _, trained = _train(tr_ids, tr_y, len(vocab), given[act], seeds, tr_mask, setting,
-                                   epochs[f"{opt}/{units}"], holder, dev_accuracy, progress)
-            acc = np.array([h["dev_accuracy"] for h in trained["history"]]).T  # (S, epochs)
-            cells[key] = {"setting": setting, "activation": act, "n_train": len(tr_text), "vocab": len(vocab),
-                          "dev_accuracy": acc.round(6).tolist(),
-                          "final_train_loss": trained["history"][-1]["loss"],
-                          "seconds": round(trained["seconds"], 1)}
-            out["best"] = best_settings(out)
-            store.save(out)
-    out["best"] = best_settings(out)
-    store.save(out)
+    with runner:
+        runner.run(todo, into=cells, ran_on=out["ran_on"], then=save)
+    save()
     return out
+
+
+def _cell(data, setting, act, activation, seeds, n_epochs):
+    """One cell of the sweep (:class:`refattn.studies.grid.Cell`): ``activation`` (named ``act`` in the
+    results file) trained at ``setting`` on the encoded text ``data`` for every seed, dev accuracy after
+    every epoch; here or on a Dask worker."""
+    S = len(seeds)
+    (tr_ids, tr_mask), (dev_ids, dev_mask), dev_y = data["ids"], data["dev"], data["dev_y"]
+    dev = {"tokens": np.broadcast_to(dev_ids.astype(np.int64), (S,) + dev_ids.shape),
+           "mask": np.broadcast_to(dev_mask, (S,) + dev_mask.shape)}
+    holder = {}
+
+    def dev_accuracy(epoch, params):
+        logit = holder["model"].outputs(params, dev)["logit"]  # (S, m), no dropout
+        return {"dev_accuracy": np.mean((logit > 0) == (dev_y[None] == 1), axis=1)}
+
+    _, _, trained = _train(tr_ids, data["y"], data["vocab"], activation, seeds, tr_mask, setting, n_epochs, holder,
+                           dev_accuracy, False)
+    acc = np.array([h["dev_accuracy"] for h in trained["history"]]).T  # (S, epochs)
+    return {"setting": setting, "activation": act, "n_train": data["n_train"], "vocab": data["vocab"],
+            "dev_accuracy": acc.round(6).tolist(), "final_train_loss": trained["history"][-1]["loss"],
+            "seconds": round(trained["seconds"], 1)}
 
 
 #: ``refattn sst2-sweep``.
