@@ -123,3 +123,17 @@ def pytest_collect_file(file_path, parent):
     if pathlib.Path(file_path) in STEP_PAGES and not parent.config.option.markdowndocs:
         return StepBlockFile.from_parent(parent, path=pathlib.Path(file_path))
     return None
+
+
+@pytest.fixture
+def clone_root(tmp_path):
+    """A folder that stands for a clone's root, as the pages' commands are run in: ``.venv`` is this test's
+    environment, and the folders a command reads from a clone (the statements, the model solutions and
+    answer keys, the derivations) are this checkout's. An installed (not editable) package finds them only
+    there."""
+    import sys  # noqa: PLC0415
+
+    (tmp_path / ".venv").symlink_to(sys.prefix, target_is_directory=True)
+    for folder in ("instructor", "exercises", "derivations"):
+        (tmp_path / folder).symlink_to(ROOT / folder, target_is_directory=True)
+    return tmp_path

@@ -65,6 +65,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import cited  # docs/cited.py: names of modules whose optional library is missing, read from their source
 import teaching  # docs/teaching.py: the slide decks, the problem sets and their PDFs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -506,7 +507,11 @@ _REPO_PATH = re.compile(r"((?:refattn|derivations|notebooks|exercises|tests|benc
 
 
 def _names_an_object(dotted: str) -> bool:
-    """True when ``refattn.a.b.c`` imports (the longest module prefix) and the rest are attributes."""
+    """True when ``refattn.a.b.c`` imports (the longest module prefix) and the rest are attributes; in a
+    module that needs a library not installed here (``refattn.torch``), when its source defines them."""
+    static = cited.resolves_from_source(dotted)
+    if static is not None:
+        return static
     parts = dotted.split(".")
     for k in range(len(parts), 0, -1):
         try:

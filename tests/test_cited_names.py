@@ -36,11 +36,15 @@ import io
 import pathlib
 import pkgutil
 import re
+import sys
 import tokenize
 
 import pytest
 
 import refattn
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "docs"))
+import cited as from_source  # noqa: E402  (docs/cited.py: names of a module whose optional library is missing)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PAGES = sorted([*(ROOT / "derivations").glob("*.md"), *(ROOT / "exercises").glob("*.md"),
@@ -94,8 +98,13 @@ def cited(path: pathlib.Path) -> list[str]:
 def package() -> dict[str, list]:
     """Every module of refattn, and every name defined in one, by its last component."""
     objects: dict[str, list] = {}
-    modules = [refattn] + [importlib.import_module(m.name) for m in pkgutil.walk_packages(refattn.__path__, "refattn.")
-                           if not m.name.endswith("__main__")]
+    names = [m.name for m in pkgutil.walk_packages(refattn.__path__, "refattn.") if not m.name.endswith("__main__")]
+    optional = [m for m in names if from_source.missing_library(m) is not None]  # refattn.torch without PyTorch
+    modules = [refattn] + [importlib.import_module(m) for m in names if m not in optional]
+    for mod in optional:  # its names, read from its source, stand for themselves
+        objects.setdefault(mod.rsplit(".", 1)[-1], []).append(mod)
+        for key in from_source.outline(mod):
+            objects.setdefault(key, []).append(f"{mod}.{key}")
     for mod in modules:
         objects.setdefault(mod.__name__.rsplit(".", 1)[-1], []).append(mod)
         for key, value in vars(mod).items():
@@ -121,6 +130,8 @@ def _self_attributes(cls) -> set[str]:
 
 
 def _has(obj, attrs: list[str]) -> bool:
+    if isinstance(obj, str):  # a name of a module whose optional library is missing: read from its source
+        return bool(from_source.resolves_from_source(f"{obj}.{'.'.join(attrs)}"))
     for i, attr in enumerate(attrs):
         if hasattr(obj, attr):
             obj = getattr(obj, attr)
@@ -133,6 +144,9 @@ def _has(obj, attrs: list[str]) -> bool:
 
 def _imports(dotted: str) -> bool:
     """``refattn.a.b.c``: the longest prefix that imports, then the rest as attributes."""
+    static = from_source.resolves_from_source(dotted)
+    if static is not None:
+        return static
     parts = dotted.split(".")
     for k in range(len(parts), 0, -1):
         with contextlib.suppress(ImportError):
@@ -175,11 +189,11 @@ def unresolved(path: pathlib.Path) -> list[str]:
         if head == "refattn":
             if not _imports(name):
                 bad.append(f"`{name}` does not import")
+        elif head in OTHERS:  # another library's name first: `torch.nn.Linear` is PyTorch's, not refattn.torch's
+            continue
         elif head in package():
             if rest and not any(_has(obj, rest) for obj in package()[head]):
                 bad.append(f"`{name}`: no {'.'.join(rest)} on refattn's {head}")
-        elif head in OTHERS:
-            continue
         elif _looks_like_code(name) and head not in code_words() and head not in own:
             bad.append(f"`{name}` names nothing in the repository's code")
     return bad
@@ -212,3 +226,16 @@ def test_a_name_that_is_not_in_the_package_is_caught(tmp_path):
     assert len(bad) == len(wrong), bad
     for name, why in zip(wrong, bad):
         assert why.startswith(f"`{name.split('(')[0]}`"), (name, why)
+
+
+def test_a_module_whose_library_is_missing_is_read_from_its_source(monkeypatch):
+    """Where PyTorch is not installed (CI), ``refattn.torch`` does not import; its names are then read from
+    its source, and a name that is not there still fails."""
+    outline = from_source.outline("refattn.torch")
+    assert {"activation", "attention", "Attention"} <= set(outline) and "forward" in outline["Attention"]
+    monkeypatch.setattr(from_source, "missing_library", lambda module: "torch" if module == "refattn.torch" else None)
+    assert from_source.resolves_from_source("refattn.torch.activation") is True
+    assert from_source.resolves_from_source("refattn.torch.Attention.forward") is True
+    assert from_source.resolves_from_source("refattn.torch.activations") is False
+    assert from_source.resolves_from_source("refattn.torch.Attention.backwards") is False
+    assert from_source.resolves_from_source("refattn.core.attention.attention") is None  # imports: resolved as usual

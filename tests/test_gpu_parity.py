@@ -410,6 +410,7 @@ NUMPY_METADATA = {
 NUMPY_ALLOWED_IN = {
     ("_normal", "asarray"): "init_params returns host arrays by design",
     ("_forward_blocked", "broadcast_to"): "the blocked route runs on NumPy arrays only (_block_size)",
+    ("_digest", "ascontiguousarray"): "the mask's bytes on the host (to_numpy first), for a digest",
 }
 
 

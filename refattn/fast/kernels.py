@@ -149,42 +149,42 @@ class PaperForm(Generic):
     def forward(self, s, axis=-1, mask=None, overwrite_s=False):
         if not isinstance(s, np.ndarray) or (mask is not None and not isinstance(mask, np.ndarray)):
             return super().forward(s, axis, mask)
-        act = self.act
+        act, xp = self.act, array_module(s)  # NumPy: the user's g and h are autograd.numpy functions
         with np.errstate(all="ignore"):
             g, h = act.paper_values(s)
             if mask is not None:
                 h = h * mask  # h = 0 where masked (a finite h; inf * 0 below is NaN, and is refused)
                 g = h if act.same_g_h else g * mask
-            z = np.sum(h, axis=axis, keepdims=True)  # (..., 1) the normaliser sum_k h(s_k)
+            z = xp.sum(h, axis=axis, keepdims=True)  # (..., 1) the normaliser sum_k h(s_k)
             low = h.min()
-            if not (np.isfinite(z).all() and low >= 0 and np.all((z == 0) | (z >= np.finfo(z.dtype).tiny))):
+            if not (xp.isfinite(z).all() and low >= 0 and xp.all((z == 0) | (z >= np.finfo(z.dtype).tiny))):
                 return super().forward(s, axis, mask)  # overflow, NaN, h < 0 or a subnormal Z: the checked route
-            inv = np.divide(1.0, z, out=np.zeros_like(z), where=z != 0)  # no normaliser: h = 0, so p = 0
-            p = np.multiply(h, inv, out=h if h is not s and h is not g else None)  # (..., n) p = h / Z
+            inv = xp.divide(1.0, z, out=xp.zeros_like(z), where=z != 0)  # no normaliser: h = 0, so p = 0
+            p = xp.multiply(h, inv, out=h if h is not s and h is not g else None)  # (..., n) p = h / Z
             if act.same_g_h:
                 return p, p, s
-            if low == 0 and np.any(g[p == 0] != 0):
+            if low == 0 and xp.any(g[p == 0] != 0):
                 return super().forward(s, axis, mask)  # g != 0 where h = 0: the reference names it
-            w = np.multiply(g, inv, out=g if g is not s else None)  # phi = g / Z
-            if not np.isfinite(np.sum(w)):
+            w = xp.multiply(g, inv, out=g if g is not s else None)  # phi = g / Z
+            if not xp.isfinite(xp.sum(w)):
                 return super().forward(s, axis, mask)  # g overflows: the reference names it
             return p, w, s
 
     def factors(self, s, p, phi):
         if not isinstance(s, np.ndarray):
             return super().factors(s, p, phi)
-        act = self.act
+        act, xp = self.act, array_module(s)
         with np.errstate(all="ignore"):
             h = act.paper_values(s, g=False)[1]
             dg, dh = act.paper_derivatives(s)
             for careful in (False, True):
                 if careful:  # an h of 0 (or not finite) somewhere: p / h only where p > 0, else 0
-                    q = np.divide(p, h, out=np.zeros_like(p), where=p > 0)
+                    q = xp.divide(p, h, out=xp.zeros_like(p), where=p > 0)
                 else:
                     q = p / h  # p / h = 1 / Z on the row (0 where p = 0 and h > 0: masked entries)
                 A = dg * q  # (rho' + rho ell') p = g' p / h
                 B = A if act.same_g_h else dh * q  # ell' p = h' p / h
-                if np.isfinite(np.sum(A) + (0.0 if B is A else np.sum(B))):
+                if xp.isfinite(xp.sum(A) + (0.0 if B is A else xp.sum(B))):
                     return A, B
         return super().factors(s, p, phi)  # g' or h' not finite: the checked route names it
 

@@ -39,7 +39,7 @@ import numpy as np
 
 from ..training.runs import CellStore, session
 from . import activation_label, activation_option, activation_record, grid, lm, max_memory, option
-from .helpers import DATA_HELP, code_commit, number_name
+from .helpers import DATA_HELP, code_commit, number_name, resolve_data_dir
 from .lm import DEFAULTS, SPECIAL, VARIANTS, run_lm
 
 __all__ = ["FOCUS", "LRS", "PHASES", "Settings", "run_lm_study", "run", "best_lrs", "gap_curve", "report", "plot"]
@@ -173,6 +173,8 @@ def run_lm_study(settings, *, command=None, progress=None):
     settings = {"variants": variants, "lrs": lrs, "seeds": seeds, "steps": steps, "long_steps": long_steps,
                 "long_evals": long_evals, "data": None if data is None else str(data),
                 "model": {k: DEFAULTS[k] for k in ("layers", "width", "heads", "n_ctx", "batch_size", "dtype")}}
+    if not (isinstance(data, str) and data == "toy"):
+        resolve_data_dir(data)  # the folder checked here, before any run (each run, here or on a worker, reads it)
     runner = grid.Runner(s, progress=progress, label="lm-study",  # the corpus is read for its size only if needed
                          memory=lambda: lm.Settings(data=data, seeds=seeds, max_memory=s.max_memory).memory_estimate())
     records = {v: activation_record(x) for v, x in given.items() if v not in SPECIAL}
