@@ -269,6 +269,9 @@ def test_a_results_file_of_another_shape_is_refused_in_one_line_naming_it(comman
               "no settings": {"cells": good["cells"]}, "runs a string": {**good, "runs": "x"}}
     read = {"nt-sensitivity": "epochs_to_100", "lm-study": "dev_loss_mean", "sst2-sweep": "dev_accuracy"}[command]
     broken["a value the study reads of another kind"] = {**good, "cells": {name: {**good["cells"][name], read: "x"}}}
+    if command == "nt-sensitivity":  # a per-seed list cut short: a cell of fewer seeds than the file's
+        broken["a seed's number cut"] = {**good, "cells": {name: {**good["cells"][name],
+                                                                 "final_accuracy": good["cells"][name]["final_accuracy"][:1]}}}
     for what, doc in broken.items():
         results.write_text(json.dumps(doc))
         assert cli.main(argv + ["--results", str(results)]) == 2, what

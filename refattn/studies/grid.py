@@ -47,6 +47,7 @@ import importlib.util
 import logging
 import math
 import os
+import re
 import shutil
 import signal
 import socket
@@ -83,6 +84,9 @@ INSTALL = "pip install 'refattn[cluster]'"
 # The options every grid study takes (fields of its Settings)
 # --------------------------------------------------------------------------
 
+
+#: A scheduler's address as Dask takes one: ``tcp://HOST:PORT`` (or another of its protocols), or ``HOST:PORT``.
+_ADDRESS = re.compile(r"(?:(?:tcp|tls|ucx|inproc|ws|wss)://)?[^\s/]+:\d+")
 
 def workers_option():
     """``--workers N``: a local Dask cluster of N worker processes, started and stopped by the run."""
@@ -380,6 +384,9 @@ class Runner:
         """Connect to the scheduler at ``address`` (or its scheduler file) and check its workers."""
         from distributed import Client  # noqa: PLC0415
 
+        if not os.path.isfile(address) and not _ADDRESS.fullmatch(address):  # before a Client half-starts
+            raise ValueError(f"{self.option}: expected a scheduler's address (tcp://HOST:PORT) or its scheduler "
+                             f"file, got {address!r}" + ("" if "://" in address else " (no such file)"))
         target = {"scheduler_file": address} if os.path.isfile(address) else {"address": address}
         try:
             with _quiet_dask():

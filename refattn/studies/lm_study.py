@@ -33,10 +33,12 @@ draws the committed file ``derivations/data/19-lm-study.json``.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..custom import is_spec, parse_spec
 from ..training.runs import CellStore, session
 from . import activation_label, activation_option, activation_record, grid, lm, max_memory, option
 from .helpers import DATA_HELP, code_commit, number_name, resolve_data_dir
@@ -163,7 +165,8 @@ def run_lm_study(settings, *, command=None, progress=None):
     s = settings
     variants, lrs, seeds, steps, phases, data = s.activations, s.lrs, s.seeds, s.steps, s.phases, s.data
     long_steps, long_evals = s.long_steps, s.long_evals
-    given = {activation_label(v): v for v in variants}  # a file's activation runs as NAME, its file recorded
+    given = {activation_label(v): _absolute(v) for v in variants}  # a file's activation runs as NAME, its file
+    # recorded; its path made absolute here, so that a worker (another process, another folder) finds it
     variants, lrs = list(given), [float(v) for v in lrs]
     if "softmax" not in variants:
         raise ValueError(f"activations: expected softmax among them (the gaps are to softmax), got {variants}")
@@ -247,6 +250,15 @@ def _read_records(cells):
         for key in ("dev_loss", "dev_accuracy"):
             if np.asarray(rec["curve"][key], dtype=float).ndim != 2:
                 raise ValueError(f"its curve {key!r} is not seeds x evaluations")
+
+
+def _absolute(variant):
+    """``FILE.py:NAME`` with FILE made absolute (a worker of ``--workers`` or ``--scheduler`` runs in another
+    folder); any other variant as it is."""
+    if not is_spec(variant):
+        return variant
+    path, name = parse_spec(variant, "activations")
+    return f"{os.path.abspath(path)}:{name}"
 
 
 def _cell(settings, variant):

@@ -286,6 +286,9 @@ def _read_cells(out):
         names = [m for m in MEASURE_DIRECTIONS if m != "final_accuracy_N16T2" or "final_accuracy_by_task" in rec]
         for name in names:
             _quartiles(_measure(rec, name, s["epochs"], s["eval_every"]))
+        per_seed = {k: len(rec[k]) for k in ("epochs_to_100", "final_accuracy", "diverged") if k in rec}
+        if set(per_seed.values()) != {len(s["seeds"])}:
+            raise ValueError(f"cell {key!r}: it holds {per_seed} values per seed, for {len(s['seeds'])} seeds")
         curve = np.asarray(rec["accuracy"], dtype=float)  # (seeds, evaluations), as the plot reads it
         if curve.shape != (len(rec["epochs_to_100"]), len(rec["eval_epochs"])) or rec["late_change"] is not None \
                 and not isinstance(rec["late_change"], (int, float)):

@@ -302,6 +302,28 @@ def test_an_unreachable_scheduler_is_one_line_before_any_work(tmp_path):
     assert not (tmp_path / "r.json").exists()
 
 
+@pytest.mark.parametrize("address", ["nofile.json", "http://example", "tcp://host"])
+def test_a_scheduler_that_is_neither_an_address_nor_a_file_is_one_line_at_once(address, tmp_path):
+    """A missing scheduler file (or an address without a port) is refused before Dask starts a client,
+    which would otherwise wait and print a traceback as it is collected."""
+    r = _refattn(GRID + ["--scheduler", address, "--results", "r.json"], tmp_path)
+    assert r.returncode == 2
+    lines = _said(r.stderr)
+    assert len(lines) == 1 and f"--scheduler: expected a scheduler's address (tcp://HOST:PORT) or its scheduler " \
+        f"file, got {address!r}" in lines[0], r.stderr
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_lm_study_gives_its_workers_an_activation_files_absolute_path(tmp_path, monkeypatch):
+    """A worker runs in another folder: a relative FILE.py:NAME reaches it made absolute (the recorded
+    name and file are the same as the serial run's)."""
+    from refattn.studies import lm_study  # noqa: PLC0415
+
+    monkeypatch.chdir(tmp_path)
+    assert lm_study._absolute("soft_sign.py:soft_sign") == f"{tmp_path / 'soft_sign.py'}:soft_sign"
+    assert lm_study._absolute("softmax") == "softmax" and lm_study._absolute("/a/b.py:c") == "/a/b.py:c"
+
+
 def test_a_worker_without_refattn_is_one_line_before_any_work(tmp_path):
     with cluster(tmp_path, workers=0) as c:
         c.worker(code="import sys\nsys.modules['refattn'] = None  # as if refattn were not installed here")
