@@ -186,8 +186,9 @@ def resolve(ap, baseline):
     return done.stdout.strip()
 
 
-def main(argv=None):
-    ap = machine.parser(__doc__)
+def timing_options(ap):
+    """The options of an NT epoch timing, this script's and ``bench_nt_torch.py``'s: ``--quick``,
+    ``--passes``, ``--epochs``, ``--skip`` and ``--kernels``, with their defaults."""
     ap.add_argument("--quick", action="store_true", help="tiny sizes, for a look")
     ap.add_argument("--passes", type=machine.positive_int, default=3)
     ap.add_argument("--epochs", type=machine.positive_int, default=300, help="epochs per measurement (default 300)")
@@ -195,6 +196,11 @@ def main(argv=None):
                     help="first epochs left out of the median (default 30)")
     ap.add_argument("--kernels", nargs="+", default=["Haswell", "SkylakeX"],
                     help="OPENBLAS_CORETYPE values to run under (default Haswell SkylakeX)")
+
+
+def main(argv=None):
+    ap = machine.parser(__doc__)
+    timing_options(ap)
     ap.add_argument("--baseline", default=BASELINE, help="the commit to compare with (default: %(default).7s)")
     ap.add_argument("--no-verdicts", action="store_true", help="skip the float64 / float32 verdict check")
     ap.add_argument("--out", type=machine.output_file, help="write the results as JSON here")

@@ -55,7 +55,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import machine  # noqa: E402
-from bench_nt import measure, steady  # noqa: E402  (refattn nt in a fresh process, its epoch stamps)
+from bench_nt import measure, steady, timing_options  # noqa: E402  (refattn nt in a fresh process, its stamps)
 from refattn.studies.nt_training import PAPER, make_batches  # noqa: E402
 from refattn.training.models.nt import HIDDEN_FACTOR, NTModel  # noqa: E402
 
@@ -205,13 +205,7 @@ def table(result):
 
 def main(argv=None):
     ap = machine.parser(__doc__)
-    ap.add_argument("--quick", action="store_true", help="tiny sizes, for a look")
-    ap.add_argument("--passes", type=machine.positive_int, default=3)
-    ap.add_argument("--epochs", type=machine.positive_int, default=300, help="epochs per measurement (default 300)")
-    ap.add_argument("--skip", type=machine.non_negative_int, default=30,
-                    help="first epochs left out of the median (default 30)")
-    ap.add_argument("--kernels", nargs="+", default=["Haswell", "SkylakeX"],
-                    help="OPENBLAS_CORETYPE values to run under (default Haswell SkylakeX)")
+    timing_options(ap)
     ap.add_argument("--dtypes", nargs="+", default=list(DTYPES), choices=DTYPES)
     ap.add_argument("--threads", type=machine.positive_int,
                     help="threads for both (REFATTN_NUM_THREADS, OMP_NUM_THREADS, OPENBLAS_NUM_THREADS); "
