@@ -92,6 +92,17 @@ def attention_inputs(score_name, rng, shape=(2, 3, 5, 4), dtype=np.float64):
     return (None if not sc.uses_q else q), k, v, params
 
 
+def masked_score_case(score_name, rng):
+    """One score's inputs with a mask holding an empty row, a random cotangent and tanhmax's reference:
+    ``(q, k, v, params, mask, g, want, (dq, dk, dv, dparams))`` (``q`` is ``None`` for ``global``)."""
+    q, k, v, params = attention_inputs(score_name, rng)
+    n_q = q.shape[-2] if score_name not in ("self", "global") else 1  # self and global: one query row
+    mask = mask_with_empty_row(k.shape[:-2] + (n_q, k.shape[-2]), rng)
+    g = rng.standard_normal(k.shape[:-2] + (n_q, v.shape[-1]))
+    want, grads = reference_attention(q, k, v, params, g, score=score_name, activation="tanhmax", mask=mask)
+    return q, k, v, params, mask, g, want, grads
+
+
 def reference_attention(q, k, v, params, grad_out=None, **options):
     """NumPy: the output and, for ``grad_out``, ``(dq, dk, dv, dparams)`` (core's attention_backward)."""
     out, cache = attention(q, k, v, params=params, **options)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from framework_cases import (ACTIVATIONS, EXTREME, SCORES, assert_close, attention_inputs, mask_with_empty_row,
-                             reference_activation, reference_attention, require, scores)
+                             masked_score_case, reference_activation, reference_attention, require, scores)
 
 torch = require("array_api_compat", "torch")
 rt = require("refattn.torch")
@@ -143,13 +143,7 @@ def test_causal_attention_equals_numpy(name, rng):
 
 @pytest.mark.parametrize("score_name", SCORES)
 def test_every_score_with_its_parameters_and_a_mask(score_name, rng):
-    q, k, v, params = attention_inputs(score_name, rng)
-    pairwise = score_name not in ("self", "global")
-    n_q = q.shape[-2] if pairwise else 1
-    mask = mask_with_empty_row(k.shape[:-2] + (n_q, k.shape[-2]), rng)
-    g = rng.standard_normal(k.shape[:-2] + (n_q, v.shape[-1]))
-    want, (dq, dk, dv, dp) = reference_attention(q, k, v, params, g, score=score_name, activation="tanhmax",
-                                                 mask=mask)
+    q, k, v, params, mask, g, want, (dq, dk, dv, dp) = masked_score_case(score_name, rng)
     qt, kt, vt = (_t(x, grad=True) for x in (q, k, v))
     pt = {n: _t(p, grad=True) for n, p in params.items()}
     out = rt.attention(qt, kt, vt, score=score_name, activation="tanhmax", mask=_t(mask), params=pt)
