@@ -14,6 +14,7 @@ import for any other reason (a bug in refattn) raises as before.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import pathlib
 
@@ -29,6 +30,7 @@ def source_of(module: str) -> pathlib.Path | None:
     return None
 
 
+@functools.cache  # a module that fails to import is tried again on every import: once is enough
 def missing_library(module: str) -> str | None:
     """The library outside refattn whose absence stops ``module`` importing (``"torch"``), or None
     when it imports. Any other failure to import is raised."""
@@ -53,6 +55,7 @@ def _assigned(nodes) -> set[str]:
     return names
 
 
+@functools.cache
 def outline(module: str) -> dict[str, set[str]]:
     """``{name: members}`` of ``module`` read from its source: every top-level name, with the members of
     a class (its methods, nested classes and class attributes; empty for anything else)."""
