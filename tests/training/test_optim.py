@@ -285,19 +285,26 @@ def test_sgd_state_carries_its_momentum(rng):
         np.testing.assert_array_equal(P[k], Q[k])
 
 
-@pytest.mark.skipif(not cupy_available(), reason="CuPy with a CUDA device is not available")
-def test_cupy_matches_numpy(rng):
+def cupy_steps_match_numpy(cls, rng):
+    """Three steps of optimiser ``cls`` on CuPy parameters equal the same steps on NumPy's; returns the
+    CuPy optimiser and the (NumPy) gradients, for what a test checks next."""
     import cupy as cp
 
     P = make_params(rng)
     Pc = {k: cp.asarray(v) for k, v in P.items()}
     grads = [make_grads(rng, P) for _ in range(3)]
-    opt, optc = Adam(P, lr=0.05), Adam(Pc, lr=0.05)
+    opt, optc = cls(P, lr=0.05), cls(Pc, lr=0.05)
     for g in grads:
         opt.step(g)
         optc.step({k: cp.asarray(v) for k, v in g.items()})
     for k in P:
         assert isinstance(Pc[k], cp.ndarray)
         np.testing.assert_allclose(cp.asnumpy(Pc[k]), P[k], rtol=1e-12, atol=1e-14)
+    return optc, grads
+
+
+@pytest.mark.skipif(not cupy_available(), reason="CuPy with a CUDA device is not available")
+def test_cupy_matches_numpy(rng):
+    optc, grads = cupy_steps_match_numpy(Adam, rng)
     with pytest.raises(TypeError, match="CuPy"):
         optc.step(grads[0])

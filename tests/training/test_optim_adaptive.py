@@ -11,7 +11,7 @@ from hypothesis.extra.numpy import arrays
 
 from refattn.core.backend import cupy_available
 from refattn.training.optim import Adadelta, Adagrad, Adam
-from test_optim import make_grads, make_params  # the same parameters (one 0-d) as the other optimisers
+from test_optim import cupy_steps_match_numpy, make_grads, make_params  # the other optimisers' parameters
 from test_optim import test_state_round_trip_resumes_identically as round_trip  # not collected here
 
 
@@ -247,19 +247,8 @@ def test_bad_grads_and_states(rng):
 
 @pytest.mark.skipif(not cupy_available(), reason="CuPy with a CUDA device is not available")
 def test_cupy_matches_numpy(rng):
-    import cupy as cp
-
     for cls in (Adadelta, Adagrad):
-        P = make_params(rng)
-        Pc = {k: cp.asarray(v) for k, v in P.items()}
-        grads = [make_grads(rng, P) for _ in range(3)]
-        opt, optc = cls(P, lr=0.05), cls(Pc, lr=0.05)
-        for g in grads:
-            opt.step(g)
-            optc.step({k: cp.asarray(v) for k, v in g.items()})
-        for k in P:
-            assert isinstance(Pc[k], cp.ndarray)
-            np.testing.assert_allclose(cp.asnumpy(Pc[k]), P[k], rtol=1e-12, atol=1e-14)
+        cupy_steps_match_numpy(cls, rng)
 
 
 def test_adadelta_loss_scale_is_training_on_the_scaled_loss(rng):
