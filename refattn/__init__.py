@@ -1,54 +1,51 @@
 """refattn: a NumPy-from-scratch reference for attention beyond softmax.
 
-The textbook is :mod:`refattn.core` (read it in order, the mathematics first:
-activations, scores, attention, gradcheck; then the plumbing, backend and
-checks). Every activation is a reweighted
-softmax ``phi = rho(s) * softmax(ell(s))`` with a hand-derived gradient beside
-it, checked against autograd and central differences
-(``derivations/01-reweighted-softmax.md``); every score function
-(``derivations/02-scores.md``) likewise.
+Every activation is a reweighted softmax ``phi = rho(s) * softmax(ell(s))``
+with a hand-derived gradient beside it, checked against autograd and central
+differences (``derivations/01-reweighted-softmax.md``); every score function
+likewise (``derivations/02-scores.md``). The textbook is :mod:`refattn.core`:
+read it in order, activations, scores, attention, gradcheck, then the plumbing.
 
-The rest of the package, by folder: :mod:`refattn.theory` (the papers'
-propositions as code), :mod:`refattn.fast` (the same mathematics, faster:
-blocks, threads, streaming), :mod:`refattn.training` (optimisers, the trainer,
-layers, models, tasks, results files), :mod:`refattn.studies` (the papers'
-experiments, one module each) and :mod:`refattn.exercises` (graded exercises).
-:mod:`refattn.torch` and :mod:`refattn.jax` (the ``torch`` and ``jax`` extras)
-run the textbook's forward and hand-derived backward in PyTorch and JAX.
+The front door:
+
+* ``attention(Q, K, V, score=..., activation=...)`` and ``attention_backward``;
+* ``activation(name)``, ``ACTIVATIONS``, ``Activation``; ``score(name)``,
+  ``SCORES``, ``Score``;
+* ``gradcheck``, a VJP against autograd and central differences;
+* ``define_activation(name, g, h)``, an activation of your own (``docs/verify.md``).
+
+The rest, by folder: :mod:`refattn.theory` (the papers' propositions),
+:mod:`refattn.fast` (the same numbers, faster), :mod:`refattn.training`,
+:mod:`refattn.studies` (the papers' experiments), :mod:`refattn.exercises`;
+:mod:`refattn.torch` and :mod:`refattn.jax` run the textbook in PyTorch and JAX.
 """
 
 __version__ = "0.1.0"
 
-__all__ = ["attention", "attention_backward", "activation", "score", "gradcheck", "define_activation",
-           "ACTIVATIONS", "Activation", "SCORES", "Score", "__version__"]
-
-# Each name of the front door and the module that defines it. They are loaded on first use
-# (PEP 562), so that ``import refattn.core.attention`` loads nothing of refattn outside the
-# textbook, and the ``refattn`` command starts (and answers Ctrl-C) before NumPy is imported.
-_WHERE = {"attention": "core.attention", "attention_backward": "core.attention", "activation": "core.activations",
-          "ACTIVATIONS": "core.activations", "Activation": "core.activations", "score": "core.scores",
-          "SCORES": "core.scores", "Score": "core.scores", "gradcheck": "core.gradcheck",
-          "define_activation": "custom"}
-
-
-#: The subpackages and modules, also loaded on first use (``refattn.core.attention`` after ``import refattn``).
+#: The front door's names and the module that defines each.
+_FRONT_DOOR = {"attention": "core.attention", "attention_backward": "core.attention",
+               "activation": "core.activations", "ACTIVATIONS": "core.activations", "Activation": "core.activations",
+               "score": "core.scores", "SCORES": "core.scores", "Score": "core.scores",
+               "gradcheck": "core.gradcheck", "define_activation": "custom"}
 _SUBMODULES = ("core", "theory", "fast", "training", "studies", "exercises", "custom", "check", "cli", "plots",
                "torch", "jax", "frameworks")
+__all__ = [*_FRONT_DOOR, "__version__"]
 
 
 def __getattr__(name):
+    """Load a name on first use (PEP 562): ``import refattn.core.attention`` then loads nothing outside
+    the textbook, and the ``refattn`` command starts (and answers Ctrl-C) before NumPy is imported."""
     import importlib  # noqa: PLC0415
 
-    if name in _WHERE:
-        value = getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
-        globals()[name] = value  # found directly from now on
-        return value
-    if name in _SUBMODULES:
-        for where in sorted(set(_WHERE.values())):  # what the front door loads comes with it, as it always did
-            if where.startswith(name + "."):
-                importlib.import_module(f".{where}", __name__)
-        return importlib.import_module(f".{name}", __name__)
-    raise AttributeError(f"module 'refattn' has no attribute {name!r}")
+    if name in _FRONT_DOOR:
+        globals()[name] = getattr(importlib.import_module(f".{_FRONT_DOOR[name]}", __name__), name)
+        return globals()[name]  # found directly from now on
+    if name not in _SUBMODULES:
+        raise AttributeError(f"module 'refattn' has no attribute {name!r}")
+    for where in set(_FRONT_DOOR.values()):  # refattn.core.attention works after `import refattn`
+        if where.startswith(name + "."):
+            importlib.import_module(f".{where}", __name__)
+    return importlib.import_module(f".{name}", __name__)
 
 
 def __dir__():

@@ -186,7 +186,7 @@ class Activation:
         s = s if mask is None else xp.where(mask, s, 0.0)  # a masked entry is ignored, whatever its score
         p = self.p(s, axis, mask)
         phi = self.rho(s) * p  # Eq. 01.R1
-        return phi, {"kind": "Activation", "s": s, "p": p, "axis": axis, "mask": mask}
+        return phi, {"kind": "activation", "s": s, "p": p, "axis": axis, "mask": mask}
 
     def __call__(self, s, axis=-1, mask=None):
         """The weights ``phi(s)`` alone: ``forward(s, axis, mask)[0]``."""

@@ -72,8 +72,7 @@ def attention(Q, K, V, *, score="scaled_dot", activation="softmax", params=None,
 def attention_backward(grad_out, cache):
     """Gradients of :func:`attention` for the upstream gradient ``grad_out = dY``: ``(dQ, dK, dV, dparams)``,
     ``dQ`` ``None`` where ``Q`` was, ``dparams`` one gradient per score parameter."""
-    if not isinstance(cache, dict) or cache.get("kind") != "attention":
-        raise TypeError(f"cache: expected the cache returned by attention, got {type(cache).__name__}")
+    checks.check_cache(cache, "attention")
     V, w, sc, act = cache["V"], cache["w"], cache["score"], cache["activation"]
     checks.check_grad(grad_out, "grad_out", shape_of(w)[:-1] + shape_of(V)[-1:])
     xp = array_module(grad_out, V)

@@ -19,7 +19,7 @@ from .backend import dtype_of, is_traced, shape_of
 
 __all__ = ["check_not_subclass", "check_float_array", "check_int", "check_real", "check_axis", "check_mask", "check_grad",
            "activation_forward", "activation_backward", "score_forward", "score_backward", "score_inputs",
-           "check_params", "init_args", "gradcheck_args", "check_cotangent", "owned"]
+           "check_cache", "check_params", "init_args", "gradcheck_args", "check_cotangent", "owned"]
 
 
 # --- Values ----------------------------------------------------------------------------------------
@@ -111,9 +111,10 @@ def check_grad(grad, name: str, want):
         raise ValueError(f"{name}: shape {shape_of(grad)} does not match the output's shape {tuple(want)}")
 
 
-def _check_cache(cache, kind):
+def check_cache(cache, kind):
+    """Raise unless ``cache`` came from a forward pass of ``kind``: "activation", "score" or "attention"."""
     if not isinstance(cache, Mapping) or cache.get("kind") != kind:
-        raise TypeError(f"cache: expected the cache returned by {kind}.forward, got {type(cache).__name__}")
+        raise TypeError(f"cache: expected the {kind} cache that forward returned, got {type(cache).__name__}")
 
 
 # --- Activations: phi, cache = act.forward(s, axis, mask);  ds = act.backward(dphi, cache) ---------
@@ -135,7 +136,7 @@ def activation_backward(backward):
 
     @functools.wraps(backward)
     def checked(self, grad_phi, cache):
-        _check_cache(cache, "Activation")
+        check_cache(cache, "activation")
         check_grad(grad_phi, "grad_phi", shape_of(cache["s"]))
         return backward(self, grad_phi, cache)
 
@@ -223,7 +224,7 @@ def score_forward(forward):
         shape, params = score_inputs(self, q, k, params)
         q, k, params = owned(q), owned(k), {name: owned(v) for name, v in params.items()}
         s, cache = forward(self, q, k, params)
-        return s, {"kind": "Score", "shape": shape, **cache}
+        return s, {"kind": "score", "shape": shape, **cache}
 
     return checked
 
@@ -233,7 +234,7 @@ def score_backward(backward):
 
     @functools.wraps(backward)
     def checked(self, grad_s, cache):
-        _check_cache(cache, "Score")
+        check_cache(cache, "score")
         check_grad(grad_s, "grad_s", cache["shape"])
         return backward(self, grad_s, cache)
 

@@ -58,8 +58,8 @@ def step(xp, x):
     return xp.where(x > 0, 1.0, xp.zeros_like(x))
 
 
-def T(xp, x):
-    """The transpose of the last two axes."""
+def transpose_last(xp, x):
+    """``x^T`` for a batch of matrices: the last two axes swapped."""
     return xp.swapaxes(x, -1, -2)
 
 
@@ -113,7 +113,7 @@ class Dot(Score):
     @checks.score_forward
     def forward(self, q, k, params=None):
         xp, beta = array_module(q, k), self.beta_for(shape_of(k)[-1])
-        s = (beta * q) @ T(xp, k)  # (..., n_q, n_k)   s_ij = beta q_i . k_j
+        s = (beta * q) @ transpose_last(xp, k)  # (..., n_q, n_k)   s_ij = beta q_i . k_j
         return s, {"q": q, "k": k, "beta": beta}
 
     @checks.score_backward
@@ -121,7 +121,7 @@ class Dot(Score):
         q, k, beta, G = cache["q"], cache["k"], cache["beta"], grad_s
         xp = array_module(q, k, G)
         dq = beta * (G @ k)  # (..., n_q, d)   ds_ij/dq_i = beta k_j
-        dk = beta * (T(xp, G) @ q)  # (..., n_k, d)   ds_ij/dk_j = beta q_i
+        dk = beta * (transpose_last(xp, G) @ q)  # (..., n_k, d)   ds_ij/dk_j = beta q_i
         return sum_to(xp, dq, shape_of(q)), sum_to(xp, dk, shape_of(k)), {}
 
 
@@ -181,8 +181,8 @@ class Additive(Score):
     @checks.score_forward
     def forward(self, q, k, params=None):
         xp = array_module(q, k, *params.values())
-        a = q @ T(xp, params["W_q"])  # (..., n_q, d_a)   A = Q W_q^T
-        b = k @ T(xp, params["W_k"])  # (..., n_k, d_a)   B = K W_k^T
+        a = q @ transpose_last(xp, params["W_q"])  # (..., n_q, d_a)   A = Q W_q^T
+        b = k @ transpose_last(xp, params["W_k"])  # (..., n_k, d_a)   B = K W_k^T
         s, hz = _pair_mlp(xp, a[..., :, None, :], b[..., None, :, :], None, params["v"], "tanh")
         return s, {"q": q, "k": k, "params": params, "hz": hz}  # s: (..., n_q, n_k)
 
@@ -192,14 +192,14 @@ class Additive(Score):
         xp = array_module(q, k, grad_s, *P.values())
         gz, dv = _pair_mlp_backward(xp, grad_s, cache["hz"], P["v"], "tanh")
         da, db = xp.sum(gz, axis=-2), xp.sum(gz, axis=-3)  # (..., n_q, d_a), (..., n_k, d_a)  z_ij = A_i + B_j
-        dW_q = sum_to(xp, T(xp, da) @ q, shape_of(P["W_q"]))  # (d_a, d)   dW_q = dA^T Q
-        dW_k = sum_to(xp, T(xp, db) @ k, shape_of(P["W_k"]))  # (d_a, d)
+        dW_q = sum_to(xp, transpose_last(xp, da) @ q, shape_of(P["W_q"]))  # (d_a, d)   dW_q = dA^T Q
+        dW_k = sum_to(xp, transpose_last(xp, db) @ k, shape_of(P["W_k"]))  # (d_a, d)
         dq, dk = sum_to(xp, da @ P["W_q"], shape_of(q)), sum_to(xp, db @ P["W_k"], shape_of(k))  # dQ = dA W_q
         return dq, dk, {"W_q": dW_q, "W_k": dW_k, "v": dv}
 
 
 @register
-class Self(Score):
+class SameToken(Score):
     """Per-token score, ``s_i = q_i . k_i / scale``, ``scale = sqrt(d)`` unless given (TanhMax Eq. 1;
     derivation 02, section 6): query and key from the same token, as in TanhMax's public code."""
 
@@ -308,13 +308,14 @@ class Neural(Score):
     def forward(self, q, k, params=None):
         P = params
         xp = array_module(q, k, *P.values())
-        qp, kp = q @ T(xp, P["Wq"]), k @ T(xp, P["Wk"])  # (..., n_q, d'), (..., n_k, d')   Eqs. 5-6
+        qp = q @ transpose_last(xp, P["Wq"])  # (..., n_q, d')   Eq. 5
+        kp = k @ transpose_last(xp, P["Wk"])  # (..., n_k, d')   Eq. 6
         if self.is_per_pair(P):
             a = xp.einsum("ijhe,...ie->...ijh", P["Whq"], qp)  # (..., n_q, n_k, h)
             b = xp.einsum("ijhe,...je->...ijh", P["Whk"], kp)  # (..., n_q, n_k, h)
         else:
-            a = (qp @ T(xp, P["Whq"]))[..., :, None, :]  # (..., n_q, 1, h)   Whq q'_i
-            b = (kp @ T(xp, P["Whk"]))[..., None, :, :]  # (..., 1, n_k, h)   Whk k'_j
+            a = (qp @ transpose_last(xp, P["Whq"]))[..., :, None, :]  # (..., n_q, 1, h)   Whq q'_i
+            b = (kp @ transpose_last(xp, P["Whk"]))[..., None, :, :]  # (..., 1, n_k, h)   Whk k'_j
         t, hz = _pair_mlp(xp, a, b, P["bh"], P["wa"], self.hidden)  # (..., n_q, n_k)   Eqs. 4, 8
         beta = self.beta_for(shape_of(k)[-1])
         return beta * (t + P["ba"]), {"q": q, "k": k, "params": P, "qp": qp, "kp": kp, "hz": hz,
@@ -334,11 +335,11 @@ class Neural(Score):
             dkp = xp.einsum("...ijh,ijhe->...je", gz, P["Whk"])  # (..., n_k, d')
         else:  # z_ij = a_i + b_j + bh:  da_i = sum_j gz_ij,  db_j = sum_i gz_ij
             da, db = xp.sum(gz, axis=-2), xp.sum(gz, axis=-3)  # (..., n_q, h), (..., n_k, h)
-            d["Whq"] = sum_to(xp, T(xp, da) @ qp, shape_of(P["Whq"]))  # (h, d')
-            d["Whk"] = sum_to(xp, T(xp, db) @ kp, shape_of(P["Whk"]))
+            d["Whq"] = sum_to(xp, transpose_last(xp, da) @ qp, shape_of(P["Whq"]))  # (h, d')
+            d["Whk"] = sum_to(xp, transpose_last(xp, db) @ kp, shape_of(P["Whk"]))
             dqp, dkp = da @ P["Whq"], db @ P["Whk"]  # (..., n_q, d'), (..., n_k, d')
-        d["Wq"] = sum_to(xp, T(xp, dqp) @ q, shape_of(P["Wq"]))  # (d', d)   q' = Wq q
-        d["Wk"] = sum_to(xp, T(xp, dkp) @ k, shape_of(P["Wk"]))
+        d["Wq"] = sum_to(xp, transpose_last(xp, dqp) @ q, shape_of(P["Wq"]))  # (d', d)   q' = Wq q
+        d["Wk"] = sum_to(xp, transpose_last(xp, dkp) @ k, shape_of(P["Wk"]))
         dq, dk = sum_to(xp, dqp @ P["Wq"], shape_of(q)), sum_to(xp, dkp @ P["Wk"], shape_of(k))
         return dq, dk, {n: d[n] for n in P}
 
@@ -371,7 +372,7 @@ class CosFormer(Score):
         xp = array_module(q, k)
         (n_q, _), (n_k, _) = shape_of(q)[-2:], shape_of(k)[-2:]
         C = self.weights(xp, range(n_q), range(n_k), max(n_q, n_k), dtype_of(q))  # (n_q, n_k)
-        return (relu(xp, q) @ T(xp, relu(xp, k))) * C, {"q": q, "k": k, "C": C}  # (..., n_q, n_k)
+        return (relu(xp, q) @ transpose_last(xp, relu(xp, k))) * C, {"q": q, "k": k, "C": C}  # (..., n_q, n_k)
 
     @checks.score_backward
     def backward(self, grad_s, cache):
@@ -379,7 +380,7 @@ class CosFormer(Score):
         xp = array_module(q, k, grad_s)
         G = grad_s * cache["C"]  # (..., n_q, n_k)
         dq = (G @ relu(xp, k)) * step(xp, q)  # (..., n_q, d)   ds_ij/dq_i = C_ij relu(k_j) relu'(q_i)
-        dk = (T(xp, G) @ relu(xp, q)) * step(xp, k)  # (..., n_k, d)
+        dk = (transpose_last(xp, G) @ relu(xp, q)) * step(xp, k)  # (..., n_k, d)
         return sum_to(xp, dq, shape_of(q)), sum_to(xp, dk, shape_of(k)), {}
 
 

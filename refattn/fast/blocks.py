@@ -89,7 +89,7 @@ class Blocks:
             xp = array_module(q, k)
             C = self.sc.weights(xp, rows, cols, max(self.n_q, self.n_k), q.dtype)  # (bq, bk)
             s = (relu(xp, q) @ xp.swapaxes(relu(xp, k), -1, -2)) * C  # (..., bq, bk)
-            return s, {"kind": "Score", "shape": np.shape(s), "q": q, "k": k, "C": C}
+            return s, {"kind": "score", "shape": np.shape(s), "q": q, "k": k, "C": C}
         s, cache = self.sc.forward(q, k, params)  # (..., bq, bk), or (..., bk) per token
         return (s if self.sc.pairwise else s[..., None, :]), cache
 
