@@ -1,40 +1,14 @@
-r"""The four properties of TanhMax section 4, measured for every activation.
+r"""The four properties of TanhMax section 4, measured for every activation (``derivations/06-four-properties.md``).
 
-TanhMax (section 4) asks four things of an activation
-``phi(s)_i = g(s_i) / sum_k h(s_k)`` (its Eq. 5):
-
-1. **monotonicity**: g is monotonically increasing;
-2. **log-nonlinearity**: log g is not a linear (affine) function
-   (Kanai et al. 2018's softmax-bottleneck argument);
-3. **origin symmetry**: g is symmetric about the origin, g(-s) = -g(s);
-4. **contextual normalisation**: the numerator is compared with the context,
-   C(s) = sum_k h(s_k).
-
-Its Table 3 marks six activations against them. This module *computes* the
-four properties for every registered activation (it iterates over
-:data:`refattn.core.activations.ACTIVATIONS`, so a newly registered activation is
-covered without being listed anywhere) and compares the result with the
-paper's table, which is the one thing written down here by hand
-(:data:`PAPER_TABLE3`). Each criterion, its tolerance and a proof for each
-activation class are in ``derivations/06-four-properties.md``.
-
-The measurements use the paper's ``g`` (``Activation.g``) on a grid of scores,
-except contextual normalisation, which is a property of the whole map and is
-read off its Jacobian (``Activation.jacobian``). Two tolerances, both relative
-to the machine epsilon ``eps`` of the grid's dtype:
-
-* ``4 eps``, for "zero up to rounding" (a decrease of g, an odd-symmetry
-  defect): g is evaluated to within about 2 ulp, so the difference of two
-  values that are equal (or ordered) in exact arithmetic is off by at most
-  ``4 eps`` times the larger of them;
-* ``sqrt(eps)``, for "clearly not zero" (the residual of an affine fit, an
-  off-diagonal Jacobian entry): a quantity that is zero in exact arithmetic
-  comes out as a small multiple of ``eps`` (measured: about ``eps`` for
-  softmax), so ``sqrt(eps)`` sits about seven decades (float64) above it and
-  as far below every honest signal measured here.
-
-``refattn properties`` (:mod:`refattn.studies.four_properties`) measures every activation with
-:func:`measure` and compares the result with :data:`PAPER_TABLE3`.
+TanhMax asks of ``phi(s)_i = g(s_i) / sum_k h(s_k)`` (its Eq. 5): (1) g is
+monotonically increasing, (2) log g is not affine (Kanai et al. 2018's
+softmax bottleneck), (3) g is odd, (4) the numerator is compared with the
+context ``C(s) = sum_k h(s_k)``. Each measurement applies one criterion,
+Eqs. 06.P1-06.P5, to ``Activation.g`` on a grid of scores, or, for (4), to
+``Activation.jacobian``, with the two tolerances of derivation 06, section 1
+(:func:`tolerances`). The paper's Table 3 is the one thing written here by
+hand (:data:`PAPER_TABLE3`); ``refattn properties``
+(:mod:`refattn.studies.four_properties`) compares every activation with it.
 """
 
 from __future__ import annotations
@@ -44,8 +18,8 @@ from types import MappingProxyType
 
 import numpy as np
 
-from ..core.activations import ACTIVATIONS, Activation, activation
 from ..core.checks import check_int
+from . import as_activation
 
 __all__ = [
     "PROPERTIES",
@@ -127,29 +101,14 @@ _MIN_POINTS_PER_SIDE = 3
 
 
 def default_grid() -> np.ndarray:
-    """The default grid of scores: 4001 points from -8 to 8 (step 0.004, with 0).
-
-    Wide enough that sigmoid is flat to 3e-4 and sinh, exp stay below 3e3,
-    dense enough that a decrease or a kink cannot fall between two points
-    unnoticed for the registered activations (``derivations/06-four-properties.md``,
-    section 1).
-    """
+    """4001 scores from -8 to 8, step 0.004, with 0 (``derivations/06-four-properties.md``, section 1)."""
     lo, hi, n = _DEFAULT_GRID
     return np.linspace(lo, hi, n)  # (4001,)
 
 
 def tolerances(dtype=np.float64) -> dict:
-    """The two tolerances used by the criteria, for a floating dtype.
-
-    Returns
-    -------
-    dict
-        ``{"eps": eps, "roundoff": 4 eps, "signal": sqrt(eps)}``: ``roundoff``
-        bounds what counts as zero (a decrease of g, an odd-symmetry defect),
-        ``signal`` what counts as clearly non-zero (an affine-fit residual, an
-        off-diagonal Jacobian entry). Reasons in the module docstring and
-        ``derivations/06-four-properties.md``, section 1.
-    """
+    """``{"eps", "roundoff": 4 eps, "signal": sqrt(eps)}`` for a floating dtype: zero up to rounding, and
+    clearly non-zero (``derivations/06-four-properties.md``, section 1)."""
     eps = float(np.finfo(dtype).eps)
     return {"eps": eps, "roundoff": 4.0 * eps, "signal": math.sqrt(eps)}
 
@@ -157,17 +116,6 @@ def tolerances(dtype=np.float64) -> dict:
 # --------------------------------------------------------------------------
 # Argument checks
 # --------------------------------------------------------------------------
-
-
-def _as_activation(given) -> Activation:
-    """``given``, an :class:`Activation` or a registered activation's name, as an Activation."""
-    if isinstance(given, Activation):
-        return given
-    if isinstance(given, str):
-        return activation(given)  # ValueError for an unknown name
-    raise TypeError(
-        "activation: expected a registered activation's name (one of "
-        f"{ACTIVATIONS}) or an Activation, got {type(given).__name__}")
 
 
 def _check_grid(grid) -> np.ndarray:
@@ -199,7 +147,7 @@ def _check_grid(grid) -> np.ndarray:
     return arr
 
 
-def _g_on(act: Activation, s: np.ndarray) -> np.ndarray:
+def _g_on(act, s: np.ndarray) -> np.ndarray:
     """``g(s)``, or a ValueError naming ``grid`` where g is not finite there."""
     # sinh, exp and s^2 overflow to inf (and expressive's s^2/(1+s^2) to
     # inf/inf = NaN) for |s| beyond the dtype's range; that is reported below
@@ -231,31 +179,24 @@ def _result(holds, evidence, criterion):
 
 
 def measure_monotonicity(activation, *, grid=None) -> dict:
-    """Is g non-decreasing? (TanhMax section 4, property 1)
-
-    Criterion: on the strictly increasing grid s, every step
-    ``g(s[j+1]) - g(s[j])`` is at least ``-4 eps max(|g(s[j])|, |g(s[j+1])|)``,
-    i.e. no decrease beyond rounding. Non-decreasing counts as monotone (the
-    paper marks ReLU, which is flat for s < 0, as monotone); ``strict`` in the
-    evidence says whether every step is positive.
-    Derivation: ``derivations/06-four-properties.md``, section 2.
+    """Is g non-decreasing? TanhMax section 4, property 1: Eq. 06.P1, every step
+    ``g(s[j+1]) - g(s[j]) >= -4 eps max(|g(s[j])|, |g(s[j+1])|)`` (``derivations/06-four-properties.md``,
+    section 2; ReLU, flat for s < 0, counts as monotone, as in the paper).
 
     Parameters
     ----------
     activation : str or Activation
         A registered name, or an activation object.
     grid : array_like, optional
-        Strictly increasing finite scores with at least 3 of each sign;
-        default :func:`default_grid`.
+        Strictly increasing finite scores with at least 3 of each sign; default :func:`default_grid`.
 
     Returns
     -------
     dict
-        ``{"holds": bool, "evidence": {...}, "criterion": str}``; the evidence
-        has the most negative step (absolute and relative to the larger of its
-        two values) and where it is, and ``strict``.
+        ``{"holds", "evidence", "criterion"}``; the evidence has the most negative step (absolute and
+        relative) and where it is, and ``strict`` (every step > 0).
     """
-    act = _as_activation(activation)
+    act = as_activation(activation)
     s = _check_grid(grid)  # (m,)
     tol = tolerances(s.dtype)
     g = _g_on(act, s)  # (m,)
@@ -282,42 +223,22 @@ def measure_monotonicity(activation, *, grid=None) -> dict:
 
 
 def measure_log_nonlinearity(activation, *, grid=None, seed=0, rank=True) -> dict:
-    """Is log|g| non-affine? (TanhMax section 4, property 2)
+    """Is log|g| non-affine? TanhMax section 4, property 2: Eq. 06.P2, the least-squares fit
+    ``log|g(s)| ~ a s + b`` over the grid points with ``g != 0`` leaves a relative residual
+    ``sqrt(1 - R^2) > sqrt(eps)`` (``derivations/06-four-properties.md``, section 3.1).
 
-    Criterion: on the grid points where g(s) != 0, fit ``log|g(s)| ~ a s + b``
-    by least squares; the property holds when the RMS residual divided by
-    the standard deviation of ``log|g|`` (that is ``sqrt(1 - R^2)``) exceeds
-    ``sqrt(eps)``. The absolute value covers odd g (signexp: log|g| = |s|,
-    a kink; softmax: log g = s, affine). With fewer than 3 such points log|g|
-    is trivially affine and the property does not hold.
-
-    Second, independent measurement (``rank=True``): :func:`bottleneck_rank`,
-    the numerical rank of ``log|phi(W h)|`` over random h (Kanai et al. 2018,
-    cited by TanhMax); it is reported, and compared, but does not decide.
-    Derivation: ``derivations/06-four-properties.md``, section 3.
-
-    Parameters
-    ----------
-    activation : str or Activation
-    grid : array_like, optional
-        As in :func:`measure_monotonicity`.
-    seed : int
-        Seed of the random W and h of the rank measurement.
-    rank : bool
-        Whether to run the rank measurement.
+    With ``rank``, :func:`bottleneck_rank` (Eq. 06.P3, seeded by ``seed``) is reported beside it
+    as evidence; it does not decide. ``activation`` and ``grid`` as in :func:`measure_monotonicity`.
 
     Returns
     -------
     dict
-        ``{"holds", "evidence", "criterion"}``; the evidence has the relative
-        residual, the fitted slope and intercept, the largest second divided
-        difference ``2 f[s0, s1, s2]`` of log|g| over consecutive points with
-        g != 0 (an estimate of the second derivative, or of a kink), and,
-        with ``rank``, the rank measurement under ``"bottleneck_rank"``.
+        ``{"holds", "evidence", "criterion"}``; the evidence has the relative residual, the fitted
+        slope and intercept, the largest second divided difference of log|g| (a curvature or a kink)
+        and, with ``rank``, ``"bottleneck_rank"``.
     """
-    act = _as_activation(activation)
+    act = as_activation(activation)
     s = _check_grid(grid)  # (m,)
-    seed = check_int(seed, "seed", 0)
     tol = tolerances(s.dtype)
     g = _g_on(act, s)  # (m,)
     keep = g != 0
@@ -354,44 +275,22 @@ _RANK_REGIMES = ("mixed", "positive")
 
 
 def bottleneck_rank(activation, *, n=12, d=3, samples=200, seed=0) -> dict:
-    """The numerical rank of ``log|phi(W h)|`` over random h (Kanai et al. 2018).
+    """The numerical rank of ``M = log|phi(W h_t)|`` over ``samples`` random ``h_t`` (Kanai et al. 2018).
 
-    For a fixed random ``W`` of shape (n, d), d < n - 1, stack the rows
-    ``log|phi(W h_t)|`` for ``samples`` random vectors ``h_t`` into a matrix
-    M of shape (samples, n). For softmax, ``log phi(z) = z - lse(z) 1``, so
-    every row lies in span(columns of W, 1) and ``rank M <= d + 1``: the
-    softmax bottleneck. An activation whose log|g| is not affine is not
-    confined to that subspace and its rank exceeds d + 1.
-
-    Two regimes: ``"mixed"`` draws W and h from N(0, 1), so scores of both
-    signs occur; ``"positive"`` takes absolute values of both, so every score
-    is positive (where relu and cosformer have no zero weights). Rows with a
-    zero weight (log 0 = -inf) are dropped; a regime with fewer than 2n rows
-    left is reported as not applicable, with the reason. The rank is
-    NumPy's: singular values above ``sigma_max * max(M.shape) * eps``.
-    Derivation: ``derivations/06-four-properties.md``, section 3.2.
-
-    Parameters
-    ----------
-    activation : str or Activation
-    n, d : int
-        Output and input dimension; ``1 <= d <= n - 2``.
-    samples : int
-        Number of random h per regime, at least 2n.
-    seed : int
-        Seed of W and h.
+    For softmax ``rank M <= d + 1`` (Eq. 06.P3, the softmax bottleneck); an activation whose log|g|
+    is not affine exceeds it (``derivations/06-four-properties.md``, section 3.2). ``W (n, d)`` and
+    ``h`` are N(0, 1) in the ``"mixed"`` regime and their absolute values in the ``"positive"`` one;
+    rows with a zero weight are dropped, and a regime left with fewer than ``2n`` rows is not
+    applicable. The rank is NumPy's (singular values above ``sigma_max max(M.shape) eps``).
 
     Returns
     -------
     dict
-        ``{"n", "d", "bound": d + 1, "samples", "regimes": {regime: {...}},
-        "exceeds_bound": bool}``; each regime has ``applicable``, ``rank``,
-        ``rows_used``, ``singular_values_relative`` (sigma / sigma_max) and
-        ``first_beyond_bound`` (sigma_{d+2} / sigma_max), or ``reason``.
-        ``exceeds_bound`` is True when some applicable regime's rank exceeds
-        d + 1.
+        ``{"n", "d", "bound": d + 1, "samples", "regimes", "exceeds_bound"}``; each regime has
+        ``applicable``, ``rank``, ``rows_used``, ``singular_values_relative`` and ``first_beyond_bound``
+        (``sigma_{d+2} / sigma_max``), or ``reason``.
     """
-    act = _as_activation(activation)
+    act = as_activation(activation)
     n = check_int(n, "n", 3)
     d = check_int(d, "d", 1)
     if d > n - 2:
@@ -407,24 +306,18 @@ def bottleneck_rank(activation, *, n=12, d=3, samples=200, seed=0) -> dict:
             W, H = np.abs(W), np.abs(H)
         phi = act(H @ W.T)  # (samples, n): row t is phi(W h_t)
         ok = np.all(phi != 0, axis=1)  # (samples,) rows where log|phi| is finite
-        if int(ok.sum()) < 2 * n:
-            regimes[regime] = {
-                "applicable": False, "rank": None, "rows_used": int(ok.sum()),
-                "reason": (f"phi has a zero weight in {samples - int(ok.sum())} of {samples} "
-                           f"rows (g vanishes there), so log|phi| = -inf; fewer than "
-                           f"2n = {2 * n} rows remain"),
-            }
+        used = int(ok.sum())
+        if used < 2 * n:
+            regimes[regime] = {"applicable": False, "rank": None, "rows_used": used,
+                               "reason": f"phi has a zero weight in {samples - used} of {samples} rows (g "
+                                         f"vanishes there), so log|phi| = -inf; fewer than 2n = {2 * n} rows remain"}
             continue
         M = np.log(np.abs(phi[ok]))  # (rows, n)
         sv = np.linalg.svd(M, compute_uv=False)  # (n,) descending
         cut = sv[0] * max(M.shape) * np.finfo(M.dtype).eps
-        regimes[regime] = {
-            "applicable": True,
-            "rank": int(np.sum(sv > cut)),
-            "rows_used": int(ok.sum()),
-            "singular_values_relative": [float(v) for v in sv / sv[0]],
-            "first_beyond_bound": float(sv[d + 1] / sv[0]),
-        }
+        regimes[regime] = {"applicable": True, "rank": int(np.sum(sv > cut)), "rows_used": used,
+                           "singular_values_relative": [float(v) for v in sv / sv[0]],
+                           "first_beyond_bound": float(sv[d + 1] / sv[0])}
     exceeds = any(r["applicable"] and r["rank"] > d + 1 for r in regimes.values())
     return {"n": n, "d": d, "bound": d + 1, "samples": samples, "regimes": regimes,
             "exceeds_bound": bool(exceeds)}
@@ -436,35 +329,20 @@ def bottleneck_rank(activation, *, n=12, d=3, samples=200, seed=0) -> dict:
 
 
 def measure_contextual_normalisation(activation, *, seed=0, n=6, rows=8) -> dict:
-    """Does phi_i depend on the other scores? (TanhMax section 4, property 4)
+    """Does phi_j depend on another token's score? TanhMax section 4, property 4.
 
-    Criterion: for phi_i = g(s_i) / C(s), C(s) = sum_k h(s_k), the weight of
-    token j responds to another token's score, d phi_j / d s_k != 0 for some
-    k != j. On ``rows`` random rows s ~ N(0, 4) of length n, the Jacobian
-    ``J = Activation.jacobian(s)`` (derivation 01, Eq. 01.R3) gives the ratio
-    ``max_{j != k} |J[j, k]| / max_j |J[j, j]|``; the property holds when the
-    largest ratio over the rows exceeds sqrt(eps). Where h is constant
-    (linear, relu: C = n) the off-diagonal part is exactly 0:
-    ``d phi_j / d s_k = -g(s_j) h'(s_k) / C^2`` (TanhMax, Eq. 4's pi_j).
-    Rows whose Jacobian has a zero diagonal (no normaliser: J = 0) are skipped.
-    Derivation: ``derivations/06-four-properties.md``, section 4.
-
-    Parameters
-    ----------
-    activation : str or Activation
-    seed : int
-        Seed of the random rows.
-    n, rows : int
-        Row length (>= 2) and number of rows (>= 1).
+    On ``rows`` random rows ``s ~ N(0, 4)`` of length ``n`` (>= 2), the Jacobian
+    ``J = Activation.jacobian(s)`` (Eq. 01.R3) has an off-diagonal entry, Eq. 06.P4
+    ``d phi_j / d s_k = -g(s_j) h'(s_k) / C^2``, above ``sqrt(eps) max_j |J[j, j]|``
+    (``derivations/06-four-properties.md``, section 4); rows with ``J = 0`` (no normaliser) are skipped.
 
     Returns
     -------
     dict
-        ``{"holds", "evidence", "criterion"}``; the evidence has the largest
-        ratio, the largest off-diagonal and diagonal entries, and how many
-        rows were skipped.
+        ``{"holds", "evidence", "criterion"}``; the evidence has the largest ratio, the largest
+        off-diagonal and diagonal entries, and the rows skipped.
     """
-    act = _as_activation(activation)
+    act = as_activation(activation)
     seed = check_int(seed, "seed", 0)
     n = check_int(n, "n", 2)
     rows = check_int(rows, "rows", 1)
@@ -499,29 +377,17 @@ def measure_contextual_normalisation(activation, *, seed=0, n=6, rows=8) -> dict
 
 
 def measure_origin_symmetry(activation, *, grid=None) -> dict:
-    """Is g odd, g(-s) = -g(s)? (TanhMax section 4, property 3)
-
-    Criterion: at every grid point, ``|g(s) + g(-s)| <= 4 eps max(|g(s)|, |g(-s)|)``.
-    The evidence also gives the even defect ``|g(s) - g(-s)|`` (relative in
-    the same way), so an even g (expressive) shows up as such, and a
-    ``parity`` label: "odd", "even", "odd and even" (g = 0) or "neither".
-    Derivation: ``derivations/06-four-properties.md``, section 5.
-
-    Parameters
-    ----------
-    activation : str or Activation
-    grid : array_like, optional
-        As in :func:`measure_monotonicity` (it need not be symmetric; g is
-        evaluated at s and at -s).
+    """Is g odd? TanhMax section 4, property 3: Eq. 06.P5, ``|g(s) + g(-s)| <= 4 eps max(|g(s)|, |g(-s)|)``
+    at every grid point (``derivations/06-four-properties.md``, section 5; ``activation`` and ``grid`` as in
+    :func:`measure_monotonicity`, the grid need not be symmetric).
 
     Returns
     -------
     dict
-        ``{"holds", "evidence", "criterion"}``; the evidence has the largest
-        relative odd and even defects (each between 0 and 2) and where the
-        odd one is largest.
+        ``{"holds", "evidence", "criterion"}``; the evidence has the largest relative odd and even
+        defects, where the odd one is, and ``parity`` ("odd", "even", "odd and even" or "neither").
     """
-    act = _as_activation(activation)
+    act = as_activation(activation)
     s = _check_grid(grid)  # (m,)
     tol = tolerances(s.dtype)
     g_pos, g_neg = _g_on(act, s), _g_on(act, -s)  # (m,), (m,)
@@ -547,29 +413,10 @@ def measure_origin_symmetry(activation, *, grid=None) -> dict:
 
 
 def measure(activation, *, grid=None, seed=0) -> dict:
-    """The four properties of TanhMax section 4 for one activation.
-
-    Parameters
-    ----------
-    activation : str or Activation
-        A registered name, or an activation object.
-    grid : array_like, optional
-        Scores on which g is examined (:func:`default_grid` by default).
-    seed : int
-        Seed of the random rows and matrices (normalisation, rank).
-
-    Returns
-    -------
-    dict
-        ``{property: {"holds": bool, "evidence": {...}, "criterion": str}}``
-        for each of :data:`PROPERTIES`, from :func:`measure_monotonicity`,
-        :func:`measure_log_nonlinearity`, :func:`measure_contextual_normalisation`
-        and :func:`measure_origin_symmetry`.
-        Derivation: ``derivations/06-four-properties.md``.
-    """
-    act = _as_activation(activation)
-    grid = _check_grid(grid)
-    seed = check_int(seed, "seed", 0)
+    """The four properties of TanhMax section 4 for one activation (``derivations/06-four-properties.md``):
+    ``{property: {"holds", "evidence", "criterion"}}`` for each of :data:`PROPERTIES`, each measured by its
+    function on ``grid`` (:func:`default_grid` by default), with ``seed`` for the random rows and matrices."""
+    act = as_activation(activation)
     return {
         "monotonicity": measure_monotonicity(act, grid=grid),
         "log_nonlinearity": measure_log_nonlinearity(act, grid=grid, seed=seed),

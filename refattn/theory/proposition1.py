@@ -22,28 +22,11 @@ depends on no other parameter),
 product of the activation with cotangent ``o``: the same VJP that
 :mod:`refattn.core.activations` derives by hand (``derivations/01-reweighted-softmax.md``,
 Eq. 01.R4). Everything here is derived line by line in
-``derivations/03-proposition-1.md``; the TanhMax specialisation (Eqs. 7-9) and
-the analogous closed forms for the other activations in
-``derivations/04-score-dynamics-closed-forms.md``.
-
-What this module provides:
-
-* :func:`pi_matrix` -- the paper's ``pi`` for one row, from ``g, h, g', h'``;
-* :func:`delta_II` -- ``sum_j pi_ij o_j`` evaluated stably (the activation's VJP);
-* :func:`output_factor` -- ``sigma' dR/dy`` per instance, for binary cross-entropy
-  and squared loss;
-* :func:`score_velocity` -- Eq. 4 for a batch of instances;
-* :func:`tanhmax_weights`, :func:`tanhmax_velocity` -- Eqs. 7-9, with the sign
-  of Eq. 7 corrected (and :func:`tanhmax_velocity_as_printed` for comparison);
-* :func:`closed_form_delta_II` -- ``Delta_II`` in closed form for every activation
-  (:data:`CLOSED_FORMS`, one function per built-in; a user's activation gets
-  Eq. 01.R4 written out with cotangent ``o``);
-* :class:`OneLayerModel` -- the proposition's model, with free per-token ``Q, K``
-  (``"free"``), TanhMax's public code's shared projections (``"shared"``) or
-  Sun & Lu's learned global query (``"global"``);
-* :func:`velocity_decomposition` -- the exact gradient-flow velocity of every
-  token's score, ``-(ds/dvartheta)(dR/dvartheta)^T``, from autograd, split into the
-  part Proposition 1 keeps and the cross terms it neglects.
+``derivations/03-proposition-1.md``; the TanhMax specialisation (Eqs. 7-9, the
+sign of Eq. 7 corrected) and the closed forms for the other activations in
+``derivations/04-score-dynamics-closed-forms.md``. :func:`velocity_decomposition`
+computes the exact velocity with autograd, for the proposition's model
+(:class:`OneLayerModel`) and the two it does not cover exactly.
 
 ``refattn prop1`` (:mod:`refattn.studies.prop1`) checks Eq. 4 with these for every activation.
 """
@@ -59,9 +42,10 @@ from autograd import grad, jacobian
 from autograd.misc import flatten
 
 from ..core import activations as A
-from ..core.activations import ACTIVATIONS, activation, sigmoid, sqrt_tiny
+from ..core.activations import activation, sigmoid, sqrt_tiny
 from ..core.backend import array_module
 from ..core.checks import check_float_array
+from . import as_activation
 
 __all__ = [
     "OUTPUTS",
@@ -89,14 +73,6 @@ LOSSES = ("bce", "squared")
 MODEL_KINDS = ("free", "shared", "global")
 
 
-def _act(act):
-    if isinstance(act, str):
-        return activation(act)
-    if isinstance(act, A.Activation):
-        return act
-    raise TypeError(f"activation: expected an activation name or object, got {type(act).__name__}")
-
-
 def _same_shape(x, ref, name, ref_name):
     if np.shape(x) != np.shape(ref):
         raise ValueError(f"{name}: shape {np.shape(x)} does not match {ref_name}'s shape {np.shape(ref)}")
@@ -108,27 +84,11 @@ def _same_shape(x, ref, name, ref_name):
 
 
 def pi_matrix(activation, s):
-    r"""The paper's ``pi_ij = d w_j / d s_i`` for one row (TanhMax, Eq. 4).
-
-    ``pi_ij = [j = i] g'(s_i) / C - w_j h'(s_i) / C`` with ``C = sum_k h(s_k)`` and
-    ``w_j = g(s_j) / C``, computed from the activation's ``g, h, dg, dh`` exactly as
-    printed (``derivations/03-proposition-1.md``, step 03.P5). This is the transpose of
-    the Jacobian ``d phi_j / d s_i`` (:meth:`refattn.core.activations.Activation.jacobian`).
-    For teaching: ``g`` and ``h`` are evaluated directly, so large ``|s|``
-    overflows; :func:`delta_II` is the stable route.
-
-    Parameters
-    ----------
-    activation : str or Activation
-    s : ndarray, shape (n,)
-        One row of scores.
-
-    Returns
-    -------
-    ndarray, shape (n, n)
-        ``pi[i, j]``.
-    """
-    activation = _act(activation)
+    r"""The paper's ``pi_ij = d w_j / d s_i = [j = i] g'(s_i) / C - w_j h'(s_i) / C`` (TanhMax Eq. 4), an
+    ``(n, n)`` array for one row ``s (n,)``, from ``g, h, dg, dh`` as printed (``derivations/03-proposition-1.md``,
+    step 03.P5): the transpose of :meth:`~refattn.core.activations.Activation.jacobian`. For teaching: large
+    ``|s|`` overflows, :func:`delta_II` is the stable route."""
+    activation = as_activation(activation)
     check_float_array(s, "s", ndim=1)
     xp = array_module(s)
     C = xp.sum(activation.h(s))
@@ -139,32 +99,15 @@ def pi_matrix(activation, s):
 
 
 def delta_II(activation, s, o, axis=-1, mask=None):
-    r"""``Delta_II,i = sum_j pi_ij o_j``, the context-dependent factor of Eq. 4.
+    r"""``Delta_II,i = sum_j pi_ij o_j``, the context-dependent factor of Eq. 4, for scores ``s`` and polarity
+    scores ``o_j = V_j^T W`` (both ``(..., n)``; ``axis``, ``mask`` as in ``Activation.forward``).
 
-    Because ``pi_ij = d w_j / d s_i``, this is the activation's vector-Jacobian
-    product with cotangent ``o`` (``derivations/03-proposition-1.md``, step 03.P6),
-
-        Delta_II,i = p_i [ (rho'_i + rho_i ell'_i) o_i - ell'_i sum_j w_j o_j ],
-
-    with ``p = softmax(ell(s))``, evaluated stably for every finite ``s`` by
-    :meth:`refattn.core.activations.Activation.backward`.
-
-    The arguments follow the proposition, ``Delta_II(s, o)``: scores, then
-    polarities. ``o`` is a cotangent only in the reading of step 03.P6; as a
-    backward pass, cotangent first, the same product is
-    ``activation.backward(o, activation.forward(s)[1])``.
-
-    Parameters
-    ----------
-    activation : str or Activation
-    s : ndarray (..., n)
-        Scores.
-    o : ndarray (..., n)
-        Token polarity scores ``o_j = V_j^T W``.
-    axis, mask
-        As in :meth:`refattn.core.activations.Activation.forward`.
+    As ``pi_ij = d w_j / d s_i``, it is the activation's VJP with cotangent ``o`` (step 03.P6 of
+    ``derivations/03-proposition-1.md``), ``p_i [(rho'_i + rho_i ell'_i) o_i - ell'_i sum_j w_j o_j]``,
+    evaluated stably by ``activation.backward(o, activation.forward(s)[1])``; the arguments follow the
+    proposition's ``Delta_II(s, o)``.
     """
-    activation = _act(activation)
+    activation = as_activation(activation)
     check_float_array(o, "o")
     _same_shape(o, s, "o", "s")
     return activation.backward(o, activation.forward(s, axis, mask)[1])
@@ -201,25 +144,11 @@ def output_factor(a, target, *, output="sigmoid", loss="bce", n_instances=None):
 
 
 def score_velocity(activation, s, o, c, delta_I, axis=-1, mask=None):
-    r"""Proposition 1 (TanhMax, Eq. 4): ``ds_i/dtau = -Delta_I,i Delta_II,i c``.
-
-    Parameters
-    ----------
-    activation : str or Activation
-    s, o, delta_I : ndarray (N, n)
-        Scores, polarity scores ``o_j = V_j^T W`` and ``Delta_I`` of every token
-        of every instance.
-    c : ndarray (N,)
-        ``sigma' dR/dy`` per instance (:func:`output_factor`).
-
-    Returns
-    -------
-    ndarray (N, n)
-        The velocity of each score, exact when every token's ``Q_i, K_i`` are its
-        own free parameters and no token occurs twice (otherwise sum over
-        occurrences: :meth:`OneLayerModel.formula_velocity`).
-        ``derivations/03-proposition-1.md``, Eq. 03.P.
-    """
+    r"""Proposition 1 (TanhMax Eq. 4; Eq. 03.P of ``derivations/03-proposition-1.md``):
+    ``ds_i/dtau = -Delta_I,i Delta_II,i c``, ``(N, n)``, from the scores ``s``, polarity scores ``o`` and
+    ``delta_I`` of every token of every instance (``(N, n)`` each) and ``c = sigma' dR/dy`` per instance
+    (``(N,)``, :func:`output_factor`). Exact when every token's ``Q_i, K_i`` are its own free parameters
+    and no token occurs twice (else sum over occurrences: :meth:`OneLayerModel.formula_velocity`)."""
     check_float_array(delta_I, "delta_I")
     _same_shape(delta_I, s, "delta_I", "s")
     c = np.asarray(c) if not hasattr(c, "shape") else c
@@ -304,12 +233,11 @@ def closed_form_delta_II(activation, s, o, axis=-1):
     ``p_i [(rho'_i + rho_i ell'_i) o_i - ell'_i o_bar]`` (step 03.P6). The arguments follow
     the proposition, ``Delta_II(s, o)``, as :func:`delta_II` says.
     """
-    act = _act(activation)
-    check_float_array(s, "s")
+    act = as_activation(activation)
+    w = act(s, axis)  # checks s
     check_float_array(o, "o")
     _same_shape(o, s, "o", "s")
     xp = array_module(s, o)
-    w = act(s, axis)
     o_bar = xp.sum(w * o, axis=axis, keepdims=True)  # the attention-weighted context polarity
     form = CLOSED_FORMS.get(type(act), _generic_delta_II)
     return form(act, xp, s, o, w, o_bar, axis)
@@ -386,8 +314,7 @@ class OneLayerModel:
     def __post_init__(self):
         if self.kind not in MODEL_KINDS:
             raise ValueError(f"kind: expected one of {MODEL_KINDS}, got {self.kind!r}")
-        if not isinstance(self.activation, A.Activation) and self.activation not in ACTIVATIONS:
-            raise ValueError(f"activation: expected one of {ACTIVATIONS} or an Activation, got {self.activation!r}")
+        as_activation(self.activation)  # a name or an Activation
         output_factor(np.zeros(1), np.zeros(1), output=self.output, loss=self.loss)  # validates both
         if not (isinstance(self.scale, (int, float)) and math.isfinite(self.scale) and self.scale > 0):
             raise ValueError(f"scale: expected a positive finite number, got {self.scale!r}")
@@ -443,7 +370,7 @@ class OneLayerModel:
         """``a = V^T W`` per instance, ``(N,)``; ``s_vocab`` overrides the scores
         (so that ``dR/ds`` can be taken with the parameters held fixed)."""
         s = (self.vocab_scores(params) if s_vocab is None else s_vocab)[tokens]  # (N, n)
-        w = _act(self.activation)(s)  # (N, n)
+        w = as_activation(self.activation)(s)  # (N, n)
         o = self.polarity(params)[tokens]  # (N, n)
         return anp.sum(w * o, axis=-1)  # (N,)  V^T W = sum_i w_i V_i^T W
 

@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.activations import ACTIVATIONS, Activation, activation
-from ..core.activations import activation as get_activation
+from ..core.activations import activation
 from ..core.checks import check_axis, check_float_array, check_int, check_real
+from . import as_activation
 
 __all__ = [
     "tanhmax_l1_norm",
@@ -44,6 +44,8 @@ __all__ = [
     "closure_gap_closed_form",
     "log_rank",
 ]
+
+_EPS = float(np.finfo(np.float64).eps)  # float64's machine epsilon
 
 
 # --------------------------------------------------------------------------
@@ -76,8 +78,6 @@ def _finite_shifts(c):
     return arr
 
 
-
-
 def _logsumexp(x, axis):
     """``log sum_k e^{x_k}`` along ``axis`` (shifted by the maximum: no overflow)."""
     m = np.max(x, axis=axis, keepdims=True)
@@ -90,58 +90,20 @@ def _logsumexp(x, axis):
 
 
 def tanhmax_l1_norm(s, axis=-1):
-    """The l1 norm ``sum_i |tanhmax(s)_i|`` of TanhMax's output along ``axis``.
-
-    Computed from the library's stable forward pass (TanhMax, Eq. 6), so any
-    finite ``s`` is accepted. In exact arithmetic the result is below 1
-    (``derivations/05-proposition-2.md``, Eq. 05.P2); in floating point it can
-    round to exactly 1 once the margin :func:`tanhmax_l1_margin` drops below
-    about 1e-16 (every ``|s_i|`` above ~19).
-
-    Parameters
-    ----------
-    s : ndarray of float
-        Finite scores, any shape.
-    axis : int
-        The axis TanhMax normalises.
-
-    Returns
-    -------
-    ndarray
-        ``s``'s shape without ``axis``.
-    """
+    """``sum_i |tanhmax(s)_i|`` along ``axis``, from the stable forward pass (TanhMax Eq. 6): below 1
+    (Eq. 05.P2 of ``derivations/05-proposition-2.md``), though it rounds to 1 once every ``|s_i|``
+    exceeds about 19 (:func:`tanhmax_l1_margin` is the margin in closed form)."""
     s = _finite_array(s, "s")
     ax = check_axis(axis, s.ndim)
     return np.sum(np.abs(activation("tanhmax")(s, axis=ax)), axis=ax)
 
 
 def tanhmax_l1_margin(s, axis=-1, *, log=False):
-    """How far TanhMax's output is from the l1 unit sphere, in closed form.
-
-    ``1 - sum_i |tanhmax(s)_i| = sum_i e^{-|s_i|} / sum_k cosh s_k``
-    (``derivations/05-proposition-2.md``, Eq. 05.P3), which follows from
-    ``cosh x - |sinh x| = e^{-|x|}``. The right-hand side is positive for
-    every finite ``s``: this is the strict inequality that makes the range
-    of TanhMax (TanhMax, Eq. 6) miss every softmax output, and so makes
-    TanhMax's Eq. 10 false as printed.
-
-    Parameters
-    ----------
-    s : ndarray of float
-        Finite scores, any shape.
-    axis : int
-        The axis TanhMax normalises.
-    log : bool
-        Return ``log(margin)`` instead: finite for every finite ``s``, also
-        where the margin itself underflows to 0 (huge scores).
-
-    Returns
-    -------
-    ndarray
-        The margin (or its logarithm), ``s``'s shape without ``axis``.
-        Evaluated as ``exp(lse(-|s|) - lse(|s| + log((1 + e^{-2|s|}) / 2)))``
-        with ``lse`` a shifted log-sum-exp, so nothing overflows.
-    """
+    """``1 - sum_i |tanhmax(s)_i| = sum_i e^{-|s_i|} / sum_k cosh s_k`` along ``axis`` (Eq. 05.P3 of
+    ``derivations/05-proposition-2.md``, from ``cosh x - |sinh x| = e^{-|x|}``): positive for every finite
+    ``s``, which is why TanhMax's range misses every softmax output (TanhMax Eq. 10 as printed is false).
+    With ``log``, its logarithm, finite also where the margin underflows. Two shifted log-sum-exps:
+    nothing overflows."""
     s = _finite_array(s, "s")
     ax = check_axis(axis, s.ndim)
     a = np.abs(s)  # (..., n)
@@ -157,7 +119,7 @@ def tanhmax_l1_margin(s, axis=-1, *, log=False):
 def _slack(slack, n):
     """The rounding allowance of :func:`in_tanhmax_range` for rows of length ``n``."""
     if slack is None:
-        return 4.0 * n * float(np.finfo(np.float64).eps)
+        return 4.0 * n * _EPS
     slack = check_real(slack, "slack", finite=False)
     if not 0.0 <= slack < 1.0:
         raise ValueError(f"slack: expected 0 <= slack < 1, got {slack}")
@@ -165,35 +127,12 @@ def _slack(slack, n):
 
 
 def in_tanhmax_range(w, axis=-1, *, slack=None):
-    """Whether each row of ``w`` is an output of TanhMax: ``sum_i |w_i| < 1``.
+    """Whether each row of ``w`` along ``axis`` is a TanhMax output: ``sum_i |w_i| < 1 - slack``.
 
-    TanhMax (TanhMax, Eq. 6) maps R^n onto the open l1 unit ball, strictly
-    (``derivations/05-proposition-2.md``, statement (a)); every softmax
-    output sums to 1 and is therefore *not* in the range. In floating point
-    a softmax output sums to 1 only up to rounding (a few units of
-    ``n * 1.1e-16``, either side), so membership is tested as
-
-        sum_i |w_i| < 1 - slack,
-
-    and a row within ``slack`` of the unit sphere counts as *on* it, not in
-    the open ball: its floating-point entries cannot certify that it lies
-    inside.
-
-    Parameters
-    ----------
-    w : ndarray of float
-        Finite candidate weights, any shape.
-    axis : int
-        The axis that would be TanhMax's output axis.
-    slack : float or None
-        The rounding allowance; ``None`` means ``4 n eps_mach`` (``n`` the
-        row length, ``eps_mach = 2.2e-16``); ``0.0`` gives the bare strict
-        test ``sum|w_i| < 1``.
-
-    Returns
-    -------
-    ndarray of bool
-        ``w``'s shape without ``axis``.
+    TanhMax (Eq. 6) maps R^n onto the open l1 unit ball (``derivations/05-proposition-2.md``, statement
+    (a)), so a softmax output, which sums to 1, is not in its range. ``slack`` (default ``4 n eps_mach``;
+    ``0.0`` for the bare test) counts a row within rounding of the unit sphere as on it: its
+    floating-point entries cannot certify that it lies inside. Returns ``w``'s shape without ``axis``.
     """
     w = _finite_array(w, "w")
     ax = check_axis(axis, w.ndim)
@@ -201,68 +140,43 @@ def in_tanhmax_range(w, axis=-1, *, slack=None):
 
 
 def tanhmax_preimage(w, axis=-1, *, tol=None, maxiter=100, slack=None):
-    """The unique scores ``s`` with ``tanhmax(s) = w``, for ``w`` in the open l1 ball.
+    """The unique scores ``s`` with ``tanhmax(s) = w`` along ``axis``, for ``w`` in the open l1 ball.
 
-    Write ``C = sum_k cosh s_k``. Then ``sinh s_i = w_i C`` and
-    ``cosh s_i = sqrt(1 + w_i^2 C^2)``, so ``C`` must solve
-    ``sum_k sqrt(1 + w_k^2 C^2) = C``. With ``x = 1/C`` this is
-
-        G(x) = sum_k sqrt(x^2 + w_k^2) - 1 = 0,
-
-    ``G`` is increasing and convex on ``x > 0``, ``G(0+) = sum|w| - 1 < 0``
-    and ``G(1/n) >= 0``, so there is exactly one root in ``(0, 1/n]``
-    (``derivations/05-proposition-2.md``, Eqs. 05.P4-05.P6). It is found by
-    Newton's method started at ``x = 1/n`` and safeguarded by bisection on
-    the bracket ``[lo, hi]`` (a Newton step that leaves the bracket is
-    replaced by its midpoint). Then ``s_i = asinh(w_i / x)``, and
-    ``tanhmax(s)_i = w_i / sum_k sqrt(x^2 + w_k^2) = w_i / (1 + G(x))``
-    (Step 6 there): the relative error of the round trip is exactly
-    ``|G(x)| / (1 + G(x))`` in every entry, at most ``|G(x)| / (1 - |G(x)|)``,
-    so ``tol``, which bounds ``|G(x)|``, bounds it to first order.
+    With ``x = 1/C``, ``C = sum_k cosh s_k``, a preimage solves Eq. 05.P6, ``G(x) = sum_k sqrt(x^2 +
+    w_k^2) - 1 = 0``, which has exactly one root in ``(0, 1/n]`` (``derivations/05-proposition-2.md``,
+    Eqs. 05.P4-05.P6): Newton's method from ``x = 1/n``, safeguarded by bisection, finds it, and
+    ``s_i = asinh(w_i / x)``. The round trip's relative error is ``|G(x)| / (1 + G(x))`` (Step 6).
 
     Parameters
     ----------
     w : ndarray of float
-        Finite weights, any shape; every row along ``axis`` must be in
-        TanhMax's range, ``sum_i |w_i| < 1 - slack`` (:func:`in_tanhmax_range`).
-    axis : int
-        The output axis of TanhMax.
+        Finite weights whose rows have ``sum_i |w_i| < 1 - slack`` (:func:`in_tanhmax_range`);
+        another row (a softmax output, say) has no preimage and is refused, naming ``w``.
     tol : float or None
-        Stop a row when ``|G(x)| <= tol`` (or its bracket is down to a few
-        rounding errors). ``None`` means ``4 n eps_mach``, the rounding error
-        of the ``n``-term sum that evaluates ``G``.
+        Stop a row at ``|G(x)| <= tol``; ``None``: ``4 n eps_mach``, the rounding of ``G``'s sum.
     maxiter : int
-        Iterations allowed before :class:`RuntimeError`.
-    slack : float or None
-        The rounding allowance of :func:`in_tanhmax_range`.
+        Newton steps allowed before a :class:`RuntimeError`.
 
     Returns
     -------
     ndarray of float64
-        ``s`` with ``activation("tanhmax")(s, axis) == w`` to rounding.
-
-    Raises
-    ------
-    ValueError
-        Naming ``w`` if a row has ``sum|w_i| >= 1 - slack``: such a row (a
-        softmax output, for instance) is not an output of TanhMax.
+        ``s``, with ``activation("tanhmax")(s, axis) == w`` to rounding.
     """
     w = _finite_array(w, "w")
     ax = check_axis(axis, w.ndim)
-    tol = 4.0 * w.shape[ax] * float(np.finfo(np.float64).eps) if tol is None else check_real(tol, "tol", finite=False)
+    n = w.shape[ax]
+    tol = 4.0 * n * _EPS if tol is None else check_real(tol, "tol", finite=False)
     if not 0.0 < tol < 1.0:
         raise ValueError(f"tol: expected 0 < tol < 1, got {tol}")
     maxiter = check_int(maxiter, "maxiter")
-    inside = in_tanhmax_range(w, ax, slack=slack)
-    if not np.all(inside):
-        norms = np.sum(np.abs(w), axis=ax)
-        raise ValueError(
-            f"w: {int(np.sum(~inside))} row(s) are not in TanhMax's range, the open l1 unit "
-            f"ball sum|w_i| < 1 (largest l1 norm {float(np.max(norms)):.17g}, rounding slack "
-            f"{_slack(slack, w.shape[ax]):.3g}); such a row (a softmax output, which sums "
-            "to 1, for one) has no preimage (derivations/05-proposition-2.md)")
+    norms, slack = np.sum(np.abs(w), axis=ax), _slack(slack, n)
+    outside = norms >= 1.0 - slack
+    if np.any(outside):
+        raise ValueError(f"w: {int(np.sum(outside))} row(s) are not in TanhMax's range, the open l1 unit ball "
+                         f"sum|w_i| < 1 (largest l1 norm {float(np.max(norms)):.17g}, rounding slack {slack:.3g}); "
+                         "such a row (a softmax output, which sums to 1, for one) has no preimage "
+                         "(derivations/05-proposition-2.md)")
     rows = np.moveaxis(w, ax, -1)  # (..., n)
-    n = rows.shape[-1]
     flat = rows.reshape(-1, n)  # (R, n)
     x = np.full(flat.shape[0], 1.0 / n)  # (R,) start at the right end of the bracket
     lo, hi = np.zeros_like(x), x.copy()
@@ -275,7 +189,7 @@ def tanhmax_preimage(w, axis=-1, *, tol=None, maxiter=100, slack=None):
         lo = np.where(G < 0, x, lo)
         x_new = x - G / dG  # Newton
         x_new = np.where((x_new >= lo) & (x_new <= hi), x_new, 0.5 * (lo + hi))  # safeguard
-        done = (np.abs(G) <= tol) | (hi - lo <= 4.0 * np.finfo(np.float64).eps * hi)
+        done = (np.abs(G) <= tol) | (hi - lo <= 4.0 * _EPS * hi)
         active &= ~done  # a finished row keeps the x at which G was evaluated
         x = np.where(active, x_new, x)
         if not active.any():
@@ -299,28 +213,9 @@ def _shifted_axis(s, axis, c):
 
 
 def closure_gap(s, c, axis=-1):
-    """``|| tanhmax(s + c 1) - softmax(s) ||_1``, computed numerically.
-
-    Both activations come from the library's stable forward passes (TanhMax,
-    Eqs. 5 and 6); :func:`closure_gap_closed_form` is the formula this
-    should match (``derivations/05-proposition-2.md``, Eq. 05.P10). In float64
-    the difference is accurate to a few units of 1e-16 in absolute terms,
-    so its *relative* accuracy degrades once the gap itself is below ~1e-4.
-
-    Parameters
-    ----------
-    s : ndarray of float
-        Finite scores, any shape.
-    c : float or 1-D array_like of float
-        The shift(s) added to every score of a row.
-    axis : int
-        The normalised axis.
-
-    Returns
-    -------
-    ndarray
-        Shape ``np.shape(c) + s.shape`` without ``axis``.
-    """
+    """``|| tanhmax(s + c 1) - softmax(s) ||_1`` along ``axis``, from the stable forward passes (TanhMax
+    Eqs. 5 and 6), for each shift of ``c`` (a number or a 1-D array): shape ``np.shape(c) + s.shape``
+    without ``axis``. Accurate to about 1e-16 absolute; :func:`closure_gap_closed_form` is Eq. 05.P10."""
     s, ax, c = _shifted_axis(s, axis, c)
     shifted = s + c.reshape(c.shape + (1,) * s.ndim)  # c.shape + s.shape
     t = activation("tanhmax")(shifted, axis=ax + c.ndim)
@@ -329,34 +224,10 @@ def closure_gap(s, c, axis=-1):
 
 
 def closure_gap_closed_form(s, c, axis=-1):
-    """The exact l1 gap between ``tanhmax(s + c 1)`` and ``softmax(s)``.
-
-    With ``A = sum_k e^{s_k}``, ``B = sum_k e^{-s_k}`` and ``eps = e^{-2c}``,
-    ``tanhmax(s + c 1)_i = (e^{s_i} - eps e^{-s_i}) / (A + eps B)``; every
-    entry of the difference from ``softmax(s)_i = e^{s_i} / A`` is negative,
-    and the l1 norm is
-
-        2 eps B / (A + eps B) = 2 q / (1 + q),   q = eps B / A
-
-    (``derivations/05-proposition-2.md``, Eqs. 05.P8-05.P10; TanhMax, Eqs. 6 and
-    10). For large ``c`` it is ``~ 2 (B/A) e^{-2c}``. Valid for every real
-    ``c``; evaluated from ``log q = lse(-s) - lse(s) - 2c`` so that nothing
-    overflows.
-
-    Parameters
-    ----------
-    s : ndarray of float
-        Finite scores, any shape.
-    c : float or 1-D array_like of float
-        The shift(s).
-    axis : int
-        The normalised axis.
-
-    Returns
-    -------
-    ndarray
-        Shape ``np.shape(c) + s.shape`` without ``axis``; values in ``(0, 2)``.
-    """
+    """The exact l1 gap ``|| tanhmax(s + c 1) - softmax(s) ||_1 = 2 q / (1 + q)``,
+    ``q = e^{-2c} sum_k e^{-s_k} / sum_k e^{s_k}`` (Eqs. 05.P8-05.P10 of ``derivations/05-proposition-2.md``):
+    ``~ 2 (B/A) e^{-2c}`` for large ``c``, so softmax's range lies in the closure of TanhMax's. Valid for
+    every real ``c``, evaluated from ``log q`` (nothing overflows); shapes as :func:`closure_gap`."""
     s, ax, c = _shifted_axis(s, axis, c)
     log_ratio = _logsumexp(-s, ax) - _logsumexp(s, ax)  # log(B / A)
     L = log_ratio - 2.0 * c.reshape(c.shape + (1,) * (s.ndim - 1))  # log q
@@ -370,42 +241,21 @@ def closure_gap_closed_form(s, c, axis=-1):
 
 
 def log_rank(activation, n, d, m, seed=0):
-    """Numerical rank of the matrix of ``log|phi(W h_t)|`` over ``m`` random ``h_t``.
+    """The numerical rank of ``L[t] = log|phi(W h_t)|`` over ``m`` random ``h_t``, against softmax's bound ``d + 1``.
 
-    Draws ``W`` (``n x d``, entries N(0, 1/d)) and ``h_1, ..., h_m`` (entries
-    N(0, 1)), so the scores ``s_t = W h_t`` have unit variance, and stacks
-    ``L[t] = log|phi(s_t)|`` into an ``m x n`` matrix. For softmax,
-    ``log softmax(W h) = W h - lse(W h) 1`` lies in the span of ``W``'s
-    columns and ``1``, so ``rank L <= d + 1`` (Yang et al. 2018's softmax
-    bottleneck; TanhMax, section 4, property (2) and Proposition 2). For
-    TanhMax, ``log|phi_i| = log|tanh s_i| + log cosh s_i - log sum_k cosh s_k``
-    is nonlinear in ``s``, and the rank is generally ``min(m, n)``
-    (``derivations/05-proposition-2.md``, section 5).
-
-    Parameters
-    ----------
-    activation : str or Activation
-        A registered activation (or an Activation) whose weights are nonzero for almost every
-        score (softmax, tanhmax, signexp, sigsoftmax, sigmoid, expressive,
-        linear); relu and cosformer give exact zeros and are refused.
-    n, d, m : int
-        Number of outputs (keys), hidden size, number of samples.
-    seed : int
-        Seed of ``numpy.random.default_rng``.
+    ``W (n, d)`` has entries N(0, 1/d) and ``h_t`` N(0, 1), so the scores have unit variance. For softmax
+    ``log softmax(W h) = W h - lse(W h) 1``, so ``rank L <= d + 1`` (Yang et al. 2018's softmax
+    bottleneck; TanhMax section 4, property 2); for TanhMax it is generally ``min(m, n)``
+    (``derivations/05-proposition-2.md``, section 5). An activation with exact zero weights (relu,
+    cosformer) is refused, naming ``activation``.
 
     Returns
     -------
     dict
-        ``activation``, ``n``, ``d``, ``m``, ``seed``; ``singular_values``
-        (descending, ``min(m, n)`` of them); ``tol`` (NumPy's default rank
-        tolerance ``s_max * max(m, n) * eps_mach``); ``rank``; and
-        ``softmax_bound = d + 1``.
+        ``activation``, ``n``, ``d``, ``m``, ``seed``, ``singular_values`` (descending), ``tol`` (NumPy's
+        rank tolerance ``s_max max(m, n) eps_mach``), ``rank`` and ``softmax_bound = d + 1``.
     """
-    act = activation if isinstance(activation, Activation) else None  # an Activation of yours, say
-    if act is None and activation not in ACTIVATIONS:
-        raise ValueError(f"activation: unknown activation {activation!r}; "
-                         f"expected one of {ACTIVATIONS} or an Activation")
-    act = act if act is not None else get_activation(activation)
+    act = as_activation(activation)
     n, d, m = check_int(n, "n", 2), check_int(d, "d"), check_int(m, "m")
     seed = check_int(seed, "seed", 0)
     rng = np.random.default_rng(seed)
@@ -417,7 +267,7 @@ def log_rank(activation, n, d, m, seed=0):
                          "where log|phi| is -inf; choose an activation with nonzero weights")
     L = np.log(np.abs(phi))  # (m, n)
     sv = np.linalg.svd(L, compute_uv=False)  # (min(m, n),) descending
-    tol = float(sv[0] * max(m, n) * np.finfo(np.float64).eps)
+    tol = float(sv[0] * max(m, n) * _EPS)
     return {"activation": act.name, "n": n, "d": d, "m": m, "seed": int(seed),
             "singular_values": sv, "tol": tol, "rank": int(np.sum(sv > tol)),
             "softmax_bound": d + 1}

@@ -52,57 +52,25 @@ def _check_inputs(offsets, n, eps, seed, j):
 
 
 def signexp_near_zero(offsets=DEFAULT_OFFSETS, *, n=5, eps=1e-6, seed=0, j=0):
-    """Three estimates of ``d(u . phi)/d s_j`` for signexp while ``s_j`` crosses 0.
+    """Three estimates of ``d(u . phi)/d s_j`` for signexp as ``s_j`` crosses 0 (derivation 09, signexp at zero).
 
-    A row ``s`` (entries N(0, 1) from ``seed``) and a cotangent ``u`` (N(0, 1))
-    are drawn once; entry ``j`` of ``s`` is then set to each offset ``delta``.
-    Write ``F(x) = u . phi(s with s_j = x)``, ``R = sum_{i != j} e^{|s_i|}``
-    and ``V = sum_{i != j} u_i sign(s_i) e^{|s_i|}``, so that
+    A row ``s`` and a cotangent ``u`` (length ``n``, N(0, 1) from ``seed``) are drawn once; entry ``j``
+    is set to each offset ``delta`` (finite, ``|delta| <= 1``). With ``R = sum_{i != j} e^{|s_i|}`` and
+    ``V = sum_{i != j} u_i sign(s_i) e^{|s_i|}``, ``u . phi`` at ``s_j = x`` is
+    ``F(x) = (u_j sign(x) e^{|x|} + V) / (R + e^{|x|})`` (Eq. 09.Z2). For each ``delta``:
 
-        F(x) = (u_j sign(x) e^{|x|} + V) / (R + e^{|x|})      (Cog; Eq. 09.Z2)
-
-    (``derivations/09-signexp-at-zero.md``). For each ``delta`` the function
-    records
-
-    * ``analytic``: ``activation("signexp").backward(u, activation("signexp").forward(s)[1])[j]``, the hand-derived
-      VJP (``derivations/01-reweighted-softmax.md``, Eq. 01.R4);
-    * ``autograd``: autograd's VJP of ``activation("signexp").forward``;
-    * ``central``: ``(F(delta + eps) - F(delta - eps)) / (2 eps)`` with the
-      library's forward;
-    * ``central_exact``: the same difference quotient from Eq. 09.Z2 in closed
-      form (Eq. 09.Z6), an independent evaluation;
-    * ``central_predicted``: the first-order prediction (Eq. 09.Z8). Where the
-      window straddles 0 (``|delta| < eps``) it is
-      ``J / (2 eps) + ((eps + delta) L+ + (eps - delta) L-) / (2 eps)``, with
-      the jump ``J = F(0+) - F(0-) = 2 u_j / (R + 1)`` and the one-sided
-      slopes ``L+- = (u_j R -+ V) / (R + 1)^2``; where it touches 0
-      (``|delta| == eps``) it is ``J / (4 eps) + L+-`` (``sign(0) = 0`` makes
-      ``F(0)`` the midpoint of the jump); elsewhere it is the analytic value.
-
-    Parameters
-    ----------
-    offsets : sequence of float
-        Values of ``s_j``; finite, ``|delta| <= 1``.
-    n : int
-        Row length.
-    eps : float
-        Central-difference step, ``0 < eps <= 0.5``.
-    seed : int
-        Seed of ``numpy.random.default_rng`` for the row and the cotangent.
-    j : int
-        The entry that is moved.
+    * ``analytic``, the hand-derived VJP (Eq. 01.R4), and ``autograd``, autograd's VJP of the same forward;
+    * ``central``, ``(F(delta + eps) - F(delta - eps)) / (2 eps)`` by the library's forward
+      (``0 < eps <= 0.5``), and ``central_exact``, the same quotient in closed form (Eq. 09.Z6);
+    * ``central_predicted``, the quotient's first-order prediction (Eqs. 09.Z7-09.Z8, :func:`_predicted`).
 
     Returns
     -------
     dict
-        Plain data: ``offsets``, ``eps``, ``n``, ``j``, ``seed``, ``s`` (the
-        row, with ``s[j]`` as drawn, unused), ``u``; the per-offset float64
-        arrays ``analytic``, ``autograd``, ``central``, ``central_exact``,
-        ``central_predicted`` and the list ``regime`` (``"straddles"``,
-        ``"touches"`` or ``"one side"``); the scalars ``R``, ``V``, ``jump``,
-        ``limit_plus``, ``limit_minus`` (one-sided limits of the analytic
-        VJP, Eq. 09.Z4) and ``at_zero`` (the library's value at exactly 0,
-        Eq. 09.Z5).
+        ``offsets``, ``eps``, ``n``, ``j``, ``seed``, the row ``s`` (``s[j]`` as drawn) and ``u``; per offset
+        the arrays ``analytic``, ``autograd``, ``central``, ``central_exact``, ``central_predicted`` and the
+        list ``regime`` (``"straddles"``, ``"touches"``, ``"one side"``); ``R``, ``V``, ``jump`` (Eq. 09.Z3),
+        ``limit_plus``, ``limit_minus`` (Eq. 09.Z4) and ``at_zero``, the library's value at 0 (Eq. 09.Z5).
     """
     off, j = _check_inputs(offsets, n, eps, seed, j)
     eps = float(eps)
@@ -117,10 +85,8 @@ def signexp_near_zero(offsets=DEFAULT_OFFSETS, *, n=5, eps=1e-6, seed=0, j=0):
     lim_p = (u[j] * R - V) / (R + 1.0) ** 2  # Eq. 09.Z4
     lim_m = (u[j] * R + V) / (R + 1.0) ** 2
 
-    def row(x):
-        s = s0.copy()
-        s[j] = x
-        return s
+    def row(x):  # s with s_j = x
+        return np.where(others, s0, x)
 
     def F(x):
         return float(u @ act(row(x)))
@@ -136,19 +102,23 @@ def signexp_near_zero(offsets=DEFAULT_OFFSETS, *, n=5, eps=1e-6, seed=0, j=0):
         xp, xm = delta + eps, delta - eps
         res["central"][i] = (F(xp) - F(xm)) / (2.0 * eps)
         res["central_exact"][i] = _quotient_closed_form(xp, xm, eps, u[j], R, V)
-        if abs(delta) < eps:
-            regime.append("straddles")
-            pred = jump / (2 * eps) + ((eps + delta) * lim_p + (eps - delta) * lim_m) / (2 * eps)
-        elif abs(delta) == eps:
-            regime.append("touches")
-            pred = jump / (4 * eps) + (lim_p if delta > 0 else lim_m)
-        else:
-            regime.append("one side")
-            pred = res["analytic"][i]
-        res["central_predicted"][i] = pred
+        where, res["central_predicted"][i] = _predicted(delta, eps, jump, lim_p, lim_m, res["analytic"][i])
+        regime.append(where)
     return {"offsets": off, "eps": eps, "n": int(n), "j": j, "seed": int(seed), "s": s0, "u": u,
             **res, "regime": regime, "R": R, "V": V, "jump": float(jump),
             "limit_plus": float(lim_p), "limit_minus": float(lim_m), "at_zero": 0.0}
+
+
+def _predicted(delta, eps, jump, lim_p, lim_m, analytic):
+    """``(regime, prediction)`` of the central quotient at ``delta`` (Eqs. 09.Z7-09.Z8): a window that
+    straddles 0 sees ``J / (2 eps)`` plus the mean of the one-sided slopes weighted by its two sides; one
+    that touches 0 sees half the jump (``sign(0) = 0`` puts ``F(0)`` at its midpoint); any other the
+    analytic value."""
+    if abs(delta) < eps:
+        return "straddles", jump / (2 * eps) + ((eps + delta) * lim_p + (eps - delta) * lim_m) / (2 * eps)
+    if abs(delta) == eps:
+        return "touches", jump / (4 * eps) + (lim_p if delta > 0 else lim_m)
+    return "one side", analytic
 
 
 def _quotient_closed_form(xp, xm, eps, uj, R, V):
