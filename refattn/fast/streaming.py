@@ -51,7 +51,7 @@ import numpy as np
 
 from ..core.attention import attention_args
 from ..core.backend import array_module, is_traced, quiet, stop_gradient, sum_to, to_numpy
-from ..core.checks import check_float_array, check_int, owned
+from ..core.checks import check_grad, check_int, owned
 from . import streaming_fast
 from .blocks import Blocks, non_finite_as_reference
 from .kernels import rho_is_one
@@ -142,76 +142,31 @@ def _in_dtype(dtype, Q, K, V, params):
 
 def streaming_attention(Q, K, V, *, score="scaled_dot", activation="softmax", params=None,
                         mask=None, causal=False, block_size=None, score_options=None, reading=False):
-    """Attention forward pass in blocks of ``block_size`` queries and keys, O(n) memory.
+    """Attention's forward pass (TanhMax Eqs. 1-2, ``Y = phi(S) V``) in blocks, in O(n) memory.
 
-    The same arguments and the same output as :func:`refattn.core.attention.attention`
-    (TanhMax Eqs. 1-2: ``Y = phi(S) V``), computed with the online update of
-    ``derivations/23-streaming.md``: for each block of queries, a loop over
-    the key blocks keeps the running maximum ``m_i`` of ``ell`` and the
-    normaliser ``z_i = sum_j e^(ell_ij - m_i)`` per query; the ``n_q x n_k``
-    scores never exist (Eq. 01.R1: ``phi = rho(s) softmax(ell(s))``).
+    The online update of ``derivations/23-streaming.md`` (Steps 1-6): for each block of queries, a loop
+    over the key blocks keeps per query row the running maximum ``m`` of ``ell`` and the normaliser
+    ``z = sum_j e^(ell_ij - m_i)`` (Eq. 01.R1, ``phi = rho(s) softmax(ell(s))``); the ``n_q x n_k``
+    scores never exist. Arguments and output are :func:`refattn.core.attention.attention`'s, and:
 
     Parameters
     ----------
-    Q : ndarray (..., n_q, d) or None
-        Queries (``None`` only for the ``"global"`` score).
-    K : ndarray (..., n_k, d)
-        Keys.
-    V : ndarray (..., n_k, d_v)
-        Values.
-    score : str or Score
-        A name from ``refattn.SCORES`` (with ``score_options``) or an instance.
-    activation : str or Activation
-        A name from ``refattn.ACTIVATIONS`` or an instance (a user's own
-        :class:`~refattn.core.activations.Activation` subclass too).
-    params : dict, optional
-        The score's parameters (``Score.init_params``).
-    mask : ndarray of bool, optional
-        Broadcastable to the scores' shape ``(..., n_q, n_k)``; True keeps a key.
-    causal : bool
-        Also hide keys ``j > i`` from query ``i``; key blocks wholly above the
-        diagonal are skipped, not masked.
     block_size : int, optional
-        Queries and keys per block (a positive int; need not divide ``n``).
-        The largest temporaries are ``(..., block_size, block_size)`` arrays
-        (times the hidden size, for the additive and neural scores). By
-        default the fast route chooses strips for the cache
-        (:func:`refattn.fast.streaming_fast.strip_sizes`) and the reading
-        loop takes :data:`READING_BLOCK`.
-    score_options : dict, optional
-        Options for a score given by name.
+        Queries and keys per block (need not divide ``n``): the largest temporaries are
+        ``(..., block_size, block_size)``. By default the fast route chooses strips for the cache
+        (:func:`refattn.fast.streaming_fast.strip_sizes`) and the reading loop takes :data:`READING_BLOCK`.
     reading : bool
-        Run the plain loop that ``derivations/23-streaming.md`` walks line by
-        line (:func:`_stream_rows`), on one thread. By default plain NumPy
-        arrays with a pairwise score take the fast route
-        (:mod:`refattn.fast.streaming_fast`: the same loop in strips, on
-        threads, with the fast kernels), and everything else (CuPy arrays,
-        values autograd traces, per-token scores) the reading loop. Both
-        return the reference's numbers.
+        Run the loop the derivation walks line by line (:func:`_stream_rows`), on one thread. By
+        default plain NumPy arrays with a pairwise score take the fast route
+        (:mod:`refattn.fast.streaming_fast`) and the rest (CuPy, traced values, per-token scores) the
+        reading loop; both return the reference's numbers.
 
     Returns
     -------
     out : ndarray (..., n_q, d_v), or (..., 1, d_v) for per-token scores
-        Equal to the reference's output to rounding.
     cache : dict
-        For :func:`streaming_attention_backward`: copies of the inputs ``Q, K, V,
-        params``, the user's ``mask`` (a reference, with a digest: changing the
-        mask in place before backward is refused there, not silently used), ``causal``,
-        ``block_size``, ``score``, ``activation``, the output ``out``, the
-        ``route`` that ran (``"reading"`` or ``"fast"``, with its ``sizes``),
-        and per query row ``m`` and ``z``, each ``(..., n_q)``: on the
-        reading route the maximum of ``ell / c`` (:func:`_ell_over_c`,
-        ``-inf`` on a row with no normaliser) and the normaliser
-        ``sum_j e^(ell_ij - c m_i)`` (0 on such a row); on the fast route the
-        same with the kernel's exponent in place of ``ell / c``
-        (:mod:`refattn.fast.streaming_fast`). No ``n_q x n_k`` array (unless
-        the user's mask is one).
-
-    Raises
-    ------
-    ValueError, TypeError
-        As :func:`refattn.core.attention.attention`; and for a ``block_size`` that
-        is not a positive int.
+        For :func:`streaming_attention_backward`, of size O(n d): the inputs, the output, ``m`` and
+        ``z`` per query row and the route that ran (derivation 23, section 7).
     """
     sc, act, params, mask, _ = attention_args(Q, K, V, score, activation, params, mask, causal,
                                               score_options)  # causal: per block, in Blocks.keep
@@ -247,30 +202,11 @@ def streaming_attention(Q, K, V, *, score="scaled_dot", activation="softmax", pa
 
 
 def streaming_attention_backward(grad_out, cache):
-    """Gradients of :func:`streaming_attention` from its cache, block by block.
-
-    Steps 7-10 of ``derivations/23-streaming.md``: ``D_i = dY_i . Y_i``
-    replaces ``<u_i, phi_i>`` in Eq. 01.R5 (``u_i = dY_i V^T``), each block's
-    ``p`` is recomputed exactly from the cached ``m`` and ``z``, and the
-    block's ``ds`` goes through the reference score's VJP.
-
-    Parameters
-    ----------
-    grad_out : ndarray
-        Upstream gradient ``dY``, the shape of the output.
-    cache : dict
-        The second return value of :func:`streaming_attention`.
-
-    Returns
-    -------
-    dQ, dK, dV, dparams
-        As :func:`refattn.core.attention.attention_backward` (``dQ`` is ``None``
-        where ``Q`` was). Inputs of several dtypes (``grad_out``'s included) are
-        computed in their promoted dtype, and the gradients returned in it.
-    """
-    check_float_array(grad_out, "grad_out", min_ndim=2)
-    if np.shape(grad_out) != np.shape(cache["out"]):
-        raise ValueError(f"grad_out: shape {np.shape(grad_out)} does not match the output's {np.shape(cache['out'])}")
+    """The gradients ``(dQ, dK, dV, dparams)`` of :func:`streaming_attention` for ``grad_out = dY``, as
+    :func:`refattn.core.attention.attention_backward` returns them, block by block: Steps 7-10 of
+    ``derivations/23-streaming.md``, ``D_i = dY_i . Y_i`` in place of ``<u_i, phi_i>`` in Eq. 01.R5 and each
+    block's ``p`` recomputed from the cached ``m`` and ``z``. Mixed dtypes run, and return, in the promoted one."""
+    check_grad(grad_out, "grad_out", np.shape(cache["out"]))
     if _digest(cache["mask"]) != cache.get("mask_digest", _digest(cache["mask"])):
         raise ValueError("mask: it was changed in place after streaming_attention; backward needs the mask "
                          "forward used (pass a copy to forward if you reuse the array)")

@@ -202,30 +202,11 @@ class single_threaded_blas:
 
 
 def block_size(slices: int, entries_per_slice: int, itemsize: int, threads: int | None = None) -> int | None:
-    """How many (batch, head) slices one block holds, or ``None`` for "do not block".
-
-    Parameters
-    ----------
-    slices : int
-        The number of slices, the product of the leading (batch, head) axes.
-    entries_per_slice : int
-        Score entries per slice, ``n_q * n_k``.
-    itemsize : int
-        Bytes per entry (8 for float64).
-    threads : int, optional
-        Workers to keep busy (default :func:`num_threads`).
-
-    Returns
-    -------
-    int or None
-        ``None`` when blocking is off, there is one slice only, the work is
-        too small to be worth handing to threads, or the call runs inside a
-        pool thread already (its blocks would run one after another there,
-        and gathering them costs more than their cache saves: the NT model's
-        seeds on threads, ``derivations/20-speed.md`` section 8); else a block of
-        about :data:`BLOCK_BYTES` of scores, small enough that every thread
-        gets a block.
-    """
+    """How many of ``slices`` (batch, head) slices of ``entries_per_slice`` scores of ``itemsize`` bytes one
+    block holds: about :data:`BLOCK_BYTES` of scores, few enough that each of ``threads`` workers (default
+    :func:`num_threads`) gets a block. ``None`` (do not block) when blocking is off, for one slice, for work
+    below :data:`MIN_BLOCKED_ENTRIES`, and inside a pool thread, where gathering the blocks would cost more
+    than their cache saves (``derivations/20-speed.md``, section 8)."""
     if not _blocking or slices < 2 or slices * entries_per_slice < MIN_BLOCKED_ENTRIES:
         return None
     if getattr(_state, "in_worker", False):

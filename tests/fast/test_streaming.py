@@ -529,7 +529,7 @@ def test_errors_name_the_argument(rng):
     with pytest.raises(TypeError, match="Q: expected a floating-point array"):
         streaming_attention(Q.tolist(), K, V)
     out, cache = streaming_attention(Q, K, V)
-    with pytest.raises(ValueError, match=r"grad_out: shape \(6, 1\) does not match the output's \(6, 2\)"):
+    with pytest.raises(ValueError, match=r"grad_out: shape \(6, 1\) does not match the output's shape \(6, 2\)"):
         dict(zip(GRAD_NAMES, streaming_attention_backward(out[:, :1], cache)))
     with pytest.raises(TypeError, match="grad_out: expected a real floating dtype"):
         dict(zip(GRAD_NAMES, streaming_attention_backward(out.astype(int), cache)))
