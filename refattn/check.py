@@ -206,7 +206,7 @@ FLOAT32_ROUNDOFF = 2.0 ** -24
 FLOAT32_OPERATIONS = 64
 
 
-def _hand_derivatives(act, x, check_range):
+def _hand_derivatives(act, x):
     """The derivative reports of ``act`` at the points ``x``: ``dg``, ``dh`` of a user's activation
     (:func:`refattn.custom.derivative_reports`), ``drho``, ``dell`` of an Activation subclass
     against autograd's derivatives of its ``rho`` and ``ell``. ``(reports, error)``."""
@@ -301,18 +301,13 @@ def _float32_bound(act, s, mask, u):
 def float32_rows(act, rng, check_range):
     """The activation in float32 against itself in float64, at the same (float32) scores and cotangent.
 
-    For each row of :func:`_score_rows`, the weights and the VJP computed in
-    float32 must lie within a bound made of float32's unit roundoff ``u =
-    2^-24`` (:data:`FLOAT32_ROUNDOFF`): per entry ``gamma |phi_j| + n u
-    max|phi|`` for the weights and ``gamma S_j + n u max S`` for the VJP, with
-    ``S_j = |u_j| (|rho'_j| + |rho_j ell'_j|) p_j + |ell'_j| p_j sum_i |u_i
-    phi_i|`` the size of the terms of Eq. 01.R4 before they cancel (for a user's
-    activation ``|rho'|`` counts ``(|g'| + |rho h'|) / h``, the two terms of
-    ``rho'``) and ``gamma = (n + 64 + 2 (|ell_j| + max|ell|)) u``: one rounding
-    per term of the row's sums, 64 for the operations of each entry (a user's
-    ``g`` and ``h`` included), and the absolute error of ``ell = log h``, which
-    ``exp(ell - max ell)`` turns into a relative one. A formula that loses
-    more than that in float32 (a cancellation, an overflow at 3.4e38) fails.
+    For each row of :func:`_score_rows`, the float32 weights and VJP must lie within a bound made of
+    float32's unit roundoff ``u = 2^-24`` (``docs/verify.md``, section 2): per entry ``gamma |phi_j| +
+    n u max|phi|`` for the weights and ``gamma S_j + n u max S`` for the VJP, with ``S_j = |u_j|
+    (|rho'_j| + |rho_j ell'_j|) p_j + |ell'_j| p_j sum_i |u_i phi_i|`` the size of Eq. 01.R4's terms
+    before they cancel (a user's ``|rho'|`` counted as ``(|g'| + |rho h'|) / h``) and ``gamma = (n +``
+    :data:`FLOAT32_OPERATIONS` ``+ 2 (|ell_j| + max|ell|)) u``: a rounding per term of the row's sums,
+    the operations of each entry, and the absolute error of ``ell``, which the exponential makes relative.
     """
     from .custom import NonFiniteError  # noqa: PLC0415
 
@@ -385,7 +380,7 @@ def check_activation(act, *, seed: int = 0, check_range=None, dtype: str = "floa
                          "range")
     rng = np.random.default_rng(seed)
     x = derivative_points(act.singular_scores, seed, check_range)
-    derivatives, error = _hand_derivatives(act, x, check_range)
+    derivatives, error = _hand_derivatives(act, x)
     refused = getattr(act, "refused", None)
     result = {"activation": act.name, "source": act.source, "file": getattr(act, "file", None),
               "sha256": getattr(act, "sha256", None), "given": list(getattr(act, "given", ("drho", "dell"))),

@@ -1,82 +1,18 @@
-r"""Bring your own activation: :func:`define_activation` from a user's ``g`` and ``h``.
+r"""Bring your own activation: :func:`define_activation` from a user's ``g`` and ``h`` (TanhMax Eq. 5).
 
-A user writes the two elementwise functions of TanhMax's Eq. 5,
+``phi(s)_i = g(s_i) / sum_k h(s_k)``, written with ``autograd.numpy``, becomes the
+reweighted form of every built-in activation (``derivations/01-reweighted-softmax.md``,
+Eq. 01.R1),
 
-    phi(s)_i = g(s_i) / sum_k h(s_k),
+    rho = g / h,   ell = log h,   rho' = (g' - rho h') / h,   ell' = h' / h,
 
-with ``autograd.numpy`` (so autograd can differentiate them), and
-:func:`define_activation` turns them into an
-:class:`~refattn.core.activations.Activation`: the same reweighted form
-(``derivations/01-reweighted-softmax.md``, Eq. 01.R1)
-
-    rho = g / h,   ell = log h,
-    rho' = (g' - rho h') / h,   ell' = h' / h,
-
-the same forward pass, backward pass (Eq. 01.R4) and Jacobian (Eq. 01.R3) as
-every built-in activation, so that it works wherever one does:
-:func:`refattn.core.attention.attention` and ``attention_backward``,
-:mod:`refattn.fast` (through the kernel of activations written as ``g, h``,
-:class:`refattn.fast.kernels.PaperForm`), :func:`refattn.core.gradcheck.gradcheck`,
-the four properties (:func:`refattn.theory.properties.measure`), Proposition 1,
-every study that takes an activation (``refattn nt --activation FILE.py:NAME``,
-:func:`load_activation`) and ``refattn check --activation FILE.py:NAME``
-(:mod:`refattn.check`).
-
-Derivatives. ``dg`` and ``dh`` may be given by hand; those not given are
-autograd's ``elementwise_grad`` of ``g`` and ``h``. A hand-given derivative
-is compared with autograd's, point by point, when the activation is defined
-(:func:`compare_derivative`): at :func:`derivative_points` (801 evenly spaced
-points and 400 uniform random ones in ``check_range``, default [-10, 10], and
-points 1e-1 ... 1e-8 on either side of each declared singular score), and at
-each declared singular score itself, where it must give what autograd gives
-for the user's own ``g`` or ``h`` there ("autograd's convention": a declared
-point excuses central differences, never a wrong derivative). A derivative
-that is wrong is refused with a ``ValueError`` naming the function and the
-worst point away from the declared ones; one that differs only at a kink or
-jump nobody declared is refused with its two one-sided slopes and a pointer to
-``docs/verify.md`` (section "Kinks and jumps").
-
-Non-finite values. ``rho = g/h`` and ``ell = log h`` are computed from your
-``g`` and ``h`` as written, so where your ``h`` overflows (``exp(s)`` above
-``s = 709.78`` in float64, ``1 + s**2`` above ``1.3e154``) the reweighted
-form cannot be evaluated: that is a property of how you wrote ``h``. An
-activation is *strict* by default: anything not finite raises
-:class:`NonFiniteError` naming the activation, the quantity and the first score
-where it happened, and saying whose fault it is: a finite score where ``g`` or
-``h`` gives no finite value is the formula's; a score that is not finite
-itself (an infinite query, a score function that overflowed) is the input's.
-Inside training a non-finite value is data, as for the built-ins: the models
-of :mod:`refattn.training` use :func:`divergence_as_data`'s copy, on which a
-row that cannot be evaluated is NaN (NaN propagates, derivation 01, section
-4.4), so a diverging seed is recorded as diverged and the run goes on.
-
-Conventions, those of the built-ins (``refattn.core.activations``):
-
-* ``h >= 0`` is required; where ``h(s) = 0`` the entry has no weight
-  (``ell = -inf``, ``rho = rho' = ell' = 0``), and ``g`` must be 0 there too
-  (the reweighted form cannot carry ``g / 0``);
-* a row whose ``h`` vanishes everywhere has no normaliser: weights and
-  gradient 0;
-* when ``g`` and ``h`` are the same function object
-  (``define_activation(name, f, f)``), ``rho = 1`` and ``rho' = 0`` exactly.
-
-Array types. User functions are written with ``autograd.numpy``, which runs
-on NumPy arrays (and on the values autograd traces); a user activation
-given CuPy arrays raises ``TypeError``.
-
-Registration. ``define_activation(..., register=True)`` adds the activation
-to the name registry, so that :func:`refattn.activation` (and every function
-that takes an activation by name, ``attention(..., activation="name")``)
-finds it. It is *not* added to :data:`refattn.ACTIVATIONS`: that tuple is
-fixed when the package is imported and lists the built-in activations, which
-the test suite, ``refattn check`` and the tables iterate over. The default is
-``register=False``: the returned object is passed wherever an activation is
-expected. :func:`unregister` removes a registered one again.
-
-Files. ``FILE.py:NAME`` names an activation defined in a file
-(:func:`load_activation`); the file's SHA-256 is kept with it
-(:func:`activation_record`), so that a results file or checkpoint made with it
-refuses to resume once the formula in the file has changed.
+with the same forward pass, VJP (Eq. 01.R4) and Jacobian (Eq. 01.R3), so it works
+wherever a built-in does. Derivatives not given are autograd's; those given are
+compared with autograd's, point by point, when the activation is defined
+(:func:`compare_derivative`). ``FILE.py:NAME`` names an activation defined in a
+file (:func:`load_activation`), recorded with the file's SHA-256
+(:func:`activation_record`). What is checked and refused, the conventions where
+``h = 0``, kinks, values that are not finite and registration: ``docs/verify.md``.
 """
 
 from __future__ import annotations
@@ -98,6 +34,7 @@ from autograd import elementwise_grad
 from .core import activations as _activations
 from .core.activations import Activation, Formula
 from .core.backend import is_cupy as _is_cupy_array, array_module, stop_gradient
+from .core.checks import check_int
 
 __all__ = ["define_activation", "unregister", "UserActivation", "NonFiniteError", "derivative_points",
            "compare_derivative", "derivative_message", "singular_slopes", "evaluation_checks", "load_activation",
@@ -152,16 +89,10 @@ def _range(check_range, name="check_range"):
 
 
 def derivative_points(singular_scores=(), seed=0, check_range=DEFAULT_RANGE):
-    """The scores at which hand-given derivatives are compared with autograd's.
-
-    :data:`GRID_POINTS` points evenly spaced in ``check_range`` (default
-    [-10, 10]), :data:`RANDOM_POINTS` points drawn uniformly from it
-    (``numpy.random.default_rng(seed)``), and for each declared singular
-    score ``c`` inside it, ``c`` itself and ``c -+ 10^-k`` for ``k = 1..8``
-    (:data:`NEAR_SINGULAR`). The comparison is pointwise (both derivatives at
-    the same score), so no point needs to keep away from a kink.
-    """
-    lo, hi = _range(check_range)
+    """The scores at which hand-given derivatives are compared with autograd's: :data:`GRID_POINTS` evenly
+    spaced in ``check_range = (lo, hi)``, :data:`RANDOM_POINTS` uniform ones from ``default_rng(seed)``, and
+    each declared singular score ``c`` inside it with ``c -+ 10^-k``, ``k = 1..8`` (:data:`NEAR_SINGULAR`)."""
+    lo, hi = check_range
     rng = np.random.default_rng(seed)
     parts = [np.linspace(lo, hi, GRID_POINTS), rng.uniform(lo, hi, RANDOM_POINTS)]
     near = np.array(NEAR_SINGULAR)
@@ -195,38 +126,34 @@ def _shaped(r, s):
 
 
 class UserActivation(Activation):
-    """An activation from a user's ``g, h`` (and optionally ``dg, dh``); see :func:`define_activation`.
+    """An activation from a user's ``g, h`` (and ``dg, dh``, else autograd's): see :func:`define_activation`.
 
-    Attributes beyond :class:`~refattn.core.activations.Activation`'s: ``given``, the
-    tuple of derivatives given by hand (``"dg"``, ``"dh"``; the rest come from
-    autograd); ``check_range`` and ``seed``, where they were compared with
-    autograd's; ``on_non_finite``, ``"raise"`` (strict, the default) or ``"nan"``
-    (inside training, :func:`divergence_as_data`); ``refused``, ``None`` or the
-    message of the check the definition failed (only while a file is checked,
-    :func:`load_file`); ``file`` and ``sha256`` when it was loaded from a file.
+    Beyond :class:`~refattn.core.activations.Activation`'s attributes: ``functions`` (as given; ``None``
+    for autograd's), ``given`` (the derivatives given by hand), ``check_range`` and ``seed`` (where they
+    were compared with autograd's), ``on_non_finite`` (``"raise"``, or ``"nan"`` inside training:
+    :func:`divergence_as_data`), ``refused`` and ``refused_at`` (the check a definition failed while
+    :func:`load_file` ran, else ``None``), and ``file``, ``sha256`` when it was loaded from a file.
     """
 
-    def __init__(self, name, g, h, dg, dh, *, given, source, singular_scores, regularity,
-                 check_range=DEFAULT_RANGE, seed=0, refused=None):
-        self.name = name
+    def __init__(self, name, g, h, dg, dh, *, source, singular_scores, regularity, check_range, seed,
+                 refused=None, refused_at=None):
+        self.name, self.source, self.regularity = name, source, regularity
+        self.functions = {"g": g, "h": h, "dg": dg, "dh": dh}
+        self.given = tuple(d for d in ("dg", "dh") if self.functions[d] is not None)
         self._g, self._h = g, h
         self._dg = dg if dg is not None else elementwise_grad(g)
         self._dh = dh if dh is not None else elementwise_grad(h)
         self._labels = {"g": _label(g, "g"), "h": _label(h, "h"),
                         "dg": _label(dg, "dg") if dg is not None else "dg (autograd)",
                         "dh": _label(dh, "dh") if dh is not None else "dh (autograd)"}
-        self.functions = {"g": g, "h": h, "dg": dg, "dh": dh}  # as given (None: autograd's)
-        self.given = tuple(given)
         self.same_g_h = g is h  # then rho = 1 exactly
-        self.source = source
-        singular_scores = tuple(float(c) for c in singular_scores)
         # its facts, as a built-in class holds them (refattn.core.activations.Activation)
         self.formula = Formula(self._labels["g"], self._labels["h"], "1" if self.same_g_h else "g/h", "log h")
+        self.singular_scores = singular_scores
         self.singular = tuple((f"s = {c:g}", "declared singular by the user") for c in singular_scores)
-        self.singular_scores, self.regularity = singular_scores, regularity
-        self.check_range, self.seed, self.refused = tuple(check_range), seed, refused
+        self.check_range, self.seed, self.refused, self.refused_at = check_range, seed, refused, refused_at
         self.on_non_finite = "raise"
-        self.file = self.sha256 = self.refused_at = None
+        self.file = self.sha256 = None
 
     def _usable(self):
         if self.refused is not None:
@@ -389,7 +316,6 @@ class UserActivation(Activation):
 
     # --- results, checked ----------------------------------------------------------
     def forward(self, s, axis=-1, mask=None):
-        self._usable()
         if self.on_non_finite == "raise" and isinstance(stop_gradient(s), np.ndarray):
             raw = np.asarray(stop_gradient(s))
             kept = np.ones(raw.shape, bool) if mask is None else np.broadcast_to(np.asarray(mask, bool), raw.shape)
@@ -399,7 +325,6 @@ class UserActivation(Activation):
         return w, cache
 
     def backward(self, grad_phi, cache):
-        self._usable()
         u = np.asarray(stop_gradient(grad_phi)) if isinstance(stop_gradient(grad_phi), np.ndarray) else None
         if self.on_non_finite == "raise" and u is not None and not np.isfinite(u).all():
             where = tuple(int(i) for i in np.unravel_index(int(np.argmax(~np.isfinite(u))), u.shape))
@@ -517,32 +442,20 @@ def singular_slopes(f, c, role):
 def compare_derivative(given, f, x, *, singular_scores=(), role="dg", frole="g", rtol=DERIVATIVE_RTOL, traced=None):
     """A derivative of ``f`` (``given``, or autograd's where ``given`` is None) against autograd's, at ``x``.
 
-    Error at each point: ``|given - autograd| / (|autograd| + 1e-6 max|autograd|)``
-    (relative, with a floor so that a derivative passing through 0 is judged
-    against the derivative's size). Points equal to a declared singular score
-    are reported on their own, with the two one-sided slopes of ``f`` there
-    (:func:`singular_slopes`): the given derivative must agree with autograd's
-    convention at them too. Among the other points, those where ``f`` has a
-    kink or jump (its one-sided slopes differ by more than 1e-3 of their size)
-    are set apart, so that the worst point reported is one where ``f`` is
-    smooth and the derivative plainly wrong.
+    The error at each point is ``|given - autograd| / (|autograd| + 1e-6 max|autograd|)``; it must be at
+    most ``rtol`` everywhere, the declared singular scores included (``docs/verify.md``, sections 2 and 4).
+    The worst point is reported where ``f`` is smooth; points where ``f`` has a kink nobody declared (its
+    one-sided slopes, :func:`singular_slopes`, differ by more than 1e-3 of their size) are set apart.
 
     Returns
     -------
     dict (JSON-able)
-        ``derivative`` (``role``), ``of``, ``given`` (by hand or not),
-        ``points`` and ``range`` compared (away from declared points),
-        ``max_rel_error`` and ``worst``: ``{"s", "given", "autograd",
-        "rel_error"}`` there, ``kinks``: undeclared points where it differs
-        (with both slopes), ``singular``: one entry per declared score in range
-        (``s``, ``given``, ``autograd``, ``left_slope``, ``right_slope``,
-        ``rel_error``, ``ok``), ``tolerance`` and ``ok``.
-
-    Raises
-    ------
-    ValueError
-        Autograd cannot differentiate ``f`` here (naming it as ``traced``, default
-        ``"<frole> (autograd)"``), or ``given`` cannot be evaluated (naming ``role``).
+        ``derivative`` (``role``), ``of`` (``frole``), ``given``, ``points`` and ``range`` (away from the
+        declared points), ``max_rel_error``, ``worst`` (``s``, ``given``, ``autograd``, ``rel_error``),
+        ``kinks`` (undeclared, with both slopes), ``singular`` (per declared score: ``s``, ``given``,
+        ``autograd``, ``left_slope``, ``right_slope``, ``rel_error``, ``ok``), ``tolerance`` and ``ok``. A
+        ``ValueError`` names ``traced`` (default ``"<frole> (autograd)"``) or ``role`` where autograd or
+        ``given`` cannot be evaluated.
     """
     ref = _evaluate(elementwise_grad(f), x, traced or f"{frole} (autograd)")
     got = ref if given is None else _check_elementwise(given, x, role)
@@ -637,7 +550,7 @@ def derivative_reports(g, h, dg, dh, x, singular_scores=()):
     return reports
 
 
-def _define_args(name, g, h, dg, dh, register, source, singular_scores, regularity, check_range):
+def _define_args(name, g, h, dg, dh, register, source, singular_scores, regularity, seed, check_range):
     """:func:`define_activation`'s arguments checked before any evaluation; the singular scores as floats."""
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"name: expected a non-empty string, got {name!r}")
@@ -663,65 +576,38 @@ def _define_args(name, g, h, dg, dh, register, source, singular_scores, regulari
         raise ValueError(f"singular_scores: expected finite numbers, got {singular_scores!r}")
     if source is not None and not isinstance(source, str):
         raise TypeError(f"source: expected a string, got {type(source).__name__}")
+    check_int(seed, "seed", 0)
     return singular_scores, _range(check_range)
 
 
 def define_activation(name, g, h, dg=None, dh=None, *, register=False, source=None,
                       singular_scores=(), regularity="log", seed=0, check_range=DEFAULT_RANGE) -> UserActivation:
-    """An activation ``phi(s)_i = g(s_i) / sum_k h(s_k)`` from your own ``g`` and ``h``.
+    """An activation ``phi(s)_i = g(s_i) / sum_k h(s_k)`` (TanhMax Eq. 5) from your own ``g`` and ``h``.
 
     Parameters
     ----------
     name : str
-        The activation's name (reports, ``repr``, and the registry if
-        ``register``); not the name of a built-in activation.
+        Its name in reports (and the registry, with ``register``); not a built-in's.
     g, h : callable
-        Elementwise functions of an array of scores, written with
-        ``autograd.numpy``; ``h >= 0``, and ``g = 0`` wherever ``h = 0``. A
-        constant may be returned as a scalar (``h = lambda s: 1.0``). Pass the
-        same function twice for ``g = h`` (then ``rho = 1`` exactly).
+        Elementwise functions of an array of scores, written with ``autograd.numpy``; ``h >= 0`` and
+        ``g = 0`` wherever ``h = 0``. The same function twice gives ``rho = 1`` exactly.
     dg, dh : callable, optional
-        Their derivatives, elementwise. Those not given are
-        ``autograd.elementwise_grad(g)`` (resp. ``h``). Those given are
-        compared with autograd's at :func:`derivative_points` (relative error
-        at most :data:`DERIVATIVE_RTOL`, :func:`compare_derivative`), the
-        declared singular scores included.
+        Their derivatives; those not given are autograd's, those given are compared with autograd's at
+        :func:`derivative_points` (relative error at most :data:`DERIVATIVE_RTOL`).
     register : bool
-        Also make ``refattn.activation(name)`` return it (default False). It is
-        never added to :data:`refattn.ACTIVATIONS` (module docstring).
+        Also make ``refattn.activation(name)`` return it (never added to ``refattn.ACTIVATIONS``).
     source : str, optional
-        Where the formula comes from (shown by ``refattn check``).
+        Where the formula comes from (``refattn check`` shows it).
     singular_scores : sequence of float
-        Scores where ``g`` or ``h`` is not differentiable (a kink, a jump).
-        There ``dg`` and ``dh`` must give what autograd gives for your ``g``
-        and ``h`` (its convention, e.g. 0 for ``abs`` at 0); ``refattn check``
-        excuses only central differences there, and keeps its random points
-        1e-2 away (``docs/verify.md``, "Kinks and jumps").
+        Scores where ``g`` or ``h`` has a kink or a jump: central differences are excused there, a wrong
+        derivative is not (``docs/verify.md``, "Kinks and jumps").
     regularity : {"log", "smooth", "kink"}
-        How ``ell`` behaves near 0 (:attr:`refattn.core.activations.Activation.regularity`);
-        default ``"log"``, the most cautious.
-    seed : int
-        Seed of the random check points.
-    check_range : (float, float)
-        Where the derivatives are compared (default [-10, 10]); ``refattn check
-        --range LO,HI`` compares them again over another.
+        How ``ell`` behaves near 0 (``Activation.regularity``); ``"log"``, the most cautious, by default.
+    seed, check_range
+        The random check points' seed, and where derivatives are compared (default [-10, 10]).
 
-    Returns
-    -------
-    UserActivation
-        An :class:`~refattn.core.activations.Activation`.
-
-    Raises
-    ------
-    ValueError
-        One line naming the argument: a bad name; ``g`` or ``h`` raising, not
-        elementwise, NaN, ``h < 0``, or ``h = 0`` where ``g != 0`` on the
-        check points; a hand-given derivative that does not match autograd
-        (naming the function and the worst point, :func:`derivative_message`).
-        While :func:`load_file` imports a file the checks' refusal is kept
-        on the returned activation (``refused``) instead.
-    TypeError
-        An argument of the wrong type.
+    Returns an :class:`UserActivation`. What is refused (a ``ValueError`` or ``TypeError`` naming the
+    argument or the function and the first bad point): ``docs/verify.md``, section 8.
 
     Examples
     --------
@@ -732,7 +618,7 @@ def define_activation(name, g, h, dg=None, dh=None, *, register=False, source=No
     1.0
     """
     singular_scores, check_range = _define_args(name, g, h, dg, dh, register, source, singular_scores, regularity,
-                                                check_range)
+                                                seed, check_range)
     refused = refused_at = None
     try:
         x = derivative_points(singular_scores, seed, check_range)
@@ -743,16 +629,13 @@ def define_activation(name, g, h, dg=None, dh=None, *, register=False, source=No
             raise
         refused, refused_at = (str(exc).splitlines() or [type(exc).__name__])[0], "evaluation"
     else:
-        messages = [m for m in map(derivative_message, reports) if m is not None]
-        if messages and not _DEFER_REFUSALS.get():
-            raise ValueError(messages[0])
-        if messages:
-            refused, refused_at = messages[0], "derivative"
-    act = UserActivation(name, g, h, dg, dh, given=[d for d, f in (("dg", dg), ("dh", dh)) if f is not None],
-                         source=source or "user-defined (refattn.define_activation)",
-                         singular_scores=singular_scores, regularity=regularity, check_range=check_range, seed=seed,
-                         refused=refused)
-    act.refused_at = refused_at
+        refused = next((m for m in map(derivative_message, reports) if m is not None), None)
+        if refused is not None and not _DEFER_REFUSALS.get():
+            raise ValueError(refused)
+        refused_at = None if refused is None else "derivative"
+    act = UserActivation(name, g, h, dg, dh, source=source or "user-defined (refattn.define_activation)",
+                         singular_scores=singular_scores, regularity=regularity, check_range=check_range,
+                         seed=seed, refused=refused, refused_at=refused_at)
     if register and refused is None:
         _activations._REGISTRY[name] = lambda: act  # activation(name) returns this very object
     return act
