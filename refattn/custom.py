@@ -769,24 +769,11 @@ def _mark(act, path, sha):
 
 
 def load_activation(spec, option="--activation", allow_refused=False) -> Activation:
-    """The activation ``NAME`` defined in ``FILE.py``, from ``spec = "FILE.py:NAME"``.
-
-    ``NAME`` in the file may be
-
-    * an :class:`~refattn.core.activations.Activation` instance (for example the
-      result of :func:`define_activation`), used as it is;
-    * an :class:`~refattn.core.activations.Activation` subclass, instantiated with
-      no arguments;
-    * a dict of :func:`define_activation`'s arguments (``{"g": ..., "h": ...}``
-      and optionally ``dg``, ``dh``, ``source``, ``singular_scores``,
-      ``regularity``, ``seed``, ``check_range``), passed to it with ``name=NAME``.
-
-    The activation gets ``file`` and ``sha256`` (:func:`activation_record`).
-    Errors are one line naming ``option``: a spec without ``:NAME``, a
-    missing file, a file that raises on import, a file without ``NAME``,
-    ``NAME`` of another kind, or (unless ``allow_refused``, as ``refattn
-    check`` does to report it) an activation whose definition failed its checks.
-    """
+    """The activation ``NAME`` defined in ``FILE.py``, from ``spec = "FILE.py:NAME"``, with ``file`` and
+    ``sha256`` set (:func:`activation_record`). ``NAME`` may be an Activation, an Activation subclass (made
+    with no arguments) or a dict of :func:`define_activation`'s arguments (``docs/verify.md``, section 1).
+    Anything unusable is one ``ValueError`` naming ``option``, a definition that failed its checks too
+    unless ``allow_refused`` (``refattn check`` reports it)."""
     path, name = parse_spec(spec, option)
     module, sha = load_module(path, option)
     if not hasattr(module, name):
