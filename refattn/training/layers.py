@@ -1,52 +1,33 @@
 r"""The small layers the models share, each forward with its backward right under it.
 
-The three models (:mod:`refattn.training.models`) are built from attention
-(:func:`refattn.attention`) and a handful of layers: an affine map, a relu,
-layer normalisation without gain or bias, and a loss. Each is here once, as a
-forward function written against :func:`refattn.core.backend.array_module` (NumPy,
-CuPy, or autograd's NumPy while autograd traces it; no in-place assignment),
-then its hand-derived backward pass, then one comment naming the derivative
-(micrograd's layout). The convention is the textbook's: ``y, cache =
-layer(x, ...)`` and ``grads = layer_backward(grad_y, cache)``, the upstream
-gradient first, the gradients in the order of the inputs. ``derivations/21-layers.md`` derives every VJP line by
-line; ``tests/training/test_layers.py`` checks each one three ways (analytic, autograd,
-central differences).
+An affine map, a relu, layer normalisation without gain or bias, and two
+losses, each a forward written against :func:`refattn.core.backend.array_module`
+(NumPy, CuPy, or autograd's NumPy while autograd traces it), then its
+hand-derived backward with one comment naming the derivative above the line
+that applies it (micrograd's layout). ``y, cache = layer(x, ...)``,
+``grads = layer_backward(grad_y, cache)``: the upstream gradient first, the
+gradients in the order of the inputs. ``derivations/21-layers.md`` derives
+every VJP; ``tests/training/test_layers.py`` checks each one three ways.
 
 ========================= ============================================= ============= =============
 layer                     forward                                       forward       VJP
 ========================= ============================================= ============= =============
 linear                    y = x W^T + b                                 21.L0         21.L1-21.L3
-relu                      y = max(x, 0)                                 21.R0         21.R1
+relu_layer                y = max(x, 0)                                 21.R0         21.R1
 layer_norm                z = (x - mean x) / sqrt(var x + eps)          21.N1-21.N4   21.N5-21.N6
 softmax_cross_entropy     L = mean_t [logsumexp(y_t) - y_t[target_t]]   21.C0         21.C1
 sigmoid_cross_entropy     L = mean_t [softplus(a_t) - l_t a_t]          21.C2         21.C3
 ========================= ============================================= ============= =============
 
-(equation labels of ``derivations/21-layers.md``)
+The seed axis: every parameter has a leading axis ``S`` (one model per seed),
+and slice ``s`` of the data meets slice ``s`` of the parameters only.
+:func:`linear` reads it off ``W (S, o, i)``; :func:`relu_layer` and
+:func:`layer_norm` act entry by entry and row by row; the losses take the mean
+per seed with ``seed_axis=True``.
 
-The seed axis. The models train ``S`` independent copies of themselves (one
-per random seed) as one array program: every parameter has a leading axis
-``S``, and slice ``s`` of the data meets slice ``s`` of the parameters only.
-
-* :func:`linear` reads the seed axis off ``W``: ``W (o, i)`` acts on every
-  row of ``x (..., i)``; ``W (S, o, i)`` with ``b (S, o)`` acts on
-  ``x (S, ..., i)``, slice by slice (``S`` matrix products, each over all the
-  rows of one seed). Its parameter gradients keep the seed axis: summed over
-  the rows of each seed, never across seeds.
-* :func:`relu` and :func:`layer_norm` act entry by entry and row by row: a
-  seed axis is one more leading axis to them.
-* The losses average over tokens. With ``seed_axis=True`` the first axis is
-  the seed axis and the mean is taken per seed, one loss per seed ``(S,)``;
-  otherwise over everything, one number.
-
-The cache is what the backward pass reads: the inputs (``linear``,
-``relu``), or what the forward computed anyway (``layer_norm``: the normalised
-rows and their inverse scales; the losses: the probabilities). The inputs are
-kept by reference, not copied (the models run these layers on every batch, and
-own every array they pass): changing an input in place between a layer's
-forward and its backward is undefined, its gradients those of the changed
-array. The public attention functions (:func:`refattn.attention`, the fast
-and streaming paths) keep copies instead, for callers who reuse their arrays.
+The cache holds the inputs by reference, not copies (the models own every
+array they pass): changing an input in place between a layer's
+forward and its backward is undefined.
 """
 
 from __future__ import annotations
@@ -64,8 +45,8 @@ from ..core.activations import sigmoid
 __all__ = [
     "linear",
     "linear_backward",
-    "relu",
-    "relu_backward",
+    "relu_layer",
+    "relu_layer_backward",
     "layer_norm",
     "layer_norm_backward",
     "softmax_cross_entropy",
@@ -162,16 +143,16 @@ def linear_backward(grad_y, cache):
     db : ndarray, the shape of ``b``, or None
     """
     x, W, b = cached(cache, "linear", "x", "W", "b")
-    lead, o, i = _check_linear(x, W, b)
+    lead, (o, i) = shape_of(W)[:-2], shape_of(W)[-2:]
     check_grad(grad_y, "grad_y", shape_of(x)[:-1] + (o,))
     xp = array_module(x, W, grad_y)
     xf = xp.reshape(x, lead + (-1, i))  # (S, rows, i)
     gf = xp.reshape(grad_y, lead + (-1, o))  # (S, rows, o)
+    # y_n = W x_n + b:  dy_nk/dW_kj = x_nj,  dy_n/db = I,  dy_n/dx_n = W   (21.L1-21.L3)
     dW = xp.swapaxes(gf, -1, -2) @ xf  # (S, o, i)   sum over rows of dy x^T
     db = None if b is None else xp.sum(gf, axis=-2)  # (S, o)
     dx = xp.reshape(gf @ W, shape_of(x))  # (S, ..., i)
     return dx, dW, db
-    # y_n = W x_n + b:  dy_n/dx_n = W,  dy_nk/dW_kj = x_nj,  dy_n/db = I   (21.L1-21.L3)
 
 
 # --------------------------------------------------------------------------
@@ -179,36 +160,22 @@ def linear_backward(grad_y, cache):
 # --------------------------------------------------------------------------
 
 
-def relu(x):
-    """The rectifier, ``y = max(x, 0)`` entry by entry.
+def relu_layer(x):
+    """The rectifier as a layer, ``y = max(x, 0)`` entry by entry, and its cache (21.R0).
 
-    Written with ``where``, so that autograd sees slope 0 at ``x = 0``
-    exactly as :func:`relu_backward` does (autograd's ``maximum`` would split the
-    slope, 1/2 each way, at a tie).
-
-    Parameters
-    ----------
-    x : ndarray, any shape
-
-    Returns
-    -------
-    y : ndarray, the shape of ``x``
-    cache : dict
-        ``x``, for :func:`relu_backward`.
-
-    Derivation: ``derivations/21-layers.md``, section 2. Test:
-    ``tests/training/test_layers.py::test_relu_vjp_three_ways``.
+    Written with ``where``, so that autograd sees slope 0 at ``x = 0`` as
+    :func:`relu_layer_backward` does (``derivations/21-layers.md``, section 2).
     """
     check_float_array(x, "x", min_ndim=0)
-    return array_module(x).where(x <= 0, 0.0, x), {"layer": "relu", "x": x}  # NaN stays NaN
+    return array_module(x).where(x <= 0, 0.0, x), {"layer": "relu_layer", "x": x}  # NaN stays NaN
 
 
-def relu_backward(grad_y, cache):
-    """Backward pass of :func:`relu`: ``dx = grad_y [x > 0]`` (``relu'(0) = 0`` by convention)."""
-    (x,) = cached(cache, "relu", "x")
+def relu_layer_backward(grad_y, cache):
+    """Backward pass of :func:`relu_layer`: ``dx = grad_y [x > 0]`` (21.R1)."""
+    (x,) = cached(cache, "relu_layer", "x")
     check_grad(grad_y, "grad_y", shape_of(x))
-    return grad_y * (x > 0)
     # relu'(x) = 1 for x > 0, 0 for x < 0; at the kink x = 0 we take 0   (21.R1)
+    return grad_y * (x > 0)
 
 
 # --------------------------------------------------------------------------
@@ -273,8 +240,8 @@ def layer_norm_backward(grad_z, cache):
     xp = array_module(z, grad_z)
     mean_u = xp.mean(grad_z, axis=-1, keepdims=True)  # (..., 1)
     mean_uz = xp.mean(grad_z * z, axis=-1, keepdims=True)  # (..., 1)
-    return r * (grad_z - mean_u - z * mean_uz)  # (..., d)
     # dz_i/dx_k = r (delta_ik - 1/d - z_i z_k / d), contracted with u   (21.N5, 21.N6)
+    return r * (grad_z - mean_u - z * mean_uz)  # (..., d)
 
 
 # --------------------------------------------------------------------------
@@ -383,8 +350,8 @@ def softmax_cross_entropy_backward(grad_loss, cache):
     p = e / xp.sum(e, axis=-1, keepdims=True)  # (..., V) softmax
     onehot = xp.eye(V, dtype=dtype_of(logits))[xp.asarray(target)]  # (..., V)
     g = xp.reshape(grad_loss, shape_of(grad_loss) + (1,) * (len(shape) + 1 - len(shape_of(grad_loss))))  # (S, 1, .., 1)
-    return (p - onehot) * g / _tokens(shape, seed_axis)  # (..., V)
     # d logsumexp(y)/dy = softmax(y),  d y_target/dy = e_target,  d mean/d term = 1/T   (21.C1)
+    return (p - onehot) * g / _tokens(shape, seed_axis)  # (..., V)
 
 
 def sigmoid_cross_entropy(logits, labels, *, seed_axis=False):
@@ -451,5 +418,5 @@ def sigmoid_cross_entropy_backward(grad_loss, cache):
     _check_loss_grad(grad_loss, shape, seed_axis)
     xp = array_module(logits, grad_loss)
     g = xp.reshape(grad_loss, shape_of(grad_loss) + (1,) * (len(shape) - len(shape_of(grad_loss))))  # (S, 1, .., 1)
-    return (sigmoid(xp, logits) - y) * g / _tokens(shape, seed_axis)  # (...)
     # d softplus(a)/da = sigmoid(a),  d (l a)/da = l,  d mean/d term = 1/T   (21.C3)
+    return (sigmoid(xp, logits) - y) * g / _tokens(shape, seed_axis)  # (...)

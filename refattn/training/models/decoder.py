@@ -45,7 +45,7 @@ backward (derivation 18, section 2, Eqs. 18.G1-18.G12). The attention step itsel
 :func:`refattn.core.attention.attention` and its backward
 :func:`refattn.core.attention.attention_backward`; the linear maps, the relu,
 the layer normalisations and the loss are :mod:`refattn.training.layers`
-(``linear``, ``relu``, ``layer_norm``, ``softmax_cross_entropy``, each with
+(``linear``, ``relu_layer``, ``layer_norm``, ``softmax_cross_entropy``, each with
 its backward; ``derivations/21-layers.md``).
 """
 
@@ -61,7 +61,7 @@ from ...custom import divergence_as_data
 from ...fast import attention, attention_backward  # the fast path: same numbers as refattn.attention
 from ...core.backend import array_module, stop_gradient
 from ...core.checks import check_float_array, check_int, check_real
-from ..layers import (layer_norm, layer_norm_backward, linear, linear_backward, relu, relu_backward,
+from ..layers import (layer_norm, layer_norm_backward, linear, linear_backward, relu_layer, relu_layer_backward,
                       softmax_cross_entropy, softmax_cross_entropy_backward)
 from ...core.scores import score as _score
 from .nt import check_seed_params, check_seeds_and_dtype
@@ -475,7 +475,7 @@ class DecoderLM:
             Hs = Hs + O  # (S, B, n, D)                                            18.D7
             Z2, c_ln2 = layer_norm(Hs, self.ln_eps)  # (S, B, n, D)
             U, c_1 = linear(Z2, w["W_1"], w["b_1"])  # (S, B, n, F)                 18.D8
-            T, c_relu = relu(U)  # (S, B, n, F)
+            T, c_relu = relu_layer(U)  # (S, B, n, F)
             F, c_2 = linear(T, w["W_2"], w["b_2"])  # (S, B, n, D)
             Hs = Hs + F  # (S, B, n, D)                                            18.D9
             layers.append(dict(c, ln1=c_ln1, ln2=c_ln2, ff1=c_1, relu=c_relu, ff2=c_2))
@@ -566,7 +566,7 @@ class DecoderLM:
         for l in reversed(range(self.n_layers)):
             cl, pre = c["layers"][l], f"h{l}."
             dT, g[pre + "W_2"], g[pre + "b_2"] = linear_backward(dH, cl["ff2"])  # 18.G4
-            dU = relu_backward(dT, cl["relu"])  # (S, B, n, F)                     18.G5 relu'(0) = 0
+            dU = relu_layer_backward(dT, cl["relu"])  # (S, B, n, F)               18.G5 relu'(0) = 0
             dZ2, g[pre + "W_1"], g[pre + "b_1"] = linear_backward(dU, cl["ff1"])  # 18.G6
             dH = dH + layer_norm_backward(dZ2, cl["ln2"])  # both paths into H      18.G7
             dYc, g[pre + "W_O"], g[pre + "b_O"] = linear_backward(dH, cl["o"])  # 18.G8
