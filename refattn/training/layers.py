@@ -91,29 +91,10 @@ def _check_linear(x, W, b):
 
 
 def linear(x, W, b=None):
-    """Affine map over the last axis, ``y = x W^T + b`` (PyTorch's ``nn.Linear`` layout).
+    """Affine map over the last axis, ``y = x W^T + b`` (21.L0; PyTorch's ``nn.Linear`` layout), and its cache.
 
-    Row by row, ``y_n = W x_n + b`` with ``W`` of shape ``(o, i)``: ``o``
-    outputs from ``i`` inputs. With a leading seed axis every seed has its own
-    ``W[s]`` and ``b[s]`` and acts on its own slice ``x[s]``.
-
-    Parameters
-    ----------
-    x : ndarray (..., i), or (S, ..., i) when ``W`` has a seed axis
-        The rows to map.
-    W : ndarray (o, i) or (S, o, i)
-        The weights.
-    b : ndarray (o,) or (S, o), optional
-        The bias; ``None`` for none.
-
-    Returns
-    -------
-    y : ndarray (..., o), or (S, ..., o)
-    cache : dict
-        ``x, W, b``, for :func:`linear_backward`.
-
-    Derivation: ``derivations/21-layers.md``, section 1. Test:
-    ``tests/training/test_layers.py::test_linear_vjp_three_ways``.
+    ``x (..., i)``, ``W (o, i)``, ``b (o,)`` or ``None``; with a seed axis ``W (S, o, i)``,
+    ``b (S, o)`` act on ``x (S, ..., i)`` slice by slice (``derivations/21-layers.md``, section 1).
     """
     lead, o, i = _check_linear(x, W, b)
     xp = array_module(x, W, b)
@@ -124,24 +105,8 @@ def linear(x, W, b=None):
 
 
 def linear_backward(grad_y, cache):
-    """Backward pass of :func:`linear`: ``(dx, dW, db)`` for the upstream gradient ``grad_y``.
-
-    ``dx_n = W^T dy_n`` (in rows: ``dx = dy W``), ``dW = sum_n dy_n x_n^T``,
-    ``db = sum_n dy_n``, the sums over every row ``n`` (of each seed, with a
-    seed axis: ``dW`` and ``db`` keep it). ``db`` is ``None`` when ``b`` is.
-
-    Parameters
-    ----------
-    grad_y : ndarray, the shape of ``y``
-    cache : dict
-        The second return value of :func:`linear`.
-
-    Returns
-    -------
-    dx : ndarray, the shape of ``x``
-    dW : ndarray, the shape of ``W``
-    db : ndarray, the shape of ``b``, or None
-    """
+    """Backward pass of :func:`linear`: ``(dx, dW, db)`` = ``(dy W, sum_n dy_n x_n^T, sum_n dy_n)``
+    over the rows of each seed (21.L1-21.L3); ``db`` is ``None`` when ``b`` is."""
     x, W, b = cached(cache, "linear", "x", "W", "b")
     lead, (o, i) = shape_of(W)[:-2], shape_of(W)[-2:]
     check_grad(grad_y, "grad_y", shape_of(x)[:-1] + (o,))
@@ -192,33 +157,13 @@ def _moments(x, eps):
 
 
 def layer_norm(x, eps=1e-5):
-    """Layer normalisation without gain or bias over the last axis.
+    """Layer normalisation without gain or bias over the last axis, ``z = (x - mu) / sqrt(sigma^2 + eps)``,
+    and its cache (21.N1-21.N4; ``derivations/21-layers.md``, section 3).
 
-    ``LN(x) = (x - mu) / sqrt(sigma^2 + eps)`` with ``mu = mean_j x_j`` and
-    ``sigma^2 = mean_j (x_j - mu)^2`` (the biased variance, as
-    ``torch.nn.LayerNorm`` uses). Each row of the output has mean 0 and mean
-    square ``sigma^2 / (sigma^2 + eps)``, just under 1; a constant row maps to
-    zeros, up to the rounding of its mean (at most about ``d u |x| / sqrt(eps)``:
-    9e-9 for a row of nine 2.3e5 in float64). For a one-hot ``e_x`` of length ``d``,
-    ``LN(e_x) = (d e_x - 1) / sqrt(d - 1 + d^2 eps)``.
-
-    Parameters
-    ----------
-    x : ndarray (..., d)
-        NumPy, CuPy or traced by autograd.
-    eps : float > 0
-        Added to the variance (PyTorch's default 1e-5).
-
-    Returns
-    -------
-    z : ndarray, the shape of ``x``
-    cache : dict
-        ``z`` and ``r = 1 / sqrt(sigma^2 + eps)`` per row, for :func:`layer_norm_backward`.
-
-    Derivation: ``derivations/21-layers.md``, section 3 (and
-    ``derivations/11-nt-model.md``, Eq. 11.M2). Tests:
-    ``tests/training/test_layers.py::test_layer_norm_vjp_gradcheck``,
-    ``test_layer_norm_moments``.
+    ``mu`` and the biased ``sigma^2`` are the row's mean and variance (as
+    ``torch.nn.LayerNorm``); a row of ``z`` has mean 0 and mean square ``sigma^2 /
+    (sigma^2 + eps)``, and a one-hot ``e_x`` of length ``d`` maps to ``(d e_x - 1) /
+    sqrt(d - 1 + d^2 eps)`` (Eq. 11.M2).
     """
     check_float_array(x, "x")
     z, r = _moments(x, check_real(eps, "eps", positive=True))  # (..., d), (..., 1)
@@ -226,15 +171,8 @@ def layer_norm(x, eps=1e-5):
 
 
 def layer_norm_backward(grad_z, cache):
-    """Backward pass of :func:`layer_norm`: ``dx = r (u - mean_j u_j - z mean_j(u_j z_j))``.
-
-    With ``z = LN(x)``, ``r = 1 / sqrt(sigma^2 + eps)`` (both from the cache)
-    and the upstream gradient ``u = grad_z``, means over the last axis.
-
-    Returns
-    -------
-    ndarray, the shape of ``x``
-    """
+    """Backward pass of :func:`layer_norm`: ``dx = r (u - mean u - z mean(u z))`` with ``u = grad_z`` and
+    ``r = 1 / sqrt(sigma^2 + eps)``, means over the last axis (21.N5-21.N6)."""
     z, r = cached(cache, "layer_norm", "z", "r")
     check_grad(grad_z, "grad_z", shape_of(z))
     xp = array_module(z, grad_z)
@@ -295,31 +233,12 @@ def _check_seed_axis(seed_axis, shape):
 
 
 def softmax_cross_entropy(logits, target, *, seed_axis=False):
-    """Mean cross-entropy of ``softmax(logits)`` against integer targets.
+    """Mean cross-entropy of ``softmax(logits)`` against integer targets, and its cache (21.C0).
 
-    ``L = mean_t [log sum_v exp(y_tv) - y_t,target_t]`` over the tokens ``t``
-    (every position of ``target``), evaluated with the log-sum-exp shift
-    ``m_t = max_v y_tv`` (which carries no gradient), so no logit overflows.
-
-    Parameters
-    ----------
-    logits : ndarray (..., V)
-        Unnormalised log-probabilities ``y``.
-    target : int ndarray, ``logits.shape[:-1]``
-        Class ids in ``[0, V)`` (a host array, or one on the logits' device).
-    seed_axis : bool
-        True: the first axis is the seed axis; one mean per seed, ``(S,)``.
-        False: one mean over every token, a 0-d array.
-
-    Returns
-    -------
-    loss : ndarray (S,) or ()
-    cache : dict
-        For :func:`softmax_cross_entropy_backward`.
-
-    Derivation: ``derivations/21-layers.md``, section 4. Tests:
-    ``tests/training/test_layers.py::test_softmax_cross_entropy_vjp_three_ways``,
-    ``test_softmax_cross_entropy_closed_form``.
+    ``L = mean_t [log sum_v exp(y_tv) - y_t,target_t]`` over the tokens ``t`` (every
+    position of ``target``, ids in ``[0, V)``), shifted by ``max_v y_tv``; with
+    ``seed_axis=True`` one mean per seed ``(S,)``, else one number
+    (``derivations/21-layers.md``, section 4).
     """
     shape, V = _check_targets(logits, target)
     seed_axis = _check_seed_axis(seed_axis, shape)
@@ -333,15 +252,8 @@ def softmax_cross_entropy(logits, target, *, seed_axis=False):
 
 
 def softmax_cross_entropy_backward(grad_loss, cache):
-    """Backward pass of :func:`softmax_cross_entropy`: ``dy_t = g (softmax(y_t) - e_target_t) / T``.
-
-    ``g`` is the upstream gradient of the loss (of the seed's loss, with a seed
-    axis), the shape of the loss, and ``T`` the number of tokens in that mean.
-
-    Returns
-    -------
-    ndarray, the shape of ``logits``
-    """
+    """Backward pass of :func:`softmax_cross_entropy`: ``dy_t = g (softmax(y_t) - e_target_t) / T``, ``g``
+    the upstream gradient of the (seed's) loss and ``T`` the tokens in its mean (21.C1)."""
     logits, target, seed_axis = cached(cache, "softmax_cross_entropy", "logits", "target", "seed_axis")
     shape, V = shape_of(logits)[:-1], shape_of(logits)[-1]
     _check_loss_grad(grad_loss, shape, seed_axis)
@@ -355,32 +267,12 @@ def softmax_cross_entropy_backward(grad_loss, cache):
 
 
 def sigmoid_cross_entropy(logits, labels, *, seed_axis=False):
-    """Mean binary cross-entropy of ``sigmoid(logits)`` against labels in ``[0, 1]``.
+    """Mean binary cross-entropy of ``sigmoid(logits)`` against labels in ``[0, 1]``, and its cache (21.C2).
 
-    ``L = mean_t [softplus(a_t) - l_t a_t]
-    = mean_t [-l_t log sigmoid(a_t) - (1 - l_t) log(1 - sigmoid(a_t))]``,
-    with ``softplus(a) = log(1 + e^a)`` evaluated as ``logaddexp(0, a)``, so
-    no logit overflows. Labels may be soft (any number in ``[0, 1]``).
-
-    Parameters
-    ----------
-    logits : ndarray (...)
-        One logit ``a_t`` per token.
-    labels : ndarray, the shape of ``logits``
-        Numbers in ``[0, 1]`` (0/1 class labels, or soft labels); any real or
-        bool dtype, host or on the logits' device.
-    seed_axis : bool
-        True: the first axis is the seed axis; one mean per seed, ``(S,)``.
-
-    Returns
-    -------
-    loss : ndarray (S,) or ()
-    cache : dict
-        For :func:`sigmoid_cross_entropy_backward`.
-
-    Derivation: ``derivations/21-layers.md``, section 5. Test:
-    ``tests/training/test_layers.py::test_sigmoid_cross_entropy_vjp_three_ways``,
-    ``test_sigmoid_is_softmax_cross_entropy_of_two_logits``.
+    ``L = mean_t [softplus(a_t) - l_t a_t]``, ``softplus`` as ``logaddexp(0, a)``
+    so that no logit overflows; labels may be soft, of any real or bool dtype;
+    ``seed_axis`` as in :func:`softmax_cross_entropy` (``derivations/21-layers.md``,
+    section 5).
     """
     y = _labels(logits, labels)
     shape = shape_of(logits)
@@ -405,14 +297,7 @@ def _labels(logits, labels):
 
 
 def sigmoid_cross_entropy_backward(grad_loss, cache):
-    """Backward pass of :func:`sigmoid_cross_entropy`: ``da_t = g (sigmoid(a_t) - l_t) / T``.
-
-    ``g`` is the upstream gradient, the shape of the loss.
-
-    Returns
-    -------
-    ndarray, the shape of ``logits``
-    """
+    """Backward pass of :func:`sigmoid_cross_entropy`: ``da_t = g (sigmoid(a_t) - l_t) / T`` (21.C3)."""
     logits, y, seed_axis = cached(cache, "sigmoid_cross_entropy", "logits", "labels", "seed_axis")
     shape = shape_of(logits)
     _check_loss_grad(grad_loss, shape, seed_axis)

@@ -235,38 +235,29 @@ def _progress_bar(progress, label, epochs, start):
 def train(model, params, optimizer, make_batches, *, epochs, grad="analytic", callbacks=(), checkpoint=None,
           checkpoint_every=1, resume=True, fingerprint=None, progress=None, label="train", stop_after=None,
           blas_threads=1, schedule=None):
-    r"""Train ``model`` for ``epochs`` epochs, updating ``params`` (the optimiser's dict) in place.
+    r"""Train ``model`` (the model protocol, module docstring) for ``epochs`` epochs, updating ``params`` in place.
 
     Parameters
     ----------
-    model
-        An object following the model protocol (module docstring).
     make_batches : callable ``epoch -> iterable of batch dicts``
         Deterministic in ``epoch``, so that a resumed run sees the same batches.
-    grad : {"analytic", "autograd"}
     callbacks : sequence of callables ``(epoch, params) -> dict``
-        Their dicts are merged into the epoch's record, which always holds
-        ``epoch`` and ``loss`` (each seed's mean over the epoch's batches).
+        Merged into the epoch's record, which holds ``epoch`` and ``loss`` (each
+        seed's mean over the epoch's batches).
     checkpoint : str or path, optional
-        A ``.npz`` file (:func:`save_checkpoint`), written every
-        ``checkpoint_every`` epochs and after the last, locked for the whole
-        call; with ``resume=True`` an existing one is resumed after its last
-        epoch if it has this run's ``fingerprint`` (a JSON-able description).
+        A ``.npz`` (:func:`save_checkpoint`), locked for the call, written every
+        ``checkpoint_every`` epochs and after the last; with ``resume`` an
+        existing one with this run's ``fingerprint`` (JSON-able) is resumed.
     schedule : callable ``epoch -> dict``, optional
         Hyperparameters set on the optimiser after each epoch (a learning-rate drop).
-    progress : bool, optional
-        A progress bar labelled ``label`` (default: only on a terminal).
-    stop_after : int, optional
-        Stop after this epoch, as if interrupted (tests and demos).
+    progress, label, stop_after
+        A progress bar (default: on a terminal only), its label; the epoch to stop after.
     blas_threads : int or None
-        BLAS threads while training (default 1: the models are small, and one
-        thread sums in the same order on every machine; ``None`` leaves BLAS as is).
+        BLAS threads while training (``None``: as they are); one sums in the
+        same order on every machine.
 
-    Returns
-    -------
-    dict
-        ``history`` (the per-epoch records), ``resumed_from`` (the epoch a
-        checkpoint was loaded at, or ``None``), ``seconds``.
+    Returns ``{"history", "resumed_from", "seconds"}``: the records, the epoch a
+    checkpoint was loaded at (or ``None``), the wall time.
     """
     callbacks = tuple(callbacks)
     epochs, blas_threads = _check_train(params, optimizer, make_batches, epochs, callbacks, checkpoint,

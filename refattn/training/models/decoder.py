@@ -34,19 +34,11 @@ pair, :func:`refattn.core.scores.score` ``"neural"``, shared over heads and pair
 a character vocabulary it costs ``V D`` parameters only, and it keeps the
 backward pass of the embedding a pure scatter (derivation 18, section 1).
 
-Batched over seeds (the trainer's model protocol, :mod:`refattn.training.train`):
-every parameter has a leading axis ``S``, one slice per seed, drawn from
-``numpy.random.default_rng(seed)`` alone; a batch is
-``{"x": (S, B, n) int, "y": (S, B, n) int}`` (``y`` the next tokens).
-``loss, cache = model.forward(params, batch)`` is written against
-:func:`refattn.core.backend.array_module` so that autograd traces the very code
-that runs; ``grads = model.backward(grad_loss, cache)`` is the hand-derived
-backward (derivation 18, section 2, Eqs. 18.G1-18.G12). The attention step itself is
-:func:`refattn.core.attention.attention` and its backward
-:func:`refattn.core.attention.attention_backward`; the linear maps, the relu,
-the layer normalisations and the loss are :mod:`refattn.training.layers`
-(``linear``, ``relu_layer``, ``layer_norm``, ``softmax_cross_entropy``, each with
-its backward; ``derivations/21-layers.md``).
+The trainer's model protocol (:mod:`refattn.training.models`): a batch is
+``{"x": (S, B, n) int, "y": (S, B, n) int}`` (``y`` the next tokens);
+``model.backward`` is derivation 18, section 2 (Eqs. 18.G1-18.G12), built from
+:func:`refattn.core.attention.attention_backward` and the layers of
+:mod:`refattn.training.layers`.
 """
 
 from __future__ import annotations
@@ -170,14 +162,7 @@ def _merge_heads(x):
 
 
 class DecoderLM:
-    """Decoder-only transformer LM with per-layer attention, batched over seeds.
-
-    Eqs. 18.D1-18.D11 of ``derivations/18-decoder-and-cog.md`` (the module
-    docstring lists them): token and learned positional embeddings, ``L``
-    pre-LN layers of multi-head causal attention and a ReLU feed-forward
-    layer, each with a skip connection, a final LN, an untied readout and the
-    next-token cross-entropy. Layer normalisations have no gain or bias
-    (:func:`refattn.training.layers.layer_norm`); every linear map has a bias.
+    """Decoder-only transformer LM with per-layer attention (Eqs. 18.D1-18.D11), batched over seeds.
 
     Parameters
     ----------
