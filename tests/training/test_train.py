@@ -159,18 +159,21 @@ def test_progress_bar_on_stderr_when_asked_or_on_a_terminal(capsys):
     assert capsys.readouterr().err == ""
 
 
-def test_a_missing_progress_library_is_one_line_naming_the_extra(monkeypatch, capsys):
+@pytest.mark.parametrize("library", ["tqdm", "filelock"])
+def test_a_missing_library_of_the_studies_extra_is_one_line_naming_it(library, monkeypatch, capsys, tmp_path):
     import sys
 
     from refattn import cli
 
-    monkeypatch.setitem(sys.modules, "tqdm", None)  # ``import tqdm`` now fails
-    with pytest.raises(ValueError, match=r"tqdm is not installed; .* pip install 'refattn\[studies\]'"):
-        run(epochs=1)
-    assert cli.main(["nt", "--task", "N2T1", "--context", "4", "--seeds", "1", "--epochs", "1", "--n-test", "2"]) == 2
+    monkeypatch.setitem(sys.modules, library, None)  # ``import tqdm`` (or filelock) now fails
+    with pytest.raises(ValueError, match=rf"{library} is not installed; .* pip install 'refattn\[studies\]'"):
+        run(epochs=1, checkpoint=tmp_path / "run.npz")
+    argv = ["nt", "--task", "N2T1", "--context", "4", "--seeds", "1", "--epochs", "1", "--n-test", "2",
+            "--checkpoint", str(tmp_path / "nt.npz")]
+    assert cli.main(argv) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("refattn nt: error: tqdm is not installed") and "refattn[studies]" in err
-    assert len(err.splitlines()) == 1
+    assert err.startswith(f"refattn nt: error: {library} is not installed") and "refattn[studies]" in err
+    assert len(err.splitlines()) == 1 and not (tmp_path / "run.npz").exists() and not (tmp_path / "nt.npz").exists()
 
 
 def test_batch_iterator_covers_every_example_once_per_seed():
