@@ -251,20 +251,17 @@ def _dumps(result) -> str:
 
 def _files(module, command, out, settings):
     """``[(option, path), ...]``: every file a study's command reads (a field with ``input="file"``) or
-    writes (its results file, its checkpoint and the checkpoint's history, and ``--out``'s results file
-    and figure), for :func:`refattn.training.runs.check_distinct` and the working-folder check."""
+    writes (its results file, its checkpoint, and ``--out``'s results file and figure), for
+    :func:`refattn.training.runs.check_distinct` and the working-folder check."""
     from .studies import command_fields, option_name  # noqa: PLC0415
-    from .training.train import history_path  # noqa: PLC0415
 
     named = []
     for f in command_fields(type(settings)):
         value, option = getattr(settings, f.name), option_name(f)
         if not isinstance(value, str) or not value.strip():
             continue  # no file given (an empty name is refused with the option's other rules)
-        if f.metadata.get("output") == "results" or f.metadata.get("input") == "file":
+        if f.metadata.get("output") in ("results", "checkpoint") or f.metadata.get("input") == "file":
             named.append((option, value))
-        elif f.metadata.get("output") == "checkpoint":
-            named += [(option, value), (option, history_path(value))]
     if out is not None and out.strip():
         named += [("--out", os.path.join(out, f"{command}.json")), ("--out", _figure_path(module, settings, out))]
     _check_working_folder(named)

@@ -1,6 +1,6 @@
 """Runs that survive their users: durable checkpoints (a failed or killed save leaves a checkpoint
 that resumes), one writer per file (a second run on a checkpoint, results file or --out folder is
-refused at once, naming the process), every setting checked before any work, memory estimated
+refused at once, naming the path), every setting checked before any work, memory estimated
 before any allocation, Ctrl-C and closed streams answered in one line, and the reproductions of
 each of these defects as they were found."""
 
@@ -23,8 +23,7 @@ import pytest
 from refattn import cli
 from refattn.studies import RANGE_RULES, STUDIES, command_fields, option_name, study
 from refattn.training import runs
-from refattn.training import train as train_module
-from refattn.training.train import history_path, load_checkpoint
+from refattn.training.train import load_checkpoint
 
 from conftest import default_sigint
 from test_study_commands import TINY
@@ -52,9 +51,8 @@ def _same_run(a, b):
 
 
 def test_a_resume_whose_first_save_fails_leaves_the_earlier_checkpoint_resumable(tmp_path, monkeypatch):
-    """The reproduction: 10 epochs saved, then a resume whose first save fails (a full disk). The
-    history file used to be rewritten under the new run's id before the .npz was written, and the
-    earlier checkpoint then held "0 records of this checkpoint's run, expected 10"."""
+    """10 epochs saved, then a resume whose first save fails (a full disk): the earlier checkpoint is
+    the one on disk, whole, and resumes."""
     ck = tmp_path / "run.npz"
     run(epochs=10, checkpoint=ck)
     before = load_checkpoint(ck)
@@ -77,85 +75,36 @@ def test_a_resume_whose_first_save_fails_leaves_the_earlier_checkpoint_resumable
     assert out["resumed_from"] == 9 and _same_run(params, run(epochs=12)[0])
 
 
-def test_a_failed_history_append_leaves_the_new_checkpoint_resumable(tmp_path, monkeypatch):
-    """The history lines are appended only after the .npz is on disk, and the .npz carries the
-    records since the last save itself: a failed append loses nothing."""
-    ck = tmp_path / "run.npz"
-    run(epochs=3, checkpoint=ck)
-    real_open = open
-
-    def no_append(path, mode="r", *a, **kw):
-        if "a" in mode:
-            raise OSError(errno.ENOSPC, "No space left on device")
-        return real_open(path, mode, *a, **kw)
-
-    monkeypatch.setattr(train_module, "open", no_append, raising=False)
-    with pytest.raises(OSError, match="No space left on device") as failed:
-        run(epochs=5, checkpoint=ck)
-    assert failed.value.filename == history_path(ck)
-    monkeypatch.undo()
-    assert load_checkpoint(ck)["epoch"] == 3  # the first resumed save's .npz is on disk
-    params, out = run(epochs=5, checkpoint=ck)
-    assert out["resumed_from"] == 3 and _same_run(params, run(epochs=5)[0])
-    assert load_checkpoint(ck)["history"] == json.loads(json.dumps(run(epochs=5)[1]["history"]))
-
-
 KILL_CHILD = r"""
 import os, signal, sys
 sys.path.insert(0, {tests!r} + "/training")  # test_train, the toy model
 from test_train import run
-from refattn.training import runs, train as tr
+from refattn.training import runs
 
 point, ck, epochs, at = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 saves = [0]
-real_replace, real_open = os.replace, open
-
-def die():
-    os.kill(os.getpid(), signal.SIGKILL)
+real_replace = os.replace
 
 def replace(src, dst, *a, **kw):
-    if str(dst).endswith(".npz"):
-        saves[0] += 1
-        if saves[0] == at and point == "before the .npz is renamed":
-            die()
+    saves[0] += 1
+    if saves[0] == at and point == "before the .npz is renamed":
+        os.kill(os.getpid(), signal.SIGKILL)
     real_replace(src, dst, *a, **kw)
-    if str(dst).endswith(".npz") and saves[0] == at and point == "after the .npz is renamed":
-        die()
-
-class HalfWriter:
-    def __init__(self, fh):
-        self.fh = fh
-    def __enter__(self):
-        return self
-    def __exit__(self, *exc):
-        self.fh.close()
-    def write(self, data):
-        self.fh.write(data[: len(data) // 2 + 3])
-        self.fh.flush()
-        os.fsync(self.fh.fileno())
-        die()
-
-def opener(path, mode="r", *a, **kw):
-    fh = real_open(path, mode, *a, **kw)
-    return HalfWriter(fh) if "a" in mode and saves[0] == at else fh
+    if saves[0] == at and point == "after the .npz is renamed":
+        os.kill(os.getpid(), signal.SIGKILL)
 
 runs.os.replace = replace
-if point == "in the middle of the history append":
-    tr.open = opener
 run(epochs=epochs, checkpoint=ck)
 """
 
 
-@pytest.mark.parametrize("point", ["before the .npz is renamed", "after the .npz is renamed",
-                                   "in the middle of the history append"])
+@pytest.mark.parametrize("point", ["before the .npz is renamed", "after the .npz is renamed"])
 @pytest.mark.parametrize("case", ["first save of a fresh run", "third save of a fresh run",
                                   "first save of a resumed run"])
 def test_a_save_killed_at_any_point_leaves_a_checkpoint_that_resumes_bit_for_bit(point, case, tmp_path):
     """SIGKILL at each step of a save: the checkpoint on disk loads (the previous one, or the new
     one), a resumed run ends bit for bit where an uninterrupted one does, and the temporary the
     killed save left is gone once the next run has locked the checkpoint."""
-    if case.endswith("fresh run") and point == "in the middle of the history append" and case.startswith("first"):
-        pytest.skip("a fresh run's first save writes its history file anew (atomically), it appends nothing")
     ck = tmp_path / "run.npz"
     at = 3 if case.startswith("third") else 1
     if case.endswith("resumed run"):
@@ -170,7 +119,7 @@ def test_a_save_killed_at_any_point_leaves_a_checkpoint_that_resumes_bit_for_bit
     params, out = run(epochs=6, checkpoint=ck)
     assert _same_run(params, run(epochs=6)[0])
     assert load_checkpoint(ck)["history"] == json.loads(json.dumps(run(epochs=6)[1]["history"]))
-    assert not [p for p in os.listdir(tmp_path) if ".partial-" in p or p.endswith(".lock")]
+    assert not [p for p in os.listdir(tmp_path) if ".partial-" in p]
 
 
 @pytest.fixture
@@ -217,37 +166,29 @@ def _without_clock(obj):
 
 
 def test_a_full_disk_during_a_save_keeps_the_checkpoint_and_names_the_file(small_disk, tmp_path, capsys):
-    """A disk with no room at all is refused before any work; one with room for the lock but not
-    for the next save fails at that save, naming the file, and the checkpoint before it resumes."""
+    """A disk with no room for the next save fails at that save in one line naming the file; the
+    checkpoint before it is whole, no temporary is left, and the run resumes bit for bit."""
     ck = small_disk / "ck.npz"
     assert cli.main(NT_TINY + ["--epochs", "3", "--checkpoint", str(ck)]) == 0
     capsys.readouterr()
     filler = _fill(small_disk)
     assert cli.main(NT_TINY + ["--epochs", "6", "--checkpoint", str(ck), "--json"]) == 2
-    err = _one_line(capsys.readouterr().err)
-    assert err == f"refattn nt: error: --checkpoint: cannot write into '{small_disk}' (No space left on device)"
-    filler.unlink()
-    filler = _fill(small_disk, leave=4096)  # a page for the lock file, none for a checkpoint
-    assert cli.main(NT_TINY + ["--epochs", "6", "--checkpoint", str(ck), "--json"]) == 2
-    err = _one_line(capsys.readouterr().err)
-    # the .npz (then the checkpoint before it is kept) or the history after it (then the new one)
-    assert err in (f"refattn nt: error: {ck}: No space left on device",
-                   f"refattn nt: error: {history_path(ck)}: No space left on device")
-    kept = 2 if err.endswith(f"{ck}: No space left on device") else 3
-    assert load_checkpoint(ck)["epoch"] == kept
+    assert _one_line(capsys.readouterr().err) == f"refattn nt: error: {ck}: No space left on device"
+    assert load_checkpoint(ck)["epoch"] == 2
+    assert not [p for p in os.listdir(small_disk) if ".partial-" in p]
     filler.unlink()
     assert cli.main(NT_TINY + ["--epochs", "6", "--checkpoint", str(ck), "--json"]) == 0
     resumed = json.loads(capsys.readouterr().out)
-    assert resumed["resumed_from"] == kept
+    assert resumed["resumed_from"] == 2
     assert cli.main(NT_TINY + ["--epochs", "6", "--json"]) == 0
     assert _without_clock(resumed) == _without_clock(json.loads(capsys.readouterr().out))
-    assert sorted(os.listdir(small_disk)) == ["ck.history.jsonl", "ck.npz"]
+    assert sorted(os.listdir(small_disk)) == ["ck.npz", "ck.npz.lock"]
 
 
 def test_stale_temporaries_of_a_killed_run_are_removed_by_the_next_writer_and_never_read(tmp_path):
     ck = tmp_path / "run.npz"
     run(epochs=2, checkpoint=ck)
-    stale = [tmp_path / "run.npz.partial-99999-1", tmp_path / "run.history.jsonl.partial-99999-1"]
+    stale = [tmp_path / "run.npz.partial-99999-1"]
     for p in stale:
         p.write_bytes(b"half a file")
     assert load_checkpoint(ck)["epoch"] == 1  # never read
@@ -312,16 +253,16 @@ def test_a_second_run_on_a_checkpoint_results_file_or_out_folder_is_refused_at_o
             t0 = time.perf_counter()
             assert cli.main(argv) == 2
             err = _one_line(capsys.readouterr().err)
-            assert f"{option}: " in err and str(path) in err and f"process {pid}" in err, err
+            assert f"{option}: " in err and str(path) in err and "is in use by another run" in err, err
     assert not ck.exists() and not (ckdir / "polarity_softmax.npz").exists()  # nothing was trained
     assert not (out / "polarity.json").exists() and not any(p.exists() for p in results.values())
     # the holder is gone: its locks went with it, and a run goes ahead
     assert cli.main(NT_TINY + ["--epochs", "2", "--checkpoint", str(ck)]) == 0
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["cks", "nt.history.jsonl", "nt.npz", "out"]
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")) == ["cks", "nt.npz", "out"]
 
 
 def test_two_refattn_processes_on_one_checkpoint_and_out_folder(tmp_path):
-    """A real second process is refused, naming the first's process id; Ctrl-C then stops the
+    """A real second process is refused, naming the file; Ctrl-C then stops the
     first in one line that names what it kept and the command that resumes it (exit code 130)."""
     argv = NT_TINY + ["--epochs", "100000", "--eval-every", "50000", "--checkpoint", "ck.npz", "--out", "out"]
     first = subprocess.Popen([PY, "-m", "refattn", *argv], cwd=tmp_path, stdout=subprocess.PIPE,
@@ -333,7 +274,7 @@ def test_two_refattn_processes_on_one_checkpoint_and_out_folder(tmp_path):
         second = subprocess.run([PY, "-m", "refattn", *argv], cwd=tmp_path, capture_output=True, text=True,
                                 timeout=120)
         assert second.returncode == 2 and second.stdout == ""
-        assert f"'ck.npz' is in use by process {first.pid}" in _one_line(second.stderr)
+        assert "'ck.npz' is in use by another run (lock file " in _one_line(second.stderr)
         first.send_signal(signal.SIGINT)
         _, err = first.communicate(timeout=120)
     finally:
@@ -344,19 +285,28 @@ def test_two_refattn_processes_on_one_checkpoint_and_out_folder(tmp_path):
     assert line.startswith("refattn nt: interrupted; kept ck.npz (") and "epochs trained" in line
     assert line.endswith("to resume, run the same command again: refattn " + " ".join(argv))
     assert load_checkpoint(tmp_path / "ck.npz")["epoch"] >= 0
-    assert sorted(os.listdir(tmp_path)) == ["ck.history.jsonl", "ck.npz", "out"]  # no lock, no temporary
+    assert sorted(os.listdir(tmp_path)) == ["ck.npz", "ck.npz.lock", "out"]  # no temporary; the lock file stays
+    with _held_by_another_process(tmp_path / "ck.npz", f"dir:{tmp_path / 'out'}"):
+        pass  # released
 
 
-def test_locks_are_reentrant_within_a_process_and_gone_after_it(tmp_path):
+def _refused_elsewhere(path):
+    """Whether another process is refused the lock of ``path`` now."""
+    p = subprocess.run([PY, "-c", HOLDER, str(path)], input="", capture_output=True, text=True, timeout=60)
+    return p.returncode != 0 and "is in use by another run" in p.stderr
+
+
+def test_locks_are_reentrant_within_a_process_and_released_after_it(tmp_path):
     path = tmp_path / "x.json"
     with runs.locked(path), runs.locked(path):
-        assert (tmp_path / "x.json.lock").read_text().strip() == str(os.getpid())
-    assert not (tmp_path / "x.json.lock").exists()
+        assert _refused_elsewhere(path)
+    assert not _refused_elsewhere(path)
     with runs.session() as claimed:
         runs.claim(path, "--results")
         runs.claim(path, "results")
         assert runs.held_paths() == [("--results", str(path))] and len(claimed) == 2
-    assert not (tmp_path / "x.json.lock").exists()
+        assert _refused_elsewhere(path)
+    assert not _refused_elsewhere(path)
 
 
 # --------------------------------------------------------------------------
@@ -661,7 +611,8 @@ def test_ctrl_c_says_what_was_kept_for_each_kind_of_output(tmp_path, monkeypatch
     assert f"{ckdir}/polarity_softmax.npz (1 epochs trained)" in line
     assert line.endswith("to resume, run the same command again: refattn " + " ".join(
         argv + ["--out", str(out), "--checkpoint-dir", str(ckdir)]))
-    assert not list(out.glob(".*lock")) and not list(ckdir.glob("*.lock"))
+    with _held_by_another_process(f"dir:{out}", ckdir / "polarity_softmax.npz"):
+        pass  # the interrupted command released its locks
     early = tmp_path / "early"
     argv = ["polarity", "--activations", "tanhmax,softmax", "--seeds", "1", "--epochs", "1", "--checkpoint-dir",
             str(early)]

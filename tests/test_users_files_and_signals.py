@@ -19,7 +19,7 @@ import pytest
 from refattn import cli
 from refattn.studies import study
 from refattn.training import runs
-from refattn.training.train import history_path, load_checkpoint
+from refattn.training.train import load_checkpoint
 
 from conftest import default_sigint
 from test_study_commands import TINY, sst2_folder  # noqa: F401  (the tiny SST-2 folder, a fixture)
@@ -38,9 +38,10 @@ def _one_line(err):
 
 
 def _files(folder):
-    """Every file under ``folder`` with its bytes and permission bits."""
+    """Every file under ``folder`` with its bytes and permission bits, but the lock files (empty: the
+    lock is the system's, on the file, and the file stays where filelock made it)."""
     return {str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_mode) for p in sorted(folder.rglob("*"))
-            if p.is_file()}
+            if p.is_file() and not p.name.endswith(".lock")}
 
 
 # --------------------------------------------------------------------------
@@ -69,7 +70,7 @@ def test_an_out_folder_holding_the_results_file_is_refused_before_it_is_touched(
     assert cli.main(argv + ["--results", str(results), "--out", out]) == 2
     err = _one_line(capsys.readouterr().err)
     assert f"refattn {command}: error: --out: names the same file as --results" in err, err
-    assert _files(tmp_path) == before  # not a byte changed, no lock or temporary left
+    assert _files(tmp_path) == before  # not a byte changed, no temporary left
 
 
 def test_a_rerun_keeps_the_earlier_results_until_its_first_piece_is_finished(tmp_path, monkeypatch, capsys):
@@ -99,7 +100,7 @@ def test_a_rerun_keeps_the_earlier_results_until_its_first_piece_is_finished(tmp
     assert cli.main(POLARITY + ["--out", str(out)]) == 130
     doc = json.loads((out / "polarity.json").read_text())
     assert doc["complete"] is False and list(doc["finished"]) == ["softmax"]
-    assert sorted(os.listdir(out)) == ["polarity.json", "polarity_fig2.png"]
+    assert sorted(os.listdir(out)) == [".refattn.lock", "polarity.json", "polarity_fig2.png"]
 
 
 def test_a_file_in_the_out_folder_that_is_not_a_results_file_is_never_replaced(tmp_path, capsys):
@@ -114,20 +115,18 @@ def test_a_file_in_the_out_folder_that_is_not_a_results_file_is_never_replaced(t
 
 
 def test_read_only_outputs_are_refused_before_any_work_and_never_replaced(tmp_path, capsys, monkeypatch):
-    """The reproductions: a read-only history file was found after an epoch of training, and a
-    read-only .npz or results file was replaced by a rename (made writable)."""
+    """The reproductions: a read-only .npz or results file was replaced by a rename (made writable)."""
     ck = tmp_path / "ck.npz"
     assert cli.main(NT + ["--epochs", "2", "--checkpoint", str(ck)]) == 0
     capsys.readouterr()
     monkeypatch.setattr(study("nt"), "run", lambda *a, **kw: pytest.fail("work started"))
-    for path in (ck, tmp_path / "ck.history.jsonl"):
-        path.chmod(0o444)
-        before = _files(tmp_path)
-        assert cli.main(NT + ["--epochs", "4", "--checkpoint", str(ck)]) == 2
-        assert _one_line(capsys.readouterr().err) == (f"refattn nt: error: --checkpoint: {str(path)!r} is read-only; "
-                                                      f"it is left as it is (make it writable, or give another path)")
-        assert _files(tmp_path) == before
-        path.chmod(0o644)
+    ck.chmod(0o444)
+    before = _files(tmp_path)
+    assert cli.main(NT + ["--epochs", "4", "--checkpoint", str(ck)]) == 2
+    assert _one_line(capsys.readouterr().err) == (f"refattn nt: error: --checkpoint: {str(ck)!r} is read-only; "
+                                                  f"it is left as it is (make it writable, or give another path)")
+    assert _files(tmp_path) == before
+    ck.chmod(0o644)
     results = tmp_path / "cells.json"
     assert cli.main(SENSITIVITY + ["--results", str(results), "--json"]) == 0
     out = tmp_path / "out"
@@ -161,13 +160,7 @@ def test_atomic_write_refuses_a_read_only_file_and_keeps_the_permissions_of_one_
 # --------------------------------------------------------------------------
 
 
-def _history_edits():
-    def lines(ck):
-        return open(history_path(ck)).read().splitlines(keepends=True)
-
-    def write(ck, new):
-        open(history_path(ck), "w").write("".join(new))
-
+def _checkpoint_edits():
     def npz(change):
         def edit(ck):
             arrays = dict(np.load(ck))
@@ -177,70 +170,50 @@ def _history_edits():
             np.savez(ck, **arrays)
         return edit
 
+    def history(change):
+        return npz(lambda a, m: m.update(history=change(m["history"])))
+
     def params_as(dtype):
         return lambda a, m: a.update({k: v.astype(dtype) for k, v in a.items() if k.startswith("param/")})
 
+    def loss_edited(h):
+        h[0]["loss"][0] += 1
+        return h
+
     return {
-        "a history line deleted": lambda ck: write(ck, lines(ck)[:1] + lines(ck)[2:]),
-        "a history line duplicated": lambda ck: write(ck, lines(ck)[:2] + lines(ck)[1:]),
-        "two history lines swapped": lambda ck: write(ck, [lines(ck)[1], lines(ck)[0]] + lines(ck)[2:]),
-        "a record renumbered": lambda ck: write(ck, [lines(ck)[0].replace('"epoch": 0', '"epoch": 5')] + lines(ck)[1:]),
-        "a loss edited": lambda ck: write(ck, [lines(ck)[0].replace('"loss": [', '"loss": [1')] + lines(ck)[1:]),
+        "a history record deleted": history(lambda h: h[:1] + h[2:]),
+        "a history record duplicated": history(lambda h: h[:2] + h[1:]),
+        "two history records swapped": history(lambda h: [h[1], h[0]] + h[2:]),
+        "a record renumbered": history(lambda h: [{**h[0], "epoch": 5}] + h[1:]),
+        "a loss edited": history(loss_edited),
         "the epoch edited": npz(lambda a, m: m.update(epoch=1)),
         "the learning rate edited": npz(lambda a, m: m["optimizer"].update(lr=0.5)),
-        "the digest removed": npz(lambda a, m: (m["optimizer"].update(lr=0.5), m.pop("digest"))),
+        "the digest removed": npz(lambda a, m: (m["optimizer"].update(lr=0.5), a.pop("digest"))),
         "a parameter's dtype edited": npz(params_as(np.float32)),
         "a parameter edited": npz(lambda a, m: a.update({k: v + 1e-12 for k, v in a.items() if k == "param/W_Q"})),
     }
 
 
-@pytest.mark.parametrize("edit", list(_history_edits()))
+@pytest.mark.parametrize("edit", list(_checkpoint_edits()))
 def test_an_edited_checkpoint_is_refused_before_any_work_naming_the_file_and_the_option(edit, tmp_path, capsys):
-    """The reproductions: a history line deleted, duplicated, swapped or renumbered resumed with a
+    """The reproductions: a history record deleted, duplicated, swapped or renumbered resumed with a
     corrupted record; the .npz's epoch, learning rate or a parameter's dtype edited resumed at the
-    edited values."""
+    edited values. The checkpoint's one digest refuses every edit."""
     ck = tmp_path / "ck.npz"
     assert cli.main(NT + ["--epochs", "4", "--checkpoint", str(ck)]) == 0
     capsys.readouterr()
     assert "param/W_Q" in np.load(ck).files or not edit.startswith("a parameter edited")
-    _history_edits()[edit](ck)
+    _checkpoint_edits()[edit](ck)
     before = _files(tmp_path)
     assert cli.main(NT + ["--epochs", "6", "--checkpoint", str(ck)]) == 2
     err = _one_line(capsys.readouterr().err)
     assert err.startswith(f"refattn nt: error: --checkpoint: {str(ck)!r}: "), err
-    assert "edited or damaged after it was saved, and is left as it is" in err, err
+    assert "edited or damaged after it was saved, and it is left as it is" in err, err
     assert _files(tmp_path) == before
 
 
-def test_a_checkpoint_without_digests_is_still_checked_for_its_learning_rate_and_dtypes(tmp_path, monkeypatch):
-    """A checkpoint of the earlier format (no digests) resumes, but not at an edited learning rate
-    or dtype: the trainer compares them with the run's own."""
-    from refattn.training import train as tr
-
-    from test_train import run
-
-    ck = tmp_path / "ck.npz"
-    monkeypatch.setattr(tr, "_FORMAT", "refattn-checkpoint-3")
-    run(epochs=2, checkpoint=ck)
-    monkeypatch.undo()
-    good = ck.read_bytes()
-    params, out = run(epochs=3, checkpoint=ck)
-    assert out["resumed_from"] == 1
-    for change, message in ((lambda a, m: m["optimizer"].update(lr=0.5), "holds the optimiser's lr 0.5 after epoch 1"),
-                            (lambda a, m: a.update({"param/w": a["param/w"].astype(np.float32)}),
-                             "holds parameter 'w' as float32")):
-        ck.write_bytes(good)
-        arrays = dict(np.load(ck))
-        meta = json.loads(str(arrays["meta"]))
-        change(arrays, meta)
-        arrays["meta"] = np.array(json.dumps(meta))
-        np.savez(ck, **arrays)
-        with pytest.raises(ValueError, match=message):
-            run(epochs=3, checkpoint=ck)
-
-
 def test_a_learning_rate_drop_resumes_bit_for_bit_across_the_drop(tmp_path):
-    """The drop lives in the trainer's schedule: the checkpoint's rate is checked against it."""
+    """The drop lives in the trainer's schedule: the checkpoint holds the rate after the drop."""
     from refattn.studies.nt_training import Settings, run_nt
 
     base = dict(task="N2T1", context=4, seeds=2, eval_every=2, n_test=2, lr_drop=(3, 4))
@@ -361,7 +334,7 @@ def _start_long_nt(tmp_path, **popen):
     child = subprocess.Popen([PY, "-m", "refattn", *argv], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True, **popen)
     deadline = time.time() + 120
-    while not (tmp_path / "ck.history.jsonl").exists() and time.time() < deadline:  # the first save is done
+    while not (tmp_path / "ck.npz").exists() and time.time() < deadline:  # the first save is done
         time.sleep(0.05)
     return child, argv
 
@@ -381,7 +354,7 @@ def test_sigterm_and_sighup_are_answered_as_ctrl_c(sig, tmp_path):
     line = _one_line(err)
     assert line.startswith(f"refattn nt: {how}; kept ck.npz (") and "epochs trained" in line, line
     assert line.endswith("to resume, run the same command again: refattn " + " ".join(argv))
-    assert sorted(os.listdir(tmp_path)) == ["ck.history.jsonl", "ck.npz", "out"]  # no lock, no temporary
+    assert sorted(os.listdir(tmp_path)) == ["ck.npz", "ck.npz.lock", "out"]  # no temporary
     assert load_checkpoint(tmp_path / "ck.npz")["epoch"] >= 0
 
 
@@ -479,7 +452,6 @@ def test_a_checkpoint_whose_optimiser_does_not_fit_names_the_file_and_the_option
     assert err.startswith(f"refattn nt: error: --checkpoint: {str(ck)!r} belongs to another run (lr ")
     assert cli.main(NT + ["--epochs", "1", "--checkpoint", str(ck)]) == 2
     assert _one_line(capsys.readouterr().err).startswith(f"refattn nt: error: --epochs: the checkpoint {str(ck)!r}")
-    shutil.copy(ck, tmp_path / "copy.npz")  # a checkpoint without its history file
-    assert cli.main(NT + ["--epochs", "3", "--checkpoint", str(tmp_path / "copy.npz")]) == 2
-    err = _one_line(capsys.readouterr().err)
-    assert "--checkpoint: " in err and "copy.history.jsonl' is missing" in err
+    shutil.copy(ck, tmp_path / "copy.npz")  # a copy of the one file is the whole checkpoint
+    assert cli.main(NT + ["--epochs", "3", "--checkpoint", str(tmp_path / "copy.npz"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["resumed_from"] == 1

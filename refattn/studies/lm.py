@@ -71,7 +71,7 @@ from ..training.tasks.sst2 import load_sst2
 from ..core.checks import check_int
 from ..fast.threads import single_threaded_blas
 from ..training.runs import check_memory
-from ..training.train import Progress, check_resumable, checkpoint_paths, train
+from ..training.train import check_resumable, checkpoint_paths, train
 from . import activation_label, activation_option, activation_record, max_memory, option, resolve_activation
 from .helpers import DATA_HELP, maximal_phrases, resolve_data_dir
 
@@ -613,10 +613,9 @@ def _train_variant(s, c, name, corpus, seeds, make_batches, dev, checkpoint, pro
         return {"step": min((epoch + 1) * eval_every, steps), "dev_loss": ev["loss"],
                 "dev_accuracy": ev["accuracy"]}
 
-    bar = Progress(epochs, enabled=progress, label=f"lm {name}")
     t0 = time.perf_counter()
     run = train(model, params, opt, make_batches, epochs=epochs, callbacks=[evaluate], checkpoint=checkpoint,
-                fingerprint=fingerprint, progress=bar)
+                fingerprint=fingerprint, progress=progress, label=f"lm {name}")
     with single_threaded_blas():  # as in training: the same numbers under any OPENBLAS_NUM_THREADS
         final = model.evaluate(params, fx, fy, batch_size=64)
     seconds = time.perf_counter() - t0

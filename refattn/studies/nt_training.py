@@ -54,7 +54,7 @@ from ..training.models.nt import CANDIDATE_LAYOUTS, DEFAULT_LAYOUT, LAYOUTS, NTM
 from ..training.optim import SGD
 from ..training.runs import check_memory
 from ..training.tasks.nt import generate, generate_mixture, parse_mixture, parse_task, windows
-from ..training.train import Progress, check_checkpoint, train
+from ..training.train import check_checkpoint, train
 from . import activation_label, activation_option, activation_record, max_memory, option, resolve_activation
 
 __all__ = ["PAPER", "DEVICES", "Settings", "parse_mixture", "array_module_for", "make_batches", "evaluate",
@@ -347,9 +347,9 @@ def run_nt(settings, *, progress=None):
     def schedule(epoch):  # the learning rate after ``epoch``: divided by the factor from the drop's epoch on
         return {"lr": s.lr / lr_drop[1] if epoch + 1 >= lr_drop[0] else s.lr}
 
-    bar = Progress(s.epochs, enabled=progress, label=f"{name} {activation_label(s.activation)} {s.layout}")
     out = train(model, params, optimizer, make_batches(name, s.context, seeds), epochs=s.epochs, grad=s.grad,
-                callbacks=[on_epoch], checkpoint=s.checkpoint, progress=bar, stop_after=s.stop_after,
+                callbacks=[on_epoch], checkpoint=s.checkpoint, progress=progress,
+                label=f"{name} {activation_label(s.activation)} {s.layout}", stop_after=s.stop_after,
                 fingerprint=_fingerprint(s, model, name, seeds, weights, lr_drop, snaps),
                 schedule=None if lr_drop is None else schedule)
     result = _result(s, model, out, (name, tasks, weights), seeds, lr_drop, eval_seconds[0])

@@ -14,7 +14,7 @@ import numpy as np
 from ..custom import activation_label, activation_record
 from .models.polarity import PolarityClassifier, dropout_mask
 from .optim import SGD, Adadelta, Adagrad, Adam
-from .train import Progress, batch_iterator, train
+from .train import batch_iterator, train
 
 __all__ = ["OPTIMISERS", "train_classifier", "classifier_fingerprint", "classifier_memory"]
 
@@ -33,19 +33,12 @@ def train_classifier(tokens, labels, vocab_size, activation, *, seeds, mask=None
                      fingerprint_extra=None, grad="analytic", embed_dim=30, callbacks=()):
     """Train TanhMax's classifier on ``tokens (n, L)``, ``labels (n,)`` for every seed at once.
 
-    Batches come from :func:`refattn.training.train.batch_iterator` (order seeded by
-    (seed, epoch)); dropout masks from ``(seed, epoch, batch)``. ``mask (n, L)``
-    marks real tokens (padding False). ``grad="autograd"`` differentiates the
-    model's loss with autograd instead of its hand-derived backward (the same
-    trajectory to rounding; ``tests/training/test_classifier.py``).
-    ``embed_dim`` is the embedding size (TanhMax's 30 by default);
-    ``callbacks`` go to :func:`refattn.training.train.train` (``cb(epoch, params)``
-    after every epoch, its dict into the history). Returns
-    ``(model, params, train_output)``.
+    Batch order is seeded by (seed, epoch), dropout masks by (seed, epoch,
+    batch); ``mask (n, L)`` marks real tokens (padding False); the other
+    arguments go to :func:`refattn.training.train.train`. Returns ``(model,
+    params, train_output)``.
     """
     seeds = tuple(int(s) for s in seeds)
-    if optimizer not in OPTIMISERS:
-        raise ValueError(f"optimizer: expected one of {tuple(OPTIMISERS)}, got {optimizer!r}")
     tokens = np.asarray(tokens, dtype=np.int64)
     labels = np.asarray(labels, dtype=float)
     model = PolarityClassifier(vocab_size, activation=activation, score=score, dropout=dropout, embed_dim=embed_dim)
@@ -68,8 +61,7 @@ def train_classifier(tokens, labels, vocab_size, activation, *, seeds, mask=None
                                 optimizer=optimizer, lr=lr, dropout=dropout, n=len(tokens), embed_dim=embed_dim,
                                 fingerprint_extra=fingerprint_extra)
     out = train(model, params, opt, make_batches, epochs=epochs, checkpoint=checkpoint, fingerprint=fp, grad=grad,
-                callbacks=list(callbacks),
-                progress=Progress(epochs, enabled=progress, label=activation_label(activation)))
+                callbacks=list(callbacks), progress=progress, label=activation_label(activation))
     return model, params, out
 
 

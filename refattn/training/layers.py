@@ -1,52 +1,33 @@
 r"""The small layers the models share, each forward with its backward right under it.
 
-The three models (:mod:`refattn.training.models`) are built from attention
-(:func:`refattn.attention`) and a handful of layers: an affine map, a relu,
-layer normalisation without gain or bias, and a loss. Each is here once, as a
-forward function written against :func:`refattn.core.backend.array_module` (NumPy,
-CuPy, or autograd's NumPy while autograd traces it; no in-place assignment),
-then its hand-derived backward pass, then one comment naming the derivative
-(micrograd's layout). The convention is the textbook's: ``y, cache =
-layer(x, ...)`` and ``grads = layer_backward(grad_y, cache)``, the upstream
-gradient first, the gradients in the order of the inputs. ``derivations/21-layers.md`` derives every VJP line by
-line; ``tests/training/test_layers.py`` checks each one three ways (analytic, autograd,
-central differences).
+An affine map, a relu, layer normalisation without gain or bias, and two
+losses, each a forward written against :func:`refattn.core.backend.array_module`
+(NumPy, CuPy, or autograd's NumPy while autograd traces it), then its
+hand-derived backward with one comment naming the derivative above the line
+that applies it (micrograd's layout). ``y, cache = layer(x, ...)``,
+``grads = layer_backward(grad_y, cache)``: the upstream gradient first, the
+gradients in the order of the inputs. ``derivations/21-layers.md`` derives
+every VJP; ``tests/training/test_layers.py`` checks each one three ways.
 
 ========================= ============================================= ============= =============
 layer                     forward                                       forward       VJP
 ========================= ============================================= ============= =============
 linear                    y = x W^T + b                                 21.L0         21.L1-21.L3
-relu                      y = max(x, 0)                                 21.R0         21.R1
+relu_layer                y = max(x, 0)                                 21.R0         21.R1
 layer_norm                z = (x - mean x) / sqrt(var x + eps)          21.N1-21.N4   21.N5-21.N6
 softmax_cross_entropy     L = mean_t [logsumexp(y_t) - y_t[target_t]]   21.C0         21.C1
 sigmoid_cross_entropy     L = mean_t [softplus(a_t) - l_t a_t]          21.C2         21.C3
 ========================= ============================================= ============= =============
 
-(equation labels of ``derivations/21-layers.md``)
+The seed axis: every parameter has a leading axis ``S`` (one model per seed),
+and slice ``s`` of the data meets slice ``s`` of the parameters only.
+:func:`linear` reads it off ``W (S, o, i)``; :func:`relu_layer` and
+:func:`layer_norm` act entry by entry and row by row; the losses take the mean
+per seed with ``seed_axis=True``.
 
-The seed axis. The models train ``S`` independent copies of themselves (one
-per random seed) as one array program: every parameter has a leading axis
-``S``, and slice ``s`` of the data meets slice ``s`` of the parameters only.
-
-* :func:`linear` reads the seed axis off ``W``: ``W (o, i)`` acts on every
-  row of ``x (..., i)``; ``W (S, o, i)`` with ``b (S, o)`` acts on
-  ``x (S, ..., i)``, slice by slice (``S`` matrix products, each over all the
-  rows of one seed). Its parameter gradients keep the seed axis: summed over
-  the rows of each seed, never across seeds.
-* :func:`relu` and :func:`layer_norm` act entry by entry and row by row: a
-  seed axis is one more leading axis to them.
-* The losses average over tokens. With ``seed_axis=True`` the first axis is
-  the seed axis and the mean is taken per seed, one loss per seed ``(S,)``;
-  otherwise over everything, one number.
-
-The cache is what the backward pass reads: the inputs (``linear``,
-``relu``), or what the forward computed anyway (``layer_norm``: the normalised
-rows and their inverse scales; the losses: the probabilities). The inputs are
-kept by reference, not copied (the models run these layers on every batch, and
-own every array they pass): changing an input in place between a layer's
-forward and its backward is undefined, its gradients those of the changed
-array. The public attention functions (:func:`refattn.attention`, the fast
-and streaming paths) keep copies instead, for callers who reuse their arrays.
+The cache holds the inputs by reference, not copies (the models own every
+array they pass): changing an input in place between a layer's
+forward and its backward is undefined.
 """
 
 from __future__ import annotations
@@ -64,8 +45,8 @@ from ..core.activations import sigmoid
 __all__ = [
     "linear",
     "linear_backward",
-    "relu",
-    "relu_backward",
+    "relu_layer",
+    "relu_layer_backward",
     "layer_norm",
     "layer_norm_backward",
     "softmax_cross_entropy",
@@ -110,29 +91,10 @@ def _check_linear(x, W, b):
 
 
 def linear(x, W, b=None):
-    """Affine map over the last axis, ``y = x W^T + b`` (PyTorch's ``nn.Linear`` layout).
+    """Affine map over the last axis, ``y = x W^T + b`` (21.L0; PyTorch's ``nn.Linear`` layout), and its cache.
 
-    Row by row, ``y_n = W x_n + b`` with ``W`` of shape ``(o, i)``: ``o``
-    outputs from ``i`` inputs. With a leading seed axis every seed has its own
-    ``W[s]`` and ``b[s]`` and acts on its own slice ``x[s]``.
-
-    Parameters
-    ----------
-    x : ndarray (..., i), or (S, ..., i) when ``W`` has a seed axis
-        The rows to map.
-    W : ndarray (o, i) or (S, o, i)
-        The weights.
-    b : ndarray (o,) or (S, o), optional
-        The bias; ``None`` for none.
-
-    Returns
-    -------
-    y : ndarray (..., o), or (S, ..., o)
-    cache : dict
-        ``x, W, b``, for :func:`linear_backward`.
-
-    Derivation: ``derivations/21-layers.md``, section 1. Test:
-    ``tests/training/test_layers.py::test_linear_vjp_three_ways``.
+    ``x (..., i)``, ``W (o, i)``, ``b (o,)`` or ``None``; with a seed axis ``W (S, o, i)``,
+    ``b (S, o)`` act on ``x (S, ..., i)`` slice by slice (``derivations/21-layers.md``, section 1).
     """
     lead, o, i = _check_linear(x, W, b)
     xp = array_module(x, W, b)
@@ -143,35 +105,19 @@ def linear(x, W, b=None):
 
 
 def linear_backward(grad_y, cache):
-    """Backward pass of :func:`linear`: ``(dx, dW, db)`` for the upstream gradient ``grad_y``.
-
-    ``dx_n = W^T dy_n`` (in rows: ``dx = dy W``), ``dW = sum_n dy_n x_n^T``,
-    ``db = sum_n dy_n``, the sums over every row ``n`` (of each seed, with a
-    seed axis: ``dW`` and ``db`` keep it). ``db`` is ``None`` when ``b`` is.
-
-    Parameters
-    ----------
-    grad_y : ndarray, the shape of ``y``
-    cache : dict
-        The second return value of :func:`linear`.
-
-    Returns
-    -------
-    dx : ndarray, the shape of ``x``
-    dW : ndarray, the shape of ``W``
-    db : ndarray, the shape of ``b``, or None
-    """
+    """Backward pass of :func:`linear`: ``(dx, dW, db)`` = ``(dy W, sum_n dy_n x_n^T, sum_n dy_n)``
+    over the rows of each seed (21.L1-21.L3); ``db`` is ``None`` when ``b`` is."""
     x, W, b = cached(cache, "linear", "x", "W", "b")
-    lead, o, i = _check_linear(x, W, b)
+    lead, (o, i) = shape_of(W)[:-2], shape_of(W)[-2:]
     check_grad(grad_y, "grad_y", shape_of(x)[:-1] + (o,))
     xp = array_module(x, W, grad_y)
     xf = xp.reshape(x, lead + (-1, i))  # (S, rows, i)
     gf = xp.reshape(grad_y, lead + (-1, o))  # (S, rows, o)
+    # y_n = W x_n + b:  dy_nk/dW_kj = x_nj,  dy_n/db = I,  dy_n/dx_n = W   (21.L1-21.L3)
     dW = xp.swapaxes(gf, -1, -2) @ xf  # (S, o, i)   sum over rows of dy x^T
     db = None if b is None else xp.sum(gf, axis=-2)  # (S, o)
     dx = xp.reshape(gf @ W, shape_of(x))  # (S, ..., i)
     return dx, dW, db
-    # y_n = W x_n + b:  dy_n/dx_n = W,  dy_nk/dW_kj = x_nj,  dy_n/db = I   (21.L1-21.L3)
 
 
 # --------------------------------------------------------------------------
@@ -179,36 +125,22 @@ def linear_backward(grad_y, cache):
 # --------------------------------------------------------------------------
 
 
-def relu(x):
-    """The rectifier, ``y = max(x, 0)`` entry by entry.
+def relu_layer(x):
+    """The rectifier as a layer, ``y = max(x, 0)`` entry by entry, and its cache (21.R0).
 
-    Written with ``where``, so that autograd sees slope 0 at ``x = 0``
-    exactly as :func:`relu_backward` does (autograd's ``maximum`` would split the
-    slope, 1/2 each way, at a tie).
-
-    Parameters
-    ----------
-    x : ndarray, any shape
-
-    Returns
-    -------
-    y : ndarray, the shape of ``x``
-    cache : dict
-        ``x``, for :func:`relu_backward`.
-
-    Derivation: ``derivations/21-layers.md``, section 2. Test:
-    ``tests/training/test_layers.py::test_relu_vjp_three_ways``.
+    Written with ``where``, so that autograd sees slope 0 at ``x = 0`` as
+    :func:`relu_layer_backward` does (``derivations/21-layers.md``, section 2).
     """
     check_float_array(x, "x", min_ndim=0)
-    return array_module(x).where(x <= 0, 0.0, x), {"layer": "relu", "x": x}  # NaN stays NaN
+    return array_module(x).where(x <= 0, 0.0, x), {"layer": "relu_layer", "x": x}  # NaN stays NaN
 
 
-def relu_backward(grad_y, cache):
-    """Backward pass of :func:`relu`: ``dx = grad_y [x > 0]`` (``relu'(0) = 0`` by convention)."""
-    (x,) = cached(cache, "relu", "x")
+def relu_layer_backward(grad_y, cache):
+    """Backward pass of :func:`relu_layer`: ``dx = grad_y [x > 0]`` (21.R1)."""
+    (x,) = cached(cache, "relu_layer", "x")
     check_grad(grad_y, "grad_y", shape_of(x))
-    return grad_y * (x > 0)
     # relu'(x) = 1 for x > 0, 0 for x < 0; at the kink x = 0 we take 0   (21.R1)
+    return grad_y * (x > 0)
 
 
 # --------------------------------------------------------------------------
@@ -225,33 +157,13 @@ def _moments(x, eps):
 
 
 def layer_norm(x, eps=1e-5):
-    """Layer normalisation without gain or bias over the last axis.
+    """Layer normalisation without gain or bias over the last axis, ``z = (x - mu) / sqrt(sigma^2 + eps)``,
+    and its cache (21.N1-21.N4; ``derivations/21-layers.md``, section 3).
 
-    ``LN(x) = (x - mu) / sqrt(sigma^2 + eps)`` with ``mu = mean_j x_j`` and
-    ``sigma^2 = mean_j (x_j - mu)^2`` (the biased variance, as
-    ``torch.nn.LayerNorm`` uses). Each row of the output has mean 0 and mean
-    square ``sigma^2 / (sigma^2 + eps)``, just under 1; a constant row maps to
-    zeros, up to the rounding of its mean (at most about ``d u |x| / sqrt(eps)``:
-    9e-9 for a row of nine 2.3e5 in float64). For a one-hot ``e_x`` of length ``d``,
-    ``LN(e_x) = (d e_x - 1) / sqrt(d - 1 + d^2 eps)``.
-
-    Parameters
-    ----------
-    x : ndarray (..., d)
-        NumPy, CuPy or traced by autograd.
-    eps : float > 0
-        Added to the variance (PyTorch's default 1e-5).
-
-    Returns
-    -------
-    z : ndarray, the shape of ``x``
-    cache : dict
-        ``z`` and ``r = 1 / sqrt(sigma^2 + eps)`` per row, for :func:`layer_norm_backward`.
-
-    Derivation: ``derivations/21-layers.md``, section 3 (and
-    ``derivations/11-nt-model.md``, Eq. 11.M2). Tests:
-    ``tests/training/test_layers.py::test_layer_norm_vjp_gradcheck``,
-    ``test_layer_norm_moments``.
+    ``mu`` and the biased ``sigma^2`` are the row's mean and variance (as
+    ``torch.nn.LayerNorm``); a row of ``z`` has mean 0 and mean square ``sigma^2 /
+    (sigma^2 + eps)``, and a one-hot ``e_x`` of length ``d`` maps to ``(d e_x - 1) /
+    sqrt(d - 1 + d^2 eps)`` (Eq. 11.M2).
     """
     check_float_array(x, "x")
     z, r = _moments(x, check_real(eps, "eps", positive=True))  # (..., d), (..., 1)
@@ -259,22 +171,15 @@ def layer_norm(x, eps=1e-5):
 
 
 def layer_norm_backward(grad_z, cache):
-    """Backward pass of :func:`layer_norm`: ``dx = r (u - mean_j u_j - z mean_j(u_j z_j))``.
-
-    With ``z = LN(x)``, ``r = 1 / sqrt(sigma^2 + eps)`` (both from the cache)
-    and the upstream gradient ``u = grad_z``, means over the last axis.
-
-    Returns
-    -------
-    ndarray, the shape of ``x``
-    """
+    """Backward pass of :func:`layer_norm`: ``dx = r (u - mean u - z mean(u z))`` with ``u = grad_z`` and
+    ``r = 1 / sqrt(sigma^2 + eps)``, means over the last axis (21.N5-21.N6)."""
     z, r = cached(cache, "layer_norm", "z", "r")
     check_grad(grad_z, "grad_z", shape_of(z))
     xp = array_module(z, grad_z)
     mean_u = xp.mean(grad_z, axis=-1, keepdims=True)  # (..., 1)
     mean_uz = xp.mean(grad_z * z, axis=-1, keepdims=True)  # (..., 1)
-    return r * (grad_z - mean_u - z * mean_uz)  # (..., d)
     # dz_i/dx_k = r (delta_ik - 1/d - z_i z_k / d), contracted with u   (21.N5, 21.N6)
+    return r * (grad_z - mean_u - z * mean_uz)  # (..., d)
 
 
 # --------------------------------------------------------------------------
@@ -328,31 +233,12 @@ def _check_seed_axis(seed_axis, shape):
 
 
 def softmax_cross_entropy(logits, target, *, seed_axis=False):
-    """Mean cross-entropy of ``softmax(logits)`` against integer targets.
+    """Mean cross-entropy of ``softmax(logits)`` against integer targets, and its cache (21.C0).
 
-    ``L = mean_t [log sum_v exp(y_tv) - y_t,target_t]`` over the tokens ``t``
-    (every position of ``target``), evaluated with the log-sum-exp shift
-    ``m_t = max_v y_tv`` (which carries no gradient), so no logit overflows.
-
-    Parameters
-    ----------
-    logits : ndarray (..., V)
-        Unnormalised log-probabilities ``y``.
-    target : int ndarray, ``logits.shape[:-1]``
-        Class ids in ``[0, V)`` (a host array, or one on the logits' device).
-    seed_axis : bool
-        True: the first axis is the seed axis; one mean per seed, ``(S,)``.
-        False: one mean over every token, a 0-d array.
-
-    Returns
-    -------
-    loss : ndarray (S,) or ()
-    cache : dict
-        For :func:`softmax_cross_entropy_backward`.
-
-    Derivation: ``derivations/21-layers.md``, section 4. Tests:
-    ``tests/training/test_layers.py::test_softmax_cross_entropy_vjp_three_ways``,
-    ``test_softmax_cross_entropy_closed_form``.
+    ``L = mean_t [log sum_v exp(y_tv) - y_t,target_t]`` over the tokens ``t`` (every
+    position of ``target``, ids in ``[0, V)``), shifted by ``max_v y_tv``; with
+    ``seed_axis=True`` one mean per seed ``(S,)``, else one number
+    (``derivations/21-layers.md``, section 4).
     """
     shape, V = _check_targets(logits, target)
     seed_axis = _check_seed_axis(seed_axis, shape)
@@ -366,15 +252,8 @@ def softmax_cross_entropy(logits, target, *, seed_axis=False):
 
 
 def softmax_cross_entropy_backward(grad_loss, cache):
-    """Backward pass of :func:`softmax_cross_entropy`: ``dy_t = g (softmax(y_t) - e_target_t) / T``.
-
-    ``g`` is the upstream gradient of the loss (of the seed's loss, with a seed
-    axis), the shape of the loss, and ``T`` the number of tokens in that mean.
-
-    Returns
-    -------
-    ndarray, the shape of ``logits``
-    """
+    """Backward pass of :func:`softmax_cross_entropy`: ``dy_t = g (softmax(y_t) - e_target_t) / T``, ``g``
+    the upstream gradient of the (seed's) loss and ``T`` the tokens in its mean (21.C1)."""
     logits, target, seed_axis = cached(cache, "softmax_cross_entropy", "logits", "target", "seed_axis")
     shape, V = shape_of(logits)[:-1], shape_of(logits)[-1]
     _check_loss_grad(grad_loss, shape, seed_axis)
@@ -383,37 +262,17 @@ def softmax_cross_entropy_backward(grad_loss, cache):
     p = e / xp.sum(e, axis=-1, keepdims=True)  # (..., V) softmax
     onehot = xp.eye(V, dtype=dtype_of(logits))[xp.asarray(target)]  # (..., V)
     g = xp.reshape(grad_loss, shape_of(grad_loss) + (1,) * (len(shape) + 1 - len(shape_of(grad_loss))))  # (S, 1, .., 1)
-    return (p - onehot) * g / _tokens(shape, seed_axis)  # (..., V)
     # d logsumexp(y)/dy = softmax(y),  d y_target/dy = e_target,  d mean/d term = 1/T   (21.C1)
+    return (p - onehot) * g / _tokens(shape, seed_axis)  # (..., V)
 
 
 def sigmoid_cross_entropy(logits, labels, *, seed_axis=False):
-    """Mean binary cross-entropy of ``sigmoid(logits)`` against labels in ``[0, 1]``.
+    """Mean binary cross-entropy of ``sigmoid(logits)`` against labels in ``[0, 1]``, and its cache (21.C2).
 
-    ``L = mean_t [softplus(a_t) - l_t a_t]
-    = mean_t [-l_t log sigmoid(a_t) - (1 - l_t) log(1 - sigmoid(a_t))]``,
-    with ``softplus(a) = log(1 + e^a)`` evaluated as ``logaddexp(0, a)``, so
-    no logit overflows. Labels may be soft (any number in ``[0, 1]``).
-
-    Parameters
-    ----------
-    logits : ndarray (...)
-        One logit ``a_t`` per token.
-    labels : ndarray, the shape of ``logits``
-        Numbers in ``[0, 1]`` (0/1 class labels, or soft labels); any real or
-        bool dtype, host or on the logits' device.
-    seed_axis : bool
-        True: the first axis is the seed axis; one mean per seed, ``(S,)``.
-
-    Returns
-    -------
-    loss : ndarray (S,) or ()
-    cache : dict
-        For :func:`sigmoid_cross_entropy_backward`.
-
-    Derivation: ``derivations/21-layers.md``, section 5. Test:
-    ``tests/training/test_layers.py::test_sigmoid_cross_entropy_vjp_three_ways``,
-    ``test_sigmoid_is_softmax_cross_entropy_of_two_logits``.
+    ``L = mean_t [softplus(a_t) - l_t a_t]``, ``softplus`` as ``logaddexp(0, a)``
+    so that no logit overflows; labels may be soft, of any real or bool dtype;
+    ``seed_axis`` as in :func:`softmax_cross_entropy` (``derivations/21-layers.md``,
+    section 5).
     """
     y = _labels(logits, labels)
     shape = shape_of(logits)
@@ -438,18 +297,11 @@ def _labels(logits, labels):
 
 
 def sigmoid_cross_entropy_backward(grad_loss, cache):
-    """Backward pass of :func:`sigmoid_cross_entropy`: ``da_t = g (sigmoid(a_t) - l_t) / T``.
-
-    ``g`` is the upstream gradient, the shape of the loss.
-
-    Returns
-    -------
-    ndarray, the shape of ``logits``
-    """
+    """Backward pass of :func:`sigmoid_cross_entropy`: ``da_t = g (sigmoid(a_t) - l_t) / T`` (21.C3)."""
     logits, y, seed_axis = cached(cache, "sigmoid_cross_entropy", "logits", "labels", "seed_axis")
     shape = shape_of(logits)
     _check_loss_grad(grad_loss, shape, seed_axis)
     xp = array_module(logits, grad_loss)
     g = xp.reshape(grad_loss, shape_of(grad_loss) + (1,) * (len(shape) - len(shape_of(grad_loss))))  # (S, 1, .., 1)
-    return (sigmoid(xp, logits) - y) * g / _tokens(shape, seed_axis)  # (...)
     # d softplus(a)/da = sigmoid(a),  d (l a)/da = l,  d mean/d term = 1/T   (21.C3)
+    return (sigmoid(xp, logits) - y) * g / _tokens(shape, seed_axis)  # (...)

@@ -1,46 +1,15 @@
 r"""Optimisers over a dict of arrays: SGD (with momentum), Adam, AdamW, Adadelta and Adagrad.
 
 The parameters are a dict ``name -> array`` (NumPy or CuPy, floating point),
-the dict that :meth:`refattn.core.scores.Score.init_params` returns. Each
-optimiser keeps one reference to that dict and updates its arrays **in
-place**, so every other holder of the same arrays (a model, a closure) sees
-the new values. The gradients passed to :meth:`Optimizer.step` are a dict
-with the same keys and shapes, as the ``dparams`` of
-:meth:`refattn.core.scores.Score.backward`.
-
-Update rules, for one parameter ``p`` with gradient ``g`` at step
-``t = 1, 2, ...`` (all operations elementwise):
-
-* **SGD** (Robbins & Monro 1951; heavy-ball momentum, Polyak 1964, in the
-  form used by PyTorch):  ``b <- mu b + g``,  ``p <- p - lr b``
-  (with ``mu = 0`` this is ``p <- p - lr g``).
-* **Adam** (Kingma & Ba 2015, Algorithm 1), with an optional L2 penalty
-  ``wd`` added to the gradient, ``g <- g + wd p``:
-
-      m <- beta1 m + (1 - beta1) g
-      v <- beta2 v + (1 - beta2) g^2
-      m_hat = m / (1 - beta1^t),   v_hat = v / (1 - beta2^t)
-      p <- p - lr m_hat / (sqrt(v_hat) + eps)
-
-* **AdamW** (Loshchilov & Hutter 2019): Adam without the L2 term, and with
-  the *decoupled* decay ``p <- p - lr wd p`` applied before the Adam update.
-* **Adadelta** (Zeiler 2012, Algorithm 1, with a learning rate ``lr``
-  multiplying the step, as Keras and PyTorch have it):
-
-      a <- rho a + (1 - rho) g^2
-      delta = sqrt(d + eps) / sqrt(a + eps) * g
-      d <- rho d + (1 - rho) delta^2
-      p <- p - lr delta
-
-* **Adagrad** (Duchi, Hazan & Singer 2011, diagonal form):
-  ``a <- a + g^2``,  ``p <- p - lr g / (sqrt(a) + eps)``, with ``a`` starting at
-  ``initial_accumulator_value`` (0.1, as in Keras).
-
-:meth:`Optimizer.state_dict` returns the hyperparameters, the step count and
-copies of the buffers; :meth:`Optimizer.load_state_dict` puts them back, so a
-run resumed from a saved state takes exactly the steps it would have taken.
-The arithmetic uses :func:`refattn.core.backend.array_module`, so CuPy parameters
-are updated on the GPU with CuPy gradients (mixing the two is a ``TypeError``).
+updated **in place**, so every holder of the same arrays sees the new values;
+:meth:`Optimizer.step` takes gradients with the same keys and shapes (the
+``dparams`` of :meth:`refattn.core.scores.Score.backward`). Each class writes
+its update rule, for one parameter ``p`` with gradient ``g`` at step ``t = 1,
+2, ...``, elementwise; none is a paper equation of the seeds, and each is
+checked against its formula written out in ``tests/training/test_optim.py``
+and ``test_optim_adaptive.py``. :meth:`Optimizer.state_dict` and
+:meth:`Optimizer.load_state_dict` save and restore the step count, the
+hyperparameters and the buffers, so a resumed run takes the same steps.
 """
 
 from __future__ import annotations
@@ -125,20 +94,7 @@ class Optimizer:
             array_module(p, g)  # TypeError if CuPy and NumPy are mixed
 
     def step(self, grads):
-        """Update every parameter in place from its gradient.
-
-        Parameters
-        ----------
-        grads : dict of str to ndarray
-            ``dL/dp`` for every parameter: the same keys and shapes as the
-            parameter dict (e.g. the ``dparams`` of ``Score.backward``).
-
-        Raises
-        ------
-        TypeError, ValueError
-            For a missing or unexpected key, a wrong shape, a non-float
-            gradient, or CuPy mixed with NumPy.
-        """
+        """Update every parameter in place from ``grads``, ``dL/dp`` with the parameters' keys and shapes."""
         self._check_grads(grads)
         self.t += 1
         for key, p in self.params.items():
@@ -150,68 +106,28 @@ class Optimizer:
 
     # --- saving and resuming ---------------------------------------------------
     def state_dict(self) -> dict:
-        """A snapshot: ``{"type", "t", <hyperparameters>, "state": {buffer: {key: copy}}}``.
-
-        The buffers are copies, so later steps do not change a saved state.
-        """
+        """A snapshot: ``{"type", "t", <hyperparameters>, "state": {buffer: {key: copy of the buffer}}}``."""
         out = {"type": type(self).__name__, "t": self.t}
         out.update({h: getattr(self, h) for h in self.hyper_names})
         out["state"] = {b: {k: v.copy() for k, v in bufs.items()} for b, bufs in self.state.items()}
         return out
 
     def load_state_dict(self, state):
-        """Restore a snapshot from :meth:`state_dict` (hyperparameters, step count, buffers).
-
-        The parameters themselves are not part of the state; restore them
-        separately (the caller owns them). The buffers are copied in.
-
-        Raises
-        ------
-        TypeError, ValueError
-            If ``state`` is not such a dict, was saved by another optimiser
-            type, or its buffers do not match the parameters' keys and shapes.
-        """
-        if not isinstance(state, Mapping):
-            raise TypeError(f"state: expected a dict from state_dict(), got {type(state).__name__}")
-        want = ("type", "t", "state") + tuple(self.hyper_names)
-        missing = [k for k in want if k not in state]
-        if missing:
-            raise ValueError(f"state: missing {missing}; expected the dict of "
-                             f"{type(self).__name__}.state_dict()")
+        """Restore a snapshot of :meth:`state_dict` (not the parameters: the caller owns them); a state of
+        another optimiser or of another model's parameters is refused, and nothing changes."""
         if state["type"] != type(self).__name__:
             raise ValueError(f"state: saved by {state['type']!r}, cannot load into {type(self).__name__!r}")
-        hyper = self._parse_hyper(**{h: state[h] for h in self.hyper_names})  # validated first
-        t = state["t"]
-        if isinstance(t, (bool, np.bool_)) or not isinstance(t, (int, np.integer)) or t < 0:
-            raise ValueError(f"state['t']: expected a non-negative int, got {t!r}")
-        bufs = state["state"]
-        if not isinstance(bufs, Mapping) or set(bufs) != set(self.buffer_names):
-            raise ValueError(f"state['state']: expected buffers {self.buffer_names}, "
-                             f"got {tuple(bufs) if isinstance(bufs, Mapping) else type(bufs).__name__}")
+        want = {k: np.shape(p) for k, p in self.params.items()}
         for b in self.buffer_names:
-            if not isinstance(bufs[b], Mapping) or set(bufs[b]) != set(self.params):
-                raise ValueError(f"state['state'][{b!r}]: expected the keys of params {tuple(self.params)}")
-            for k, p in self.params.items():
-                v = bufs[b][k]
-                check_float_array(v, f"state['state'][{b!r}][{k!r}]", min_ndim=0)
-                if np.shape(v) != np.shape(p):
-                    raise ValueError(f"state['state'][{b!r}][{k!r}]: shape {np.shape(v)} does not "
-                                     f"match the parameter's shape {np.shape(p)}")
-        self._set_hyper(**hyper)
-        self.t = int(t)
+            got = {k: np.shape(v) for k, v in state["state"][b].items()}
+            if got != want:
+                raise ValueError(f"state['state'][{b!r}]: buffers of shapes {got}, the parameters' are {want}")
+        for h in self.hyper_names:  # a JSON list (a checkpoint's betas) back to the tuple it was
+            setattr(self, h, tuple(state[h]) if isinstance(state[h], list) else state[h])
+        self.t = int(state["t"])
         for b in self.buffer_names:
             for k, p in self.params.items():
-                v = bufs[b][k]
-                xp = array_module(p, v)
-                self.state[b][k] = xp.array(v, dtype=p.dtype, copy=True)
-
-    def _parse_hyper(self, **hyper) -> dict:
-        """Validate the hyperparameters; return them as clean Python values."""
-        return {"lr": _rate(hyper["lr"], "lr")}
-
-    def _set_hyper(self, **hyper):
-        for name, value in hyper.items():
-            setattr(self, name, value)
+                self.state[b][k] = array_module(p).array(state["state"][b][k], dtype=p.dtype, copy=True)
 
     def __repr__(self):
         hp = ", ".join(f"{h}={getattr(self, h)!r}" for h in self.hyper_names)
@@ -219,24 +135,10 @@ class Optimizer:
 
 
 class SGD(Optimizer):
-    """Stochastic gradient descent with optional heavy-ball momentum.
+    """Stochastic gradient descent (Robbins & Monro 1951) with heavy-ball momentum (Polyak 1964).
 
-    ``b <- mu b + g``, ``p <- p - lr b`` (the buffer ``b`` starts at 0, so the
-    first step is ``p - lr g``); ``mu = 0`` gives plain ``p <- p - lr g``.
-    This is the momentum form of PyTorch's ``SGD`` (Sutskever et al. 2013
-    scale ``lr`` inside the buffer instead; the two agree for constant ``lr``).
-
-    Parameters
-    ----------
-    params : dict of str to ndarray
-        Updated in place.
-    lr : float
-        Learning rate, ``> 0``.
-    momentum : float
-        ``mu`` in ``[0, 1)``.
-
-    No paper equation and no derivation file: the update is the definition,
-    checked against the formula written out in ``tests/training/test_optim.py``.
+    ``b <- mu b + g``, ``p <- p - lr b``, the buffer starting at 0 (PyTorch's
+    form); ``momentum = mu`` in ``[0, 1)``, 0 for plain ``p <- p - lr g``.
     """
 
     buffer_names = ("momentum",)  # kept (at 0) even when mu = 0, so any saved state loads
@@ -244,11 +146,7 @@ class SGD(Optimizer):
 
     def __init__(self, params, lr, momentum=0.0):
         super().__init__(params, lr)
-        self._set_hyper(**self._parse_hyper(lr=lr, momentum=momentum))
-
-    def _parse_hyper(self, **hyper):
-        return {"lr": _rate(hyper["lr"], "lr"),
-                "momentum": _rate(hyper["momentum"], "momentum", low_open=False, high=1.0)}
+        self.momentum = _rate(momentum, "momentum", low_open=False, high=1.0)
 
     def _update(self, xp, key, p, g):
         if self.momentum:
@@ -260,33 +158,12 @@ class SGD(Optimizer):
 
 
 class Adam(Optimizer):
-    """Adam (Kingma & Ba 2015, Algorithm 1) with bias correction.
+    """Adam (Kingma & Ba 2015, Algorithm 1), with an L2 penalty ``weight_decay = wd``.
 
-    ``m <- beta1 m + (1 - beta1) g``, ``v <- beta2 v + (1 - beta2) g^2``,
-    ``p <- p - lr m_hat / (sqrt(v_hat) + eps)`` with ``m_hat = m / (1 - beta1^t)``
-    and ``v_hat = v / (1 - beta2^t)``. With ``weight_decay = wd > 0`` the L2
-    penalty ``wd |p|^2 / 2`` is added to the loss, i.e. ``g <- g + wd p``
-    before the moments (as in the original paper's setting and PyTorch's
-    ``Adam``); for the decoupled decay use :class:`AdamW`.
-
-    Parameters
-    ----------
-    params : dict of str to ndarray
-        Updated in place.
-    lr : float
-        Step size ``alpha``, ``> 0`` (default 1e-3).
-    betas : (float, float)
-        ``(beta1, beta2)``, each in ``[0, 1)`` (default (0.9, 0.999)).
-    eps : float
-        Added to ``sqrt(v_hat)``, ``> 0`` (default 1e-8).
-    weight_decay : float
-        ``wd >= 0`` (default 0).
-
-    On the first step ``m_hat = g`` and ``v_hat = g^2`` exactly, so every
-    coordinate moves by ``-lr g / (|g| + eps)``: at most ``lr``, whatever the
-    scale of the gradient (a test checks this closed form). No paper
-    equation; used by ``refattn.studies.neural_surface``
-    (``derivations/08-neural-attention-expressivity.md``).
+    ``g <- g + wd p``, ``m <- beta1 m + (1 - beta1) g``, ``v <- beta2 v + (1 -
+    beta2) g^2``, ``p <- p - lr m_hat / (sqrt(v_hat) + eps)`` with ``m_hat = m /
+    (1 - beta1^t)``, ``v_hat = v / (1 - beta2^t)``; each beta in ``[0, 1)``. The
+    first step moves every coordinate by ``lr g / (|g| + eps)``, at most ``lr``.
     """
 
     buffer_names = ("m", "v")
@@ -295,17 +172,12 @@ class Adam(Optimizer):
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
         super().__init__(params, lr)
-        self._set_hyper(**self._parse_hyper(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
-
-    def _parse_hyper(self, **hyper):
-        betas = hyper["betas"]
         if not isinstance(betas, (tuple, list)) or len(betas) != 2:
             raise TypeError(f"betas: expected a pair (beta1, beta2), got {betas!r}")
-        return {"lr": _rate(hyper["lr"], "lr"),
-                "betas": (_rate(betas[0], "beta1", low_open=False, high=1.0),
-                          _rate(betas[1], "beta2", low_open=False, high=1.0)),
-                "eps": _rate(hyper["eps"], "eps"),
-                "weight_decay": _rate(hyper["weight_decay"], "weight_decay", low_open=False)}
+        self.betas = (_rate(betas[0], "beta1", low_open=False, high=1.0),
+                      _rate(betas[1], "beta2", low_open=False, high=1.0))
+        self.eps = _rate(eps, "eps")
+        self.weight_decay = _rate(weight_decay, "weight_decay", low_open=False)
 
     def _update(self, xp, key, p, g):
         b1, b2 = self.betas
@@ -325,66 +197,24 @@ class Adam(Optimizer):
 
 
 class AdamW(Adam):
-    """Adam with decoupled weight decay (Loshchilov & Hutter 2019).
-
-    Each step first shrinks the parameter, ``p <- p - lr wd p``, and then
-    takes the plain Adam step of :class:`Adam` (no ``wd p`` in the gradient,
-    so the decay is not rescaled by ``1/sqrt(v_hat)``). Same parameters as
-    :class:`Adam`; with ``weight_decay = 0`` the two are identical.
-    """
+    """Adam with decoupled weight decay (Loshchilov & Hutter 2019): ``p <- p - lr wd p``, then
+    :class:`Adam`'s step without ``wd p`` in the gradient."""
 
     decoupled = True
 
 
 class Adadelta(Optimizer):
-    """Adadelta (Zeiler 2012, Algorithm 1), with a learning rate.
+    """Adadelta (Zeiler 2012, Algorithm 1), the step multiplied by ``lr`` as in Keras and PyTorch.
 
-    Two running averages per coordinate, of the squared gradients and of the
-    squared steps, both starting at 0:
-
-    ``a <- rho a + (1 - rho) g^2``,
-    ``delta = sqrt(d + eps) / sqrt(a + eps) * g``,
-    ``d <- rho d + (1 - rho) delta^2``,
-    ``p <- p - lr delta``.
-
-    Zeiler's algorithm is ``lr = 1``; Keras and PyTorch multiply the step
-    by ``lr``, and so does this class. The step's units are those of the
-    parameter (the ratio of two root-mean-squares), so on the first step
-    every coordinate moves by
-    ``lr sqrt(eps) g / sqrt((1 - rho) g^2 + eps)``, at most
-    ``lr sqrt(eps / (1 - rho))`` whatever the scale of ``g`` (a test checks
-    this closed form).
-
-    Parameters
-    ----------
-    params : dict of str to ndarray
-        Updated in place.
-    lr : float
-        Multiplies the step, ``> 0`` (default 1, Zeiler's algorithm and
-        PyTorch's default; Keras's default is 0.001).
-    rho : float
-        Decay of both averages, in ``[0, 1)`` (default 0.95, Zeiler's and
-        Keras's; PyTorch's is 0.9).
-    eps : float
-        ``> 0`` (default 1e-7, Keras's; Zeiler's experiments use 1e-6, as
-        PyTorch's default does).
-    loss_scale : float
-        ``> 0``: the gradients are multiplied by it first, as training on
-        ``loss_scale`` times the loss does (default 1). Adadelta's step is a
-        ratio of root-mean-squares, so the scale matters only against
-        ``eps``, which it does not scale: on the first step a coordinate moves
-        ``lr sqrt(eps) c g / sqrt((1 - rho) c^2 g^2 + eps)`` with ``c =
-        loss_scale``, nearly ``lr sqrt(eps / (1 - rho))`` once ``c |g| >>
-        sqrt(eps)``.
-
-    TanhMax's public code (``Synthetic/TanhMax.ipynb``) trains its
-    classifier with PyTorch's ``Adadelta(lr=0.05)``, i.e. ``rho = 0.9``,
-    ``eps = 1e-6``, on 100 times the mean BCE: ``Adadelta(params, 0.05,
-    rho=0.9, eps=1e-6, loss_scale=100)`` (the optimiser ``"adadelta-code"``
-    of :data:`refattn.training.classifier.OPTIMISERS`); the paper's text
-    (section 5.1) says Adam. No paper equation and no derivation file: the update is
-    the definition, checked against the formula written out in
-    ``tests/training/test_optim_adaptive.py``.
+    ``g <- c g`` (``c = loss_scale``: training on ``c`` times the loss),
+    ``a <- rho a + (1 - rho) g^2``, ``delta = sqrt(d + eps) / sqrt(a + eps) g``,
+    ``d <- rho d + (1 - rho) delta^2``, ``p <- p - lr delta``, both averages
+    starting at 0 and ``rho`` in ``[0, 1)``. The first step moves a coordinate
+    by ``lr sqrt(eps) g / sqrt((1 - rho) g^2 + eps)``, at most ``lr sqrt(eps /
+    (1 - rho))``. TanhMax's public code trains with PyTorch's
+    ``Adadelta(lr=0.05)`` on 100 times the mean BCE: ``Adadelta(params, 0.05,
+    rho=0.9, eps=1e-6, loss_scale=100)`` (:data:`refattn.training.classifier.OPTIMISERS`'s
+    ``"adadelta-code"``).
     """
 
     buffer_names = ("square_avg", "delta_avg")
@@ -392,18 +222,9 @@ class Adadelta(Optimizer):
 
     def __init__(self, params, lr=1.0, rho=0.95, eps=1e-7, loss_scale=1.0):
         super().__init__(params, lr)
-        self._set_hyper(**self._parse_hyper(lr=lr, rho=rho, eps=eps, loss_scale=loss_scale))
-
-    def load_state_dict(self, state):
-        if isinstance(state, Mapping) and "loss_scale" not in state:  # saved before loss_scale existed
-            state = {**state, "loss_scale": 1.0}
-        return super().load_state_dict(state)
-
-    def _parse_hyper(self, **hyper):
-        return {"lr": _rate(hyper["lr"], "lr"),
-                "rho": _rate(hyper["rho"], "rho", low_open=False, high=1.0),
-                "eps": _rate(hyper["eps"], "eps"),
-                "loss_scale": _rate(hyper["loss_scale"], "loss_scale")}
+        self.rho = _rate(rho, "rho", low_open=False, high=1.0)
+        self.eps = _rate(eps, "eps")
+        self.loss_scale = _rate(loss_scale, "loss_scale")
 
     def _update(self, xp, key, p, g):
         if self.loss_scale != 1.0:
@@ -418,30 +239,10 @@ class Adadelta(Optimizer):
 
 
 class Adagrad(Optimizer):
-    """Adagrad (Duchi, Hazan & Singer 2011), the diagonal version.
+    """Adagrad (Duchi, Hazan & Singer 2011), the diagonal form.
 
-    ``a <- a + g^2``,  ``p <- p - lr g / (sqrt(a) + eps)``: each coordinate's
-    step shrinks with the sum of its squared gradients so far. The
-    accumulator ``a`` starts at ``initial_accumulator_value`` (Keras: 0.1;
-    PyTorch: 0), which bounds the first steps: the first moves every
-    coordinate by ``lr g / (sqrt(a0 + g^2) + eps)``.
-
-    Parameters
-    ----------
-    params : dict of str to ndarray
-        Updated in place.
-    lr : float
-        ``> 0`` (default 0.01, PyTorch's; Keras's is 0.001).
-    initial_accumulator_value : float
-        ``a0 >= 0`` (default 0.1, Keras's).
-    eps : float
-        Added to ``sqrt(a)``, ``> 0`` (default 1e-7, Keras's).
-
-    The state keeps the accumulator (``"sum"``); ``initial_accumulator_value``
-    only matters when the optimiser is made, and a loaded state replaces the
-    accumulator. No paper equation and no derivation file: the update is the
-    definition, checked against the formula written out in
-    ``tests/training/test_optim_adaptive.py``.
+    ``a <- a + g^2``, ``p <- p - lr g / (sqrt(a) + eps)``, the accumulator
+    starting at ``initial_accumulator_value`` (``a0 >= 0``; Keras's 0.1).
     """
 
     buffer_names = ("sum",)
@@ -449,16 +250,10 @@ class Adagrad(Optimizer):
 
     def __init__(self, params, lr=0.01, initial_accumulator_value=0.1, eps=1e-7):
         super().__init__(params, lr)
-        self._set_hyper(**self._parse_hyper(lr=lr, initial_accumulator_value=initial_accumulator_value,
-                                            eps=eps))
+        self.initial_accumulator_value = _rate(initial_accumulator_value, "initial_accumulator_value", low_open=False)
+        self.eps = _rate(eps, "eps")
         for acc in self.state["sum"].values():
             acc += self.initial_accumulator_value  # a <- a0
-
-    def _parse_hyper(self, **hyper):
-        return {"lr": _rate(hyper["lr"], "lr"),
-                "initial_accumulator_value": _rate(hyper["initial_accumulator_value"],
-                                                   "initial_accumulator_value", low_open=False),
-                "eps": _rate(hyper["eps"], "eps")}
 
     def _update(self, xp, key, p, g):
         a = self.state["sum"][key]

@@ -32,8 +32,8 @@ from refattn.training.layers import (
     layer_norm_backward,
     linear,
     linear_backward,
-    relu,
-    relu_backward,
+    relu_layer,
+    relu_layer_backward,
     sigmoid_cross_entropy,
     sigmoid_cross_entropy_backward,
     softmax_cross_entropy,
@@ -125,13 +125,15 @@ def test_linear_seed_gradients_are_per_seed(rng):
 def test_relu_vjp_three_ways(shape, rng):
     x = rng.standard_normal(shape)
     x = np.where(np.abs(x) < 0.05, 0.05 * np.sign(x + 1e-300), x)  # keep differences off the kink
-    three_ways(lambda x: relu(x)[0], {"x": x}, lambda u, x: {"x": relu_backward(u, relu(x)[1])}, f"relu {shape}")
+    three_ways(lambda x: relu_layer(x)[0], {"x": x}, lambda u, x: {"x": relu_layer_backward(u, relu_layer(x)[1])},
+               f"relu {shape}")
 
 
 def test_relu_values_and_kink_convention():
     x = np.array([-2.0, -0.0, 0.0, 1e-300, 3.0])
-    np.testing.assert_array_equal(relu(x)[0], np.maximum(x, 0.0))
-    np.testing.assert_array_equal(relu_backward(np.full(5, 2.0), relu(x)[1]), [0.0, 0.0, 0.0, 2.0, 2.0])  # relu'(0) = 0
+    np.testing.assert_array_equal(relu_layer(x)[0], np.maximum(x, 0.0))
+    np.testing.assert_array_equal(relu_layer_backward(np.full(5, 2.0), relu_layer(x)[1]),
+                                  [0.0, 0.0, 0.0, 2.0, 2.0])  # relu'(0) = 0
 
 
 # --------------------------------------------------------------------------
@@ -317,7 +319,8 @@ def _all_layers(xp, rng, dtype):
     labels = rng.integers(0, 2, (S, 2))
     X, Wd, bd, ud, L = put(x), put(W), put(b), put(u), put(logits)
     out = {"linear": linear(X, Wd, bd)[0], "linear_backward": linear_backward(ud, linear(X, Wd, bd)[1]),
-           "relu": relu(L)[0], "relu_backward": relu_backward(put(u), relu(L)[1]), "layer_norm": layer_norm(L)[0],
+           "relu": relu_layer(L)[0], "relu_backward": relu_layer_backward(put(u), relu_layer(L)[1]),
+           "layer_norm": layer_norm(L)[0],
            "layer_norm_backward": layer_norm_backward(put(u), layer_norm(L)[1]),
            "softmax_ce": softmax_cross_entropy(L, target, seed_axis=True)[0],
            "softmax_ce_vjp": softmax_cross_entropy_backward(put(np.ones(S)), softmax_cross_entropy(L, target, seed_axis=True)[1]),
@@ -372,9 +375,9 @@ def test_linear_errors(rng):
 def test_relu_and_layer_norm_errors(rng):
     x = rng.standard_normal((2, 3))
     with pytest.raises(TypeError, match=r"^x: expected a real floating dtype"):
-        relu(np.ones((2, 3), dtype=int))[0]
+        relu_layer(np.ones((2, 3), dtype=int))[0]
     with pytest.raises(ValueError, match=r"^grad_y: shape"):
-        relu_backward(x[:, :2], relu(x)[1])
+        relu_layer_backward(x[:, :2], relu_layer(x)[1])
     with pytest.raises(ValueError, match=r"^eps: expected a positive finite real number"):
         layer_norm(x, 0.0)[0]
     with pytest.raises(TypeError, match=r"^eps: expected a positive finite real number"):
@@ -467,6 +470,6 @@ def test_layer_caches_keep_their_inputs_by_reference_as_documented(rng):
     x, W = rng.standard_normal((4, 3)), rng.standard_normal((2, 3))
     _, cache = layers.linear(x, W)
     assert cache["x"] is x and cache["W"] is W
-    _, cache = layers.relu(x)
+    _, cache = layers.relu_layer(x)
     assert cache["x"] is x
     assert "changing an input in place between a layer's\nforward and its backward is undefined" in layers.__doc__

@@ -3,7 +3,6 @@ atomic checkpoints and resume, progress, bad input. A small batched logistic
 model (one per seed) stands in for the real ones, which test their own
 backward passes."""
 
-import io
 import json
 import os
 
@@ -12,7 +11,7 @@ import pytest
 
 from refattn.core.backend import array_module
 from refattn.training.optim import SGD, Adam
-from refattn.training.train import Progress, batch_iterator, gradient, load_checkpoint, train
+from refattn.training.train import batch_iterator, gradient, load_checkpoint, train
 
 
 class ToyModel:
@@ -151,14 +150,30 @@ def test_checkpoint_of_another_run_is_refused(tmp_path):
     assert out["resumed_from"] is None
 
 
-def test_progress_bar_writes_when_enabled():
-    buf = io.StringIO()
-    run(epochs=2, progress=Progress(2, stream=buf, enabled=True))
-    text = buf.getvalue()
-    assert "epoch 2/2" in text and "loss" in text
-    buf2 = io.StringIO()
-    run(epochs=1, progress=Progress(1, stream=buf2))  # StringIO is not a terminal: silent
-    assert buf2.getvalue() == ""
+def test_progress_bar_on_stderr_when_asked_or_on_a_terminal(capsys):
+    run(epochs=2, progress=True, label="toy")
+    err = capsys.readouterr().err
+    assert "toy" in err and "2/2" in err and "loss=" in err
+    run(epochs=1)  # the default: only on a terminal, and pytest's stderr is not one
+    run(epochs=1, progress=False)
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("library", ["tqdm", "filelock"])
+def test_a_missing_library_of_the_studies_extra_is_one_line_naming_it(library, monkeypatch, capsys, tmp_path):
+    import sys
+
+    from refattn import cli
+
+    monkeypatch.setitem(sys.modules, library, None)  # ``import tqdm`` (or filelock) now fails
+    with pytest.raises(ValueError, match=rf"{library} is not installed; .* pip install 'refattn\[studies\]'"):
+        run(epochs=1, checkpoint=tmp_path / "run.npz")
+    argv = ["nt", "--task", "N2T1", "--context", "4", "--seeds", "1", "--epochs", "1", "--n-test", "2",
+            "--checkpoint", str(tmp_path / "nt.npz")]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"refattn nt: error: {library} is not installed") and "refattn[studies]" in err
+    assert len(err.splitlines()) == 1 and not (tmp_path / "run.npz").exists() and not (tmp_path / "nt.npz").exists()
 
 
 def test_batch_iterator_covers_every_example_once_per_seed():

@@ -34,19 +34,11 @@ pair, :func:`refattn.core.scores.score` ``"neural"``, shared over heads and pair
 a character vocabulary it costs ``V D`` parameters only, and it keeps the
 backward pass of the embedding a pure scatter (derivation 18, section 1).
 
-Batched over seeds (the trainer's model protocol, :mod:`refattn.training.train`):
-every parameter has a leading axis ``S``, one slice per seed, drawn from
-``numpy.random.default_rng(seed)`` alone; a batch is
-``{"x": (S, B, n) int, "y": (S, B, n) int}`` (``y`` the next tokens).
-``loss, cache = model.forward(params, batch)`` is written against
-:func:`refattn.core.backend.array_module` so that autograd traces the very code
-that runs; ``grads = model.backward(grad_loss, cache)`` is the hand-derived
-backward (derivation 18, section 2, Eqs. 18.G1-18.G12). The attention step itself is
-:func:`refattn.core.attention.attention` and its backward
-:func:`refattn.core.attention.attention_backward`; the linear maps, the relu,
-the layer normalisations and the loss are :mod:`refattn.training.layers`
-(``linear``, ``relu``, ``layer_norm``, ``softmax_cross_entropy``, each with
-its backward; ``derivations/21-layers.md``).
+The trainer's model protocol (:mod:`refattn.training.models`): a batch is
+``{"x": (S, B, n) int, "y": (S, B, n) int}`` (``y`` the next tokens);
+``model.backward`` is derivation 18, section 2 (Eqs. 18.G1-18.G12), built from
+:func:`refattn.core.attention.attention_backward` and the layers of
+:mod:`refattn.training.layers`.
 """
 
 from __future__ import annotations
@@ -61,7 +53,7 @@ from ...custom import divergence_as_data
 from ...fast import attention, attention_backward  # the fast path: same numbers as refattn.attention
 from ...core.backend import array_module, stop_gradient
 from ...core.checks import check_float_array, check_int, check_real
-from ..layers import (layer_norm, layer_norm_backward, linear, linear_backward, relu, relu_backward,
+from ..layers import (layer_norm, layer_norm_backward, linear, linear_backward, relu_layer, relu_layer_backward,
                       softmax_cross_entropy, softmax_cross_entropy_backward)
 from ...core.scores import score as _score
 from .nt import check_seed_params, check_seeds_and_dtype
@@ -170,14 +162,7 @@ def _merge_heads(x):
 
 
 class DecoderLM:
-    """Decoder-only transformer LM with per-layer attention, batched over seeds.
-
-    Eqs. 18.D1-18.D11 of ``derivations/18-decoder-and-cog.md`` (the module
-    docstring lists them): token and learned positional embeddings, ``L``
-    pre-LN layers of multi-head causal attention and a ReLU feed-forward
-    layer, each with a skip connection, a final LN, an untied readout and the
-    next-token cross-entropy. Layer normalisations have no gain or bias
-    (:func:`refattn.training.layers.layer_norm`); every linear map has a bias.
+    """Decoder-only transformer LM with per-layer attention (Eqs. 18.D1-18.D11), batched over seeds.
 
     Parameters
     ----------
@@ -475,7 +460,7 @@ class DecoderLM:
             Hs = Hs + O  # (S, B, n, D)                                            18.D7
             Z2, c_ln2 = layer_norm(Hs, self.ln_eps)  # (S, B, n, D)
             U, c_1 = linear(Z2, w["W_1"], w["b_1"])  # (S, B, n, F)                 18.D8
-            T, c_relu = relu(U)  # (S, B, n, F)
+            T, c_relu = relu_layer(U)  # (S, B, n, F)
             F, c_2 = linear(T, w["W_2"], w["b_2"])  # (S, B, n, D)
             Hs = Hs + F  # (S, B, n, D)                                            18.D9
             layers.append(dict(c, ln1=c_ln1, ln2=c_ln2, ff1=c_1, relu=c_relu, ff2=c_2))
@@ -566,7 +551,7 @@ class DecoderLM:
         for l in reversed(range(self.n_layers)):
             cl, pre = c["layers"][l], f"h{l}."
             dT, g[pre + "W_2"], g[pre + "b_2"] = linear_backward(dH, cl["ff2"])  # 18.G4
-            dU = relu_backward(dT, cl["relu"])  # (S, B, n, F)                     18.G5 relu'(0) = 0
+            dU = relu_layer_backward(dT, cl["relu"])  # (S, B, n, F)               18.G5 relu'(0) = 0
             dZ2, g[pre + "W_1"], g[pre + "b_1"] = linear_backward(dU, cl["ff1"])  # 18.G6
             dH = dH + layer_norm_backward(dZ2, cl["ln2"])  # both paths into H      18.G7
             dYc, g[pre + "W_O"], g[pre + "b_O"] = linear_backward(dH, cl["o"])  # 18.G8

@@ -32,26 +32,13 @@ N2T5 at ``N_con = 16`` and 395,280 ("about 4e5") for N16T5 at
 At ``N = 2`` expressive attention is blind to the symbols unless a query or
 key bias exists (:func:`ea_symbol_dependence`, derivation 11, section 6).
 
-Batched over seeds (the trainer's model protocol): every parameter has a
-leading axis ``S``, one slice per seed, drawn from
-``numpy.random.default_rng(seed)`` alone, and a batch is
-``{"context": (S, B, n) int, "target": (S, B) int}``. :meth:`NTModel.loss` is
-written against :func:`refattn.core.backend.array_module`, so autograd traces the
-very code that runs; :meth:`NTModel.loss_and_grad` is the hand-derived
-backward pass (``derivations/11-nt-model.md``, section 4), which reuses
-:func:`refattn.core.attention.attention_backward` (the value product, the
-activation's VJP with the causal mask, the dot-product score's VJP). Layer
-normalisation (Eqs. 11.M2, 11.M7) and its VJP (Eq. 11.B5) are
-:func:`refattn.training.layers.layer_norm` and :func:`refattn.training.layers.layer_norm_backward`
-(``derivations/21-layers.md``, section 3).
-
-Devices: the parameters may be CuPy arrays (all of them on the GPU); the
-array module follows them (:func:`refattn.core.backend.array_module`). Contexts
-and targets are host integer arrays, as :mod:`refattn.training.tasks.nt` makes them;
-the forward pass copies them to the parameters' device with one explicit
-``xp.asarray`` (a no-op on NumPy), and :meth:`NTModel.generate` copies each
-step's predictions back with :func:`refattn.core.backend.to_numpy`. No other copy
-between host and device happens.
+The trainer's model protocol (:mod:`refattn.training.models`): a batch is
+``{"context": (S, B, n) int, "target": (S, B) int}``; :meth:`NTModel.loss_and_grad`
+is the backward pass of ``derivations/11-nt-model.md``, section 4, built from
+:func:`refattn.core.attention.attention_backward` and
+:func:`refattn.training.layers.layer_norm_backward`.
+The parameters may be CuPy arrays; contexts and targets are host integer
+arrays, copied to the parameters' device once per forward pass.
 """
 
 from __future__ import annotations
@@ -253,22 +240,7 @@ def _rows(params, i, j):
 
 
 class NTModel:
-    """Expressive's decoder-only, one-bilayer transformer for NT tasks, batched over seeds.
-
-    The forward pass is Eqs. 11.M1-11.M10 of ``derivations/11-nt-model.md`` (the
-    module docstring lists them): one-hot embedding with ``d = N`` and no
-    positional encoding; pre-LN (no gain or bias) causal attention whose
-    queries, keys and values at position ``m`` use position ``m``'s own
-    ``d x d`` matrices; residual; pre-LN token-wise ``tanh`` feed-forward
-    layer of width ``4 d``, again with position ``m``'s own ``W_1, W_2``;
-    residual; a ``d x (d n)`` readout of all ``n`` output vectors;
-    two bias vectors placed by ``layout`` (one per position, one shared);
-    squared-difference loss against the one-hot next symbol; greedy
-    (``argmax``) inference. Expressive, section 4, "Transformer details",
-    "Training" and "Readout & Testing"; the attention weights are Eq. 1
-    (``activation="softmax"``, ``beta = 1``) or Eq. 2
-    (``activation="expressive"``), or any activation of
-    :data:`refattn.core.activations.ACTIVATIONS`.
+    """Expressive's decoder-only, one-bilayer transformer for NT tasks (Eqs. 11.M1-11.M10), batched over seeds.
 
     Parameters
     ----------
@@ -277,29 +249,19 @@ class NTModel:
     n_con : int >= 1
         The context length ``N_con``.
     activation : str or Activation
-        The attention activation, ``"softmax"`` (dot-product attention,
-        Expressive's Eq. 1) by default, ``"expressive"`` for Eq. 2.
+        ``"softmax"`` (Expressive's Eq. 1), ``"expressive"`` (Eq. 2), or any other.
     beta : float > 0
-        Score scale ``s_mk = beta Q_m . K_k``; Expressive sets ``beta = 1``.
+        Score scale ``s_mk = beta Q_m . K_k`` (Expressive: 1).
     ln_eps : float > 0
-        The ``eps`` of both layer normalisations (PyTorch's default 1e-5).
+        The ``eps`` of both layer normalisations.
     layout : str
-        Where the two bias vectors sit, ``"<per-position vector>+<shared
-        vector>"``, one of :data:`LAYOUTS`. The default, ``"b_Q+b_r"``
-        (:data:`DEFAULT_LAYOUT`), is a query bias per position and a readout
-        bias: the candidate under which EA learns N2T5 faster than DPA, as
-        Expressive's Fig. 4 reports (derivation 11, section 7).
-        ``"b_2+b_r"`` (a feed-forward output bias per position; the first
-        layout inferred) keeps expressive attention blind to the symbols at
-        ``N = 2`` (:func:`ea_symbol_dependence`). Every layout has the same
-        number of parameters (derivation 11, sections 2 and 6).
+        Where the two bias vectors sit, ``"<per-position>+<shared>"``, one of
+        :data:`LAYOUTS` (derivation 11, sections 2, 6 and 7); the default
+        ``"b_Q+b_r"`` is the one under which EA learns N2T5 faster than DPA.
     init_scale : float > 0
-        Multiplies the half-width of the uniform initialisation (1: PyTorch's
-        ``1/sqrt(fan_in)``). Expressive gives no initialisation.
+        Multiplies the half-width ``1/sqrt(fan_in)`` of the uniform initialisation.
     bias_init : {"zeros", "uniform"}
-        Biases start at 0, or uniform in ``init_scale * (-1/sqrt(fan_in),
-        1/sqrt(fan_in))`` with the fan-in of the matrix they belong to, as
-        ``torch.nn.Linear`` draws them.
+        Biases at 0, or uniform like the matrix they belong to (``torch.nn.Linear``).
 
     Parameters are a dict (:attr:`param_names`) of arrays with a leading seed
     axis ``S``; the matrices are the same in every layout, the biases are two
@@ -388,30 +350,12 @@ class NTModel:
         return sum(math.prod(s) for s in self.param_shapes().values())
 
     def init_params(self, seeds, dtype=np.float64):
-        """Initial parameters of ``len(seeds)`` independent models, one per seed.
+        """Initial parameters of one model per seed, shapes ``(S,) + param_shapes()[name]``.
 
-        Seed ``seeds[i]``'s slice ``[i]`` of every array is drawn from
-        ``numpy.random.default_rng(seeds[i])`` alone, matrices first in the
-        order of :data:`MATRIX_NAMES`, then the biases, so a seed gets the same
-        initial model whether it is initialised alone or with others, and the
-        same matrices in every layout. Matrices are uniform in
-        ``init_scale * (-1/sqrt(fan_in), 1/sqrt(fan_in))`` (``fan_in`` = their
-        last axis, as ``torch.nn.Linear``); biases start at 0
-        (``bias_init="zeros"``) or are drawn like that with the fan-in of their
-        matrix (``"uniform"``). Expressive does not state its initialisation;
-        this is our choice (``derivations/11-nt-model.md``, sections 1 and 7).
-
-        Parameters
-        ----------
-        seeds : sequence of int >= 0
-            One seed per model; ``S = len(seeds)``.
-        dtype : float dtype
-            float64 (default) or float32.
-
-        Returns
-        -------
-        dict of str to ndarray
-            Shapes ``(S,) + param_shapes()[name]``.
+        Slice ``i`` is drawn from ``numpy.random.default_rng(seeds[i])`` alone,
+        the matrices first (the same in every layout): uniform in ``init_scale *
+        (-1/sqrt(fan_in), 1/sqrt(fan_in))`` as ``torch.nn.Linear``; Expressive
+        states no initialisation (``derivations/11-nt-model.md``, sections 1 and 7).
         """
         seeds = check_seeds_and_dtype(seeds, dtype)
         shapes = self.param_shapes()
@@ -511,24 +455,8 @@ class NTModel:
         return self.outputs(params, context)["prediction"]
 
     def generate(self, params, context, n_steps):
-        """Greedy autoregressive continuation of each context (Expressive, "Readout & Testing").
-
-        Step ``t`` predicts the next symbol from the current window of
-        ``n_con`` symbols, appends the prediction and drops the oldest symbol,
-        so from the second step on the model reads its own predictions.
-        Expressive evaluates on ``N_g = 50`` successive symbols.
-
-        Parameters
-        ----------
-        params : dict
-        context : array_like of int, shape (S, B, n_con)
-        n_steps : int >= 1
-
-        Returns
-        -------
-        numpy.ndarray of int64, shape (S, B, n_steps)
-            The predicted continuation.
-        """
+        """Greedy autoregressive continuation ``(S, B, n_steps)`` of each context ``(S, B, n_con)``
+        (Expressive, "Readout & Testing"): each prediction is appended and the oldest symbol dropped."""
         S = self._check_params(params)
         window = self._check_context(context, S)
         n_steps = check_int(n_steps, "n_steps", 1)
@@ -539,7 +467,7 @@ class NTModel:
         return self._generate(params, window, n_steps)
 
     def _generate(self, params, window, n_steps):
-        """:meth:`generate` on checked arguments, in the calling thread."""
+        """:meth:`generate` in the calling thread."""
         out = np.empty(window.shape[:2] + (n_steps,), dtype=np.int64)  # (S, B, n_steps)
         for t in range(n_steps):
             y, _ = self._forward(params, window)
@@ -664,31 +592,9 @@ class NTModel:
 
 
 def count_params(N, n_con, **options):
-    """The number of adjustable parameters of one :class:`NTModel`.
-
-    ``n_con (3 d^2 + 4d d + d 4d + d) + d (d n_con) + d = n_con (12 d^2 + d) + d``
-    with ``d = N``: per position ``m`` the matrices ``W_Q, W_K, W_V`` (d x d),
-    ``W_1`` (4d x d), ``W_2`` (d x 4d) and the layout's per-position bias (d),
-    then the readout ``W_r`` (d x d n_con) and the layout's shared bias (d);
-    the same for every layout. Expressive gives 802 for
-    N2T5 at ``N_con = 16`` and "about 4e5" for N16T5 at ``N_con = 128``
-    (section 5); this gives 802 and 395,280 (``derivations/11-nt-model.md``,
-    section 2, Eq. 11.P1).
-
-    Parameters
-    ----------
-    N : int >= 2
-        The basis (``d = N``).
-    n_con : int >= 1
-        The context length.
-    **options
-        Further :class:`NTModel` options (``activation``, ``beta``,
-        ``ln_eps``, ``layout``, ...; none changes the count).
-
-    Returns
-    -------
-    int
-    """
+    """The number of adjustable parameters of one :class:`NTModel`, ``n_con (12 d^2 + d) + d`` with ``d = N``
+    in every layout (Eq. 11.P1): 802 for N2T5 at ``N_con = 16``, 395,280 for N16T5 at 128 (Expressive,
+    section 5: 802 and "about 4e5")."""
     return NTModel(N, n_con, **options).n_params
 
 
@@ -751,38 +657,17 @@ class ParamLayout:
 
 
 def search_parameterisations(n_params=802, N=2, n_con=16, about=(16, 128, 4e5)):
-    """Every layout of the block catalogue whose count is ``n_params`` (Expressive, section 5).
+    """Every layout of the block catalogue whose parameter count is ``n_params`` at ``(N, n_con)`` (Expressive,
+    section 5: 802 at ``(2, 16)``, about 4e5 at ``(16, 128)``).
 
-    Each building block of a one-bilayer transformer (query, key, value,
-    output projections and their biases; the two feed-forward matrices and
-    biases; gains and biases of the two pre-LNs and of a final LN; a readout
-    bias; a learned embedding) is absent, held once ("shared") or held by every
-    position ("one attention head per token"); ``W_Q, W_K, W_V, W_1, W_2`` are
-    always present and the readout ``W_r`` (``d x d n_con``) always is. The
-    count of a layout depends only on four numbers (Eq. 11.P2 of
-    ``derivations/11-nt-model.md``), so the 90,699,264 assignments are
-    grouped by those by dynamic programming (a convolution of counts) and
-    every group whose count at ``(N, n_con)`` is ``n_params`` is returned; with
-    ``about = (N2, n_con2, target)`` only groups whose count at
-    ``(N2, n_con2)`` rounds to ``target`` at one significant figure (within
-    ``[0.875, 1.125) target`` for 4e5) are kept. Expressive: 802 at
-    ``(2, 16)``, about 4e5 at ``(16, 128)``.
-
-    Parameters
-    ----------
-    n_params : int or None
-        The count to reproduce; None returns every group, ignoring ``about``
-        (their ``n_layouts`` then add up to the size of the catalogue,
-        2^5 3^11 2^4).
-    N, n_con : int
-        Where it is counted.
-    about : tuple (N2, n_con2, target) or None
-        The second, approximate count, or None to skip it.
-
-    Returns
-    -------
-    list of ParamLayout
-        Sorted by the number of per-position ``d^2`` blocks, most first.
+    Each block of :data:`_BLOCKS` is absent, held once ("shared") or by every
+    position ("one attention head per token"); a layout's count depends only on
+    four numbers (Eq. 11.P2), so the 90,699,264 assignments are grouped by them
+    (a convolution of counts) and the groups with that count are returned,
+    those whose count at ``about = (N2, n_con2, target)`` rounds to ``target``
+    at one significant figure. ``n_params=None`` returns every group
+    (``derivations/11-nt-model.md``, section 2). A list of :class:`ParamLayout`,
+    the most per-position ``d^2`` blocks first.
     """
     if n_params is not None:
         n_params = check_int(n_params, "n_params", 1)

@@ -230,25 +230,8 @@ def _scatter_rows(dx, tokens, V):
 
 
 def dropout_mask(rngs, batch_size, hidden_dim, rate):
-    """Keep masks for inverted dropout (M6): ``batch["dropout"]``, ``(S, B, H)`` bool.
-
-    Each entry is kept (``True``) with probability ``1 - rate``, independently.
-    Seed ``s``'s slice is drawn from ``rngs[s]`` alone, so the masks a seed
-    sees do not depend on which other seeds are trained beside it.
-
-    Parameters
-    ----------
-    rngs : sequence of numpy.random.Generator
-        One generator per seed.
-    batch_size, hidden_dim : int
-        ``B`` and ``H``.
-    rate : float
-        The drop probability ``p`` in ``[0, 1)`` (TanhMax: 0.5).
-
-    Source: Srivastava et al. (2014), as cited by TanhMax section 5.1; the
-    model divides the kept entries by ``1 - p`` (the inverted form), so no
-    rescaling is needed at evaluation.
-    """
+    """Keep masks ``(S, B, H)`` for inverted dropout (M6; Srivastava et al. 2014, as TanhMax section 5.1):
+    each entry kept with probability ``1 - rate``, seed ``s``'s slice drawn from ``rngs[s]`` alone."""
     if not isinstance(rngs, Sequence) or not rngs or not all(
             isinstance(r, np.random.Generator) for r in rngs):
         raise TypeError("rngs: expected a non-empty sequence of numpy.random.Generator, one per seed")

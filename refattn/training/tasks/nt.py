@@ -201,50 +201,19 @@ def parse_task(name):
 
 
 def parse_mixture(task):
-    """A task or a mixture of tasks as ``(name, tasks, weights)`` (Expressive, Fig. 6).
+    """A task or a mixture of tasks (Expressive, Fig. 6) as ``(name, tasks, weights)``.
 
-    Accepted forms (every task a name of :func:`parse_task`;
-    all of one basis ``N``, since the model's embedding size is ``d = N``):
-
-    * ``"N16T2"``: one task, weight 1;
-    * ``"N16T2+N16T2-S"``: equal weights (Fig. 6's 50/50 mixture);
-    * ``"N16T2:3+N16T2-S:1"``: weights after a colon (normalised to sum 1);
-    * a sequence of names, of ``(name, weight)`` pairs, or a dict ``{name: weight}``.
-
-    Parameters
-    ----------
-    task : str, sequence or dict
-
-    Returns
-    -------
-    name : str
-        The canonical spelling: ``"N16T2"``, ``"N16T2+N16T2-S"`` (equal
-        weights) or ``"N16T2:0.75+N16T2-S:0.25"``.
-    tasks : tuple of str
-    weights : tuple of float
-        Positive, summing to 1.
-
-    Raises
-    ------
-    TypeError
-        ``task`` is none of these forms.
-    ValueError
-        A bad name, a repeated task, a weight that is not a finite positive
-        number, or tasks of different bases ``N``.
+    ``task`` is a name of :func:`parse_task`, ``"N16T2+N16T2-S"`` (equal
+    weights), ``"N16T2:3+N16T2-S:1"`` (weights after a colon), a sequence of
+    names or ``(name, weight)`` pairs, or a dict ``{name: weight}``; every task
+    once, all of one basis ``N`` (the embedding size is ``d = N``), each weight
+    a finite number > 0. ``weights`` are normalised to sum 1; ``name`` is the
+    canonical spelling (``"N16T2"``, ``"N16T2+N16T2-S"``,
+    ``"N16T2:0.75+N16T2-S:0.25"``), which parses to itself.
     """
     if isinstance(task, str):
-        pairs = []
-        for part in task.split("+"):
-            name, colon, weight = part.strip().partition(":")
-            if colon:
-                try:
-                    w = float(weight)
-                except ValueError:
-                    raise ValueError(f"task: expected 'NAME:WEIGHT' with a number after the colon, "
-                                     f"got {part!r} in {task!r}") from None
-            else:
-                w = 1.0
-            pairs.append((name, w))
+        pairs = [part.strip().partition(":") for part in task.split("+")]
+        pairs = [(name, _weight(weight, task) if colon else 1.0) for name, colon, weight in pairs]
     elif isinstance(task, dict):
         pairs = list(task.items())
     elif isinstance(task, (list, tuple)) and task:
@@ -256,27 +225,30 @@ def parse_mixture(task):
                         f"names or (name, weight) pairs, or a dict; got {type(task).__name__}")
     if not pairs:
         raise ValueError("task: expected at least one task")
-    names, raw = [], []
+    names = [name for name, _ in pairs]
     for name, w in pairs:
         parse_task(name)  # TypeError / ValueError naming the bad task
         if isinstance(w, (bool, np.bool_)) or not isinstance(w, Real) or not (np.isfinite(w) and w > 0):
             raise ValueError(f"task: the weight of {name!r} must be a finite number > 0, got {w!r}")
-        names.append(name)
-        raw.append(float(w))
     if len(set(names)) != len(names):
         raise ValueError(f"task: each task may appear once in a mixture, got {names}")
-    bases = {parse_task(n)[1] for n in names}
-    if len(bases) != 1:
+    if len({parse_task(n)[1] for n in names}) != 1:
         raise ValueError(f"task: every task of a mixture needs the same basis N (the embedding size is d = N), "
                          f"got {names}")
+    raw = [float(w) for _, w in pairs]
     weights = tuple(w / sum(raw) for w in raw)
-    if len(names) == 1:
-        canonical = names[0]
-    elif len(set(raw)) == 1:
-        canonical = "+".join(names)
-    else:
-        canonical = "+".join(f"{n}:{w:g}" for n, w in zip(names, weights))
-    return canonical, tuple(names), weights
+    if len(names) == 1 or len(set(raw)) == 1:
+        return "+".join(names), tuple(names), weights
+    return "+".join(f"{n}:{w:g}" for n, w in zip(names, weights)), tuple(names), weights
+
+
+def _weight(text, task):
+    """The number after a colon in a mixture's name."""
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"task: expected 'NAME:WEIGHT' with a number after the colon, got {text!r} in "
+                         f"{task!r}") from None
 
 
 def format_task(variant, N, tau):
@@ -655,35 +627,15 @@ class StateCycles:
 
 
 def state_cycles(task, N=None, tau=None, *, max_states=DEFAULT_MAX_STATES):
-    """Find every cycle of a task's state map, exactly, by pointer doubling.
+    """Every cycle of a task's state map (:func:`successor_map`), exactly, by pointer doubling.
 
-    With ``f`` the state map (:func:`successor_map`), two arrays are doubled
-    together: ``p_k = f**(2**k)`` (``p_{k+1} = p_k[p_k]``) and ``m_k[i]``, the
-    smallest index among ``i, f(i), ..., f**(2**k - 1)(i)``
-    (``m_{k+1} = minimum(m_k, m_k[p_k])``). Then
-
-    * the states on cycles are the image of ``p_k`` once that image stops
-      shrinking (it is then mapped onto itself, one-to-one);
-    * on a cycle, ``m_k`` is the cycle's smallest state once ``2**k`` reaches
-      the cycle length; the first ``k`` where ``m`` stops changing is such a
-      ``k`` (``derivations/10-nt-tasks.md``, section 5 proves both);
-    * a cycle's length is the number of cycle states sharing its label ``m``.
-
-    This costs ``O(n log L)`` for ``n = N**(tau+1)`` states and longest cycle
-    ``L``: 7-11 s and 0.6 GB for N16T5's 16.8 million states (ten rounds of two
-    random-access gathers).
-
-    Parameters
-    ----------
-    task : str
-        Variant plus ``N``, ``tau``, or a full name such as ``"N16T2-S"``.
-    N, tau : int, optional
-    max_states : int
-        Refuse state spaces larger than this (default 2**25).
-
-    Returns
-    -------
-    StateCycles
+    ``p_k = f**(2**k)`` and ``m_k[i]``, the smallest state among ``i, f(i), ...,
+    f**(2**k - 1)(i)``, are doubled together (10.D1, 10.D2): the states on cycles
+    are the image of ``p_k`` once it stops shrinking, a cycle's label is ``m_k``
+    once ``m`` stops changing, and its length the number of states sharing the
+    label (``derivations/10-nt-tasks.md``, section 5). ``O(n log L)`` for ``n =
+    N**(tau+1)`` states and longest cycle ``L``; state spaces over ``max_states``
+    are refused. ``task`` is a variant with ``N``, ``tau``, or a full name.
     """
     variant, N, tau = _resolve(task, N, tau)
     f = successor_map(variant, N, tau, max_states=max_states)  # (n,)

@@ -345,40 +345,15 @@ class TokenPolarity(NamedTuple):
 
 
 def token_polarity(tokens, labels, vocab_size, *, mask=None, count="occurrences") -> TokenPolarity:
-    """Token polarity ``gamma_e`` of every token id (TanhMax, Eq. 11).
+    """Token polarity ``gamma_e = (f_e^+ - f_e^-) / (f_e^+ + f_e^-)`` of every token id (TanhMax, Eq. 11).
 
-    ``gamma_e = (f_e^+ - f_e^-) / (f_e^+ + f_e^-)``, where ``f_e^+``
-    (``f_e^-``) is the frequency of token ``e`` in the positive (negative)
-    instances. ``gamma_e`` is 1 for a token seen only in positive instances,
-    -1 for one seen only in negative ones, near 0 for one seen equally in
-    both, and NaN for a token never seen (0 / 0: no evidence either way).
-    No derivation file: Eq. 11 is a definition (module docstring).
-
-    Parameters
-    ----------
-    tokens : array_like of int, shape (n, L)
-        Token ids in ``[0, vocab_size)`` (at the positions that count).
-    labels : array_like of int or bool, shape (n,)
-        1 (positive) or 0 (negative).
-    vocab_size : int
-        Length of the returned arrays.
-    mask : array_like of bool, shape (n, L), optional
-        False marks padding, which is not counted (e.g. the mask from
-        :meth:`refattn.training.tasks.sst2.Vocabulary.encode`).
-    count : {"occurrences", "instances"}
-        "occurrences" (default): a token twice in one sentence counts twice.
-        That is the frequency the model sees: each occurrence is its own
-        position, with its own attention weight and its own term ``w_j o_j``
-        in the logit, and Proposition 1's score velocity sums over
-        occurrences (``refattn.theory.proposition1.OneLayerModel.dR_ds``).
-        "instances": a token counts once per sentence (document frequency).
-        The two agree when tokens within a sentence are distinct (``SUN_LU``).
-
-    Returns
-    -------
-    TokenPolarity
-        ``gamma`` (vocab_size,) float64 (NaN for unseen tokens), and
-        ``f_pos``, ``f_neg`` (vocab_size,) int64 counts.
+    ``f_e^+`` (``f_e^-``) counts token ``e`` in the positive (negative)
+    instances, ``tokens (n, L)`` with ``labels (n,)`` of 0/1, where ``mask``
+    (False: padding) allows; ``gamma`` is NaN for a token never seen (0 / 0).
+    ``count="occurrences"`` counts a token twice in a sentence twice, as the
+    model sees it (Proposition 1's velocity sums over occurrences);
+    ``"instances"`` once per sentence. Returns ``(gamma, f_pos, f_neg)``, each
+    of length ``vocab_size``.
     """
     tokens = _int_array(tokens, "tokens", 2)
     labels = np.asarray(labels)
@@ -419,43 +394,14 @@ def token_polarity(tokens, labels, vocab_size, *, mask=None, count="occurrences"
 
 
 def polarity_groups(gamma, f_pos, f_neg, *, closed_at_one=True):
-    """Assign tokens to groups with the thresholds after TanhMax, Eq. 11.
+    """The group of every token by the thresholds after TanhMax, Eq. 11 (``GROUP_NAMES[code]`` names it).
 
-    * positive:   ``0.5 < gamma <= 1``  and ``f^+ > 5``;
-    * negative:   ``-1 <= gamma < -0.5`` and ``f^- > 5``;
-    * neutral:    ``-0.1 < gamma < 0.1`` and ``|f^+ - f^-| < 5``;
-    * unassigned: everything else, unseen tokens (``gamma`` NaN) included.
-
-    The paper prints the open intervals ``(0.5, 1)`` and ``(-1, -0.5)``.
-    Read literally they leave out ``gamma = +-1`` exactly, i.e. every token
-    seen in one class only -- in the synthetic data, *every* polar token,
-    which Figure 2 nevertheless colours as positive or negative. The intent
-    is plainly to include the end points, and that is the default;
-    ``closed_at_one=False`` gives the literal reading, to show what it does.
-    No derivation file: these are the paper's definitions.
-
-    On the synthetic data the groups are far from the ground truth for
-    neutral tokens: a neutral token seen f times has ``f+ - f-`` spread like
-    ``sqrt(f)``, so with f around 55 (both TanhMax presets) fewer than half
-    of them meet ``|f+ - f-| < 5`` (4,117 of 9,000 on ``TANHMAX_LARGE``), and
-    on a training split a few pass the polar thresholds by chance (7 positive
-    and 5 negative on ``TANHMAX_LARGE``'s, seed 0).
-
-    Parameters
-    ----------
-    gamma : array_like of float, shape (V,)
-        Token polarities in [-1, 1], NaN for unseen tokens
-        (:func:`token_polarity`).
-    f_pos, f_neg : array_like of int, shape (V,)
-        Non-negative counts in positive and in negative instances.
-    closed_at_one : bool
-        Include ``gamma = 1`` (``-1``) in the positive (negative) group.
-
-    Returns
-    -------
-    numpy.ndarray of int8, shape (V,)
-        :data:`POSITIVE`, :data:`NEGATIVE`, :data:`NEUTRAL` or
-        :data:`UNASSIGNED`; ``GROUP_NAMES[code]`` is the name.
+    positive: ``0.5 < gamma <= 1`` and ``f^+ > 5``; negative: ``-1 <= gamma <
+    -0.5`` and ``f^- > 5``; neutral: ``-0.1 < gamma < 0.1`` and ``|f^+ - f^-| <
+    5``; unassigned: the rest, unseen tokens (NaN) included. The paper prints
+    open intervals at ``+-1``, which would leave out every token seen in one
+    class only (which its Figure 2 colours as polar); ``closed_at_one=False``
+    gives that literal reading.
     """
     gamma = np.asarray(gamma)
     if gamma.dtype.kind != "f" or gamma.ndim != 1:

@@ -68,28 +68,9 @@ RESERVED = ("<pad>", "<unk>")
 
 
 def find_sst2(path=None):
-    """The SST-2 folder: ``path`` if given, else ``$REFATTN_SST2``, else None.
-
-    Nothing is downloaded and no default location is guessed. An empty
-    environment variable counts as unset.
-
-    Parameters
-    ----------
-    path : str or os.PathLike, optional
-        The folder holding ``train.tsv`` and ``dev.tsv``.
-
-    Returns
-    -------
-    pathlib.Path or None
-        The folder, or None when neither ``path`` nor the variable is set.
-
-    Raises
-    ------
-    FileNotFoundError
-        When the path given (or named by the variable) is not a folder: a
-        location the user asked for that does not exist is an error, not a
-        reason to carry on without data.
-    """
+    """The SST-2 folder (holding ``train.tsv`` and ``dev.tsv``): ``path`` if given, else ``$REFATTN_SST2``
+    (empty counts as unset), else None; nothing is downloaded or guessed. A named folder that is not
+    one is a ``FileNotFoundError``."""
     source = "path"
     if path is None:
         path = os.environ.get(ENV_VAR) or None
@@ -115,36 +96,13 @@ def _column(header, names, path, what):
 
 
 def load_sst2(path=None, split="train"):
-    """Read one split of SST-2 in GLUE's TSV format.
+    """``(sentences, labels)`` of one split of SST-2, ``<path>/<split>.tsv`` in GLUE's format.
 
-    Reads ``<path>/<split>.tsv``: a header line naming a ``label`` column and
-    a text column (``sentence``, ``content`` or ``text``; see
-    :data:`TEXT_COLUMNS`), in either order, then one ``label<TAB>text`` (or
-    ``text<TAB>label``) row a line with labels 0 or 1. Line ends may be LF or
-    CRLF; a byte-order mark is ignored; blank lines are skipped. No
-    derivation file: nothing here is maths.
-
-    Parameters
-    ----------
-    path : str or os.PathLike, optional
-        The folder; None means :func:`find_sst2` (``$REFATTN_SST2``).
-    split : {"train", "dev"}
-        Which file to read.
-
-    Returns
-    -------
-    sentences : list of str
-        The text column, as in the file (without the line end).
-    labels : numpy.ndarray of int64, shape (len(sentences),)
-        0 (negative) or 1 (positive).
-
-    Raises
-    ------
-    FileNotFoundError
-        No folder given and ``$REFATTN_SST2`` unset, or the file is missing.
-    ValueError
-        A missing column, a row with the wrong number of fields, or a label
-        other than 0 or 1; the message names the file and the line.
+    A header naming a ``label`` column and a text column (:data:`TEXT_COLUMNS`),
+    in either order, then one row a line with labels 0 or 1 (LF or CRLF; a
+    byte-order mark and blank lines ignored). ``path=None`` is
+    :func:`find_sst2`'s folder. A file that does not read so is refused in one
+    line naming the file and the line.
     """
     folder = find_sst2(path)
     if folder is None:
@@ -270,28 +228,9 @@ class Vocabulary:
 
     @classmethod
     def build(cls, sentences, min_count=1, max_size=None, lower=False):
-        """Vocabulary of the tokens seen at least ``min_count`` times.
-
-        Tokens are ordered by count, most frequent first, ties broken by the
-        token's text, so the ids do not depend on the order of the sentences.
-
-        Parameters
-        ----------
-        sentences : sequence of str
-            Training sentences (build from the training split only, so that
-            dev tokens unseen in training map to ``<unk>`` as they should).
-        min_count : int
-            Keep tokens seen at least this often (>= 1).
-        max_size : int, optional
-            Keep at most this many ordinary tokens (the two reserved ids come
-            on top: ``len(vocab) <= max_size + 2``).
-        lower : bool
-            Lower-case before splitting (see :func:`tokenize`).
-
-        Returns
-        -------
-        Vocabulary
-        """
+        """Vocabulary of the tokens of ``sentences`` (the training split) seen at least ``min_count`` times,
+        at most ``max_size`` of them (the two reserved ids on top), most frequent first, ties by their
+        text (ids independent of the sentences' order); ``lower`` lower-cases first."""
         sentences = _sentence_list(sentences)
         if min_count is None:
             raise ValueError("min_count: expected an integer >= 1, got None")
@@ -316,26 +255,9 @@ class Vocabulary:
         return self.stoi.get(token, UNK_ID)
 
     def encode(self, sentences, max_len=None):
-        """Token ids of every sentence, padded and truncated to ``max_len``.
-
-        Row ``i`` holds the ids of the first ``min(len_i, max_len)`` tokens of
-        sentence ``i`` (truncation keeps the beginning), then :data:`PAD_ID`.
-        An empty sentence gives a row of padding and an all-False mask row:
-        an attention row with nothing to attend to, which callers must handle.
-
-        Parameters
-        ----------
-        sentences : sequence of str
-        max_len : int, optional
-            Columns of the output (>= 1); None: the longest sentence's length
-            (at least 1).
-
-        Returns
-        -------
-        ids : numpy.ndarray of int32, shape (n, max_len)
-        mask : numpy.ndarray of bool, shape (n, max_len)
-            True at real tokens, False at padding.
-        """
+        """``(ids (n, max_len) int32, mask (n, max_len) bool)``: each sentence's first ``max_len`` token ids
+        (default: the longest sentence's length), then :data:`PAD_ID`; ``mask`` is False at padding (an
+        empty sentence's row is all False: an attention row with nothing to attend to)."""
         sentences = _sentence_list(sentences)
         rows = [[self.id(t) for t in tokenize(s, self.lower)] for s in sentences]
         _int_or_none(max_len, "max_len", 1)
@@ -349,19 +271,8 @@ class Vocabulary:
         return ids, mask
 
     def decode(self, ids, mask=None):
-        """Sentences back from ids: the tokens at the unmasked positions, joined by spaces.
-
-        Parameters
-        ----------
-        ids : array_like of int, shape (n, L)
-        mask : array_like of bool, shape (n, L), optional
-            None: every position except :data:`PAD_ID` counts.
-
-        Returns
-        -------
-        list of str
-            Tokens not in the vocabulary come back as ``"<unk>"``.
-        """
+        """Sentences back from ``ids (n, L)``: the tokens where ``mask`` (default: not :data:`PAD_ID`) is
+        True, joined by spaces (``"<unk>"`` for tokens not in the vocabulary)."""
         ids = np.asarray(ids)
         if ids.dtype.kind not in "iu" or ids.ndim != 2:
             raise ValueError(f"ids: expected a 2-D integer array, got {ids.dtype} with shape {ids.shape}")
