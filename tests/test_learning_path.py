@@ -35,6 +35,8 @@ import pytest
 from refattn.exercises import EXERCISES, PARTS
 from refattn.exercises import format_list, list_exercises
 
+pytestmark = pytest.mark.slow
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 LABELS = {ex.number: ex for ex in EXERCISES}
 
