@@ -67,6 +67,7 @@ from pathlib import Path
 
 import cited  # docs/cited.py: names of modules whose optional library is missing, read from their source
 import teaching  # docs/teaching.py: the slide decks, the problem sets and their PDFs
+from refattn.exercises.pdf import find_chromium
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -395,11 +396,11 @@ def on_files(files, config):
     for p in [ROOT / "exercises" / "README.md", *_exercises()]:
         add(f"exercises/{p.name}", content=p.read_text(encoding="utf-8"))
 
-    chromium = teaching.find_chromium()  # before the notebooks run: a missing one that is required stops here
+    chromium = find_chromium()  # before the notebooks run: a missing one that is required stops here
     if chromium is None:
         why = "no Chromium executable (apt-get install chromium, or set REFATTN_CHROMIUM)"
         if teaching.required():
-            raise PluginError(f"REFATTN_BOOK_REQUIRED=1 but {why}: the problem sets and slides need it for "
+            raise PluginError(f"REFATTN_EXTRAS_REQUIRED=1 but {why}: the problem sets and slides need it for "
                               "their PDFs")
         _log().info("refattn book: %s; the problem-set and slide PDFs are skipped", why)
     _state["chromium"] = chromium

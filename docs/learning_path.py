@@ -9,7 +9,7 @@ computed here, from one table:
   live in ``refattn/exercises/graders.py`` (:data:`refattn.exercises.EXERCISES`);
 * a part's minutes are the sum of its steps; its title is
   :data:`refattn.exercises.PARTS`'s, the title the exercises' statements give;
-* the set-up time is :data:`SETUP`, measured (it says how).
+* the set-up and test times are measured by :func:`measure` into :data:`TIMES`.
 
 Those pages hold the generated text between the lines
 ``<!-- learning path: NAME -->`` and ``<!-- end of learning path: NAME -->``
@@ -27,9 +27,12 @@ and in the book alike.
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
 import sys
 import textwrap
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,14 +60,9 @@ class Step:
     exercises: tuple = ()
 
 
-#: The measured time of the README's second set-up line, ``python3 -m venv .venv &&
-#: .venv/bin/pip install ".[test]" && .venv/bin/python -m pytest``, run in a fresh copy of the
-#: repository (``git archive HEAD``) under bash's ``time``: ``install_s`` and ``tests_s`` of wall-clock
-#: time, ``cpu_s`` the user and system time of all its processes, on ``machine``, which other work
-#: shared (``load``, its load average then). Wall-clock time on a machine of its own is nearer the CPU
-#: time: the suite runs one test at a time.
-SETUP = {"install_s": 43, "tests_s": 1631, "cpu_s": 519, "load": 7,
-         "machine": "a 2-core virtual machine (Intel Xeon, 23 GiB)"}
+#: The measured times of the README's second set-up line and of the slow tier, written by
+#: ``python docs/learning_path.py --measure`` (:func:`measure`, which says how) with the command and machine.
+TIMES = ROOT / "docs" / "test-times.json"
 
 _D01 = "derivations/01-reweighted-softmax.md"
 _APPENDIX_A = _D01 + "#appendix-a-numerics-how-the-reference-evaluates-01r1-and-01r4-stably"
@@ -145,10 +143,63 @@ def part_minutes(part: int) -> int:
     return sum(minutes(s) for s in STEPS[part])
 
 
+def times() -> dict:
+    """The measured times (:data:`TIMES`)."""
+    return json.loads(TIMES.read_text(encoding="utf-8"))
+
+
 def setup_minutes() -> tuple[int, int, int, int]:
-    """The measured set-up time in whole minutes: (all of it, the install, the tests, CPU time)."""
-    install, tests = SETUP["install_s"], SETUP["tests_s"]
-    return round((install + tests) / 60), round(install / 60), round(tests / 60), round(SETUP["cpu_s"] / 60)
+    """The measured set-up time in whole minutes: (install and quick tier, the install, the quick tier,
+    the slow tier)."""
+    s = times()["seconds"]
+    return (round((s["install"] + s["quick"]) / 60), round(s["install"] / 60), round(s["quick"] / 60),
+            round(s["slow"] / 60))
+
+
+def _run_timed(command: str, cwd: Path, what: str) -> float:
+    """Run ``command`` in bash in ``cwd``, saying so first; its wall-clock seconds (it must succeed)."""
+    print(f"measure: {what} ...", flush=True)
+    t0 = time.perf_counter()
+    subprocess.run(["bash", "-c", command], cwd=cwd, check=True, stdout=subprocess.DEVNULL)
+    seconds = time.perf_counter() - t0
+    print(f"measure: {what}: {seconds / 60:.1f} minutes", flush=True)
+    return seconds
+
+
+def measure() -> dict:
+    """Time the README's second set-up line in a fresh copy of this commit (``git archive HEAD``): the install
+    (``python3 -m venv .venv && .venv/bin/pip install ".[test]"``) and the quick tier (``.venv/bin/python -m
+    pytest``); then, with every extra installed, the slow tier (``.venv/bin/python -m pytest -m slow``).
+    Wall-clock seconds, the CPU seconds of all their processes, the load average before and after, the
+    machine; written to :data:`TIMES`. Takes as long as it measures (half an hour on a 2-core machine)."""
+    import os  # noqa: PLC0415
+    import platform  # noqa: PLC0415
+    import resource  # noqa: PLC0415
+    import tempfile  # noqa: PLC0415
+
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                            check=True).stdout.strip()
+    load = [round(os.getloadavg()[0], 1)]
+    with tempfile.TemporaryDirectory(prefix="refattn-measure-") as tmp:
+        subprocess.run(f"git archive HEAD | tar -x -C {tmp}", shell=True, cwd=ROOT, check=True)
+        seconds = {"install": _run_timed('python3 -m venv .venv && .venv/bin/pip install ".[test]"', Path(tmp),
+                                         "the install"),
+                   "quick": _run_timed(".venv/bin/python -m pytest", Path(tmp), "the quick tier")}
+        _run_timed(f'.venv/bin/pip install ".[{EVERY_EXTRA}]"', Path(tmp), "every extra's install")
+        seconds["slow"] = _run_timed(".venv/bin/python -m pytest -m slow", Path(tmp), "the slow tier")
+    load.append(round(os.getloadavg()[0], 1))
+    cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
+    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                  if line.startswith("model name")), platform.processor())
+    result = {"command": "python docs/learning_path.py --measure", "commit": commit,
+              "seconds": {k: round(v) for k, v in seconds.items()}, "cpu_seconds": round(cpu.ru_utime + cpu.ru_stime),
+              "load_average": load, "machine": f"{os.cpu_count()} cores, {model}, Python {platform.python_version()}"}
+    TIMES.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    return result
+
+
+#: The extras the slow tier's measurement installs (CI's second step installs the same).
+EVERY_EXTRA = "test,docs,browser,cluster,torch,jax"
 
 
 def _and(items: list[str]) -> str:
@@ -193,11 +244,19 @@ def _title(part: int) -> str:
 # --------------------------------------------------------------------------
 
 def setup_sentence() -> str:
-    total, install, tests, cpu = setup_minutes()
-    return (f"Setting up with the test tools and running the tests took {total} minutes on {SETUP['machine']} "
-            f"shared with other work (load average about {SETUP['load']}): {install} to install, {tests} to run "
-            f"the tests. Its processes used {cpu} minutes of CPU time; on a 2-core machine of its own the "
-            f"line takes nearer that (measured as `docs/learning_path.py` says).")
+    """The two tiers of tests, how to run each, and how long each took."""
+    total, install, quick, slow = setup_minutes()
+    m = times()
+    return (f"`.venv/bin/python -m pytest` runs the quick tier: every mathematical test of `core/`, `theory/`, "
+            f"`fast/` and `training/`, every derivation's step blocks, and one test of each slower family (a "
+            f"study end to end, a grader run, an export). `.venv/bin/python -m pytest -m slow` runs the slow tier: "
+            f"the studies end to end, the cluster, the book in Chromium, the graders under attack, the "
+            f"command-line fuzzers and the checks of the documentation; a test that needs an extra skips, "
+            f"saying which, unless it is installed (`.venv/bin/pip install \".[{EVERY_EXTRA}]\"`, and Debian's "
+            f"`chromium` for the book). `-m \"\"` runs both tiers, as CI does. On {m['machine']} (load "
+            f"average {m['load_average'][0]} to {m['load_average'][1]}) the set-up line took {total} minutes: "
+            f"{install} to install, {quick} for the quick tier; the slow tier took {slow} more, with every "
+            f"extra installed (measured by `python docs/learning_path.py --measure`).")
 
 
 def landing_start() -> str:
@@ -275,7 +334,10 @@ def synced(page: str, text: str) -> str:
 
 
 def main(argv=None) -> int:
-    check = "--check" in (argv if argv is not None else sys.argv[1:])
+    argv = sys.argv[1:] if argv is None else argv
+    if "--measure" in argv:
+        measure()
+    check = "--check" in argv
     stale = []
     for page in BLOCKS:
         path = ROOT / page

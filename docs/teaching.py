@@ -52,7 +52,7 @@ the book).
 set and each deck with headless Chromium (``--print-to-pdf``) next to its
 page. Without a Chromium executable (``REFATTN_CHROMIUM`` or ``chromium`` on
 ``PATH``) the build skips the PDFs and says so, unless
-``REFATTN_BOOK_REQUIRED=1``, where that is an error.
+``REFATTN_EXTRAS_REQUIRED=1``, where that is an error.
 """
 
 from __future__ import annotations
@@ -64,7 +64,6 @@ import io
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -85,18 +84,9 @@ def _error(message: str) -> Exception:
     return PluginError(message)
 
 
-def find_chromium() -> str | None:
-    """The Chromium executable: ``REFATTN_CHROMIUM`` if set (and executable), else the first of
-    ``chromium``, ``chromium-browser``, ``google-chrome`` on ``PATH``; ``None`` if there is none."""
-    named = os.environ.get("REFATTN_CHROMIUM")
-    if named:
-        return named if os.access(named, os.X_OK) else None
-    return next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
-
-
 def required() -> bool:
-    """``REFATTN_BOOK_REQUIRED=1``: a missing PDF is an error, not a skip."""
-    return os.environ.get("REFATTN_BOOK_REQUIRED") == "1"
+    """``REFATTN_EXTRAS_REQUIRED=1`` (CI): a missing PDF is an error, not a skip."""
+    return os.environ.get("REFATTN_EXTRAS_REQUIRED") == "1"
 
 
 # --------------------------------------------------------------------------
@@ -444,7 +434,7 @@ def problem_set(part: int, pdf: bool) -> str:
         text = (ROOT / ex.statement).read_text(encoding="utf-8")
         body = text.split("\n", 1)[1] if text.startswith("# ") else text
         body = body.replace(ex.label_line, "", 1).strip()
-        out += ["", f'<section class="problem" markdown>\n',
+        out += ["", '<section class="problem" markdown>\n',
                 f"## Exercise {ex.number}: {_escape(ex.title)} {{ #exercise-{ex.number} }}\n",
                 f'<p class="problem-labels">Difficulty {ex.difficulty} of 3 · about {ex.minutes} minutes · '
                 f"<code>{html.escape(ex.name)}</code></p>\n", body, "\n</section>"]

@@ -1,6 +1,10 @@
 """Shared fixtures and helpers for the refattn tests."""
 
 import os
+import pathlib
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -17,18 +21,17 @@ settings.register_profile("ci", derandomize=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
 
-from refattn import activation  # noqa: E402
-from refattn.check import away_from_singular  # noqa: E402
-
-#: Tolerances used throughout (stated once, used everywhere):
-#: analytic vs autograd agree to rounding; analytic vs central differences
-#: (eps = 1e-6) to truncation + rounding error, ~1e-9 in practice.
-RTOL_AUTOGRAD = 1e-10
-RTOL_CENTRAL = 1e-6
+import support  # noqa: E402
+from support import RTOL_AUTOGRAD, RTOL_CENTRAL, default_sigint, random_scores  # noqa: E402,F401
 
 
-def random_scores(name, shape, rng, scale=2.0):
-    return away_from_singular(activation(name), scale * rng.standard_normal(shape))
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` selects: ``-m extra`` must see these marks
+def pytest_collection_modifyitems(items):
+    """Mark ``extra`` every test of a module that :func:`support.needs` let run."""
+    for item in items:
+        module = getattr(item, "module", None)
+        if module is not None and module.__name__ in support.NEEDING:
+            item.add_marker(pytest.mark.extra)
 
 
 @pytest.fixture
@@ -70,10 +73,19 @@ def xp(request, monkeypatch):
     return cupy
 
 
-def default_sigint():
-    """``preexec_fn`` for a child that a test interrupts with SIGINT: a shell that starts a job in the
-    background (``cmd &``) makes it ignore SIGINT, the child inherits that, and Python then never
-    raises KeyboardInterrupt; restore the default so that the test sees what a user's Ctrl-C does."""
-    import signal  # noqa: PLC0415
-
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+@pytest.fixture(scope="session")
+def site(tmp_path_factory):
+    """The book, built once per test run with ``mkdocs build --strict`` (or the site in
+    ``REFATTN_BOOK_SITE``); skipped, saying why, without the docs and browser extras and Chromium."""
+    support.skip_unless("docs", "browser", chromium=True)
+    given = os.environ.get("REFATTN_BOOK_SITE")
+    if given:
+        return pathlib.Path(given).resolve()
+    out = tmp_path_factory.mktemp("book") / "site"
+    t0 = time.perf_counter()
+    r = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(out)],
+                       cwd=pathlib.Path(__file__).resolve().parents[1], capture_output=True, text=True,
+                       env={**os.environ, "NO_MKDOCS_2_WARNING": "1"}, check=False)
+    assert r.returncode == 0, "mkdocs build --strict failed:\n" + r.stderr[-6000:]
+    print(f"\nbook: mkdocs build --strict took {time.perf_counter() - t0:.1f} s, site in {out}")
+    return out

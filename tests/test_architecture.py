@@ -17,7 +17,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "refattn"

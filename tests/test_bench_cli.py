@@ -14,6 +14,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
 MISSING = "/nonexistent-folder-for-refattn-tests/x.json"

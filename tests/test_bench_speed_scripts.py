@@ -16,6 +16,8 @@ import pytest
 
 from refattn import ACTIVATIONS
 
+pytestmark = pytest.mark.slow
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 

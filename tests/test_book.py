@@ -27,8 +27,8 @@ typeset math, and no line of any model solution
 
 It skips, saying why, when mkdocs (``pip install ".[docs]"``), Playwright or
 pypdf (``".[browser]"``) or a Chromium executable is missing, unless
-``REFATTN_BOOK_REQUIRED=1`` (set by ``.ci/run``), where a missing piece is a
-failure. ``REFATTN_BOOK_SITE=DIR`` checks a site already built there instead
+``REFATTN_EXTRAS_REQUIRED=1`` (set by ``.ci/run``), where a missing piece is a
+failure (the ``site`` fixture, ``tests/conftest.py``). ``REFATTN_BOOK_SITE=DIR`` checks a site already built there instead
 of building one; ``REFATTN_BOOK_SHOTS=DIR`` says where the screenshots go
 (default: a temporary folder); ``REFATTN_CHROMIUM`` names the browser.
 """
@@ -36,58 +36,22 @@ of building one; ``REFATTN_BOOK_SHOTS=DIR`` says where the screenshots go
 from __future__ import annotations
 
 import html
-import importlib.util
 import os
 import pathlib
 import re
-import subprocess
-import sys
 import time
 from urllib.parse import unquote, urlsplit
 
 import pytest
 
-from teaching_checks import leaked, teaching
+from teaching_checks import leaked
 
 from refattn.exercises import EXERCISES, PARTS
+from refattn.exercises.pdf import find_chromium
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-REQUIRED = os.environ.get("REFATTN_BOOK_REQUIRED") == "1"
 DECKS = sorted((ROOT / "docs" / "slides").glob("*.md"))
-
-
-def _chromium():
-    return teaching.find_chromium()  # REFATTN_CHROMIUM, or chromium on PATH: the one the build prints with
-
-
-def _missing():
-    if importlib.util.find_spec("mkdocs") is None or importlib.util.find_spec("material") is None:
-        return 'mkdocs is not installed (pip install ".[docs]")'
-    if importlib.util.find_spec("playwright") is None or importlib.util.find_spec("pypdf") is None:
-        return 'playwright or pypdf is not installed (pip install ".[browser]")'
-    if _chromium() is None:
-        return "no chromium executable (apt-get install chromium, or set REFATTN_CHROMIUM)"
-    return None
-
-
-@pytest.fixture(scope="module")
-def site(tmp_path_factory):
-    why = _missing()
-    if why:
-        if REQUIRED:
-            pytest.fail(f"REFATTN_BOOK_REQUIRED=1 but {why}")
-        pytest.skip(why)
-    given = os.environ.get("REFATTN_BOOK_SITE")
-    if given:
-        return pathlib.Path(given).resolve()
-    out = tmp_path_factory.mktemp("book") / "site"
-    t0 = time.perf_counter()
-    r = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(out)], cwd=ROOT,
-                       capture_output=True, text=True, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
-                       check=False)
-    assert r.returncode == 0, "mkdocs build --strict failed:\n" + r.stderr[-6000:]
-    print(f"\nbook: mkdocs build --strict took {time.perf_counter() - t0:.1f} s, site in {out}")
-    return out
+pytestmark = [pytest.mark.slow, pytest.mark.extra]
 
 
 _IDS = re.compile(r"""\bid=["']([^"']+)["']""")
@@ -154,7 +118,7 @@ def test_book_pages_in_chromium(site, tmp_path_factory):
     problems, figures, steps, ids_cache = [], {}, {}, {}
     t0 = time.perf_counter()
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=_chromium(), args=["--no-sandbox"])
+        browser = pw.chromium.launch(executable_path=find_chromium(), args=["--no-sandbox"])
         context = browser.new_context(viewport={"width": 1280, "height": 1000}, offline=True)
         network = []
 
@@ -290,7 +254,7 @@ def test_slide_decks_fit_page_and_print(site):
 
     problems, counts = [], {}
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=_chromium(), args=["--no-sandbox"])
+        browser = pw.chromium.launch(executable_path=find_chromium(), args=["--no-sandbox"])
         page = browser.new_page(viewport={"width": 1280, "height": 720})
         errors = []
         page.on("pageerror", lambda e: errors.append(f"JavaScript error: {e}"))
@@ -390,7 +354,7 @@ def test_the_landing_pages_first_screen_shows_where_to_start(site, tmp_path_fact
     shots = pathlib.Path(os.environ.get("REFATTN_BOOK_SHOTS") or tmp_path_factory.mktemp("book-shots"))
     shots.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=_chromium(), args=["--no-sandbox"])
+        browser = pw.chromium.launch(executable_path=find_chromium(), args=["--no-sandbox"])
         page = browser.new_page(viewport={"width": 1280, "height": 800})
         page.goto((site / "index.html").as_uri(), wait_until="load")
         page.evaluate("() => MathJax.startup.promise")

@@ -46,6 +46,8 @@ import refattn
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "docs"))
 import cited as from_source  # noqa: E402  (docs/cited.py: names of a module whose optional library is missing)
 
+pytestmark = pytest.mark.slow
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PAGES = sorted([*(ROOT / "derivations").glob("*.md"), *(ROOT / "exercises").glob("*.md"),
                 *(ROOT / "notebooks").glob("[0-9]*.py"), ROOT / "README.md", *(ROOT / "docs").glob("*.md")])

@@ -21,6 +21,8 @@ from refattn.studies import STUDIES, command_fields, option_name, study
 
 from test_study_commands import TINY
 
+pytestmark = pytest.mark.slow
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SOLUTION = ROOT / "instructor" / "solutions" / "01-softmax-vjp.py"
 

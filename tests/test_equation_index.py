@@ -26,6 +26,8 @@ import pytest
 
 import refattn
 
+pytestmark = pytest.mark.slow
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DERIVATIONS = ROOT / "derivations"
 INDEX = DERIVATIONS / "index.md"

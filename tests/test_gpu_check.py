@@ -15,13 +15,15 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from support import wait_for
 
 import fake_device
 from refattn.core.backend import cupy_available
+
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "gpu_check.sh"
@@ -116,10 +118,7 @@ def test_a_signal_stops_the_step_and_the_report_is_still_written(tmp_path):
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
                             start_new_session=True)
     log = tmp_path / "gpu_check.log"
-    deadline = time.monotonic() + 120
-    while "== parity" not in (log.read_text() if log.exists() else ""):  # wait until the parity step runs
-        assert time.monotonic() < deadline and proc.poll() is None, "the parity step never started"
-        time.sleep(0.1)
+    wait_for(lambda: log.exists() and "== parity" in log.read_text(), "the parity step to start", proc=proc)
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 128 + signal.SIGTERM, out

@@ -24,6 +24,8 @@ import pytest
 
 from teaching_checks import teaching
 
+pytestmark = pytest.mark.slow
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 #: What the book's build makes and the repository does not hold: the problem sets, and the PDFs

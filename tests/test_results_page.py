@@ -21,6 +21,8 @@ from refattn.cli import build_parser, settings_from_args
 from refattn.studies import study
 from refattn.studies.nt_sensitivity import compare_results, summarise
 
+pytestmark = pytest.mark.slow
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DATA = ROOT / "derivations" / "data"
 RESULTS = ROOT / "docs" / "results.md"

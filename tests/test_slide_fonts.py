@@ -9,10 +9,10 @@ reads the computed font size of every visible text: each text node with a box on
 least ``SMALLEST_PX``, the size below which text is not read from the back of a lecture hall
 (``docs/assets/slides.css``, ``--smallest``). The test prints the smallest size of each deck.
 
-It builds the book as ``tests/test_book.py`` does (its ``site`` fixture: ``mkdocs build
---strict``, or the site in ``REFATTN_BOOK_SITE``), and skips, saying why, where mkdocs,
-Playwright or a Chromium executable is missing, unless ``REFATTN_BOOK_REQUIRED=1`` (set by
-``.ci/run``), where that is a failure. Figures are pictures: the size of their labels is the
+It reads the book that ``tests/test_book.py`` reads (the ``site`` fixture of ``tests/conftest.py``:
+``mkdocs build --strict`` once per test run), and skips, saying why, where mkdocs, Playwright or a
+Chromium executable is missing, unless ``REFATTN_EXTRAS_REQUIRED=1`` (set by ``.ci/run``), where that
+is a failure. Figures are pictures: the size of their labels is the
 notebooks' to set, not measured here.
 """
 
@@ -20,10 +20,13 @@ from __future__ import annotations
 
 import pathlib
 
-from test_book import _chromium, site  # noqa: F401  (site: the built book, a fixture)
+import pytest
+
+from refattn.exercises.pdf import find_chromium
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DECKS = sorted((ROOT / "docs" / "slides").glob("*.md"))
+pytestmark = [pytest.mark.slow, pytest.mark.extra]
 #: The smallest font size, in CSS pixels on a 1280 x 720 slide, that any text may have.
 SMALLEST_PX = 20
 
@@ -65,7 +68,7 @@ def test_no_text_on_any_slide_is_smaller_than_20_px(site):  # noqa: F811
 
     small, smallest = [], {}
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=_chromium(), args=["--no-sandbox"])
+        browser = pw.chromium.launch(executable_path=find_chromium(), args=["--no-sandbox"])
         page = browser.new_page(viewport={"width": 1280, "height": 720})
         for deck in DECKS:
             page.goto((site / "slides" / f"{deck.stem}.html").as_uri(), wait_until="load")

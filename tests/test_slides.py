@@ -28,6 +28,8 @@ from teaching_checks import leaked, teaching
 
 from refattn.exercises import EXERCISES, PARTS
 
+pytestmark = pytest.mark.slow
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DECKS = sorted((ROOT / "docs" / "slides").glob("*.md"))
 

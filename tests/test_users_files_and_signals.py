@@ -15,6 +15,7 @@ import time
 
 import numpy as np
 import pytest
+from support import wait_for
 
 from refattn import cli
 from refattn.studies import study
@@ -23,6 +24,8 @@ from refattn.training.train import load_checkpoint
 
 from conftest import default_sigint
 from test_study_commands import TINY, sst2_folder  # noqa: F401  (the tiny SST-2 folder, a fixture)
+
+pytestmark = pytest.mark.slow
 
 PY = sys.executable
 NT = ["nt", "--task", "N2T1", "--context", "4", "--seeds", "1", "--eval-every", "2", "--n-test", "2"]
@@ -333,9 +336,7 @@ def _start_long_nt(tmp_path, **popen):
     argv = NT + ["--epochs", "1000000", "--eval-every", "500000", "--checkpoint", "ck.npz", "--out", "out"]
     child = subprocess.Popen([PY, "-m", "refattn", *argv], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True, **popen)
-    deadline = time.time() + 120
-    while not (tmp_path / "ck.npz").exists() and time.time() < deadline:  # the first save is done
-        time.sleep(0.05)
+    wait_for((tmp_path / "ck.npz").exists, "the run's first checkpoint", proc=child)
     return child, argv
 
 

@@ -62,16 +62,18 @@ def find_chromium():
 
 
 def check_tools(option):
-    """Raise ``ValueError`` (one line naming ``option``) unless every tool a PDF needs is here."""
+    """Raise ``ValueError`` (one line naming ``option`` and everything missing) unless every tool a PDF
+    needs is here."""
     missing = [name for name, module in (("Python-Markdown", "markdown"), ("pymdown-extensions", "pymdownx"),
                                          ("MathJax (django-static-mathjax)", "mathjax"))
                if importlib.util.find_spec(module) is None]
-    if missing:
-        raise ValueError(f"{option}: the PDF needs {', '.join(missing)}: pip install 'refattn[docs]' (or "
-                         f"'.[docs]' in a clone), then run the command again")
+    fixes = ["pip install 'refattn[docs]' (or '.[docs]' in a clone)"] if missing else []
     if find_chromium() is None:
-        raise ValueError(f"{option}: the PDF is printed by Chromium, which is not here: apt-get install chromium, "
-                         f"or name a Chromium or Chrome with REFATTN_CHROMIUM")
+        missing.append("Chromium, which prints it")
+        fixes.append("apt-get install chromium (or name a Chromium or Chrome with REFATTN_CHROMIUM)")
+    if missing:
+        raise ValueError(f"{option}: the PDF needs {', '.join(missing)}: {', then '.join(fixes)}, and run the "
+                         f"command again")
 
 
 def _html(markdown_text, title):

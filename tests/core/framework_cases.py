@@ -15,18 +15,14 @@ compares norm-wise, ``max |framework - numpy| <= tol * max |numpy| + extra``
   ``extra = 4 max |numpy32 - numpy64|``: two correct float32 computations each
   carry their own rounding error.
 
-The libraries are optional (the ``torch`` and ``jax`` extras): without them
-the tests skip with the reason, and with ``REFATTN_FRAMEWORKS_REQUIRED=1`` a
-missing library fails instead (for a CI run that installs the extras).
+The libraries are optional (the ``torch`` and ``jax`` extras): the test files
+call ``support.needs``, so that without them they skip with the reason, and
+under ``REFATTN_EXTRAS_REQUIRED=1`` (CI) a missing library fails instead.
 """
 
 from __future__ import annotations
 
-import importlib
-import os
-
 import numpy as np
-import pytest
 
 from refattn import ACTIVATIONS, SCORES, activation, score
 from refattn.check import away_from_singular
@@ -38,24 +34,8 @@ ROUNDING_FACTOR = 4.0
 #: the scores near +-1000 that every activation must keep finite (the papers' sinh/cosh overflow at 710)
 EXTREME = (1000.0, -1000.0, 999.5, -999.25)
 
-__all__ = ["ACTIVATIONS", "SCORES", "TOL", "EXTREME", "require", "scores", "mask_with_empty_row",
+__all__ = ["ACTIVATIONS", "SCORES", "TOL", "EXTREME", "scores", "mask_with_empty_row",
            "reference_activation", "reference_attention", "attention_inputs", "assert_close"]
-
-
-def require(*modules):
-    """Import ``modules`` (the last one returned), or skip this test file saying which extra installs them;
-    under ``REFATTN_FRAMEWORKS_REQUIRED=1``, a missing one is an error."""
-    got = None
-    for name in modules:
-        try:
-            got = importlib.import_module(name)
-        except ImportError as exc:
-            if os.environ.get("REFATTN_FRAMEWORKS_REQUIRED") == "1":
-                raise
-            extra = "torch" if name == "torch" else "jax" if name.startswith("jax") else "torch] or [jax"
-            pytest.skip(f"{name} is not installed ({exc}); pip install -e '.[test,{extra}]' runs these tests",
-                        allow_module_level=True)
-    return got
 
 
 def scores(name, shape, rng, extreme=True, scale=2.0):

@@ -9,15 +9,19 @@ VJP; an activation from ``define_activation`` runs through host callbacks.
 Tolerances: ``framework_cases``.
 """
 
+import importlib
+
 import numpy as np
 import pytest
 
 from framework_cases import (ACTIVATIONS, EXTREME, SCORES, assert_close, attention_inputs, mask_with_empty_row,
-                             masked_score_case, reference_activation, reference_attention, require, scores)
+                             masked_score_case, reference_activation, reference_attention, scores)
+from support import needs
 
-jax = require("array_api_compat", "jax")
+needs("jax")
+import jax  # noqa: E402
 jax.config.update("jax_enable_x64", True)  # float64, for this process (the other tests do not use JAX)
-rj = require("refattn.jax")
+rj = importlib.import_module("refattn.jax")
 
 import jax.numpy as jnp  # noqa: E402
 from jax.test_util import check_grads  # noqa: E402

@@ -10,14 +10,18 @@ third, independent check of the hand-derived VJP. CUDA where a GPU is
 present. Tolerances: ``framework_cases``.
 """
 
+import importlib
+
 import numpy as np
 import pytest
 
 from framework_cases import (ACTIVATIONS, EXTREME, SCORES, assert_close, attention_inputs, mask_with_empty_row,
-                             masked_score_case, reference_activation, reference_attention, require, scores)
+                             masked_score_case, reference_activation, reference_attention, scores)
+from support import needs
 
-torch = require("array_api_compat", "torch")
-rt = require("refattn.torch")
+needs("torch")
+import torch  # noqa: E402
+rt = importlib.import_module("refattn.torch")
 
 from refattn import activation, define_activation  # noqa: E402
 from refattn.core.activations import Activation  # noqa: E402
@@ -267,6 +271,7 @@ def test_the_frameworks_page_runs_as_written():
         exec(compile(block, f"docs/frameworks.md[block {i}]", "exec"), {"__name__": "__main__"})  # noqa: S102
 
 
+@pytest.mark.slow
 def test_notebook_15_sets_the_papers_code_beside_refattn_in_every_framework(tmp_path):
     import subprocess  # noqa: PLC0415
     import sys  # noqa: PLC0415

@@ -28,6 +28,8 @@ import pytest
 from refattn.exercises import EXERCISES, grade_many
 from refattn.exercises.export import export_student
 
+pytestmark = pytest.mark.slow
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 KEY = ROOT / "instructor" / "answer-key"
 SOLUTIONS = ROOT / "instructor" / "solutions"

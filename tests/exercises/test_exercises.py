@@ -190,12 +190,19 @@ def write(tmp_path, text, name="answer.py"):
     return str(path)
 
 
+class _Solved(dict):
+    """Every model solution graded, public and hidden cases, once per hidden seed asked for."""
+
+    def __missing__(self, seed):
+        items = [(ex, solution(ex)) for ex in EXERCISES]
+        self[seed] = dict(zip((ex.name for ex in EXERCISES), grade_many(items, hidden=True, hidden_seed=seed)))
+        return self[seed]
+
+
 @pytest.fixture(scope="module")
 def solved():
-    """Every model solution, public and hidden cases, at the default hidden seed and one other."""
-    items = [(ex, solution(ex)) for ex in EXERCISES]
-    return {seed: dict(zip((ex.name for ex in EXERCISES), grade_many(items, hidden=True, hidden_seed=seed)))
-            for seed in (None, 7)}
+    """The model solutions' verdicts by hidden seed: the default seed in the quick tier, another in the slow."""
+    return _Solved()
 
 
 @pytest.fixture(scope="module")
@@ -234,7 +241,7 @@ def test_registry_statements_labels_and_solutions():
     assert not list((ROOT / "exercises").rglob("*.py"))
 
 
-@pytest.mark.parametrize("seed", [None, 7], ids=["default-seed", "seed-7"])
+@pytest.mark.parametrize("seed", [None, pytest.param(7, marks=pytest.mark.slow)], ids=["default-seed", "seed-7"])
 @pytest.mark.parametrize("ex", EXERCISES, ids=lambda ex: ex.name)
 def test_model_solution_passes_public_and_hidden(ex, seed, solved):
     verdict = solved[seed][ex.name]
@@ -266,6 +273,7 @@ def test_a_right_answers_text_verdict_shows_its_evidence(ex, solved):
                                       "hidden_run", "grader_error"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ex", EXERCISES, ids=lambda ex: ex.name)
 def test_plausible_wrong_answer_fails(ex, wrong):
     why = WRONG[ex.name][0]
@@ -276,6 +284,7 @@ def test_plausible_wrong_answer_fails(ex, wrong):
     assert all(len(c.message) <= MAX_LINE for c in verdict.checks)
 
 
+@pytest.mark.slow
 def test_failure_says_where_and_expected_against_got(wrong):
     msg = next(c.message for c in wrong["softmax-vjp"].checks if not c.ok)
     assert "at index" in msg and "expected" in msg and "got" in msg and "s[" in msg and "u[" in msg
@@ -285,6 +294,7 @@ def test_failure_says_where_and_expected_against_got(wrong):
                for c in wrong["no-normaliser"].checks if not c.ok), str(wrong["no-normaliser"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", list(HINTED))
 def test_common_mistakes_get_a_hint(key, wrong):
     verdict = wrong[f"hint-{key}"]
@@ -292,6 +302,7 @@ def test_common_mistakes_get_a_hint(key, wrong):
     assert any(HINTED[key][2] in h for h in verdict.hints), str(verdict)
 
 
+@pytest.mark.slow
 def test_hidden_failures_name_the_kind_not_the_input(wrong):
     """A failing hidden case says what kind of case failed, never an input, an index or a value."""
     verdict = wrong["exact-zero"]
@@ -305,6 +316,7 @@ def test_hidden_failures_name_the_kind_not_the_input(wrong):
         assert not re.search(r"expected|got|index|\bs\[|\[[-0-9.e, ]+\]", c.message), c.message
 
 
+@pytest.mark.slow
 def test_autograd_feedback_names_the_gradient_and_stays_short(wrong):
     verdict = wrong["neural-score-vjp"]
     lines = [c.message for c in verdict.checks if not c.ok and "against autograd" in c.message and not c.hidden]
@@ -337,6 +349,7 @@ def test_list_is_strict_json_with_labels(capsys):
         assert re.search(rf"\b{ex.number}\s+{re.escape(ex.name)}\s+{ex.difficulty}/3\s+{ex.minutes}\b", out), ex.name
 
 
+@pytest.mark.slow
 def test_check_exit_codes(tmp_path, capsys):
     ex = EXERCISES[0]
     assert cli_main(["exercises", "check", ex.name, str(solution(ex))]) == 0
@@ -363,6 +376,7 @@ def test_check_exit_codes(tmp_path, capsys):
     capsys.readouterr()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("text, expect", [
     ("def softmax_vjp(s, u):\n    return 1 / 0\n", "raised ZeroDivisionError"),
     ("import numpy as np\n", "defines no function softmax_vjp(s, u)"),
@@ -381,6 +395,7 @@ def test_broken_answers_are_wrong_not_bad_input(tmp_path, capsys, text, expect):
     assert expect in out and "grader error" not in out
 
 
+@pytest.mark.slow
 def test_number_answer_must_be_a_number(tmp_path):
     verdict = grade("closure-witness", write(tmp_path, "ANSWER = 'six'\n"))
     assert not verdict.ok and "finite real number" in str(verdict)
@@ -388,6 +403,7 @@ def test_number_answer_must_be_a_number(tmp_path):
     assert not verdict.ok and "is not the smallest shift" in str(verdict) and "too small" not in str(verdict)
 
 
+@pytest.mark.slow
 def test_graders_do_not_need_the_answer_inside_the_package(tmp_path):
     """A copy of a model solution in an unrelated folder, with an unusual file name, grades
     the same: the grader reads the file from its path, not from the package."""
@@ -403,6 +419,7 @@ def test_graders_do_not_need_the_answer_inside_the_package(tmp_path):
         os.chdir(cwd)
 
 
+@pytest.mark.slow
 def test_tanhmax_ell_accurate_near_zero_is_right(tmp_path):
     """An ell more accurate than the library's near 0 (log1p(2 sinh^2(s/2)): no cancellation)
     passes: the tolerance allows the reference's own rounding, absolute 1e-15."""
@@ -451,6 +468,7 @@ NAIVE = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", list(NAIVE))
 def test_a_naive_answer_fails_the_overflow_cases(key, tmp_path):
     """Exercises 07 and 09 promise accuracy where the textbook formula overflows: a naive answer,

@@ -27,12 +27,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support import wait_for
 
 import refattn
 from refattn.cli import main as cli_main
-from refattn.exercises import EXERCISES, exercise, grade, grade_many, isolation
+from refattn.exercises import exercise, grade, grade_many, isolation
 from refattn.exercises.export import solution_path, solution_source
 from refattn.exercises.gradescope import submission_seed
+
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 PKG = os.path.dirname(refattn.__file__)
@@ -521,9 +524,7 @@ def test_the_handout_checker_answers_a_signal_and_leaves_nothing(tmp_path, capsy
     proc = subprocess.Popen([sys.executable, "check.py", "softmax-vjp", loop, "--timeout", "60"], cwd=out,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "TMPDIR": str(private)})
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not list(private.glob("refattn-grade-*")):
-        time.sleep(0.05)
+    wait_for(lambda: list(private.glob("refattn-grade-*")), "the checker's grading folder", proc=proc)
     time.sleep(1.0)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)

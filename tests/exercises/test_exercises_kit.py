@@ -108,6 +108,7 @@ def write(tmp_path, text, name="answer.py"):
     return str(path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(CHEATS))
 def test_cheating_answer_is_wrong_with_one_line(name, tmp_path):
     """The Python guard's refusals, as a student meets them on their own machine (the grader not
@@ -123,6 +124,7 @@ def test_cheating_answer_is_wrong_with_one_line(name, tmp_path):
     assert verdict["grader_error"] is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["import refattn", "an infinite loop"])
 def test_cheating_answer_through_the_command_line(name, tmp_path, capsys):
     text, _ = CHEATS[name]
@@ -133,6 +135,7 @@ def test_cheating_answer_through_the_command_line(name, tmp_path, capsys):
     assert "grader error" not in captured.err
 
 
+@pytest.mark.slow
 def test_print_at_import_is_graded_on_its_merits(tmp_path, capsys):
     text = solution_source(exercise("softmax-vjp")).replace("import numpy as np\n",
                                                             "import numpy as np\nprint('hello from import')\n", 1)
@@ -145,6 +148,7 @@ def test_print_at_import_is_graded_on_its_merits(tmp_path, capsys):
     assert out.startswith("01-softmax-vjp: CORRECT") and "| hello from import" in out
 
 
+@pytest.mark.slow
 def test_monkeypatching_in_the_answer_cannot_fake_a_pass(tmp_path):
     """An all-zero answer that first rebinds NumPy's comparison helpers (as a patch of the
     grader would): the checking happens in another process, so it is still wrong."""
@@ -159,6 +163,7 @@ def test_monkeypatching_in_the_answer_cannot_fake_a_pass(tmp_path):
     assert not verdict.ok and verdict.group(False)[0] == 0
 
 
+@pytest.mark.slow
 def test_answers_after_a_hang_or_an_exit_still_run(tmp_path):
     """One child runs many answers; after one that hangs or exits, a new child runs the rest."""
     loop = write(tmp_path, CHEATS["an infinite loop"][0], "loop.py")
@@ -170,6 +175,7 @@ def test_answers_after_a_hang_or_an_exit_still_run(tmp_path):
     assert "timed out" in verdicts[0].checks[0].message and "exit status 0" in verdicts[2].checks[0].message
 
 
+@pytest.mark.slow
 def test_a_library_error_is_a_grader_error_not_the_answers(tmp_path, capsys, monkeypatch):
     from refattn.exercises import graders
 
@@ -188,6 +194,7 @@ def test_a_library_error_is_a_grader_error_not_the_answers(tmp_path, capsys, mon
     assert captured.out == "" and "grader error" in captured.err and len(captured.err.splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_a_hidden_grader_error_leaves_the_public_result_alone(tmp_path, monkeypatch):
     """A failure of the grader in a hidden case is reported in the hidden group only (and to the
     instructor): it never changes the public test, which a student sees."""
@@ -207,6 +214,7 @@ def test_a_hidden_grader_error_leaves_the_public_result_alone(tmp_path, monkeypa
     assert all(c.ok for c in verdict.checks if not c.hidden)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="finds the child through /proc")
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
 def test_a_signal_is_one_line_and_leaves_nothing_behind(sig, tmp_path):
@@ -267,6 +275,7 @@ def _solution_lines():
     return lines
 
 
+@pytest.mark.slow
 def test_starter_keeps_signatures_and_drops_solutions():
     for ex in EXERCISES:
         source = solution_source(ex)
@@ -322,6 +331,7 @@ def test_student_export_has_statements_starters_and_no_solution(tmp_path, capsys
         assert "NotImplementedError" in r.stdout or ex.kind == "number", r.stdout
 
 
+@pytest.mark.slow
 def test_the_handout_checker_passes_the_model_solutions_and_agrees_with_the_grader(tmp_path, capsys):
     """The public cases shipped as data give the same verdicts as the library's grader: every model
     solution right (exercise 14: its form only), every plausible wrong answer wrong."""
@@ -390,6 +400,7 @@ def _valid(results):
     assert sum(t["max_score"] for t in results["tests"]) == sum(ex.points for ex in EXERCISES)
 
 
+@pytest.mark.slow
 def test_the_zip_carries_what_it_needs(autograder):
     _, names, modes = autograder
     assert {"setup.sh", "run_autograder", "requirements.txt", CONFIG_NAME, "refattn/__init__.py",
@@ -399,6 +410,7 @@ def test_the_zip_carries_what_it_needs(autograder):
     assert not any("__pycache__" in n for n in names)
 
 
+@pytest.mark.slow
 def test_gradescope_full_marks_for_the_solutions(autograder):
     base, _, _ = autograder
     config = json.loads((base / "template" / "source" / CONFIG_NAME).read_text())
@@ -410,6 +422,7 @@ def test_gradescope_full_marks_for_the_solutions(autograder):
     assert all(t["score"] == t["max_score"] for t in results["tests"]), results
 
 
+@pytest.mark.slow
 def test_gradescope_partial_marks_for_wrong_answers(autograder, tmp_path):
     base, _, _ = autograder
     answers = {f"{ex.stem}.py": solution_source(ex) for ex in EXERCISES}
@@ -437,6 +450,7 @@ def test_gradescope_partial_marks_for_wrong_answers(autograder, tmp_path):
     assert by_name["12 no-normaliser: hidden cases"]["visibility"] == "after_published"
 
 
+@pytest.mark.slow
 def test_export_refuses_bad_input(tmp_path, capsys):
     assert cli_main(["exercises", "export"]) == 2
     assert cli_main(["exercises", "export", "--gradescope", str(tmp_path / "x.tar")]) == 2
@@ -450,6 +464,7 @@ def test_export_refuses_bad_input(tmp_path, capsys):
         assert json.loads(z.read(CONFIG_NAME))["hidden_seed"] == 5
 
 
+@pytest.mark.slow
 def test_the_hint_names_u_dot_p_in_place_of_u_dot_phi(tmp_path):
     """Exercise 3's common mistake (the one its statement warns about) is named by the grader."""
     text = """
@@ -463,6 +478,7 @@ def test_the_hint_names_u_dot_p_in_place_of_u_dot_phi(tmp_path):
     assert any("<u, p> in place of <u, phi>" in h for h in verdict.hints), verdict.hints
 
 
+@pytest.mark.slow
 def test_an_overflow_is_not_blamed_on_the_reduction_axis(tmp_path):
     """softmax's VJP without the max shift overflows on the rows near 800: the hint says so, and
     the 'right in 1-D, wrong for more axes' hint does not fire although the 1-D row passes."""
@@ -479,6 +495,7 @@ def test_an_overflow_is_not_blamed_on_the_reduction_axis(tmp_path):
     assert not any("more axes" in h for h in verdict.hints), verdict.hints
 
 
+@pytest.mark.slow
 def test_the_axis_hint_still_fires_for_a_global_sum(tmp_path):
     text = """
         import numpy as np
@@ -543,6 +560,7 @@ def _inputs(hidden, public_seed=None):
     return [np.asarray(a) for c in cases for call in c.calls for a in call.args]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("text", [LEAKY, LEAKY_EXIT], ids=["prints-and-raises", "exits"])
 def test_no_visible_output_holds_a_hidden_input(text, tmp_path, capsys):
     """Every output a student can see of a failing hidden case (the autograder's tests, public and
@@ -604,6 +622,7 @@ def _results_after(root, python):
     return results
 
 
+@pytest.mark.slow
 def test_results_written_when_setup_failed(autograder, tmp_path):
     """No Python at the configured path, or one without the dependencies (what a failed setup.sh
     leaves): run_autograder still writes a results file with a score of 0 and says why."""
@@ -617,6 +636,7 @@ def test_results_written_when_setup_failed(autograder, tmp_path):
         assert results["score"] == 0 and "could not start" in results["output"], results
 
 
+@pytest.mark.slow
 def test_results_written_when_the_submission_is_missing(autograder):
     base, _, _ = autograder
     root = _layout(base, base / "template", "no-submission")  # no submission folder at all
@@ -626,6 +646,7 @@ def test_results_written_when_the_submission_is_missing(autograder):
                                     if not t["name"].startswith("instructor"))
 
 
+@pytest.mark.slow
 def test_results_written_when_a_grader_crashes(autograder, monkeypatch):
     """A crash of the grader itself (here: drawing the cases, in process) and a broken settings file
     (the real script) each give a results file with a score of 0 and the failure named."""
@@ -648,6 +669,7 @@ def test_results_written_when_a_grader_crashes(autograder, monkeypatch):
     assert results["score"] == 0 and "JSONDecodeError" in results["output"]
 
 
+@pytest.mark.slow
 def test_setup_installs_into_a_virtual_environment(autograder, tmp_path):
     """setup.sh on a PEP 668 image: it makes a virtual environment and installs with that
     environment's pip, never the system's. Run with stand-ins for python3 and apt-get that log
@@ -679,6 +701,7 @@ def test_setup_installs_into_a_virtual_environment(autograder, tmp_path):
 # ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_export_a_subset_with_points(tmp_path, capsys):
     zpath, handout = tmp_path / "sub.zip", tmp_path / "handout"
     assert cli_main(["exercises", "export", "--gradescope", str(zpath), "--student", str(handout),
@@ -701,6 +724,7 @@ def test_export_a_subset_with_points(tmp_path, capsys):
         assert {e["points"] for e in json.loads(z.read(CONFIG_NAME))["exercises"]} == {3.0}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, option", [
     (["--exercises", "01,99"], "--exercises"), (["--exercises", "01,,03"], "--exercises"),
     (["--exercises", "1,01"], "--exercises"), (["--exercises", ""], "--exercises"),
@@ -719,6 +743,7 @@ def _bash(command, cwd):
     return subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow
 def test_handout_readme_check_commands_run_as_written(tmp_path, capsys):
     """The handout's README gives the set-up (a virtual environment .venv with NumPy) and the command
     that checks each answer, run in the handout's folder: each runs as written, on a starter (wrong:
@@ -743,6 +768,7 @@ def test_handout_readme_check_commands_run_as_written(tmp_path, capsys):
     assert r.returncode == 0 and "softmax-vjp" in r.stdout
 
 
+@pytest.mark.slow
 def test_try_gradescope_as_the_teaching_page_says(clone_root):
     """docs/teach.md's command that tries the zip in a Gradescope-like layout runs as written and
     gives the model solutions full marks; on the handout's starters it gives none."""
@@ -761,6 +787,7 @@ def test_try_gradescope_as_the_teaching_page_says(clone_root):
     assert results["score"] == 0 and len(results["tests"]) > len(EXERCISES)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", ["docs/teach.md", "exercises/README.md"])
 def test_teaching_pages_render_their_lists(page):
     """Rendered as the book renders it (Python-Markdown with the book's extensions), no list item
@@ -776,6 +803,7 @@ def test_teaching_pages_render_their_lists(page):
                                                                                   .read_text(), flags=re.S), re.M))
 
 
+@pytest.mark.slow
 def test_without_the_model_solutions_the_export_says_what_to_do(tmp_path, monkeypatch, capsys):
     """An installed wheel has no model solutions (they are in a clone's instructor/solutions/):
     the handout, made from them, is refused in one line that says to run in a clone."""

@@ -2,11 +2,10 @@
 the answer key, the licences and the citation.
 
 The PDFs are printed by headless Chromium with the ``docs`` extra; where either is missing the tests
-that print skip with the reason (CI, with ``REFATTN_BOOK_REQUIRED=1``, has both and fails instead).
+that print skip with the reason (CI, with ``REFATTN_EXTRAS_REQUIRED=1``, has both and fails instead).
 """
 
 import json
-import os
 import re
 import sys
 import textwrap
@@ -15,11 +14,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from support import required
+
 from refattn.cli import main as cli_main
 from refattn.exercises import EXERCISES, exercise, grade
 from refattn.exercises import pdf as pdf_module
 from refattn.exercises.export import PROBLEM_SET, solution_path
 from refattn.exercises.gradescope import group_score
+
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -36,7 +39,7 @@ def _need_pdf_tools():
     why = _tools_missing()
     if why is None:
         return
-    if os.environ.get("REFATTN_BOOK_REQUIRED") == "1":
+    if required():
         pytest.fail(f"the PDF tools are required here: {why}")
     pytest.skip(why)
 

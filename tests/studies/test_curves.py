@@ -156,6 +156,7 @@ def test_every_study_of_curves_has_its_table():
         assert _table_of(f).is_file(), f"no table of {f.name}: run the command in derivation 15, section 11"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("study_file", STUDY_FILES, ids=[f.name for f in STUDY_FILES])
 def test_each_committed_table_is_what_the_definitions_give_today(study_file):
     table = json.loads(_table_of(study_file).read_text(encoding="utf-8"))

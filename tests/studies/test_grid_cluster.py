@@ -21,12 +21,16 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-distributed = pytest.importorskip("distributed")
+from support import PATIENCE_S, needs, wait_for
+
+needs("cluster")
+pytestmark = pytest.mark.slow
+
+import distributed  # noqa: E402
 
 from refattn.cli import main  # noqa: E402
 from refattn.studies import grid, nt_training  # noqa: E402
@@ -38,8 +42,8 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 GRID = ["nt-sensitivity", "fig4", "--seeds", "2", "--epochs", "200", "--eval-every", "20", "--n-test", "8",
         "--init-scales", "0.5,1", "--lrs", "0.32"]
 
-#: The longest any one run may take here (a loaded machine included).
-LIMIT_S = 300
+#: The longest a test waits for one run (generous: only a run that never ends fails).
+LIMIT_S = PATIENCE_S
 
 
 def _cells(path):
@@ -65,10 +69,8 @@ class Cluster:
         self.file = self.folder / "scheduler.json"
         self._start([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0",
                      "--no-dashboard", "--scheduler-file", str(self.file)], "scheduler")
-        t0 = time.monotonic()
-        while not self.file.exists():
-            assert time.monotonic() - t0 < 60, (self.folder / "scheduler.log").read_text()[-2000:]
-            time.sleep(0.1)
+        wait_for(self.file.exists, f"the scheduler's file (its log: {self.folder / 'scheduler.log'})",
+                 proc=self.procs[0][0])
         self.address = json.loads(self.file.read_text())["address"]
 
     def _start(self, argv, name):
@@ -136,21 +138,27 @@ def _ours_left(folder):
     return found
 
 
-def _none_left(folder, within=30):
-    t0 = time.monotonic()
-    while _ours_left(folder) and time.monotonic() - t0 < within:
-        time.sleep(0.2)
-    return _ours_left(folder) == []
+def _none_left(folder):
+    """Wait until no process of ours that names ``folder`` is left (a cluster's scheduler and workers)."""
+    return wait_for(lambda: _ours_left(folder) == [], f"the processes started in {folder} to end")
+
+
+def _cells_so_far(path):
+    with contextlib.suppress(OSError, ValueError, KeyError):
+        return json.loads(path.read_text())["cells"]
+    return None
+
+
+def _has_workers(address, n):
+    """Whether a scheduler answers at ``address`` with ``n`` workers joined."""
+    with contextlib.suppress(OSError, TimeoutError), distributed.Client(address, timeout=5) as client:
+        return len(client.scheduler_info()["workers"]) >= n
+    return False
 
 
 def _wait_for_a_cell(run, path):
-    """Until the results file at ``path`` holds a cell (or the command ``run`` has ended)."""
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < LIMIT_S and run.poll() is None:
-        with contextlib.suppress(OSError, ValueError, KeyError):
-            if json.loads(path.read_text())["cells"]:
-                return
-        time.sleep(0.1)
+    """Until the results file at ``path`` holds a cell; fails if the command ``run`` ends first."""
+    wait_for(lambda: _cells_so_far(path), f"a finished cell in {path.name}", proc=run)
 
 
 def test_local_workers_give_the_serial_cells(serial, tmp_path):
@@ -200,12 +208,9 @@ def test_a_worker_killed_mid_cell_costs_only_that_cell(serial, tmp_path):
             victim, pids = None, {}
             with distributed.Client(c.address, timeout=30) as client:
                 pids = client.run(os.getpid)  # worker address -> its process
-                t0 = time.monotonic()
-                while victim is None and time.monotonic() - t0 < LIMIT_S and run.poll() is None:
-                    busy = [w for w, keys in client.processing().items() if keys]
-                    victim = busy[0] if busy else None
-                    time.sleep(0.05)
-            assert victim is not None, "no cell was seen running"
+                busy = wait_for(lambda: [w for w, keys in client.processing().items() if keys],
+                                "a cell running on a worker", proc=run)
+                victim = busy[0]
             os.kill(pids[victim], signal.SIGKILL)  # in the middle of its cell
             _, err = run.communicate(timeout=LIMIT_S)
         finally:
@@ -422,13 +427,7 @@ def test_the_pages_commands_run_here(tmp_path):
     daemons = [_as_written(line, tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                for line in here[:2]]
     try:
-        t0 = time.monotonic()
-        while True:  # the scheduler first, then its two workers
-            with contextlib.suppress(OSError, TimeoutError), \
-                    distributed.Client(f"tcp://127.0.0.1:{port}", timeout=5) as client:
-                client.wait_for_workers(2, timeout=120)
-                break
-            assert time.monotonic() - t0 < 120, "the page's scheduler and workers did not start"
+        wait_for(lambda: _has_workers(f"tcp://127.0.0.1:{port}", 2), "the page's scheduler and its two workers")
         run = _as_written(here[2], tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         _, err = run.communicate(timeout=LIMIT_S)
     finally:

@@ -487,6 +487,7 @@ def test_resolve_sst2_errors(tmp_path, monkeypatch):
         resolve_sst2(tmp_path / "missing")
 
 
+@pytest.mark.slow
 def test_run_interpret_on_sst2_when_present():
     try:
         folder = resolve_sst2()

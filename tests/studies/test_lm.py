@@ -33,6 +33,8 @@ from refattn.studies.lm import (
     windows,
 )
 
+pytestmark = pytest.mark.slow
+
 SST2 = Path(os.environ.get("REFATTN_SST2") or Path(__file__).resolve().parents[3] / "shared" / "data" / "sst2")
 HAVE_SST2 = (SST2 / "train.tsv").is_file() and (SST2 / "dev.tsv").is_file()
 needs_sst2 = pytest.mark.skipif(not HAVE_SST2, reason=f"SST-2 not found at {SST2} (set REFATTN_SST2)")

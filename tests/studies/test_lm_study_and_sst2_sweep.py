@@ -10,6 +10,8 @@ import pytest
 
 from refattn.studies import lm_study, sst2_sweep
 
+pytestmark = pytest.mark.slow
+
 
 def run_lm_study(*, progress=False, command=None, **settings):
     """:func:`refattn.studies.lm_study.run_lm_study` with its settings written inline."""

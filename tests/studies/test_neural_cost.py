@@ -348,6 +348,7 @@ def test_run_bad_options():
 # --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_run_neural_cost_reduced():
     res = run_neural_cost(ns=(24, 48), d_primes=(2, 8), batch=1, heads=2, d=8, hidden=4, chunk=5,
                              budget_mib=(1, 2), repeats=1, seed=3)

@@ -19,6 +19,8 @@ from refattn.studies.nt_training import PAPER
 from refattn.training.models import nt
 from refattn.training.optim import SGD
 
+pytestmark = pytest.mark.slow
+
 
 # --------------------------------------------------------------------------
 # statistics of the sensitivity study

@@ -9,6 +9,8 @@ from refattn.cli import main
 from refattn.studies import nt_training as ntt
 from refattn.training.models.nt import CANDIDATE_LAYOUTS, DEFAULT_LAYOUT, NTModel, ea_symbol_dependence
 
+pytestmark = pytest.mark.slow
+
 
 def run_nt(task="N2T5", context=16, activation="expressive", *, progress=False, **settings):
     """:func:`refattn.studies.nt_training.run_nt` with its settings written inline."""

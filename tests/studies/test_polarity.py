@@ -9,6 +9,8 @@ from refattn.cli import main
 from refattn.studies import polarity
 from refattn.training.tasks.polarity import PolarityConfig
 
+pytestmark = pytest.mark.slow
+
 TINY = PolarityConfig(n_pos=10, n_neg=10, n_neutral=80, n_per_class=400, seed=1)
 
 

@@ -32,6 +32,8 @@ from refattn.studies.sst2 import (
 from refattn.training.models.polarity import PolarityClassifier
 from refattn.training.tasks.sst2 import ENV_VAR
 
+pytestmark = pytest.mark.slow
+
 POS = [f"good{i}" for i in range(6)]
 NEG = [f"bad{i}" for i in range(6)]
 NEU = [f"w{i}" for i in range(20)]

@@ -14,6 +14,8 @@ import pytest
 from refattn.cli import build_parser, main, settings_from_args
 from refattn.studies import SHARED, STUDIES, command_fields, study
 
+pytestmark = pytest.mark.slow
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 

@@ -20,6 +20,8 @@ from refattn.cli import main
 from refattn.studies import polarity
 from refattn.studies.nt_training import Settings as NTSettings, run_nt
 
+pytestmark = pytest.mark.slow
+
 #: A researcher's activation: g(s) = s, h(s) = sqrt(1 + s^2) (rho = s / sqrt(1 + s^2)), derivatives by hand.
 FILE = '''
 import autograd.numpy as anp

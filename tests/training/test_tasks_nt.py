@@ -9,7 +9,6 @@ periods read off generated series.
 
 import itertools
 import json
-import os
 from collections import Counter
 
 import numpy as np
@@ -400,8 +399,8 @@ def test_the_command_prints_the_table(capsys):
     assert capsys.readouterr().out.startswith("N2T1: 1*3 + 1*1 = 4 = 2^2")
 
 
-@pytest.mark.skipif(not os.environ.get("REFATTN_SLOW"), reason="N16T5 takes ~7 s; set REFATTN_SLOW=1")
-def test_n16t5_cycles():  # pragma: no cover - opt-in
+@pytest.mark.slow  # 7-11 s and 0.6 GB (derivation 10, section 5)
+def test_n16t5_cycles():
     s = cycle_structure("N16T5")
     assert sum(L * c for L, c in s.items()) == 16 ** 6
     assert s == {504: 32768, 252: 1024, 126: 32, 63: 1, 1: 1}
