@@ -27,7 +27,8 @@ from ..theory.properties import (
     measure,
     tolerances,
 )
-from . import activation_label, activation_option, option, resolve_activation
+from ..custom import activation_label
+from . import StudySettings, activation_option, option, resolve_activation
 
 __all__ = ["Settings", "run", "report", "plot"]
 
@@ -36,7 +37,7 @@ FIGURE = "properties.png"
 
 
 @dataclass
-class Settings:
+class Settings(StudySettings):
     """The four properties of TanhMax section 4 (monotonicity, log-nonlinearity, contextual normalisation,
     origin symmetry), measured for every activation, beside the paper's Table 3.
 

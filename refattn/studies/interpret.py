@@ -50,7 +50,8 @@ from ..training.models.polarity import SCORE_KINDS, PolarityClassifier
 from ..training.runs import check_memory
 from ..training.tasks.polarity import PolarityConfig, make_polarity, token_polarity
 from ..training.tasks.sst2 import Vocabulary, load_sst2
-from . import activation_label, activation_option, activation_record, max_memory, model_activation, option
+from ..custom import activation_label, activation_record
+from . import StudySettings, activation_option, max_memory, model_activation, option
 from .helpers import DATA_HELP
 from .helpers import resolve_data_dir as resolve_sst2
 
@@ -107,7 +108,7 @@ FIGURE = "interpret_{data}.png"
 
 
 @dataclass
-class Settings:
+class Settings(StudySettings):
     """TanhMax Table 1: Kendall tau of attention weights against gradient and leave-one-out importance,
     permutation and random-weight tests."""
 
@@ -135,7 +136,7 @@ class Settings:
     def check(self):
         """``--sst2`` is read only with ``--data sst2``: given otherwise, it would be silently ignored."""
         if self.sst2 is not None and self.data != "sst2":
-            raise ValueError(f"--sst2: a folder for --data sst2, but --data is {self.data!r}; add --data sst2")
+            raise ValueError(f"sst2: a folder for data='sst2', but data is {self.data!r}")
 
 
 #: Kendall p-values are exact (the permutation distribution of the number of

@@ -72,7 +72,8 @@ from ..core.checks import check_int
 from ..fast.threads import single_threaded_blas
 from ..training.runs import check_memory
 from ..training.train import Progress, check_resumable, checkpoint_paths, train
-from . import activation_label, activation_option, activation_record, max_memory, option, resolve_activation
+from ..custom import activation_label, activation_record
+from . import StudySettings, activation_option, max_memory, option, resolve_activation
 from .helpers import DATA_HELP, maximal_phrases, resolve_data_dir
 
 __all__ = [
@@ -110,7 +111,7 @@ FIGURE = "lm.png"
 
 
 @dataclass
-class Settings:
+class Settings(StudySettings):
     """Toy character language model on SST-2 sentences: every activation, the Cog hybrid and Neural Attention
     in layer 0, same budget, seeds batched.
 
@@ -148,7 +149,8 @@ class Settings:
     neural_d_prime: int = option(DEFAULTS["neural_d_prime"], "the neural score's down-projection", low=1)
     neural_hidden: int = option(DEFAULTS["neural_hidden"], "the neural score's hidden width", low=1)
     dtype: str = option(DEFAULTS["dtype"], "precision", choices=("float32", "float64"))
-    ngram_orders: tuple[int, ...] = option((2, 3, 4), "comma-separated orders of the n-gram yardsticks", low=1)
+    ngram_orders: tuple[int, ...] | None = option((2, 3, 4), "comma-separated orders of the n-gram yardsticks",
+                                                  low=1)
     sample_chars: int = option(0, "greedy continuation of this many tokens per seed (0: none)", low=0)
     checkpoint_dir: str | None = option(None, "folder for resumable checkpoints, one per variant",
                                         output="checkpoint_dir")
@@ -157,9 +159,9 @@ class Settings:
     def check(self):
         """The width splits into the model's heads; cog-hybrid has a signexp layer between softmax ones."""
         if self.width % self.heads:
-            raise ValueError(f"--width: expected a multiple of the model's {self.heads} heads, got {self.width}")
+            raise ValueError(f"width: expected a multiple of the model's {self.heads} heads, got {self.width}")
         if "cog-hybrid" in self.activations and self.layers < 3:
-            raise ValueError(f"--layers: 'cog-hybrid' keeps softmax in the first and last layers and needs 3 or "
+            raise ValueError(f"layers: 'cog-hybrid' keeps softmax in the first and last layers and needs 3 or "
                              f"more layers to hold a signexp one, got {self.layers}")
 
     def memory_estimate(self):
@@ -582,7 +584,7 @@ def _checked(s):
         raise ValueError(f"dtype: expected 'float32' or 'float64', got {s.dtype!r}")
     c["options"] = {a: variant_options(v, c["layers"]) for a, v in zip(activations, given)}  # every name, now
     c["records"] = {a: activation_record(v) for a, v in zip(activations, given) if a not in SPECIAL}
-    c["ngram_orders"] = [check_int(o, "ngram_orders[]", 1) for o in s.ngram_orders]
+    c["ngram_orders"] = list(s.ngram_orders or ())
     return c
 
 

@@ -40,7 +40,8 @@ import numpy as np
 
 from ..custom import is_spec, parse_spec
 from ..training.runs import CellStore, session
-from . import activation_label, activation_option, activation_record, grid, lm, max_memory, option
+from ..custom import activation_label, activation_record
+from . import StudySettings, activation_option, grid, lm, max_memory, option
 from .helpers import DATA_HELP, code_commit, number_name, resolve_data_dir
 from .lm import DEFAULTS, SPECIAL, VARIANTS, run_lm
 
@@ -60,7 +61,7 @@ FIGURE = "lm_study.png"
 
 
 @dataclass
-class Settings:
+class Settings(StudySettings):
     """The toy LM's verdicts: the table, the learning rate tuned per variant (same budget), long runs with the
     gap to softmax against steps; each finished run saved and resumed."""
 
@@ -84,7 +85,7 @@ class Settings:
     def check(self):
         """The gaps are measured to softmax: it is one of the variants."""
         if "softmax" not in self.activations:
-            raise ValueError(f"--activations: expected softmax among them (the gaps are to softmax), got "
+            raise ValueError(f"activations: expected softmax among them (the gaps are to softmax), got "
                              f"{','.join(self.activations)}")
 
 
@@ -192,7 +193,7 @@ def run_lm_study(settings, *, command=None, progress=None):
 
     def cell(key, variant, lr, n_steps, eval_every):
         return grid.Cell(key, _cell, (lm.Settings(activations=(given.get(variant, variant),), data=data, seeds=seeds,
-                                                  steps=n_steps, lr=lr, eval_every=eval_every, ngram_orders=(),
+                                                  steps=n_steps, lr=lr, eval_every=eval_every, ngram_orders=None,
                                                   max_memory=s.max_memory), variant))
 
     def summarise():

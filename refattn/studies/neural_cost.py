@@ -62,7 +62,7 @@ from ..core.backend import sum_to
 from ..core.checks import check_float_array, score_inputs, check_int
 from ..core.scores import score
 from ..training.runs import check_memory
-from . import max_memory, option
+from . import StudySettings, max_memory, option
 
 __all__ = [
     "METHODS",
@@ -121,7 +121,7 @@ FIGURE = "neural_cost.png"
 
 
 @dataclass
-class Settings:
+class Settings(StudySettings):
     """Neural Attention's score memory and time, concatenated vs decomposed vs chunked, as ratios to
     dot-product scores (NeuralAttn Tables 6-8).
 

@@ -42,7 +42,7 @@ from ..core.checks import check_float_array, check_int
 from ..training.optim import Adam
 from ..core.scores import Score, score
 from ..training.runs import check_memory
-from . import max_memory, option
+from . import StudySettings, max_memory, option
 
 __all__ = [
     "DOMAIN",
@@ -469,7 +469,7 @@ FIGURE = "neural_surface_{target}.png"
 
 
 @dataclass
-class Settings:
+class Settings(StudySettings):
     """NeuralAttn's Fig. 1 argument: a query-key relation fitted by the best bilinear score (every dot
     product of projections) and by the Neural Attention score MLP, RMSE on held-out pairs."""
 

@@ -37,7 +37,7 @@ import numpy as np
 
 from ..training.runs import check_memory
 from ..training.tasks.nt import parse_mixture
-from . import max_memory, option
+from . import StudySettings, max_memory, option
 from . import grid, nt_training
 from .nt_training import DEVICES, PAPER, run_nt
 
@@ -67,7 +67,7 @@ DEFAULTS = {
 
 
 @dataclass
-class Settings:
+class Settings(StudySettings):
     """Expressive's figures, short runs, ours beside the paper's numbers.
 
     A setting left at None is the figure's own (:data:`DEFAULTS`). From Python,

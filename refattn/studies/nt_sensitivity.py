@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..training.runs import CellStore, check_memory, session
-from . import max_memory, option
+from . import StudySettings, max_memory, option
 from . import grid, nt_training
 from .helpers import code_commit, number_name
 from .nt_training import PAPER, run_nt
@@ -101,9 +101,11 @@ FIGURE = "nt_sensitivity_{figure}.png"
 
 
 @dataclass
-class Settings:
+class Settings(StudySettings):
     """EA against DPA over initialisation scale x learning rate (Expressive Figs. 3-7), each finished cell
     saved and resumed."""
+
+    needs = ("scipy",)  # the rank test
 
     figure: str = option(help="the figure's task and length (refattn.studies.nt_sensitivity.SETTINGS)",
                          choices=tuple(SETTINGS), positional=True)

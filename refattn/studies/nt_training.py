@@ -55,7 +55,8 @@ from ..training.optim import SGD
 from ..training.runs import check_memory
 from ..training.tasks.nt import generate, generate_mixture, parse_mixture, parse_task, windows
 from ..training.train import Progress, check_checkpoint, train
-from . import activation_label, activation_option, activation_record, max_memory, option, resolve_activation
+from ..custom import activation_label, activation_record
+from . import StudySettings, activation_option, max_memory, option, resolve_activation
 
 __all__ = ["PAPER", "DEVICES", "Settings", "parse_mixture", "array_module_for", "make_batches", "evaluate",
            "evaluate_tasks", "snapshot_context", "memory_estimate", "run_nt", "run", "batched_speedup",
@@ -73,7 +74,7 @@ FIGURE = "nt_{task}_{context}_{activation}_{layout}.png"
 
 
 @dataclass
-class Settings:
+class Settings(StudySettings):
     """Train Expressive's one-bilayer transformer on an NT task, all seeds batched.
 
     Every setting of :func:`run_nt`, each written once. Beyond the help of each

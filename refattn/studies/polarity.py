@@ -36,7 +36,8 @@ from ..training.tasks.polarity import (
     token_polarity,
 )
 from ..training.train import check_resumable, checkpoint_paths
-from . import activation_label, activation_option, activation_record, max_memory, model_activation, option
+from ..custom import activation_label, activation_record
+from . import StudySettings, activation_option, max_memory, model_activation, option
 
 __all__ = ["PAPER_FIG2", "Settings", "memory_estimate", "run_polarity", "run", "report", "plot"]
 
@@ -55,7 +56,7 @@ FIGURE = "polarity_fig2.png"
 
 
 @dataclass
-class Settings:
+class Settings(StudySettings):
     """TanhMax's synthetic polarity experiment (Fig. 2) over many seeds: scores, weights, logit contributions
     and sign patterns per group.
 

@@ -34,7 +34,8 @@ from autograd import grad
 from ..plots import GROUP_COLOURS
 from ..theory.proposition1 import OneLayerModel, velocity_decomposition
 from ..training.tasks.polarity import NEGATIVE, NEUTRAL, POSITIVE, PolarityConfig, make_polarity
-from . import activation_label, activation_option, model_activation, option
+from ..custom import activation_label
+from . import StudySettings, activation_option, model_activation, option
 
 __all__ = ["DYNAMICS_DATA", "KINDS", "ETAS", "Settings", "step_check", "trajectories", "run", "report", "plot"]
 
@@ -57,7 +58,7 @@ TRAJECTORY_POINTS = 100
 
 
 @dataclass
-class Settings:
+class Settings(StudySettings):
     """Proposition 1 against gradient descent on synthetic polarity data: measured score change per step vs
     the predicted velocity."""
 

@@ -66,7 +66,8 @@ from ..training.tasks.sst2 import UNK_ID, Vocabulary, load_sst2, tokenize
 from ..core.checks import check_int
 from ..training.runs import check_memory
 from ..training.train import checkpoint_paths
-from . import activation_label, activation_option, activation_record, max_memory, model_activation, option
+from ..custom import activation_label, activation_record
+from . import StudySettings, activation_option, max_memory, model_activation, option
 from .helpers import DATA_HELP, nonempty, resolve_data_dir
 
 __all__ = [
@@ -126,7 +127,7 @@ DEFAULTS = {"activations": ("softmax", "tanhmax"), "seeds": 3, "score": "self", 
 FIGURE = "sst2_fig1.png"
 
 @dataclass
-class Settings:
+class Settings(StudySettings):
     """TanhMax's classifier on SST-2: dev accuracy over seeds beside its Table 2, and its Figure 1 (sentences
     coloured by signed attention weight)."""
 
@@ -155,8 +156,7 @@ class Settings:
         """Figure 1's seed is one of the run's."""
         last = self.first_seed + self.seeds - 1
         if self.figure_seed is not None and not self.first_seed <= self.figure_seed <= last:
-            raise ValueError(f"--figure-seed: expected one of the seeds {self.first_seed} .. {last} (--seeds "
-                             f"{self.seeds}), got {self.figure_seed}")
+            raise ValueError(f"figure_seed: expected one of the seeds {self.first_seed} .. {last}, got {self.figure_seed}")
 
 
 # --------------------------------------------------------------------------

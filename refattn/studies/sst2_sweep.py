@@ -36,7 +36,8 @@ import numpy as np
 from ..training.classifier import classifier_memory, train_classifier
 from ..training.runs import CellStore, check_memory, session
 from ..training.tasks.sst2 import Vocabulary, load_sst2
-from . import activation_label, activation_option, activation_record, grid, max_memory, model_activation, option
+from ..custom import activation_label, activation_record
+from . import StudySettings, activation_option, grid, max_memory, model_activation, option
 from .helpers import DATA_HELP, code_commit, maximal_phrases, nonempty, resolve_data_dir
 from .sst2 import DEFAULTS, PAPER_TABLE2
 from .statistics import rank_test
@@ -62,10 +63,12 @@ FIGURE = "sst2_sweep.png"
 
 
 @dataclass
-class Settings:
+class Settings(StudySettings):
     """TanhMax Table 2 (SST) over the settings the paper leaves open: embedding size x optimiser x training
     units, dev accuracy after every epoch, the best of each activation; each finished setting saved and
     resumed."""
+
+    needs = ("scipy",)  # the rank test
 
     data: str | None = option(None, DATA_HELP)
     activations: tuple[str, ...] = activation_option(DEFAULTS["activations"], "comma-separated activations")

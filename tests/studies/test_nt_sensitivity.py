@@ -54,8 +54,11 @@ def test_rank_test_agrees_with_the_exact_permutation_p_value(a, b):
 
 def test_rank_test_edge_cases():
     assert statistics.rank_test([1, 1, 1], [1, 1]) == 1.0
-    # completely separated samples of 16: the exact p is 2 / C(32, 16), far below 1/(P+1)
-    assert statistics.rank_test(np.arange(16), np.arange(16) + 100, permutations=1000) == pytest.approx(1 / 1001)
+    # completely separated samples of 16: the exact p is 2 / C(32, 16), far below the Monte Carlo floor, which
+    # is twice the smaller one-sided (count + 1) / (P + 1) (scipy.stats.permutation_test's two-sided p-value)
+    assert statistics.rank_test(np.arange(16), np.arange(16) + 100, permutations=1000) == pytest.approx(2 / 1001)
+    # few enough splits (C(10, 5) = 252 <= P): every split is counted, so the p-value is exact, 2 / 252
+    assert statistics.rank_test(np.arange(5), np.arange(5) + 100) == pytest.approx(2 / 252)
     with pytest.raises(ValueError, match="non-empty"):
         statistics.rank_test([], [1.0])
 
