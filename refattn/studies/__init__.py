@@ -163,6 +163,7 @@ def _check_number(value, kind, rules, name):
 
 
 def _check_name(value, rules, name):
+    value = os.fspath(value) if isinstance(value, os.PathLike) else value  # a path from Python
     if not isinstance(value, str) or not value.strip() or "\0" in value:
         raise ValueError(f"{name}: expected a non-empty name, got {value!r}")
     allowed = rules.get("choices") or rules.get("one_of")
@@ -210,7 +211,9 @@ def _check_field(value, kind, rules, name):
         return _check_value(value, kind, rules, name)
     kinds = typing.get_args(kind)
     fixed = kinds[-1] is not Ellipsis
-    if not isinstance(value, tuple) or not value or (fixed and len(value) != len(kinds)):
+    if not isinstance(value, tuple):
+        raise TypeError(f"{name}: expected a tuple of values, got {value!r}")
+    if not value or (fixed and len(value) != len(kinds)):
         raise ValueError(f"{name}: expected {len(kinds) if fixed else 'a non-empty list of'} values, got {value!r}")
     if fixed:
         names = rules.get("metavar") or ("",) * len(kinds)
