@@ -245,9 +245,11 @@ class StudySettings:
                 raise ValueError(f"this study needs {name} (refattn's 'studies' extra): pip install 'refattn[studies]'")
         hints = typing.get_type_hints(type(self))
         for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
+            value, (kind, optional) = getattr(self, f.name), field_type(hints[f.name])
+            if value is None and not optional:
+                raise TypeError(f"{f.name}: expected a value, got None")
             if value is not None:
-                _check_field(value, field_type(hints[f.name])[0], f.metadata, f.name)
+                _check_field(value, kind, f.metadata, f.name)
             if f.metadata.get("device"):
                 check_device(value, f.name)
         self.check()

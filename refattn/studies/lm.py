@@ -272,36 +272,15 @@ def _word_vocab(sentences, min_count, max_vocab):
 
 
 def load_corpus(data=None, *, level="char", min_count=10, max_vocab=2000):
-    """Training and validation token ids for the toy LM.
+    """Training and validation token ids for the toy LM (``derivations/19-toy-lm.md``, section 2).
 
-    Parameters
-    ----------
-    data : str, os.PathLike or "toy", optional
-        The SST-2 folder (:func:`refattn.studies.helpers.resolve_data_dir`:
-        ``data``, else ``$REFATTN_SST2``, else the shared data folder), or
-        ``"toy"`` for :func:`toy_sentences` (3,000 training and 300 validation
-        sentences, different seeds).
-    level : {"char", "word"}
-        Characters (sentences joined by ``"\n"``) or white-space tokens
-        (sentences ended by ``"<eos>"``).
-    min_count : int >= 1
-        Symbols seen fewer times in training become ``<unk>`` (id 0).
-    max_vocab : int >= 1
-        Word level only: keep at most this many words (most frequent first).
-
-    Returns
-    -------
-    dict
-        ``train`` and ``dev`` (int64 id arrays), ``vocab`` (list of symbols,
-        ``vocab[0] = "<unk>"``), ``level``, ``source`` (the folder or
-        ``"toy"``), ``n_train_sentences``, ``n_dev_sentences``,
-        ``train_unk_fraction``, ``dev_unk_fraction``, ``fingerprint`` (a
-        hash of the text and vocabulary, for checkpoints).
+    ``data`` is the SST-2 folder (:func:`refattn.studies.helpers.resolve_data_dir`; the training
+    sentences are its maximal phrases) or ``"toy"`` (:func:`toy_sentences`, 3,000 and 300). ``level``
+    ``"char"`` joins sentences by ``"\n"``, ``"word"`` ends each by ``"<eos>"`` and keeps at most
+    ``max_vocab`` words; a symbol seen fewer than ``min_count`` times in training is ``<unk>`` (id 0).
+    Returns ``train`` and ``dev`` (int64 ids), ``vocab``, ``level``, ``source``, the sentence counts,
+    the ``<unk>`` fractions and a ``fingerprint`` of text and vocabulary (for checkpoints).
     """
-    if level not in ("char", "word"):
-        raise ValueError(f"level: expected 'char' or 'word', got {level!r}")
-    min_count = check_int(min_count, "min_count", 1)
-    max_vocab = check_int(max_vocab, "max_vocab", 1)
     if isinstance(data, str) and data == "toy":
         train_s, dev_s, source = toy_sentences(3000, seed=0), toy_sentences(300, seed=1), "toy"
     else:
@@ -395,11 +374,7 @@ def ngram_baseline(train, dev, vocab_size, order, alpha=0.1):
     dict
         ``loss`` (nats per token), ``perplexity``, ``accuracy``, ``order``, ``alpha``.
     """
-    order = check_int(order, "order", 1)
-    V = check_int(vocab_size, "vocab_size", 1)
-    if not (isinstance(alpha, (int, float)) and alpha > 0):
-        raise ValueError(f"alpha: expected a number > 0, got {alpha!r}")
-    k = order - 1
+    V, k = vocab_size, order - 1
     train, dev = np.asarray(train, dtype=np.int64), np.asarray(dev, dtype=np.int64)
 
     def codes(ids):
@@ -639,16 +614,8 @@ run = run_lm
 
 
 def report(result):
-    """A readable table of :func:`run_lm`'s result beside TanhMax Table 4 and NeuralAttn Table 1.
-
-    Columns: dev next-token accuracy (%) and perplexity (mean ± std over
-    seeds), their differences to softmax (accuracy in percentage points,
-    perplexity in %), parameters and training seconds. Below it, for every
-    variant that the papers also report, the paper's difference to its
-    baseline beside ours and whether the directions agree (a difference
-    within two standard errors counts as noise). Absolute values are not
-    comparable (toy character LM on SST-2 vs six-layer BERT / WikiText-103).
-    """
+    """:func:`run_lm`'s result as a table (dev accuracy and perplexity, mean ± std over seeds, and their
+    differences to softmax), then :func:`_beside_papers`."""
     s, d = result["settings"], result["data"]
     v = result["variants"]
     lines = [f"Toy LM on {'SST-2' if d['source'] != 'toy' else 'a generated corpus'} ({d['level']} level, "
@@ -679,9 +646,17 @@ def report(result):
             f"{b['order']}-gram ppl {b['perplexity']:.2f}, acc {100 * b['accuracy']:.1f} %" for b in result["baselines"]))
     if not has_base:
         lines.append("(no softmax run: no differences and no comparison with the papers)")
-        lines.append(f"wall time of the whole run: {result['seconds']:.0f} s")
-        return "\n".join(lines)
-    lines += ["", "Beside the papers (direction and size of the difference to softmax / dot-product attention):"]
+    else:
+        lines += ["", "Beside the papers (direction and size of the difference to softmax / dot-product attention):"]
+        lines += _beside_papers(result)
+    lines.append(f"wall time of the whole run: {result['seconds']:.0f} s")
+    return "\n".join(lines)
+
+
+def _beside_papers(result):
+    """Lines of :func:`report`: each variant's difference to softmax beside TanhMax Table 4's and
+    NeuralAttn Table 1's, and whether the directions agree (:func:`_verdict`)."""
+    v, lines = result["variants"], []
     t4 = PAPER_TABLE4
     diverged = {n for n in result["order"] if not v[n]["finite"]}
 
@@ -725,8 +700,7 @@ def report(result):
     if diverged:
         lines.append(f"  diverged (non-finite dev loss or perplexity for some seed): "
                      f"{', '.join(n for n in result['order'] if n in diverged)}")
-    lines.append(f"wall time of the whole run: {result['seconds']:.0f} s")
-    return "\n".join(lines)
+    return lines
 
 
 def plot(result):

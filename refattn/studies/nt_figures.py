@@ -504,40 +504,14 @@ def plot_attention_snapshots(snapshots, *, axes=None, floor=LOG_FLOOR, vmin=None
 
 
 def plot(result, seed_index=0):
-    """Draw a :func:`run_nt_figure` result in the style of Expressive's figure.
-
-    Accuracy of every seed (thin) and the mean (thick), EA blue and DPA
-    maroon, the training loss times 0.75 as circles; Fig. 3 and 7 one panel
-    per context length, Fig. 6 one panel with N16T2 solid and N16T2-S dashed
-    and the learning-rate drop marked, Fig. 4 the curves above the attention
-    snapshots of seed ``seed_index`` (:func:`plot_attention_snapshots`).
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-    """
+    """A :func:`run_nt_figure` result drawn as Expressive's figure: every seed's accuracy (thin) and the mean
+    (thick), EA blue and DPA maroon, the training loss x 0.75 as circles; Figs. 3 and 7 one panel per
+    context length, Fig. 6 one panel per task (the learning-rate drop marked), Fig. 4 :func:`_plot_fig4`."""
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
     fig_name, runs = result["figure"], result["runs"]
     if fig_name == "fig4":
-        snaps = runs[0]["snapshots"]
-        n_snap = len(snaps["epochs"])
-        fig = plt.figure(figsize=(max(7.0, 2.3 * n_snap + 1), 2.8 + 2.3 * len(runs)), layout="constrained")
-        grid = fig.add_gridspec(1 + len(runs), n_snap, height_ratios=[1.3] + [1.0] * len(runs))
-        ax = fig.add_subplot(grid[0, :])
-        for r in runs:
-            _accuracy_panel(ax, r, r["accuracy"])
-            _loss_points(ax, r)
-        ax.set_title(f"{result['task']}, N_con = {runs[0]['n_con']}, {runs[0]['n_params']} parameters", fontsize=9)
-        ax.set_xlabel("epoch")
-        ax.set_ylabel("accuracy; loss x 0.75 (o)")
-        ax.legend(fontsize=7)
-        snapshots = {"epochs": snaps["epochs"],
-                     "attention": {r["attention"]: [m[seed_index] for m in r["snapshots"]["attention"]]
-                                   for r in runs}}
-        axes = [[fig.add_subplot(grid[1 + i, j]) for j in range(n_snap)] for i in range(len(runs))]
-        plot_attention_snapshots(snapshots, axes=axes, floor=result.get("log_floor", LOG_FLOOR))
-        return fig
+        return _plot_fig4(result, seed_index)
     if fig_name == "fig6":
         fig, ax = plt.subplots(figsize=(6.5, 3.6))
         for r in runs:
@@ -567,4 +541,30 @@ def plot(result, seed_index=0):
     axes[0, 0].set_ylabel("accuracy; loss x 0.75 (o)")
     axes[0, 0].legend(fontsize=7)
     fig.tight_layout()
+    return fig
+
+
+def _plot_fig4(result, seed_index):
+    """Expressive's Fig. 4: the accuracy curves above the attention snapshots of seed ``seed_index``
+    (:func:`plot_attention_snapshots`)."""
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    runs = result["runs"]
+    snaps = runs[0]["snapshots"]
+    n_snap = len(snaps["epochs"])
+    fig = plt.figure(figsize=(max(7.0, 2.3 * n_snap + 1), 2.8 + 2.3 * len(runs)), layout="constrained")
+    grid = fig.add_gridspec(1 + len(runs), n_snap, height_ratios=[1.3] + [1.0] * len(runs))
+    ax = fig.add_subplot(grid[0, :])
+    for r in runs:
+        _accuracy_panel(ax, r, r["accuracy"])
+        _loss_points(ax, r)
+    ax.set_title(f"{result['task']}, N_con = {runs[0]['n_con']}, {runs[0]['n_params']} parameters", fontsize=9)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("accuracy; loss x 0.75 (o)")
+    ax.legend(fontsize=7)
+    snapshots = {"epochs": snaps["epochs"],
+                 "attention": {r["attention"]: [m[seed_index] for m in r["snapshots"]["attention"]]
+                               for r in runs}}
+    axes = [[fig.add_subplot(grid[1 + i, j]) for j in range(n_snap)] for i in range(len(runs))]
+    plot_attention_snapshots(snapshots, axes=axes, floor=result.get("log_floor", LOG_FLOOR))
     return fig

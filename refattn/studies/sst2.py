@@ -380,36 +380,13 @@ def _check_rows(sentences, weights, row_labels):
 
 
 def sentences_figure(sentences, weights, title=None, *, row_labels=None, scale=None, width=96, fontsize=10):
-    """Draw sentences word by word on backgrounds coloured by weight.
+    """Sentences drawn word by word on boxes coloured by weight (:func:`weight_colour`), TanhMax's Figure 1
+    format (``derivations/14-sst2.md``, section 5).
 
-    Each row is one sentence (with its label above it, if given), wrapped at
-    ``width`` characters; every word sits on a box of colour
-    :func:`weight_colour` (red positive, blue negative, white 0). A
-    monospaced font makes the layout a matter of counting characters. This
-    is TanhMax's Figure 1 format; its derivation is ``derivations/14-sst2.md``,
-    section 5.
-
-    Parameters
-    ----------
-    sentences : sequence of str or of list of str
-        A str is split on white space.
-    weights : sequence of array_like
-        One 1-D array per sentence, one finite weight per token.
-    title : str, optional
-        May span several lines (``"\n"``).
-    row_labels : sequence of str, optional
-        A line of text above each sentence.
-    scale : float or sequence of float, optional
-        The ``|w|`` drawn at full colour, for all rows or one per row; None:
-        the largest ``|w|`` over all rows (1 if every weight is 0), so colours
-        compare across rows.
-    width : int
-        Characters per line before a sentence wraps (>= 20).
-    fontsize : float
-
-    Returns
-    -------
-    matplotlib.figure.Figure
+    One row per sentence (a str is split on white space) with one finite weight per token, its
+    ``row_labels`` entry above it, wrapped at ``width`` characters (>= 20) of a monospaced font;
+    ``scale`` is the ``|w|`` drawn at full colour, for all rows or one per row (None: the largest ``|w|``,
+    so colours compare across rows). Returns a matplotlib Figure.
     """
     from matplotlib.figure import Figure  # noqa: PLC0415  (matplotlib only when drawing)
 
@@ -424,22 +401,7 @@ def sentences_figure(sentences, weights, title=None, *, row_labels=None, scale=N
     if scales.shape not in ((), (len(rows),)) or not np.all(np.isfinite(scales) & (scales > 0)):
         raise ValueError(f"scale: expected None, a positive finite number or one per sentence ({len(rows)}), "
                          f"got {scale!r}")
-    scales = np.broadcast_to(scales, (len(rows),))
-    # lay out in character cells: word j of a row starts where word j - 1 ended plus a space
-    placed, line = [], 0  # (line, column, text, weight or None, scale)
-    if title:
-        line += title.count("\n") + 1.5
-    for r, (toks, w) in enumerate(zip(rows, arrays)):
-        if row_labels is not None:
-            placed.append((line, 0, row_labels[r], None, None))
-            line += 1
-        col = 0
-        for tok, wt in zip(toks, w):
-            if col and col + len(tok) > width:
-                line, col = line + 1, 0
-            placed.append((line, col, tok, wt, scales[r]))
-            col += len(tok) + 1
-        line += 1.6
+    placed, line = _layout(rows, arrays, np.broadcast_to(scales, (len(rows),)), row_labels, title, width)
     char_pt = 0.6 * fontsize  # advance of one monospaced character, in points
     line_pt = 2.0 * fontsize
     fig = Figure(figsize=((width + 2) * char_pt / 72, (line + 0.5) * line_pt / 72))
@@ -454,12 +416,31 @@ def sentences_figure(sentences, weights, title=None, *, row_labels=None, scale=N
         if wt is None:
             ax.text(col, ln, text, fontsize=fontsize - 1, color="0.35", va="center", family="monospace")
             continue
-        face = weight_colour(wt, sc)
         dark = min(abs(wt) / sc, 1.0) > 0.6
         ax.text(col, ln, text, fontsize=fontsize, va="center", family="monospace",
                 color="white" if dark else "black",
-                bbox={"boxstyle": "square,pad=0.15", "facecolor": face, "edgecolor": "none"})
+                bbox={"boxstyle": "square,pad=0.15", "facecolor": weight_colour(wt, sc), "edgecolor": "none"})
     return fig
+
+
+def _layout(rows, arrays, scales, row_labels, title, width):
+    """``[(line, column, text, weight or None, scale)], lines``: the words in character cells, word j of a
+    row where word j - 1 ended plus a space, a row wrapped at ``width``."""
+    placed, line = [], 0
+    if title:
+        line += title.count("\n") + 1.5
+    for r, (toks, w) in enumerate(zip(rows, arrays)):
+        if row_labels is not None:
+            placed.append((line, 0, row_labels[r], None, None))
+            line += 1
+        col = 0
+        for tok, wt in zip(toks, w):
+            if col and col + len(tok) > width:
+                line, col = line + 1, 0
+            placed.append((line, col, tok, wt, scales[r]))
+            col += len(tok) + 1
+        line += 1.6
+    return placed, line
 
 
 def _save_png(fig, path):
