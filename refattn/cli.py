@@ -1,33 +1,7 @@
-"""The ``refattn`` command line.
-
-    refattn check [--json] [--seed N] [--activation FILE.py[:NAME] [--range LO,HI] [--dtype float32] [--plot DIR]]
-        every hand-derived gradient against autograd and central differences (float64);
-        with --activation, the same checks and more for activations of yours (refattn.check.check_activation)
-    refattn exercises [--json] [check NAME FILE.py]
-        the exercises; 'exercises check' grades an answer: exit 0 correct, 1 wrong, 2 bad input
-    refattn <study> [options] [--json] [--out DIR]
-        one command per study of :data:`refattn.studies.STUDIES` (``refattn --help`` lists them,
-        ``refattn <study> --help`` gives its options)
-
-A study's options are the fields of its ``Settings`` dataclass (:func:`add_settings`): the field
-``eval_every`` is ``--eval-every``, its type comes from the annotation, its default and help from
-the field. A tuple field takes a comma-separated list (``--activations softmax,tanhmax``); a
-fixed-length tuple takes that many values (``--lr-drop EPOCH FACTOR``). Every study has
-``--json`` (one JSON object instead of the text report); one that draws a figure has
-``--out DIR``: ``DIR/<command>.json`` receives each finished piece as the run goes
-(:class:`refattn.training.runs.ResultsFile`), then the whole result, and the figure is saved
-beside it (a figure that cannot be saved is a warning, never the loss of the results).
-
-Every option's rules (its range, no repeats in a list, no empty value, a writable output path, a
-present device) come from the field's metadata and are checked before any work
-(:func:`refattn.studies.check_settings`); every file a command writes is locked for it, so that a
-second command on the same checkpoint, results file or ``--out`` folder is refused at once
-(:mod:`refattn.training.runs`). Bad input is one line on stderr, ``refattn <command>: error: ...``
-naming the option, and exit code 2 (``--debug`` shows the traceback); so is a parse error, with a
-pointer to ``--help``. Ctrl-C, SIGTERM and SIGHUP are one line saying what was kept and how to resume
-(exit code 128 + the signal's number: 130, 143, 129), a closed output ends quietly, and nothing ends in a
-traceback (:func:`main`). Two options that name one file (``--results`` inside ``--out``) are refused
-before any work, and so is a file the run would write that its owner made read-only.
+"""The ``refattn`` command line: ``refattn check``, ``refattn exercises`` and one command per study of
+:data:`refattn.studies.STUDIES`, whose options are the fields of its ``Settings`` (:func:`add_settings`,
+plain :mod:`argparse`). docs/cli.md says what is checked before any work, what a run keeps on disk, and
+how every way a command can end is answered in one line (:func:`main`).
 """
 
 from __future__ import annotations
@@ -235,12 +209,8 @@ def _check_working_folder(named):
 
 
 def _open_results(out, command, argv, figure):
-    """``--out DIR``: make DIR, lock it for this run (a second run on it is refused at once) and
-    write its results file ``DIR/<command>.json`` now, before any work, so that an output folder
-    that cannot be written is refused at once (one line). The results of an earlier run there are
-    left whole until this run has a piece to put in their place
-    (:class:`refattn.training.runs.ResultsFile`); a file there that is not a results file, or a
-    results file or ``figure`` made read-only, is refused, never replaced."""
+    """``--out DIR``: made, locked for this run and its results file ``DIR/<command>.json`` opened before any
+    work (:class:`refattn.training.runs.ResultsFile`; docs/cli.md, "Results that survive a failure")."""
     from .studies import check_folder  # noqa: PLC0415
     from .training.runs import ResultsFile, check_writable, claim  # noqa: PLC0415
 
@@ -256,11 +226,9 @@ def _open_results(out, command, argv, figure):
 
 
 def _write_figure(module, settings, result, out, results):
-    """Draw ``module.plot(result)`` into ``out`` and record the path in the result (key
-    ``"figure"``, or ``"figure_file"`` where the result uses ``"figure"`` already). The results
-    file gets the numbers first; a figure that cannot be drawn or saved is a warning on stderr
-    and ``result[key + "_error"]``, never the loss of the run's results. The figure is written
-    like every results file (:func:`refattn.training.runs.atomic_write`): never half a PNG."""
+    """``module.plot(result)`` written into ``out`` (atomically) after the numbers, its path in the result
+    (``"figure"``, or ``"figure_file"`` where the result has a ``"figure"``); one that cannot be drawn or
+    saved is a warning and ``result[key + "_error"]``."""
     import matplotlib  # noqa: PLC0415
 
     from .training.runs import atomic_write  # noqa: PLC0415
@@ -287,12 +255,8 @@ def _write_figure(module, settings, result, out, results):
 
 
 def _run_study(command, args, argv) -> int:
-    """Run the study of ``command`` with the parsed arguments; print its report or its JSON.
-
-    Every setting is checked, and every output path locked, before any work
-    (:func:`settings_from_args`); two options naming one file are refused first. The
-    report is made total: should it fail all the same, the results are printed as JSON
-    after a warning, never lost after the work."""
+    """Run the study of ``command`` with the parsed arguments (:func:`settings_from_args`, before any work);
+    print its report or its JSON, the JSON where the report fails (:func:`_report`)."""
     from .studies import study  # noqa: PLC0415
 
     module = study(command)
@@ -540,26 +504,8 @@ def _encodable_streams():
 
 
 def main(argv=None) -> int:
-    """Run one command, and answer every way it can end in one line at most.
-
-    * Bad input from the library (``ValueError``, ``TypeError``, ``OSError``,
-      and ``MemoryError`` for a run estimated too large) is one line on stderr
-      naming the option, file or value, exit code 2 (``--debug`` shows the
-      traceback); so is a parse error, with a pointer to ``--help``.
-    * Ctrl-C (``KeyboardInterrupt``), also while refattn is still importing,
-      is one line saying what was kept on disk and how to resume, exit code 130;
-      SIGTERM and SIGHUP are answered the same way (exit codes 143 and 129),
-      unless they were ignored when refattn started (``nohup``).
-    * A reader of stdout that goes away (``refattn ... | head``) or a closed
-      stderr ends quietly; stdout closed from the start (``>&-``) or a full
-      disk behind it is one line naming stdout, exit code 2 (the former before
-      any work). An output whose encoding cannot hold a character of the report
-      gets it spelt in ASCII (:data:`ASCII_SPELLINGS`).
-    * Anything else is a bug in refattn: one line saying so, exit code 1.
-
-    Every command runs in one :func:`refattn.training.runs.session` (the files
-    it writes are locked until it ends), with BLAS held at one thread.
-    """
+    """Run one command; bad input, a signal, a closed stream or a bug each end in one line on stderr and
+    an exit code (docs/cli.md, "Bad input" and "Interrupting a run"), never a traceback."""
     argv = sys.argv[1:] if argv is None else list(argv)
     state = {"command": None, "claimed": []}
     with _signals_as_interrupt(), _encodable_streams():

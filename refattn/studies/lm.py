@@ -431,15 +431,9 @@ def _mean_std(values):
 
 
 def run_lm(settings, *, progress=None, on_result=None):
-    """Train the toy LM once per variant, all seeds batched; validation loss, perplexity, accuracy
-    (:class:`Settings`; ``derivations/19-toy-lm.md``).
-
-    The corpus read and encoded (:func:`load_corpus`); per variant the decoder
-    (:func:`variant_options`) trained with Adam for ``steps`` steps, ``eval_every`` steps an "epoch"
-    of :func:`refattn.training.train.train`, ``eval_windows`` fixed dev windows evaluated after each and
-    every dev window (or ``final_windows``) at the end (:func:`_train_variant`); the n-gram yardsticks
-    (:func:`ngram_baseline`). ``on_result(variant, entry)`` is called as each variant finishes.
-    """
+    """The toy LM trained once per variant (:func:`_train_variant`), all seeds batched, beside the n-gram
+    yardsticks (:func:`ngram_baseline`): validation loss, perplexity and accuracy (:class:`Settings`;
+    ``derivations/19-toy-lm.md``). ``on_result(variant, entry)`` is called as each variant finishes."""
     t_start = time.perf_counter()
     variants = {activation_label(a): a for a in settings.activations}  # a file's activation by its NAME
     corpus = load_corpus(settings.data, level=settings.level, min_count=settings.min_count,

@@ -315,7 +315,10 @@ def exact_residual(X, *, tol=1e-10, return_details=False):
     k = int(np.argmin(values))
     if not return_details:
         return values[k]
-    frontier = sorted({(a, b) for _, a, b in points})
+    frontier = []  # the corners by f1, one of each pair that agree to the tolerance
+    for a, b in sorted((a, b) for _, a, b in points):
+        if not frontier or a - frontier[-1][0] > rel * a or abs(b - frontier[-1][1]) > rel * b:
+            frontier.append((a, b))
     return values[k], {"x": points[k][0], "frontier": frontier, "pivots": lp.pivots, "lp_solves": solves}
 
 
