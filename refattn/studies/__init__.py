@@ -248,8 +248,9 @@ class StudySettings:
             value, (kind, optional) = getattr(self, f.name), field_type(hints[f.name])
             if value is None and not optional:
                 raise TypeError(f"{f.name}: expected a value, got None")
-            if value is not None:
-                _check_field(value, kind, f.metadata, f.name)
+            per_key = isinstance(value, dict) and dict in typing.get_args(hints[f.name])  # {N_con: value}
+            for v in (value.values() if per_key else () if value is None else (value,)):
+                _check_field(v, kind, f.metadata, f.name)
             if f.metadata.get("device"):
                 check_device(value, f.name)
         self.check()

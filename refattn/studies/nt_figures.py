@@ -79,13 +79,14 @@ class Settings(StudySettings):
     figure: str = option(help="fig3 (N16T2), fig4 (N2T5), fig6 (mixture), fig7 (NT-R)", choices=FIGURES,
                          positional=True)
     seeds: int | None = option(None, "number of seeds (default: the figure's)", low=1)
-    epochs: int | None = option(None, "epochs of every run (default: the figure's)", low=1)
+    epochs: int | dict | None = option(None, "epochs of every run (default: the figure's)", low=1)
     lr: float | None = option(None, f"learning rate (default Expressive's {PAPER['lr']:g})", positive=True)
     device: str = option("cpu", "NumPy on the CPU or CuPy on the GPU", choices=DEVICES, device=True)
     max_memory: float | None = max_memory()
     task: str | None = option(None, "the task (default: the figure's)", cli=False)
     n_cons: tuple[int, ...] | None = option(None, "the context lengths (default: the figure's)", low=1, cli=False)
-    eval_every: int | None = option(None, "epochs between evaluations (default: the figure's)", low=1, cli=False)
+    eval_every: int | dict | None = option(None, "epochs between evaluations (default: the figure's)", low=1,
+                                           cli=False)
     n_test: int = option(PAPER["n_test"], "test series per evaluation", low=1, cli=False)
     lr_drop: tuple[int, float] | None = option(None, "(EPOCH, FACTOR): the learning rate divided by FACTOR from "
                                                      "EPOCH on (default: Fig. 6's (2500, 4), none elsewhere)",
@@ -169,16 +170,14 @@ def _own(settings, figure):
     """The settings of ``figure``, each None replaced by the figure's own (:data:`DEFAULTS`)."""
     if settings.figure != figure:
         raise ValueError(f"figure: this runner draws {figure!r}, got settings for {settings.figure!r}")
-    if isinstance(settings.activations, str) or not settings.activations:
-        raise TypeError("activations: expected a sequence of activation names, e.g. ('expressive', 'softmax')")
     given = {k: v for k, v in DEFAULTS[figure].items() if getattr(settings, k) is None}
-    s = dataclasses.replace(settings, **{k: v for k, v in given.items() if not callable(v)})
-    s = dataclasses.replace(s, n_cons=(s.n_cons,) if isinstance(s.n_cons, (int, np.integer)) else s.n_cons)
-    return dataclasses.replace(s, **{k: {n: v(n) for n in s.n_cons} for k, v in given.items() if callable(v)})
+    own = dataclasses.replace(settings, **{k: v for k, v in given.items() if not callable(v)})
+    return dataclasses.replace(own, **{k: {n: v(n) for n in own.n_cons} for k, v in given.items() if callable(v)})
 
 
-def _runs(s, progress, **extra):
-    """EA and DPA (``s.activations``) at every context length of the settings ``s`` (:func:`_own`'s)."""
+def _runs(settings, progress, **extra):
+    """EA and DPA (``settings.activations``) at every context length of the ``settings`` (:func:`_own`'s)."""
+    s = settings
     n_max = max(int(n) for n in s.n_cons)
     base = nt_training.Settings(task=s.task, seeds=s.seeds, n_test=s.n_test, lr=PAPER["lr"] if s.lr is None else s.lr,
                                 lr_drop=s.lr_drop, device=s.device, dtype=s.dtype, init_scale=s.init_scale,
@@ -355,8 +354,6 @@ _RUNNERS = {"fig3": run_fig3, "fig4": run_fig4, "fig6": run_mixture, "fig7": run
 def run_nt_figure(settings, *, progress=None):
     """Run one of Expressive's figures, ``settings.figure``: ``"fig3"``, ``"fig4"``, ``"fig6"`` (mixture)
     or ``"fig7"`` (NT-R), by :func:`run_fig3`, :func:`run_fig4`, :func:`run_mixture` or :func:`run_ntr`."""
-    if settings.figure not in _RUNNERS:
-        raise ValueError(f"figure: expected one of {FIGURES}, got {settings.figure!r}")
     return _RUNNERS[settings.figure](settings, progress=progress)
 
 

@@ -314,8 +314,9 @@ def run_nt(settings, *, progress=None):
     return result
 
 
-def _fingerprint(s, model, name, seeds, weights, lr_drop, snaps):
+def _fingerprint(settings, model, name, seeds, weights, lr_drop, snaps):
     """What a checkpoint records of the run, and a resumed run must match."""
+    s = settings
     fingerprint = {"task": name, "n_con": s.context, "attention": activation_record(s.activation),
                    "seeds": list(seeds), "lr": s.lr,
                    "momentum": s.momentum, "eval_every": s.eval_every, "n_test": s.n_test, "n_g": s.n_g,
@@ -331,8 +332,9 @@ def _fingerprint(s, model, name, seeds, weights, lr_drop, snaps):
     return fingerprint
 
 
-def _result(s, model, out, mixture, seeds, lr_drop, eval_seconds):
+def _result(settings, model, out, mixture, seeds, lr_drop, eval_seconds):
     """:func:`run_nt`'s result from the trainer's output ``out``; ``mixture`` is :func:`parse_mixture`'s."""
+    s = settings
     name, tasks, weights = mixture
     variant, N, tau = parse_task(tasks[0])
     hist = out["history"]

@@ -855,19 +855,14 @@ def _cell(curve, form, depth, width=8):
 
 
 def memory_estimate(n, d, depth=12, seeds=2, inputs=2, architectures=3):
-    """Bytes ``refattn rank-collapse`` needs at its peak, before any work.
-
-    Three parts: the weights of every stack, kept for the whole run (per layer at
-    most ``8 d^2`` float64 and a few kB of arrays' and dicts' overhead, counted as
-    ``96 d^2 + 3000`` bytes), the inputs and curves of every weight draw and input
-    (``12 n d + 48 depth + 1000`` bytes), and the largest temporaries of one
-    forward pass, which hold ``(n d)^2`` entries (about seven float64 copies as
-    tracemalloc measures them; the estimate allows eight) (``tests/test_run_safety.py``).
-    """
+    """Bytes ``refattn rank-collapse`` needs at its peak, before any work: the weights of every stack, kept
+    for the whole run (``96 d^2 + 3000`` bytes a layer), the inputs and curves of every draw and input
+    (``12 n d + 48 depth + 1000``), and one forward pass with its linear programmes (tracemalloc measures
+    800 to 3200 bytes per token entry ``n d``; the estimate allows 2000, and 256 KiB more) (``tests/test_run_safety.py``)."""
     n, d, depth, seeds, inputs = (int(v) for v in (n, d, depth, seeds, inputs))
     stacks = seeds * int(architectures) * depth * (96 * d * d + 3000)
     draws = seeds * inputs * (12 * n * d + 48 * depth + 1000)
-    return 64 * (n * d) ** 2 + stacks + draws + 4 * 2**20
+    return 2000 * n * d + stacks + draws + 2**18
 
 
 #: ``refattn rank-collapse``.
