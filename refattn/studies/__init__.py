@@ -197,7 +197,7 @@ def _check_value(value, kind, rules, name):
         _check_activation(value, rules, name)
     elif kind is bool:
         if not isinstance(value, bool):
-            raise ValueError(f"{name}: expected True or False, got {value!r}")
+            raise TypeError(f"{name}: expected True or False, got {value!r}")
     elif kind is str:
         _check_name(value, rules, name)
     elif kind in (int, float):
@@ -208,7 +208,8 @@ def _check_field(value, kind, rules, name):
     """A field's value: one value, a fixed-length tuple (its ``items`` rules), or a non-empty list
     without repeats."""
     if typing.get_origin(kind) is not tuple:
-        return _check_value(value, kind, rules, name)
+        _check_value(value, kind, rules, name)
+        return
     kinds = typing.get_args(kind)
     fixed = kinds[-1] is not Ellipsis
     if not isinstance(value, tuple):
@@ -219,7 +220,7 @@ def _check_field(value, kind, rules, name):
         names = rules.get("metavar") or ("",) * len(kinds)
         for v, k, r, m in zip(value, kinds, rules["items"], names):
             _check_value(v, k, r, f"{name} {m}".strip())
-        return None
+        return
     for v in value:
         _check_value(v, kinds[0], rules, name)
     if "activation" in rules:
@@ -229,7 +230,6 @@ def _check_field(value, kind, rules, name):
     twice = [v for v in value if list(value).count(v) > 1]
     if twice:
         raise ValueError(f"{name}: {twice[0]!r} is given twice; each value once")
-    return None
 
 
 class StudySettings:
@@ -242,7 +242,8 @@ class StudySettings:
     def __post_init__(self):
         for name in self.needs:
             if importlib.util.find_spec(name) is None:
-                raise ValueError(f"this study needs {name} (refattn's 'studies' extra): pip install 'refattn[studies]'")
+                raise ValueError(f"this study needs {name} (refattn's 'studies' extra): "
+                                 f"pip install 'refattn[studies]'")
         hints = typing.get_type_hints(type(self))
         for f in dataclasses.fields(self):
             value, (kind, optional) = getattr(self, f.name), field_type(hints[f.name])

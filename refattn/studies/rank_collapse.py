@@ -858,7 +858,8 @@ def memory_estimate(n, d, depth=12, seeds=2, inputs=2, architectures=3):
     """Bytes ``refattn rank-collapse`` needs at its peak, before any work: the weights of every stack, kept
     for the whole run (``96 d^2 + 3000`` bytes a layer), the inputs and curves of every draw and input
     (``12 n d + 48 depth + 1000``), and one forward pass with its linear programmes (tracemalloc measures
-    800 to 3200 bytes per token entry ``n d``; the estimate allows 2000, and 256 KiB more) (``tests/test_run_safety.py``)."""
+    800 to 3200 bytes per token entry ``n d``; the estimate allows 2000, and 256 KiB more)
+    (``tests/test_run_safety.py``)."""
     n, d, depth, seeds, inputs = (int(v) for v in (n, d, depth, seeds, inputs))
     stacks = seeds * int(architectures) * depth * (96 * d * d + 3000)
     draws = seeds * inputs * (12 * n * d + 48 * depth + 1000)

@@ -155,7 +155,8 @@ class Settings(StudySettings):
         """Figure 1's seed is one of the run's."""
         last = self.first_seed + self.seeds - 1
         if self.figure_seed is not None and not self.first_seed <= self.figure_seed <= last:
-            raise ValueError(f"figure_seed: expected one of the seeds {self.first_seed} .. {last}, got {self.figure_seed}")
+            raise ValueError(f"figure_seed: expected one of the seeds {self.first_seed} .. {last}, "
+                             f"got {self.figure_seed}")
 
 
 # --------------------------------------------------------------------------
