@@ -48,8 +48,8 @@ TRAJECTORY_POINTS = 100
 
 @dataclass
 class Settings(StudySettings):
-    """Proposition 1 against gradient descent on synthetic polarity data: measured score change per step vs
-    the predicted velocity."""
+    """Proposition 1 against gradient descent on synthetic polarity data (the tiny trainer,
+    score_dynamics.gradient_descent): measured score change per step vs the predicted velocity."""
 
     activations: tuple[str, ...] = activation_option(("softmax", "tanhmax"), "comma-separated activations")
     seed: int = option(0, "seed of the data and the initialisation", low=0)
@@ -185,7 +185,8 @@ def report(result):
     """:func:`run`'s result as a text table."""
     etas = result["rows"][0]["etas"]
     head = "  ".join(f"eta={e:g}" for e in etas)
-    lines = ["Proposition 1 against gradient descent: rel. error of (measured score change)/eta",
+    lines = ["Proposition 1 against gradient descent (the tiny trainer, refattn.studies.score_dynamics."
+             "gradient_descent): rel. error of (measured score change)/eta",
              f"columns: step sizes {head}; 'prop1' = against Eq. 4, 'exact' = against -J grad R",
              ""]
     for r in result["rows"]:
