@@ -180,6 +180,7 @@ def _runs(settings, progress, **extra):
     s = settings
     n_max = max(int(n) for n in s.n_cons)
     base = nt_training.Settings(task=s.task, seeds=s.seeds, n_test=s.n_test, lr=PAPER["lr"] if s.lr is None else s.lr,
+                                epochs=max(_per(s.epochs, n, "epochs") for n in s.n_cons),
                                 lr_drop=s.lr_drop, device=s.device, dtype=s.dtype, init_scale=s.init_scale,
                                 max_memory=s.max_memory, **({} if s.layout is None else {"layout": s.layout}), **extra)
     per_cell = dataclasses.replace(base, context=n_max).memory_estimate()

@@ -198,13 +198,16 @@ def _cell_record(r):
     return thin_record(rec)
 
 
+def _own(settings):
+    """The figure's :data:`SETTINGS`, with ``epochs`` and ``eval_every`` overridden where given."""
+    return {**SETTINGS[settings.figure],
+            **{k: getattr(settings, k) for k in ("epochs", "eval_every") if getattr(settings, k) is not None}}
+
+
 def _recorded(settings):
-    """What the results file records of the grid's settings (and a resumed file must match): the figure's
-    :data:`SETTINGS` with ``epochs`` and ``eval_every`` overridden where given."""
-    recorded = dict(SETTINGS[settings.figure])
-    for key in ("epochs", "eval_every"):
-        if getattr(settings, key) is not None:
-            recorded[key] = getattr(settings, key)
+    """What the results file records of the grid's settings (and a resumed file must match): :func:`_own`'s,
+    the seeds listed and the grid's axes."""
+    recorded = _own(settings)
     recorded["lr_drop"] = None if recorded["lr_drop"] is None else list(recorded["lr_drop"])
     recorded.update(figure=settings.figure, seeds=list(range(settings.seeds)),
                     init_scales=[float(v) for v in settings.init_scales], lrs=[float(v) for v in settings.lrs],
@@ -221,13 +224,14 @@ def run_sensitivity(settings, *, command=None, progress=None):
     :class:`refattn.studies.grid.Runner`. Returns ``settings`` (as the file records them, :func:`_recorded`),
     ``commit``, ``command``, ``cells`` ({:func:`cell_key`: record}), ``ran_on``, ``runs`` and ``summary``
     (:func:`summarise`)."""
-    recorded = _recorded(settings)
-    cell_settings = {"task": recorded["task"], "context": recorded["n_con"], "seeds": settings.seeds,
-                     "epochs": recorded["epochs"], "eval_every": recorded["eval_every"], "n_test": settings.n_test,
-                     "lr_drop": None if recorded["lr_drop"] is None else tuple(recorded["lr_drop"]),
-                     "beta": recorded.get("beta", 1.0), "dtype": settings.dtype, "max_memory": settings.max_memory}
+    own = _own(settings)
+    cell_settings = {"task": own["task"], "context": own["n_con"], "seeds": settings.seeds,
+                     "epochs": own["epochs"], "eval_every": own["eval_every"], "n_test": settings.n_test,
+                     "lr_drop": own["lr_drop"], "beta": own.get("beta", 1.0), "dtype": settings.dtype,
+                     "max_memory": settings.max_memory}
     per_cell = nt_training.Settings(**cell_settings).memory_estimate()
     check_memory(per_cell, f"--seeds {settings.seeds}", settings.max_memory)
+    recorded = _recorded(settings)  # the seeds are listed only now, after the memory check
     runner = grid.Runner(settings, progress=progress, label=f"nt-sensitivity {settings.figure}", memory=per_cell)
     store = CellStore(settings.results, recorded, grow=("init_scales", "lrs"), what="run_sensitivity",
                       record_keys=RECORD_KEYS)

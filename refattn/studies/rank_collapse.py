@@ -810,7 +810,7 @@ def run_rank_collapse(settings, *, progress=None, on_result=None):
     ``on_result(activation, curves)`` is called as each activation finishes.
     """
     s = settings
-    check_memory(memory_estimate(s.n, s.d, s.depth, s.seeds, s.inputs, len(s.architectures)),
+    check_memory(memory_estimate(s.n, s.d, s.depth, s.seeds, s.inputs, len(s.architectures), s.heads),
                  f"--n {s.n} --d {s.d} --depth {s.depth} --seeds {s.seeds} --inputs {s.inputs}", s.max_memory)
     t0 = time.perf_counter()
     given = ({a: a for a in ACTIVATIONS} if s.activations is None
@@ -854,16 +854,16 @@ def _cell(curve, form, depth, width=8):
     return f"{v:{width - 1}.2f}{star}"
 
 
-def memory_estimate(n, d, depth=12, seeds=2, inputs=2, architectures=3):
+def memory_estimate(n, d, depth=12, seeds=2, inputs=2, architectures=3, heads=2):
     """Bytes ``refattn rank-collapse`` needs at its peak, before any work: the weights of every stack, kept
     for the whole run (``96 d^2 + 3000`` bytes a layer), the inputs and curves of every draw and input
     (``12 n d + 48 depth + 1000``), and one forward pass with its linear programmes (tracemalloc measures
-    800 to 3200 bytes per token entry ``n d``; the estimate allows 2000, and 256 KiB more)
-    (``tests/test_run_safety.py``)."""
-    n, d, depth, seeds, inputs = (int(v) for v in (n, d, depth, seeds, inputs))
+    about 33 bytes per entry of the ``(heads, n, n)`` scores and 800 to 3200 per token entry ``n d``; the
+    estimate allows 40 and 2000, and 256 KiB more) (``tests/test_run_safety.py``)."""
+    n, d, depth, seeds, inputs, heads = (int(v) for v in (n, d, depth, seeds, inputs, heads))
     stacks = seeds * int(architectures) * depth * (96 * d * d + 3000)
     draws = seeds * inputs * (12 * n * d + 48 * depth + 1000)
-    return 2000 * n * d + stacks + draws + 2**18
+    return 40 * heads * n * n + 2000 * n * d + stacks + draws + 2**18
 
 
 #: ``refattn rank-collapse``.
