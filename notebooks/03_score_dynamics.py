@@ -9,13 +9,18 @@
 # %% [markdown]
 # # 03 — Score dynamics in training, and TanhMax's polarity experiment
 #
-# Two experiments of TanhMax, run with the tiny trainer (`refattn.training.train`):
+# Two experiments of TanhMax:
 #
 # 1. **Proposition 1 against gradient descent** (`refattn dynamics`): the
 #    change of each token's score per step, divided by the step, against the
-#    predicted velocity $ds/d\tau$ (`derivations/12-score-dynamics-experiment.md`).
+#    predicted velocity $ds/d\tau$ (`derivations/12-score-dynamics-experiment.md`),
+#    trained by the tiny trainer, `refattn.studies.score_dynamics.gradient_descent`:
+#    plain full-batch gradient descent, a dozen lines, no checkpoints or files.
 # 2. **The synthetic polarity experiment** (TanhMax section 5.1, Fig. 2;
-#    `refattn polarity`): attention scores and weights of positive, negative
+#    `refattn polarity`), trained in minibatches with Adam by
+#    `refattn.training.classifier.train_classifier` over the heavier trainer
+#    `refattn.training.train` (all seeds batched, resumable checkpoints):
+#    attention scores and weights of positive, negative
 #    and neutral tokens after training, over several seeds — with the sign
 #    pattern of the two polar groups, which the model's symmetry leaves
 #    undetermined, and the logit contributions $w_e o_e$, which it does not.
@@ -48,6 +53,14 @@ SMALL = start()  # REFATTN_SMALL=1: small sizes; figures go to REFATTN_FIGDIR, o
 # tenfold with each tenfold smaller step. With TanhMax's shared projections it
 # does not (the neglected terms of (03.P7) and the wrong $\Delta_I$), while the
 # exact velocity $-J\nabla R$ still agrees to first order.
+
+# %% [markdown]
+# The trainer, whole:
+
+# %%
+import inspect  # noqa: E402
+
+print(inspect.getsource(score_dynamics.gradient_descent))
 
 # %%
 summary = score_dynamics.run(score_dynamics.Settings(steps=60 if SMALL else 400, eta=0.5))  # refattn dynamics

@@ -54,7 +54,7 @@ np.set_printoptions(precision=4, linewidth=100)
 # couples the columns). The exact minimum of $\sqrt{f_1 f_\infty}$ sits at a
 # corner of the lower-left boundary of the set of achievable pairs
 # $(f_1, f_\infty)$ (derivation, Lemma 2), which `exact_residual` traces with
-# a small simplex method. Below: that boundary for one random matrix, the
+# linear programmes (`scipy.optimize.linprog`, HiGHS). Below: that boundary for one random matrix, the
 # level curves of $ab$, the corner that wins, and where the token mean lands.
 
 # %%
@@ -68,7 +68,7 @@ front = np.array(info["frontier"])  # (corners, 2): (f1, finf)
 print(f"exact minimum {value:.4f} at x = {info['x']}")
 print(f"token mean    {np.sqrt(a_mean * b_mean):.4f} at x = {X.mean(axis=0)}")
 print(f"frontier corners (f1, finf): {np.round(front, 4).tolist()}")
-print(f"{info['lp_solves']} linear programmes, {info['pivots']} simplex pivots")
+print(f"{info['lp_solves']} linear programmes, {info['pivots']} simplex iterations")
 
 fig, ax = plt.subplots(figsize=(5.2, 4.2))
 aa = np.linspace(front[:, 0].min() * 0.9, max(a_mean, front[:, 0].max()) * 1.1, 200)

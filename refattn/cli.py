@@ -1,33 +1,7 @@
-"""The ``refattn`` command line.
-
-    refattn check [--json] [--seed N] [--activation FILE.py[:NAME] [--range LO,HI] [--dtype float32] [--plot DIR]]
-        every hand-derived gradient against autograd and central differences (float64);
-        with --activation, the same checks and more for activations of yours (refattn.check.check_activation)
-    refattn exercises [--json] [check NAME FILE.py]
-        the exercises; 'exercises check' grades an answer: exit 0 correct, 1 wrong, 2 bad input
-    refattn <study> [options] [--json] [--out DIR]
-        one command per study of :data:`refattn.studies.STUDIES` (``refattn --help`` lists them,
-        ``refattn <study> --help`` gives its options)
-
-A study's options are the fields of its ``Settings`` dataclass (:func:`add_settings`): the field
-``eval_every`` is ``--eval-every``, its type comes from the annotation, its default and help from
-the field. A tuple field takes a comma-separated list (``--activations softmax,tanhmax``); a
-fixed-length tuple takes that many values (``--lr-drop EPOCH FACTOR``). Every study has
-``--json`` (one JSON object instead of the text report); one that draws a figure has
-``--out DIR``: ``DIR/<command>.json`` receives each finished piece as the run goes
-(:class:`refattn.training.runs.ResultsFile`), then the whole result, and the figure is saved
-beside it (a figure that cannot be saved is a warning, never the loss of the results).
-
-Every option's rules (its range, no repeats in a list, no empty value, a writable output path, a
-present device) come from the field's metadata and are checked before any work
-(:func:`refattn.studies.check_settings`); every file a command writes is locked for it, so that a
-second command on the same checkpoint, results file or ``--out`` folder is refused at once
-(:mod:`refattn.training.runs`). Bad input is one line on stderr, ``refattn <command>: error: ...``
-naming the option, and exit code 2 (``--debug`` shows the traceback); so is a parse error, with a
-pointer to ``--help``. Ctrl-C, SIGTERM and SIGHUP are one line saying what was kept and how to resume
-(exit code 128 + the signal's number: 130, 143, 129), a closed output ends quietly, and nothing ends in a
-traceback (:func:`main`). Two options that name one file (``--results`` inside ``--out``) are refused
-before any work, and so is a file the run would write that its owner made read-only.
+"""The ``refattn`` command line: ``refattn check``, ``refattn exercises`` and one command per study of
+:data:`refattn.studies.STUDIES`, whose options are the fields of its ``Settings`` (:func:`add_settings`,
+plain :mod:`argparse`). docs/cli.md says what is checked before any work, what a run keeps on disk, and
+how every way a command can end is answered in one line (:func:`main`).
 """
 
 from __future__ import annotations
@@ -72,35 +46,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 # --------------------------------------------------------------------------
-# A study's options, from its Settings dataclass
+# A study's options, from its Settings dataclass (docs/cli.md)
 # --------------------------------------------------------------------------
-
-
-def _option_name(f):
-    from .studies import option_name  # noqa: PLC0415
-
-    return option_name(f)
-
-
-def _unwrap(annotation):
-    """``(type, optional)``: ``int | None`` is ``(int, True)``, ``int`` is ``(int, False)``."""
-    from .studies import field_type  # noqa: PLC0415
-
-    return field_type(annotation)
-
-
-def _fields(cls):
-    """``(field, type, optional)`` for every field of a settings dataclass that the command line has an
-    option for (:func:`refattn.studies.command_fields`), annotations resolved."""
-    from .studies import command_fields  # noqa: PLC0415
-
-    hints = typing.get_type_hints(cls)
-    return [(f, *_unwrap(hints[f.name])) for f in command_fields(cls)]
-
-
-def _is_list(tp):
-    """True for ``tuple[X, ...]``: a comma-separated list on the command line."""
-    return typing.get_origin(tp) is tuple and typing.get_args(tp)[-1] is Ellipsis
 
 
 def _shown(value):
@@ -112,9 +59,21 @@ def _shown(value):
 
 def _help(f):
     text = f.metadata.get("help", "")
-    if f.default is not dataclasses.MISSING and f.default is not None and f.default is not False:
+    if f.default not in (dataclasses.MISSING, None, False):
         text += f" (default {_shown(f.default)})"
     return text.replace("%", "%%")  # argparse formats help with %
+
+
+def _comma_list(kind):
+    """An argparse type: ``0.5,1,2`` as a tuple of ``kind``."""
+    words = {int: "integers", float: "numbers such as 0.5,1,2", str: "names"}[kind]
+
+    def parse(text):
+        try:
+            return tuple(kind(x.strip()) for x in text.split(","))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected comma-separated {words}, got {text!r}") from None
+    return parse
 
 
 class _Deprecated(argparse.Action):
@@ -130,110 +89,70 @@ class _Deprecated(argparse.Action):
 
 
 def add_settings(parser, cls):
-    """Add one argument per field of the settings dataclass ``cls`` to ``parser``.
+    """One argument per field of the settings dataclass ``cls`` (:func:`refattn.studies.command_fields`)."""
+    from .studies import command_fields, field_type, option_name  # noqa: PLC0415
 
-    The option is the field's name with ``-`` for ``_`` (``positional=True``
-    in the field's metadata: a positional argument); ``bool`` is a flag;
-    ``int``, ``float`` and ``str`` are parsed by argparse; ``tuple[X, ...]`` is
-    read as a comma-separated string and ``tuple[X, Y]`` as two values, both
-    converted by :func:`settings_from_args` (so that a bad list is one line
-    naming the option, exit 2). ``choices`` and ``metavar`` come from the
-    metadata; a field without a default is required; a field with
-    ``cli=False`` has no option (Python callers set it); each of a field's
-    ``old_names`` is accepted too, with a deprecation note.
-    """
-    for f, tp, _ in _fields(cls):
-        meta = f.metadata
-        kwargs = {"help": _help(f)}
-        kwargs.update({k: meta[k] for k in ("choices", "metavar") if k in meta})
+    hints = typing.get_type_hints(cls)
+    for f in command_fields(cls):
+        tp, meta, name = field_type(hints[f.name])[0], f.metadata, option_name(f)
+        kwargs = {"help": _help(f), **{k: meta[k] for k in ("choices", "metavar") if k in meta}}
+        kinds = typing.get_args(tp) if typing.get_origin(tp) is tuple else ()
         if tp is bool:
-            if f.default is not False:
-                raise TypeError(f"{cls.__name__}.{f.name}: a flag's default must be False")
             kwargs["action"] = "store_true"
-        elif typing.get_origin(tp) is tuple:
-            kwargs["type"] = str
-            if not _is_list(tp):
-                kwargs["nargs"] = len(typing.get_args(tp))
+        elif kinds and kinds[-1] is Ellipsis:
+            kwargs["type"] = _comma_list(kinds[0])
+        elif kinds:  # a fixed-length tuple: that many values, each converted by its kind
+            kwargs.update(nargs=len(kinds), type=float if float in kinds else kinds[0])
         else:
             kwargs["type"] = tp
         if meta.get("positional"):
             parser.add_argument(f.name, **kwargs)
-        elif f.default is dataclasses.MISSING:
-            parser.add_argument(_option_name(f), required=True, dest=f.name, **kwargs)
         else:
-            parser.add_argument(_option_name(f), default=f.default, dest=f.name, **kwargs)
+            parser.add_argument(name, dest=f.name, **({"required": True} if f.default is dataclasses.MISSING
+                                                       else {"default": f.default}), **kwargs)
         for old in meta.get("old_names", ()):
             hidden = {k: v for k, v in kwargs.items() if k not in ("help", "action")}
-            parser.add_argument(old, dest=f.name, action=_Deprecated, new=_option_name(f), help=argparse.SUPPRESS,
+            parser.add_argument(old, dest=f.name, action=_Deprecated, new=name, help=argparse.SUPPRESS,
                                 default=argparse.SUPPRESS, **hidden)
 
 
-def _number(text, kind, option):
-    """``text`` as an int (a whole number) or a finite float, or one line naming ``option``."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"{option}: expected a number, got {text!r}") from None
-    if not math.isfinite(value):
-        raise ValueError(f"{option}: expected a finite number, got {text!r}")
-    if kind is int:
-        if not value.is_integer():
-            raise ValueError(f"{option}: expected a whole number, got {value:g}")
-        return int(value)
-    return value
-
-
-def _names(text, option):
-    """Comma-separated names, checked before any work: none empty, none twice."""
-    names = tuple(x.strip() for x in text.split(","))
-    if any(not x for x in names):
-        raise ValueError(f"{option}: expected comma-separated names with none empty, got {text!r}")
-    twice = sorted({x for x in names if names.count(x) > 1})
-    if twice:
-        raise ValueError(f"{option}: {twice[0]!r} is given twice in {text!r}")
-    return names
-
-
-def _numbers(text, kind, option):
-    """Comma-separated integers or numbers, or one line naming ``option`` (their range is checked
-    with the other settings, :func:`refattn.studies.check_settings`)."""
-    what = "integers" if kind is int else "numbers such as 0.5,1,2"
-    try:
-        return tuple(kind(x) for x in text.split(","))
-    except ValueError:
-        raise ValueError(f"{option}: expected comma-separated {what}, got {text!r}") from None
-
-
-def _convert(f, tp, value):
-    """A parsed argument as the field's value: lists and pairs converted and checked."""
-    if value is None or typing.get_origin(tp) is not tuple or isinstance(value, tuple):
-        return value  # argparse's own conversion, a default, or None
-    option, kinds = _option_name(f), typing.get_args(tp)
-    if _is_list(tp):
-        if kinds[0] is str:
-            return _names(value, option)
-        return _numbers(value, kinds[0], option)
-    metavar = f.metadata.get("metavar") or (None,) * len(kinds)
-    return tuple(_number(v, kind, f"{option} {name}" if name else option)
-                 for v, kind, name in zip(value, kinds, metavar))
+def _value(kind, value):
+    """A parsed argument as the field's value: a fixed-length tuple's whole numbers as ``int``."""
+    kinds = typing.get_args(kind) if typing.get_origin(kind) is tuple else ()
+    if not isinstance(value, list):
+        return value
+    return tuple(int(v) if k is int and float(v).is_integer() else v for v, k in zip(value, kinds))
 
 
 def settings_from_args(cls, args, files=None):
-    """The ``cls`` instance that parsed arguments (:func:`add_settings`) describe, checked against
-    its fields' rules (:func:`refattn.studies.check_settings`: ranges, repeats, empty values,
-    output paths, the device); ``ValueError`` naming the option otherwise. ``files(settings)``,
-    if given, lists ``(option, path)`` of every file the command reads or writes, which must be
-    distinct (:func:`refattn.training.runs.check_distinct`): checked first, before any file is
-    read or locked."""
-    from .studies import check_settings  # noqa: PLC0415
+    """The ``cls`` instance the parsed arguments describe (checked as it is made), with every file the
+    command reads or writes distinct (``files(settings)`` lists them) and every output claimed."""
+    from .studies import command_fields, field_type  # noqa: PLC0415
+    from .training.runs import check_distinct  # noqa: PLC0415
 
-    settings = cls(**{f.name: _convert(f, tp, getattr(args, f.name)) for f, tp, _ in _fields(cls)})
+    hints = typing.get_type_hints(cls)
+    try:
+        settings = cls(**{f.name: _value(field_type(hints[f.name])[0], getattr(args, f.name))
+                          for f in command_fields(cls)})
+    except (ValueError, TypeError) as exc:
+        raise _naming_option(exc, cls) from None
     if files is not None:
-        from .training.runs import check_distinct  # noqa: PLC0415
-
         check_distinct(files(settings))
-    check_settings(settings)
+    _claim_outputs(settings)
     return settings
+
+
+def _claim_outputs(settings):
+    """Every output path writable and locked for this run, before any work (the files last: nothing is
+    locked for settings refused before)."""
+    from .studies import check_folder, command_fields, option_name  # noqa: PLC0415
+    from .training.runs import check_results_path  # noqa: PLC0415
+    from .training.train import check_checkpoint  # noqa: PLC0415
+
+    check = {"checkpoint": check_checkpoint, "checkpoint_dir": check_folder, "results": check_results_path}
+    for f in command_fields(type(settings)):
+        if "output" in f.metadata and getattr(settings, f.name) is not None:
+            check[f.metadata["output"]](getattr(settings, f.name), option_name(f))
 
 
 # --------------------------------------------------------------------------
@@ -287,12 +206,8 @@ def _check_working_folder(named):
 
 
 def _open_results(out, command, argv, figure):
-    """``--out DIR``: make DIR, lock it for this run (a second run on it is refused at once) and
-    write its results file ``DIR/<command>.json`` now, before any work, so that an output folder
-    that cannot be written is refused at once (one line). The results of an earlier run there are
-    left whole until this run has a piece to put in their place
-    (:class:`refattn.training.runs.ResultsFile`); a file there that is not a results file, or a
-    results file or ``figure`` made read-only, is refused, never replaced."""
+    """``--out DIR``: made, locked for this run and its results file ``DIR/<command>.json`` opened before any
+    work (:class:`refattn.training.runs.ResultsFile`; docs/cli.md, "Results that survive a failure")."""
     from .studies import check_folder  # noqa: PLC0415
     from .training.runs import ResultsFile, check_writable, claim  # noqa: PLC0415
 
@@ -308,11 +223,9 @@ def _open_results(out, command, argv, figure):
 
 
 def _write_figure(module, settings, result, out, results):
-    """Draw ``module.plot(result)`` into ``out`` and record the path in the result (key
-    ``"figure"``, or ``"figure_file"`` where the result uses ``"figure"`` already). The results
-    file gets the numbers first; a figure that cannot be drawn or saved is a warning on stderr
-    and ``result[key + "_error"]``, never the loss of the run's results. The figure is written
-    like every results file (:func:`refattn.training.runs.atomic_write`): never half a PNG."""
+    """``module.plot(result)`` written into ``out`` (atomically) after the numbers, its path in the result
+    (``"figure"``, or ``"figure_file"`` where the result has a ``"figure"``); one that cannot be drawn or
+    saved is a warning and ``result[key + "_error"]``."""
     import matplotlib  # noqa: PLC0415
 
     from .training.runs import atomic_write  # noqa: PLC0415
@@ -339,12 +252,8 @@ def _write_figure(module, settings, result, out, results):
 
 
 def _run_study(command, args, argv) -> int:
-    """Run the study of ``command`` with the parsed arguments; print its report or its JSON.
-
-    Every setting is checked, and every output path locked, before any work
-    (:func:`settings_from_args`); two options naming one file are refused first. The
-    report is made total: should it fail all the same, the results are printed as JSON
-    after a warning, never lost after the work."""
+    """Run the study of ``command`` with the parsed arguments (:func:`settings_from_args`, before any work);
+    print its report or its JSON, the JSON where the report fails (:func:`_report`)."""
     from .studies import study  # noqa: PLC0415
 
     module = study(command)
@@ -373,10 +282,12 @@ def _naming_option(exc, cls):
     from .studies import command_fields, option_name  # noqa: PLC0415
 
     head, sep, rest = str(exc).partition(": ")
+    name, _, item = head.partition(" ")  # "lr_drop EPOCH": one value of a fixed-length tuple
     fields = {f.name: f for f in command_fields(cls)}
-    if not sep or head not in fields or option_name(fields[head]) == head:
+    if not sep or name not in fields:
         return exc
-    return (ValueError if isinstance(exc, ValueError) else TypeError)(f"{option_name(fields[head])}: {rest}")
+    return (ValueError if isinstance(exc, ValueError) else TypeError)(
+        f"{' '.join(filter(None, (option_name(fields[name]), item)))}: {rest}")
 
 
 def _report(command, module, result):
@@ -590,26 +501,8 @@ def _encodable_streams():
 
 
 def main(argv=None) -> int:
-    """Run one command, and answer every way it can end in one line at most.
-
-    * Bad input from the library (``ValueError``, ``TypeError``, ``OSError``,
-      and ``MemoryError`` for a run estimated too large) is one line on stderr
-      naming the option, file or value, exit code 2 (``--debug`` shows the
-      traceback); so is a parse error, with a pointer to ``--help``.
-    * Ctrl-C (``KeyboardInterrupt``), also while refattn is still importing,
-      is one line saying what was kept on disk and how to resume, exit code 130;
-      SIGTERM and SIGHUP are answered the same way (exit codes 143 and 129),
-      unless they were ignored when refattn started (``nohup``).
-    * A reader of stdout that goes away (``refattn ... | head``) or a closed
-      stderr ends quietly; stdout closed from the start (``>&-``) or a full
-      disk behind it is one line naming stdout, exit code 2 (the former before
-      any work). An output whose encoding cannot hold a character of the report
-      gets it spelt in ASCII (:data:`ASCII_SPELLINGS`).
-    * Anything else is a bug in refattn: one line saying so, exit code 1.
-
-    Every command runs in one :func:`refattn.training.runs.session` (the files
-    it writes are locked until it ends), with BLAS held at one thread.
-    """
+    """Run one command; bad input, a signal, a closed stream or a bug each end in one line on stderr and
+    an exit code (docs/cli.md, "Bad input" and "Interrupting a run"), never a traceback."""
     argv = sys.argv[1:] if argv is None else list(argv)
     state = {"command": None, "claimed": []}
     with _signals_as_interrupt(), _encodable_streams():

@@ -545,9 +545,9 @@ def test_every_recorded_command_parses_today_and_describes_its_file(name, where,
     settings = settings_from_args(study(args.command).Settings, args)  # every rule the command line applies
     data = load(name)
     if args.command == "nt-sensitivity":
-        from refattn.studies.nt_sensitivity import _settings  # noqa: PLC0415
+        from refattn.studies.nt_sensitivity import _recorded  # noqa: PLC0415
 
-        want = _settings(settings)
+        want = _recorded(settings)
         got = data["settings"]
         for k in set(want) | set(got):
             if k in ("init_scales", "lrs"):  # a grid may grow in its file

@@ -65,7 +65,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..training.runs import atomic_write, check_memory, dumps
-from . import max_memory, option
+from . import StudySettings, max_memory, option
 
 __all__ = ["PLATEAU_BAND", "PLATEAU_MIN_EPOCHS", "PLATEAU_MIN_EVALUATIONS", "PLATEAU_DRIFT", "PLATEAU_CEILING",
            "ESCAPE_RISE", "SMOOTHING", "DEFINITIONS", "smooth", "drift", "plateaus", "escape", "trap", "time_to_100", "read_curve",
@@ -433,7 +433,7 @@ def _curves_fit(rec, path):
 
 
 @dataclass
-class Settings:
+class Settings(StudySettings):
     """Plateaus, escapes, traps, divergence and the epochs to an error-free evaluation of every seed and cell
     of a results file of refattn nt-sensitivity, by the definitions of refattn.studies.curves."""
 

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.activations import ACTIVATIONS
-from ..core.checks import check_int
 from ..theory.properties import (
     CRITERIA,
     PAPER_ROW_NAMES,
@@ -27,7 +26,8 @@ from ..theory.properties import (
     measure,
     tolerances,
 )
-from . import activation_label, activation_option, option, resolve_activation
+from ..custom import activation_label
+from . import StudySettings, activation_option, option, resolve_activation
 
 __all__ = ["Settings", "run", "report", "plot"]
 
@@ -36,7 +36,7 @@ FIGURE = "properties.png"
 
 
 @dataclass
-class Settings:
+class Settings(StudySettings):
     """The four properties of TanhMax section 4 (monotonicity, log-nonlinearity, contextual normalisation,
     origin symmetry), measured for every activation, beside the paper's Table 3.
 
@@ -57,34 +57,12 @@ def _marks(row: dict) -> str:
 
 
 def run(settings) -> dict:
-    """Measure the four properties for every registered activation and compare with Table 3.
-
-    Iterates over :data:`refattn.core.activations.ACTIVATIONS`; only
-    :data:`refattn.theory.properties.PAPER_TABLE3` is written down.
-    Derivation: ``derivations/06-four-properties.md`` (section 6 has the table).
-
-    Parameters
-    ----------
-    settings : Settings
-        ``seed``: of the random rows and matrices; ``activations``: the ones measured (names,
-        ``FILE.py:NAME`` or Activations; default every registered one).
-
-    Returns
-    -------
-    dict
-        JSON-serialisable (plain floats, ints, bools, strings, lists, None)::
-
-            {"activations": {name: measure(name)},
-             "computed": {name: {property: bool}},
-             "paper_table3": {name: {"row": paper label, property: bool}},
-             "comparison": [{"activation", "paper_row", "property", "paper",
-                             "computed", "agree"}, ...],   # Table 3's rows only
-             "agree_with_paper": bool,                      # every comparison agrees
-             "differences": [str, ...],   # disagreements, then rows Table 3 lacks
-             "criteria": {property: str},
-             "tolerances": {...}, "grid": {...}, "seed": int}
-    """
-    seed = check_int(settings.seed, "seed", 0)
+    """The four properties measured for every activation (:func:`refattn.theory.properties.measure`),
+    compared with TanhMax's Table 3 (``derivations/06-four-properties.md``, section 6): ``activations``
+    (the measures), ``computed`` (property -> holds), ``paper_table3``, ``comparison`` (Table 3's rows),
+    ``agree_with_paper``, ``differences`` (disagreements, then rows Table 3 lacks), ``criteria``,
+    ``tolerances``, ``grid`` and ``seed``."""
+    seed = settings.seed
     grid = default_grid()
     chosen = ACTIVATIONS if settings.activations is None else settings.activations
     chosen = {activation_label(a): resolve_activation(a, "activations") for a in chosen}  # every one loaded first
@@ -127,19 +105,8 @@ _CHECK, _BLANK, _DIFFERS = "✓", "-", "!"
 
 
 def report(result: dict) -> str:
-    """The result of :func:`run` as a plain-text table.
-
-    One row per activation, one column per property: ``✓`` where the
-    property holds, ``-`` where it does not, followed by the paper's Table 3
-    mark in brackets (blank brackets for rows the paper does not list) and
-    ``!`` where the computed value differs from the paper. A second block
-    gives one number of evidence per property; then the differences.
-    """
-    if not isinstance(result, dict):
-        raise TypeError(f"result: expected the dict of four_properties.run(), got {type(result).__name__}")
-    missing = [k for k in ("activations", "computed", "paper_table3", "differences") if k not in result]
-    if missing:
-        raise ValueError(f"result: expected the dict of four_properties.run(), missing keys {missing}")
+    """:func:`run`'s result as a table (``✓`` holds, ``-`` does not, [Table 3's mark], ``!`` where they
+    differ), one number of evidence per property (:func:`_evidence`), then the differences."""
     computed, paper = result["computed"], result["paper_table3"]
     w = max(len("activation"), *(len(n) for n in computed))
     pw = max(len("(not listed)"), *(len(r["row"]) for r in paper.values()))
@@ -168,7 +135,17 @@ def report(result: dict) -> str:
             cells.append(f"{cell:{c}s}")
         label = prow["row"] if prow is not None else "(not listed)"
         lines.append((f"{name:{w}s}  {label:{pw}s}  " + "  ".join(cells)).rstrip())
-    lines += ["", "Evidence (criteria: refattn.theory.properties.CRITERIA; derivations/06-four-properties.md):",
+    lines += ["", *_evidence(result, w), ""]
+    if result.get("agree_with_paper", True):
+        lines.append("Every row of Table 3 agrees with the computed properties.")
+    lines += ["Differences and rows Table 3 lacks:"] + [f"  {d}" for d in result["differences"]]
+    return "\n".join(lines)
+
+
+def _evidence(result, w):
+    """One number per property and activation: the smallest relative step of g, the affine residual,
+    the bottleneck ranks, the off-diagonal Jacobian share and the odd defect (derivation 06)."""
+    lines = ["Evidence (criteria: refattn.theory.properties.CRITERIA; derivations/06-four-properties.md):",
               f"{'activation':{w}s}  {'min rel. step of g':>18s}  {'affine residual':>15s}  "
               f"{'rank mixed/pos. (bound)':>23s}  {'offdiag/diag':>12s}  {'odd defect':>10s}"]
     for name, m in result["activations"].items():
@@ -184,11 +161,7 @@ def report(result: dict) -> str:
             f"{ranks:>23s}  "
             f"{m['contextual_normalisation']['evidence']['max_offdiag_over_diag']:12.2e}  "
             f"{m['origin_symmetry']['evidence']['max_relative_odd_defect']:10.2e}")
-    lines.append("")
-    if result.get("agree_with_paper", True):
-        lines.append("Every row of Table 3 agrees with the computed properties.")
-    lines += ["Differences and rows Table 3 lacks:"] + [f"  {d}" for d in result["differences"]]
-    return "\n".join(lines)
+    return lines
 
 
 def plot(result):

@@ -39,7 +39,7 @@ from ..core.activations import activation as get_activation
 from ..core.checks import check_float_array, check_int, check_real
 from ..core.scores import score
 from ..training.runs import check_memory
-from . import max_memory, option
+from . import StudySettings, max_memory, option
 
 __all__ = [
     "CLOSED_FORMS",
@@ -355,7 +355,7 @@ _FINE = 360
 
 
 @dataclass
-class Settings:
+class Settings(StudySettings):
     """Expressive's Fig. 1: weight against the query-key angle for dot-product and expressive attention, the
     contrast against c = beta |q| |k| beside the closed forms, and how much weight random keys get in high
     dimension."""

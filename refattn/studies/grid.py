@@ -330,11 +330,6 @@ class Runner:
         if self.workers is not None and self.scheduler is not None:
             raise ValueError(f"--workers, --scheduler: give one of them, not both (--workers {self.workers} starts a "
                              f"cluster here; --scheduler {self.scheduler} uses one that runs)")
-        if self.workers is not None and (isinstance(self.workers, bool) or not isinstance(self.workers, int)
-                                         or self.workers < 1):
-            raise ValueError(f"--workers: expected a whole number >= 1, got {self.workers!r}")
-        if self.scheduler is not None and (not isinstance(self.scheduler, str) or not self.scheduler.strip()):
-            raise ValueError(f"--scheduler: expected an address such as tcp://HOST:8786, got {self.scheduler!r}")
         option = "--workers" if self.workers is not None else "--scheduler" if self.scheduler is not None else None
         if option is not None and importlib.util.find_spec("distributed") is None:
             raise ValueError(f"{option}: needs Dask's distributed scheduler, which is not installed here; "

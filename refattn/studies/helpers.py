@@ -36,40 +36,13 @@ def number_name(x) -> str:
 
 
 def sibling_data_dir():
-    """``<parent of the repository>/shared/data/sst2``, resolved from the package location.
-
-    The project's data lives beside the repository, never in it
-    (``Path(refattn.__file__).resolve().parents[2] / "shared" / "data" / "sst2"``).
-    It may not exist; :func:`resolve_data_dir` checks.
-    """
+    """``<parent of the repository>/shared/data/sst2``: the project's data lives beside the repository."""
     return Path(refattn.__file__).resolve().parents[2] / "shared" / "data" / "sst2"
 
 
 def resolve_data_dir(path=None, option="--data"):
-    """The SST-2 folder: ``path``, else ``$REFATTN_SST2``, else :func:`sibling_data_dir`.
-
-    Nothing is downloaded. The folder must hold ``train.tsv`` and ``dev.tsv``.
-
-    Parameters
-    ----------
-    path : str or os.PathLike, optional
-        The folder (the command line's ``--data``).
-    option : str
-        The option that gave ``path``, for messages.
-
-    Returns
-    -------
-    pathlib.Path
-
-    Raises
-    ------
-    FileNotFoundError
-        When no folder is found, or the one named lacks ``train.tsv`` or
-        ``dev.tsv``; the message says how to name one (``--data`` or
-        ``$REFATTN_SST2``).
-    TypeError
-        When ``path`` is neither None, a str nor a path.
-    """
+    """The SST-2 folder holding ``train.tsv`` and ``dev.tsv``: ``path`` (given by ``option``), else
+    ``$REFATTN_SST2``, else :func:`sibling_data_dir`; never downloaded (docs/cli.md, environment variables)."""
     if path is not None:
         if not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"data: expected a folder path (str or os.PathLike), got {type(path).__name__}")

@@ -50,7 +50,8 @@ from ..training.models.polarity import SCORE_KINDS, PolarityClassifier
 from ..training.runs import check_memory
 from ..training.tasks.polarity import PolarityConfig, make_polarity, token_polarity
 from ..training.tasks.sst2 import Vocabulary, load_sst2
-from . import activation_label, activation_option, activation_record, max_memory, model_activation, option
+from ..custom import activation_label, activation_record
+from . import StudySettings, activation_option, max_memory, model_activation, option
 from .helpers import DATA_HELP
 from .helpers import resolve_data_dir as resolve_sst2
 
@@ -107,7 +108,7 @@ FIGURE = "interpret_{data}.png"
 
 
 @dataclass
-class Settings:
+class Settings(StudySettings):
     """TanhMax Table 1: Kendall tau of attention weights against gradient and leave-one-out importance,
     permutation and random-weight tests."""
 
@@ -135,7 +136,7 @@ class Settings:
     def check(self):
         """``--sst2`` is read only with ``--data sst2``: given otherwise, it would be silently ignored."""
         if self.sst2 is not None and self.data != "sst2":
-            raise ValueError(f"--sst2: a folder for --data sst2, but --data is {self.data!r}; add --data sst2")
+            raise ValueError(f"sst2: a folder for data='sst2', but data is {self.data!r}")
 
 
 #: Kendall p-values are exact (the permutation distribution of the number of
@@ -828,76 +829,40 @@ def _per_seed(m, seeds, flip, te_lab):
 
 
 def run_interpret(settings, *, progress=None, on_result=None):
-    r"""Train the classifier and measure TanhMax Table 1's quantities on test instances (:class:`Settings`).
-
-    For each activation: train the seeds' models at once
-    (:func:`refattn.training.classifier.train_classifier`, TanhMax's
-    classifier with dropout 0.5), orient signed activations
-    (:func:`orientation`, on the training data), evaluate
-    :func:`interpret_measures` on the first ``n_instances`` test instances
-    and :func:`summarise` them per class. Derivation:
-    ``derivations/13-interpretability.md``. The data are synthetic sentences
-    (``config``, generated with ``seed``) or SST-2 (train on ``train.tsv``,
-    measure on ``dev.tsv``) from :func:`refattn.studies.helpers.resolve_data_dir`
-    ``(sst2)``. Left at None: 3 seeds (synthetic) or 1 (SST-2); 8 epochs
-    (synthetic) or 2 (SST-2; 10-40 s an epoch per seed on 2 CPU cores); 300
-    instances (synthetic) or all 872 (SST-2). ``seed`` also seeds the
-    permutation and randomisation draws (``draws`` per instance; TanhMax: 100).
-    ``split="label"`` groups the instances by true label (Table 1's "dataset
-    with class c"), ``"prediction"`` by the model's predicted class (Jain &
-    Wallace's code rounds ``y_hat``; derivation section 7).
-    ``on_result(activation, result)`` is called as each activation finishes; a
-    larger :func:`memory_estimate` than ``max_memory`` GiB is refused before any
-    training.
-
-    Returns
-    -------
-    dict (JSON-able)
-        ``settings``; per activation ``classes`` (the summary per class),
-        ``per_seed`` (test accuracy, whether the seed was flipped, and the
-        per-class mean ``tau_g`` and ``tau_loo`` before orientation),
-        ``train_seconds``, ``measure_seconds``; ``paper`` (:data:`PAPER_TABLE1`)
-        and ``seconds``.
-    """
+    r"""Train the classifier and measure TanhMax Table 1's quantities on test instances (:class:`Settings`;
+    ``derivations/13-interpretability.md``): per activation the seeds trained at once
+    (:func:`refattn.training.classifier.train_classifier`), signed activations oriented
+    (:func:`orientation`), :func:`interpret_measures` on the first ``n_instances`` test instances,
+    :func:`summarise`\ d per class (true label, or predicted class with ``split="prediction"``).
+    ``on_result(activation, result)`` is called as each activation finishes."""
     t_start = time.perf_counter()
-    s = settings
-    score, optimizer, lr, batch_size, dropout, split = s.score, s.optimizer, s.lr, s.batch_size, s.dropout, s.split
-    orient_signed = s.orient_signed
-    if isinstance(s.activations, str):
-        raise TypeError("activations: expected a sequence of activation names, got a single str")
-    given = {activation_label(a): model_activation(a) for a in s.activations}  # by name; every one loaded first
-    activations = tuple(given)
-    synthetic = s.data == "synthetic"
-    first = check_int(s.first_seed, "first_seed", 0)
-    n_seeds = 3 if s.seeds is None and synthetic else 1 if s.seeds is None else s.seeds
-    seeds = range(first, first + check_int(n_seeds, "seeds", 1))  # listed after the memory check
-    epochs = check_int(8 if synthetic else 2, "epochs", 0) if s.epochs is None else check_int(s.epochs, "epochs", 0)
-    n_draws = check_int(s.draws, "n_draws", 1)
-    seed = check_int(s.seed, "seed", 0)
-    if split not in ("label", "prediction"):
-        raise ValueError(f"split: expected 'label' or 'prediction', got {split!r}")
-    tr_tok, tr_lab, tr_mask, te_tok, te_lab, te_mask, V, desc = _load(s.data, s.sst2, seed, s.config)
-    n = len(te_tok) if s.n_instances is None and not synthetic else (300 if s.n_instances is None else s.n_instances)
-    n = min(check_int(n, "n_instances", 1), len(te_tok))
-    S = len(seeds)
-    check_memory(memory_estimate(S, tr_tok.size + te_tok.size, n, n_draws, te_tok.shape[1]),
-                 f"--seeds {S} --n-instances {n} --draws {n_draws}", s.max_memory)
-    seeds = tuple(seeds)
+    given = {activation_label(a): model_activation(a) for a in settings.activations}  # every one loaded first
+    synthetic = settings.data == "synthetic"
+    n_seeds = settings.seeds or (3 if synthetic else 1)
+    seeds = tuple(range(settings.first_seed, settings.first_seed + n_seeds))
+    epochs = settings.epochs or (8 if synthetic else 2)
+    tr_tok, tr_lab, tr_mask, te_tok, te_lab, te_mask, V, desc = _load(settings.data, settings.sst2, settings.seed,
+                                                                      settings.config)
+    n = min(settings.n_instances or (300 if synthetic else len(te_tok)), len(te_tok))
+    check_memory(memory_estimate(n_seeds, tr_tok.size + te_tok.size, n, settings.draws, te_tok.shape[1]),
+                 f"--seeds {n_seeds} --n-instances {n} --draws {settings.draws}", settings.max_memory)
     te_tok, te_lab, te_mask = te_tok[:n], te_lab[:n], te_mask[:n]
-    batch = {"tokens": np.broadcast_to(te_tok, (S,) + te_tok.shape),
-             "mask": np.broadcast_to(te_mask, (S,) + te_mask.shape)}
+    batch = {"tokens": np.broadcast_to(te_tok, (n_seeds,) + te_tok.shape),
+             "mask": np.broadcast_to(te_mask, (n_seeds,) + te_mask.shape)}
     results = {}
-    for k, act in enumerate(activations):
+    for k, act in enumerate(given):
         t0 = time.perf_counter()
-        model, params, _ = train_classifier(tr_tok, tr_lab.astype(float), V, given[act],
-                                            seeds=seeds, mask=tr_mask,
-                                            score=score, epochs=epochs, batch_size=batch_size, optimizer=optimizer,
-                                            lr=lr, dropout=dropout, progress=progress)
+        model, params, _ = train_classifier(tr_tok, tr_lab.astype(float), V, given[act], seeds=seeds, mask=tr_mask,
+                                            score=settings.score, epochs=epochs, batch_size=settings.batch_size,
+                                            optimizer=settings.optimizer, lr=settings.lr, dropout=settings.dropout,
+                                            progress=progress)
         t1 = time.perf_counter()
-        flip = orientation(model, params, tr_tok, tr_lab, tr_mask) if orient_signed else np.zeros(S, bool)
+        flip = (orientation(model, params, tr_tok, tr_lab, tr_mask) if settings.orient_signed
+                else np.zeros(n_seeds, bool))
         params = orient(model, params, flip)
-        m = interpret_measures(model, params, batch, n_draws=n_draws, rng=np.random.default_rng([seed, k]))
-        classes = te_lab[None] if split == "label" else (m["prob"] > 0.5).astype(np.int64)  # (1 or S, n)
+        m = interpret_measures(model, params, batch, n_draws=settings.draws,
+                               rng=np.random.default_rng([settings.seed, k]))
+        classes = te_lab[None] if settings.split == "label" else (m["prob"] > 0.5).astype(np.int64)  # (1 or S, n)
         results[act] = {"signed": signed_activation(model.act), "classes": summarise(m, classes),
                         "per_seed": _per_seed(m, seeds, flip, te_lab), "train_seconds": t1 - t0,
                         "measure_seconds": time.perf_counter() - t1}
@@ -905,23 +870,25 @@ def run_interpret(settings, *, progress=None, on_result=None):
             on_result(act, results[act])
     return {
         "settings": {"activations": [activation_record(a) for a in given.values()], "data": desc,
-                     "seeds": list(seeds), "epochs": epochs, "n_instances": int(n), "n_draws": n_draws,
-                     "seed": seed, "score": score,
-                     "optimizer": optimizer, "lr": lr, "batch_size": batch_size, "dropout": dropout,
-                     "orient_signed": bool(orient_signed),
-                     "output": "y_hat = P(class 1) = sigmoid(logit), model without dropout",
-                     "tau_g": "Kendall tau-b of w_i and <d y_hat/d x_i, x_i> (signed gradient x input)",
-                     "tau_g_norm": "Kendall tau-b of |w_i| and ||d y_hat/d x_i||_2",
-                     "tau_loo": "Kendall tau-b of w_i and y_hat(x) - y_hat(x_-i) (signed occlusion)",
-                     "tau_loo_abs": "Kendall tau-b of |w_i| and TVD^abs = 2 |y_hat(x) - y_hat(x_-i)|",
-                     "split": split,
-                     "classes": f"by {'true label' if split == 'label' else 'predicted class'}; std with ddof 0; "
-                                "sig_frac: p < 0.01 among defined taus"},
+                     "seeds": list(seeds), "epochs": epochs, "n_instances": int(n), "n_draws": settings.draws,
+                     **{k: getattr(settings, k) for k in ("seed", "score", "optimizer", "lr", "batch_size",
+                                                          "dropout", "orient_signed")},
+                     **MEASURES, "split": settings.split,
+                     "classes": f"by {'true label' if settings.split == 'label' else 'predicted class'}; std with "
+                                "ddof 0; sig_frac: p < 0.01 among defined taus"},
         "activations": results,
         "paper": {c: {a: {k: list(v) if isinstance(v, tuple) else v for k, v in r.items()}
                       for a, r in rows.items()} for c, rows in PAPER_TABLE1.items()},
         "seconds": time.perf_counter() - t_start,
     }
+
+
+#: What the result's ``settings`` say of the model's output and of each measure.
+MEASURES = {"output": "y_hat = P(class 1) = sigmoid(logit), model without dropout",
+            "tau_g": "Kendall tau-b of w_i and <d y_hat/d x_i, x_i> (signed gradient x input)",
+            "tau_g_norm": "Kendall tau-b of |w_i| and ||d y_hat/d x_i||_2",
+            "tau_loo": "Kendall tau-b of w_i and y_hat(x) - y_hat(x_-i) (signed occlusion)",
+            "tau_loo_abs": "Kendall tau-b of |w_i| and TVD^abs = 2 |y_hat(x) - y_hat(x_-i)|"}
 
 
 def _ms(d):

@@ -63,7 +63,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.activations import ACTIVATIONS, Activation
+
 from ..custom import is_spec
 from ..training.models.decoder import DecoderLM
 from ..training.optim import Adam
@@ -72,7 +72,8 @@ from ..core.checks import check_int
 from ..fast.threads import single_threaded_blas
 from ..training.runs import check_memory
 from ..training.train import check_resumable, checkpoint_paths, train
-from . import activation_label, activation_option, activation_record, max_memory, option, resolve_activation
+from ..custom import activation_label, activation_record
+from . import StudySettings, activation_option, max_memory, option, resolve_activation
 from .helpers import DATA_HELP, maximal_phrases, resolve_data_dir
 
 __all__ = [
@@ -110,7 +111,7 @@ FIGURE = "lm.png"
 
 
 @dataclass
-class Settings:
+class Settings(StudySettings):
     """Toy character language model on SST-2 sentences: every activation, the Cog hybrid and Neural Attention
     in layer 0, same budget, seeds batched.
 
@@ -148,7 +149,8 @@ class Settings:
     neural_d_prime: int = option(DEFAULTS["neural_d_prime"], "the neural score's down-projection", low=1)
     neural_hidden: int = option(DEFAULTS["neural_hidden"], "the neural score's hidden width", low=1)
     dtype: str = option(DEFAULTS["dtype"], "precision", choices=("float32", "float64"))
-    ngram_orders: tuple[int, ...] = option((2, 3, 4), "comma-separated orders of the n-gram yardsticks", low=1)
+    ngram_orders: tuple[int, ...] | None = option((2, 3, 4), "comma-separated orders of the n-gram yardsticks",
+                                                  low=1)
     sample_chars: int = option(0, "greedy continuation of this many tokens per seed (0: none)", low=0)
     checkpoint_dir: str | None = option(None, "folder for resumable checkpoints, one per variant",
                                         output="checkpoint_dir")
@@ -157,9 +159,9 @@ class Settings:
     def check(self):
         """The width splits into the model's heads; cog-hybrid has a signexp layer between softmax ones."""
         if self.width % self.heads:
-            raise ValueError(f"--width: expected a multiple of the model's {self.heads} heads, got {self.width}")
+            raise ValueError(f"width: expected a multiple of the model's {self.heads} heads, got {self.width}")
         if "cog-hybrid" in self.activations and self.layers < 3:
-            raise ValueError(f"--layers: 'cog-hybrid' keeps softmax in the first and last layers and needs 3 or "
+            raise ValueError(f"layers: 'cog-hybrid' keeps softmax in the first and last layers and needs 3 or "
                              f"more layers to hold a signexp one, got {self.layers}")
 
     def memory_estimate(self):
@@ -198,38 +200,15 @@ _TOY_WORDS = {
 # --------------------------------------------------------------------------
 
 
-def variant_options(name, n_layers):
-    """The :class:`~refattn.training.models.decoder.DecoderLM` options of a variant.
-
-    Parameters
-    ----------
-    name : str
-        An activation of :data:`refattn.core.activations.ACTIVATIONS` (used in
-        every layer), ``"cog-hybrid"`` or ``"neural-first"``.
-    n_layers : int
-
-    Returns
-    -------
-    dict
-        ``{"activations": ..., "scores": ...}``.
-    """
-    if not isinstance(name, str):
-        if isinstance(name, Activation):  # an activation of yours, in every layer
-            return {"activations": resolve_activation(name, "activations", training=True), "scores": "dot"}
-        raise TypeError(f"activations: expected variant names (str), got {type(name).__name__}")
-    if name == "cog-hybrid":
-        if n_layers < 3:
-            raise ValueError(f"activations: 'cog-hybrid' keeps softmax in the first and last layers and needs "
-                             f"layers >= 3 to contain any signexp layer, got layers={n_layers}")
-        return {"activations": "cog-hybrid", "scores": "dot"}
+def variant_options(name):
+    """The :class:`~refattn.training.models.decoder.DecoderLM` options of a variant: an activation in every
+    layer, ``"cog-hybrid"`` (softmax in the first and last layers, signexp between; Cog) or
+    ``"neural-first"`` (NeuralAttn's score in layer 0, softmax); ``derivations/19-toy-lm.md``."""
     if name == "neural-first":
         return {"activations": "softmax", "scores": "neural-first"}
-    if name in ACTIVATIONS:
+    if name == "cog-hybrid" or (isinstance(name, str) and not is_spec(name)):
         return {"activations": name, "scores": "dot"}
-    if is_spec(name):
-        return {"activations": resolve_activation(name, "activations", training=True), "scores": "dot"}
-    raise ValueError(f"activations: unknown variant {name!r}; expected one of {ACTIVATIONS}, "
-                     f"'cog-hybrid', 'neural-first' or FILE.py:NAME")
+    return {"activations": resolve_activation(name, "activations", training=True), "scores": "dot"}
 
 
 # --------------------------------------------------------------------------
@@ -293,36 +272,15 @@ def _word_vocab(sentences, min_count, max_vocab):
 
 
 def load_corpus(data=None, *, level="char", min_count=10, max_vocab=2000):
-    """Training and validation token ids for the toy LM.
+    """Training and validation token ids for the toy LM (``derivations/19-toy-lm.md``, section 2).
 
-    Parameters
-    ----------
-    data : str, os.PathLike or "toy", optional
-        The SST-2 folder (:func:`refattn.studies.helpers.resolve_data_dir`:
-        ``data``, else ``$REFATTN_SST2``, else the shared data folder), or
-        ``"toy"`` for :func:`toy_sentences` (3,000 training and 300 validation
-        sentences, different seeds).
-    level : {"char", "word"}
-        Characters (sentences joined by ``"\n"``) or white-space tokens
-        (sentences ended by ``"<eos>"``).
-    min_count : int >= 1
-        Symbols seen fewer times in training become ``<unk>`` (id 0).
-    max_vocab : int >= 1
-        Word level only: keep at most this many words (most frequent first).
-
-    Returns
-    -------
-    dict
-        ``train`` and ``dev`` (int64 id arrays), ``vocab`` (list of symbols,
-        ``vocab[0] = "<unk>"``), ``level``, ``source`` (the folder or
-        ``"toy"``), ``n_train_sentences``, ``n_dev_sentences``,
-        ``train_unk_fraction``, ``dev_unk_fraction``, ``fingerprint`` (a
-        hash of the text and vocabulary, for checkpoints).
+    ``data`` is the SST-2 folder (:func:`refattn.studies.helpers.resolve_data_dir`; the training
+    sentences are its maximal phrases) or ``"toy"`` (:func:`toy_sentences`, 3,000 and 300). ``level``
+    ``"char"`` joins sentences by ``"\n"``, ``"word"`` ends each by ``"<eos>"`` and keeps at most
+    ``max_vocab`` words; a symbol seen fewer than ``min_count`` times in training is ``<unk>`` (id 0).
+    Returns ``train`` and ``dev`` (int64 ids), ``vocab``, ``level``, ``source``, the sentence counts,
+    the ``<unk>`` fractions and a ``fingerprint`` of text and vocabulary (for checkpoints).
     """
-    if level not in ("char", "word"):
-        raise ValueError(f"level: expected 'char' or 'word', got {level!r}")
-    min_count = check_int(min_count, "min_count", 1)
-    max_vocab = check_int(max_vocab, "max_vocab", 1)
     if isinstance(data, str) and data == "toy":
         train_s, dev_s, source = toy_sentences(3000, seed=0), toy_sentences(300, seed=1), "toy"
     else:
@@ -416,11 +374,7 @@ def ngram_baseline(train, dev, vocab_size, order, alpha=0.1):
     dict
         ``loss`` (nats per token), ``perplexity``, ``accuracy``, ``order``, ``alpha``.
     """
-    order = check_int(order, "order", 1)
-    V = check_int(vocab_size, "vocab_size", 1)
-    if not (isinstance(alpha, (int, float)) and alpha > 0):
-        raise ValueError(f"alpha: expected a number > 0, got {alpha!r}")
-    k = order - 1
+    V, k = vocab_size, order - 1
     train, dev = np.asarray(train, dtype=np.int64), np.asarray(dev, dtype=np.int64)
 
     def codes(ids):
@@ -477,83 +431,60 @@ def _mean_std(values):
 
 
 def run_lm(settings, *, progress=None, on_result=None):
-    """Train the toy LM once per variant, all seeds batched; validation loss, perplexity, accuracy (:class:`Settings`).
-
-    Steps (``derivations/19-toy-lm.md``): read and encode the corpus
-    (:func:`load_corpus`); for each variant build the decoder
-    (:func:`variant_options`), initialise all seeds, train with Adam through
-    :func:`refattn.training.train.train` for ``steps`` steps, ``eval_every`` steps per
-    "epoch" of the trainer, evaluating ``eval_windows`` fixed dev windows
-    after each; evaluate every dev window (or ``final_windows`` of them) at the
-    end. ``on_result(variant, entry)`` is called as each variant finishes (the
-    command line writes it to disk, so a later failure loses nothing); a larger
-    :func:`memory_estimate` than ``max_memory`` GiB is refused before training.
-
-    Returns
-    -------
-    dict (JSON-able)
-        ``settings`` (the budget: steps, batch, n_ctx, tokens per seed, sizes,
-        lr, seeds), ``data`` (source, level, vocabulary size, token counts,
-        ``<unk>`` fractions), ``variants`` (per variant: ``layers`` (each
-        layer's activation and score), ``n_params``, ``per_seed`` (final dev
-        loss, perplexity, accuracy), their ``*_mean`` and ``*_std``,
-        ``curve`` (steps; dev loss and accuracy per seed at each evaluation;
-        training loss per seed per interval), ``train_seconds``,
-        ``resumed_from``, ``samples``), ``baselines`` (:func:`ngram_baseline`
-        per order), ``order`` and ``seconds`` (the whole call's wall time).
-    """
+    """The toy LM trained once per variant (:func:`_train_variant`), all seeds batched, beside the n-gram
+    yardsticks (:func:`ngram_baseline`): validation loss, perplexity and accuracy (:class:`Settings`;
+    ``derivations/19-toy-lm.md``). ``on_result(variant, entry)`` is called as each variant finishes."""
     t_start = time.perf_counter()
-    c = _checked(settings)
-    activations, steps, n_ctx, eval_every = c["activations"], c["steps"], c["n_ctx"], c["eval_every"]
+    variants = {activation_label(a): a for a in settings.activations}  # a file's activation by its NAME
     corpus = load_corpus(settings.data, level=settings.level, min_count=settings.min_count,
                          max_vocab=settings.max_vocab)
     train_ids, dev_ids, V = corpus["train"], corpus["dev"], len(corpus["vocab"])
-    baselines = [ngram_baseline(train_ids, dev_ids, V, o) for o in c["ngram_orders"]]
+    n_ctx, steps, every = settings.n_ctx, settings.steps, _eval_every(settings)
+    baselines = [ngram_baseline(train_ids, dev_ids, V, o) for o in settings.ngram_orders or ()]
     if len(train_ids) < n_ctx + 2:
         raise ValueError(f"n_ctx: the training text ({len(train_ids)} tokens) is shorter than one window")
-    n_seeds, layers, width = c["n_seeds"], c["layers"], c["width"]
-    check_memory(memory_estimate(n_seeds, layers=layers, width=width, heads=c["heads"], n_ctx=n_ctx,
-                                 batch_size=c["batch_size"], vocab=V, itemsize=np.dtype(settings.dtype).itemsize),
-                 f"{n_seeds} seeds of a {layers}-layer, width-{width} model at context {n_ctx}", settings.max_memory)
-    seeds = list(range(settings.first_seed, settings.first_seed + n_seeds))
-    checkpoints = checkpoint_paths(settings.checkpoint_dir, "lm", activations)  # checked before the first step
-    for name in activations:  # and compared with their runs
-        _, fingerprint, epochs = _variant(settings, c, name, corpus, seeds)
+    check_memory(memory_estimate(settings.seeds, layers=settings.layers, width=settings.width, heads=settings.heads,
+                                 n_ctx=n_ctx, batch_size=settings.batch_size, vocab=V,
+                                 itemsize=np.dtype(settings.dtype).itemsize),
+                 f"{settings.seeds} seeds of a {settings.layers}-layer, width-{settings.width} model at context "
+                 f"{n_ctx}", settings.max_memory)
+    seeds = list(range(settings.first_seed, settings.first_seed + settings.seeds))
+    checkpoints = checkpoint_paths(settings.checkpoint_dir, "lm", variants)  # checked before the first step
+    for name, value in variants.items():  # and compared with their runs
+        _, fingerprint, epochs = _variant(settings, name, value, corpus, seeds)
         check_resumable(checkpoints[name], fingerprint, epochs, "--checkpoint-dir")
-    curve_starts = _dev_windows(dev_ids, n_ctx, c["eval_windows"])
-    final_starts = _dev_windows(dev_ids, n_ctx, c["final_windows"])
+    curve_starts = _dev_windows(dev_ids, n_ctx, settings.eval_windows)
+    final_starts = _dev_windows(dev_ids, n_ctx, settings.final_windows)
     dev = {"curve": windows(dev_ids, n_ctx, starts=curve_starts[None]),  # (1, N, n_ctx) each
            "final": windows(dev_ids, n_ctx, starts=final_starts[None])}
     hi = len(train_ids) - n_ctx - 1
 
     def make_batches(epoch):
-        first = epoch * eval_every
-        count = min(eval_every, steps - first)
         out = []
-        for t in range(first, first + count):
-            starts = np.stack([np.random.default_rng([s, t, 19]).integers(0, hi + 1, c["batch_size"])
+        for t in range(epoch * every, min((epoch + 1) * every, steps)):
+            starts = np.stack([np.random.default_rng([s, t, 19]).integers(0, hi + 1, settings.batch_size)
                                for s in seeds])  # (S, B): the same windows for every variant
             x, y = windows(train_ids, n_ctx, starts=starts)
             out.append({"x": x, "y": y})
         return out
 
     results = {}
-    for name in activations:
-        results[name] = _train_variant(settings, c, name, corpus, seeds, make_batches, dev, checkpoints[name],
+    for name, value in variants.items():
+        results[name] = _train_variant(settings, name, value, corpus, seeds, make_batches, dev, checkpoints[name],
                                        progress)
         if on_result is not None:
             on_result(name, results[name])
     return {
-        "settings": {"seeds": seeds, "steps": steps, "batch_size": c["batch_size"], "n_ctx": n_ctx,
-                     "tokens_per_seed": steps * c["batch_size"] * n_ctx, "layers": layers, "width": width,
-                     "heads": c["heads"], "ffn": 4 * width, "lr": settings.lr, "optimizer": "adam",
-                     "eval_every": eval_every, "eval_windows": int(len(curve_starts)),
-                     "final_windows": int(len(final_starts)), "neural_d_prime": settings.neural_d_prime,
-                     "neural_hidden": settings.neural_hidden, "dtype": settings.dtype, "level": settings.level},
+        "settings": {"seeds": seeds, **{k: getattr(settings, k) for k in ("steps", "batch_size", "n_ctx")},
+                     "tokens_per_seed": steps * settings.batch_size * n_ctx,
+                     **{k: getattr(settings, k) for k in ("layers", "width", "heads")}, "ffn": 4 * settings.width,
+                     "lr": settings.lr, "optimizer": "adam", "eval_every": every,
+                     "eval_windows": int(len(curve_starts)), "final_windows": int(len(final_starts)),
+                     **{k: getattr(settings, k) for k in ("neural_d_prime", "neural_hidden", "dtype", "level")}},
         "data": {k: corpus[k] for k in ("source", "level", "n_train_sentences", "n_dev_sentences",
                                          "train_unk_fraction", "dev_unk_fraction", "fingerprint")}
         | {"vocab_size": V, "train_tokens": int(len(train_ids)), "dev_tokens": int(len(dev_ids))},
-        "order": activations,
+        "order": list(variants),
         "variants": results,
         "baselines": baselines,
         "paper": {"seed001_table4": PAPER_TABLE4, "seed003_table1": PAPER_NEURAL_TABLE1},
@@ -561,61 +492,42 @@ def run_lm(settings, *, progress=None, on_result=None):
     }
 
 
-def _checked(s):
-    """The settings of :func:`run_lm` checked before any work, as a dict (the variants' decoder options too)."""
-    given = [s.activations] if isinstance(s.activations, (str, Activation)) else list(s.activations)
-    activations = [activation_label(a) for a in given]  # a file's activation by its NAME
-    if not activations:
-        raise ValueError("activations: expected at least one variant")
-    if len(set(activations)) != len(activations):
-        raise ValueError(f"activations: expected distinct variants, got {activations}")
-    c = {"activations": activations, "n_seeds": check_int(s.seeds, "seeds", 1),  # listed after the memory check
-         "steps": check_int(s.steps, "steps", 1), "layers": check_int(s.layers, "layers", 1),
-         "width": check_int(s.width, "width", 1), "heads": check_int(s.heads, "heads", 1),
-         "batch_size": check_int(s.batch_size, "batch_size", 1), "n_ctx": check_int(s.n_ctx, "n_ctx", 1),
-         "eval_windows": check_int(s.eval_windows, "eval_windows", 1),
-         "final_windows": None if s.final_windows is None else check_int(s.final_windows, "final_windows", 1),
-         "sample_chars": check_int(s.sample_chars, "sample_chars", 0)}
-    check_int(s.first_seed, "first_seed", 0)
-    c["eval_every"] = min(check_int(s.eval_every, "eval_every", 1), c["steps"])
-    if s.dtype not in ("float32", "float64"):
-        raise ValueError(f"dtype: expected 'float32' or 'float64', got {s.dtype!r}")
-    c["options"] = {a: variant_options(v, c["layers"]) for a, v in zip(activations, given)}  # every name, now
-    c["records"] = {a: activation_record(v) for a, v in zip(activations, given) if a not in SPECIAL}
-    c["ngram_orders"] = [check_int(o, "ngram_orders[]", 1) for o in s.ngram_orders]
-    return c
+def _eval_every(settings):
+    """Steps per "epoch" of the trainer: ``eval_every``, at most the whole run."""
+    return min(settings.eval_every, settings.steps)
 
 
-def _variant(s, c, name, corpus, seeds):
+def _variant(settings, name, value, corpus, seeds):
     """``(model, fingerprint, epochs)`` of one variant of :func:`run_lm`: what its checkpoint records, and
     a resumed run must match (compared for every variant before the first one trains)."""
-    V, steps, eval_every = len(corpus["vocab"]), c["steps"], c["eval_every"]
-    model = DecoderLM(V, c["n_ctx"], width=c["width"], n_layers=c["layers"], n_heads=c["heads"], ffn_mult=4,
-                      neural_d_prime=s.neural_d_prime, neural_hidden=s.neural_hidden, **c["options"][name])
-    fingerprint = {"variant": name, "model": repr(model), "seeds": seeds, "steps": steps,
-                   "batch_size": c["batch_size"], "lr": s.lr, "eval_every": eval_every, "dtype": s.dtype,
-                   "data": corpus["fingerprint"], "eval_windows": c["eval_windows"]}
-    if isinstance(c["records"].get(name), dict):  # an activation of yours: its file's content must not change
-        fingerprint["activation"] = c["records"][name]
-    return model, fingerprint, math.ceil(steps / eval_every)
+    every = _eval_every(settings)
+    model = DecoderLM(len(corpus["vocab"]), settings.n_ctx, width=settings.width, n_layers=settings.layers,
+                      n_heads=settings.heads, ffn_mult=4, neural_d_prime=settings.neural_d_prime,
+                      neural_hidden=settings.neural_hidden, **variant_options(value))
+    fingerprint = {"variant": name, "model": repr(model), "seeds": seeds,
+                   **{k: getattr(settings, k) for k in ("steps", "batch_size", "lr")}, "eval_every": every,
+                   "dtype": settings.dtype, "data": corpus["fingerprint"], "eval_windows": settings.eval_windows}
+    record = None if name in SPECIAL else activation_record(value)
+    if isinstance(record, dict):  # an activation of yours: its file's content must not change
+        fingerprint["activation"] = record
+    return model, fingerprint, math.ceil(settings.steps / every)
 
 
-def _train_variant(s, c, name, corpus, seeds, make_batches, dev, checkpoint, progress):
+def _train_variant(settings, name, value, corpus, seeds, make_batches, dev, checkpoint, progress):
     """One variant of :func:`run_lm` trained and evaluated: its entry of the result's ``variants``."""
-    steps, eval_every = c["steps"], c["eval_every"]
-    model, fingerprint, epochs = _variant(s, c, name, corpus, seeds)
-    params = model.init_params(seeds, dtype=np.dtype(s.dtype))
-    opt = Adam(params, lr=s.lr)
+    every = _eval_every(settings)
+    model, fingerprint, epochs = _variant(settings, name, value, corpus, seeds)
+    params = model.init_params(seeds, dtype=np.dtype(settings.dtype))
     (cx, cy), (fx, fy) = dev["curve"], dev["final"]
 
     def evaluate(epoch, params, model=model):
         ev = model.evaluate(params, cx, cy, batch_size=64)
-        return {"step": min((epoch + 1) * eval_every, steps), "dev_loss": ev["loss"],
+        return {"step": min((epoch + 1) * every, settings.steps), "dev_loss": ev["loss"],
                 "dev_accuracy": ev["accuracy"]}
 
     t0 = time.perf_counter()
-    run = train(model, params, opt, make_batches, epochs=epochs, callbacks=[evaluate], checkpoint=checkpoint,
-                fingerprint=fingerprint, progress=progress, label=f"lm {name}")
+    run = train(model, params, Adam(params, lr=settings.lr), make_batches, epochs=epochs, callbacks=[evaluate],
+                checkpoint=checkpoint, fingerprint=fingerprint, progress=progress, label=f"lm {name}")
     with single_threaded_blas():  # as in training: the same numbers under any OPENBLAS_NUM_THREADS
         final = model.evaluate(params, fx, fy, batch_size=64)
     seconds = time.perf_counter() - t0
@@ -637,9 +549,9 @@ def _train_variant(s, c, name, corpus, seeds, make_batches, dev, checkpoint, pro
              "resumed_from": run["resumed_from"]}
     for key, vals in (("dev_loss", loss), ("dev_perplexity", ppl), ("dev_accuracy", acc)):
         entry[key + "_mean"], entry[key + "_std"] = _mean_std(vals)
-    if c["sample_chars"]:
+    if settings.sample_chars:
         with single_threaded_blas():
-            entry["samples"] = _samples(model, params, corpus, c["n_ctx"], c["sample_chars"])
+            entry["samples"] = _samples(model, params, corpus, settings.n_ctx, settings.sample_chars)
     return entry
 
 
@@ -695,16 +607,8 @@ run = run_lm
 
 
 def report(result):
-    """A readable table of :func:`run_lm`'s result beside TanhMax Table 4 and NeuralAttn Table 1.
-
-    Columns: dev next-token accuracy (%) and perplexity (mean ± std over
-    seeds), their differences to softmax (accuracy in percentage points,
-    perplexity in %), parameters and training seconds. Below it, for every
-    variant that the papers also report, the paper's difference to its
-    baseline beside ours and whether the directions agree (a difference
-    within two standard errors counts as noise). Absolute values are not
-    comparable (toy character LM on SST-2 vs six-layer BERT / WikiText-103).
-    """
+    """:func:`run_lm`'s result as a table (dev accuracy and perplexity, mean ± std over seeds, and their
+    differences to softmax), then :func:`_beside_papers`."""
     s, d = result["settings"], result["data"]
     v = result["variants"]
     lines = [f"Toy LM on {'SST-2' if d['source'] != 'toy' else 'a generated corpus'} ({d['level']} level, "
@@ -735,9 +639,17 @@ def report(result):
             f"{b['order']}-gram ppl {b['perplexity']:.2f}, acc {100 * b['accuracy']:.1f} %" for b in result["baselines"]))
     if not has_base:
         lines.append("(no softmax run: no differences and no comparison with the papers)")
-        lines.append(f"wall time of the whole run: {result['seconds']:.0f} s")
-        return "\n".join(lines)
-    lines += ["", "Beside the papers (direction and size of the difference to softmax / dot-product attention):"]
+    else:
+        lines += ["", "Beside the papers (direction and size of the difference to softmax / dot-product attention):"]
+        lines += _beside_papers(result)
+    lines.append(f"wall time of the whole run: {result['seconds']:.0f} s")
+    return "\n".join(lines)
+
+
+def _beside_papers(result):
+    """Lines of :func:`report`: each variant's difference to softmax beside TanhMax Table 4's and
+    NeuralAttn Table 1's, and whether the directions agree (:func:`_verdict`)."""
+    v, lines = result["variants"], []
     t4 = PAPER_TABLE4
     diverged = {n for n in result["order"] if not v[n]["finite"]}
 
@@ -781,8 +693,7 @@ def report(result):
     if diverged:
         lines.append(f"  diverged (non-finite dev loss or perplexity for some seed): "
                      f"{', '.join(n for n in result['order'] if n in diverged)}")
-    lines.append(f"wall time of the whole run: {result['seconds']:.0f} s")
-    return "\n".join(lines)
+    return lines
 
 
 def plot(result):

@@ -40,7 +40,8 @@ import numpy as np
 
 from ..custom import is_spec, parse_spec
 from ..training.runs import CellStore, session
-from . import activation_label, activation_option, activation_record, grid, lm, max_memory, option
+from ..custom import activation_label, activation_record
+from . import StudySettings, activation_option, grid, lm, max_memory, option
 from .helpers import DATA_HELP, code_commit, number_name, resolve_data_dir
 from .lm import DEFAULTS, SPECIAL, VARIANTS, run_lm
 
@@ -60,7 +61,7 @@ FIGURE = "lm_study.png"
 
 
 @dataclass
-class Settings:
+class Settings(StudySettings):
     """The toy LM's verdicts: the table, the learning rate tuned per variant (same budget), long runs with the
     gap to softmax against steps; each finished run saved and resumed."""
 
@@ -84,7 +85,7 @@ class Settings:
     def check(self):
         """The gaps are measured to softmax: it is one of the variants."""
         if "softmax" not in self.activations:
-            raise ValueError(f"--activations: expected softmax among them (the gaps are to softmax), got "
+            raise ValueError(f"activations: expected softmax among them (the gaps are to softmax), got "
                              f"{','.join(self.activations)}")
 
 
@@ -143,59 +144,39 @@ def gap_curve(rec, ref, key="dev_loss"):
 
 @session()  # the results file stays locked while the study runs
 def run_lm_study(settings, *, command=None, progress=None):
-    """Run the study's phases (module docstring; :class:`Settings`); each finished run is saved at once.
-
-    The focus variants (``activations``, softmax among them) are tuned over
-    ``lrs`` and run long (``long_steps`` steps, ``long_evals`` evaluations);
-    ``seeds``, ``steps`` and ``data`` are as :func:`refattn.studies.lm.run_lm`'s
-    (``"toy"`` for a test). The results file (:class:`refattn.training.runs.CellStore`)
-    is locked while the study runs. The runs are the cells of :class:`refattn.studies.grid.Runner`,
-    here or as Dask tasks (``workers``, ``scheduler``), with the same numbers; the table's and the
-    tuning's run at once, then the long runs at the best rates. A worker reads ``data`` itself: on
-    another machine, the same folder must be there (or ``$REFATTN_SST2`` name it).
-
-    Returns
-    -------
-    dict
-        ``settings``, ``commit``, ``command``, ``cells`` (one run each),
-        ``ran_on`` (per run, :func:`refattn.studies.grid.where`), ``runs``,
-        ``best_lr`` and ``gaps`` (:func:`gap_curve` of dev loss and of dev
-        accuracy against softmax, per variant, for the long runs).
-    """
-    s = settings
-    variants, lrs, seeds, steps, phases, data = s.activations, s.lrs, s.seeds, s.steps, s.phases, s.data
-    long_steps, long_evals = s.long_steps, s.long_evals
-    given = {activation_label(v): _absolute(v) for v in variants}  # a file's activation runs as NAME, its file
-    # recorded; its path made absolute here, so that a worker (another process, another folder) finds it
-    variants, lrs = list(given), [float(v) for v in lrs]
-    if "softmax" not in variants:
-        raise ValueError(f"activations: expected softmax among them (the gaps are to softmax), got {variants}")
-    bad = [p for p in phases if p not in PHASES]
-    if bad or not phases:
-        raise ValueError(f"phases: expected some of {', '.join(map(repr, PHASES))}, got {list(phases)}")
-    settings = {"variants": variants, "lrs": lrs, "seeds": seeds, "steps": steps, "long_steps": long_steps,
-                "long_evals": long_evals, "data": None if data is None else str(data),
+    """Run the study's phases (module docstring; :class:`Settings`), each finished run saved at once in the
+    results file (:class:`refattn.training.runs.CellStore`); the runs are the cells of
+    :class:`refattn.studies.grid.Runner`, the table's and the tuning's first, then the long runs at the best
+    rates. Returns ``settings`` (as the file records them), ``commit``, ``command``, ``cells``, ``ran_on``,
+    ``runs``, ``best_lr`` and ``gaps`` (:func:`gap_curve` against softmax, per variant, of the long runs)."""
+    given = {activation_label(v): _absolute(v) for v in settings.activations}  # a file's activation runs as NAME,
+    # its file recorded; its path made absolute here, so that a worker (another process, another folder) finds it
+    variants, lrs, long_steps = list(given), [float(v) for v in settings.lrs], settings.long_steps
+    recorded = {"variants": variants, "lrs": lrs, "seeds": settings.seeds, "steps": settings.steps,
+                "long_steps": long_steps, "long_evals": settings.long_evals,
+                "data": None if settings.data is None else str(settings.data),
                 "model": {k: DEFAULTS[k] for k in ("layers", "width", "heads", "n_ctx", "batch_size", "dtype")}}
-    if not (isinstance(data, str) and data == "toy"):
-        resolve_data_dir(data)  # the folder checked here, before any run (each run, here or on a worker, reads it)
-    runner = grid.Runner(s, progress=progress, label="lm-study",  # the corpus is read for its size only if needed
-                         memory=lambda: lm.Settings(data=data, seeds=seeds, max_memory=s.max_memory).memory_estimate())
+    if settings.data != "toy":
+        resolve_data_dir(settings.data)  # checked here, before any run (each run, here or on a worker, reads it)
+    runner = grid.Runner(settings, progress=progress, label="lm-study",  # the corpus is read only if needed
+                         memory=lambda: lm.Settings(data=settings.data, seeds=settings.seeds,
+                                                    max_memory=settings.max_memory).memory_estimate())
     records = {v: activation_record(x) for v, x in given.items() if v not in SPECIAL}
     if any(isinstance(r, dict) for r in records.values()):  # a changed formula is another study: refused
-        settings["activation_files"] = {v: r for v, r in records.items() if isinstance(r, dict)}
-    store = CellStore(s.results, settings, what="run_lm_study", free=("long_steps", "long_evals"),
+        recorded["activation_files"] = {v: r for v, r in records.items() if isinstance(r, dict)}
+    store = CellStore(settings.results, recorded, what="run_lm_study", free=("long_steps", "long_evals"),
                       record_keys=RECORD_KEYS)
     cells = store.cells
-    out = {"command": command, "settings": settings, "commit": code_commit(), "cells": cells,
+    out = {"command": command, "settings": recorded, "commit": code_commit(), "cells": cells,
            "ran_on": dict(store.previous.get("ran_on", {}))}
     out["runs"] = store.runs(command, out["commit"])  # every command that added cells to the file
 
     def cell(key, variant, lr, n_steps, eval_every):
-        return grid.Cell(key, _cell, (lm.Settings(activations=(given.get(variant, variant),), data=data, seeds=seeds,
-                                                  steps=n_steps, lr=lr, eval_every=eval_every, ngram_orders=(),
-                                                  max_memory=s.max_memory), variant))
+        return grid.Cell(key, _cell, (lm.Settings(activations=(given.get(variant, variant),), data=settings.data,
+                                                  seeds=settings.seeds, steps=n_steps, lr=lr, eval_every=eval_every,
+                                                  ngram_orders=None, max_memory=settings.max_memory), variant))
 
-    def summarise():
+    def finish():
         out["best_lr"] = best_lrs(cells, variants, lrs)
         out["gaps"] = {}
         ref = cells.get(_key("long", "softmax", out["best_lr"].get("softmax", -1), long_steps))
@@ -205,39 +186,42 @@ def run_lm_study(settings, *, command=None, progress=None):
                 out["gaps"][name] = {"dev_loss": gap_curve(rec, ref, "dev_loss"),
                                      "dev_accuracy": gap_curve(rec, ref, "dev_accuracy")}
 
-    def finish():
-        summarise()
-        store.save(out)
-
-    store.read(lambda: (_read_records(cells), summarise(), report(out)))  # read and reported before any work
-
-    first, order, aliases = [], [], []  # the table and the tuning; then the long runs, which need the best rates
-    if "table" in phases:
-        first += [cell(_key("table", v, DEFAULTS["lr"]), v, DEFAULTS["lr"], steps, DEFAULTS["eval_every"])
-                  for v in VARIANTS]
-    if "tune" in phases:
-        for v in variants:
-            for lr in lrs:
-                key, table = _key("tune", v, lr), _key("table", v, lr)
-                if lr == DEFAULTS["lr"] and key not in cells and (table in cells or table in {c.key for c in first}):
-                    aliases.append((key, table))  # the same run: the table's default rate
-                else:
-                    first.append(cell(key, v, lr, steps, DEFAULTS["eval_every"]))
-                order.append(key)
+    store.read(lambda: (_read_records(cells), finish(), report(out)))  # read and reported before any work
+    first, order, aliases = _first_cells(settings, variants, lrs, cells, cell)
     with runner:
-        runner.run(first, into=cells, ran_on=out["ran_on"], then=finish)
+        runner.run(first, into=cells, ran_on=out["ran_on"], then=lambda: (finish(), store.save(out)))
         for key, table in aliases:
             cells[key] = cells[table]
             if table in out["ran_on"]:
                 out["ran_on"][key] = out["ran_on"][table]
         grid.reorder(cells, order)
         grid.reorder(out["ran_on"], order)
-        runner.run([cell(_key("long", v, lr, long_steps), v, lr, long_steps, max(1, long_steps // long_evals))
+        runner.run([cell(_key("long", v, lr, long_steps), v, lr, long_steps, max(1, long_steps // settings.long_evals))
                     for name, v, lr in _long_runs(best_lrs(cells, variants, lrs))
-                    if ("control" if " lr=" in name else "long") in phases],
-                   into=cells, ran_on=out["ran_on"], then=finish)
+                    if ("control" if " lr=" in name else "long") in settings.phases],
+                   into=cells, ran_on=out["ran_on"], then=lambda: (finish(), store.save(out)))
     finish()
+    store.save(out)
     return out
+
+
+def _first_cells(settings, variants, lrs, cells, cell):
+    """The table's and the tuning's cells, the tuning's keys in order, and ``(tune key, table key)`` for a
+    tuning run that is the table's own (the default rate): one run, recorded under both names."""
+    first, order, aliases = [], [], []
+    if "table" in settings.phases:
+        first += [cell(_key("table", v, DEFAULTS["lr"]), v, DEFAULTS["lr"], settings.steps, DEFAULTS["eval_every"])
+                  for v in VARIANTS]
+    if "tune" in settings.phases:
+        for v in variants:
+            for lr in lrs:
+                key, table = _key("tune", v, lr), _key("table", v, lr)
+                if lr == DEFAULTS["lr"] and key not in cells and (table in cells or table in {c.key for c in first}):
+                    aliases.append((key, table))  # the same run: the table's default rate
+                else:
+                    first.append(cell(key, v, lr, settings.steps, DEFAULTS["eval_every"]))
+                order.append(key)
+    return first, order, aliases
 
 
 def _read_records(cells):

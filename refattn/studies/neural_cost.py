@@ -62,7 +62,7 @@ from ..core.backend import sum_to
 from ..core.checks import check_float_array, score_inputs, check_int
 from ..core.scores import score
 from ..training.runs import check_memory
-from . import max_memory, option
+from . import StudySettings, max_memory, option
 
 __all__ = [
     "METHODS",
@@ -121,7 +121,7 @@ FIGURE = "neural_cost.png"
 
 
 @dataclass
-class Settings:
+class Settings(StudySettings):
     """Neural Attention's score memory and time, concatenated vs decomposed vs chunked, as ratios to
     dot-product scores (NeuralAttn Tables 6-8).
 
@@ -366,29 +366,11 @@ def neural_scores_chunked(q, k, params, *, chunk=64, hidden="tanh", beta=None):
 
 
 def neural_vjp_chunked(grad_s, q, k, params, *, chunk=64, hidden="tanh", beta=None):
-    r"""The VJP of the Neural Attention score, chunked like :func:`neural_scores_chunked`.
-
-    Shared weights only. Returns ``(dq, dk, dparams)`` as
-    :meth:`refattn.core.scores.Neural.backward` does, with the same formulas
-    (``derivations/02-scores.md``, section 5.6), but never holds the whole
-    ``(..., n_q, n_k, h)`` pre-activation: for each block of query rows it
-    *recomputes* ``z_Ij = a_I + b_j``, turns the buffer in place into
-    ``sigma(z)`` (for ``dwa``) and then into
-    ``gz = G' wa sigma'(z)`` (Eq. 02.P2), and accumulates
-    ``dA_I = sum_j gz``, ``dB += sum_i gz``. What is left is per-token
-    (``derivations/17-neural-attention-cost.md``, section 4).
-
-    The upstream gradient comes first, as in every backward pass of the
-    library (``grads = backward(grad_y, cache)``); here the inputs take the
-    cache's place, since the chunks are recomputed, not kept.
-
-    Parameters
-    ----------
-    grad_s : ndarray (..., n_q, n_k)
-        The upstream gradient of the scores.
-    q, k, params, hidden, beta, chunk
-        As in :func:`neural_scores_chunked` (``params`` shared).
-    """
+    r"""The VJP of the Neural Attention score (shared weights), chunked like :func:`neural_scores_chunked`:
+    ``(dq, dk, dparams)`` as :meth:`refattn.core.scores.Neural.backward` gives them, by its formulas
+    (``derivations/02-scores.md``, section 5.6), without the whole ``(..., n_q, n_k, h)`` pre-activation
+    (:func:`_blocks_backward`; ``derivations/17-neural-attention-cost.md``, section 4). The upstream
+    gradient ``grad_s`` (..., n_q, n_k) comes first; the inputs take the cache's place."""
     chunk = _chunk(chunk)
     batch, n_q, n_k, beta_v, per_pair, P, dtype = _prepare(q, k, params, hidden, beta)
     if per_pair:
@@ -401,7 +383,6 @@ def neural_vjp_chunked(grad_s, q, k, params, *, chunk=64, hidden="tanh", beta=No
                          f"{batch + (n_q, n_k)}")
     c = min(chunk, n_q)
     Wq, Wk, Whq, Whk, wa = P["Wq"], P["Wk"], P["Whq"], P["Whk"], P["wa"]
-    h = wa.shape[0]
     M = math.prod(batch)  # the batch dimensions, merged into one axis b
 
     def flat(x):  # (..., n, e) -> (M, n, e), broadcasting the batch first
@@ -412,6 +393,26 @@ def neural_vjp_chunked(grad_s, q, k, params, *, chunk=64, hidden="tanh", beta=No
     a = qp @ Whq.T + P["bh"]  # (M, n_q, h)
     b = kp @ Whk.T  # (M, n_k, h)
     g = beta_v * grad_s.reshape(M, n_q, n_k)  # (M, n_q, n_k)  G' = beta G
+    dA, dB, dwa = _blocks_backward(a, b, g, wa, hidden, c, dtype)
+    dbh = dA.sum(axis=(0, 1))  # (h,)
+    dba = g.sum()
+    dWhq = np.einsum("bih,bie->he", dA, qp)  # (h, d')
+    dWhk = np.einsum("bjh,bje->he", dB, kp)  # (h, d')
+    dqp = dA @ Whq  # (M, n_q, d')
+    dkp = dB @ Whk  # (M, n_k, d')
+    dWq = np.einsum("bie,bid->ed", dqp, qf)  # (d', d)
+    dWk = np.einsum("bje,bjd->ed", dkp, kf)  # (d', d)
+    dq = sum_to(np, (dqp @ Wq).reshape(batch + (n_q, -1)), q.shape)  # (..., n_q, d)
+    dk = sum_to(np, (dkp @ Wk).reshape(batch + (n_k, -1)), k.shape)  # (..., n_k, d)
+    return dq, dk, {"Wq": dWq, "Wk": dWk, "Whq": dWhq, "Whk": dWhk,
+                    "bh": dbh, "wa": dwa, "ba": np.asarray(dba).reshape(np.shape(P["ba"]))}
+
+
+def _blocks_backward(a, b, g, wa, hidden, c, dtype):
+    """``dA (M, n_q, h)``, ``dB (M, n_k, h)`` and ``dwa (h,)`` of :func:`neural_vjp_chunked`, ``c`` query rows
+    at a time: per block ``z_Ij = a_I + b_j`` recomputed, turned in place into ``sigma(z)`` (for ``dwa``)
+    and then into ``gz = G' wa sigma'(z)`` (Eq. 02.P2); ``dA_I = sum_j gz``, ``dB += sum_i gz``."""
+    (M, n_q, h), n_k = a.shape, b.shape[1]
     dA = np.empty((M, n_q, h), dtype=dtype)  # (M, n_q, h)
     dB = np.zeros((M, n_k, h), dtype=dtype)  # (M, n_k, h)
     dwa = np.zeros(h, dtype=dtype)
@@ -432,19 +433,7 @@ def neural_vjp_chunked(grad_s, q, k, params, *, chunk=64, hidden="tanh", beta=No
         z *= gI[..., None]  # gz = G' wa sigma'(z)   (02.P2)
         dA[:, i0:i1, :] = z.sum(axis=2)  # sum over keys
         dB += z.sum(axis=1)  # sum over the block's queries
-    dbh = dA.sum(axis=(0, 1))  # (h,)
-    dba = g.sum()
-    dWhq = np.einsum("bih,bie->he", dA, qp)  # (h, d')
-    dWhk = np.einsum("bjh,bje->he", dB, kp)  # (h, d')
-    dqp = dA @ Whq  # (M, n_q, d')
-    dkp = dB @ Whk  # (M, n_k, d')
-    dWq = np.einsum("bie,bid->ed", dqp, qf)  # (d', d)
-    dWk = np.einsum("bje,bjd->ed", dkp, kf)  # (d', d)
-    dq = sum_to(np, (dqp @ Wq).reshape(batch + (n_q, -1)), q.shape)  # (..., n_q, d)
-    dk = sum_to(np, (dkp @ Wk).reshape(batch + (n_k, -1)), k.shape)  # (..., n_k, d)
-    return dq, dk, {"Wq": dWq, "Wk": dWk, "Whq": dWhq, "Whk": dWhk,
-                    "bh": dbh, "wa": dwa, "ba": np.asarray(dba).reshape(np.shape(P["ba"]))}
-
+    return dA, dB, dwa
 
 _SCALED_DOT = score("scaled_dot")
 
@@ -599,18 +588,6 @@ def paper_concat_check():
 
 
 
-def _tuple_of_ints(values, name):
-    if isinstance(values, (int, np.integer)) and not isinstance(values, (bool, np.bool_)):
-        values = (values,)
-    try:
-        values = tuple(values)
-    except TypeError:
-        raise TypeError(f"{name}: expected an int or a sequence of ints, got {type(values).__name__}") from None
-    if not values:
-        raise ValueError(f"{name}: expected at least one value")
-    return tuple(check_int(v, f"{name}[{i}]") for i, v in enumerate(values))
-
-
 def _call(method, q, k, params, chunk):
     if method == "dot":
         return dot_scores(q, k)
@@ -643,44 +620,27 @@ def _agreement(d, d_prime, hidden, seed):
 
 
 def run_neural_cost(settings, *, progress=None):
-    """Peak memory and time of the Neural Attention score matrix, (a)-(c) and the library's
-    forward, against dot-product scores, for every ``n`` and ``d'`` (:class:`Settings`).
+    """Peak memory and time of the Neural Attention score matrix, (a)-(c) and the library's forward, against
+    dot-product scores, for every ``n`` and ``d'`` (:class:`Settings`; ``derivations/17-neural-attention-cost.md``).
 
-    Float64 throughout. For each ``n`` (``n_q = n_k = n``), queries and keys
-    ``(batch, heads, n, d)`` are standard normal and the parameters come from
-    ``refattn.score("neural").init_params`` (shared weights). Each method is
-    measured once under :func:`measure_peak` and timed with
-    :func:`measure_time` (``repeats`` calls, the best kept); a method whose
-    analytical peak exceeds ``max_mib`` is not run (its row keeps the
-    analytical bytes, ``skipped`` True). The memory estimate
-    (:func:`memory_estimate`) is checked first; ``progress`` prints one line
-    per point to stderr.
-
-    Returns
-    -------
-    dict (JSON-able)
-        ``settings``, ``agreement`` (max abs differences of (b), (c) over
-        several chunk sizes, the library forward, shared and per-pair,
-        against (a)), ``rows`` (one per ``(n, d', method)``: ``peak_bytes``,
-        ``analytic_bytes``, ``measured_over_analytic``, ``seconds``,
-        ``memory_ratio`` and ``time_ratio`` to the dot-product row of the
-        same ``n``, ``max_abs_diff`` against (b), ``skipped``),
-        ``budgets`` (longest ``n`` per method and ``d'``, and the
-        verification), ``paper`` (:data:`PAPER_TABLES`), ``seconds``.
+    Float64, standard normal queries and keys ``(batch, heads, n, d)``, shared weights; each method measured
+    once under :func:`measure_peak` and timed by :func:`measure_time` (:func:`_rows_at`), unless its analytic
+    peak exceeds ``max_mib``; the longest ``n`` per memory budget (:func:`_budget_rows`); ``agreement``, the
+    largest differences of (b), (c) and the library against (a).
     """
     t_start = time.perf_counter()
-    c = _checked(settings)
-    ns, d_primes, seed = c["ns"], c["d_primes"], c["seed"]
+    s = settings
+    check_memory(memory_estimate(s.ns, s.d_primes, batch=s.batch, heads=s.heads, d=s.d, hidden=s.hidden,
+                                 chunk=s.chunk, max_mib=s.max_mib),
+                 f"--ns {max(s.ns)} --batch {s.batch} --heads {s.heads}", s.max_memory)
     say = (lambda msg: print(msg, file=sys.stderr, flush=True)) if progress else (lambda msg: None)
-    agreement = _agreement(c["d"], min(d_primes), c["hidden"], seed)
-    rows = []
-    for n in ns:
-        rows += _rows_at(c, n, say)
-    budget_rows = _budget_rows(c, settings.verify_budget, say)
+    agreement = _agreement(s.d, min(s.d_primes), s.hidden, s.seed)
+    rows = [row for n in s.ns for row in _rows_at(s, n, say)]
     return {
-        "settings": {"ns": list(ns), "d_primes": list(d_primes), "batch": c["batch"], "heads": c["heads"],
-                     "d": c["d"], "hidden": c["hidden"], "chunk": c["chunk"], "budget_mib": c["budgets"],
-                     "repeats": c["repeats"], "max_mib": float(c["max_mib"]), "seed": seed, "dtype": "float64",
+        "settings": {"ns": list(s.ns), "d_primes": list(s.d_primes),
+                     **{k: getattr(s, k) for k in ("batch", "heads", "d", "hidden", "chunk")},
+                     "budget_mib": [float(b) for b in s.budget_mib], "repeats": s.repeats,
+                     "max_mib": float(s.max_mib), "seed": s.seed, "dtype": "float64",
                      "hidden_activation": "tanh", "weights": "shared",
                      "machine": {"python": platform.python_version(), "numpy": np.__version__,
                                  "processor": platform.machine(), "cpus": os.cpu_count(),
@@ -688,7 +648,7 @@ def run_neural_cost(settings, *, progress=None):
                                  "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS")}},
         "agreement": agreement,
         "rows": rows,
-        "budgets": budget_rows,
+        "budgets": _budget_rows(s, say),
         "paper": {name: {**t, "neural": {str(k): v for k, v in t["neural"].items()}}
                   for name, t in PAPER_TABLES.items()},
         "paper_concat_check": paper_concat_check(),
@@ -696,50 +656,27 @@ def run_neural_cost(settings, *, progress=None):
     }
 
 
-def _checked(s):
-    """The settings of :func:`run_neural_cost` checked before any work (the memory estimate too), as a dict."""
-    ns = _tuple_of_ints(s.ns, "ns")
-    d_primes = _tuple_of_ints(s.d_primes, "d_primes")
-    c = {"ns": ns, "d_primes": d_primes, "batch": check_int(s.batch, "batch"), "heads": check_int(s.heads, "heads"),
-         "d": check_int(s.d, "d"), "hidden": check_int(s.hidden, "hidden"), "chunk": _chunk(s.chunk),
-         "repeats": check_int(s.repeats, "repeats"), "seed": check_int(s.seed, "seed", least=0)}
-    budget_mib = s.budget_mib
-    if isinstance(budget_mib, (int, float, np.integer, np.floating)) and not isinstance(budget_mib, bool):
-        budget_mib = (budget_mib,)
-    c["budgets"] = []
-    for i, b in enumerate(tuple(budget_mib)):
-        if isinstance(b, bool) or not isinstance(b, (int, float, np.integer, np.floating)) or not b > 0:
-            raise ValueError(f"budget_mib[{i}]: expected a positive number of MiB, got {b!r}")
-        c["budgets"].append(float(b))
-    max_mib = s.max_mib
-    if isinstance(max_mib, bool) or not isinstance(max_mib, (int, float, np.integer, np.floating)) or not max_mib > 0:
-        raise ValueError(f"max_mib: expected a positive number of MiB, got {max_mib!r}")
-    c["max_mib"], c["m"], c["cap"] = max_mib, c["batch"] * c["heads"], float(max_mib) * _MIB
-    check_memory(memory_estimate(ns, d_primes, batch=c["batch"], heads=c["heads"], d=c["d"], hidden=c["hidden"],
-                                 chunk=c["chunk"], max_mib=max_mib),
-                 f"--ns {max(ns)} --batch {c['batch']} --heads {c['heads']}", s.max_memory)
-    return c
-
-
-def _rows_at(c, n, say):
+def _rows_at(settings, n, say):
     """The measured rows of sequence length ``n``: dot-product scores, then every method at every ``d'``."""
-    batch, heads, d, hidden, chunk, seed = c["batch"], c["heads"], c["d"], c["hidden"], c["chunk"], c["seed"]
+    batch, heads, d, hidden, chunk, seed = (getattr(settings, k) for k in ("batch", "heads", "d", "hidden", "chunk",
+                                                                           "seed"))
+    cap, d_primes = settings.max_mib * _MIB, settings.d_primes
     sc = score("neural")
     rng = np.random.default_rng([seed, n])
     q = rng.standard_normal((batch, heads, n, d))  # (B, H, n, d)
     k = rng.standard_normal((batch, heads, n, d))  # (B, H, n, d)
     rows, dot_row = [], None
-    for dp in c["d_primes"]:
+    for dp in d_primes:
         P = sc.init_params(d, np.random.default_rng([seed, n, dp]), d_prime=dp, hidden_size=hidden)
         ref = None
         # (b) first, so that every other neural output can be compared with it
         for method in ("dot", "decomposed", "concat", "chunked", "library"):
             if method == "dot" and dot_row is not None:
                 continue
-            analytic = peak_bytes(method, n_q=n, d=d, d_prime=dp, hidden=hidden, chunk=chunk, batch=c["m"])
+            analytic = peak_bytes(method, n_q=n, d=d, d_prime=dp, hidden=hidden, chunk=chunk, batch=batch * heads)
             row = {"n": n, "d_prime": None if method == "dot" else dp, "method": method,
                    "analytic_bytes": analytic, "peak_bytes": None, "measured_over_analytic": None,
-                   "seconds": None, "max_abs_diff": None, "skipped": analytic > c["cap"]}
+                   "seconds": None, "max_abs_diff": None, "skipped": analytic > cap}
             if not row["skipped"]:
                 peak, out = measure_peak(_call, method, q, k, P, chunk)
                 row["peak_bytes"] = peak
@@ -749,7 +686,7 @@ def _rows_at(c, n, say):
                 elif method != "dot" and ref is not None:
                     row["max_abs_diff"] = float(np.max(np.abs(out - ref)))
                 del out
-                row["seconds"] = measure_time(_call, method, q, k, P, chunk, repeats=c["repeats"])
+                row["seconds"] = measure_time(_call, method, q, k, P, chunk, repeats=settings.repeats)
                 say(f"n={n:5d} d'={dp:3d} {method:10s} peak {peak / _MIB:9.2f} MiB "
                     f"(x{row['measured_over_analytic']:.3f} analytic)  {1e3 * row['seconds']:9.2f} ms")
             else:
@@ -758,7 +695,7 @@ def _rows_at(c, n, say):
                 dot_row = row
             rows.append(row)
     order = {m: i for i, m in enumerate(METHODS)}
-    rows.sort(key=lambda r: (-1 if r["d_prime"] is None else c["d_primes"].index(r["d_prime"]), order[r["method"]]))
+    rows.sort(key=lambda r: (-1 if r["d_prime"] is None else d_primes.index(r["d_prime"]), order[r["method"]]))
     for row in rows:
         row["memory_ratio_analytic"] = row["analytic_bytes"] / dot_row["analytic_bytes"]
         row["memory_ratio"] = (row["peak_bytes"] / dot_row["peak_bytes"]
@@ -768,28 +705,29 @@ def _rows_at(c, n, say):
     return rows
 
 
-def _budget_rows(c, verify_budget, say):
+def _budget_rows(settings, say):
     """The longest ``n`` of every method within each memory budget, and its verification (the first budget,
     the largest ``d'``)."""
-    batch, heads, d, hidden, seed = c["batch"], c["heads"], c["d"], c["hidden"], c["seed"]
+    batch, heads, d, hidden, seed = (getattr(settings, k) for k in ("batch", "heads", "d", "hidden", "seed"))
+    cap, d_primes = settings.max_mib * _MIB, settings.d_primes
     sc = score("neural")
     budget_rows = []
-    for i, b in enumerate(c["budgets"]):
-        for dp in c["d_primes"]:
-            sizes = {"d": d, "d_prime": dp, "hidden": hidden, "chunk": c["chunk"], "batch": c["m"]}
+    for i, b in enumerate(float(b) for b in settings.budget_mib):
+        for dp in d_primes:
+            sizes = {"d": d, "d_prime": dp, "hidden": hidden, "chunk": settings.chunk, "batch": batch * heads}
             reach = {meth: max_length(meth, int(b * _MIB), **sizes) for meth in METHODS}
             entry = {"budget_mib": b, "d_prime": dp, "max_n": reach, "verified": None}
-            if verify_budget and i == 0 and dp == max(c["d_primes"]):
+            if settings.verify_budget and i == 0 and dp == max(d_primes):
                 entry["verified"] = {}
                 for meth in METHODS:
                     n = reach[meth]
-                    if n < 1 or peak_bytes(meth, n_q=n, **sizes) > c["cap"]:
+                    if n < 1 or peak_bytes(meth, n_q=n, **sizes) > cap:
                         continue
                     rng = np.random.default_rng([seed, n])
                     q = rng.standard_normal((batch, heads, n, d))
                     k = rng.standard_normal((batch, heads, n, d))
                     P = sc.init_params(d, np.random.default_rng([seed, n, dp]), d_prime=dp, hidden_size=hidden)
-                    peak, out = measure_peak(_call, meth, q, k, P, c["chunk"])
+                    peak, out = measure_peak(_call, meth, q, k, P, settings.chunk)
                     del out, q, k
                     entry["verified"][meth] = {"n": n, "peak_bytes": peak, "within_budget": peak <= b * _MIB,
                                                "measured_over_analytic": peak / peak_bytes(meth, n_q=n, **sizes)}
@@ -896,7 +834,13 @@ def report(result):
         lines.append("dot-product: " + ", ".join(f"n={r['n']} {r['peak_bytes'] / _MIB:.2f} MiB "
                                                   f"(x{r['measured_over_analytic']:.4f}) {1e3 * r['seconds']:.2f} ms"
                                                   for r in dots))
-    lines.append("")
+    return "\n".join(lines + [""] + _budgets_and_paper(result))
+
+
+def _budgets_and_paper(result):
+    """Lines of :func:`report`: the longest ``n`` within each memory budget, and NeuralAttn's extra memory
+    against one concatenation per sample (Eq. 7; ``derivations/17-neural-attention-cost.md``, section 6)."""
+    s, lines = result["settings"], []
     lines.append(f"longest n within a memory budget (from the analytic count; B x H = {s['batch'] * s['heads']})")
     lines.append(f"{'budget MiB':>10s} {'dp':>3s} " + " ".join(f"{m:>11s}" for m in METHODS))
     for b in result["budgets"]:
@@ -920,7 +864,7 @@ def report(result):
     lines.append("paper (NeuralAttn Tables 6-8) is whole-model training memory (GB/sample) and time (ms/sample) "
                  "with Neural Attention in layer 1 of 8 or 12; ours is the score matrix alone, so the ratios "
                  "measure different things (derivations/17-neural-attention-cost.md, section 6).")
-    return "\n".join(lines)
+    return lines
 
 
 def plot(result):

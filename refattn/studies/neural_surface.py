@@ -42,7 +42,7 @@ from ..core.checks import check_float_array, check_int
 from ..training.optim import Adam
 from ..core.scores import Score, score
 from ..training.runs import check_memory
-from . import max_memory, option
+from . import StudySettings, max_memory, option
 
 __all__ = [
     "DOMAIN",
@@ -381,42 +381,13 @@ class RelationFit:
 
 def fit_relation(target="rbf", *, n_train=1000, n_test=1000, hidden_size=32, steps=2000,
                  lr=0.01, seed=0):
-    """Fit a query-key relation with the best bilinear score and with the score MLP.
-
-    Data: ``n_train + n_test`` pairs ``q, k ~ U[-2, 2]^2`` (:func:`sample_pairs`)
-    and targets ``z = target(q, k)``. Three predictors, each fitted on the
-    training pairs only:
-
-    * **constant**: the training mean of ``z``;
-    * **bilinear**: :func:`fit_bilinear`, the exact least-squares optimum over
-      ``q^T A k + b``, i.e. over every dot product of linear maps of ``q``
-      and ``k`` plus a bias;
-    * **mlp**: :data:`NEURAL` (NeuralAttn, Eq. 4; ``Wq = Wk = I`` fixed), from
-      :func:`init_mlp`, trained for ``steps`` full-batch steps of
-      :class:`refattn.training.optim.Adam` on :func:`squared_loss`, with gradients from
-      :func:`squared_loss_grad` (the score's hand-derived VJP).
-
-    ``derivations/08-neural-attention-expressivity.md``, section 4, reports
-    the numbers of the default run.
-
-    Parameters
-    ----------
-    target : {"rbf", "bilinear"} or callable
-        A name in :data:`TARGETS` or ``f(q (n, 2), k (n, 2)) -> z (n,)``.
-    n_train, n_test : int
-        Numbers of pairs, ``>= 1``.
-    hidden_size : int
-        Hidden units ``h`` of the MLP.
-    steps : int
-        Adam steps, ``>= 0``.
-    lr : float
-        Adam's step size.
-    seed : int
-        Seeds the data and the MLP's initialisation; the run is deterministic.
-
-    Returns
-    -------
-    RelationFit
+    """Fit a query-key relation ``z = target(q, k)`` (a name of :data:`TARGETS` or a function) on pairs
+    ``q, k ~ U[-2, 2]^2`` (:func:`sample_pairs`) by a constant (the training mean), the best bilinear score
+    ``q^T A k + b`` (:func:`fit_bilinear`, exact least squares) and the score MLP :data:`NEURAL`
+    (NeuralAttn Eq. 4, ``Wq = Wk = I``; :func:`init_mlp`, ``steps`` full-batch Adam steps on
+    :func:`squared_loss` with the hand-derived VJP :func:`squared_loss_grad`); each fitted on the
+    ``n_train`` training pairs, measured on the ``n_test`` others; ``seed`` seeds data and initialisation
+    (``derivations/08-neural-attention-expressivity.md``, section 4). Returns a :class:`RelationFit`.
     """
     if isinstance(target, str):
         if target not in TARGETS:
@@ -469,7 +440,7 @@ FIGURE = "neural_surface_{target}.png"
 
 
 @dataclass
-class Settings:
+class Settings(StudySettings):
     """NeuralAttn's Fig. 1 argument: a query-key relation fitted by the best bilinear score (every dot
     product of projections) and by the Neural Attention score MLP, RMSE on held-out pairs."""
 

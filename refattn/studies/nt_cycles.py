@@ -26,7 +26,7 @@ from ..training.tasks.nt import (
     state_cycles,
 )
 from ..training.runs import check_memory
-from . import max_memory, option
+from . import StudySettings, max_memory, option
 
 __all__ = ["Settings", "run", "report", "plot"]
 
@@ -35,7 +35,7 @@ FIGURE = "nt_cycles_N{N}T{tau}_{variant}.png"
 
 
 @dataclass
-class Settings:
+class Settings(StudySettings):
     """Cycle lengths and counts of Expressive's NT, NT-S and NT-R tasks, and the mean cycle length."""
 
     N: int = option(help="the basis N (number of symbols)", low=2)

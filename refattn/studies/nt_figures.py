@@ -37,7 +37,7 @@ import numpy as np
 
 from ..training.runs import check_memory
 from ..training.tasks.nt import parse_mixture
-from . import max_memory, option
+from . import StudySettings, max_memory, option
 from . import grid, nt_training
 from .nt_training import DEVICES, PAPER, run_nt
 
@@ -67,7 +67,7 @@ DEFAULTS = {
 
 
 @dataclass
-class Settings:
+class Settings(StudySettings):
     """Expressive's figures, short runs, ours beside the paper's numbers.
 
     A setting left at None is the figure's own (:data:`DEFAULTS`). From Python,
@@ -79,13 +79,14 @@ class Settings:
     figure: str = option(help="fig3 (N16T2), fig4 (N2T5), fig6 (mixture), fig7 (NT-R)", choices=FIGURES,
                          positional=True)
     seeds: int | None = option(None, "number of seeds (default: the figure's)", low=1)
-    epochs: int | None = option(None, "epochs of every run (default: the figure's)", low=1)
+    epochs: int | dict | None = option(None, "epochs of every run (default: the figure's)", low=1)
     lr: float | None = option(None, f"learning rate (default Expressive's {PAPER['lr']:g})", positive=True)
     device: str = option("cpu", "NumPy on the CPU or CuPy on the GPU", choices=DEVICES, device=True)
     max_memory: float | None = max_memory()
     task: str | None = option(None, "the task (default: the figure's)", cli=False)
     n_cons: tuple[int, ...] | None = option(None, "the context lengths (default: the figure's)", low=1, cli=False)
-    eval_every: int | None = option(None, "epochs between evaluations (default: the figure's)", low=1, cli=False)
+    eval_every: int | dict | None = option(None, "epochs between evaluations (default: the figure's)", low=1,
+                                           cli=False)
     n_test: int = option(PAPER["n_test"], "test series per evaluation", low=1, cli=False)
     lr_drop: tuple[int, float] | None = option(None, "(EPOCH, FACTOR): the learning rate divided by FACTOR from "
                                                      "EPOCH on (default: Fig. 6's (2500, 4), none elsewhere)",
@@ -169,18 +170,17 @@ def _own(settings, figure):
     """The settings of ``figure``, each None replaced by the figure's own (:data:`DEFAULTS`)."""
     if settings.figure != figure:
         raise ValueError(f"figure: this runner draws {figure!r}, got settings for {settings.figure!r}")
-    if isinstance(settings.activations, str) or not settings.activations:
-        raise TypeError("activations: expected a sequence of activation names, e.g. ('expressive', 'softmax')")
     given = {k: v for k, v in DEFAULTS[figure].items() if getattr(settings, k) is None}
-    s = dataclasses.replace(settings, **{k: v for k, v in given.items() if not callable(v)})
-    s = dataclasses.replace(s, n_cons=(s.n_cons,) if isinstance(s.n_cons, (int, np.integer)) else s.n_cons)
-    return dataclasses.replace(s, **{k: {n: v(n) for n in s.n_cons} for k, v in given.items() if callable(v)})
+    own = dataclasses.replace(settings, **{k: v for k, v in given.items() if not callable(v)})
+    return dataclasses.replace(own, **{k: {n: v(n) for n in own.n_cons} for k, v in given.items() if callable(v)})
 
 
-def _runs(s, progress, **extra):
-    """EA and DPA (``s.activations``) at every context length of the settings ``s`` (:func:`_own`'s)."""
+def _runs(settings, progress, **extra):
+    """EA and DPA (``settings.activations``) at every context length of the ``settings`` (:func:`_own`'s)."""
+    s = settings
     n_max = max(int(n) for n in s.n_cons)
     base = nt_training.Settings(task=s.task, seeds=s.seeds, n_test=s.n_test, lr=PAPER["lr"] if s.lr is None else s.lr,
+                                epochs=max(_per(s.epochs, n, "epochs") for n in s.n_cons),
                                 lr_drop=s.lr_drop, device=s.device, dtype=s.dtype, init_scale=s.init_scale,
                                 max_memory=s.max_memory, **({} if s.layout is None else {"layout": s.layout}), **extra)
     per_cell = dataclasses.replace(base, context=n_max).memory_estimate()
@@ -355,8 +355,6 @@ _RUNNERS = {"fig3": run_fig3, "fig4": run_fig4, "fig6": run_mixture, "fig7": run
 def run_nt_figure(settings, *, progress=None):
     """Run one of Expressive's figures, ``settings.figure``: ``"fig3"``, ``"fig4"``, ``"fig6"`` (mixture)
     or ``"fig7"`` (NT-R), by :func:`run_fig3`, :func:`run_fig4`, :func:`run_mixture` or :func:`run_ntr`."""
-    if settings.figure not in _RUNNERS:
-        raise ValueError(f"figure: expected one of {FIGURES}, got {settings.figure!r}")
     return _RUNNERS[settings.figure](settings, progress=progress)
 
 
@@ -504,40 +502,14 @@ def plot_attention_snapshots(snapshots, *, axes=None, floor=LOG_FLOOR, vmin=None
 
 
 def plot(result, seed_index=0):
-    """Draw a :func:`run_nt_figure` result in the style of Expressive's figure.
-
-    Accuracy of every seed (thin) and the mean (thick), EA blue and DPA
-    maroon, the training loss times 0.75 as circles; Fig. 3 and 7 one panel
-    per context length, Fig. 6 one panel with N16T2 solid and N16T2-S dashed
-    and the learning-rate drop marked, Fig. 4 the curves above the attention
-    snapshots of seed ``seed_index`` (:func:`plot_attention_snapshots`).
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-    """
+    """A :func:`run_nt_figure` result drawn as Expressive's figure: every seed's accuracy (thin) and the mean
+    (thick), EA blue and DPA maroon, the training loss x 0.75 as circles; Figs. 3 and 7 one panel per
+    context length, Fig. 6 one panel per task (the learning-rate drop marked), Fig. 4 :func:`_plot_fig4`."""
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
     fig_name, runs = result["figure"], result["runs"]
     if fig_name == "fig4":
-        snaps = runs[0]["snapshots"]
-        n_snap = len(snaps["epochs"])
-        fig = plt.figure(figsize=(max(7.0, 2.3 * n_snap + 1), 2.8 + 2.3 * len(runs)), layout="constrained")
-        grid = fig.add_gridspec(1 + len(runs), n_snap, height_ratios=[1.3] + [1.0] * len(runs))
-        ax = fig.add_subplot(grid[0, :])
-        for r in runs:
-            _accuracy_panel(ax, r, r["accuracy"])
-            _loss_points(ax, r)
-        ax.set_title(f"{result['task']}, N_con = {runs[0]['n_con']}, {runs[0]['n_params']} parameters", fontsize=9)
-        ax.set_xlabel("epoch")
-        ax.set_ylabel("accuracy; loss x 0.75 (o)")
-        ax.legend(fontsize=7)
-        snapshots = {"epochs": snaps["epochs"],
-                     "attention": {r["attention"]: [m[seed_index] for m in r["snapshots"]["attention"]]
-                                   for r in runs}}
-        axes = [[fig.add_subplot(grid[1 + i, j]) for j in range(n_snap)] for i in range(len(runs))]
-        plot_attention_snapshots(snapshots, axes=axes, floor=result.get("log_floor", LOG_FLOOR))
-        return fig
+        return _plot_fig4(result, seed_index)
     if fig_name == "fig6":
         fig, ax = plt.subplots(figsize=(6.5, 3.6))
         for r in runs:
@@ -567,4 +539,30 @@ def plot(result, seed_index=0):
     axes[0, 0].set_ylabel("accuracy; loss x 0.75 (o)")
     axes[0, 0].legend(fontsize=7)
     fig.tight_layout()
+    return fig
+
+
+def _plot_fig4(result, seed_index):
+    """Expressive's Fig. 4: the accuracy curves above the attention snapshots of seed ``seed_index``
+    (:func:`plot_attention_snapshots`)."""
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    runs = result["runs"]
+    snaps = runs[0]["snapshots"]
+    n_snap = len(snaps["epochs"])
+    fig = plt.figure(figsize=(max(7.0, 2.3 * n_snap + 1), 2.8 + 2.3 * len(runs)), layout="constrained")
+    grid = fig.add_gridspec(1 + len(runs), n_snap, height_ratios=[1.3] + [1.0] * len(runs))
+    ax = fig.add_subplot(grid[0, :])
+    for r in runs:
+        _accuracy_panel(ax, r, r["accuracy"])
+        _loss_points(ax, r)
+    ax.set_title(f"{result['task']}, N_con = {runs[0]['n_con']}, {runs[0]['n_params']} parameters", fontsize=9)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("accuracy; loss x 0.75 (o)")
+    ax.legend(fontsize=7)
+    snapshots = {"epochs": snaps["epochs"],
+                 "attention": {r["attention"]: [m[seed_index] for m in r["snapshots"]["attention"]]
+                               for r in runs}}
+    axes = [[fig.add_subplot(grid[1 + i, j]) for j in range(n_snap)] for i in range(len(runs))]
+    plot_attention_snapshots(snapshots, axes=axes, floor=result.get("log_floor", LOG_FLOOR))
     return fig

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..training.runs import CellStore, check_memory, session
-from . import max_memory, option
+from . import StudySettings, max_memory, option
 from . import grid, nt_training
 from .helpers import code_commit, number_name
 from .nt_training import PAPER, run_nt
@@ -101,9 +101,11 @@ FIGURE = "nt_sensitivity_{figure}.png"
 
 
 @dataclass
-class Settings:
+class Settings(StudySettings):
     """EA against DPA over initialisation scale x learning rate (Expressive Figs. 3-7), each finished cell
     saved and resumed."""
+
+    needs = ("scipy",)  # the rank test
 
     figure: str = option(help="the figure's task and length (refattn.studies.nt_sensitivity.SETTINGS)",
                          choices=tuple(SETTINGS), positional=True)
@@ -196,67 +198,45 @@ def _cell_record(r):
     return thin_record(rec)
 
 
-def _settings(settings):
-    """What the results file records of the grid's settings (and a resumed file must match)."""
-    figure = settings.figure
-    if figure not in SETTINGS:
-        raise ValueError(f"figure: expected one of {tuple(SETTINGS)}, got {figure!r}")
-    s = dict(SETTINGS[figure])
-    if settings.epochs is not None:
-        s["epochs"] = settings.epochs
-    if settings.eval_every is not None:
-        s["eval_every"] = settings.eval_every
-    s["lr_drop"] = None if s["lr_drop"] is None else list(s["lr_drop"])
-    s.update(figure=figure, seeds=list(range(settings.seeds)), init_scales=[float(v) for v in settings.init_scales],
-             lrs=[float(v) for v in settings.lrs], n_test=int(settings.n_test), dtype=settings.dtype,
-             attentions=list(ATTENTIONS), momentum=PAPER["momentum"], layout="b_Q+b_r", bias_init="zeros")
-    if not s["seeds"] or not s["init_scales"] or not s["lrs"]:
-        raise ValueError("seeds, init_scales, lrs: expected at least one value each")
-    return s
+def _own(settings):
+    """The figure's :data:`SETTINGS`, with ``epochs`` and ``eval_every`` overridden where given."""
+    return {**SETTINGS[settings.figure],
+            **{k: getattr(settings, k) for k in ("epochs", "eval_every") if getattr(settings, k) is not None}}
+
+
+def _recorded(settings):
+    """What the results file records of the grid's settings (and a resumed file must match): :func:`_own`'s,
+    the seeds listed and the grid's axes."""
+    recorded = _own(settings)
+    recorded["lr_drop"] = None if recorded["lr_drop"] is None else list(recorded["lr_drop"])
+    recorded.update(figure=settings.figure, seeds=list(range(settings.seeds)),
+                    init_scales=[float(v) for v in settings.init_scales], lrs=[float(v) for v in settings.lrs],
+                    n_test=settings.n_test, dtype=settings.dtype, attentions=list(ATTENTIONS),
+                    momentum=PAPER["momentum"], layout="b_Q+b_r", bias_init="zeros")
+    return recorded
 
 
 @session()  # the results file stays locked while the grid runs
 def run_sensitivity(settings, *, command=None, progress=None):
-    """Train EA and DPA over the grid for one figure (:class:`Settings`); each finished cell into the
-    results file at once.
-
-    ``settings.figure`` is a key of :data:`SETTINGS`: ``"fig3"``, ``"fig3-16"``
-    (the text's N16T2 at N_con = 16, beside Fig. 3), ``"fig3-52"`` (Fig. 3's
-    N_con = 52), ``"fig3-beta"`` (Fig. 3 with the score scale ``beta =
-    1/sqrt(N_con)`` instead of 1), ``"fig4"``, ``"fig5"`` (N16T5 at N_con =
-    128), ``"fig5-256"`` and ``"fig5-512"`` (the text's N16T5 at N_con = 256 and
-    512; 512 needs about 8 GiB), ``"fig6"``, ``"fig7"`` or ``"fig7-128"``; a
-    setting with a ``"beta"`` runs every cell at that score scale. EA and DPA
-    share the seeds; ``epochs`` and ``eval_every`` override :data:`SETTINGS`;
-    float32 by default (``benchmarks/bench_nt.py`` checks that it changes no
-    verdict where this can be checked quickly). An existing results file with
-    the same settings is resumed (its finished cells are kept; the grid may
-    grow), one with other settings refused. ``command`` is the command line to
-    record (the CLI passes its own). The cells run through
-    :class:`refattn.studies.grid.Runner`: here, one after another, or as Dask
-    tasks (``workers``, ``scheduler``), with the same numbers; ``ran_on`` says
-    where each ran.
-
-    Returns
-    -------
-    dict
-        ``settings``, ``commit``, ``command``, ``cells`` ({:func:`cell_key`:
-        record}), ``ran_on`` ({:func:`cell_key`: :func:`refattn.studies.grid.where`}),
-        ``runs`` and ``summary`` (:func:`summarise`).
-    """
-    g = settings
-    if g.figure in SETTINGS and isinstance(g.seeds, (int, np.integer)):  # before the seeds are listed
-        largest = nt_training.Settings(context=SETTINGS[g.figure]["n_con"], seeds=int(g.seeds), n_test=int(g.n_test),
-                                       dtype=g.dtype)
-        check_memory(largest.memory_estimate(), f"--seeds {g.seeds}", g.max_memory)
-    settings = _settings(g)
-    runner = grid.Runner(g, progress=progress, label=f"nt-sensitivity {g.figure}",
-                         memory=nt_training.Settings(context=settings["n_con"], seeds=len(settings["seeds"]),
-                                                     n_test=settings["n_test"], dtype=g.dtype).memory_estimate())
-    store = CellStore(g.results, settings, grow=("init_scales", "lrs"), what="run_sensitivity",
+    """Train EA and DPA over the grid of one figure of :data:`SETTINGS` (:class:`Settings`;
+    ``derivations/15-nt-experiments.md``, section 11), each finished cell saved at once in the results file
+    (resumed where its settings are these; the grid may grow); the cells run through
+    :class:`refattn.studies.grid.Runner`. Returns ``settings`` (as the file records them, :func:`_recorded`),
+    ``commit``, ``command``, ``cells`` ({:func:`cell_key`: record}), ``ran_on``, ``runs`` and ``summary``
+    (:func:`summarise`)."""
+    own = _own(settings)
+    cell_settings = {"task": own["task"], "context": own["n_con"], "seeds": settings.seeds,
+                     "epochs": own["epochs"], "eval_every": own["eval_every"], "n_test": settings.n_test,
+                     "lr_drop": own["lr_drop"], "beta": own.get("beta", 1.0), "dtype": settings.dtype,
+                     "max_memory": settings.max_memory}
+    per_cell = nt_training.Settings(**cell_settings).memory_estimate()
+    check_memory(per_cell, f"--seeds {settings.seeds}", settings.max_memory)
+    recorded = _recorded(settings)  # the seeds are listed only now, after the memory check
+    runner = grid.Runner(settings, progress=progress, label=f"nt-sensitivity {settings.figure}", memory=per_cell)
+    store = CellStore(settings.results, recorded, grow=("init_scales", "lrs"), what="run_sensitivity",
                       record_keys=RECORD_KEYS)
     cells = store.cells
-    out = {"command": command, "settings": settings, "commit": code_commit(), "cells": cells,
+    out = {"command": command, "settings": recorded, "commit": code_commit(), "cells": cells,
            "ran_on": dict(store.previous.get("ran_on", {}))}
     store.read(lambda: _read_cells(out))  # what the file holds is read (thinned), and reported, before any work
     out["runs"] = store.runs(command, out["commit"])  # every command that added cells to the file
@@ -265,12 +245,9 @@ def run_sensitivity(settings, *, command=None, progress=None):
         out["summary"] = summarise(out)
         store.save(out)
 
-    todo = [grid.Cell(cell_key(init, lr, att), _cell, (nt_training.Settings(
-                task=settings["task"], context=settings["n_con"], activation=att, seeds=len(settings["seeds"]),
-                epochs=settings["epochs"], eval_every=settings["eval_every"], n_test=settings["n_test"], lr=lr,
-                init_scale=init, lr_drop=None if settings["lr_drop"] is None else tuple(settings["lr_drop"]),
-                beta=settings.get("beta", 1.0), dtype=g.dtype, max_memory=g.max_memory),))
-            for init in settings["init_scales"] for lr in settings["lrs"] for att in ATTENTIONS]
+    todo = [grid.Cell(cell_key(init, lr, att), _cell, (nt_training.Settings(**cell_settings, activation=att, lr=lr,
+                                                                            init_scale=init),))
+            for init in recorded["init_scales"] for lr in recorded["lrs"] for att in ATTENTIONS]
     with runner:
         runner.run(todo, into=cells, ran_on=out["ran_on"], then=save)
     save()

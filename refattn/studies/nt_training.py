@@ -43,19 +43,18 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass
-from numbers import Real
 
 import numpy as np
 
 from ..core import backend as _backend
-from ..core.backend import cupy_available, to_numpy
-from ..core.checks import check_int
+from ..core.backend import to_numpy
 from ..training.models.nt import CANDIDATE_LAYOUTS, DEFAULT_LAYOUT, LAYOUTS, NTModel, count_params, ea_symbol_dependence
 from ..training.optim import SGD
 from ..training.runs import check_memory
 from ..training.tasks.nt import generate, generate_mixture, parse_mixture, parse_task, windows
-from ..training.train import check_checkpoint, train
-from . import activation_label, activation_option, activation_record, max_memory, option, resolve_activation
+from ..training.train import train
+from ..custom import activation_label, activation_record
+from . import StudySettings, activation_option, max_memory, option, resolve_activation
 
 __all__ = ["PAPER", "DEVICES", "Settings", "parse_mixture", "array_module_for", "make_batches", "evaluate",
            "evaluate_tasks", "snapshot_context", "memory_estimate", "run_nt", "run", "batched_speedup",
@@ -73,7 +72,7 @@ FIGURE = "nt_{task}_{context}_{activation}_{layout}.png"
 
 
 @dataclass
-class Settings:
+class Settings(StudySettings):
     """Train Expressive's one-bilayer transformer on an NT task, all seeds batched.
 
     Every setting of :func:`run_nt`, each written once. Beyond the help of each
@@ -137,30 +136,24 @@ class Settings:
     count_params: bool = option(False, "print only the parameter count")
     max_memory: float | None = max_memory()
 
+    def check(self):
+        """Snapshots within the run; a checkpoint resumed on the CPU only (the optimiser's buffers are host arrays)."""
+        if self.snapshot_epochs is not None and max(self.snapshot_epochs) > self.epochs:
+            raise ValueError(f"snapshot_epochs: expected epochs in 0..epochs = 0..{self.epochs}, "
+                             f"got {max(self.snapshot_epochs)}")
+        if self.device == "gpu" and self.checkpoint is not None:
+            raise ValueError("checkpoint: resuming is supported on device='cpu' only (the optimiser's saved "
+                             "buffers are host arrays); drop checkpoint or use device='cpu'")
+
     def memory_estimate(self):
         """Bytes :func:`run_nt` needs at its peak with these settings (:func:`memory_estimate`)."""
         return memory_estimate(self.context, self.seeds, n_test=self.n_test, itemsize=np.dtype(self.dtype).itemsize)
 
 
 def array_module_for(device):
-    """The array module of a device: ``numpy`` for ``"cpu"``, ``cupy`` for ``"gpu"``.
-
-    Raises
-    ------
-    ValueError
-        ``device`` is not one of :data:`DEVICES`.
-    RuntimeError
-        ``"gpu"`` was asked for and CuPy or a CUDA device is missing
-        (:func:`refattn.core.backend.cupy_available`).
-    """
-    if device not in DEVICES:
-        raise ValueError(f"device: expected one of {DEVICES}, got {device!r}")
-    if device == "cpu":
-        return np
-    if not cupy_available():
-        raise RuntimeError("device: 'gpu' needs CuPy and a CUDA device, and none was found "
-                           "(refattn.core.backend.cupy_available() is False); use device='cpu'")
-    return _backend.cupy_module()  # the module array_module() hands out for device arrays
+    """The array module of a device: ``numpy`` for ``"cpu"``, CuPy for ``"gpu"`` (the one
+    :func:`refattn.core.backend.array_module` hands out for device arrays)."""
+    return np if device == "cpu" else _backend.cupy_module()
 
 
 def _series(task, n_seeds_rows, length, seeds, epoch, salt):
@@ -251,33 +244,6 @@ def snapshot_context(task, n_con, index=0):
     return generate(variant, N, tau, length=n_con, batch=1, rng=np.random.default_rng([int(index), 3]))[0]
 
 
-def _lr_drop(lr_drop):
-    """``None`` or ``(epoch, factor)`` checked: an int epoch >= 1 and a finite factor > 0."""
-    if lr_drop is None:
-        return None
-    if not (isinstance(lr_drop, (tuple, list)) and len(lr_drop) == 2):
-        raise TypeError(f"lr_drop: expected None or (epoch, factor), e.g. (2500, 4), got {lr_drop!r}")
-    e, f = lr_drop
-    if isinstance(e, (bool, np.bool_)) or not isinstance(e, (int, np.integer)) or e < 1:
-        raise ValueError(f"lr_drop: the epoch must be an int >= 1, got {e!r}")
-    if isinstance(f, (bool, np.bool_)) or not isinstance(f, Real) or not (np.isfinite(f) and f > 0):
-        raise ValueError(f"lr_drop: the factor must be a finite number > 0, got {f!r}")
-    return int(e), float(f)
-
-
-def _snapshot_epochs(epochs_, total):
-    if epochs_ is None:
-        return ()
-    if isinstance(epochs_, (str, bytes)) or not hasattr(epochs_, "__iter__"):
-        raise TypeError(f"snapshot_epochs: expected a sequence of ints, got {epochs_!r}")
-    out = []
-    for e in epochs_:
-        if isinstance(e, (bool, np.bool_)) or not isinstance(e, (int, np.integer)) or not 0 <= e <= total:
-            raise ValueError(f"snapshot_epochs: expected ints in 0..epochs = 0..{total}, got {e!r}")
-        out.append(int(e))
-    return tuple(sorted(set(out)))
-
-
 def memory_estimate(n_con, seeds, *, n_test=PAPER["n_test"], n_predict=PAPER["n_batch"], itemsize=8):
     """Bytes :func:`run_nt` needs at its peak (on the CPU; ``itemsize`` 8 for float64), estimated before any work.
 
@@ -295,35 +261,21 @@ def memory_estimate(n_con, seeds, *, n_test=PAPER["n_test"], n_predict=PAPER["n_
 
 
 def run_nt(settings, *, progress=None):
-    """Train ``settings.seeds`` runs of the NT model together and evaluate them (:class:`Settings`).
-
-    Returns
-    -------
-    dict (JSON-able)
-        ``n_params``, per-seed ``epochs_to_100`` (``None`` if never reached),
-        ``final_accuracy``, the evaluation curve ``eval_epochs`` /
-        ``accuracy`` (seeds x evaluations; for a mixture the weighted mean
-        over its tasks), ``loss`` per epoch (mean over seeds),
-        ``seconds`` and ``seconds_per_epoch`` (all seeds, evaluations included),
-        ``eval_seconds`` and ``train_seconds_per_epoch`` (evaluations left
-        out); ``tasks`` and ``weights``;
-        for a mixture ``accuracy_by_task`` ({task: seeds x evaluations}) and
-        ``final_accuracy_by_task`` ({task: mean over seeds}); with
-        ``snapshot_epochs``, ``snapshots``: ``epochs``, ``context`` and
-        ``attention`` (snapshots x seeds x n_con x n_con).
-    """
+    """Train ``settings.seeds`` runs of the NT model together and evaluate them (:class:`Settings`;
+    ``derivations/15-nt-experiments.md``): the result is :func:`_result`'s, with ``snapshots``
+    (``epochs``, ``context``, ``attention`` snapshots x seeds x n_con x n_con) where asked."""
     s = settings
-    seeds, lr_drop, snaps = _checked(s)
+    check_memory(s.memory_estimate(), f"{s.seeds} seeds at context {s.context}", s.max_memory)
+    seeds = tuple(range(s.first_seed, s.first_seed + s.seeds))
+    lr_drop = None if s.lr_drop is None else (int(s.lr_drop[0]), float(s.lr_drop[1]))
+    snaps = tuple(sorted(set(s.snapshot_epochs or ())))
     name, tasks, weights = parse_mixture(s.task)
     xp = array_module_for(s.device)  # chosen once; every array of the run follows it
-    act = resolve_activation(s.activation, "activation", training=True)  # a diverging seed is data
-    model = NTModel(parse_task(tasks[0])[1], s.context, activation=act, beta=s.beta, layout=s.layout,
-                    init_scale=s.init_scale, bias_init=s.bias_init)
+    model = NTModel(parse_task(tasks[0])[1], s.context, activation=resolve_activation(s.activation, training=True),
+                    beta=s.beta, layout=s.layout, init_scale=s.init_scale, bias_init=s.bias_init)
     params = {k: xp.asarray(v) for k, v in model.init_params(seeds, dtype=np.dtype(s.dtype)).items()}  # a copy
-    optimizer = SGD(params, lr=s.lr, momentum=s.momentum)
-    ctx = None
-    if snaps:
-        ctx = np.broadcast_to(snapshot_context(name, s.context, s.snapshot_index), (len(seeds), 1, s.context))
+    ctx = None if not snaps else np.broadcast_to(snapshot_context(name, s.context, s.snapshot_index),
+                                                 (len(seeds), 1, s.context))
 
     def snapshot(p):
         return to_numpy(model.outputs(p, ctx)["attention"][:, 0])  # (S, n, n), copied to the host
@@ -347,8 +299,8 @@ def run_nt(settings, *, progress=None):
     def schedule(epoch):  # the learning rate after ``epoch``: divided by the factor from the drop's epoch on
         return {"lr": s.lr / lr_drop[1] if epoch + 1 >= lr_drop[0] else s.lr}
 
-    out = train(model, params, optimizer, make_batches(name, s.context, seeds), epochs=s.epochs, grad=s.grad,
-                callbacks=[on_epoch], checkpoint=s.checkpoint, progress=progress,
+    out = train(model, params, SGD(params, lr=s.lr, momentum=s.momentum), make_batches(name, s.context, seeds),
+                epochs=s.epochs, grad=s.grad, callbacks=[on_epoch], checkpoint=s.checkpoint, progress=progress,
                 label=f"{name} {activation_label(s.activation)} {s.layout}", stop_after=s.stop_after,
                 fingerprint=_fingerprint(s, model, name, seeds, weights, lr_drop, snaps),
                 schedule=None if lr_drop is None else schedule)
@@ -358,36 +310,13 @@ def run_nt(settings, *, progress=None):
         if first_snapshot is not None:
             got[0] = first_snapshot.tolist()
         have = [e for e in snaps if e in got]
-        result["snapshots"] = {"epochs": have, "context": ctx[0, 0].tolist(),
-                               "attention": [got[e] for e in have]}
+        result["snapshots"] = {"epochs": have, "context": ctx[0, 0].tolist(), "attention": [got[e] for e in have]}
     return result
 
 
-def _checked(s):
-    """``(seeds, lr_drop, snapshot_epochs)`` of the settings ``s``, each checked before any work (the
-    memory estimate too)."""
-    epochs = check_int(s.epochs, "epochs", 1)
-    n_con = check_int(s.context, "context", 1)
-    if s.dtype not in ("float64", "float32"):
-        raise ValueError(f"dtype: expected 'float64' or 'float32', got {s.dtype!r}")
-    n_seeds = check_int(s.seeds, "seeds", 1)
-    first = check_int(s.first_seed, "first_seed", 0)
-    check_memory(s.memory_estimate(), f"{n_seeds} seeds at context {n_con}", s.max_memory)
-    if not (isinstance(s.eval_every, (int, np.integer)) and s.eval_every >= 1):
-        raise ValueError(f"eval_every: expected a positive integer, got {s.eval_every!r}")
-    parse_mixture(s.task)  # TypeError / ValueError naming the task
-    lr_drop = _lr_drop(s.lr_drop)
-    snaps = _snapshot_epochs(s.snapshot_epochs, epochs)
-    array_module_for(s.device)
-    if s.device == "gpu" and s.checkpoint is not None:
-        raise ValueError("checkpoint: resuming is supported on device='cpu' only (the optimiser's saved "
-                         "buffers are host arrays); drop checkpoint or use device='cpu'")
-    check_checkpoint(s.checkpoint)  # an existing file must be a readable refattn checkpoint, before any work
-    return tuple(range(first, first + n_seeds)), lr_drop, snaps
-
-
-def _fingerprint(s, model, name, seeds, weights, lr_drop, snaps):
+def _fingerprint(settings, model, name, seeds, weights, lr_drop, snaps):
     """What a checkpoint records of the run, and a resumed run must match."""
+    s = settings
     fingerprint = {"task": name, "n_con": s.context, "attention": activation_record(s.activation),
                    "seeds": list(seeds), "lr": s.lr,
                    "momentum": s.momentum, "eval_every": s.eval_every, "n_test": s.n_test, "n_g": s.n_g,
@@ -403,8 +332,9 @@ def _fingerprint(s, model, name, seeds, weights, lr_drop, snaps):
     return fingerprint
 
 
-def _result(s, model, out, mixture, seeds, lr_drop, eval_seconds):
+def _result(settings, model, out, mixture, seeds, lr_drop, eval_seconds):
     """:func:`run_nt`'s result from the trainer's output ``out``; ``mixture`` is :func:`parse_mixture`'s."""
+    s = settings
     name, tasks, weights = mixture
     variant, N, tau = parse_task(tasks[0])
     hist = out["history"]

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.checks import check_int
 from ..plots import GROUP_COLOURS
 from ..training.classifier import OPTIMISERS, classifier_fingerprint, classifier_memory, train_classifier
 from ..training.runs import check_memory
@@ -36,7 +35,8 @@ from ..training.tasks.polarity import (
     token_polarity,
 )
 from ..training.train import check_resumable, checkpoint_paths
-from . import activation_label, activation_option, activation_record, max_memory, model_activation, option
+from ..custom import activation_label, activation_record
+from . import StudySettings, activation_option, max_memory, model_activation, option
 
 __all__ = ["PAPER_FIG2", "Settings", "memory_estimate", "run_polarity", "run", "report", "plot"]
 
@@ -55,7 +55,7 @@ FIGURE = "polarity_fig2.png"
 
 
 @dataclass
-class Settings:
+class Settings(StudySettings):
     """TanhMax's synthetic polarity experiment (Fig. 2) over many seeds: scores, weights, logit contributions
     and sign patterns per group.
 
@@ -126,96 +126,40 @@ def memory_estimate(seeds, config=TANHMAX_SMALL):
 
 
 def run_polarity(settings, *, progress=None, on_result=None):
-    """Train every activation over the seeds; read out what Fig. 2 shows, per seed (:class:`Settings`).
-
-    ``on_result(activation, result)`` is called as each activation finishes (the
-    command line writes it to disk, so a later failure loses nothing); a larger
-    :func:`memory_estimate` than ``settings.max_memory`` GiB (default: the memory
-    available now) is refused before any work.
-
-    Returns
-    -------
-    dict (JSON-able)
-        ``settings``; per activation ``per_seed`` (test accuracy, mean score,
-        weight and logit contribution ``w * o`` of each group, sign pattern,
-        ``converged``), ``mean`` over seeds, ``opposite_fraction`` (fraction of
-        seeds whose polar groups have weights of opposite sign) and
-        ``contributions_signed_as_polarity`` (fraction of converged seeds whose
-        positive tokens contribute positively and negative tokens negatively);
-        ``paper`` (the authors' numbers) and ``seconds``.
-    """
-    s = settings
-    given = {activation_label(a): model_activation(a) for a in s.activations}  # by name; every one loaded first
-    activations, config, epochs = tuple(given), s.config, check_int(s.epochs, "epochs", 1)
-    if s.optimizer not in OPTIMISERS:
-        raise ValueError(f"optimizer: expected one of {tuple(OPTIMISERS)}, got {s.optimizer!r}")
-    n_seeds = check_int(s.seeds, "seeds", 1)
-    check_memory(memory_estimate(n_seeds, config), f"{n_seeds} seeds", s.max_memory)
-    seeds = tuple(range(check_int(s.first_seed, "first_seed", 0), s.first_seed + n_seeds))
-    checkpoints = checkpoint_paths(s.checkpoint_dir, "polarity", activations)  # checked before the first epoch
+    """Train every activation over the seeds and read out what Fig. 2 shows, per seed (:class:`Settings`;
+    ``derivations/12-score-dynamics-experiment.md``, section 4): per activation the :func:`_read_out`,
+    beside the ``settings``, the ``paper``'s numbers and ``seconds``. ``on_result(activation, result)``
+    is called as each activation finishes."""
+    given = {activation_label(a): model_activation(a) for a in settings.activations}  # every one loaded first
+    check_memory(memory_estimate(settings.seeds, settings.config), f"{settings.seeds} seeds", settings.max_memory)
+    seeds = tuple(range(settings.first_seed, settings.first_seed + settings.seeds))
+    checkpoints = checkpoint_paths(settings.checkpoint_dir, "polarity", given)  # checked before the first epoch
     t_start = time.perf_counter()
-    data = make_polarity(config)
+    data = make_polarity(settings.config)
     tr_tok, tr_lab = data.tokens[data.train_idx].astype(np.int64), data.labels[data.train_idx].astype(float)
     te_tok, te_lab = data.tokens[data.test_idx].astype(np.int64), data.labels[data.test_idx]
-    V, S = data.vocab_size, len(seeds)
-    pol = token_polarity(tr_tok, data.labels[data.train_idx], V)
+    pol = token_polarity(tr_tok, data.labels[data.train_idx], data.vocab_size)
     groups = polarity_groups(pol.gamma, pol.f_pos, pol.f_neg)
-    run_of = dict(seeds=seeds, score=s.score, epochs=epochs, batch_size=s.batch_size, optimizer=s.optimizer, lr=s.lr,
-                  dropout=s.dropout, fingerprint_extra={"config": repr(config)})
-    for act in activations:  # every checkpoint compared with its run before the first activation trains
-        check_resumable(checkpoints[act], classifier_fingerprint(given[act], n=len(tr_tok), **run_of), epochs,
-                        "--checkpoint-dir")
+    run_of = dict(seeds=seeds, score=settings.score, epochs=settings.epochs, batch_size=settings.batch_size,
+                  optimizer=settings.optimizer, lr=settings.lr, dropout=settings.dropout,
+                  fingerprint_extra={"config": repr(settings.config)})
+    for act in given:  # every checkpoint compared with its run before the first activation trains
+        check_resumable(checkpoints[act], classifier_fingerprint(given[act], n=len(tr_tok), **run_of),
+                        settings.epochs, "--checkpoint-dir")
     results = {}
-    for act in activations:
-        model, params, out = train_classifier(tr_tok, tr_lab, V, given[act], checkpoint=checkpoints[act],
-                                              progress=progress, **run_of)
-        test_batch = {"tokens": np.broadcast_to(te_tok, (S,) + te_tok.shape)}
-        fwd = model.outputs(params, test_batch)
-        acc = np.mean((fwd["logit"] > 0) == (te_lab[None] == 1), axis=1)  # (S,)
-        mask = np.ones(te_tok.shape, bool)
-        tok = np.broadcast_to(te_tok, (S,) + te_tok.shape)
-        o = model.token_polarity(params)  # (S, V)
-        contrib = fwd["w"] * np.take_along_axis(o, tok.reshape(S, -1), axis=1).reshape(tok.shape)  # w_i o_{t_i}
-        w_tok = _per_token_mean(fwd["w"], te_tok, mask, V)  # (S, V)
-        c_tok = _per_token_mean(contrib, te_tok, mask, V)
-        s_tok = model.token_scores(params)  # (S, V)
-        per_seed = []
-        for k, seed in enumerate(seeds):
-            row = {"seed": seed, "test_accuracy": float(acc[k]), "final_train_loss": float(out["history"][-1]["loss"][k])}
-            for name, code in _GROUPS:
-                sel = (groups == code) & np.isfinite(w_tok[k])
-                row[f"score_{name}"] = float(np.mean(s_tok[k, sel])) if sel.any() else None
-                row[f"weight_{name}"] = float(np.mean(w_tok[k, sel])) if sel.any() else None
-                row[f"contribution_{name}"] = float(np.mean(c_tok[k, sel])) if sel.any() else None
-            row["diverged_at_epoch"] = _first_non_finite_epoch(out["history"], k)
-            row["pattern"] = ("diverged" if row["diverged_at_epoch"] is not None
-                              else _pattern(row["weight_positive"], row["weight_negative"]))
-            row["converged"] = bool(acc[k] >= s.converged) and row["diverged_at_epoch"] is None
-            per_seed.append(row)
-        conv = [r for r in per_seed if r["converged"]]
-        keys = [f"{q}_{g}" for q in ("score", "weight", "contribution") for g, _ in _GROUPS]
-        results[act] = {
-            "per_seed": per_seed,
-            "mean": {k: _finite_mean([r[k] for r in per_seed]) for k in keys + ["test_accuracy"]},
-            "patterns": {p: sum(r["pattern"] == p for r in per_seed)
-                         for p in ("opposite", "both positive", "both negative", "zero", "undefined", "diverged")},
-            "diverged_seeds": [r["seed"] for r in per_seed if r["diverged_at_epoch"] is not None],
-            "opposite_fraction": float(np.mean([r["pattern"] == "opposite" for r in per_seed])),
-            "converged_seeds": len(conv),
-            "contributions_signed_as_polarity": (float(np.mean([r["contribution_positive"] > 0 > r["contribution_negative"]
-                                                                for r in conv])) if conv else None),
-            "train_seconds": out["seconds"],
-            "tokens_first_seed": {"score": s_tok[0].tolist(), "weight": np.nan_to_num(w_tok[0]).tolist(),
-                                  "seen": np.isfinite(w_tok[0]).tolist()},
-        }
+    for act in given:
+        model, params, out = train_classifier(tr_tok, tr_lab, data.vocab_size, given[act],
+                                              checkpoint=checkpoints[act], progress=progress, **run_of)
+        results[act] = _read_out(model, params, out, seeds, te_tok, te_lab, groups, settings.converged)
         if on_result is not None:
             on_result(act, results[act])
+    c = settings.config
     return {
         "settings": {"activations": [activation_record(a) for a in given.values()], "seeds": list(seeds),
-                     "score": s.score, "epochs": epochs,
-                     "batch_size": s.batch_size, "optimizer": s.optimizer, "lr": s.lr, "dropout": s.dropout,
-                     "data": {"n_pos": config.n_pos, "n_neg": config.n_neg, "n_neutral": config.n_neutral,
-                              "sentences": config.n_sentences, "train": int(len(tr_tok)), "test": int(len(te_tok))},
+                     **{k: getattr(settings, k) for k in ("score", "epochs", "batch_size", "optimizer", "lr",
+                                                          "dropout")},
+                     "data": {"n_pos": c.n_pos, "n_neg": c.n_neg, "n_neutral": c.n_neutral,
+                              "sentences": c.n_sentences, "train": int(len(tr_tok)), "test": int(len(te_tok))},
                      "groups_from": "gamma_e of TanhMax Eq. 11 on the training split",
                      "group_sizes": {name: int(np.sum(groups == code)) for name, code in _GROUPS}},
         "activations": results,
@@ -224,6 +168,48 @@ def run_polarity(settings, *, progress=None, on_result=None):
         "seconds": time.perf_counter() - t_start,
     }
 
+
+def _read_out(model, params, out, seeds, te_tok, te_lab, groups, converged):
+    """One trained activation on the test split: per seed the accuracy and each group's mean score, weight
+    and logit contribution ``w o_e`` (TanhMax Eq. 11's groups), its sign pattern and whether it converged;
+    their means, the patterns counted, ``opposite_fraction`` and ``contributions_signed_as_polarity``."""
+    S, V = len(seeds), len(groups)
+    tok = np.broadcast_to(te_tok, (S,) + te_tok.shape)
+    fwd = model.outputs(params, {"tokens": tok})
+    acc = np.mean((fwd["logit"] > 0) == (te_lab[None] == 1), axis=1)  # (S,)
+    o = model.token_polarity(params)  # (S, V)
+    contrib = fwd["w"] * np.take_along_axis(o, tok.reshape(S, -1), axis=1).reshape(tok.shape)  # w_i o_{t_i}
+    mask = np.ones(te_tok.shape, bool)
+    w_tok, c_tok = _per_token_mean(fwd["w"], te_tok, mask, V), _per_token_mean(contrib, te_tok, mask, V)  # (S, V)
+    s_tok = model.token_scores(params)  # (S, V)
+    per_seed = []
+    for k, seed in enumerate(seeds):
+        row = {"seed": seed, "test_accuracy": float(acc[k]), "final_train_loss": float(out["history"][-1]["loss"][k])}
+        for name, code in _GROUPS:
+            sel = (groups == code) & np.isfinite(w_tok[k])
+            for q, values in (("score", s_tok), ("weight", w_tok), ("contribution", c_tok)):
+                row[f"{q}_{name}"] = float(np.mean(values[k, sel])) if sel.any() else None
+        row["diverged_at_epoch"] = _first_non_finite_epoch(out["history"], k)
+        row["pattern"] = ("diverged" if row["diverged_at_epoch"] is not None
+                          else _pattern(row["weight_positive"], row["weight_negative"]))
+        row["converged"] = bool(acc[k] >= converged) and row["diverged_at_epoch"] is None
+        per_seed.append(row)
+    conv = [r for r in per_seed if r["converged"]]
+    keys = [f"{q}_{g}" for q in ("score", "weight", "contribution") for g, _ in _GROUPS]
+    return {
+        "per_seed": per_seed,
+        "mean": {k: _finite_mean([r[k] for r in per_seed]) for k in keys + ["test_accuracy"]},
+        "patterns": {p: sum(r["pattern"] == p for r in per_seed)
+                     for p in ("opposite", "both positive", "both negative", "zero", "undefined", "diverged")},
+        "diverged_seeds": [r["seed"] for r in per_seed if r["diverged_at_epoch"] is not None],
+        "opposite_fraction": float(np.mean([r["pattern"] == "opposite" for r in per_seed])),
+        "converged_seeds": len(conv),
+        "contributions_signed_as_polarity": (float(np.mean([r["contribution_positive"] > 0 > r["contribution_negative"]
+                                                            for r in conv])) if conv else None),
+        "train_seconds": out["seconds"],
+        "tokens_first_seed": {"score": s_tok[0].tolist(), "weight": np.nan_to_num(w_tok[0]).tolist(),
+                              "seen": np.isfinite(w_tok[0]).tolist()},
+    }
 
 
 def _num(value, spec):

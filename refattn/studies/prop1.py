@@ -26,7 +26,8 @@ import numpy as np
 
 from ..core.activations import ACTIVATIONS
 from ..theory.proposition1 import SETTINGS, OneLayerModel, velocity_decomposition
-from . import activation_label, activation_option, option, resolve_activation
+from ..custom import activation_label
+from . import StudySettings, activation_option, option, resolve_activation
 
 __all__ = ["TOLERANCE", "Settings", "run", "report", "plot", "status"]
 
@@ -41,7 +42,7 @@ SIZES = {"T": 12, "N": 6, "n": 5, "d": 4, "dv": 3}
 
 
 @dataclass
-class Settings:
+class Settings(StudySettings):
     """Proposition 1 (TanhMax, Eq. 4) for every activation: error against the exact gradient-flow velocity,
     and the cross terms under shared projections.
 

@@ -34,7 +34,8 @@ from ..theory.proposition2 import (
     tanhmax_preimage,
 )
 from ..training.runs import check_memory
-from . import activation_label, activation_option, max_memory, option, resolve_activation
+from ..custom import activation_label
+from . import StudySettings, activation_option, max_memory, option, resolve_activation
 
 __all__ = ["Settings", "run", "report", "plot"]
 
@@ -50,7 +51,7 @@ GAP_SHIFTS = (0.0, 1.0, 2.0, 5.0, 10.0, 15.0)
 
 
 @dataclass
-class Settings:
+class Settings(StudySettings):
     """Proposition 2 of TanhMax corrected: the l1 ball that is TanhMax's range, softmax on its closure (the
     gap against the shift c), and the log-rank that survives, in the numbers of derivation 05."""
 

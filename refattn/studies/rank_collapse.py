@@ -50,9 +50,10 @@ from autograd import elementwise_grad
 
 from ..core.activations import ACTIVATIONS, Activation, activation as _activation
 from ..core.attention import attention
-from ..core.checks import check_float_array, check_int
+from ..core.checks import check_float_array
 from ..training.runs import check_memory
-from . import activation_label, activation_option, max_memory, model_activation, option
+from ..custom import activation_label
+from . import StudySettings, activation_option, max_memory, model_activation, option
 
 __all__ = [
     "ARCHITECTURES",
@@ -85,7 +86,7 @@ FIGURE = "rank_collapse.png"
 
 
 @dataclass
-class Settings:
+class Settings(StudySettings):
     """Residual ratio against depth for every activation, pure attention, with skips and with feed-forward
     layers (TanhMax Fig. 4).
 
@@ -98,6 +99,8 @@ class Settings:
     (:func:`refattn.core.attention.attention` on ``X``), whose ratios stop at a
     rounding floor near 1e-16.
     """
+
+    needs = ("scipy",)  # the exact form's linear programmes
 
     activations: tuple[str, ...] | None = activation_option(None, "comma-separated activations (default: every "
                                                                   "registered activation)")
@@ -120,7 +123,7 @@ class Settings:
     def check(self):
         """The heads split the width evenly."""
         if self.d % self.heads:
-            raise ValueError(f"--heads: expected a divisor of --d {self.d}, got {self.heads}")
+            raise ValueError(f"heads: expected a divisor of d = {self.d}, got {self.heads}")
 
 
 # --------------------------------------------------------------------------
@@ -198,204 +201,108 @@ def code_residual_ratio(X):
 
 
 # --------------------------------------------------------------------------
-# The exact residual (Eqs. 16.RC1, 16.RC5-16.RC8): a small dense simplex method
+# The exact residual (Eqs. 16.RC1, 16.RC4-16.RC7): linear programmes solved by HiGHS
 # --------------------------------------------------------------------------
 
 
 class _FrontierLP:
-    r"""The linear programme behind ``min_x sqrt(f1(x) finf(x))``.
+    """The linear programme (16.RC6) behind ``min_x sqrt(f1(x) finf(x))``, solved by
+    ``scipy.optimize.linprog`` (HiGHS): variables ``z`` (d), ``P``, ``N`` (n d each), ``a``, ``b``, all
+    ``>= 0``, on ``D = (X - 1 lo^T) / scale`` (``lo`` the column minima; entries in ``[0, 1]``)."""
 
-    For ``D = X - 1 lo^T`` (``lo`` the column minima, so ``D >= 0``) and
-    ``x = lo + z`` the variables are, in this order,
+    def __init__(self, X, tol):
+        from scipy import sparse  # noqa: PLC0415  (the 'studies' extra)
 
-    ``z`` (d), ``P`` (n d), ``N`` (n d), ``a``, ``b``, ``s_col`` (d), ``s_row`` (n),
-
-    all ``>= 0``, with the equalities (``derivations/16-rank-collapse.md``, Eq. 16.RC6)
-
-    * ``z_j + P_ij - N_ij = D_ij``                    (so ``P - N = X - 1 x^T``),
-    * ``sum_i (P_ij + N_ij) - a + s_col_j = 0``       (column sums <= a),
-    * ``sum_j (P_ij + N_ij) - b + s_row_i = 0``       (row sums <= b).
-
-    Every feasible point has ``f1(x) <= a`` and ``finf(x) <= b``; conversely
-    any ``x`` in the box ``lo <= x`` gives a feasible point with
-    ``P - N = X - 1 x^T``, ``P N = 0``, ``a = f1``, ``b = finf``. The optimum
-    ``x`` always lies in ``[min_i X_ij, max_i X_ij]`` per column (moving ``x_j``
-    into that range shrinks every ``|X_ij - x_j|``), so ``z >= 0`` loses nothing.
-
-    The tableau ``T = B^{-1} [A | r]`` is kept between solves: every solve
-    changes only the objective, so each starts from the previous optimal
-    (hence feasible) basis.
-    """
-
-    def __init__(self, X, tol=1e-10):
-        self.X = X
         n, d = X.shape
-        self.n, self.d, self.tol = n, d, tol
+        self.X, self.n, self.d, self.tol = X, n, d, tol
         self.lo = X.min(axis=0)  # (d,)
-        D = X - self.lo  # (n, d) >= 0
-        self.scale = float(D.max())
-        D = D / self.scale  # entries in [0, 1]: tolerances are absolute
+        self.scale = float((X - self.lo).max())
         nd = n * d
         self.ia, self.ib = d + 2 * nd, d + 2 * nd + 1
-        n_var = 2 * nd + 2 * d + n + 2
-        m = nd + d + n
-        A = np.zeros((m, n_var + 1))  # (m, N + 1): constraints | right-hand side
-        ii, jj = np.meshgrid(np.arange(n), np.arange(d), indexing="ij")
-        ii, jj = ii.ravel(), jj.ravel()  # (nd,)
-        eq = ii * d + jj  # (nd,) equality row of entry (i, j)
-        p_col, n_col = d + eq, d + nd + eq
-        A[eq, jj] = 1.0
-        A[eq, p_col] = 1.0
-        A[eq, n_col] = -1.0
-        A[eq, -1] = D.ravel()
-        A[nd + jj, p_col] = A[nd + jj, n_col] = 1.0  # column sums
-        A[nd + np.arange(d), self.ia] = -1.0
-        A[nd + np.arange(d), self.ib + 1 + np.arange(d)] = 1.0
-        A[nd + d + ii, p_col] = A[nd + d + ii, n_col] = 1.0  # row sums
-        A[nd + d + np.arange(n), self.ib] = -1.0
-        A[nd + d + np.arange(n), self.ib + 1 + d + np.arange(n)] = 1.0
-        # Start: x = lo (z = 0), P = D, N = 0; a sits in the row of the largest
-        # column sum and b in that of the largest row sum, the other slacks
-        # are basic. This basis is feasible, so no phase 1 is needed.
-        basis = np.empty(m, dtype=np.int64)
-        basis[:nd] = p_col
-        basis[nd:nd + d] = self.ib + 1 + np.arange(d)
-        basis[nd + int(np.argmax(D.sum(axis=0)))] = self.ia
-        basis[nd + d:] = self.ib + 1 + d + np.arange(n)
-        basis[nd + d + int(np.argmax(D.sum(axis=1)))] = self.ib
-        self.A = A
-        self.T = np.linalg.solve(A[:, basis], A)  # (m, N + 1) = B^{-1} [A | r]
-        self.basis = basis
-        self.n_var = n_var
+        self.n_var = 2 * nd + d + 2
+        eye = sparse.identity(nd, format="csr")
+        row_sums = sparse.kron(sparse.identity(n), np.ones((1, d)), format="csr")  # (n, nd): row i's entries
+        col_sums = sparse.kron(np.ones((1, n)), sparse.identity(d), format="csr")  # (d, nd): column j's entries
+        tile = sparse.kron(np.ones((n, 1)), sparse.identity(d), format="csr")  # (nd, d): z_j in row (i, j)
+        self.A_eq = sparse.hstack([tile, eye, -eye, sparse.csr_matrix((nd, 2))], format="csr")
+        self.b_eq = ((X - self.lo) / self.scale).ravel()  # (nd,)
+        a_col = sparse.csr_matrix(np.r_[-np.ones((d, 1)), np.zeros((n, 1))])
+        b_col = sparse.csr_matrix(np.r_[np.zeros((d, 1)), -np.ones((n, 1))])
+        sums = sparse.vstack([col_sums, row_sums])  # (d + n, nd): column sums, then row sums
+        self.A_ub = sparse.hstack([sparse.csr_matrix((d + n, d)), sums, sums, a_col, b_col], format="csr")
         self.pivots = 0
 
-    def solve(self, cost, frozen=None, max_pivots=50000):
-        """Minimise ``cost . v`` from the current basis; returns the reduced costs.
+    def _solve(self, cost, bound_a=None, bound_b=None):
+        from scipy.optimize import linprog  # noqa: PLC0415
 
-        Dantzig's rule (most negative reduced cost), switching to Bland's rule
-        (lowest index) after 20 degenerate pivots in a row, which cannot cycle.
-        Variables in ``frozen`` never enter the basis (they stay at 0).
-        """
-        T, basis, tol = self.T, self.basis, self.tol
-        degenerate = 0
-        for _ in range(max_pivots):
-            red = cost - cost[basis] @ T[:, :-1]  # (N,) reduced costs
-            red[basis] = 0.0
-            if frozen is not None:
-                red[frozen] = 0.0
-            if degenerate > 20:
-                cand = np.flatnonzero(red < -tol)
-                if cand.size == 0:
-                    return red
-                q = int(cand[0])
-            else:
-                q = int(np.argmin(red))
-                if red[q] >= -tol:
-                    return red
-            col = T[:, q].copy()  # (m,)
-            pos = col > tol
-            if not pos.any():  # pragma: no cover - the objective is bounded below by 0
-                raise RuntimeError("exact_residual: the linear programme is unbounded (a bug)")
-            ratios = np.full(col.shape, np.inf)
-            ratios[pos] = np.maximum(T[pos, -1], 0.0) / col[pos]
-            step = ratios.min()
-            ties = np.flatnonzero(ratios <= step + tol)
-            r = int(ties[np.argmin(basis[ties])])  # lowest index leaves (Bland)
-            prow = T[r] / col[r]
-            T -= np.outer(col, prow)  # eliminate column q from every row
-            T[r] = prow
-            basis[r] = q
-            degenerate = degenerate + 1 if step <= tol else 0
-            self.pivots += 1
-        raise RuntimeError(f"exact_residual: no optimum after {max_pivots} pivots")  # pragma: no cover
-
-    def point(self):
-        """The current basic solution's ``x`` and its exact ``(f1(x), finf(x))``.
-
-        ``x`` is re-solved from the basis matrix (not read off the updated
-        tableau) and ``f1, finf`` are recomputed from ``X - 1 x^T``, so the
-        pair is always achieved by the returned ``x``.
-        """
-        basis = self.basis
-        v = np.zeros(self.n_var)
-        v[basis] = np.linalg.solve(self.A[:, basis], self.A[:, -1])
-        z = np.clip(v[:self.d], 0.0, None)  # (d,)
-        x = self.lo + self.scale * z  # (d,)
-        R = self.X - x  # (n, d)
+        bounds = [(0, None)] * self.n_var
+        bounds[self.ia], bounds[self.ib] = (0, bound_a), (0, bound_b)
+        r = linprog(cost, A_ub=self.A_ub, b_ub=np.zeros(self.A_ub.shape[0]), A_eq=self.A_eq, b_eq=self.b_eq,
+                    bounds=bounds, method="highs-ds",
+                    options={"primal_feasibility_tolerance": self.tol, "dual_feasibility_tolerance": self.tol})
+        if r.status != 0:  # pragma: no cover - the programme is feasible and bounded below by 0
+            raise RuntimeError(f"exact_residual: the linear programme failed ({r.message})")
+        self.pivots += int(r.nit)
+        x = self.lo + self.scale * np.clip(r.x[:self.d], 0.0, None)  # (d,)
+        R = self.X - x  # (n, d): the pair is recomputed, so it is achieved by the returned x
         return x, _norm_1(R), _norm_inf(R)
 
-    def lexicographic(self, first, second):
-        """Minimise variable ``first``, then ``second`` over the optimal face of ``first``."""
-        c1 = np.zeros(self.n_var)
-        c1[first] = 1.0
-        red = self.solve(c1)
-        frozen = red > self.tol  # leaving these at 0 keeps the first objective optimal
-        c2 = np.zeros(self.n_var)
-        c2[second] = 1.0
-        self.solve(c2, frozen=frozen)
-        return self.point()
+    def lexicographic(self, first):
+        """Minimise ``a`` then ``b`` over the optimal face of ``a`` (``first="a"``), or ``b`` then ``a``."""
+        c1, c2 = np.zeros(self.n_var), np.zeros(self.n_var)
+        c1[self.ia if first == "a" else self.ib] = c2[self.ib if first == "a" else self.ia] = 1.0
+        _, a, b = self._solve(c1)
+        best = (a if first == "a" else b) / self.scale  # achieved by a point, so the bound below is feasible
+        return self._solve(c2, **{"bound_a" if first == "a" else "bound_b": best})
 
     def weighted(self, wa, wb):
         """Minimise ``wa a + wb b`` (both weights > 0)."""
         c = np.zeros(self.n_var)
         c[self.ia], c[self.ib] = wa, wb
-        self.solve(c)
-        return self.point()
+        return self._solve(c)
 
 
 def exact_residual(X, *, tol=1e-10, return_details=False):
     r"""``min_x || X - 1 x^T ||`` in the composite norm, exactly (Eq. 16.RC1).
 
-    With ``f1(x) = ||X - 1 x^T||_1`` (largest column sum; separable: column j
-    depends only on ``x_j``) and ``finf(x) = ||X - 1 x^T||_inf`` (largest row
-    sum; couples the columns), both convex and piecewise linear, the set
-    ``E = {(a, b) : f1(x) <= a, finf(x) <= b for some x}`` is a convex
-    polygon in the plane, and ``a b`` is concave along each edge of its
-    lower-left boundary (the Pareto frontier), so the minimum of
-    ``sqrt(a b)`` over ``E`` is at a corner of that boundary
-    (``derivations/16-rank-collapse.md``, Eqs. 16.RC4-16.RC5, Lemmas 1-2). The corners are
-    traced by the Eisner-Severance recursion: the two end corners by
-    lexicographic minimisation (``a`` then ``b``; ``b`` then ``a``), and
-    between two known corners ``P, Q`` the weighted programme
-    ``min (b_P - b_Q) a + (a_Q - a_P) b`` either finds a new corner strictly
-    below the chord ``PQ`` (recurse on both halves) or proves that ``PQ`` is
-    an edge (Eqs. 16.RC6-16.RC7, section 4.3). Each weighted programme is a linear programme
-    solved by :class:`_FrontierLP` (a dense simplex method, warm-started).
+    The minimum of ``sqrt(f1 finf)`` is at a corner of the lower-left boundary
+    of the achievable pairs ``(f1(x), finf(x))`` (Eqs. 16.RC4-16.RC5); the
+    corners are traced by the Eisner-Severance recursion (the two ends by
+    lexicographic solves, then the weighted programme 16.RC7 between two known
+    corners), each a linear programme (16.RC6) solved by HiGHS
+    (``derivations/16-rank-collapse.md``, section 4).
 
     Parameters
     ----------
     X : ndarray, shape (n, d)
         Finite; tokens in rows.
     tol : float
-        Absolute tolerance of the simplex method on the problem rescaled to
-        entries in ``[0, 1]``; a corner within ``10 tol`` (relative) of a
-        chord is treated as lying on it, which changes the minimum by at most
-        about that relative amount.
+        HiGHS's feasibility tolerances on ``X`` rescaled to ``[0, 1]``; a corner within
+        ``10 tol`` (relative) of a chord counts as on it (section 4.4).
     return_details : bool
-        Also return the minimiser, the frontier corners and the pivot count.
+        Also return the minimiser, the frontier corners and the simplex iterations.
 
     Returns
     -------
     float
         The minimum (``0.0`` when ``X`` has identical rows).
     dict, optional
-        ``x`` (d,), ``frontier`` (list of ``(f1, finf)`` pairs, sorted by
-        ``f1``), ``pivots``, ``lp_solves``.
+        ``x`` (d,), ``frontier`` (``(f1, finf)`` pairs sorted by ``f1``), ``pivots``, ``lp_solves``.
     """
     X = _matrix(X)
-    if not (isinstance(tol, float) and 0 < tol < 1e-3):
-        raise ValueError(f"tol: expected a float in (0, 1e-3), got {tol!r}")
+    if not (isinstance(tol, float) and 1e-10 <= tol < 1e-3):
+        raise ValueError(f"tol: expected a float in [1e-10, 1e-3), got {tol!r}")
     if np.all(X == X[:1]):
         out = 0.0, {"x": X[0].copy(), "frontier": [(0.0, 0.0)], "pivots": 0, "lp_solves": 0}
         return out if return_details else out[0]
-    lp = _FrontierLP(X, tol=tol)
-    points = [lp.lexicographic(lp.ia, lp.ib), lp.lexicographic(lp.ib, lp.ia)]
+    lp = _FrontierLP(X, tol)
+    points = [lp.lexicographic("a"), lp.lexicographic("b")]
     solves = 4
     stack = [(points[0], points[1])]
     rel = 10.0 * tol  # a corner must lie this far (relative) below the chord to count
     while stack:
         (xp, ap, bp), (xq, aq, bq) = stack.pop()
-        wa, wb = bp - bq, aq - ap  # normal of the chord P -> Q (P: small a, Q: small b)
+        wa, wb = bp - bq, aq - ap  # normal of the chord P -> Q (P: small a, Q: small b), Eq. 16.RC7
         if wa <= rel * max(bp, bq) or wb <= rel * max(ap, aq):
             continue  # P and Q coincide (up to tol): nothing between them
         r = lp.weighted(wa / (wa + wb), wb / (wa + wb))
@@ -408,9 +315,11 @@ def exact_residual(X, *, tol=1e-10, return_details=False):
     k = int(np.argmin(values))
     if not return_details:
         return values[k]
-    frontier = sorted({(a, b) for _, a, b in points})
-    return values[k], {"x": points[k][0], "frontier": frontier, "pivots": lp.pivots,
-                       "lp_solves": solves}
+    frontier = []  # the corners by f1, one of each pair that agree to the tolerance
+    for a, b in sorted((a, b) for _, a, b in points):
+        if not frontier or a - frontier[-1][0] > rel * a or abs(b - frontier[-1][1]) > rel * b:
+            frontier.append((a, b))
+    return values[k], {"x": points[k][0], "frontier": frontier, "pivots": lp.pivots, "lp_solves": solves}
 
 
 def exact_residual_ratio(X, **options):
@@ -432,43 +341,15 @@ def _check_architecture(architecture):
 
 
 def init_stack(architecture, depth, d, heads, rng, *, weight_std=None, ffn_mult=2):
-    r"""Random Gaussian weights for ``depth`` layers of one stack.
+    r"""Random Gaussian weights for ``depth`` layers of one stack (``derivations/16-rank-collapse.md``, section 7).
 
-    Per layer: ``Wq, Wk, Wv`` of shape ``(heads, d, d/heads)`` and ``Wo`` of
-    shape ``(d, d)``, entries ``N(0, weight_std^2)`` with
-    ``weight_std = 1/sqrt(d)`` by default (so ``x W`` keeps the scale of a
-    token ``x``: each output entry has variance ``|x|^2 / d``); for ``"ffn"``
-    also ``W1`` ``(d, ffn_mult d)`` with entries ``N(0, 2/d)`` (He
-    initialisation for the ReLU) and ``W2`` ``(ffn_mult d, d)`` with entries
-    ``N(0, 1/(ffn_mult d))``. No biases (all zero at initialisation).
-
-    Parameters
-    ----------
-    architecture : {"pure", "skip", "ffn"}
-    depth, d, heads : int
-        ``heads`` must divide ``d``.
-    rng : numpy.random.Generator
-    weight_std : float, optional
-        Standard deviation of the attention weights.
-    ffn_mult : int
-        Hidden width of the MLP as a multiple of ``d``.
-
-    Returns
-    -------
-    list of dict
+    Per layer ``Wq, Wk, Wv`` (heads, d, d/heads) and ``Wo`` (d, d) with entries
+    ``N(0, weight_std^2)``, ``weight_std = 1/sqrt(d)`` by default (``x W`` keeps
+    the scale of ``x``); for ``"ffn"`` also ``W1`` (d, ffn_mult d) with entries
+    ``N(0, 2/d)`` (He, for the ReLU) and ``W2`` (ffn_mult d, d) with entries
+    ``N(0, 1/(ffn_mult d))``. No biases. ``heads`` divides ``d`` (:class:`Settings`).
     """
-    _check_architecture(architecture)
-    depth = check_int(depth, "depth", 1)
-    d = check_int(d, "d", 1)
-    heads = check_int(heads, "heads", 1)
-    ffn_mult = check_int(ffn_mult, "ffn_mult", 1)
-    if d % heads:
-        raise ValueError(f"heads: expected a divisor of d = {d}, got {heads}")
-    if not isinstance(rng, np.random.Generator):
-        raise TypeError(f"rng: expected a numpy.random.Generator, got {type(rng).__name__}")
     std = 1.0 / math.sqrt(d) if weight_std is None else weight_std
-    if isinstance(std, bool) or not isinstance(std, (int, float)) or not (std > 0 and math.isfinite(std)):
-        raise ValueError(f"weight_std: expected a positive finite number, got {weight_std!r}")
     dh = d // heads
     layers = []
     for _ in range(depth):
@@ -920,94 +801,45 @@ def _summarise(code, exa, norm):
 def run_rank_collapse(settings, *, progress=None, on_result=None):
     r"""Residual ratio against depth for every activation and architecture (TanhMax Fig. 4; :class:`Settings`).
 
-    For each weight seed ``s < seeds`` one stack per architecture is drawn
-    (:func:`init_stack`, the same weights for every activation), and for each
-    input ``k < inputs`` a token matrix ``X_0`` with ``N(0, 1)`` entries; the
-    stack runs forward and both residual ratios are measured at every depth
-    ``0..depth`` (:func:`residual_curves`). Curves are averaged over the
-    ``seeds * inputs`` samples *in log10* (geometric means), since the ratio
-    spans hundreds of decades in deep pure attention. The memory estimate
-    (:func:`memory_estimate`) is checked first; ``progress`` prints one line per
-    activation to stderr; ``on_result(activation, curves)`` is called as each
-    activation finishes.
-
-    Returns
-    -------
-    dict
-        ``config``; ``curves[activation][architecture]`` with one entry per
-        depth ``0..depth`` in each list: ``log10_code``, ``log10_exact``
-        (mean over samples of log10 of the ratio; a residual that underflowed
-        to 0 counts as :data:`LOG10_ZERO`) with ``*_std``; ``residual_code``, ``residual_exact`` (``10**`` those:
-        geometric means); ``gap_log10`` (mean of ``log10(code / exact) >= 0``:
-        how far the mean-based ratio is from the minimum) and ``gap_rel_max``
-        (largest ``code/exact - 1``); ``log10_norm`` (mean log10 of
-        ``||X_l||``); ``n_valid`` (samples with a finite, nonzero ``X_l``);
-        ``n_zero`` (samples whose residual underflowed to exactly 0);
-        ``seconds``. ``None`` stands for "no valid sample".
+    Weight draw ``j`` of an architecture is one stack (:func:`init_stack`, the
+    same for every activation), input ``k`` a token matrix with ``N(0, 1)``
+    entries; both residual ratios are measured at every depth
+    (:func:`residual_curves`) and averaged over the draws and inputs in log10
+    (geometric means: the ratio spans hundreds of decades), as
+    :func:`_summarise` says (``derivations/16-rank-collapse.md``, section 7).
+    ``on_result(activation, curves)`` is called as each activation finishes.
     """
     s = settings
-    check_memory(memory_estimate(s.n, s.d, s.depth, s.seeds, s.inputs, len(s.architectures)),
+    check_memory(memory_estimate(s.n, s.d, s.depth, s.seeds, s.inputs, len(s.architectures), s.heads),
                  f"--n {s.n} --d {s.d} --depth {s.depth} --seeds {s.seeds} --inputs {s.inputs}", s.max_memory)
-    activations, architectures, weight_std, rescale, exact, precision = (s.activations, s.architectures,
-                                                                         s.weight_std, s.rescale, s.exact,
-                                                                         s.precision)
     t0 = time.perf_counter()
-    given = {a: a for a in ACTIVATIONS} if activations is None else \
-        {activation_label(a): model_activation(a) for a in activations}  # a file's activation loaded once
-    acts = tuple(given)
-    if not acts:
-        raise ValueError("activations: expected at least one name")
-    for a in given.values():
-        _as_activation(a)  # raises for unknown names
-    archs = tuple(architectures)
-    if not archs:
-        raise ValueError(f"architectures: expected at least one of {ARCHITECTURES}")
-    for a in archs:
-        _check_architecture(a)
-    depth = check_int(s.depth, "depth", 1)
-    n = check_int(s.n, "n", 2)
-    d = check_int(s.d, "d", 1)
-    heads = check_int(s.heads, "heads", 1)
-    seeds = check_int(s.seeds, "seeds", 1)
-    inputs = check_int(s.inputs, "inputs", 1)
-    seed = check_int(s.seed, "seed", 0)
-    if d % heads:
-        raise ValueError(f"heads: expected a divisor of d = {d}, got {heads}")
-    if precision not in ("split", "plain"):
-        raise ValueError(f"precision: expected 'split' or 'plain', got {precision!r}")
-    forward = forward_stack_split if precision == "split" else forward_stack
-    stacks = {(arch, j): init_stack(arch, depth, d, heads,
-                                    np.random.default_rng([seed, j, ARCHITECTURES.index(arch)]),
-                                    weight_std=weight_std)
-              for arch in archs for j in range(seeds)}
-    X0 = {(j, k): np.random.default_rng([seed, j, k, 1]).standard_normal((n, d))  # (n, d)
-          for j in range(seeds) for k in range(inputs)}
+    given = ({a: a for a in ACTIVATIONS} if s.activations is None
+             else {activation_label(a): model_activation(a) for a in s.activations})  # a file's loaded once
+    forward = forward_stack_split if s.precision == "split" else forward_stack
+    stacks = {(arch, j): init_stack(arch, s.depth, s.d, s.heads,
+                                    np.random.default_rng([s.seed, j, ARCHITECTURES.index(arch)]),
+                                    weight_std=s.weight_std)
+              for arch in s.architectures for j in range(s.seeds)}
+    X0 = {(j, k): np.random.default_rng([s.seed, j, k, 1]).standard_normal((s.n, s.d))  # (n, d)
+          for j in range(s.seeds) for k in range(s.inputs)}
     curves = {}
-    for a in acts:
+    for a, act in given.items():
         curves[a] = {}
-        for arch in archs:
-            rows = {"log10_code": [], "log10_exact": [], "log10_norm": []}
-            for j in range(seeds):
-                for k in range(inputs):
-                    out = forward(X0[j, k], stacks[arch, j], given[a], arch, rescale=bool(rescale))
-                    r = residual_curves(out, exact=exact)
-                    for key in rows:
-                        rows[key].append(r[key])
-            curves[a][arch] = _summarise(rows["log10_code"], rows["log10_exact"], rows["log10_norm"])
+        for arch in s.architectures:
+            rows = [residual_curves(forward(X0[j, k], stacks[arch, j], act, arch, rescale=s.rescale),
+                                    exact=s.exact) for j in range(s.seeds) for k in range(s.inputs)]
+            curves[a][arch] = _summarise(*([r[key] for r in rows] for key in ("log10_code", "log10_exact",
+                                                                             "log10_norm")))
         if on_result is not None:  # the command line writes it to disk: a later failure loses nothing
             on_result(a, curves[a])
         if progress:
             print(f"rank collapse: {a} done ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
-    return {
-        "config": {"activations": list(acts), "architectures": list(archs), "depth": depth, "n": n,
-                   "d": d, "heads": heads, "seeds": seeds, "inputs": inputs, "seed": seed,
-                   "weight_std": (1.0 / math.sqrt(d)) if weight_std is None else float(weight_std),
-                   "rescale": bool(rescale), "ffn": "relu MLP, hidden 2d, no skip",
-                   "score": "scaled_dot", "exact": bool(exact), "precision": precision,
-                   "log10_zero": LOG10_ZERO},
-        "curves": curves,
-        "seconds": time.perf_counter() - t0,
-    }
+    config = {k: getattr(s, k) for k in ("depth", "n", "d", "heads", "seeds", "inputs", "seed", "rescale",
+                                         "exact", "precision")}
+    return {"config": {"activations": list(given), "architectures": list(s.architectures), **config,
+                       "weight_std": 1.0 / math.sqrt(s.d) if s.weight_std is None else float(s.weight_std),
+                       "ffn": "relu MLP, hidden 2d, no skip", "score": "scaled_dot", "log10_zero": LOG10_ZERO},
+            "curves": curves, "seconds": time.perf_counter() - t0}
 
 
 def _cell(curve, form, depth, width=8):
@@ -1022,20 +854,16 @@ def _cell(curve, form, depth, width=8):
     return f"{v:{width - 1}.2f}{star}"
 
 
-def memory_estimate(n, d, depth=12, seeds=2, inputs=2, architectures=3):
-    """Bytes ``refattn rank-collapse`` needs at its peak, before any work.
-
-    Three parts: the weights of every stack, kept for the whole run (per layer at
-    most ``8 d^2`` float64 and a few kB of arrays' and dicts' overhead, counted as
-    ``96 d^2 + 3000`` bytes), the inputs and curves of every weight draw and input
-    (``12 n d + 48 depth + 1000`` bytes), and the largest temporaries of one
-    forward pass, which hold ``(n d)^2`` entries (about seven float64 copies as
-    tracemalloc measures them; the estimate allows eight) (``tests/test_run_safety.py``).
-    """
-    n, d, depth, seeds, inputs = (int(v) for v in (n, d, depth, seeds, inputs))
+def memory_estimate(n, d, depth=12, seeds=2, inputs=2, architectures=3, heads=2):
+    """Bytes ``refattn rank-collapse`` needs at its peak, before any work: the weights of every stack, kept
+    for the whole run (``96 d^2 + 3000`` bytes a layer), the inputs and curves of every draw and input
+    (``12 n d + 48 depth + 1000``), and one forward pass with its linear programmes (tracemalloc measures
+    about 33 bytes per entry of the ``(heads, n, n)`` scores and 800 to 3200 per token entry ``n d``; the
+    estimate allows 40 and 2000, and 256 KiB more) (``tests/test_run_safety.py``)."""
+    n, d, depth, seeds, inputs, heads = (int(v) for v in (n, d, depth, seeds, inputs, heads))
     stacks = seeds * int(architectures) * depth * (96 * d * d + 3000)
     draws = seeds * inputs * (12 * n * d + 48 * depth + 1000)
-    return 64 * (n * d) ** 2 + stacks + draws + 4 * 2**20
+    return 40 * heads * n * n + 2000 * n * d + stacks + draws + 2**18
 
 
 #: ``refattn rank-collapse``.

@@ -1,26 +1,14 @@
 r"""Proposition 1 against training: measured score changes per step vs predicted velocity.
 
-``refattn dynamics``. Plain gradient descent with step ``eta`` on the empirical risk
-of :class:`refattn.theory.proposition1.OneLayerModel` (full batch, synthetic polarity
-sentences from :mod:`refattn.training.tasks.polarity`) moves every token's score by
-``Delta s = s(theta - eta grad R) - s(theta)``. Gradient flow is the limit
-``eta -> 0``, so
-
-    Delta s / eta = ds/dtau + O(eta).
-
-* :func:`step_check` measures ``Delta s / eta`` for a range of step sizes and
-  compares it with Proposition 1's prediction (``formula_velocity``, Eq. 03.P' of
-  ``derivations/03-proposition-1.md``) and with the exact velocity ``-J grad R``.
-  With free per-token ``Q, K`` (the proposition's assumption) both errors
-  shrink like ``eta``; with shared projections the error against the
-  proposition stops at the size of the neglected cross terms (03.P7), while the
-  error against ``-J grad R`` still shrinks like ``eta``.
-* :func:`trajectories` trains for many small steps and integrates the predicted
-  velocity along the actual parameter path, ``s_pred(t+1) = s_pred(t) +
-  eta v(theta_t)``, next to the measured scores, averaged per token group
-  (positive, negative, neutral).
-
-The derivation is ``derivations/12-score-dynamics-experiment.md``.
+``refattn dynamics``. :func:`gradient_descent` is the tiny trainer: plain full-batch
+gradient descent with step ``eta`` on the empirical risk of
+:class:`refattn.theory.proposition1.OneLayerModel` (synthetic polarity sentences from
+:mod:`refattn.training.tasks.polarity`), which moves every token's score by
+``Delta s = s(theta - eta grad R) - s(theta)``; gradient flow is the limit
+``eta -> 0``, ``Delta s / eta = ds/dtau + O(eta)``. :func:`step_check` compares
+``Delta s / eta`` with Proposition 1's velocity (Eq. 03.P') and the exact ``-J grad R``;
+:func:`trajectories` integrates the predicted velocity along the trainer's path
+(``derivations/12-score-dynamics-experiment.md``).
 """
 
 from __future__ import annotations
@@ -34,9 +22,11 @@ from autograd import grad
 from ..plots import GROUP_COLOURS
 from ..theory.proposition1 import OneLayerModel, velocity_decomposition
 from ..training.tasks.polarity import NEGATIVE, NEUTRAL, POSITIVE, PolarityConfig, make_polarity
-from . import activation_label, activation_option, model_activation, option
+from ..custom import activation_label
+from . import StudySettings, activation_option, model_activation, option
 
-__all__ = ["DYNAMICS_DATA", "KINDS", "ETAS", "Settings", "step_check", "trajectories", "run", "report", "plot"]
+__all__ = ["DYNAMICS_DATA", "KINDS", "ETAS", "Settings", "descent_step", "gradient_descent", "step_check",
+           "trajectories", "run", "report", "plot"]
 
 #: A small polarity task: 8 positive, 8 negative, 32 neutral tokens; 2 polar +
 #: 4 neutral tokens per sentence; 150 sentences per class.
@@ -57,9 +47,9 @@ TRAJECTORY_POINTS = 100
 
 
 @dataclass
-class Settings:
-    """Proposition 1 against gradient descent on synthetic polarity data: measured score change per step vs
-    the predicted velocity."""
+class Settings(StudySettings):
+    """Proposition 1 against gradient descent on synthetic polarity data (the tiny trainer,
+    score_dynamics.gradient_descent): measured score change per step vs the predicted velocity."""
 
     activations: tuple[str, ...] = activation_option(("softmax", "tanhmax"), "comma-separated activations")
     seed: int = option(0, "seed of the data and the initialisation", low=0)
@@ -77,26 +67,34 @@ def _setup(kind, act, seed, data, d, dv):
     return model, params, tokens, target, ds.group
 
 
-def _step(params, g, eta):
+def descent_step(params, g, eta):
+    """One step of gradient descent, ``theta - eta g`` for every parameter."""
     return {k: v - eta * g[k] for k, v in params.items()}
+
+
+def gradient_descent(risk, params, *, eta, steps):
+    """The tiny trainer: ``steps`` steps of full-batch gradient descent on ``risk(params)``,
+    ``theta <- theta - eta grad R(theta)`` with autograd's gradient (TanhMax section 5;
+    ``derivations/12-score-dynamics-experiment.md``, section 2). Yields the parameters before
+    every step and after the last, ``steps + 1`` of them; no checkpoints, locks or files."""
+    g = grad(risk)
+    for _ in range(steps):
+        yield params
+        params = descent_step(params, g(params), eta)
+    yield params
 
 
 def _rel(a, ref):
     return float(np.max(np.abs(a - ref)) / np.max(np.abs(ref)))
 
 
-def step_check(kind="free", activation="tanhmax", *, etas=(1e-1, 1e-2, 1e-3, 1e-4), seed=0, data=DYNAMICS_DATA,
-               d=4, dv=4):
-    """Relative error of ``Delta s / eta`` against Proposition 1 and against ``-J grad R``.
+def step_check(kind="free", activation="tanhmax", *, etas=ETAS, seed=0, data=DYNAMICS_DATA, d=4, dv=4):
+    """Relative error of ``Delta s / eta`` against Proposition 1 and against ``-J grad R``, per step size.
 
-    Returns a dict with ``etas`` and, per step size, ``vs_prop1`` and
-    ``vs_exact`` (norm-wise relative errors over the tokens that occur), plus
-    ``cross_terms`` (the size of 03.P7's neglected terms at the start, relative
-    to the exact velocity) and the fraction of tokens whose measured score
-    change has the sign Proposition 1 predicts at the smallest step.
+    Returns ``etas``, ``vs_prop1`` and ``vs_exact`` (norm-wise relative errors over the tokens that
+    occur), ``cross_terms`` (03.P7's neglected terms at the start, relative to the exact velocity)
+    and ``sign_agreement`` (the tokens whose score moves the way Proposition 1 says, at the last step size).
     """
-    if not etas or any(not (isinstance(e, (int, float)) and e > 0) for e in etas):
-        raise ValueError(f"etas: expected positive step sizes, got {etas!r}")
     model, params, tokens, target, _ = _setup(kind, activation, seed, data, d, dv)
     r = velocity_decomposition(model, params, tokens, target)
     m = r["present"]
@@ -105,7 +103,7 @@ def step_check(kind="free", activation="tanhmax", *, etas=(1e-1, 1e-2, 1e-3, 1e-
     out = {"kind": kind, "activation": activation_label(activation), "etas": list(map(float, etas)), "vs_prop1": [],
            "vs_exact": []}
     for eta in etas:
-        measured = (model.vocab_scores(_step(params, g, eta)) - s0) / eta
+        measured = (model.vocab_scores(descent_step(params, g, eta)) - s0) / eta
         out["vs_prop1"].append(_rel(measured[m], r["formula"][m]))
         out["vs_exact"].append(_rel(measured[m], r["exact"][m]))
     moving = m & (np.abs(measured) > 1e-9 * np.max(np.abs(measured)))
@@ -116,37 +114,23 @@ def step_check(kind="free", activation="tanhmax", *, etas=(1e-1, 1e-2, 1e-3, 1e-
 
 def trajectories(kind="free", activation="tanhmax", *, steps=200, eta=0.05, seed=0, data=DYNAMICS_DATA, d=4, dv=4,
                  record_every=1):
-    """Train by full-batch gradient descent; record measured and predicted scores.
+    """Train with :func:`gradient_descent`; record the measured scores and Proposition 1's prediction
+    integrated along the same path, ``s_pred(t+1) = s_pred(t) + eta formula_velocity(theta_t)``.
 
-    The prediction integrates Proposition 1's velocity along the actual
-    parameter path: ``s_pred(t+1) = s_pred(t) + eta * formula_velocity(theta_t)``.
-
-    Returns
-    -------
-    dict
-        ``step`` (recorded steps), ``measured`` and ``predicted`` (arrays
-        ``(n_records, T)``), ``group`` (each token's true group), ``present``,
-        ``risk`` per recorded step, and the group means of both.
+    Returns ``step``, ``measured`` and ``predicted`` ``(records, T)``, ``risk``, ``group``, ``present``,
+    their group means (``measured_positive``, ...) and ``final_rel_gap``.
     """
-    if not (isinstance(steps, int) and steps >= 1):
-        raise ValueError(f"steps: expected a positive integer, got {steps!r}")
-    if not (isinstance(eta, (int, float)) and eta > 0):
-        raise ValueError(f"eta: expected a positive step size, got {eta!r}")
     model, params, tokens, target, group = _setup(kind, activation, seed, data, d, dv)
-    g_of = grad(lambda p: model.risk(p, tokens, target))
     s_pred = np.array(model.vocab_scores(params))
     rec = {"step": [], "measured": [], "predicted": [], "risk": []}
-    for t in range(steps + 1):
-        s = model.vocab_scores(params)
+    for t, p in enumerate(gradient_descent(lambda q: model.risk(q, tokens, target), params, eta=eta, steps=steps)):
         if t % record_every == 0 or t == steps:
             rec["step"].append(t)
-            rec["measured"].append(np.array(s))
+            rec["measured"].append(np.array(model.vocab_scores(p)))
             rec["predicted"].append(s_pred.copy())
-            rec["risk"].append(float(model.risk(params, tokens, target)))
-        if t == steps:
-            break
-        s_pred = s_pred + eta * model.formula_velocity(params, tokens, target)
-        params = _step(params, g_of(params), eta)
+            rec["risk"].append(float(model.risk(p, tokens, target)))
+        if t < steps:
+            s_pred = s_pred + eta * model.formula_velocity(p, tokens, target)
     out = {k: np.array(v) for k, v in rec.items()}
     present = np.bincount(tokens.ravel(), minlength=len(group)) > 0
     out.update(group=group, present=present, kind=kind, activation=activation_label(activation), eta=eta)
@@ -170,7 +154,7 @@ def run(settings):
     """
     steps, eta, seed = settings.steps, settings.eta, settings.seed
     groups = ("positive", "negative", "neutral")
-    every = max(1, steps // TRAJECTORY_POINTS) if isinstance(steps, int) else 1
+    every = max(1, steps // TRAJECTORY_POINTS)
     rows = []
     given = {activation_label(v): model_activation(v) for v in settings.activations}  # every one loaded first
     for label, act in given.items():  # a name as itself; an activation of yours loaded, diverging as data
@@ -201,7 +185,8 @@ def report(result):
     """:func:`run`'s result as a text table."""
     etas = result["rows"][0]["etas"]
     head = "  ".join(f"eta={e:g}" for e in etas)
-    lines = ["Proposition 1 against gradient descent: rel. error of (measured score change)/eta",
+    lines = ["Proposition 1 against gradient descent (the tiny trainer, refattn.studies.score_dynamics."
+             "gradient_descent): rel. error of (measured score change)/eta",
              f"columns: step sizes {head}; 'prop1' = against Eq. 4, 'exact' = against -J grad R",
              ""]
     for r in result["rows"]:

@@ -21,7 +21,7 @@ import numpy as np
 from ..theory.signexp_at_zero import DEFAULT_OFFSETS, signexp_near_zero
 from ..training.runs import jsonable
 from ..training.runs import check_memory
-from . import max_memory, option
+from . import StudySettings, max_memory, option
 
 __all__ = ["Settings", "run", "report", "plot"]
 
@@ -33,7 +33,7 @@ SWEEP = tuple(np.logspace(-10, -1, 37))
 
 
 @dataclass
-class Settings:
+class Settings(StudySettings):
     """signexp at a score of 0: analytic VJP, autograd and central differences of one entry's gradient as
     the entry crosses 0, with the closed-form spike of the differences (Cog)."""
 
@@ -46,7 +46,7 @@ class Settings:
     def check(self):
         """The entry that crosses 0 is one of the row's."""
         if self.j >= self.n:
-            raise ValueError(f"--j: expected an entry of the row, below --n {self.n}, got {self.j}")
+            raise ValueError(f"j: expected an entry of the row, below n = {self.n}, got {self.j}")
 
 
 def memory_estimate(n):

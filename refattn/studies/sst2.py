@@ -57,8 +57,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.activations import ACTIVATIONS, Activation
-from ..custom import is_spec
+from ..core.activations import Activation
 from ..core.activations import activation as _get_activation
 from ..training.classifier import OPTIMISERS, classifier_memory, train_classifier
 from ..training.models.polarity import SCORE_KINDS
@@ -66,7 +65,8 @@ from ..training.tasks.sst2 import UNK_ID, Vocabulary, load_sst2, tokenize
 from ..core.checks import check_int
 from ..training.runs import check_memory
 from ..training.train import checkpoint_paths
-from . import activation_label, activation_option, activation_record, max_memory, model_activation, option
+from ..custom import activation_label, activation_record
+from . import StudySettings, activation_option, max_memory, model_activation, option
 from .helpers import DATA_HELP, nonempty, resolve_data_dir
 
 __all__ = [
@@ -126,7 +126,7 @@ DEFAULTS = {"activations": ("softmax", "tanhmax"), "seeds": 3, "score": "self", 
 FIGURE = "sst2_fig1.png"
 
 @dataclass
-class Settings:
+class Settings(StudySettings):
     """TanhMax's classifier on SST-2: dev accuracy over seeds beside its Table 2, and its Figure 1 (sentences
     coloured by signed attention weight)."""
 
@@ -155,8 +155,8 @@ class Settings:
         """Figure 1's seed is one of the run's."""
         last = self.first_seed + self.seeds - 1
         if self.figure_seed is not None and not self.first_seed <= self.figure_seed <= last:
-            raise ValueError(f"--figure-seed: expected one of the seeds {self.first_seed} .. {last} (--seeds "
-                             f"{self.seeds}), got {self.figure_seed}")
+            raise ValueError(f"figure_seed: expected one of the seeds {self.first_seed} .. {last}, "
+                             f"got {self.figure_seed}")
 
 
 # --------------------------------------------------------------------------
@@ -381,36 +381,13 @@ def _check_rows(sentences, weights, row_labels):
 
 
 def sentences_figure(sentences, weights, title=None, *, row_labels=None, scale=None, width=96, fontsize=10):
-    """Draw sentences word by word on backgrounds coloured by weight.
+    """Sentences drawn word by word on boxes coloured by weight (:func:`weight_colour`), TanhMax's Figure 1
+    format (``derivations/14-sst2.md``, section 5).
 
-    Each row is one sentence (with its label above it, if given), wrapped at
-    ``width`` characters; every word sits on a box of colour
-    :func:`weight_colour` (red positive, blue negative, white 0). A
-    monospaced font makes the layout a matter of counting characters. This
-    is TanhMax's Figure 1 format; its derivation is ``derivations/14-sst2.md``,
-    section 5.
-
-    Parameters
-    ----------
-    sentences : sequence of str or of list of str
-        A str is split on white space.
-    weights : sequence of array_like
-        One 1-D array per sentence, one finite weight per token.
-    title : str, optional
-        May span several lines (``"\n"``).
-    row_labels : sequence of str, optional
-        A line of text above each sentence.
-    scale : float or sequence of float, optional
-        The ``|w|`` drawn at full colour, for all rows or one per row; None:
-        the largest ``|w|`` over all rows (1 if every weight is 0), so colours
-        compare across rows.
-    width : int
-        Characters per line before a sentence wraps (>= 20).
-    fontsize : float
-
-    Returns
-    -------
-    matplotlib.figure.Figure
+    One row per sentence (a str is split on white space) with one finite weight per token, its
+    ``row_labels`` entry above it, wrapped at ``width`` characters (>= 20) of a monospaced font;
+    ``scale`` is the ``|w|`` drawn at full colour, for all rows or one per row (None: the largest ``|w|``,
+    so colours compare across rows). Returns a matplotlib Figure.
     """
     from matplotlib.figure import Figure  # noqa: PLC0415  (matplotlib only when drawing)
 
@@ -425,22 +402,7 @@ def sentences_figure(sentences, weights, title=None, *, row_labels=None, scale=N
     if scales.shape not in ((), (len(rows),)) or not np.all(np.isfinite(scales) & (scales > 0)):
         raise ValueError(f"scale: expected None, a positive finite number or one per sentence ({len(rows)}), "
                          f"got {scale!r}")
-    scales = np.broadcast_to(scales, (len(rows),))
-    # lay out in character cells: word j of a row starts where word j - 1 ended plus a space
-    placed, line = [], 0  # (line, column, text, weight or None, scale)
-    if title:
-        line += title.count("\n") + 1.5
-    for r, (toks, w) in enumerate(zip(rows, arrays)):
-        if row_labels is not None:
-            placed.append((line, 0, row_labels[r], None, None))
-            line += 1
-        col = 0
-        for tok, wt in zip(toks, w):
-            if col and col + len(tok) > width:
-                line, col = line + 1, 0
-            placed.append((line, col, tok, wt, scales[r]))
-            col += len(tok) + 1
-        line += 1.6
+    placed, line = _layout(rows, arrays, np.broadcast_to(scales, (len(rows),)), row_labels, title, width)
     char_pt = 0.6 * fontsize  # advance of one monospaced character, in points
     line_pt = 2.0 * fontsize
     fig = Figure(figsize=((width + 2) * char_pt / 72, (line + 0.5) * line_pt / 72))
@@ -455,12 +417,31 @@ def sentences_figure(sentences, weights, title=None, *, row_labels=None, scale=N
         if wt is None:
             ax.text(col, ln, text, fontsize=fontsize - 1, color="0.35", va="center", family="monospace")
             continue
-        face = weight_colour(wt, sc)
         dark = min(abs(wt) / sc, 1.0) > 0.6
         ax.text(col, ln, text, fontsize=fontsize, va="center", family="monospace",
                 color="white" if dark else "black",
-                bbox={"boxstyle": "square,pad=0.15", "facecolor": face, "edgecolor": "none"})
+                bbox={"boxstyle": "square,pad=0.15", "facecolor": weight_colour(wt, sc), "edgecolor": "none"})
     return fig
+
+
+def _layout(rows, arrays, scales, row_labels, title, width):
+    """``[(line, column, text, weight or None, scale)], lines``: the words in character cells, word j of a
+    row where word j - 1 ended plus a space, a row wrapped at ``width``."""
+    placed, line = [], 0
+    if title:
+        line += title.count("\n") + 1.5
+    for r, (toks, w) in enumerate(zip(rows, arrays)):
+        if row_labels is not None:
+            placed.append((line, 0, row_labels[r], None, None))
+            line += 1
+        col = 0
+        for tok, wt in zip(toks, w):
+            if col and col + len(tok) > width:
+                line, col = line + 1, 0
+            placed.append((line, col, tok, wt, scales[r]))
+            col += len(tok) + 1
+        line += 1.6
+    return placed, line
 
 
 def _save_png(fig, path):
@@ -527,28 +508,6 @@ def _fingerprint(ids, labels):
     return h.hexdigest()[:16]
 
 
-def _check_settings(activations, seeds, first_seed, score, optimizer, lr, dropout):
-    if isinstance(activations, str):
-        activations = (activations,)
-    activations = tuple(activations)
-    if not activations:
-        raise ValueError("activations: expected at least one activation name")
-    for a in activations:
-        if isinstance(a, str) and a not in ACTIVATIONS and not is_spec(a):
-            raise ValueError(f"activations: expected names from {ACTIVATIONS} or FILE.py:NAME, got {a!r}")
-    first_seed = check_int(first_seed, "first_seed", 0)
-    seeds = range(first_seed, first_seed + check_int(seeds, "seeds", 1))  # listed after the memory check
-    if score not in SCORE_KINDS:
-        raise ValueError(f"score: expected one of {SCORE_KINDS}, got {score!r}")
-    if optimizer not in OPTIMISERS:
-        raise ValueError(f"optimizer: expected one of {tuple(OPTIMISERS)}, got {optimizer!r}")
-    if isinstance(lr, bool) or not isinstance(lr, (int, float, np.floating)) or not (np.isfinite(lr) and lr > 0):
-        raise ValueError(f"lr: expected a positive finite number, got {lr!r}")
-    if isinstance(dropout, bool) or not isinstance(dropout, (int, float, np.floating)) or not 0 <= dropout < 1:
-        raise ValueError(f"dropout: expected a number in [0, 1), got {dropout!r}")
-    return {activation_label(a): model_activation(a) for a in activations}, seeds  # by name; a file's loaded once
-
-
 def _weigh(model, params, vocab, token_lists):
     """Weights ``(S, n, L)`` (zero at padding), P(positive) ``(S, n)`` and the mask ``(n, L)`` of tokenised sentences."""
     ids, mask = vocab.encode([" ".join(t) for t in token_lists])
@@ -558,13 +517,11 @@ def _weigh(model, params, vocab, token_lists):
     return np.where(mask, f["w"], 0.0), f["prob"], mask
 
 
-def _sst2_data(s, n_seeds):
-    """Both splits of SST-2 read, cleaned and encoded for the settings ``s``: a dict of the arrays, the
+def _sst2_data(settings, n_seeds):
+    """Both splits of SST-2 read, cleaned and encoded for the ``settings``: a dict of the arrays, the
     vocabulary and ``info`` (what the result records of the data); the memory estimate checked."""
-    min_count = check_int(s.min_count, "min_count", 1)
-    max_len = None if s.max_len is None else check_int(s.max_len, "max_len", 1)
-    train_limit = None if s.train_limit is None else check_int(s.train_limit, "train_limit", 1)
-    folder = resolve_data_dir(s.data)
+    min_count, max_len, train_limit = settings.min_count, settings.max_len, settings.train_limit
+    folder = resolve_data_dir(settings.data)
     tr_text, tr_y = load_sst2(folder, "train")
     dev_text, dev_y = load_sst2(folder, "dev")
     tr_text, tr_y, tr_empty = nonempty(tr_text, tr_y)
@@ -581,7 +538,7 @@ def _sst2_data(s, n_seeds):
     tr_ids, tr_mask = vocab.encode(tr_text, max_len=max_len)  # (n, L) truncated
     dev_ids, dev_mask = vocab.encode(dev_text)  # (m, L_dev) full length
     check_memory(classifier_memory(n_seeds, tr_ids.size + dev_ids.size),
-                 f"{n_seeds} seeds on {len(tr_text)} sentences", s.max_memory)
+                 f"{n_seeds} seeds on {len(tr_text)} sentences", settings.max_memory)
     info = {
         "path": str(folder), "train": len(tr_text), "dev": len(dev_text),
         "train_positive_fraction": float(tr_y.mean()), "dev_positive_fraction": float(dev_y.mean()),
@@ -592,8 +549,7 @@ def _sst2_data(s, n_seeds):
         "dev_tokens": int(dev_mask.sum()),
     }
     return {"tr_text": tr_text, "tr_y": tr_y, "tr_ids": tr_ids, "tr_mask": tr_mask, "dev_text": dev_text,
-            "dev_y": dev_y, "dev_ids": dev_ids, "dev_mask": dev_mask, "vocab": vocab, "info": info,
-            "max_len": max_len, "min_count": min_count, "train_limit": train_limit}
+            "dev_y": dev_y, "dev_ids": dev_ids, "dev_mask": dev_mask, "vocab": vocab, "info": info}
 
 
 def _figure_items(tr_text, dev_text, dev_y, vocab):
@@ -616,91 +572,43 @@ def _figure_items(tr_text, dev_text, dev_y, vocab):
 def run_sst2(settings, *, progress=None, on_result=None):
     """Train TanhMax's classifier on SST-2 per activation; dev accuracy and Figure 1's weights (:class:`Settings`).
 
-    Steps (``derivations/14-sst2.md``): read both splits
-    (:func:`refattn.studies.helpers.resolve_data_dir`); build the vocabulary
-    from train; encode train (truncated to ``max_len``) and dev (full length);
-    for every activation train all seeds in one batched program
-    (:func:`refattn.training.classifier.train_classifier`; the model is TanhMax
-    section 5.1's, Eqs. 1-3 with the BCE loss); evaluate dev accuracy
-    (prediction ``logit > 0``); match TanhMax's Figure 1 sentences to dev
-    (:func:`match_sentences`) and record one seed's weights (``figure_seed``),
-    oriented by (14.O1), on both the match and the paper's own text.
-    ``on_result(activation, result)`` is called as each activation finishes
-    (the command line writes it to disk, so a later failure loses nothing); a
-    larger estimate (:func:`refattn.training.classifier.classifier_memory`) than
-    ``max_memory`` GiB is refused before any training.
-
-    Returns
-    -------
-    dict (JSON-able)
-        ``settings``, ``data`` (path, sizes, vocabulary size, truncation and
-        ``<unk>`` counts), ``activations`` (per activation: ``per_seed`` dev
-        accuracy and final training loss, ``dev_accuracy_mean``,
-        ``dev_accuracy_std`` (ddof 1; None for one seed), ``paper_table2``,
-        ``orientation``, ``dev_negative_weight_fraction`` (per seed, after
-        orientation: the fraction of dev tokens whose weight is negative),
-        ``train_seconds``, ``resumed_from``), ``figure1``,
-        ``paper`` and ``seconds`` (wall time of the whole call); ``figure``
-        when ``out`` is given.
+    Both splits read (:func:`_sst2_data`), every activation's seeds trained in one batched program
+    (:func:`refattn.training.classifier.train_classifier`; TanhMax section 5.1's model, Eqs. 1-3 with
+    the BCE loss) and evaluated on dev (:func:`_evaluate`); TanhMax's Figure 1 sentences matched to dev
+    (:func:`match_sentences`) and weighed by one seed (``figure_seed``), oriented by (14.O1)
+    (``derivations/14-sst2.md``). ``on_result(activation, result)`` is called as each activation finishes.
     """
     t_start = time.perf_counter()
-    s = settings
-    score, optimizer, lr, dropout, max_len = s.score, s.optimizer, s.lr, s.dropout, s.max_len
-    given, seeds = _check_settings(s.activations, s.seeds, s.first_seed, score, optimizer, lr, dropout)
-    activations = tuple(given)
-    epochs, batch_size = check_int(s.epochs, "epochs", 1), check_int(s.batch_size, "batch_size", 1)
-    figure_seed = seeds[0] if s.figure_seed is None else s.figure_seed
-    if figure_seed not in seeds:
-        raise ValueError(f"figure_seed: expected one of the seeds {list(seeds)}, got {figure_seed!r}")
-    fk = seeds.index(figure_seed)
-    checkpoints = checkpoint_paths(s.checkpoint_dir, "sst2", activations)  # checked before any work
-    d = _sst2_data(s, len(seeds))
-    tr_ids, tr_y, tr_mask, dev_y, vocab = d["tr_ids"], d["tr_y"], d["tr_mask"], d["dev_y"], d["vocab"]
-    max_len, min_count, train_limit, data_info = d["max_len"], d["min_count"], d["train_limit"], d["info"]
-    S, seeds = len(seeds), tuple(seeds)
-    dev_tok = np.broadcast_to(d["dev_ids"].astype(np.int64), (S,) + d["dev_ids"].shape)  # (S, m, L_dev)
-    dev_msk = np.broadcast_to(d["dev_mask"], (S,) + d["dev_mask"].shape)
-    dev_mask = d["dev_mask"]
-    fig_items = _figure_items(d["tr_text"], d["dev_text"], dev_y, vocab)
-
+    given = {activation_label(a): model_activation(a) for a in settings.activations}  # a file's loaded once
+    seeds = tuple(range(settings.first_seed, settings.first_seed + settings.seeds))
+    figure_seed = seeds[0] if settings.figure_seed is None else settings.figure_seed
+    checkpoints = checkpoint_paths(settings.checkpoint_dir, "sst2", given)  # checked before any work
+    data = _sst2_data(settings, len(seeds))
+    fig_items = _figure_items(data["tr_text"], data["dev_text"], data["dev_y"], data["vocab"])
     results = {}
-    for act in activations:
-        ck = checkpoints[act]
+    for act in given:
         model, params, trained = train_classifier(
-            tr_ids, tr_y, len(vocab), given[act], seeds=seeds, mask=tr_mask, score=score, epochs=epochs,
-            batch_size=batch_size, optimizer=optimizer, lr=lr, dropout=dropout, checkpoint=ck,
-            progress=progress, fingerprint_extra={"task": "sst2", "data": _fingerprint(tr_ids, tr_y),
-                                                  "vocab": len(vocab), "max_len": max_len})
-        fwd = model.outputs(params, {"tokens": dev_tok, "mask": dev_msk})
-        acc = np.mean((fwd["logit"] > 0) == (dev_y[None] == 1), axis=1)  # (S,)
-        w_dev = np.where(dev_msk, fwd["w"], 0.0)  # (S, m, L_dev)
-        sign, c = orient_weights(given[act], w_dev, dev_y)
-        negative = np.sum((sign[:, None, None] * w_dev < 0) & dev_msk, axis=(1, 2)) / dev_mask.sum()  # (S,)
-        last = trained["history"][-1]["loss"] if trained["history"] else [None] * S
-        results[act] = {
-            "per_seed": [{"seed": s, "dev_accuracy": float(acc[k]), "final_train_loss": last[k]}
-                         for k, s in enumerate(seeds)],
-            "dev_accuracy_mean": float(acc.mean()),
-            "dev_accuracy_std": float(np.std(acc, ddof=1)) if S > 1 else None,
-            "paper_table2": PAPER_TABLE2.get(act),
-            "orientation": {"odd": is_odd(given[act]), "statistic": c.tolist(), "flipped": (sign < 0).tolist()},
-            "dev_negative_weight_fraction": negative.tolist(),
-            "train_seconds": trained["seconds"], "resumed_from": trained["resumed_from"],
-        }
+            data["tr_ids"], data["tr_y"], len(data["vocab"]), given[act], seeds=seeds, mask=data["tr_mask"],
+            score=settings.score, epochs=settings.epochs, batch_size=settings.batch_size,
+            optimizer=settings.optimizer, lr=settings.lr, dropout=settings.dropout, checkpoint=checkpoints[act],
+            progress=progress, fingerprint_extra={"task": "sst2", "data": _fingerprint(data["tr_ids"], data["tr_y"]),
+                                                  "vocab": len(data["vocab"]), "max_len": settings.max_len})
+        results[act], sign = _evaluate(model, params, given[act], data, seeds, trained)
+        results[act]["paper_table2"] = PAPER_TABLE2.get(act)
+        fk = seeds.index(figure_seed)
         for source in ("matched", "paper"):
-            w, prob, mask = _weigh(model, params, vocab, [item[source]["tokens"] for item in fig_items])
+            w, prob, mask = _weigh(model, params, data["vocab"], [item[source]["tokens"] for item in fig_items])
             for i, item in enumerate(fig_items):
                 item["activations"].setdefault(act, {})[source] = {
                     "weights": (sign[fk] * w[fk, i, mask[i]]).tolist(), "prob": float(prob[fk, i])}
         if on_result is not None:
             on_result(act, results[act])
-
     result = {
         "settings": {"activations": list(map(activation_record, given.values())), "seeds": list(seeds),
-                     "score": score, "epochs": epochs, "batch_size": batch_size, "optimizer": optimizer, "lr": lr,
-                     "dropout": dropout, "max_len": max_len, "min_count": min_count, "train_limit": train_limit,
+                     **{k: getattr(settings, k) for k in ("score", "epochs", "batch_size", "optimizer", "lr",
+                                                          "dropout", "max_len", "min_count", "train_limit")},
                      "model": "TanhMax section 5.1: E = 30, H = 10, self score / 3, dropout, sigmoid + BCE"},
-        "data": data_info,
+        "data": data["info"],
         "activations": results,
         "figure1": {"seed": figure_seed, "match_by": "idf-weighted Dice overlap of token sets, idf from train",
                     "sentences": fig_items},
@@ -709,10 +617,34 @@ def run_sst2(settings, *, progress=None, on_result=None):
                           "training setting; here: GLUE SST-2 dev accuracy (GLUE's test labels are not "
                           "public), this module's settings"},
     }
-    if s.out is not None:
-        result["figure"] = render_figure1(result, os.path.join(os.fspath(s.out), FIGURE))
+    if settings.out is not None:
+        result["figure"] = render_figure1(result, os.path.join(os.fspath(settings.out), FIGURE))
     result["seconds"] = time.perf_counter() - t_start
     return result
+
+
+def _evaluate(model, params, act, data, seeds, trained):
+    """One trained activation on dev: per-seed accuracy (prediction ``logit > 0``) and final training loss,
+    their mean and spread, the orientation (14.O1) and the fraction of dev tokens weighted negatively
+    after it; returns ``(result, sign)``, ``sign`` the orientation per seed."""
+    S, dev_mask = len(seeds), data["dev_mask"]
+    dev_tok = np.broadcast_to(data["dev_ids"].astype(np.int64), (S,) + data["dev_ids"].shape)  # (S, m, L_dev)
+    dev_msk = np.broadcast_to(dev_mask, (S,) + dev_mask.shape)
+    fwd = model.outputs(params, {"tokens": dev_tok, "mask": dev_msk})
+    acc = np.mean((fwd["logit"] > 0) == (data["dev_y"][None] == 1), axis=1)  # (S,)
+    w_dev = np.where(dev_msk, fwd["w"], 0.0)  # (S, m, L_dev)
+    sign, c = orient_weights(act, w_dev, data["dev_y"])
+    negative = np.sum((sign[:, None, None] * w_dev < 0) & dev_msk, axis=(1, 2)) / dev_mask.sum()  # (S,)
+    last = trained["history"][-1]["loss"] if trained["history"] else [None] * S
+    return {
+        "per_seed": [{"seed": seed, "dev_accuracy": float(acc[k]), "final_train_loss": last[k]}
+                     for k, seed in enumerate(seeds)],
+        "dev_accuracy_mean": float(acc.mean()),
+        "dev_accuracy_std": float(np.std(acc, ddof=1)) if S > 1 else None,
+        "orientation": {"odd": is_odd(act), "statistic": c.tolist(), "flipped": (sign < 0).tolist()},
+        "dev_negative_weight_fraction": negative.tolist(),
+        "train_seconds": trained["seconds"], "resumed_from": trained["resumed_from"],
+    }, sign
 
 
 #: ``refattn sst2`` (Figure 1 is drawn by :func:`plot`).

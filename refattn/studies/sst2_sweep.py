@@ -36,7 +36,8 @@ import numpy as np
 from ..training.classifier import classifier_memory, train_classifier
 from ..training.runs import CellStore, check_memory, session
 from ..training.tasks.sst2 import Vocabulary, load_sst2
-from . import activation_label, activation_option, activation_record, grid, max_memory, model_activation, option
+from ..custom import activation_label, activation_record
+from . import StudySettings, activation_option, grid, max_memory, model_activation, option
 from .helpers import DATA_HELP, code_commit, maximal_phrases, nonempty, resolve_data_dir
 from .sst2 import DEFAULTS, PAPER_TABLE2
 from .statistics import rank_test
@@ -62,10 +63,12 @@ FIGURE = "sst2_sweep.png"
 
 
 @dataclass
-class Settings:
+class Settings(StudySettings):
     """TanhMax Table 2 (SST) over the settings the paper leaves open: embedding size x optimiser x training
     units, dev accuracy after every epoch, the best of each activation; each finished setting saved and
     resumed."""
+
+    needs = ("scipy",)  # the rank test
 
     data: str | None = option(None, DATA_HELP)
     activations: tuple[str, ...] = activation_option(DEFAULTS["activations"], "comma-separated activations")
@@ -84,6 +87,12 @@ class Settings:
     allow_mixed_versions: bool = grid.mixed_versions_option()
     epochs: dict | None = option(None, "epochs per 'OPTIMIZER/UNITS' (default EPOCHS)", cli=False)
 
+    def check(self):
+        """Every training has its epochs."""
+        missing = [t for t in self.trainings if t not in (self.epochs or EPOCHS)]
+        if missing:
+            raise ValueError(f"epochs: no entry for {', '.join(missing)}")
+
 
 def sentences_of(phrases, labels):
     """GLUE's training sentences: the maximal phrases, each with the label of its first occurrence."""
@@ -100,63 +109,31 @@ def _key(setting, act):
 
 @session()  # the results file stays locked while the sweep runs
 def run_sst2_sweep(settings, *, command=None, progress=None):
-    """Train every setting of the sweep for every activation; dev accuracy per epoch and seed (:class:`Settings`).
-
-    The SST-2 folder is :func:`refattn.studies.helpers.resolve_data_dir`'s; the
-    seeds are ``0 .. seeds - 1``; ``embed_dims`` and ``trainings`` span the sweep
-    (:data:`SWEEP`), ``epochs`` (default :data:`EPOCHS`) gives the epochs per
-    ``"optimizer/units"``. The results file is locked while the sweep runs (a
-    second run on it is refused at once); a larger estimate
-    (:func:`refattn.training.classifier.classifier_memory`) than ``max_memory``
-    GiB is refused before any training.
-
-    Returns
-    -------
-    dict
-        ``settings``, ``commit``, ``command``, ``cells`` (per setting and
-        activation: ``dev_accuracy`` seeds x epochs, ``setting``), ``ran_on``
-        (per cell, :func:`refattn.studies.grid.where`), ``runs`` and ``best``
-        (:func:`best_settings`).
-
-    The cells run through :class:`refattn.studies.grid.Runner`: here, one after
-    another, or as Dask tasks (``workers``, ``scheduler``), with the same numbers.
-    """
-    s = settings
-    sweep = {"embed_dim": s.embed_dims, "training": tuple(tuple(t.split("/", 1)) for t in s.trainings)}
-    given = {activation_label(a): model_activation(a) for a in s.activations}  # cells by name; a file's loaded once
-    epochs, activations, seeds = EPOCHS if s.epochs is None else s.epochs, list(given), s.seeds
-    seeds = range(seeds) if isinstance(seeds, (int, np.integer)) else [int(k) for k in seeds]
-    for key in SWEEP:
-        if key not in sweep or not sweep[key]:
-            raise ValueError(f"sweep: expected values for {key!r}, got {sweep!r}")
-    training = [tuple(t) for t in sweep["training"]]
-    bad = [t for t in training if len(t) != 2 or t[0] not in LRS or t[1] not in ("phrases", "sentences")
-           or f"{t[0]}/{t[1]}" not in epochs]
-    if bad:
-        raise ValueError(f"sweep: unknown (optimizer, units) {bad}; expected optimisers in {tuple(LRS)}, units "
-                         f"'phrases' or 'sentences', and an entry in epochs for each")
-    folder = resolve_data_dir(s.data)
-    phrases, labels = load_sst2(folder, "train")
-    dev_text, dev_y = load_sst2(folder, "dev")
-    dev_text, dev_y, _ = nonempty(dev_text, dev_y)
-    texts = {"phrases": nonempty(phrases, labels)[:2], "sentences": sentences_of(*nonempty(phrases, labels)[:2])}
+    """Train every setting of the sweep for every activation, seeds ``0 .. seeds - 1``; dev accuracy per
+    epoch and seed (:class:`Settings`; ``derivations/14-sst2.md``). The cells run through
+    :class:`refattn.studies.grid.Runner` and are saved in the results file as they finish. Returns
+    ``settings`` (as the file records them), ``commit``, ``command``, ``cells`` (per setting and activation:
+    ``dev_accuracy`` seeds x epochs, ``setting``), ``ran_on``, ``runs`` and ``best`` (:func:`best_settings`)."""
+    given = {activation_label(a): model_activation(a) for a in settings.activations}  # a file's loaded once
+    epochs, seeds = settings.epochs or EPOCHS, list(range(settings.seeds))
+    training = [tuple(t.split("/", 1)) for t in settings.trainings]
+    texts, dev_text, dev_y = _sweep_texts(settings.data)
     dev_tokens = len(dev_text) * max((len(t.split()) for t in dev_text), default=1)
-    embeds = [int(e) for e in sweep["embed_dim"]]
     per_cell = max(classifier_memory(len(seeds), len(texts[u][0]) * DEFAULTS["max_len"] + dev_tokens, e)
-                   for e in embeds for _, u in training)
-    check_memory(per_cell, f"--seeds {len(seeds)} at embedding size {max(embeds)}", s.max_memory)
-    runner = grid.Runner(s, progress=progress, memory=per_cell, label="sst2-sweep")
-    seeds = list(seeds)  # a count is listed only now, after the memory check
-    settings = {"activations": activations, "seeds": seeds,
-                "sweep": {"embed_dim": [int(e) for e in sweep["embed_dim"]], "training": [list(t) for t in training]},
+                   for e in settings.embed_dims for _, u in training)
+    check_memory(per_cell, f"--seeds {len(seeds)} at embedding size {max(settings.embed_dims)}", settings.max_memory)
+    runner = grid.Runner(settings, progress=progress, memory=per_cell, label="sst2-sweep")
+    recorded = {"activations": list(given), "seeds": seeds,
+                "sweep": {"embed_dim": list(settings.embed_dims), "training": [list(t) for t in training]},
                 "epochs": {f"{o}/{u}": int(epochs[f"{o}/{u}"]) for o, u in training}, "lrs": LRS,
                 "fixed": {k: DEFAULTS[k] for k in ("score", "batch_size", "dropout", "max_len", "min_count")}}
     files = {a: activation_record(v) for a, v in given.items() if not isinstance(v, str)}
     if files:  # an activation of yours: a changed formula is another sweep, refused on resume
-        settings["activation_files"] = files
-    store = CellStore(s.results, settings, what="run_sst2_sweep", record_keys=("setting", "activation", "dev_accuracy"))
+        recorded["activation_files"] = files
+    store = CellStore(settings.results, recorded, what="run_sst2_sweep",
+                      record_keys=("setting", "activation", "dev_accuracy"))
     cells = store.cells
-    out = {"command": command, "settings": settings, "commit": code_commit(), "cells": cells,
+    out = {"command": command, "settings": recorded, "commit": code_commit(), "cells": cells,
            "ran_on": dict(store.previous.get("ran_on", {}))}
     out["runs"] = store.runs(command, out["commit"])  # every command that added cells to the file
     store.read(lambda: report({**out, "best": best_settings(out)}))  # the file's cells read before any work
@@ -167,11 +144,10 @@ def run_sst2_sweep(settings, *, command=None, progress=None):
         data[units] = grid.Shared({"ids": vocab.encode(tr_text, max_len=DEFAULTS["max_len"]), "y": tr_y,
                                    "dev": vocab.encode(dev_text), "dev_y": dev_y, "vocab": len(vocab),
                                    "n_train": len(tr_text)})
-    todo = [grid.Cell(_key({"embed_dim": int(embed), "optimizer": opt, "units": units}, act), _cell,
-                      (data[units], {"embed_dim": int(embed), "optimizer": opt, "units": units}, act, given[act],
+    todo = [grid.Cell(_key({"embed_dim": embed, "optimizer": opt, "units": units}, act), _cell,
+                      (data[units], {"embed_dim": embed, "optimizer": opt, "units": units}, act, given[act],
                        seeds, epochs[f"{opt}/{units}"]))
-            for embed, (opt, units) in itertools.product(settings["sweep"]["embed_dim"], training)
-            for act in activations]
+            for embed, (opt, units) in itertools.product(settings.embed_dims, training) for act in given]
 
     def save():
         out["best"] = best_settings(out)
@@ -181,6 +157,15 @@ def run_sst2_sweep(settings, *, command=None, progress=None):
         runner.run(todo, into=cells, ran_on=out["ran_on"], then=save)
     save()
     return out
+
+
+def _sweep_texts(data):
+    """The training texts by units (``"phrases"``: GLUE's training phrases; ``"sentences"``: the maximal
+    ones, :func:`sentences_of`) and the dev sentences with their labels, from the SST-2 folder ``data``."""
+    folder = resolve_data_dir(data)
+    phrases, labels = nonempty(*load_sst2(folder, "train"))[:2]
+    dev_text, dev_y, _ = nonempty(*load_sst2(folder, "dev"))
+    return {"phrases": (phrases, labels), "sentences": sentences_of(phrases, labels)}, dev_text, dev_y
 
 
 def _cell(data, setting, act, activation, seeds, n_epochs):

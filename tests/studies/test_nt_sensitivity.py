@@ -58,6 +58,8 @@ def test_rank_test_edge_cases():
     assert statistics.rank_test([1, 1, 1], [1, 1]) == 1.0
     # completely separated samples of 16: the exact p is 2 / C(32, 16), far below 1/(P+1)
     assert statistics.rank_test(np.arange(16), np.arange(16) + 100, permutations=1000) == pytest.approx(1 / 1001)
+    # few enough splits (C(10, 5) = 252 <= P): every split is counted, so the p-value is exact, 2 / 252
+    assert statistics.rank_test(np.arange(5), np.arange(5) + 100) == pytest.approx(2 / 252)
     with pytest.raises(ValueError, match="non-empty"):
         statistics.rank_test([], [1.0])
 
@@ -157,8 +159,9 @@ def test_sensitivity_cli(tmp_path, capsys):
     assert [r["command"].split("--lrs ")[1].split()[0] for r in saved["runs"]] == ["0.32", "0.04"]
     assert saved["settings"]["lrs"] == [0.04, 0.32] and len(saved["cells"]) == 4
     capsys.readouterr()
-    assert main(["nt-sensitivity", "fig4", "--lrs", "0.1,x"]) == 2
-    assert "--lrs: expected comma-separated numbers" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stop:  # text that is not a number: argparse's refusal, as for --seeds x
+        main(["nt-sensitivity", "fig4", "--lrs", "0.1,x"])
+    assert stop.value.code == 2 and "--lrs: expected comma-separated numbers" in capsys.readouterr().err
     assert main(["nt-sensitivity", "fig4", "--init-scales", "-1"]) == 2
     assert "--init-scales: expected a number > 0, got -1.0" in capsys.readouterr().err
 

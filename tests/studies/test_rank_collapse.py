@@ -382,20 +382,18 @@ def test_bad_input():
         rc.code_residual([[1, 2], [3, 4]])
     with pytest.raises(ValueError, match="tol"):
         rc.exact_residual(np.eye(2), tol=0.5)
-    with pytest.raises(ValueError, match="architecture"):
-        rc.init_stack("deep", 2, 4, 2, np.random.default_rng(0))
-    with pytest.raises(ValueError, match="heads"):
-        rc.init_stack("pure", 2, 5, 2, np.random.default_rng(0))
-    with pytest.raises(TypeError, match="rng"):
-        rc.init_stack("pure", 2, 4, 2, 0)
+    with pytest.raises(ValueError, match="architectures"):  # the settings' rules: init_stack trusts them
+        rc.Settings(architectures=("deep",))
+    with pytest.raises(ValueError, match="heads: expected a divisor of d = 5"):
+        rc.Settings(d=5, heads=2)
     with pytest.raises(ValueError, match="weight_std"):
-        rc.init_stack("pure", 2, 4, 2, np.random.default_rng(0), weight_std=-1.0)
+        rc.Settings(weight_std=-1.0)
     layers = rc.init_stack("pure", 2, 4, 2, np.random.default_rng(0))
     with pytest.raises(ValueError, match="layers"):
         rc.forward_stack(np.ones((3, 4)), layers, "softmax", "ffn")
     with pytest.raises(ValueError, match="features"):
         rc.forward_stack(np.ones((3, 5)), layers, "softmax", "pure")
-    with pytest.raises(ValueError, match="unknown activation"):
+    with pytest.raises(ValueError, match="'softmin' is not one of"):
         run_rank_collapse(activations=("softmin",), depth=1, n=2, d=2, heads=1, seeds=1, inputs=1)
     with pytest.raises(ValueError, match="precision"):
         run_rank_collapse(depth=1, n=2, d=2, heads=1, seeds=1, inputs=1, precision="quad")

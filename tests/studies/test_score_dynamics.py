@@ -52,10 +52,18 @@ def test_dynamics_cli(tmp_path, capsys):
     assert "prop1" in capsys.readouterr().out
 
 
-def test_bad_input_is_named():
-    with pytest.raises(ValueError, match="etas"):
-        sd.step_check(etas=(0.1, -1.0))
+def test_bad_settings_are_refused_when_made():
     with pytest.raises(ValueError, match="steps"):
-        sd.trajectories(steps=0)
+        sd.Settings(steps=0)
     with pytest.raises(ValueError, match="eta"):
-        sd.trajectories(eta=0.0)
+        sd.Settings(eta=0.0)
+
+
+def test_the_tiny_trainer_is_plain_gradient_descent():
+    """On R = |theta|^2 / 2 (gradient theta) each step multiplies theta by 1 - eta, exactly in binary
+    for eta = 0.5; the trainer yields steps + 1 parameter sets, the first the initial one."""
+    theta = {"w": np.array([1.0, -2.0, 4.0])}
+    path = list(sd.gradient_descent(lambda p: 0.5 * np.sum(p["w"] ** 2), theta, eta=0.5, steps=3))
+    assert len(path) == 4 and path[0] is theta
+    for t, p in enumerate(path):
+        np.testing.assert_array_equal(p["w"], theta["w"] * 0.5**t)

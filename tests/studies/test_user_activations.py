@@ -136,7 +136,7 @@ def test_a_name_given_twice_is_refused(spec, tmp_path, capsys):
     other = tmp_path / "copy.py"
     other.write_text(FILE)  # two files, one NAME: results keyed by name would mix them
     assert main(["prop2", "--activations", f"{spec},{other}:algebraic"]) == 2
-    assert "--activations: algebraic is given twice; each activation once" in capsys.readouterr().err
+    assert "--activations: 'algebraic' is given twice; each value once" in capsys.readouterr().err
 
 
 def test_the_runners_take_the_object_itself(spec):
