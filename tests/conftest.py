@@ -1,4 +1,5 @@
-"""Shared fixtures and helpers for the refattn tests."""
+"""The fixtures every test folder shares (``rng``, ``xp``, the built book ``site``, a tiny SST-2 folder) and the
+hook that marks the tests of an extra; the helpers a test imports are in ``tests/support.py``."""
 
 import os
 import pathlib
@@ -21,8 +22,7 @@ settings.register_profile("ci", derandomize=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
 
-import support  # noqa: E402
-from support import RTOL_AUTOGRAD, RTOL_CENTRAL, default_sigint, random_scores  # noqa: E402,F401
+from tests import support  # noqa: E402
 
 
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` selects: ``-m extra`` must see these marks
@@ -61,7 +61,7 @@ def xp(request, monkeypatch):
     if request.param == "numpy":
         return np
     if request.param == "fake_device":
-        import fake_device
+        from tests import fake_device
 
         return fake_device.install(monkeypatch)
     from refattn.core.backend import cupy_available
@@ -89,3 +89,17 @@ def site(tmp_path_factory):
     assert r.returncode == 0, "mkdocs build --strict failed:\n" + r.stderr[-6000:]
     print(f"\nbook: mkdocs build --strict took {time.perf_counter() - t0:.1f} s, site in {out}")
     return out
+
+
+@pytest.fixture(scope="session")
+def sst2_folder(tmp_path_factory):
+    """A tiny SST-2 folder: sentences whose label one word decides."""
+    folder = tmp_path_factory.mktemp("sst2")
+    rng = np.random.default_rng(0)
+    rows = []
+    for i in range(40):
+        y = int(rng.integers(2))
+        rows.append((y, f"{('good', 'bad')[1 - y]} film w{i % 5} the end"))
+    (folder / "train.tsv").write_text("sentence\tlabel\n" + "".join(f"{s}\t{y}\n" for y, s in rows))
+    (folder / "dev.tsv").write_text("sentence\tlabel\n" + "".join(f"{s}\t{y}\n" for y, s in rows[:12]))
+    return folder

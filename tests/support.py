@@ -12,10 +12,13 @@ import importlib
 import os
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from refattn.exercises.pdf import find_chromium
+
+ROOT = Path(__file__).resolve().parents[1]
 
 #: Analytic vs autograd agree to rounding; analytic vs central differences (eps = 1e-6) to truncation plus
 #: rounding, about 1e-9 in practice (derivation 22).
@@ -74,6 +77,36 @@ def skip_unless(*extras, chromium=False):
         pytest.skip(why)
 
 
+#: Every command at a tiny size ("SST2" stands for the tiny SST-2 folder).
+TINY = {
+    "prop1": [],
+    "properties": [],
+    "prop2": ["--activations", "softmax,tanhmax", "--n", "6", "--d", "2", "--m", "20"],
+    "signexp-at-zero": [],
+    "dynamics": ["--activations", "softmax", "--steps", "3"],
+    "polarity": ["--activations", "softmax", "--seeds", "1", "--epochs", "1"],
+    "interpret": ["--activations", "softmax", "--seeds", "1", "--epochs", "1", "--n-instances", "6", "--draws", "2"],
+    "sst2": ["--data", "SST2", "--activations", "softmax", "--seeds", "1"],
+    "sst2-sweep": ["--data", "SST2", "--activations", "softmax", "--seeds", "1", "--embed-dims", "4",
+                   "--trainings", "adam/phrases"],
+    "rank-collapse": ["--activations", "softmax", "--architectures", "pure", "--depth", "2", "--seeds", "1",
+                      "--inputs", "1"],
+    "geometry": ["--cs", "1", "--n-keys", "36", "--dim", "8", "--n-random", "20"],
+    "nt-cycles": ["--N", "2", "--tau", "1"],
+    "nt": ["--task", "N2T1", "--context", "4", "--seeds", "1", "--epochs", "2", "--eval-every", "2", "--n-test", "2"],
+    "nt-figure": ["fig4", "--seeds", "1", "--epochs", "2"],
+    "nt-sensitivity": ["fig4", "--seeds", "2", "--epochs", "2", "--eval-every", "2", "--init-scales", "1",
+                       "--lrs", "0.32", "--n-test", "2"],
+    "curves": [str(ROOT / "derivations" / "data" / "15-sensitivity-fig7-128.json")],
+    "neural-surface": ["--n-train", "10", "--n-test", "10", "--hidden-size", "3", "--steps", "2"],
+    "neural-cost": ["--ns", "16", "--d-primes", "2", "--budget-mib", "8", "--repeats", "1"],
+    "lm": ["--data", "toy", "--activations", "softmax", "--seeds", "1", "--steps", "2", "--layers", "1",
+           "--width", "8"],
+    "lm-study": ["--data", "toy", "--activations", "softmax", "--lrs", "0.01", "--seeds", "1", "--steps", "2",
+                 "--long-steps", "2", "--long-evals", "1", "--phases", "tune,long"],
+}
+
+
 #: How long a test waits, at most, for another process to reach a state: generous, so that only a process that
 #: never gets there fails, however loaded the machine; no test asserts how fast anything is.
 PATIENCE_S = 900
@@ -114,4 +147,4 @@ def default_sigint():
 
 
 __all__ = ["RTOL_AUTOGRAD", "RTOL_CENTRAL", "EXTRAS", "needs", "skip_unless", "missing", "required",
-           "PATIENCE_S", "wait_for", "random_scores", "default_sigint"]
+           "TINY", "PATIENCE_S", "wait_for", "random_scores", "default_sigint"]

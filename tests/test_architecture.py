@@ -165,10 +165,13 @@ def test_the_loop_finder_finds_a_loop():
 # --------------------------------------------------------------------------
 
 #: The longest a function of the package may be, docstring included.
-MAX_FUNCTION_LINES = 100
+MAX_FUNCTION_LINES = 60
 
-#: Folders left out of the length rule (none now).
-LENGTH_EXEMPT = ()
+#: The functions still over that length, at most ten, by ``file:name``: each may shrink or go, none may grow
+#: past the hundred lines every function once had to keep within, and no other may join them.
+LONGER = {"refattn/exercises/_child.py:arm", "refattn/exercises/_child.py:_run_job",
+          "refattn/exercises/export.py:export_gradescope", "refattn/exercises/grading.py:grade_many",
+          "refattn/exercises/judge.py:_judge_one", "refattn/exercises/export.py:export_student"}
 
 
 def _long_functions(path, limit=MAX_FUNCTION_LINES):
@@ -178,21 +181,24 @@ def _long_functions(path, limit=MAX_FUNCTION_LINES):
             and node.end_lineno - node.lineno + 1 > limit]
 
 
-def test_no_function_is_longer_than_a_hundred_lines():
-    bad = []
+def test_no_function_is_longer_than_sixty_lines():
+    assert len(LONGER) <= 10
+    bad, seen = [], set()
     for path in MODULES.values():
         rel = path.relative_to(ROOT).as_posix()
-        if rel.startswith(LENGTH_EXEMPT):
-            continue
-        bad += [f"{rel}:{line} {name} ({n} lines)" for name, line, n in _long_functions(path)]
+        for name, line, n in _long_functions(path):
+            seen.add(f"{rel}:{name}")
+            if f"{rel}:{name}" not in LONGER or n > 100:
+                bad.append(f"{rel}:{line} {name} ({n} lines)")
     assert not bad, f"functions over {MAX_FUNCTION_LINES} lines:\n" + "\n".join(bad)
+    assert not LONGER - seen, f"now within {MAX_FUNCTION_LINES} lines, so off the list: {sorted(LONGER - seen)}"
 
 
 def test_the_length_rule_can_fail(tmp_path):
     long = tmp_path / "long.py"
-    long.write_text("def f():\n" + "    x = 1\n" * 100 + "    return x\n")
-    assert _long_functions(long) == [("f", 1, 102)]
-    assert _long_functions(long, limit=102) == []
+    long.write_text("def f():\n" + "    x = 1\n" * 60 + "    return x\n")
+    assert _long_functions(long) == [("f", 1, 62)]
+    assert _long_functions(long, limit=62) == []
 
 
 # --------------------------------------------------------------------------

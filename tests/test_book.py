@@ -44,7 +44,7 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
-from teaching_checks import leaked
+from tests.exercises.teaching_checks import leaked
 
 from refattn.exercises import EXERCISES, PARTS
 from refattn.exercises.pdf import find_chromium

@@ -5,13 +5,11 @@ or exit 2 and one line on stderr, never a traceback and never a hang.
 ``REFATTN_FUZZ_EXAMPLES`` sets the number of argument vectors drawn per command (default 3)."""
 
 import concurrent.futures
-import dataclasses
 import json
 import os
 import pathlib
 import subprocess
 import sys
-import typing
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -19,7 +17,7 @@ from hypothesis import strategies as st
 
 from refattn.studies import STUDIES, command_fields, option_name, study
 
-from test_study_commands import TINY
+from tests.support import TINY
 
 pytestmark = pytest.mark.slow
 

@@ -18,9 +18,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import wait_for
+from tests.support import wait_for
 
-import fake_device
+from tests import fake_device
 from refattn.core.backend import cupy_available
 
 pytestmark = pytest.mark.slow

@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import fake_device
+from tests import fake_device
 from refattn import ACTIVATIONS, SCORES, activation, score
 from refattn.core.activations import TanhMax
 from refattn.core import attention as reference
@@ -47,7 +47,7 @@ from refattn.fast import streaming
 from refattn.core.backend import to_numpy
 from refattn.core.gradcheck import compare
 
-from conftest import random_scores
+from tests.support import random_scores
 
 GRAD_NAMES = ("Q", "K", "V", "params")  # attention_backward returns (dQ, dK, dV, dparams)
 

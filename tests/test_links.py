@@ -22,7 +22,7 @@ import re
 
 import pytest
 
-from teaching_checks import teaching
+from tests.exercises.teaching_checks import teaching
 
 pytestmark = pytest.mark.slow
 

@@ -14,22 +14,21 @@ import pathlib
 import signal
 import subprocess
 import sys
-import time
 import tracemalloc
 import typing
 
 import numpy as np
 import pytest
-from support import wait_for
+from tests.support import wait_for
 
 from refattn import cli
 from refattn.studies import RANGE_RULES, STUDIES, command_fields, option_name, study
 from refattn.training import runs
 from refattn.training.train import load_checkpoint
 
-from conftest import default_sigint
-from test_study_commands import TINY
-from test_train import SEEDS, run
+from tests.support import default_sigint
+from tests.support import TINY
+from tests.training.toy import run
 
 pytestmark = pytest.mark.slow
 
@@ -82,7 +81,7 @@ def test_a_resume_whose_first_save_fails_leaves_the_earlier_checkpoint_resumable
 KILL_CHILD = r"""
 import os, signal, sys
 sys.path.insert(0, {tests!r} + "/training")  # test_train, the toy model
-from test_train import run
+from tests.training.toy import run
 from refattn.training import runs
 
 point, ck, epochs, at = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])

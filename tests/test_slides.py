@@ -24,7 +24,7 @@ import re
 import shlex
 
 import pytest
-from teaching_checks import leaked, teaching
+from tests.exercises.teaching_checks import leaked, teaching
 
 from refattn.exercises import EXERCISES, PARTS
 

@@ -24,7 +24,7 @@ import sys
 
 import pytest
 
-from teaching_checks import teaching
+from tests.exercises.teaching_checks import teaching
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("refattn_root_conftest", ROOT / "conftest.py")

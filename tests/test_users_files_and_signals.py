@@ -15,15 +15,15 @@ import time
 
 import numpy as np
 import pytest
-from support import wait_for
+from tests.support import wait_for
 
 from refattn import cli
 from refattn.studies import study
 from refattn.training import runs
 from refattn.training.train import load_checkpoint
 
-from conftest import default_sigint
-from test_study_commands import TINY, sst2_folder  # noqa: F401  (the tiny SST-2 folder, a fixture)
+from tests.support import default_sigint
+from tests.support import TINY
 
 pytestmark = pytest.mark.slow
 

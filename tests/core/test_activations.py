@@ -16,7 +16,7 @@ from refattn import ACTIVATIONS, Activation, activation
 from refattn.core.backend import cupy_available
 from refattn.core.gradcheck import gradcheck
 
-from conftest import RTOL_AUTOGRAD, RTOL_CENTRAL, random_scores
+from tests.support import RTOL_AUTOGRAD, RTOL_CENTRAL, random_scores
 
 SHAPES = [(6,), (3, 4), (2, 3, 4), (2, 2, 3, 3)]
 SHAPE_AXES = [(shape, axis) for shape in SHAPES for axis in range(-len(shape), 0)]

@@ -8,7 +8,7 @@ from refattn.core.attention import attention, attention_backward, causal_mask
 from refattn.core.backend import cupy_available
 from refattn.core.gradcheck import gradcheck
 
-from conftest import RTOL_AUTOGRAD, RTOL_CENTRAL
+from tests.support import RTOL_AUTOGRAD, RTOL_CENTRAL
 
 GRAD_NAMES = ("Q", "K", "V", "params")  # attention_backward returns (dQ, dK, dV, dparams)
 

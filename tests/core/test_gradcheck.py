@@ -29,7 +29,7 @@ from refattn import ACTIVATIONS, activation
 from refattn.core.gradcheck import (ROUNDING_SAFETY, UNIT_ROUNDOFF, Comparison, GradcheckResult, compare,
                                gradcheck)
 
-from conftest import random_scores
+from tests.support import random_scores
 
 
 # --- two small functions with hand-written VJPs --------------------------------------------

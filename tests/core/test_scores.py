@@ -18,7 +18,7 @@ from refattn.core.backend import cupy_available
 from refattn.core.gradcheck import gradcheck
 from refattn.core.scores import SCORES, Score, score
 
-from conftest import RTOL_AUTOGRAD, RTOL_CENTRAL
+from tests.support import RTOL_AUTOGRAD, RTOL_CENTRAL
 
 D, N_Q, N_K = 4, 3, 4  # per-token scores use n = N_K
 BATCHES = [(), (2,), (2, 3)]

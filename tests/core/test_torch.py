@@ -15,9 +15,9 @@ import importlib
 import numpy as np
 import pytest
 
-from framework_cases import (ACTIVATIONS, EXTREME, SCORES, assert_close, attention_inputs, mask_with_empty_row,
+from tests.core.framework_cases import (ACTIVATIONS, EXTREME, SCORES, assert_close, attention_inputs, mask_with_empty_row,
                              masked_score_case, reference_activation, reference_attention, scores)
-from support import needs
+from tests.support import needs
 
 needs("torch")
 import torch  # noqa: E402

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import wait_for
+from tests.support import wait_for
 
 import refattn
 from refattn.cli import main as cli_main

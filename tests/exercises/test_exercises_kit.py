@@ -30,9 +30,9 @@ from refattn.exercises.export import (CONFIG_NAME, export_gradescope, solution_b
                                       solution_source, starter)
 from refattn.exercises.graders import closure_shift
 
-from conftest import default_sigint
-from teaching_checks import leaked, leaked_library
-from test_exercises import WRONG
+from tests.support import default_sigint
+from tests.exercises.teaching_checks import leaked, leaked_library
+from tests.exercises.wrong_answers import WRONG
 
 ROOT = Path(__file__).resolve().parents[2]
 LIMIT = 8  # seconds an answer has in these tests (a loaded CI machine must not time out a right answer)

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from support import required
+from tests.support import required
 
 from refattn.cli import main as cli_main
 from refattn.exercises import EXERCISES, exercise, grade

@@ -24,7 +24,7 @@ from refattn.core import attention as reference
 from refattn.fast import AttentionCache, attention, attention_backward, set_blocking, threads
 from refattn.fast.kernels import Generic, forward as kernel_forward, kernel, vjp_from
 
-from conftest import random_scores
+from tests.support import random_scores
 
 GRAD_NAMES = ("Q", "K", "V", "params")  # attention_backward returns (dQ, dK, dV, dparams)
 

@@ -29,7 +29,7 @@ from refattn.fast import streaming_fast, threads
 from refattn.fast.blocks import Blocks
 from refattn.fast.streaming import streaming_attention, streaming_attention_backward
 
-from conftest import RTOL_AUTOGRAD, RTOL_CENTRAL
+from tests.support import RTOL_AUTOGRAD, RTOL_CENTRAL
 
 GRAD_NAMES = ("Q", "K", "V", "params")  # attention_backward returns (dQ, dK, dV, dparams)
 

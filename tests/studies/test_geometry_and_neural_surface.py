@@ -17,7 +17,7 @@ from refattn.studies import geometry as geo
 from refattn.studies import neural_surface as ns
 from refattn.core.gradcheck import gradcheck
 
-from conftest import RTOL_AUTOGRAD, RTOL_CENTRAL
+from tests.support import RTOL_AUTOGRAD, RTOL_CENTRAL
 
 NORMS = [(0.3, 0.5), (1.0, 1.0), (2.0, 1.5), (4.0, 2.0)]  # c = |q||k| from 0.15 to 8
 

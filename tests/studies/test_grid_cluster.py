@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from support import PATIENCE_S, needs, wait_for
+from tests.support import PATIENCE_S, needs, wait_for
 
 needs("cluster")
 pytestmark = pytest.mark.slow

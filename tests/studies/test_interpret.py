@@ -18,7 +18,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import refattn
 from refattn.studies.interpret import (
     PAPER_TABLE1,
     _permuted,
@@ -42,7 +41,7 @@ from refattn.studies import helpers, interpret
 from refattn.training.models import PolarityClassifier
 from refattn.training.tasks.polarity import PolarityConfig
 
-from conftest import RTOL_CENTRAL
+from tests.support import RTOL_CENTRAL
 
 S, B, L, V, E, H = 2, 4, 6, 11, 4, 3
 

@@ -22,7 +22,7 @@ from refattn import score
 from refattn.studies import neural_cost as nc
 from refattn.core.gradcheck import gradcheck
 
-from conftest import RTOL_AUTOGRAD, RTOL_CENTRAL
+from tests.support import RTOL_AUTOGRAD, RTOL_CENTRAL
 
 
 def run_neural_cost(*, progress=None, **settings):

@@ -372,7 +372,7 @@ def test_a_run_on_a_fake_device_matches_the_cpu_run(monkeypatch):
     # tests/fake_device.py: NumPy behind an array type that refattn treats as CuPy and that
     # raises on any implicit host copy or NumPy call on its data, so device="gpu" runs the
     # GPU branch of every array_module() call here on the CPU.
-    fake_device = pytest.importorskip("fake_device")
+    from tests import fake_device
     kw = dict(seeds=2, epochs=4, eval_every=2, n_test=3, n_g=3, snapshot_epochs=(0, 4))
     cpu = run_nt("N3T2+N3T1", 5, "expressive", **kw)
     xp = fake_device.install(monkeypatch)

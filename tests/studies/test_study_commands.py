@@ -8,11 +8,11 @@ import json
 import pathlib
 import re
 
-import numpy as np
 import pytest
 
 from refattn.cli import build_parser, main, settings_from_args
 from refattn.studies import SHARED, STUDIES, command_fields, study
+from tests.support import TINY
 
 pytestmark = pytest.mark.slow
 
@@ -105,50 +105,6 @@ def test_a_parse_error_is_one_line_with_a_pointer_to_help(capsys):
         assert stop.value.code == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and err.startswith(expected) and "--help)" in err, err
-
-
-@pytest.fixture(scope="module")
-def sst2_folder(tmp_path_factory):
-    """A tiny SST-2 folder: sentences whose label one word decides."""
-    folder = tmp_path_factory.mktemp("sst2")
-    rng = np.random.default_rng(0)
-    rows = []
-    for i in range(40):
-        y = int(rng.integers(2))
-        rows.append((y, f"{('good', 'bad')[1 - y]} film w{i % 5} the end"))
-    (folder / "train.tsv").write_text("sentence\tlabel\n" + "".join(f"{s}\t{y}\n" for y, s in rows))
-    (folder / "dev.tsv").write_text("sentence\tlabel\n" + "".join(f"{s}\t{y}\n" for y, s in rows[:12]))
-    return folder
-
-
-#: Every command at a tiny size ("SST2" stands for the tiny SST-2 folder).
-TINY = {
-    "prop1": [],
-    "properties": [],
-    "prop2": ["--activations", "softmax,tanhmax", "--n", "6", "--d", "2", "--m", "20"],
-    "signexp-at-zero": [],
-    "dynamics": ["--activations", "softmax", "--steps", "3"],
-    "polarity": ["--activations", "softmax", "--seeds", "1", "--epochs", "1"],
-    "interpret": ["--activations", "softmax", "--seeds", "1", "--epochs", "1", "--n-instances", "6", "--draws", "2"],
-    "sst2": ["--data", "SST2", "--activations", "softmax", "--seeds", "1"],
-    "sst2-sweep": ["--data", "SST2", "--activations", "softmax", "--seeds", "1", "--embed-dims", "4",
-                   "--trainings", "adam/phrases"],
-    "rank-collapse": ["--activations", "softmax", "--architectures", "pure", "--depth", "2", "--seeds", "1",
-                      "--inputs", "1"],
-    "geometry": ["--cs", "1", "--n-keys", "36", "--dim", "8", "--n-random", "20"],
-    "nt-cycles": ["--N", "2", "--tau", "1"],
-    "nt": ["--task", "N2T1", "--context", "4", "--seeds", "1", "--epochs", "2", "--eval-every", "2", "--n-test", "2"],
-    "nt-figure": ["fig4", "--seeds", "1", "--epochs", "2"],
-    "nt-sensitivity": ["fig4", "--seeds", "2", "--epochs", "2", "--eval-every", "2", "--init-scales", "1",
-                       "--lrs", "0.32", "--n-test", "2"],
-    "curves": [str(ROOT / "derivations" / "data" / "15-sensitivity-fig7-128.json")],
-    "neural-surface": ["--n-train", "10", "--n-test", "10", "--hidden-size", "3", "--steps", "2"],
-    "neural-cost": ["--ns", "16", "--d-primes", "2", "--budget-mib", "8", "--repeats", "1"],
-    "lm": ["--data", "toy", "--activations", "softmax", "--seeds", "1", "--steps", "2", "--layers", "1",
-           "--width", "8"],
-    "lm-study": ["--data", "toy", "--activations", "softmax", "--lrs", "0.01", "--seeds", "1", "--steps", "2",
-                 "--long-steps", "2", "--long-evals", "1", "--phases", "tune,long"],
-}
 
 
 @pytest.mark.parametrize("command", list(STUDIES))

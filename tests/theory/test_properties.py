@@ -22,7 +22,7 @@ from refattn import ACTIVATIONS, activation
 from refattn.studies import four_properties
 from refattn.theory import properties as P
 
-from conftest import RTOL_AUTOGRAD, random_scores
+from tests.support import RTOL_AUTOGRAD, random_scores
 
 SEEDS = pathlib.Path(__file__).resolve().parents[3] / "shared" / "seeds"
 

@@ -19,7 +19,7 @@ from refattn.theory import proposition1 as dyn
 from refattn.check import away_from_singular
 from refattn.cli import main
 
-from conftest import RTOL_AUTOGRAD, random_scores
+from tests.support import RTOL_AUTOGRAD, random_scores
 
 # Proposition 1 under its assumption is an identity: it must hold to rounding.
 RTOL_PROP1 = 1e-10

@@ -40,7 +40,7 @@ from refattn.training.layers import (
     softmax_cross_entropy_backward,
 )
 
-from conftest import RTOL_AUTOGRAD, RTOL_CENTRAL
+from tests.support import RTOL_AUTOGRAD, RTOL_CENTRAL
 
 S = 3  # seeds
 

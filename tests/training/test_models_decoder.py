@@ -24,7 +24,7 @@ from refattn.training.models.decoder import DecoderLM, cog_hybrid, neural_first
 from refattn.training.optim import Adam
 from refattn.training.train import train
 
-from conftest import RTOL_AUTOGRAD, RTOL_CENTRAL
+from tests.support import RTOL_AUTOGRAD, RTOL_CENTRAL
 
 
 def random_params(model, seeds, rng, scale=0.3):

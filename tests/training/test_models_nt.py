@@ -46,7 +46,7 @@ from refattn.training.models.nt import (
     search_parameterisations,
 )
 
-from conftest import RTOL_AUTOGRAD, RTOL_CENTRAL
+from tests.support import RTOL_AUTOGRAD, RTOL_CENTRAL
 
 
 def random_params(model, seeds, rng, scale=0.5):

@@ -17,7 +17,7 @@ from refattn.core.activations import ACTIVATIONS, activation
 from refattn.core.gradcheck import gradcheck
 from refattn.training.models import SCORE_KINDS, PolarityClassifier, dropout_mask
 
-from conftest import RTOL_AUTOGRAD, RTOL_CENTRAL
+from tests.support import RTOL_AUTOGRAD, RTOL_CENTRAL
 
 S, B, L, V, E, H = 2, 3, 5, 9, 4, 3
 #: odd activations, phi(-s) = -phi(s): g odd, h even

@@ -14,7 +14,7 @@ from refattn.training.optim import Adam
 from refattn.training.runs import ResultsFile, check_memory, dumps
 from refattn.training.train import check_checkpoint, load_checkpoint, save_checkpoint, train
 
-from test_train import SEEDS, ToyModel, batches, run
+from tests.training.toy import SEEDS, ToyModel, batches, run
 
 
 # --------------------------------------------------------------------------
