@@ -492,7 +492,7 @@ def test_run_interpret_on_sst2_when_present():
         folder = resolve_sst2()
     except FileNotFoundError as err:
         pytest.skip(f"SST-2 is absent: {err}")
-    r = run_interpret(("tanhmax",), "sst2", sst2=str(folder), seeds=1, epochs=0, n_instances=12, draws=5)
+    r = run_interpret(("tanhmax",), "sst2", sst2=str(folder), seeds=1, epochs=1, n_instances=12, draws=5)
     json.dumps(r, allow_nan=False)
     assert r["settings"]["data"]["test"] == 872 and r["settings"]["n_instances"] == 12
 
