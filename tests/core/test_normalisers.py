@@ -178,3 +178,13 @@ def test_fast_routes_keep_the_offset(rng):
         np.testing.assert_allclose(out, ref, rtol=1e-12, atol=1e-14)
         with pytest.raises(ValueError, match="activation: .*offset"):
             streaming_attention(Q, K, V, activation=name)
+
+
+def test_refattn_check_lists_every_normaliser_and_its_singular_points():
+    from refattn.check import run_check
+
+    rows = {r["name"]: r for r in run_check()["rows"]}
+    for name in NORMALISERS:
+        assert rows[name]["ok"] and not rows[name]["singular"], rows[name]
+        for where, _ in activation(name).singular:
+            assert rows[f"{name} @ {where}"]["singular"] and rows[f"{name} @ {where}"]["ok"]
