@@ -38,6 +38,9 @@ SEEDS = ROOT.parent / "shared" / "seeds"
 STATUSES = ("verified", "corrected", "refuted", "reproduced", "reproduced under stated conditions",
             "partially reproduced", "inconclusive at this scale", "not reproduced", "not checked", "not applicable")
 PAPERS = ("TanhMax", "Cog", "NeuralAttn", "Expressive")
+#: the sources of the normalisers beyond the four papers (derivation 25): one row for each formula
+BEYOND = ("Miller", "Softpick", "StableMax", "Based")
+SOURCES = PAPERS + BEYOND
 SEED_FILES = {"TanhMax": "001_*.txt", "Cog": "002_*.txt", "NeuralAttn": "003_*.txt",
               "Expressive": "004_*.txt"}
 
@@ -54,11 +57,12 @@ EXPECTED = {
     "Cog": _items("display", 3) | {"code cog_attn", "code tr_forward"},
     "NeuralAttn": _items("Eq.", 9) | _items("Algorithm", 1) | _items("Table", 8) | _items("Fig.", 11),
     "Expressive": _items("Eq.", 9) | _items("Fig.", 7),
+    **{source: {"formula"} for source in BEYOND},
 }
 
-ITEM_RE = re.compile(r"^(TanhMax|Cog|NeuralAttn|Expressive) "
+ITEM_RE = re.compile(r"^(" + "|".join(SOURCES) + r") "
                      r"((?:Eq\.|Proposition|Definition|Lemma|Theorem|Corollary|Algorithm|Table|Fig\.|display) \d+"
-                     r"|code \w+)$")
+                     r"|code \w+|formula)$")
 STATUS_RE = re.compile(r"^\*\*(" + "|".join(STATUSES) + r")\*\*")
 DOTTED_RE = re.compile(r"^refattn(\.[A-Za-z_]\w*)+$")
 TEST_RE = re.compile(r"^(tests/[\w/]+\.py)::(test_\w+)$")
@@ -207,14 +211,14 @@ LINKS = sorted({(path.name, target) for path in DOCS for _, target in _links(pat
 
 def test_every_index_table_row_is_an_item_with_six_cells():
     for cells in _table_rows(INDEX):
-        if cells[0] in ("item", "paper") or cells[0] in PAPERS + ("all",):
+        if cells[0] in ("item", "paper") or cells[0] in SOURCES + ("all",):
             continue  # headers and the summary table
         assert ITEM_RE.match(cells[0]), f"index row {cells[0]!r}: not an item label of the form 'Paper Eq. k'"
         assert len(cells) == 6, f"index row {cells[0]!r}: {len(cells)} cells, expected 6"
         assert all(cells), f"index row {cells[0]!r}: an empty cell (write {NONE!r})"
 
 
-@pytest.mark.parametrize("paper", PAPERS)
+@pytest.mark.parametrize("paper", SOURCES)
 def test_every_numbered_item_has_exactly_one_row(paper):
     labels = [item for p, item, _ in _index_rows() if p == paper]
     dupes = sorted({x for x in labels if labels.count(x) > 1})
@@ -282,12 +286,12 @@ def test_verified_and_reproduced_rows_name_a_test():
 
 
 def test_summary_counts_are_the_rows_counts():
-    counts = {p: dict.fromkeys(STATUSES, 0) for p in PAPERS}
+    counts = {p: dict.fromkeys(STATUSES, 0) for p in SOURCES}
     for paper, item, cells in _index_rows():
         m = STATUS_RE.match(cells[2])
         assert m, f"{paper} {item}: no status word, so the counts cannot be compared"
         counts[paper][m.group(1)] += 1
-    counts["all"] = {s: sum(counts[p][s] for p in PAPERS) for s in STATUSES}
+    counts["all"] = {s: sum(counts[p][s] for p in SOURCES) for s in STATUSES}
     header = None
     table = {}
     for cells in _table_rows(INDEX):

@@ -28,7 +28,15 @@ sigmoid    sigmoid(s)           same         1           log sigmoid(s)
 linear     s                    1            s           0
 relu       max(s, 0)            1            max(s, 0)   0
 cosformer  max(s, 0)            max(s, 0)    1           log max(s, 0)
+softmax1   e^s                  e^s          1           s                          (c = 1)
+softpick   max(e^s - 1, 0)      |e^s - 1|    [s > 0]     log|e^s - 1|               (c = 1e-8)
+stablemax  s+1, 1/(1-s) below 0 same         1           sign(s) log(1 + |s|)
+taylor     1 + s + s^2/2        same         1           log(1 + s + s^2/2)
 ========== ==================== ============ =========== ========================
+
+The last four are normalisers of 2023-2025 (``derivations/25-normalisers.md``); c is a denominator
+**offset**, ``phi_i = g(s_i) / (c + sum_k h(s_k))``: a phantom key with ``ell = log c`` and no value,
+in ``p``'s normaliser only, which leaves the VJP as it is (Eq. 25.O3).
 
 Conventions (each pinned by a test in ``tests/core/test_activations.py``): a
 **mask** is boolean, ``True`` = keep, and a masked entry has ``h = 0``
@@ -54,7 +62,7 @@ import numpy as np
 from . import checks
 from .backend import array_module, dtype_of, quiet, stop_gradient
 
-__all__ = ["Activation", "ACTIVATIONS", "Formula", "activation", "register", "softmax", "sigmoid", "sqrt_tiny"]
+__all__ = ["Activation", "ACTIVATIONS", "NORMALISERS", "Formula", "activation", "register", "softmax", "sigmoid", "sqrt_tiny"]
 
 _REGISTRY: dict = {}  # name -> a constructor (the class, for the built-ins)
 
@@ -65,20 +73,27 @@ def register(cls):
     return cls
 
 
-def softmax(l, axis=-1, mask=None, scale=1.0):
-    """``softmax(scale * l)`` along ``axis``, 0 where masked, stable for every finite ``l``.
+def softmax(l, axis=-1, mask=None, scale=1.0, offset=0.0):
+    """``e^{scale l_i} / (offset + sum_k e^{scale l_k})`` along ``axis``, 0 where masked, stable for every finite ``l``.
 
     ``l`` may hold ``-inf`` (``h = 0``). The row maximum is subtracted first
     (the log-sum-exp shift; it cancels, so it carries no gradient); a row with
     no finite entry has no normaliser and gets 0 (derivation 01, Appendix A).
+    An ``offset`` c > 0 is one more entry of the row, a phantom key with
+    ``scale l = log c`` whose weight is dropped (derivation 25, section 1):
+    the shift is the larger of the row maximum and ``log c``, and every row has a normaliser.
     """
     xp = array_module(l, mask)
     if mask is not None:
         l = xp.where(mask, l, -np.inf)  # a masked entry has h = 0
+    lc = math.log(offset) / scale if offset > 0 else -math.inf  # the phantom key's l
     m = xp.max(stop_gradient(l), axis=axis, keepdims=True)  # the shift; NaN if the row has a NaN
+    m = xp.where(m < lc, lc, m)  # the phantom key counts (False for NaN, which stays NaN)
     m = xp.where(m == -np.inf, 0.0, m)  # a row with no normaliser: any finite shift
     e = xp.exp(scale * (l - m))  # in [0, 1]: no overflow
     z = xp.sum(e, axis=axis, keepdims=True)  # >= 1, or 0 on a row with no normaliser
+    if offset > 0:
+        z = z + xp.exp(scale * (lc - m))  # the phantom key's e^{log c - m}, in (0, 1]
     return e / xp.where(z == 0, 1.0, z)  # no normaliser: e = 0, so p = 0
 
 
@@ -129,6 +144,7 @@ class Activation:
     #: of s; the most cautious). Rank collapse's first-order expansion reads it (derivation 16).
     regularity: str = "log"
     shift_invariant: bool = False  #: ``phi(s + c) = phi(s)`` for every constant ``c`` (softmax only)
+    offset: float = 0.0  #: c >= 0 in ``phi_i = g(s_i) / (c + sum_k h(s_k))``: a phantom key (derivation 25)
 
     # --- what each activation writes: rho = g / h, ell = log h, and derivatives --
     def rho(self, s):
@@ -161,8 +177,9 @@ class Activation:
     # --- Eq. 01.R1: phi = rho softmax(ell) -----------------------------------------
     @quiet
     def p(self, s, axis=-1, mask=None):
-        """``p = softmax(ell(s))`` along ``axis``: the ``p`` of Eq. 01.R1 (not the weights)."""
-        return softmax(self.ell(s), axis, mask)
+        """``p = softmax(ell(s))`` along ``axis``: the ``p`` of Eq. 01.R1 (not the weights), the offset's
+        phantom key in its normaliser (Eq. 25.O1)."""
+        return softmax(self.ell(s), axis, mask, offset=self.offset)
 
     @checks.activation_forward
     def forward(self, s, axis=-1, mask=None):
@@ -339,7 +356,7 @@ class SigSoftmax(Activation):
 
     @quiet
     def p(self, s, axis=-1, mask=None):
-        return softmax(self.half_ell(s), axis, mask, scale=2.0)  # softmax(2 (ell / 2))
+        return softmax(self.half_ell(s), axis, mask, scale=2.0, offset=self.offset)  # softmax(2 (ell / 2))
 
 
 @register
@@ -421,8 +438,100 @@ class CosFormerNorm(Activation):
         return xp.where(small, 0.0, 1.0 / xp.where(small, 1.0, s))  # 1/s where h > 0
 
 
-#: The built-in activations, in registry order.
+#: The built-in activations of the four papers and their baselines, in registry order.
 ACTIVATIONS = tuple(_REGISTRY)
+
+
+# --- Beyond the four papers: normalisers of 2023-2025 in the same form (derivations/25-normalisers.md) ----
+@register
+class SoftmaxOne(Softmax):
+    """Softmax-1, ``e^{s_i} / (1 + sum_k e^{s_k})`` (Miller 2023; derivation 25, 2.1): softmax with the
+    offset c = 1, a phantom key of score 0 and no value; softmax's own VJP holds unchanged (Eq. 25.O3)."""
+
+    name, source = "softmax1", "Miller (2023), 'Attention Is Off By One' (blog post); softmax with offset c = 1"
+    formula, shift_invariant, offset = Formula("exp(s)", "exp(s)", "1", "s"), False, 1.0
+
+
+@register
+class Softpick(Activation):
+    """Softpick, ``relu(e^{s_i} - 1) / (eps + sum_k |e^{s_k} - 1|)`` (Zuhri et al. 2025; derivation 25, 2.2):
+    rho = [s > 0], ell = log|e^s - 1| = max(s, 0) + log(1 - e^{-|s|}) (-inf at 0, and below sqrt(tiny)),
+    ell' = e^s / (e^s - 1), and eps = 1e-8 as the offset. h(0) = 0 hides rho's step in phi."""
+
+    name = "softpick"
+    source = ("Zuhri, Fuadi & Aji (2025), 'Softpick: No Attention Sink, No Massive Activations with Rectified "
+              "Softmax', arXiv:2504.20966; eps = 1e-8 as in the authors' code")
+    formula = Formula("max(exp(s) - 1, 0)", "|exp(s) - 1|", "[s > 0]", "log|exp(s) - 1|")
+    singular = (("s = 0", "kink of g and h where h = 0, so rho's step meets p = 0: analytic and autograd take "
+                          "the left slope, differences the mean"),
+                ("all-zero row", "only the offset normalises: weights and gradient 0"))
+    singular_scores, offset = (0.0,), 1e-8
+
+    def parts(self, s):
+        xp = array_module(s)
+        zero = xp.abs(s) < sqrt_tiny(s)  # h ~ |s| below sqrt(tiny) counts as 0, as cosformer's
+        return xp, zero, xp.abs(xp.where(zero, 1.0, s))  # |s| at a safe argument
+
+    def rho(self, s):
+        return array_module(s).where(s > 0, 1.0, array_module(s).zeros_like(s))  # g/h = [s > 0]
+
+    def ell(self, s):
+        xp, zero, a = self.parts(s)
+        return xp.where(zero, -np.inf, xp.maximum(s, 0.0) + xp.log(-xp.expm1(-a)))  # log|e^s - 1|
+
+    def dell(self, s):
+        xp, zero, a = self.parts(s)
+        return xp.where(zero, 0.0, xp.where(s > 0, 1.0, -xp.exp(-a)) / -xp.expm1(-a))  # e^s / (e^s - 1)
+
+
+@register
+class StableMax(Activation):
+    """StableMax, ``h = s + 1`` for s >= 0 and ``1 / (1 - s)`` below, rho = 1 (Prieto et al. 2025;
+    derivation 25, 2.3): ell = sign(s) log(1 + |s|), ell' = 1 / (1 + |s|), continuous at 0 (phi is C^1)."""
+
+    name = "stablemax"
+    source = ("Prieto, Barsbey, Mediano & Birdal (2025), 'Grokking at the Edge of Numerical Stability', "
+              "arXiv:2501.04697, s(x) of StableMax")
+    formula = Formula("s + 1 (s >= 0), 1/(1 - s) (s < 0)", "same", "1", "sign(s) log(1 + |s|)")
+    regularity = "smooth"
+
+    def ell(self, s):
+        xp = array_module(s)
+        l = xp.log1p(xp.where(s >= 0, s, -s))  # log(1 + |s|), with slope +1 at s = 0, as h'(0) = 1
+        return xp.where(s >= 0, l, -l)  # log(1 + s), or log(1 / (1 - s))
+
+    def dell(self, s):
+        return 1.0 / (1.0 + array_module(s).abs(s))  # 1/(1 + s) above 0, 1/(1 - s) below
+
+
+@register
+class Taylor(Activation):
+    """The second-order Taylor map of Based, ``h = 1 + s + s^2/2 = (1 + t^2) / 2`` with t = 1 + s, rho = 1
+    (Arora et al. 2024; derivation 25, 2.4): ell = log(1 + t^2) - log 2, ell' = 2t / (1 + t^2); h >= 1/2."""
+
+    name = "taylor"
+    source = ("Arora, Eyuboglu, Zhang, Timalsina, Alberti, Zinsley, Zou, Rudra & Re (2024), 'Simple linear "
+              "attention language models balance the recall-throughput tradeoff' (Based), arXiv:2402.18668, "
+              "its TaylorExp feature map")
+    formula, regularity = Formula("1 + s + s^2/2", "1 + s + s^2/2", "1", "log(1 + s + s^2/2)"), "smooth"
+
+    def parts(self, s):
+        xp, t = array_module(s), 1.0 + s
+        big = xp.abs(t) > 1.0
+        a = xp.where(big, xp.abs(t), 1.0)  # max(|t|, 1), and r = min(|t|, 1/|t|), at safe arguments
+        return xp, t, a, xp.where(big, 1.0 / a, xp.abs(t))
+
+    def ell(self, s):
+        xp, _, a, r = self.parts(s)
+        return 2.0 * xp.log(a) + xp.log1p(r * r) - math.log(2.0)  # log((1 + t^2) / 2), t^2 never formed
+
+    def dell(self, s):
+        xp, t, _, r = self.parts(s)
+        return 2.0 * xp.sign(t) * r / (1.0 + r * r)  # 2t / (1 + t^2)
+
+
+#: The normalisers beyond the four papers (derivation 25), registered after :data:`ACTIVATIONS`.
+NORMALISERS = tuple(n for n in _REGISTRY if n not in ACTIVATIONS)
 
 
 def activation(name: str) -> Activation:

@@ -170,6 +170,9 @@ def streaming_attention(Q, K, V, *, score="scaled_dot", activation="softmax", pa
     """
     sc, act, params, mask, _ = attention_args(Q, K, V, score, activation, params, mask, causal,
                                               score_options)  # causal: per block, in Blocks.keep
+    if act.offset:  # the online normaliser has no term for the phantom key (derivation 25, section 1)
+        raise ValueError(f"activation: {act.name!r} has a denominator offset, which streaming attention does not "
+                         "take yet; use refattn.attention")
     block_size = None if block_size is None else check_int(block_size, "block_size", 1)
     if not isinstance(reading, (bool, np.bool_)):
         raise TypeError(f"reading: expected True or False, got {type(reading).__name__}")

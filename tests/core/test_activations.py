@@ -13,11 +13,14 @@ from hypothesis.extra import numpy as hnp
 
 import refattn
 from refattn import ACTIVATIONS, Activation, activation
+from refattn.core.activations import NORMALISERS
 from refattn.core.backend import cupy_available
 from refattn.core.gradcheck import gradcheck
 
 from tests.support import RTOL_AUTOGRAD, RTOL_CENTRAL, random_scores
 
+#: every built-in: the papers' activations and the newer normalisers (derivation 25)
+BUILT_INS = ACTIVATIONS + NORMALISERS
 SHAPES = [(6,), (3, 4), (2, 3, 4), (2, 2, 3, 3)]
 SHAPE_AXES = [(shape, axis) for shape in SHAPES for axis in range(-len(shape), 0)]
 
@@ -40,7 +43,7 @@ def _check(name, s, axis, mask, **kw):
 
 @pytest.mark.parametrize("use_mask", [False, True], ids=["nomask", "mask"])
 @pytest.mark.parametrize("shape,axis", SHAPE_AXES, ids=lambda v: str(v))
-@pytest.mark.parametrize("name", ACTIVATIONS)
+@pytest.mark.parametrize("name", BUILT_INS)
 def test_vjp_three_ways(name, shape, axis, use_mask, rng):
     s = random_scores(name, shape, rng)
     mask = rng.random(shape) < 0.7 if use_mask else None
@@ -50,7 +53,7 @@ def test_vjp_three_ways(name, shape, axis, use_mask, rng):
     res_fd.assert_ok()
 
 
-@pytest.mark.parametrize("name", ACTIVATIONS)
+@pytest.mark.parametrize("name", BUILT_INS)
 def test_vjp_with_broadcast_mask(name, rng):
     s = random_scores(name, (2, 3, 5), rng)
     mask = rng.random((1, 1, 5)) < 0.6
@@ -58,7 +61,7 @@ def test_vjp_with_broadcast_mask(name, rng):
     _check(name, s, -1, mask, rtol=RTOL_CENTRAL).assert_ok()
 
 
-@pytest.mark.parametrize("name", ACTIVATIONS)
+@pytest.mark.parametrize("name", BUILT_INS)
 def test_perturbed_vjp_is_caught(name, rng, monkeypatch):
     """A VJP off by 1e-4 in one entry must fail both checks."""
     act = activation(name)
@@ -78,7 +81,7 @@ def test_perturbed_vjp_is_caught(name, rng, monkeypatch):
     assert all(c.where == (1, 2) for c in res.failures())
 
 
-@pytest.mark.parametrize("name", ACTIVATIONS)
+@pytest.mark.parametrize("name", BUILT_INS)
 def test_jacobian_matches_vjp_and_autograd(name, rng):
     from autograd import jacobian as ag_jacobian
 
@@ -92,7 +95,7 @@ def test_jacobian_matches_vjp_and_autograd(name, rng):
 
 
 @pytest.mark.filterwarnings("ignore:Output seems independent of input")
-@pytest.mark.parametrize("name", ACTIVATIONS)
+@pytest.mark.parametrize("name", BUILT_INS)
 def test_g_h_derivatives_match_autograd(name, rng):
     """dg, dh (used by the score dynamics of Prop. 1) are the derivatives of g, h."""
     from autograd import elementwise_grad
@@ -106,7 +109,7 @@ def test_g_h_derivatives_match_autograd(name, rng):
     np.testing.assert_allclose(act.dell(sp), elementwise_grad(act.ell)(sp), rtol=1e-12, atol=1e-14)
 
 
-@pytest.mark.parametrize("name", ACTIVATIONS)
+@pytest.mark.parametrize("name", BUILT_INS)
 def test_rho_ell_are_g_over_h_and_log_h(name, rng):
     act = activation(name)
     s = random_scores(name, (11,), rng, scale=3.0)
@@ -146,19 +149,29 @@ def _closed_form(name, s):
         return np.maximum(s, 0) / len(s)
     if name == "cosformer":
         return np.maximum(s, 0) / np.maximum(s, 0).sum()
+    if name == "softmax1":  # Miller (2023): exp(s) / (1 + sum exp(s))
+        return e(s) / (1 + e(s).sum())
+    if name == "softpick":  # Zuhri et al. (2025): relu(e^s - 1) / (sum |e^s - 1| + eps)
+        return np.maximum(e(s) - 1, 0) / (np.abs(e(s) - 1).sum() + 1e-8)
+    if name == "stablemax":  # Prieto et al. (2025): s(x) = x + 1 for x >= 0, 1 / (1 - x) below
+        h = np.where(s >= 0, s + 1, 1 / (1 - np.minimum(s, 0)))
+        return h / h.sum()
+    if name == "taylor":  # Based (2024): phi(q) . phi(k) = 1 + s + s^2 / 2
+        h = 1 + s + s**2 / 2
+        return h / h.sum()
     raise AssertionError(f"no closed form written for {name}: add one")
 
 
-@pytest.mark.parametrize("name", ACTIVATIONS)
+@pytest.mark.parametrize("name", BUILT_INS)
 def test_forward_matches_closed_form(name, rng):
     act = activation(name)
     for _ in range(5):
         s = 3 * rng.standard_normal(8)
         np.testing.assert_allclose(act(s), _closed_form(name, s), rtol=1e-12, atol=1e-15)
-        np.testing.assert_allclose(act(s), act.g(s) / act.h(s).sum(), rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(act(s), act.g(s) / (act.offset + act.h(s).sum()), rtol=1e-12, atol=1e-15)
 
 
-@pytest.mark.parametrize("name", ACTIVATIONS)
+@pytest.mark.parametrize("name", BUILT_INS)
 def test_mask_equals_dropping_the_entries(name, rng):
     act = activation(name)
     s = 2 * rng.standard_normal(9)
@@ -170,7 +183,7 @@ def test_mask_equals_dropping_the_entries(name, rng):
 
 
 @pytest.mark.parametrize("shape,axis", SHAPE_AXES, ids=lambda v: str(v))
-@pytest.mark.parametrize("name", ACTIVATIONS)
+@pytest.mark.parametrize("name", BUILT_INS)
 def test_any_axis_equals_moveaxis(name, shape, axis, rng):
     act = activation(name)
     s = 2 * rng.standard_normal(shape)
@@ -233,7 +246,7 @@ def test_unnormalised_divide_by_count_of_kept(name, rng):
 # --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ACTIVATIONS)
+@pytest.mark.parametrize("name", BUILT_INS)
 def test_fully_masked_row_is_zero_with_zero_gradient(name, rng):
     act = activation(name)
     s = random_scores(name, (3, 5), rng)
@@ -332,7 +345,7 @@ def _assert_finite_everywhere(name, s, data):
     ds = act.backward(u, act.forward(s, axis=axis, mask=mask)[1])
     assert ds.dtype == s.dtype
     assert np.all(np.isfinite(ds)), ds
-    if act.formula.rho == "1" or name in ("tanhmax", "signexp"):
+    if act.formula.rho == "1" or name in ("tanhmax", "signexp", "softpick"):
         # bounded activations: |phi| <= 1 and rows sum (in absolute value) to at most 1
         assert np.all(np.abs(out) <= 1 + 1e-6)
         assert np.all(np.abs(out).sum(axis=axis) <= 1 + 1e-5)
@@ -340,7 +353,7 @@ def _assert_finite_everywhere(name, s, data):
         assert np.all(out[~np.broadcast_to(mask, s.shape)] == 0)
 
 
-@pytest.mark.parametrize("name", ACTIVATIONS)
+@pytest.mark.parametrize("name", BUILT_INS)
 @settings(max_examples=60, deadline=None)
 @given(data=st.data())
 def test_finite_for_extreme_float64(name, data):
@@ -348,7 +361,7 @@ def test_finite_for_extreme_float64(name, data):
     _assert_finite_everywhere(name, s, data)
 
 
-@pytest.mark.parametrize("name", ACTIVATIONS)
+@pytest.mark.parametrize("name", BUILT_INS)
 @settings(max_examples=60, deadline=None)
 @given(data=st.data())
 def test_finite_for_any_float32(name, data):
@@ -356,7 +369,7 @@ def test_finite_for_any_float32(name, data):
     _assert_finite_everywhere(name, s, data)
 
 
-@pytest.mark.parametrize("name", ACTIVATIONS)
+@pytest.mark.parametrize("name", BUILT_INS)
 def test_float32_extremes_explicitly(name):
     act = activation(name)
     big = np.finfo(np.float32).max
@@ -377,7 +390,7 @@ def test_normalised_rows_at_extremes_sum_to_one(name):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("name", ACTIVATIONS)
+@pytest.mark.parametrize("name", BUILT_INS)
 def test_dtype_preserved(name, dtype, rng):
     act = activation(name)
     s = rng.standard_normal((3, 4)).astype(dtype)
@@ -391,7 +404,7 @@ def test_dtype_preserved(name, dtype, rng):
 # --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ACTIVATIONS)
+@pytest.mark.parametrize("name", BUILT_INS)
 def test_clear_errors(name):
     act = activation(name)
     s = np.zeros((2, 3))
@@ -423,7 +436,8 @@ def test_registry():
     assert refattn.ACTIVATIONS == ACTIVATIONS
     assert set(ACTIVATIONS) >= {"softmax", "tanhmax", "signexp", "expressive", "sigsoftmax",
                                 "sigmoid", "linear", "relu", "cosformer"}
-    for name in ACTIVATIONS:
+    assert not set(ACTIVATIONS) & set(NORMALISERS)
+    for name in BUILT_INS:
         act = activation(name)
         assert act.name == name and act.source and act.__doc__
     with pytest.raises(ValueError, match="unknown activation 'nope'.*softmax"):
@@ -438,7 +452,7 @@ def test_registry():
 
 
 @pytest.mark.skipif(not cupy_available(), reason="CuPy with a CUDA device is not available")
-@pytest.mark.parametrize("name", ACTIVATIONS)
+@pytest.mark.parametrize("name", BUILT_INS)
 def test_cupy_parity(name, rng):
     import cupy as cp
 

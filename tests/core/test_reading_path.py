@@ -5,8 +5,10 @@ student reads them, the mathematics first (activations, scores, attention,
 gradcheck) and the plumbing last (backend, checks), with the number of lines
 in all. These tests recompute that number from the files (so it stays true
 when the code changes), hold the three formula files to their size
-(activations, scores and attention at most 1,000 lines together; the plumbing
-has no cap, so nothing is packed to fit), and check that the textbook stands
+(activations, scores and attention at most 1,100 lines together: about 1,000
+for the four papers' activations and their baselines, and about 25 for each
+row of ``derivations/25-normalisers.md``; the plumbing has no cap, so nothing
+is packed to fit), and check that the textbook stands
 alone: importing it loads no refattn module outside ``refattn/core`` (nor the
 fast path).
 """
@@ -48,7 +50,7 @@ def test_readme_lists_the_core_files_in_order_with_their_true_total():
 
 def test_the_formulas_fit_their_size():
     maths = sum(_lines(n) for n in ("activations.py", "scores.py", "attention.py"))
-    assert maths <= 1000, maths
+    assert maths <= 1100, maths
 
 
 def test_the_textbook_imports_nothing_outside_itself():
