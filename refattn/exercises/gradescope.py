@@ -39,10 +39,16 @@ import sys
 import tempfile
 from pathlib import Path
 
-__all__ = ["results_for", "try_zip", "format_results", "main", "submission_seed"]
+__all__ = ["answer_names", "results_for", "try_zip", "format_results", "main", "submission_seed"]
 
 #: The test that only the instructor sees (Gradescope's ``hidden`` visibility, 0 points).
 INSTRUCTOR_TEST = "instructor only: how the answers ran, and their similarity to the library and the model solutions"
+
+
+def answer_names(ex) -> set:
+    """The file names (lower case) an answer to ``ex`` may have: ``NN-name.py`` or ``name.py``, with
+    ``-`` or ``_``."""
+    return {f"{ex.stem}.py", f"{ex.name}.py", f"{ex.stem.replace('-', '_')}.py", f"{ex.name.replace('-', '_')}.py"}
 
 
 def _find(submission: Path, ex):
@@ -52,7 +58,7 @@ def _find(submission: Path, ex):
     ``NN-name.py`` (or ``name.py``), anywhere below ``submission``; symbolic links to folders are
     not followed, a link to a file only where it stays inside the submission.
     """
-    wanted = {f"{ex.stem}.py", f"{ex.name}.py", f"{ex.stem.replace('-', '_')}.py", f"{ex.name.replace('-', '_')}.py"}
+    wanted = answer_names(ex)
     top = os.path.realpath(submission)
     found = []
     for base, dirs, files in os.walk(submission):
