@@ -262,6 +262,13 @@ def add_arguments(parser):
                    help="write into a folder that is not empty, or over an existing zip (only the files the "
                         "export writes are replaced)")
     p.add_argument("--json", dest="export_json", action="store_true", help="print what was written as JSON")
+    _add_trials(sub)
+    return parser
+
+
+def _add_trials(sub):
+    """The subcommands ``try-gradescope`` and ``similarity``: an instructor's checks of the autograder
+    and of a class's answers."""
     p = sub.add_parser("try-gradescope", help="run an autograder zip as Gradescope would, in a temporary "
                                               "folder laid out like Gradescope's, and print the scores")
     p.add_argument("zip", metavar="FILE.zip", help="the zip that export --gradescope wrote")
@@ -277,7 +284,6 @@ def add_arguments(parser):
     p.add_argument("--exercises", metavar="LIST", default=None,
                    help="only these exercises, names or numbers separated by commas (default: all)")
     p.add_argument("--json", dest="similarity_json", action="store_true", help="print the report as strict JSON")
-    return parser
 
 
 def command_from_args(args) -> int:
