@@ -369,7 +369,8 @@ def resolve(markdown: str, uri: str, figures: dict, printed: Printed, pdf: bool)
             raise _error(f"{uri}: {m.group(0)}: {e}") from e
         raise _error(f"{uri}: {m.group(0)}: expected {{{{ eq LABEL }}}}, "
                      f"{{{{ output SOURCE \"TEXT\" [N] [\"TEXT2\" [N2] ...] [FORMAT] }}}}, "
-                     f"{{{{ value SOURCE \"TEXT\" [FORMAT] }}}}, {{{{ exercises PART }}}}, {{{{ size }}}} or {{{{ check }}}}")
+                     f"{{{{ value SOURCE \"TEXT\" [FORMAT] }}}}, {{{{ exercises PART }}}}, {{{{ size }}}} "
+                     f"or {{{{ check }}}}")
 
     return _DIRECTIVE.sub(directive, _FIGURE.sub(figure, markdown))
 
@@ -444,8 +445,8 @@ def problem_set(part: int, pdf: bool) -> str:
            f'<div class="problem-set-intro" markdown>\n\n'
            f"{len(rows)} exercises on part {part} of the [learning path](../index.md#the-learning-path), "
            f"about {total} minutes in all. Each asks for a derivation, and for its answer in one file of your "
-           f"own (NumPy functions, or a number); in the student handout your course gives you, "
-           f"`{handout_check()}` checks it. The statements are those of "
+           f"own (NumPy functions, or a number): `{handout_check()}` checks it in the student handout "
+           f"your course gives you (`refattn exercises check NAME FILE.py` in a clone). The statements are those of "
            f"the [exercises](../exercises/README.md); the model solutions are not in this book.\n\n"
            f"{pdf_line}{credit_line('text')}\n\n</div>\n",
            "| no | exercise | difficulty | minutes |", "|---:|---|:---:|---:|"]

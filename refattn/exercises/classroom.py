@@ -38,8 +38,7 @@ def _files(path):
         return
     z = zipfile.ZipFile(path)
     for info in z.infolist():
-        mode = info.external_attr >> 16
-        if not info.is_dir() and (not mode or stat.S_ISREG(mode)):
+        if not info.is_dir() and not stat.S_ISLNK(info.external_attr >> 16):
             yield info.filename, lambda info=info: _read_member(z, info)
 
 
@@ -127,7 +126,8 @@ def format_class_report(report, width=58) -> str:
     for p in report["pairs"]:
         lines += ["", f"{p['exercise']}: {p['students'][0]} and {p['students'][1]}: {p['score']:g} "
                       f"({p['shared']} runs in common)", f"  {p['files'][0][:width]:{width}s} | {p['files'][1]}"]
-        lines += [f"  {a[0]:4d}  {a[1][:width - 6]:{width - 6}s} | {b[0]:4d}  {b[1][:width - 6]}" for a, b in p["evidence"]]
+        lines += [f"  {a[0]:4d}  {a[1][:width - 6]:{width - 6}s} | {b[0]:4d}  {b[1][:width - 6]}"
+                  for a, b in p["evidence"]]
     lines += ["", f"{len(report['pairs'])} pair{'s' * (len(report['pairs']) != 1)} of near-copies."]
     for c in report["close_to_a_reference"]:
         lines.append(f"close to a reference: {c['student']}, {c['exercise']}: library {c['library_score']}, "

@@ -57,6 +57,8 @@ def _chain(node, ops):
     if isinstance(node, ast.BinOp) and isinstance(node.op, ops):
         flip = not isinstance(node.op, (ast.Add, ast.Mult))
         return _chain(node.left, ops) + [(s != flip, t) for s, t in _chain(node.right, ops)]
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and ast.Add in ops:  # x + -y: x - y
+        return [(not s, t) for s, t in _chain(node.operand, ops)]
     return [(True, node)]
 
 
@@ -121,8 +123,9 @@ class _Normalise(ast.NodeTransformer):
         for ops, one, inverse in (((ast.Add, ast.Sub), ast.Add, ast.Sub), ((ast.Mult, ast.Div), ast.Mult, ast.Div)):
             if isinstance(node.op, ops):
                 (plus, out), *rest = sorted(_chain(node, ops), key=lambda t: (not t[0], ast.dump(t[1])))
-                if not plus:
-                    out = ast.UnaryOp(ast.USub(), out) if one is ast.Add else ast.BinOp(ast.Constant(1.0), ast.Div(), out)
+                if not plus:  # every term negative (-a - b), or every factor a divisor (1 / a / b)
+                    out = ast.UnaryOp(ast.USub(), out) if one is ast.Add else \
+                        ast.BinOp(ast.Constant(1.0), ast.Div(), out)
                 for plus, term in rest:
                     out = ast.BinOp(out, one() if plus else inverse(), term)
                 return ast.copy_location(out, node)
@@ -152,10 +155,11 @@ class _Normalise(ast.NodeTransformer):
 def _split(stmt):
     """``a, b = x, y`` as ``a = x`` and ``b = y``, where no value reads a target."""
     t, v = (stmt.targets[0], stmt.value) if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 else (0, 0)
-    if isinstance(t, ast.Tuple) and isinstance(v, ast.Tuple) and len(t.elts) == len(v.elts) and \
-            all(isinstance(e, ast.Name) for e in t.elts) and not {_real(e) for e in t.elts} & {_real(n) for n in ast.walk(v)}:
-        return [ast.copy_location(ast.Assign([a], b), stmt) for a, b in zip(t.elts, v.elts)]
-    return [stmt]
+    if not (isinstance(t, ast.Tuple) and isinstance(v, ast.Tuple) and len(t.elts) == len(v.elts)
+            and all(isinstance(e, ast.Name) for e in t.elts)) or \
+            {_real(e) for e in t.elts} & {_real(n) for n in ast.walk(v)}:
+        return [stmt]
+    return [ast.copy_location(ast.Assign([a], b), stmt) for a, b in zip(t.elts, v.elts)]
 
 
 def _uses(stmt):
@@ -295,5 +299,6 @@ def _evidence(text_a, rows_a, text_b, rows_b) -> list:
         match = next((r for r in free if r[2] == row[2]), None)
         if match is not None and len(row[2]) >= 12:  # not "return _"
             free.remove(match)
-            out.append([[r[0], " ".join(" ".join(text[r[0] - 1:r[1]]).split())] for r, text in zip((row, match), lines)])
+            out.append([[r[0], " ".join(" ".join(text[r[0] - 1:r[1]]).split())]
+                        for r, text in zip((row, match), lines)])
     return out

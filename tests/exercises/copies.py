@@ -231,7 +231,8 @@ def _reorder(body):
     for j in range(len(body) - 1, 0, -1):
         a, b = body[j - 1], body[j]
         if isinstance(a, (ast.Assign, ast.FunctionDef)) and isinstance(b, (ast.Assign, ast.FunctionDef)):
-            wa, wb = _names(a, ast.Store) | {getattr(a, "name", None)}, _names(b, ast.Store) | {getattr(b, "name", None)}
+            wa = _names(a, ast.Store) | {getattr(a, "name", None)}
+            wb = _names(b, ast.Store) | {getattr(b, "name", None)}
             if not (wa & (_names(b, ast.Load) | wb) or wb & _names(a, ast.Load)):
                 body[j - 1], body[j] = b, a
     return body

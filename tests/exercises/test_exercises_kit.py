@@ -409,7 +409,7 @@ def _valid(results):
 @pytest.mark.slow
 def test_the_zip_carries_what_it_needs(autograder):
     _, names, modes = autograder
-    assert {"setup.sh", "run_autograder", "requirements.txt", CONFIG_NAME, "refattn/__init__.py",
+    assert {"setup.sh", "run_autograder", "requirements.txt", CONFIG_NAME, "LICENSE", "refattn/__init__.py",
             "refattn/exercises/_child.py"} <= names
     assert not any("solutions" in n or n.startswith("instructor") for n in names), "the zip holds no solutions"
     assert modes["setup.sh"] & 0o111 and modes["run_autograder"] & 0o111
@@ -426,6 +426,7 @@ def test_gradescope_full_marks_for_the_solutions(autograder):
     _valid(results)
     assert results["score"] == sum(ex.points for ex in EXERCISES)
     assert all(t["score"] == t["max_score"] for t in results["tests"]), results
+    assert results["output"].endswith(credit("code"))  # the autograder's output carries the credit line
 
 
 @pytest.mark.slow
