@@ -21,20 +21,22 @@ import ast
 import builtins
 import copy
 import hashlib
+import heapq
 import importlib
 import inspect
 import io
 import textwrap
 import tokenize
 
-__all__ = ["K", "THRESHOLD", "MIN_SHINGLES", "COMMON", "MAX_BYTES", "normalise", "shingles", "containment",
+__all__ = ["K", "THRESHOLD", "MIN_SHINGLES", "COMMON", "MAX_BYTES", "MAX_NODES", "normalise", "shingles", "containment",
            "fingerprints", "similarity_report", "class_pairs"]
 
 K = 8  #: tokens per hashed run of the normalised text
 THRESHOLD = 0.8  #: the score at which an answer, or a pair of answers, is listed
 MIN_SHINGLES = 12  #: fewer shingles (in a reference, or shared by a pair) say nothing
 COMMON = (3, 0.1)  #: a shingle in more than 3 answers and a tenth of a class's is how the formula is written
-MAX_BYTES = 256 * 1024  #: a larger answer file is not compared
+MAX_BYTES = 64 * 1024  #: a larger answer file is not compared (an answer is a page or two)
+MAX_NODES = 20_000  #: nor one of more syntax-tree nodes: each is compared in bounded time
 
 _SPACES = {"np", "numpy", "math", "cmath", "xp", "anp", "jnp"}
 _BUILTINS = set(dir(builtins))
@@ -178,37 +180,60 @@ def _uses(stmt):
 
 
 def _order(body):
-    """The statements of a block in one order: each time, the least (by its text) of those free to go next."""
+    """The statements of a block in one order: each time, the least (by its text) of those free to go next
+    (a statement goes after the last that wrote what it uses, the reads of what it writes, effects)."""
     body = [s for stmt in body if not isinstance(stmt, (ast.Import, ast.ImportFrom, ast.Pass)) and not (
         isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)) for s in _split(stmt)]
-    uses, keys, out, done = [_uses(s) for s in body], [ast.dump(s) for s in body], [], set()
-    after = [{i for i in range(j) if uses[i][2] or uses[j][2] or uses[i][1] & (uses[j][0] | uses[j][1])
-              or uses[j][1] & uses[i][0]} for j in range(len(body))]
-    while len(out) < len(body):
-        j = min((j for j in range(len(body)) if j not in done and after[j] <= done), key=keys.__getitem__)
-        done.add(j)
+    after, writer, readers, last, since = [], {}, {}, set(), []  # last: the last with effects; since: after it
+    for j, stmt in enumerate(body):
+        reads, writes, effects = _uses(stmt)
+        deps = {writer[x] for x in reads | writes if x in writer} | {i for x in writes for i in readers.get(x, ())}
+        after.append(deps | last | (set(since) if effects else set()))
+        for x in reads:
+            readers.setdefault(x, []).append(j)
+        for x in writes:
+            writer[x], readers[x] = j, []
+        last, since = ({j}, []) if effects else (last, since + [j])
+    waiting, followers = [len(a) for a in after], [[] for _ in body]
+    for j, a in enumerate(after):
+        for i in a:
+            followers[i].append(j)
+    ready = [(ast.dump(body[j]), j) for j in range(len(body)) if not waiting[j]]
+    heapq.heapify(ready)
+    out = []
+    while ready:
+        j = heapq.heappop(ready)[1]
         out.append(body[j])
+        for k in followers[j]:
+            waiting[k] -= 1
+            if not waiting[k]:
+                heapq.heappush(ready, (ast.dump(body[k]), k))
     return out
 
 
 def normalise(source) -> tuple:
     """``(text, statements)``: the normalised text of Python ``source``, and ``(first line, last line,
-    normalised text)`` of each of its simple statements; ``ValueError`` for what cannot be read as Python."""
+    normalised text)`` of each of its simple statements; ``ValueError`` for what cannot be read as Python,
+    or is over :data:`MAX_NODES`."""
     try:
         tree = ast.parse(textwrap.dedent(source))
-        spaces = _SPACES | {a.asname or a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import)
-                            for a in n.names}
-        aliases = {a.asname or a.name: a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
-                   and (n.module or "").split(".")[0] in _SPACES for a in n.names}
-        bound = {_real(n) for n in ast.walk(tree) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
-        bound |= {n.name for n in ast.walk(tree) if isinstance(n, _DEFS)} | \
-            {n.arg for n in ast.walk(tree) if isinstance(n, ast.arg)}
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:  # ValueError: a null byte
+        raise ValueError(f"not Python that can be read ({type(exc).__name__})") from None
+    nodes = list(ast.walk(tree))
+    if len(nodes) > MAX_NODES:
+        raise ValueError(f"more than {MAX_NODES} syntax-tree nodes")
+    spaces = _SPACES | {a.asname or a.name.split(".")[0] for n in nodes if isinstance(n, ast.Import) for a in n.names}
+    aliases = {a.asname or a.name: a.name for n in nodes if isinstance(n, ast.ImportFrom)
+               and (n.module or "").split(".")[0] in _SPACES for a in n.names}
+    bound = {_real(n) for n in nodes if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+    bound |= {n.name for n in nodes if isinstance(n, _DEFS)} | {n.arg for n in nodes if isinstance(n, ast.arg)}
+    try:
         tree = _Normalise(bound - set(aliases), spaces, aliases).visit(tree)
         rows = sorted((n.lineno, n.end_lineno, ast.unparse(n)) for n in ast.walk(tree) if isinstance(n, ast.stmt)
                       and not hasattr(n, "body") and hasattr(n, "lineno"))
         return ast.unparse(tree), rows
-    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
-        raise ValueError(f"not Python that can be read ({type(exc).__name__})") from None
+    except (RecursionError, MemoryError) as exc:
+        raise ValueError(f"nested too deep to compare ({type(exc).__name__})") from None
 
 
 def _runs(text) -> set:
