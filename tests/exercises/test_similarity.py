@@ -221,3 +221,23 @@ def test_the_teaching_page_states_the_rules_and_the_measured_scores(tmp_path, re
                  f"at most {worst_reference:.2g} against the model solutions and {worst_pair:.2g} against one another"):
         assert fact in page, fact
     assert similarity.COMMON[1] == 0.1
+
+
+def test_an_answer_too_large_or_too_deep_to_compare_is_listed_not_compared(tmp_path):
+    """Each answer is compared in bounded time: one over the size, the syntax-tree or the nesting
+    limit is listed with its reason, and the others are still compared."""
+    from refattn.exercises.classroom import read_class
+
+    ex = exercise(1)
+    many = "x = [" + ", ".join(["a"] * similarity.MAX_NODES) + "]\n"  # small on disk, many nodes
+    texts = {"big": "# padding\n" * (similarity.MAX_BYTES // 10 + 1), "many": many,
+             "deep": "x = " + "(" * 5000 + "1" + ")" * 5000 + "\n", "fine": solution_source(ex)}
+    for who, text in texts.items():
+        (tmp_path / who).mkdir()
+        (tmp_path / who / f"{ex.stem}.py").write_text(text)
+    assert len(many.encode()) <= similarity.MAX_BYTES
+    answers, skipped, _ = read_class(tmp_path, [ex])
+    assert list(answers[ex.stem]) == ["fine"]
+    why = {who: reason for who, _, reason in skipped}
+    assert set(why) == {"big", "many", "deep"}
+    assert "KiB" in why["big"] and str(similarity.MAX_NODES) in why["many"] and why["deep"]
