@@ -8,7 +8,8 @@ names its students (read with PyYAML, of the ``docs`` extra; without it a
 submission is named by its folder). A student's answer to an exercise is
 their file named as the grader looks for it; symbolic links are not
 followed, and a file over :data:`~refattn.exercises.similarity.MAX_BYTES`
-or not readable as Python is listed as not compared.
+or :data:`~refattn.exercises.similarity.MAX_NODES`, or not readable as Python,
+is listed as not compared.
 """
 
 from __future__ import annotations

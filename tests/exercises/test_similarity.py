@@ -217,7 +217,7 @@ def test_the_teaching_page_states_the_rules_and_the_measured_scores(tmp_path, re
     monkeypatch.undo()
     for fact in (f"scoring {similarity.THRESHOLD} or more", f"on at least {similarity.MIN_SHINGLES} runs",
                  f"runs of {similarity.K} tokens", f"in more than {similarity.COMMON[0]} answers and more than a "
-                 f"tenth of the class", f"over {similarity.MAX_BYTES // 1024} KiB",
+                 f"tenth of the class", f"over {similarity.MAX_BYTES // 1024} KiB or {similarity.MAX_NODES} syntax-tree nodes",
                  f"at most {worst_reference:.2g} against the model solutions and {worst_pair:.2g} against one another"):
         assert fact in page, fact
     assert similarity.COMMON[1] == 0.1
