@@ -414,10 +414,15 @@ def _handout_files(exercises) -> dict:
 
 def licence_text() -> str:
     """The repository's ``LICENSE`` (the MIT licence of the code, CC BY 4.0 of the text), which a handout
-    and an autograder ship; ``ValueError`` outside a clone."""
+    and an autograder ship: a clone's, else the copy installed with the package; ``ValueError`` if neither."""
     for root in sorted(_clone_roots()) or [PACKAGE.parent]:
         if (root / "LICENSE").is_file():
             return (root / "LICENSE").read_text(encoding="utf-8")
+    with contextlib.suppress(metadata.PackageNotFoundError):
+        dist = metadata.distribution("refattn")
+        for name in dist.files or ():  # a wheel's .dist-info/licenses/LICENSE, an egg-info's source tree's
+            if name.name == "LICENSE" and Path(dist.locate_file(name)).is_file():
+                return Path(dist.locate_file(name)).read_text(encoding="utf-8")
     raise ValueError("the repository's LICENSE is not here: export from the root of a clone")
 
 

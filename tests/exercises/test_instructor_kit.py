@@ -340,3 +340,17 @@ def test_totals_are_rounded_once_not_summed_from_rounded_scores(tmp_path, capsys
     shown = [t["score"] for t in results["tests"] if t["max_score"]]
     assert shown == [round(3.33333 / 2, 4)] * 6  # each test's score rounded to 4 places: 1.6667
     assert results["score"] == round(3 * 3.33333, 4) == 10.0 != round(sum(shown), 4)  # not 10.0002
+
+
+def test_the_licence_shipped_outside_a_clone_is_the_one_installed_with_the_package(tmp_path, monkeypatch):
+    """An autograder exported from an installed refattn (no clone beside it) still ships LICENSE whole:
+    the copy installed with the package, which is the repository's."""
+    from refattn.exercises import export
+
+    monkeypatch.setattr(export, "_clone_roots", set)
+    monkeypatch.setattr(export, "PACKAGE", tmp_path / "refattn")
+    assert export.licence_text() == (ROOT / "LICENSE").read_text(encoding="utf-8")
+    monkeypatch.setattr(export.metadata, "distribution", lambda name: (_ for _ in ()).throw(
+        export.metadata.PackageNotFoundError(name)))
+    with pytest.raises(ValueError, match="LICENSE"):
+        export.licence_text()
