@@ -23,6 +23,8 @@ columns. Besides markdown and ``$...$`` math, a slide may hold
   after ``TEXT``, in a format spec (``.2g``) if given;
 * ``{{ exercises N }}``: part N's exercises with their labels, from
   :mod:`refattn.exercises`, and links to the problem set;
+* ``{{ check }}``: the command that checks an answer in the student handout
+  (``refattn exercises export --student``), as its README gives it;
 * ``{{ size }}``: the size the notebooks that the deck cites ran at, in
   words (the book runs them at the tests' small size unless built with
   ``REFATTN_BOOK_SMALL=slides``, which runs those notebooks at full size, or
@@ -35,6 +37,9 @@ A slide is 1280 x 720 pixels, and no text on it is smaller than 20 pixels
 (``assets/slides.css``; ``tests/test_slide_fonts.py`` measures every slide in
 Chromium): a table or a printed block that does not fit at that size is split
 over two slides or cut, never shrunk.
+
+The title slide of every deck, and every problem set, carries the credit line of
+:func:`refattn.exercises.credit.credit` (the project, the licence, the papers).
 
 So no number on a slide is typed by hand: each is printed by the code of the
 repository as the book is built. A directive that does not resolve stops the
@@ -258,7 +263,7 @@ def _escape(text: str) -> str:
     return re.sub(r"([\\`*_\[\]<>|])", r"\\\1", text)
 
 
-_DIRECTIVE = re.compile(r"\{\{\s*(eq|output|value|exercises|size)\b\s*(.*?)\s*\}\}")
+_DIRECTIVE = re.compile(r"\{\{\s*(eq|output|value|exercises|size|check)\b\s*(.*?)\s*\}\}")
 _FIGURE = re.compile(r"!\[([^\]]*)\]\(figure:([\w-]+)\)")
 #: A number as Python and NumPy print it, not part of a word or a label (``05.P3``, ``b_0``).
 _LONG_NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?![\w.])")
@@ -277,6 +282,20 @@ def round_numbers(line: str, spec: str) -> str:
         return format(float(token), spec)
 
     return _LONG_NUMBER.sub(one, line)
+
+
+def handout_check() -> str:
+    """The handout's command that checks an answer (``NAME FILE.py`` for the exercise and the file)."""
+    from refattn.exercises.export import HANDOUT_CHECK  # noqa: PLC0415
+
+    return f"{HANDOUT_CHECK} NAME FILE.py"
+
+
+def credit_line(*kinds: str) -> str:
+    """The credit line of what the book hands out (:func:`refattn.exercises.credit.credit`), as HTML."""
+    from refattn.exercises.credit import credit  # noqa: PLC0415
+
+    return f'<p class="credit">{html.escape(credit(*kinds))}</p>'
 
 
 def deck_size(cited: set[str], small: set[str]) -> str:
@@ -322,6 +341,8 @@ def resolve(markdown: str, uri: str, figures: dict, printed: Printed, pdf: bool)
             if kind == "size" and not args:
                 drawn = {name: stem for name, (stem, *_) in figures.items()}
                 return deck_size(cited_notebooks(markdown, drawn), printed.small)
+            if kind == "check" and not args:
+                return f"`{handout_check()}`"
             if kind == "eq" and len(args) == 1:
                 return f"\n\n{equation(args[0])}\n\n"
             if kind == "exercises" and len(args) == 1:
@@ -348,7 +369,8 @@ def resolve(markdown: str, uri: str, figures: dict, printed: Printed, pdf: bool)
             raise _error(f"{uri}: {m.group(0)}: {e}") from e
         raise _error(f"{uri}: {m.group(0)}: expected {{{{ eq LABEL }}}}, "
                      f"{{{{ output SOURCE \"TEXT\" [N] [\"TEXT2\" [N2] ...] [FORMAT] }}}}, "
-                     f"{{{{ value SOURCE \"TEXT\" [FORMAT] }}}}, {{{{ exercises PART }}}} or {{{{ size }}}}")
+                     f"{{{{ value SOURCE \"TEXT\" [FORMAT] }}}}, {{{{ exercises PART }}}}, {{{{ size }}}} "
+                     f"or {{{{ check }}}}")
 
     return _DIRECTIVE.sub(directive, _FIGURE.sub(figure, markdown))
 
@@ -392,7 +414,7 @@ def deck_markdown(markdown: str) -> str:
         head = []
         if lines and re.match(r"#{1,3} ", lines[0]):
             head, lines = [lines[0]], lines[1:]
-        body = "\n".join(lines)
+        body = "\n".join(lines) + (f"\n\n{credit_line('text')}" if n == 1 else "")
         if re.search(r"^\+\+\+[ \t]*$", body, re.M):
             left, right = re.split(r"^\+\+\+[ \t]*$", body, maxsplit=1, flags=re.M)
             body = (f'<div class="columns" markdown>\n<div class="column" markdown>\n\n{left.strip()}\n\n</div>\n'
@@ -423,10 +445,10 @@ def problem_set(part: int, pdf: bool) -> str:
            f'<div class="problem-set-intro" markdown>\n\n'
            f"{len(rows)} exercises on part {part} of the [learning path](../index.md#the-learning-path), "
            f"about {total} minutes in all. Each asks for a derivation, and for its answer in one file of your "
-           f"own (NumPy functions, or a number); `refattn exercises check NAME FILE.py` grades it. "
-           f"The statements are those of "
+           f"own (NumPy functions, or a number): `{handout_check()}` checks it in the student handout "
+           f"your course gives you (`refattn exercises check NAME FILE.py` in a clone). The statements are those of "
            f"the [exercises](../exercises/README.md); the model solutions are not in this book.\n\n"
-           f"{pdf_line}</div>\n",
+           f"{pdf_line}{credit_line('text')}\n\n</div>\n",
            "| no | exercise | difficulty | minutes |", "|---:|---|:---:|---:|"]
     out += [f"| {ex.number} | [{_escape(ex.title)}](#exercise-{ex.number}) | {ex.difficulty} of 3 | {ex.minutes} |"
             for ex in rows]

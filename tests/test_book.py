@@ -302,6 +302,7 @@ def test_slide_decks_fit_page_and_print(site):
         assert not re.search(r"\\\(|\\\[|\\frac|\$\$", text), f"slides/{deck.stem}.pdf has raw TeX"
         # the test build runs the notebooks small, and the deck says so beside its numbers
         assert "small size the tests use" in " ".join(text.split()), f"slides/{deck.stem}.pdf: no word of the size"
+        assert _credited(text), f"slides/{deck.stem}.pdf: no credit line"
 
 
 @pytest.mark.parametrize("part", sorted(PARTS))
@@ -319,6 +320,14 @@ def test_problem_set_pdf_has_its_exercises_and_no_solution(site, part):
     assert not re.search(r"\\\(|\\\[|\\frac|\$\$", text), f"{pdf.name} has raw TeX: MathJax had not typeset it"
     found = leaked(text)
     assert not found, f"{pdf.name} holds solution text: {found[:3]}"
+    assert _credited(text), f"{pdf.name}: no credit line"
+
+
+def _credited(text):
+    """Whether the printed ``text`` holds the credit line (its spaces as the PDF has them)."""
+    from refattn.exercises.credit import credit
+
+    return "".join(credit("text").split()) in "".join(text.split())
 
 
 # --------------------------------------------------------------------------

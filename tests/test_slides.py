@@ -12,7 +12,9 @@
 * ``REFATTN_BOOK_SMALL=slides`` runs at full size every notebook a deck cites, and
   ``docs/teach.md`` says so with a command of that form;
 * a problem set holds every statement of its part, labels from ``refattn.exercises``, and no
-  line of any model solution.
+  line of any model solution;
+* every deck's title slide and every problem set carry the credit line, and they give the
+  handout's command for checking an answer (the handout has ``check.py``, not the library).
 
 (``tests/test_slide_fonts.py`` measures the smallest text on every slide in Chromium.)
 """
@@ -192,3 +194,23 @@ def test_a_build_without_pdfs_links_to_none():
     for page in ("index.md", "teach.md"):
         text = (ROOT / "docs" / page).read_text(encoding="utf-8")
         assert ".pdf)" in text and ".pdf)" not in teaching.drop_pdf_links(text), page
+
+
+def test_credit_on_every_deck_and_problem_set_and_the_handouts_check_command():
+    from refattn.exercises.credit import credit
+    from refattn.exercises.export import HANDOUT_CHECK
+
+    line = teaching.credit_line("text")
+    assert credit("text").split(";")[0] in line and "MIT" not in credit("text")
+    for deck in DECKS:
+        text = deck.read_text(encoding="utf-8")
+        assert "refattn exercises check" not in text, f"{deck.name}: the handout checks with check.py"
+        assert "{{ check }}" in text, f"{deck.name}: no slide says how to check an answer"
+        html = teaching.deck_markdown(text)
+        first, rest = html.split("</section>", 1)
+        assert line in first and line not in rest, f"{deck.name}: the credit line belongs on the title slide"
+    resolved = teaching.resolve("Check it: {{ check }}.", "slides/part-1.md", {}, teaching.Printed({}, set()), False)
+    assert resolved == f"Check it: `{HANDOUT_CHECK} NAME FILE.py`."
+    for part in PARTS:
+        text = teaching.problem_set(part, pdf=False)
+        assert line in text and f"`{HANDOUT_CHECK} NAME FILE.py` checks it in the student handout" in text

@@ -28,6 +28,8 @@ enforces the rule, a convenience and not a boundary:
         [--force]                                  replace what a previous export wrote
     refattn exercises try-gradescope FILE.zip    run the zip as Gradescope would, here
         [--submission DIR] [--keep DIR] [--json]   (default: on the model solutions of a clone)
+    refattn exercises similarity CLASS           near-copies among a class's answers, in a clone
+        [--exercises 01,03,...] [--json]           (CLASS: a folder per student, or Gradescope's export zip)
 
 ``NAME`` is an exercise's name (``softmax-vjp``), its number (``1`` or
 ``01``) or both (``01-softmax-vjp``). Interrupting (Ctrl-C) prints one line
@@ -115,11 +117,14 @@ def run_command(command, name=None, path=None, *, json=False, hidden=False, time
             out(f"{path} run as Gradescope runs it (source/, submission/, results/ {where}):\n"
                 + format_results(results))
         return 0
+    if command == "similarity":
+        return _similarity(path, exercises, json, out)
     if command == "export":
         return _export(student, gradescope, answer_key, exercises, points, course, due, hidden_seed, timeout,
                        hidden_visibility, hidden_weight, all_or_nothing, required_cases, force, json, out)
     if command != "check":
-        raise ValueError(f"command: expected 'check', 'export', 'try-gradescope' or nothing, got {command!r}")
+        raise ValueError(f"command: expected 'check', 'export', 'try-gradescope', 'similarity' or nothing, "
+                         f"got {command!r}")
     try:
         verdict = grade(name, path, hidden=hidden, timeout=timeout,
                         hidden_seed=None if hidden_seed is None else hidden_seed)
@@ -187,6 +192,21 @@ def _export(student, gradescope, answer_key, exercises, points, course, due, hid
     return 0
 
 
+def _similarity(path, exercises, as_json, out) -> int:
+    """``refattn exercises similarity CLASS``: near-copies across the class, and answers close to the
+    library or the model solutions (:mod:`refattn.exercises.classroom`)."""
+    from .classroom import class_report, format_class_report  # noqa: PLC0415
+    from .export import select_exercises, solution_source, solutions_dir, starter  # noqa: PLC0415
+
+    chosen = select_exercises(exercises)
+    if solutions_dir() is None:
+        raise ValueError("similarity: the starters and model solutions it compares with are in a clone of the "
+                         "repository (instructor/solutions/); run it in a clone's root")
+    report = class_report(path, chosen, lambda ex: (solution_source(ex), starter(solution_source(ex))))
+    out(_json.dumps(report, indent=2, allow_nan=False) if as_json else format_class_report(report))
+    return 0
+
+
 def _weight(text):
     try:
         value = float(text)
@@ -200,7 +220,7 @@ def _weight(text):
 def add_arguments(parser):
     """The arguments of ``refattn exercises``: ``--json``, and the subcommands ``check`` and ``export``."""
     parser.add_argument("--json", action="store_true", help="print strict JSON")
-    sub = parser.add_subparsers(dest="exercises_command", metavar="{check,export,try-gradescope}")
+    sub = parser.add_subparsers(dest="exercises_command", metavar="{check,export,try-gradescope,similarity}")
     p = sub.add_parser("check", help="grade an answer file: exit 0 correct, 1 wrong, 2 bad input")
     p.add_argument("name", metavar="NAME", help="the exercise: its name (softmax-vjp) or number (1, 01)")
     p.add_argument("file", metavar="FILE.py", help="the answer file")
@@ -242,6 +262,13 @@ def add_arguments(parser):
                    help="write into a folder that is not empty, or over an existing zip (only the files the "
                         "export writes are replaced)")
     p.add_argument("--json", dest="export_json", action="store_true", help="print what was written as JSON")
+    _add_trials(sub)
+    return parser
+
+
+def _add_trials(sub):
+    """The subcommands ``try-gradescope`` and ``similarity``: an instructor's checks of the autograder
+    and of a class's answers."""
     p = sub.add_parser("try-gradescope", help="run an autograder zip as Gradescope would, in a temporary "
                                               "folder laid out like Gradescope's, and print the scores")
     p.add_argument("zip", metavar="FILE.zip", help="the zip that export --gradescope wrote")
@@ -250,7 +277,13 @@ def add_arguments(parser):
     p.add_argument("--keep", metavar="DIR", default=None,
                    help="lay it out in DIR, a new folder, and keep it (default: a temporary folder)")
     p.add_argument("--json", dest="try_json", action="store_true", help="print results.json")
-    return parser
+    p = sub.add_parser("similarity", help="near-copies among a class's answers, by structure, with the evidence "
+                                          "side by side (in a clone of the repository)")
+    p.add_argument("class_path", metavar="CLASS", help="a folder with one folder per student, or the zip of "
+                                                       "Gradescope's Export Submissions (or that zip unpacked)")
+    p.add_argument("--exercises", metavar="LIST", default=None,
+                   help="only these exercises, names or numbers separated by commas (default: all)")
+    p.add_argument("--json", dest="similarity_json", action="store_true", help="print the report as strict JSON")
 
 
 def command_from_args(args) -> int:
@@ -258,7 +291,7 @@ def command_from_args(args) -> int:
     one line, exit 128 + the signal's number (130 for Ctrl-C)."""
     command = getattr(args, "exercises_command", None)
     as_json = bool(args.json or getattr(args, "check_json", False) or getattr(args, "export_json", False)
-                   or getattr(args, "try_json", False))
+                   or getattr(args, "try_json", False) or getattr(args, "similarity_json", False))
     try:
         with signals_as_interrupt():
             return _command(command, args, as_json)
@@ -274,7 +307,8 @@ def _command(command, args, as_json) -> int:
     timeout = _timeout(getattr(args, "timeout", DEFAULT_TIMEOUT_S))
     if getattr(args, "hidden_seed", None) is not None and args.hidden_seed < 0:
         raise ValueError(f"--hidden-seed: expected an integer >= 0, got {args.hidden_seed}")
-    path = getattr(args, "zip", None) if command == "try-gradescope" else getattr(args, "file", None)
+    path = {"try-gradescope": getattr(args, "zip", None), "similarity": getattr(args, "class_path", None)}.get(
+        command, getattr(args, "file", None))
     return run_command(command, getattr(args, "name", None), path, json=as_json,
                        hidden=getattr(args, "hidden", False), timeout=timeout,
                        student=getattr(args, "student", None), gradescope=getattr(args, "gradescope", None),

@@ -31,11 +31,13 @@ not empty, or a file in the way is refused unless ``force`` is given, and
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import re
 import secrets
-import shutil
+import tempfile
 import zipfile
 from importlib import metadata
 from pathlib import Path
@@ -44,6 +46,7 @@ from .. import __version__
 from .graders import EXERCISES
 from .judge import PARTS
 from .paths import PACKAGE, derivations_dir, solutions_dir, statements_dir
+from .credit import credit
 from .runner import DEFAULT_TIMEOUT_S, RULE
 
 __all__ = ["BEGIN", "END", "solutions_dir", "solution_path", "solution_source", "starter", "solution_blocks",
@@ -238,6 +241,8 @@ def _index(exercises, derivations) -> str:
     if derivations:
         lines += ["## The derivations cited", ""] + [f"* [`derivations/{name}`](derivations/{name})"
                                                     for name in derivations] + [""]
+    lines += ["## Credit and licence", "", credit("text", "code"), "The licences' terms are in `LICENSE`: "
+              "share and adapt this handout, crediting refattn and saying what you changed.", ""]
     return "\n".join(lines)
 
 
@@ -260,28 +265,81 @@ def _derivation_for_handout(text) -> str:
     return _FENCE.sub("*(A code block of the book, left out of the handout.)*", text)
 
 
-def _refuse_existing(target, option, force, what="folder"):
-    """One line naming ``option`` unless ``target`` may be written: absent, or an empty folder, or ``force``."""
-    if target.is_symlink() or (target.exists() and what == "folder" and not target.is_dir()):
-        raise ValueError(f"{option}: {os.fspath(target)!r} exists and is not a {what}")
-    if force:
-        return
-    if what == "folder" and target.is_dir() and any(target.iterdir()):
-        raise ValueError(f"{option}: {os.fspath(target)!r} is not empty; choose a new folder, or add --force to "
-                         f"replace the files the export writes there (nothing else is touched)")
-    if what == "file" and target.exists():
-        raise ValueError(f"{option}: {os.fspath(target)!r} exists; choose another name, or add --force to "
-                         f"replace it")
+#: What a clone of the repository holds, relative to its root, that no export writes into or over.
+SOURCES = ("refattn", "exercises", "instructor", "derivations", "docs", "notebooks", "tests", "benchmarks", ".git",
+           ".ci", "README.md", "LICENSE", "CITATION.cff", "pyproject.toml", "mkdocs.yml")
 
 
-def _write_text(path, text, written):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.is_symlink() or (path.exists() and not path.is_file()):
-        raise ValueError(f"--student: {os.fspath(path)!r} is in the way (not a plain file)")
-    tmp = path.with_name(f".{path.name}.part")
-    tmp.write_bytes(text if isinstance(text, bytes) else text.encode("utf-8"))
-    os.replace(tmp, path)
-    written.append(path)
+def _clone_roots() -> set:
+    """The roots of the clones the statements, derivations and model solutions are read from."""
+    roots = {Path(os.path.realpath(d.parent)) for d in (statements_dir(), derivations_dir()) if d is not None}
+    return roots | ({Path(os.path.realpath(solutions_dir().parents[1]))} if solutions_dir() is not None else set())
+
+
+def _check_target(target, option, force, kind="folder") -> Path:
+    """``target`` as a ``Path`` when an export may write it: a ``kind`` (folder or file) outside the
+    repository's own sources (:data:`SOURCES`, the package; a folder: not a clone's root), not a link,
+    absent or (with ``force``) of its kind, a folder empty unless ``force``; else one line naming ``option``."""
+    if not str(target).strip():
+        raise ValueError(f"{option}: expected a {kind}, got an empty path")
+    target, real = Path(target), Path(os.path.realpath(target))
+    roots = _clone_roots()
+    sources = [Path(os.path.realpath(PACKAGE))] + [root / name for root in roots for name in SOURCES]
+    inside = next((src for src in sources if real == src or src in real.parents), None)
+    if inside is not None or (kind == "folder" and real in roots):
+        what = f"in the repository's own {inside.name}{'/' * inside.is_dir()}" if inside is not None else \
+            "the root of the repository"
+        raise ValueError(f"{option}: {os.fspath(target)!r} is {what}: an export never writes into the "
+                         f"repository's sources, --force or not; choose a folder outside them")
+    if target.is_symlink():
+        raise ValueError(f"{option}: {os.fspath(target)!r} is a symbolic link; name the {kind} itself")
+    if kind == "file" and not target.parent.is_dir():
+        raise ValueError(f"{option}: no folder {os.fspath(target.parent)!r}")
+    if target.exists() and target.is_dir() != (kind == "folder"):
+        raise ValueError(f"{option}: {os.fspath(target)!r} exists and is not a {kind}")
+    if not force and target.exists() and (kind == "file" or any(target.iterdir())):
+        raise ValueError(f"{option}: {os.fspath(target)!r} {'exists' if kind == 'file' else 'is not empty'}; "
+                         f"choose another, or add --force to replace what the export writes there (nothing else)")
+    return target
+
+
+def _check_paths(directory, names, option):
+    """One line naming ``option`` if a file of ``names`` (relative paths) cannot be written inside
+    ``directory`` as a plain file: a link, or a folder, in its way (nothing is followed through a link)."""
+    for name in names:
+        path = directory
+        for i, part in enumerate(Path(name).parts):
+            path = path / part
+            last = i == len(Path(name).parts) - 1
+            if path.is_symlink() or (path.exists() and path.is_dir() == last):
+                what = "a symbolic link" if path.is_symlink() else "a folder" if last else "a file"
+                raise ValueError(f"{option}: {os.fspath(path)!r} is {what} where the export writes a "
+                                 f"{'file' if last else 'folder'}; nothing was written")
+
+
+def write_atomic(path, data):
+    """``data`` (bytes) as the file ``path``, whole or not at all: a fresh temporary file beside it,
+    moved over it (a link there is replaced, never followed); nothing is left behind on failure."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{Path(path).name}.", suffix=".part", dir=Path(path).parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _write_all(directory, files) -> list:
+    """Write ``files`` (``{relative path: bytes}``) inside ``directory``; the paths written."""
+    written = []
+    for name, data in files.items():
+        path = directory / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, data)
+        written.append(path)
+    return written
 
 
 def check_due(text):
@@ -311,7 +369,8 @@ def problem_set_markdown(exercises, points, course, due=None) -> str:
            f"**Due:** {due or 'as announced by your course'} · **Total:** {total:g} points · "
            f"{len(exercises)} exercise{'s' * (len(exercises) != 1)}, about {minutes} minutes", "",
            "Submit, for each exercise, your answer file under its starter's name (`NN-name.py`) and your "
-           "written derivation (in the box after the statement, or as your course says).", "", "</div>", "",
+           "written derivation (in the box after the statement, or as your course says).", "",
+           f'<p class="credit">{credit("text")}</p>', "", "</div>", "",
            "| no | exercise | points | difficulty | minutes |", "|---:|---|---:|:---:|---:|"]
     out += [f"| {ex.number} | {ex.title} | {points[ex.stem]:g} | {ex.difficulty} of 3 | {ex.minutes} |"
             for ex in exercises]
@@ -325,67 +384,90 @@ def problem_set_markdown(exercises, points, course, due=None) -> str:
     return "\n".join(out) + "\n"
 
 
+def _handout_files(exercises) -> dict:
+    """The handout's files, ``{relative path: bytes}``: statements, starters, the derivations they cite,
+    the checker with the public cases, ``check.py``, ``README.md`` and ``LICENSE``, each with its credit."""
+    from .checker import write_cases  # noqa: PLC0415
+
+    statements, derivations, cited = statements_dir(), derivations_dir(), cited_derivations(exercises)
+    text, code = f"\n\n---\n\n*{credit('text')}*\n", f"# {credit('code')}\n"
+    files = {}
+    for ex in exercises:
+        files[f"{ex.stem}.md"] = _for_handout((statements / f"{ex.stem}.md").read_text(encoding="utf-8")) + text
+        files[f"{ex.stem}.py"] = code + _for_handout(starter(solution_source(ex), ex.solution))
+    for name in cited:
+        files[f"derivations/{name}"] = _derivation_for_handout((derivations / name).read_text(encoding="utf-8")) + text
+    for name in CHECKER_MODULES:
+        files[f"checker/{'__main__' if name == 'checker' else name}.py"] = \
+            code + (PACKAGE / "exercises" / f"{name}.py").read_text(encoding="utf-8")
+    files["checker/__init__.py"] = code + '"""The exercises\' checker (run it as python -m checker)."""\n'
+    files["checker/exercises.json"] = json.dumps([ex.as_dict() for ex in exercises], indent=1) + "\n"
+    with tempfile.TemporaryDirectory(prefix="refattn-cases-") as tmp:
+        for ex in exercises:
+            for path in write_cases(tmp, ex, ex.cases(0)):
+                files[f"checker/cases/{path.name}"] = path.read_bytes()
+    files["check.py"] = code + _CHECK_PY
+    files["README.md"] = _index(exercises, cited)
+    files["LICENSE"] = licence_text()
+    return {name: data if isinstance(data, bytes) else data.encode("utf-8") for name, data in files.items()}
+
+
+def licence_text() -> str:
+    """The repository's ``LICENSE`` (the MIT licence of the code, CC BY 4.0 of the text), which a handout
+    and an autograder ship: a clone's, else the copy installed with the package; ``ValueError`` if neither."""
+    for root in sorted(_clone_roots()) or [PACKAGE.parent]:
+        if (root / "LICENSE").is_file():
+            return (root / "LICENSE").read_text(encoding="utf-8")
+    with contextlib.suppress(metadata.PackageNotFoundError):
+        dist = metadata.distribution("refattn")
+        for name in dist.files or ():  # a wheel's .dist-info/licenses/LICENSE, an egg-info's source tree's
+            if name.name == "LICENSE" and Path(dist.locate_file(name)).is_file():
+                return Path(dist.locate_file(name)).read_text(encoding="utf-8")
+    raise ValueError("the repository's LICENSE is not here: export from the root of a clone")
+
+
+def _check_course(course, due):
+    """``due`` as ``YYYY-MM-DD``; one line naming ``--course`` or ``--due`` for either missing its pair."""
+    if course is not None and not str(course).strip():
+        raise ValueError("--course: expected the course's name, got an empty text")
+    if due is not None and course is None:
+        raise ValueError("--due: the due date is printed on the problem set; add --course NAME")
+    return None if due is None else check_due(due)
+
+
 def export_student(directory, exercises=None, *, force=False, points=None, course=None, due=None) -> list:
-    """Write the handout into ``directory``; return the paths written.
+    """Write the handout (:func:`_handout_files`) into ``directory``; return the paths written.
 
     ``exercises``: the exercises to include (:func:`select_exercises`; all by default). With
     ``course`` (and ``due``, ``YYYY-MM-DD``, and ``points``, :func:`select_points`), also the problem
     set :data:`PROBLEM_SET` (:func:`problem_set_markdown`, printed by :mod:`refattn.exercises.pdf`).
-    Raises ``ValueError`` (one line) for a ``directory`` that is empty text, a file, or a folder that
-    is not empty (unless ``force``: then only the files written here are replaced), when the
-    statements, derivations or model solutions cannot be found (an installed wheel carries the graders
-    only: export from a clone of the repository), and, before anything is written, when the tools of
-    the PDF are missing.
+    Before the first byte is written, raises ``ValueError`` (one line) for a ``directory`` that
+    :func:`_check_target` refuses (inside the repository's sources; not empty, unless ``force``:
+    then only the files written here are replaced), a link or folder in the way of a file, the
+    statements or model solutions not found (export from a clone), missing PDF tools, a failed print.
     """
     from . import pdf  # noqa: PLC0415
-    from .checker import write_cases  # noqa: PLC0415
 
     exercises = list(EXERCISES) if exercises is None else list(exercises)
-    if course is not None and not str(course).strip():
-        raise ValueError("--course: expected the course's name, got an empty text")
-    if due is not None:
-        if course is None:
-            raise ValueError("--due: the due date is printed on the problem set; add --course NAME")
-        due = check_due(due)
+    due = _check_course(course, due)
     if course is not None:
         pdf.check_tools("--course")
-    if not str(directory).strip():
-        raise ValueError("--student: expected a folder, got an empty path")
-    directory = Path(directory)
-    statements, derivations = statements_dir(), derivations_dir()
-    if statements is None or derivations is None:
-        raise ValueError(f"--student: the statements (exercises/*.md) and derivations are neither beside the "
-                         f"package at {PACKAGE.parent} nor in ./exercises; run it in the root of a clone of the "
-                         f"repository")
-    if solutions_dir() is None:
-        raise ValueError("--student: the starters are made from the model solutions (instructor/solutions/), "
-                         "which a clone of the repository has and the package does not; run it in a clone's root")
-    _refuse_existing(directory, "--student", force)
-    written = []
-    for ex in exercises:
-        text = (statements / f"{ex.stem}.md").read_text(encoding="utf-8")
-        _write_text(directory / f"{ex.stem}.md", _for_handout(text), written)
-        _write_text(directory / f"{ex.stem}.py", _for_handout(starter(solution_source(ex), ex.solution)), written)
-    cited = cited_derivations(exercises)
-    for name in cited:
-        _write_text(directory / "derivations" / name,
-                    _derivation_for_handout((derivations / name).read_text(encoding="utf-8")), written)
-    checker = directory / "checker"
-    for name in CHECKER_MODULES:
-        target = "__main__.py" if name == "checker" else f"{name}.py"
-        _write_text(checker / target, (PACKAGE / "exercises" / f"{name}.py").read_text(encoding="utf-8"), written)
-    _write_text(checker / "__init__.py", '"""The exercises\' checker (run it as python -m checker)."""\n', written)
-    _write_text(checker / "exercises.json", json.dumps([ex.as_dict() for ex in exercises], indent=1) + "\n", written)
-    for ex in exercises:
-        for path in write_cases(checker / "cases", ex, ex.cases(0)):
-            written.append(path)
-    _write_text(directory / "check.py", _CHECK_PY, written)
-    _write_text(directory / "README.md", _index(exercises, cited), written)
+    if statements_dir() is None or derivations_dir() is None or solutions_dir() is None:
+        raise ValueError(f"--student: the statements (exercises/*.md), derivations and model solutions "
+                         f"(instructor/solutions/) are neither beside the package at {PACKAGE.parent} nor in "
+                         f"./exercises; run it in the root of a clone of the repository")
+    directory = _check_target(directory, "--student", force)
+    files = _handout_files(exercises)
+    _check_paths(directory, [*files, *([PROBLEM_SET] if course is not None else [])], "--student")
     if course is not None:
         points = select_points(None, exercises) if points is None else points
-        written.append(pdf.write_pdf(problem_set_markdown(exercises, points, course, due), directory / PROBLEM_SET,
-                                     title=f"{course}: problem set", option="--course"))
-    return written
+        files[PROBLEM_SET] = pdf.render(problem_set_markdown(exercises, points, course, due),
+                                        title=f"{course}: problem set", option="--course")
+    return _write_all(directory, files)
+
+
+#: The answer keys' fences, ```` ```python wrong ```` and ```` ```grader NAME ````, as Markdown knows them.
+_KEY_FENCE = re.compile(r"^```(python|grader)\b[^\n]*$", re.M)
 
 
 def answer_key_markdown(exercises, course=None) -> str:
@@ -400,33 +482,34 @@ def answer_key_markdown(exercises, course=None) -> str:
     out = ['<div class="header" markdown>', "", f"# {course + ': ' if course else ''}answer key", "",
            "For instructors and teaching assistants only: never hand it out. "
            f"{len(exercises)} exercise{'s' * (len(exercises) != 1)}: "
-           + ", ".join(f"{ex.number:02d} {ex.name}" for ex in exercises) + ".", "", "</div>"]
+           + ", ".join(f"{ex.number:02d} {ex.name}" for ex in exercises) + ".", "",
+           f'<p class="credit">{credit("text", "code")}</p>', "", "</div>"]
     for ex in exercises:
         text = (keys / f"{ex.stem}.md").read_text(encoding="utf-8").strip()
         text = re.sub(r"^# ", "## ", text, count=1, flags=re.M)
         text = re.sub(r"^## (?!Exercise)", "### ", text, flags=re.M)
+        text = _KEY_FENCE.sub(lambda m: "```" + ("python" if m.group(1) == "python" else "text"), text)
         out += ["", '<section class="answer" markdown>', "", text, "", "### The model solution", "",
                 "```python", solution_source(ex).rstrip("\n"), "```", "", "</section>"]
     return "\n".join(out) + "\n"
 
 
 def export_answer_key(path, exercises=None, *, course=None, force=False):
-    """Write the answer key (:func:`answer_key_markdown`) as the PDF ``path``; return the path."""
+    """Write the answer key (:func:`answer_key_markdown`) as the PDF ``path`` (a file :func:`_check_target`
+    accepts, named ``.pdf``); return the path."""
     from . import pdf  # noqa: PLC0415
 
     exercises = list(EXERCISES) if exercises is None else list(exercises)
-    path = Path(path)
-    if not str(path).strip() or path.suffix != ".pdf":
+    if Path(path).suffix != ".pdf":
         raise ValueError(f"--answer-key: expected a file name ending in .pdf, got {os.fspath(path)!r}")
-    if path.parent and not path.parent.is_dir():
-        raise ValueError(f"--answer-key: no folder {os.fspath(path.parent)!r}")
     if solutions_dir() is None:
         raise ValueError("--answer-key: the worked solutions are in a clone of the repository "
                          "(instructor/); run it in a clone's root")
-    _refuse_existing(path, "--answer-key", force, what="file")
+    path = _check_target(path, "--answer-key", force, "file")
     text = answer_key_markdown(exercises, course)
     pdf.check_tools("--answer-key")
-    return pdf.write_pdf(text, path, title="answer key", option="--answer-key")
+    write_atomic(path, pdf.render(text, title="answer key", option="--answer-key"))
+    return path
 
 
 _CHECK_PY = '''"""Check an answer on the public cases: python check.py NAME FILE.py (see README.md)."""
@@ -522,26 +605,49 @@ def _package_files():
 def export_gradescope(path, *, hidden_seed=None, timeout=None, hidden_visibility="after_published",
                       exercises=None, points=None, force=False, hidden_weight=0.5, all_or_nothing=False,
                       required_cases="zero") -> dict:
-    """Write the Gradescope autograder zip to ``path``; return its settings.
+    """Write the Gradescope autograder zip to ``path`` (a file :func:`_check_target` accepts, named
+    ``.zip``); return its settings (:func:`gradescope_settings`: the parameters are its). The zip is
+    made whole in memory before a byte of it is written."""
+    exercises = list(EXERCISES) if exercises is None else list(exercises)
+    points = select_points(None, exercises) if points is None else points
+    config = gradescope_settings(exercises, points, hidden_seed, timeout, hidden_visibility, hidden_weight,
+                                 all_or_nothing, required_cases)
+    if Path(path).suffix != ".zip":
+        raise ValueError(f"--gradescope: expected a file name ending in .zip, got {os.fspath(path)!r}")
+    path = _check_target(path, "--gradescope", force, "file")
+    from .similarity import fingerprints  # noqa: PLC0415
+
+    sources = (lambda ex: (solution_source(ex), starter(solution_source(ex)))) if solutions_dir() else None
+    config["similarity"] = fingerprints(exercises, sources)
+    files = {"setup.sh": (_SETUP_SH, 0o755), "run_autograder": (_RUN_AUTOGRADER, 0o755),
+             "requirements.txt": ("\n".join(_requirements()) + "\n", 0o644),
+             CONFIG_NAME: (json.dumps(config, indent=2) + "\n", 0o644), "LICENSE": (licence_text(), 0o644)}
+    files.update({arc.as_posix(): (src.read_bytes(), 0o644) for src, arc in _package_files()})
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, (data, mode) in files.items():
+            info = zipfile.ZipInfo(name, date_time=(2024, 1, 1, 0, 0, 0))
+            info.external_attr, info.compress_type = (0o100000 | mode) << 16, zipfile.ZIP_DEFLATED
+            z.writestr(info, data)
+    write_atomic(path, buf.getvalue())
+    return config
+
+
+def gradescope_settings(exercises, points, hidden_seed=None, timeout=None, hidden_visibility="after_published",
+                        hidden_weight=0.5, all_or_nothing=False, required_cases="zero") -> dict:
+    """The autograder's settings (one line naming the option for a bad one).
 
     Parameters
     ----------
-    path : str or PathLike
-        The zip to write (refused if it exists, unless ``force``).
+    exercises, points : list of Exercise, dict
+        The exercises graded (:func:`select_exercises`) and their points by stem (:func:`select_points`).
     hidden_seed : int, optional
-        One hidden seed for every submission. By default each submission
-        draws its own, from a secret stored in the zip (which students never
-        see) and the submitted files.
+        One hidden seed for every submission. By default each submission draws its own, from a secret
+        stored in the zip (which students never see) and the submitted files.
     timeout : float, optional
         Seconds per answer (default: the grader's).
     hidden_visibility : str
-        Gradescope's visibility of the hidden tests: one of
-        :data:`VISIBILITIES` (``after_published`` by default).
-    exercises : list of Exercise, optional
-        The exercises graded (:func:`select_exercises`; all by default).
-    points : dict, optional
-        Points per exercise stem (:func:`select_points`; the labels', twice
-        the difficulty, by default).
+        Gradescope's visibility of the hidden tests: one of :data:`VISIBILITIES`.
     hidden_weight : float
         The share of each exercise's points on its hidden cases, in [0, 1].
     all_or_nothing : bool
@@ -550,8 +656,6 @@ def export_gradescope(path, *, hidden_seed=None, timeout=None, hidden_visibility
         A failed case the statement says the answer must pass zeroes its group, or counts as any
         other (:func:`refattn.exercises.gradescope.group_score`).
     """
-    exercises = list(EXERCISES) if exercises is None else list(exercises)
-    points = select_points(None, exercises) if points is None else points
     if hidden_visibility not in VISIBILITIES:
         raise ValueError(f"--hidden-visibility: expected one of {', '.join(VISIBILITIES)}, "
                          f"got {hidden_visibility!r}")
@@ -562,39 +666,8 @@ def export_gradescope(path, *, hidden_seed=None, timeout=None, hidden_visibility
         raise ValueError(f"--hidden-weight: expected a number from 0 to 1, got {hidden_weight!r}")
     if required_cases not in ("zero", "count"):
         raise ValueError(f"--required-cases: expected zero or count, got {required_cases!r}")
-    from .similarity import fingerprints  # noqa: PLC0415
-
-    path = Path(path)
-    if path.suffix != ".zip":
-        raise ValueError(f"--gradescope: expected a file name ending in .zip, got {os.fspath(path)!r}")
-    if path.parent and not path.parent.is_dir():
-        raise ValueError(f"--gradescope: no folder {os.fspath(path.parent)!r}")
-    _refuse_existing(path, "--gradescope", force, what="file")
-    sources = (lambda ex: solution_blocks(solution_source(ex))) if solutions_dir() is not None else None
-    config = {
-        "secret": secrets.token_hex(32),
-        "hidden_seed": None if hidden_seed is None else int(hidden_seed),
-        "timeout_s": float(timeout or DEFAULT_TIMEOUT_S),
-        "hidden_visibility": hidden_visibility,
-        "hidden_weight": float(hidden_weight),
-        "all_or_nothing": bool(all_or_nothing),
-        "required_cases": required_cases,
-        "exercises": [{"stem": ex.stem, "points": points[ex.stem]} for ex in exercises],
-        "similarity": fingerprints(exercises, sources),
-    }
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
-    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
-        def add_text(name, text, mode=0o644):
-            info = zipfile.ZipInfo(name, date_time=(2024, 1, 1, 0, 0, 0))
-            info.external_attr = (0o100000 | mode) << 16
-            info.compress_type = zipfile.ZIP_DEFLATED
-            z.writestr(info, text)
-
-        add_text("setup.sh", _SETUP_SH, 0o755)
-        add_text("run_autograder", _RUN_AUTOGRADER, 0o755)
-        add_text("requirements.txt", "\n".join(_requirements()) + "\n")
-        add_text(CONFIG_NAME, json.dumps(config, indent=2) + "\n")
-        for src, arc in _package_files():
-            add_text(arc.as_posix(), src.read_bytes())
-    os.replace(tmp, path)
-    return config
+    return {"secret": secrets.token_hex(32), "hidden_seed": None if hidden_seed is None else int(hidden_seed),
+            "timeout_s": float(timeout or DEFAULT_TIMEOUT_S), "hidden_visibility": hidden_visibility,
+            "hidden_weight": float(hidden_weight), "all_or_nothing": bool(all_or_nothing),
+            "required_cases": required_cases,
+            "exercises": [{"stem": ex.stem, "points": points[ex.stem]} for ex in exercises]}

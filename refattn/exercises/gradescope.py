@@ -39,10 +39,18 @@ import sys
 import tempfile
 from pathlib import Path
 
-__all__ = ["results_for", "try_zip", "format_results", "main", "submission_seed"]
+from .credit import credit
+
+__all__ = ["answer_names", "results_for", "try_zip", "format_results", "main", "submission_seed"]
 
 #: The test that only the instructor sees (Gradescope's ``hidden`` visibility, 0 points).
 INSTRUCTOR_TEST = "instructor only: how the answers ran, and their similarity to the library and the model solutions"
+
+
+def answer_names(ex) -> set:
+    """The file names (lower case) an answer to ``ex`` may have: ``NN-name.py`` or ``name.py``, with
+    ``-`` or ``_``."""
+    return {f"{ex.stem}.py", f"{ex.name}.py", f"{ex.stem.replace('-', '_')}.py", f"{ex.name.replace('-', '_')}.py"}
 
 
 def _find(submission: Path, ex):
@@ -52,7 +60,7 @@ def _find(submission: Path, ex):
     ``NN-name.py`` (or ``name.py``), anywhere below ``submission``; symbolic links to folders are
     not followed, a link to a file only where it stays inside the submission.
     """
-    wanted = {f"{ex.stem}.py", f"{ex.name}.py", f"{ex.stem.replace('-', '_')}.py", f"{ex.name.replace('-', '_')}.py"}
+    wanted = answer_names(ex)
     top = os.path.realpath(submission)
     found = []
     for base, dirs, files in os.walk(submission):
@@ -82,7 +90,7 @@ def submission_seed(secret, files) -> int:
 
 
 def _test(name, score, max_score, output, visibility) -> dict:
-    return {"name": name, "score": round(float(score), 4), "max_score": float(max_score), "output": output,
+    return {"name": name, "score": float(score), "max_score": float(max_score), "output": output,
             "visibility": visibility}
 
 
@@ -142,7 +150,9 @@ def results_for(root, config) -> dict:
                 out = f"grader error (not your answer's fault; your instructor can see it): {error}\n" + out
             name = f"{title}: {'hidden' if hidden else 'public'} cases"
             tests.append(_test(name, score, max_score, out, visibility))
-    total = sum(t["score"] for t in tests)
+    total = sum(t["score"] for t in tests)  # of the exact scores: rounded once, never the rounded ones summed
+    for t in tests:
+        t["score"] = round(t["score"], 4)
     missing = "" if submission.is_dir() and any(p for p, _ in found.values()) else \
         "No answer file was found in your submission (each is named like its starter, NN-name.py). "
     report = similarity_report(items, config.get("similarity", {}))
@@ -321,6 +331,7 @@ def main(argv=None) -> int:
 
     print(f"refattn {refattn.__version__} from {os.path.dirname(refattn.__file__)}: "
           f"{results['score']:g} points written to {root / 'results' / 'results.json'}")
+    results["output"] += "\n" + credit("code")  # the grader's code and its results: the project's
     _write(root / "results", results)
     return 0
 

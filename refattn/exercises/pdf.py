@@ -6,8 +6,8 @@ Both are Markdown with LaTeX mathematics (the statements' and derivations'
 ``django-static-mathjax`` wheel (offline), and printed by headless Chromium
 (the book's printer; ``REFATTN_CHROMIUM`` names it, else ``chromium`` on
 ``PATH``). :func:`check_tools` says, in one line naming the option, what is
-missing before any work; :func:`write_pdf` writes to a temporary file beside
-the target and moves it over it, so a PDF is whole or absent.
+missing before any work; :func:`render` returns the PDF's bytes, which the
+export writes whole or not at all.
 
     pip install ".[docs]"        # Python-Markdown, pymdown-extensions, MathJax
     apt-get install chromium     # or REFATTN_CHROMIUM=/path/to/chrome
@@ -23,7 +23,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-__all__ = ["find_chromium", "check_tools", "write_pdf", "PRINT_TIMEOUT_S"]
+__all__ = ["find_chromium", "check_tools", "render", "PRINT_TIMEOUT_S"]
 
 #: Seconds Chromium has to load, typeset and print one document.
 PRINT_TIMEOUT_S = 180
@@ -35,16 +35,17 @@ h1 { font-size: 20pt; margin: 0 0 4mm 0; }
 h2 { font-size: 15pt; margin: 7mm 0 2mm 0; }
 h3 { font-size: 12.5pt; }
 code, pre { font-family: "DejaVu Sans Mono", monospace; font-size: 9.5pt; }
-pre { background: #f4f4f4; padding: 2mm 3mm; white-space: pre-wrap; }
+pre { background: #f4f4f4; padding: 2mm 3mm; white-space: pre-wrap; break-inside: avoid; }
 table { border-collapse: collapse; margin: 3mm 0; }
 th, td { border: 1px solid #999; padding: 1mm 2.5mm; text-align: left; }
 .header { border-bottom: 2px solid #333; margin-bottom: 5mm; padding-bottom: 2mm; }
 .header p { margin: 1mm 0; }
 .problem { break-before: page; }
 .labels { color: #333; font-style: italic; }
-.written { border: 1px solid #666; min-height: 95mm; margin-top: 4mm; padding: 2mm 3mm; }
+.written { border: 1px solid #666; min-height: 95mm; margin-top: 4mm; padding: 2mm 3mm; break-inside: avoid; }
 .written p { color: #555; margin: 0; }
 .answer { break-before: page; }
+.credit { color: #444; font-size: 9pt; border-top: 1px solid #999; margin-top: 6mm; padding-top: 1mm; }
 """
 
 
@@ -80,9 +81,9 @@ def _html(markdown_text, title):
     import markdown  # noqa: PLC0415
     import mathjax  # noqa: PLC0415  (the django-static-mathjax wheel)
 
-    body = markdown.markdown(markdown_text, extensions=["tables", "attr_list", "md_in_html", "fenced_code",
-                                                        "pymdownx.arithmatex"],
-                             extension_configs={"pymdownx.arithmatex": {"generic": True}})
+    body = markdown.markdown(markdown_text, extensions=["tables", "attr_list", "md_in_html", "pymdownx.superfences",
+                                                        "pymdownx.arithmatex"],  # the book's (mkdocs.yml)
+                             extension_configs={"pymdownx.arithmatex": {"generic": True, "smart_dollar": False}})
     script = Path(mathjax.__file__).parent / "static" / "mathjax" / "es5" / "tex-svg-full.js"
     config = ("window.MathJax = {tex: {inlineMath: [['\\\\(', '\\\\)']], displayMath: [['\\\\[', '\\\\]']], "
               "processEscapes: true}, options: {ignoreHtmlClass: '.*|', processHtmlClass: 'arithmatex'}, "
@@ -92,11 +93,10 @@ def _html(markdown_text, title):
             f"</head><body>{body}</body></html>")
 
 
-def write_pdf(markdown_text, target, *, title, option):
-    """Print ``markdown_text`` to the PDF ``target`` (whole or not at all); ``option`` names the
-    command-line option in a failure's one line."""
+def render(markdown_text, *, title, option) -> bytes:
+    """``markdown_text`` printed as a PDF, its bytes; ``option`` names the command-line option in a
+    failure's one line."""
     check_tools(option)
-    target = Path(target)
     with tempfile.TemporaryDirectory(prefix="refattn-pdf-") as tmp:
         page = Path(tmp) / "page.html"
         page.write_text(_html(markdown_text, title), encoding="utf-8")
@@ -108,7 +108,4 @@ def write_pdf(markdown_text, target, *, title, option):
         if r.returncode != 0 or not out.is_file() or out.read_bytes()[:5] != b"%PDF-":
             last = ((r.stderr or r.stdout).strip().splitlines() or ["no output"])[-1][:200]
             raise ValueError(f"{option}: Chromium could not print the PDF (exit {r.returncode}: {last})")
-        part = target.with_name(f".{target.name}.{os.getpid()}.part")
-        shutil.copyfile(out, part)
-        os.replace(part, target)
-    return target
+        return out.read_bytes()

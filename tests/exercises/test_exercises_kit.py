@@ -26,6 +26,7 @@ import pytest
 import refattn
 from refattn.cli import main as cli_main
 from refattn.exercises import EXERCISES, exercise, grade, grade_many
+from refattn.exercises.credit import credit
 from refattn.exercises.export import (CONFIG_NAME, export_gradescope, solution_blocks, solution_path,
                                       solution_source, starter)
 from refattn.exercises.graders import closure_shift
@@ -298,7 +299,7 @@ def test_student_export_has_statements_starters_and_no_solution(tmp_path, capsys
     assert cli_main(["exercises", "export", "--student", str(out)]) == 0
     capsys.readouterr()
     names = sorted(p.name for p in out.iterdir())
-    assert names == sorted(["README.md", "check.py", "checker", "derivations"]
+    assert names == sorted(["README.md", "LICENSE", "check.py", "checker", "derivations"]
                            + [f"{ex.stem}{ext}" for ex in EXERCISES for ext in (".md", ".py")])
     # the checker: the judge, the runner, the child and the public cases; no library, no hidden case
     checker = sorted(p.relative_to(out / "checker").as_posix() for p in (out / "checker").rglob("*") if p.is_file())
@@ -315,9 +316,14 @@ def test_student_export_has_statements_starters_and_no_solution(tmp_path, capsys
         assert f"[`{ex.stem}.py`]({ex.stem}.py)" in readme
         statement = texts[f"{ex.stem}.md"]
         assert statement == (ROOT / ex.statement).read_text().replace(
-            ".venv/bin/refattn exercises check", ".venv/bin/python check.py")
+            ".venv/bin/refattn exercises check", ".venv/bin/python check.py") + f"\n\n---\n\n*{credit('text')}*\n"
         for cited in re.findall(r"derivations/\d\d-[a-z0-9-]+\.md", statement):  # every "Read:" resolves here
             assert (out / cited).is_file(), (ex.stem, cited)
+    # every file a student reads carries the credit line; the licence its code needs is shipped whole
+    assert texts["LICENSE"] == (ROOT / "LICENSE").read_text() and "MIT License" in texts["LICENSE"]
+    for name, text in texts.items():
+        if name.endswith((".md", ".py")):
+            assert credit("code") in text or credit("text") in text or credit("text", "code") in text, name
     # exercise 14's answer is one number: the handout holds no case that gives it away
     answer = closure_shift()
     assert f"{answer:.6g}"[:6] not in texts["checker/cases/14-closure-witness.json"]
@@ -403,7 +409,7 @@ def _valid(results):
 @pytest.mark.slow
 def test_the_zip_carries_what_it_needs(autograder):
     _, names, modes = autograder
-    assert {"setup.sh", "run_autograder", "requirements.txt", CONFIG_NAME, "refattn/__init__.py",
+    assert {"setup.sh", "run_autograder", "requirements.txt", CONFIG_NAME, "LICENSE", "refattn/__init__.py",
             "refattn/exercises/_child.py"} <= names
     assert not any("solutions" in n or n.startswith("instructor") for n in names), "the zip holds no solutions"
     assert modes["setup.sh"] & 0o111 and modes["run_autograder"] & 0o111
@@ -420,6 +426,7 @@ def test_gradescope_full_marks_for_the_solutions(autograder):
     _valid(results)
     assert results["score"] == sum(ex.points for ex in EXERCISES)
     assert all(t["score"] == t["max_score"] for t in results["tests"]), results
+    assert results["output"].endswith(credit("code"))  # the autograder's output carries the credit line
 
 
 @pytest.mark.slow
@@ -713,7 +720,7 @@ def test_export_a_subset_with_points(tmp_path, capsys):
                                    {"stem": "03-reweighted-vjp", "points": float(exercise(3).points)},
                                    {"stem": "14-closure-witness", "points": 1.5}]
     assert sorted(p.name for p in handout.iterdir()) == sorted(
-        ["README.md", "check.py", "checker", "derivations"]
+        ["README.md", "LICENSE", "check.py", "checker", "derivations"]
         + [f"{exercise(n).stem}{ext}" for n in (1, 3, 14) for ext in (".md", ".py")])
     assert sorted(p.name for p in (handout / "checker" / "cases").iterdir()) == sorted(
         f"{exercise(n).stem}.{e}" for n in (1, 3, 14) for e in ("json", "npz"))

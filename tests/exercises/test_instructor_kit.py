@@ -6,6 +6,7 @@ that print skip with the reason (CI, with ``REFATTN_EXTRAS_REQUIRED=1``, has bot
 """
 
 import json
+import os
 import re
 import sys
 import textwrap
@@ -19,6 +20,7 @@ from tests.support import required
 from refattn.cli import main as cli_main
 from refattn.exercises import EXERCISES, exercise, grade
 from refattn.exercises import pdf as pdf_module
+from refattn.exercises.credit import credit
 from refattn.exercises.export import PROBLEM_SET, solution_path
 from refattn.exercises.gradescope import group_score
 
@@ -57,8 +59,12 @@ def test_the_problem_set_holds_the_chosen_exercises_their_points_the_course_and_
     capsys.readouterr()
     text = " ".join(_pdf_text(out / PROBLEM_SET).split())
     for fact in ("Attention 101", "2026-12-15", "Total: 35 points", "(10 points)", "(25 points)",
-                 exercise(1).title, exercise(3).title, "Your derivation"):
+                 exercise(1).title, exercise(3).title, "Your derivation", credit("text")):
         assert fact in text, fact
+    # the statements' mathematics typeset as in the book: exercise 03's "$g = h = $ softplus" too
+    assert "$" not in text and "\\(" not in text, text[text.find("$") - 200:text.find("$") + 50]
+    # an answer box is never split across a page break
+    assert re.search(r"\.written \{[^}]*break-inside: avoid", pdf_module._CSS)
     others = [ex.title for ex in EXERCISES if ex.number not in (1, 3)]
     assert not [t for t in others if t in text]
 
@@ -195,10 +201,156 @@ def test_the_answer_key_holds_worked_solutions_and_none_of_its_lines_is_in_a_han
     key = tmp_path / "key.pdf"
     assert cli_main(["exercises", "export", "--answer-key", str(key), "--exercises", "01,03", "--course", "C"]) == 0
     capsys.readouterr()
-    text = " ".join(_pdf_text(key).split())
+    raw = _pdf_text(key)
+    text = " ".join(raw.split())
     assert len(text) > 5000 and "The derivation" in text and "Common wrong answers" in text
+    assert credit("text", "code") in text
+    # code printed as code: no fence left, and a wrong answer's lines stay lines
+    assert "```" not in raw and "python wrong" not in raw and "grader softmax-vjp" not in raw
+    assert re.search(r"^\s*e = np\.exp\(s\)\s+# no shift\s*$", raw, re.M), raw[:3000]
     assert exercise(1).title in text and exercise(3).title in text and exercise(2).title not in text
     assert "The model solution" in text and "instructors" in text
     # refused over an existing file, unless --force
     assert cli_main(["exercises", "export", "--answer-key", str(key)]) == 2
     assert "--force" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------
+# Exports touch nothing the user did not name
+# ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def clone(tmp_path, monkeypatch):
+    """A copy of the repository's sources (statements, model solutions, derivations, package, README,
+    LICENSE) that the export reads in place of this clone's, so that a refusal that failed would
+    damage the copy only. Returns its root and a function giving a digest of every file in it."""
+    import hashlib
+    import shutil
+
+    from refattn.exercises import export
+
+    root = tmp_path / "clone"
+    for name in ("exercises", "instructor", "derivations", "refattn"):
+        shutil.copytree(ROOT / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("README.md", "LICENSE"):
+        shutil.copy(ROOT / name, root / name)
+    monkeypatch.setattr(export, "PACKAGE", root / "refattn")
+    monkeypatch.setattr(export, "statements_dir", lambda: root / "exercises")
+    monkeypatch.setattr(export, "solutions_dir", lambda: root / "instructor" / "solutions")
+    monkeypatch.setattr(export, "derivations_dir", lambda: root / "derivations")
+
+    def digest():
+        return {p.relative_to(tmp_path).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+                for p in sorted(tmp_path.rglob("*")) if p.is_file() and not p.is_symlink()}
+
+    return root, digest
+
+
+@pytest.mark.parametrize("target", [".", "instructor/solutions", "instructor", "exercises", "derivations",
+                                    "refattn", "refattn/exercises", "exercises/new-folder", "docs/handout"])
+def test_an_export_onto_the_repositorys_sources_is_refused_force_or_not(target, clone, capsys, monkeypatch):
+    """The reproductions: --student onto the clone's root replaced README.md and five derivations;
+    onto instructor/solutions it replaced the model solutions with blank starters; onto exercises it
+    rewrote every statement. Each is now one line and exit 2, and not a byte of the clone changes."""
+    root, digest = clone
+    monkeypatch.chdir(root)
+    before = digest()
+    for force in ([], ["--force"]):
+        assert cli_main(["exercises", "export", "--student", target, *force]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "--student" in err[0] and "repository" in err[0], err
+    for option, name in (("--gradescope", "autograder.zip"), ("--answer-key", "key.pdf")) * (target != "."):
+        assert cli_main(["exercises", "export", option, f"{target}/{name}", "--force"]) == 2
+        assert option in capsys.readouterr().err
+    assert digest() == before
+
+
+def test_nothing_inside_the_target_is_followed_through_a_link(clone, tmp_path, capsys):
+    """A link inside the handout's folder (to a folder or a file outside it) is refused, --force or not,
+    before anything is written; what the links point to is untouched."""
+    root, digest = clone
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "README.md").write_text("mine\n")
+    for link, to in (("derivations", outside), ("README.md", outside / "README.md"),
+                     ("checker", outside), ("01-softmax-vjp.py", outside / "README.md")):
+        handout = tmp_path / f"handout-{link}"
+        handout.mkdir()
+        (handout / link).symlink_to(to)
+        before = digest()
+        assert cli_main(["exercises", "export", "--student", str(handout), "--force"]) == 2
+        err = capsys.readouterr().err
+        assert "symbolic link" in err and link in err, err
+        assert digest() == before and sorted(os.listdir(handout)) == [link]
+    assert (outside / "README.md").read_text() == "mine\n" and sorted(os.listdir(outside)) == ["README.md"]
+
+
+def test_every_check_runs_before_the_first_byte_and_no_part_file_is_left(clone, tmp_path, capsys, monkeypatch):
+    """A folder named like the zip, a folder where the handout's README.md goes, a file where a folder
+    goes: refused before anything is written (the zip before it is built), and no .part file anywhere;
+    a write that fails half way leaves no .part file either."""
+    from refattn.exercises import export
+
+    root, digest = clone
+    (tmp_path / "X.zip").mkdir()
+    (tmp_path / "h1" / "README.md").mkdir(parents=True)
+    (tmp_path / "h2").mkdir()
+    (tmp_path / "h2" / "checker").write_text("a file where a folder goes\n")
+    (tmp_path / "key.pdf").mkdir()
+    before = digest()
+
+    def built(*args, **kwargs):
+        raise AssertionError("the zip was being built before its target was checked")
+
+    monkeypatch.setattr("refattn.exercises.similarity.fingerprints", built)
+    for args, option in ((["--gradescope", str(tmp_path / "X.zip"), "--force"], "--gradescope"),
+                         (["--student", str(tmp_path / "h1"), "--force"], "--student"),
+                         (["--student", str(tmp_path / "h2"), "--force"], "--student"),
+                         (["--answer-key", str(tmp_path / "key.pdf"), "--force"], "--answer-key")):
+        assert cli_main(["exercises", "export", *args]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and option in err[0], err
+        assert digest() == before
+    assert not list(tmp_path.rglob("*.part")) and not list(tmp_path.rglob(".*.part"))
+
+    def full_disk(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.undo()
+    monkeypatch.setattr(export.os, "replace", full_disk)
+    with pytest.raises(OSError):
+        export.export_gradescope(tmp_path / "a.zip", exercises=[exercise(1)])
+    with pytest.raises(OSError):
+        export.write_atomic(tmp_path / "b.txt", b"data")
+    assert not (tmp_path / "a.zip").exists() and not (tmp_path / "b.txt").exists()
+    assert not [p for p in tmp_path.rglob("*") if p.name.endswith(".part")]
+
+
+def test_totals_are_rounded_once_not_summed_from_rounded_scores(tmp_path, capsys):
+    """Points that split into thirds: the total is the exact sum rounded, not the rounded tests summed
+    (which gave 76.6666 for 76.6667)."""
+    from refattn.exercises.gradescope import try_zip
+
+    zpath = tmp_path / "thirds.zip"
+    assert cli_main(["exercises", "export", "--gradescope", str(zpath), "--exercises", "01,02,03",
+                     "--points", "3.33333", "--hidden-weight", "0.5"]) == 0
+    capsys.readouterr()
+    results, _, _ = try_zip(zpath)
+    shown = [t["score"] for t in results["tests"] if t["max_score"]]
+    assert shown == [round(3.33333 / 2, 4)] * 6  # each test's score rounded to 4 places: 1.6667
+    assert results["score"] == round(3 * 3.33333, 4) == 10.0 != round(sum(shown), 4)  # not 10.0002
+
+
+def test_the_licence_shipped_outside_a_clone_is_the_one_installed_with_the_package(tmp_path, monkeypatch):
+    """An autograder exported from an installed refattn (no clone beside it) still ships LICENSE whole:
+    the copy installed with the package, which is the repository's."""
+    from refattn.exercises import export
+
+    monkeypatch.setattr(export, "_clone_roots", set)
+    monkeypatch.setattr(export, "PACKAGE", tmp_path / "refattn")
+    assert export.licence_text() == (ROOT / "LICENSE").read_text(encoding="utf-8")
+    monkeypatch.setattr(export.metadata, "distribution", lambda name: (_ for _ in ()).throw(
+        export.metadata.PackageNotFoundError(name)))
+    with pytest.raises(ValueError, match="LICENSE"):
+        export.licence_text()
