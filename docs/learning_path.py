@@ -126,7 +126,7 @@ STEPS: dict[int, list[Step]] = {
         Step("[Derivation 23](derivations/23-streaming.md) and [notebook 13](notebooks/13_streaming.py)",
              "attention in $O(n)$ memory for every activation",
              "[derivation 23](derivations/23-streaming.md) → [notebook 13](notebooks/13_streaming.py)", 30),
-        Step("", "", "", exercises=(12, 13)),
+        Step("", "", "", exercises=(12, 13, 15)),
     ],
 }
 
