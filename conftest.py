@@ -17,7 +17,9 @@ disagree fails its test, and so does every later block of its session
 ("an earlier block ... fails"); ``tests/test_step_blocks.py`` shows that a
 broken step is caught and that each test's output is its block's own.
 ``docs/verify.md``'s worked example is collected the same way; a python
-block with no session runs alone.
+block with no session runs alone. A page named on the command line that has
+no step blocks (``pytest derivations/20-speed.md``) stops the run with one
+line that says so, which pages have them, and which tests the page names.
 """
 
 from __future__ import annotations
@@ -118,6 +120,28 @@ class StepBlockFile(pytest.File):
         self.state[item.chain] = (None, -1)
         _run(item.definition.source, self.path, namespace)
         self.state[item.chain] = (namespace, index + 1)
+
+
+_TESTS_NAMED = re.compile(r"\btests/[\w/]+\.py\b")
+
+
+def no_step_blocks(page: pathlib.Path) -> str:
+    """What to say when ``page``, a markdown page without step blocks, is given to pytest."""
+    named = [t for t in dict.fromkeys(_TESTS_NAMED.findall(page.read_text(encoding="utf-8"))) if (ROOT / t).is_file()]
+    pages = ", ".join(sorted(p.relative_to(ROOT).as_posix() for p in STEP_PAGES))
+    return (f"{page.relative_to(ROOT).as_posix() if page.is_relative_to(ROOT) else page}: this page has no step "
+            f"blocks, so pytest has nothing of it to run (the pages whose steps run as tests: {pages}). "
+            + (f"The tests of what it states are those it names: .venv/bin/python -m pytest {' '.join(named)}"
+               if named else "It names no test file."))
+
+
+def pytest_configure(config):
+    if config.option.markdowndocs:  # pytest-markdown-docs collects every page itself
+        return
+    for arg in config.args:
+        page = (config.invocation_params.dir / arg.split("::")[0]).resolve()
+        if page.suffix == ".md" and page.is_file() and page not in STEP_PAGES:
+            raise pytest.UsageError(no_step_blocks(page))
 
 
 def pytest_collect_file(file_path, parent):

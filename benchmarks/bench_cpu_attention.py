@@ -37,6 +37,13 @@ row, after a 0.2 s pause and 0.15 s of untimed warm-up runs. A candidate's time 
 its runs; every ratio is the median over passes of the ratio of the two
 candidates' medians in that pass, which cancels drift that affects both
 sides of a ratio alike. The minimum over runs is recorded too.
+
+How long it takes: ``--passes`` x candidates (two for PyTorch, six per
+activation) x (the pause, the warm-up and ``--repeats`` runs), so at least
+3 x 56 x 0.35 s = 59 s of pauses and warm-ups at the defaults, plus the runs,
+which a machine busy with other work stretches. It prints its progress on
+stderr, one line per pass, and records its wall-clock ``seconds`` and the load
+average before and after.
 """
 
 from __future__ import annotations
@@ -131,14 +138,17 @@ def _minor_faults():
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
-def run_grouped(candidates, passes, repeats, pause=0.2, warmup=0.15, faults=None):
+def run_grouped(candidates, passes, repeats, pause=0.2, warmup=0.15, faults=None, progress=None):
     """``{key: [[seconds per run] per pass]}``: per pass, every candidate
     ``repeats`` times in a row, after a pause and ``warmup`` seconds of
     untimed runs (at least one). ``faults``, a dict, gets each candidate's
-    page faults per run (averaged over its timed runs) appended per pass."""
+    page faults per run (averaged over its timed runs) appended per pass.
+    ``progress(i, key)``, if given, is called before candidate ``key`` of pass ``i``."""
     times = {key: [] for key in candidates}
-    for _ in range(passes):
+    for i in range(passes):
         for key, fn in candidates.items():
+            if progress is not None:
+                progress(i, key)
             time.sleep(pause)  # let threads a previous candidate left spinning go to sleep
             t_end = time.perf_counter() + warmup
             fn()
@@ -189,6 +199,7 @@ def main(argv=None):
     ap.add_argument("--json", action="store_true", help="print the results as JSON")
     ap.add_argument("--out", type=machine.output_file, help="also write the JSON to this file")
     args = ap.parse_args(argv)
+    t_start, load_start = time.perf_counter(), _load()
     shape, repeats, passes, pause, warmup = (tuple(args.shape), args.repeats, args.passes, 0.2, 0.15)
     if args.quick:
         shape, repeats, passes, pause, warmup = (2, 2, 16, 8), 2, 1, 0.0, 0.0
@@ -205,7 +216,20 @@ def main(argv=None):
         for key, fn in autograd_candidates(name, Q, K, V, G).items():
             candidates[(name, "autograd_" + key)] = fn
     faults = {}
-    times = run_grouped(candidates, passes, repeats, pause, warmup, faults)
+    print(f"timing {len(candidates)} candidates in {passes} passes of {repeats} runs each", file=sys.stderr, flush=True)
+
+    first, last = next(iter(candidates)), [None]
+
+    def progress(i, key):  # one line per pass, naming each activation as its turn comes
+        if key == first:
+            print(("\n" if i else "") + f"pass {i + 1} of {passes} ({time.perf_counter() - t_start:.0f} s):",
+                  end="", file=sys.stderr, flush=True)
+        if key == first or key[0] != last[0]:
+            print(f" {key[0]}", end="", file=sys.stderr, flush=True)
+        last[0] = key[0]
+
+    times = run_grouped(candidates, passes, repeats, pause, warmup, faults, progress)
+    print(f"\ntimed in {time.perf_counter() - t_start:.0f} s", file=sys.stderr, flush=True)
 
     def med(key):
         return statistics.median(_all(times[key]))
@@ -251,8 +275,13 @@ def main(argv=None):
               "blas": _blas_info(),
               "rows": rows, "torch": torch_res,
               "torch_max_grad_diff": check_same_gradients(Q, K, V, G), "verdict": verdict,
+              "candidates": len(candidates), "pause_s": pause, "warmup_s": warmup,
+              "seconds": None, "load_average": [load_start, None], "cores": os.cpu_count(),
+              "command": " ".join(["python benchmarks/bench_cpu_attention.py"] + list(
+                  sys.argv[1:] if argv is None else argv)),
               "machine": {"python": platform.python_version(), "numpy": np.__version__,
                           "processor": platform.machine(), "cpu": cpu_name()}}
+    result["seconds"], result["load_average"][1] = time.perf_counter() - t_start, _load()  # the whole run
     if args.out:
         machine.write_json(args.out, result)
     if args.json:
@@ -276,6 +305,14 @@ def main(argv=None):
     for k, v in verdict.items():
         print(f"{k}: {v if not isinstance(v, float) else f'{v:.2f}'}")
     return result
+
+
+def _load():
+    """The 1-minute load average, or None where the system does not report it."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None
 
 
 def _blas_info():

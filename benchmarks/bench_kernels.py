@@ -2,6 +2,7 @@
 
     python benchmarks/bench_kernels.py            # (16, 256, 256) float64 scores, every activation
     python benchmarks/bench_kernels.py --json     # machine-readable
+    python benchmarks/bench_kernels.py --out benchmarks/results/kernels-avx2.json   # also save the JSON
     python benchmarks/bench_kernels.py --quick    # tiny shape, one run: a smoke test
 
 For every registered activation, on one array of scores of ``--shape``
@@ -11,19 +12,22 @@ For every registered activation, on one array of scores of ``--shape``
   (``ell`` by its stable formula, the shifted exponential, times ``rho``)
   against :func:`refattn.fast.kernels.forward` (the split ``h = exp(f a) b``,
   in place, returning ``p``, the weights and what the backward needs);
-* ``vjp``: the reference :meth:`refattn.core.activations.Activation.backward` (which
-  computes ``p`` itself, then Eq. 01.R4 grouped as 01.R5), as the reference
-  attention calls it, against :func:`refattn.fast.kernels.vjp_from` given the
-  ``p`` and ``phi`` that the fast forward keeps (Eq. 01.R5 by the kernel's
-  factors; ``overwrite_u=False``, so it allocates its output as the
-  reference does);
+* ``vjp``: the reference :meth:`refattn.core.activations.Activation.backward`
+  given the cache of the reference's forward (the scores and ``p``; it
+  evaluates ``rho``, ``rho'`` and ``ell'`` from the scores, then Eq. 01.R4
+  grouped as 01.R5), as the reference attention calls it, against
+  :func:`refattn.fast.kernels.vjp_from` given the ``p`` and ``phi`` that the
+  fast forward keeps (Eq. 01.R5 by the kernel's factors; ``overwrite_u=False``,
+  so it allocates its output as the reference does);
 
 and checks that each pair returns the same numbers (a timing of a wrong
 result means nothing). ``derivations/20-speed.md`` section 2 quotes the ratios.
 
 Timing, as in ``bench_cpu_attention.py``: each of ``--passes`` passes times every
 candidate ``--repeats`` times in a row after a short pause and an untimed
-warm-up; a time is the median of all runs, a ratio the median over passes of
+warm-up, in this process's CPU time (every candidate runs on one thread, and
+a machine busy with other work stretches wall-clock time, not CPU time); a
+time is the median of all runs, a ratio the median over passes of
 the ratio of the two medians in that pass.
 """
 
@@ -41,6 +45,7 @@ import numpy as np
 from bench_cpu_attention import cpu_name, median_ratio  # this folder's timing helpers
 from refattn import ACTIVATIONS, activation
 from refattn.fast import kernels
+from refattn.fast.threads import single_threaded_blas
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import machine  # noqa: E402  (this folder's option checks)
@@ -50,10 +55,11 @@ def candidates(name, s, u):
     """``{key: callable}`` for one activation, and the largest relative difference of each pair."""
     act = activation(name)
     p, phi, aux = kernels.forward(act, s)  # (..., n) each; aux: what the fast cache holds
+    cache = act.forward(s)[1]  # what the reference attention keeps for its backward pass
     fns = {
         "reference_forward": lambda: act(s),
         "fast_forward": lambda: kernels.forward(act, s)[1],
-        "reference_vjp": lambda: act.backward(u, act.forward(s)[1]),
+        "reference_vjp": lambda: act.backward(u, cache),
         "fast_vjp": lambda: kernels.vjp_from(act, np, aux, p, u, -1, phi),
     }
     diff = {}
@@ -76,9 +82,9 @@ def run_grouped(fns, passes, repeats, pause, warmup):
                 fn()
             runs = []
             for _ in range(repeats):
-                t0 = time.perf_counter()
+                t0 = time.process_time()
                 fn()
-                runs.append(time.perf_counter() - t0)
+                runs.append(time.process_time() - t0)
             times[key].append(runs)
     return times
 
@@ -90,6 +96,7 @@ def main(argv=None):
     ap.add_argument("--passes", type=machine.positive_int, default=3, help="passes over all candidates (default 3)")
     ap.add_argument("--quick", action="store_true", help="(2, 8, 8), one pass of one run, no pauses: a smoke test")
     ap.add_argument("--json", action="store_true", help="print the results as JSON")
+    ap.add_argument("--out", type=machine.output_file, help="also write the JSON to this file")
     args = ap.parse_args(argv)
     shape, repeats, passes, pause, warmup = tuple(args.shape), args.repeats, args.passes, 0.1, 0.1
     if args.quick:
@@ -100,7 +107,8 @@ def main(argv=None):
     rows = {}
     for name in ACTIVATIONS:
         fns, diff = candidates(name, s, u)
-        t = run_grouped(fns, passes, repeats, pause, warmup)
+        with single_threaded_blas():  # one thread, so that CPU time is the time of the work
+            t = run_grouped(fns, passes, repeats, pause, warmup)
         med = {k: statistics.median(x for run in v for x in run) for k, v in t.items()}
         rows[name] = {
             "reference_forward_ms": 1e3 * med["reference_forward"], "fast_forward_ms": 1e3 * med["fast_forward"],
@@ -110,10 +118,15 @@ def main(argv=None):
             "max_rel_diff": diff,
         }
     result = {"shape": list(shape), "dtype": "float64", "repeats": repeats, "passes": passes,
-              "timing": "median of passes x repeats runs; ratio = reference / fast, median over passes",
+              "timing": "CPU time of this process, median of passes x repeats runs; ratio = reference / fast, "
+                        "median over passes",
               "rows": rows,
               "machine": {"python": platform.python_version(), "numpy": np.__version__,
                           "processor": platform.machine(), "cpu": cpu_name()}}
+    if args.out:
+        result["command"] = " ".join(["python benchmarks/bench_kernels.py"] + list(sys.argv[1:] if argv is None else argv))
+        result["machine"] = machine.describe()
+        machine.write_json(args.out, result)
     if args.json:
         print(json.dumps(result, indent=2))
         return result

@@ -2,6 +2,7 @@
 
     python benchmarks/bench_ops.py          # one (256, 256) float64 slice and a (16, 256, 256) batch
     python benchmarks/bench_ops.py --json
+    python benchmarks/bench_ops.py --out benchmarks/results/ops-avx2.json   # also save the JSON
 
 For each elementwise operation the activations use, the median time of one
 pass over one score slice of attention at n = 256 (512 KiB, which fits in a
@@ -9,7 +10,11 @@ core's L2 cache) and over the whole batch of the issue-2 benchmark (16 such
 slices, 8 MiB), writing into an existing array; then a matrix product of one
 slice as attention does it (256 x 64 times 64 x 256, BLAS on one thread), and
 the cost of writing 8 MiB of freshly allocated memory against 8 MiB that is
-already mapped. Each number is the median of ``--repeats`` runs.
+already mapped. Each number is the median of ``--repeats`` runs, each timed
+in this process's CPU time (one thread: a machine busy with other work
+stretches wall-clock time, not the CPU time of a pass); ``--out``
+saves them with the command, the machine and each pass's multiple of the
+cheapest pass over one slice.
 """
 
 from __future__ import annotations
@@ -32,14 +37,15 @@ def _median_us(fn, repeats):
     fn()
     ts = []
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         fn()
-        ts.append(time.perf_counter() - t0)
+        ts.append(time.process_time() - t0)
     return 1e6 * statistics.median(ts)
 
 
 def elementwise_ops(x, out):
     """name -> callable writing one pass over ``x`` into ``out`` (or reducing it)."""
+    pos = np.abs(x) + 0.5  # (for log1p and log) positive, made once, not timed
     return {
         "multiply by a scalar": lambda: np.multiply(x, 0.5, out=out),
         "multiply two arrays": lambda: np.multiply(x, x, out=out),
@@ -48,6 +54,8 @@ def elementwise_ops(x, out):
         "divide": lambda: np.divide(x, x, out=out),
         "exp": lambda: np.exp(x, out=out),
         "tanh": lambda: np.tanh(x, out=out),
+        "log1p": lambda: np.log1p(pos, out=out),
+        "log": lambda: np.log(pos, out=out),
         "sign": lambda: np.sign(x, out=out),
         "minimum with 0": lambda: np.minimum(x, 0.0, out=out),
         "where (select)": lambda: np.copyto(out, np.where(x > 0, x, 1.0)),
@@ -60,6 +68,7 @@ def main(argv=None):
     ap = machine.parser(__doc__, whole=True)
     ap.add_argument("--repeats", type=machine.positive_int, default=200)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--out", type=machine.output_file, help="also write the JSON to this file")
     args = ap.parse_args(argv)
     rng = np.random.default_rng(0)
     one = rng.standard_normal((256, 256))
@@ -78,11 +87,16 @@ def main(argv=None):
     mapped.fill(0.0)
     res["write_8MiB_mapped_us"] = _median_us(lambda: mapped.fill(1.0), max(1, args.repeats // 10))
     res["write_8MiB_fresh_us"] = _median_us(lambda: np.empty(batch.shape).fill(1.0), max(1, args.repeats // 10))
+    cheapest = min(res["slice_us"].values())
+    res["slice_over_cheapest"] = {name: us / cheapest for name, us in res["slice_us"].items()}
+    if args.out:
+        machine.write_json(args.out, {"command": " ".join(["python benchmarks/bench_ops.py"] + list(
+            sys.argv[1:] if argv is None else argv)), "repeats": args.repeats,
+            "timing": "CPU time of this process, median of --repeats runs", "machine": machine.describe(), **res})
     if args.json:
         print(json.dumps(res, indent=2))
         return res
     print(f"{'operation':24s} {'one slice (us)':>15s} {'16 slices (us)':>15s} {'x cheapest':>11s}")
-    cheapest = min(res["slice_us"].values())
     for name in res["slice_us"]:
         print(f"{name:24s} {res['slice_us'][name]:15.1f} {res['batch_us'][name]:15.1f} "
               f"{res['slice_us'][name] / cheapest:11.1f}")

@@ -103,25 +103,37 @@ STEPS: dict[int, list[Step]] = {
              f"A]({_APPENDIX_A}) shows in one line (part 3 reads the whole appendix)", "", exercises=(7, 9)),
     ],
     3: [
+        Step(f"[Derivation 01, section 5]({_D01}#5-how-the-gradients-are-checked)",
+             "how a gradient is checked three ways (the hand-derived VJP, autograd on the same forward code, "
+             "central differences), why in float64, the unit roundoff $u_\\mathrm{r}$ and the norm-wise error",
+             f"[derivation 01, section 5]({_D01}#5-how-the-gradients-are-checked)", 20),
+        Step(f"[Derivation 01, section 4]({_D01}#4-singular-cases)",
+             "where there is no derivative: what each of the three checks sees at signexp's jump, at expressive's "
+             "zero and at the kinks of relu and cosformer, and the conventions for a row with no normaliser and "
+             "for underflow", f"[section 4]({_D01}#4-singular-cases)", 25),
         Step(f"[Derivation 01, appendix A]({_APPENDIX_A})", "why every activation stays finite for every finite score",
-             f"[derivation 01's appendix A]({_APPENDIX_A})", 30),
+             f"[appendix A]({_APPENDIX_A})", 30),
         Step("[Derivation 22](derivations/22-central-differences.md)",
              "how wrong central differences are, and the tolerance a gradient check can justify",
              "[derivation 22](derivations/22-central-differences.md)", 45),
         Step("[Derivation 02](derivations/02-scores.md)",
              "the score functions and their VJPs, Neural Attention without its $n\\times n\\times 2d'$ tensor",
              "[derivation 02](derivations/02-scores.md)", 45),
-        Step("[Derivation 20](derivations/20-speed.md), [derivation 23](derivations/23-streaming.md), notebooks "
-             "[12](notebooks/12_speed.py) and [13](notebooks/13_streaming.py)",
-             "the fast path, and attention in $O(n)$ memory for every activation",
-             "[derivation 20](derivations/20-speed.md) and [23](derivations/23-streaming.md) → notebooks "
-             "[12](notebooks/12_speed.py) and [13](notebooks/13_streaming.py)", 45),
-        Step("", "", "", exercises=(12, 13)),
+        Step("[Derivation 20](derivations/20-speed.md), sections 1 to 7, and [notebook 12](notebooks/12_speed.py)",
+             "the fast path: $p$ without a logarithm, the VJP from two cached factors, linear attention by "
+             "associativity, blocks and threads, and what each measured",
+             "[derivation 20](derivations/20-speed.md) → [notebook 12](notebooks/12_speed.py)", 35),
+        Step("[Derivation 23](derivations/23-streaming.md) and [notebook 13](notebooks/13_streaming.py)",
+             "attention in $O(n)$ memory for every activation",
+             "[derivation 23](derivations/23-streaming.md) → [notebook 13](notebooks/13_streaming.py)", 30),
+        Step("", "", "", exercises=(12, 13, 15)),
     ],
 }
 
 #: Reading that belongs with a part but is not in its time (landing page and README alike).
-ALSO = {2: "[derivation 09](derivations/09-signexp-at-zero.md), signexp's jump at 0 (with exercise 6)"}
+ALSO = {2: "[derivation 09](derivations/09-signexp-at-zero.md), signexp's jump at 0 (with exercise 6)",
+        3: "[derivation 20, section 8](derivations/20-speed.md#8-the-nt-training-step), the NT training step "
+           "(it uses the model of derivations 10, 11 and 15)"}
 
 
 # --------------------------------------------------------------------------

@@ -18,20 +18,23 @@
 #
 # 1. the fast path's blocked, threaded route and its whole-batch route
 #    against the reference, for every activation;
-# 2. the VJP in the factored form 01.R5, $ds = u\odot a - b\,\langle u,\phi\rangle$,
+# 2. the VJP in the factored form 01.R5, $ds = u\odot A - B\,\langle u,\phi\rangle$,
 #    against its definition, and what it lets the cache leave out;
 # 3. linear attention's backward pass by associativity, against the general
-#    route, and its cost as $n$ grows;
-# 4. the benchmark of the fast path's speed targets as a figure.
+#    route, and its cost as $n$ grows, with the slopes measured;
+# 4. the benchmark of the fast path's speed targets as a figure (the one long
+#    step: it says how long before it starts, and prints its progress).
 #
-# Environment: `REFATTN_SMALL=1` runs everything at a small size (CI);
-# `REFATTN_FIGDIR` saves the figures.
+# The symbols are those of the learning path's notation table
+# (`derivations/00-overview.md`, section 8). Environment: `REFATTN_SMALL=1`
+# runs everything at a small size (CI); `REFATTN_FIGDIR` saves the figures.
 
 # %%
 import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 import matplotlib
@@ -89,10 +92,10 @@ for act in ACTIVATIONS:
 # Regrouping Eq. 01.R4 by $u$ and by $\langle u,\phi\rangle$ gives (derivation
 # 01, section 2, Step 8)
 #
-# $$ds = u\odot a - b\,\langle u,\phi\rangle,\qquad a = (\rho' + \rho\ell')\,p,\quad b = \ell' p.$$
+# $$ds = u\odot A - B\,\langle u,\phi\rangle,\qquad A = (\rho' + \rho\ell')\,p,\quad B = \ell' p.$$
 #
 # `refattn.fast.kernels` gives each built-in activation a kernel whose
-# `factors(s, p, phi)` returns $(a, b)$; `Generic` evaluates the definitions
+# `factors(s, p, phi)` returns $(A, B)$; `Generic` evaluates the definitions
 # from $s$ with the reference's $\rho, \rho', \ell'$, the kernels use
 # shortcuts. Below, each shortcut against the definition on one row, and which
 # activations need the scores at all (those that do not have them recomputed
@@ -100,18 +103,18 @@ for act in ACTIVATIONS:
 
 # %%
 s = rng.standard_normal(12) * 2
-print(f"{'activation':11s} {'needs s':>8s} {'|a - a_def|':>12s} {'|b - b_def|':>12s}")
+print(f"{'activation':11s} {'needs s':>8s} {'|A - A_def|':>12s} {'|B - B_def|':>12s}")
 for name in ACTIVATIONS:
     act = activation(name)
     k = kernel(act)
     p, phi, aux = kernel_forward(act, s)
-    a, b = k.factors(aux, p, phi)
-    a0, b0 = Generic(act).factors(s, p, phi)
-    db = float(np.abs(b0).max()) if b is None else float(np.abs(b - b0).max())
-    print(f"{name:11s} {str(k.needs_s):>8s} {float(np.abs(a - a0).max()):12.1e} {db:12.1e}")
+    A, B = k.factors(aux, p, phi)
+    A0, B0 = Generic(act).factors(s, p, phi)
+    dB = float(np.abs(B0).max()) if B is None else float(np.abs(B - B0).max())
+    print(f"{name:11s} {str(k.needs_s):>8s} {float(np.abs(A - A0).max()):12.1e} {dB:12.1e}")
 
 # %% [markdown]
-# For tanhmax, $a = p$ and $b = \phi$: its Jacobian is
+# For tanhmax, $A = p$ and $B = \phi$: its Jacobian is
 # $\mathrm{diag}(p) - \phi\phi^T$, softmax's with the signed weights in the
 # outer product, because $\sinh' = \cosh$.
 
@@ -127,8 +130,13 @@ print("tanhmax: max |J - (diag(p) - phi phi^T)| =",
 # With $\phi = s/n$, no mask and a dot score, $Y = \frac{\beta}{n}Q(K^TV)$,
 # so the backward pass needs four $n\times d$ by $d\times d_v$ products
 # instead of four $n\times n$ by $n\times d$ ones (derivation 20, section 4).
-# The gradients agree with the reference, and the time grows like $n$
-# instead of $n^2$ (the general route is forced here with a mask of all True):
+# The gradients agree with the reference. The general route (forced here with
+# a mask of all True) does $O(n^2)$ work, the associative one $O(n)$: on the
+# log-log plot the dotted guide lines grow like $n$ and $n^2$, and the cell
+# prints each route's measured slope, the least-squares slope of log time
+# against log $n$. Expect the general route's slope near 2 or above (its
+# $n \times n$ arrays outgrow the caches as $n$ grows) and the associative
+# one's at most 1 (below 1 where the fixed cost of a call still counts).
 
 # %%
 def linear_backward_time(n, masked, d=16, repeats=3):
@@ -152,9 +160,15 @@ print("max relative difference, associative vs the reference:",
 ns = [64, 128, 256] if SMALL else [128, 256, 512, 1024, 2048]
 t_assoc = [linear_backward_time(n, False) * 1e3 for n in ns]
 t_general = [linear_backward_time(n, True) * 1e3 for n in ns]
+slopes = {route: float(np.polyfit(np.log(ns), np.log(ts), 1)[0])  # d log t / d log n, least squares
+          for route, ts in (("general", t_general), ("associative", t_assoc))}
 fig, ax = plt.subplots(figsize=(4.4, 3.9))  # type sized for a slide: 13 pt
-ax.loglog(ns, t_general, "o-", label="general ($n \\times n$ weights)")
-ax.loglog(ns, t_assoc, "s-", label="by associativity, $Q\\,(K^TV)$")
+ax.loglog(ns, t_general, "o-", label=f"general ($n \\times n$ weights), slope {slopes['general']:.2f}")
+ax.loglog(ns, t_assoc, "s-", label=f"by associativity, $Q\\,(K^TV)$, slope {slopes['associative']:.2f}")
+guide = np.array(ns, dtype=float) / ns[0]  # guide lines through each route's first point, named at their end
+for start, power, text in ((t_general[0], 2, "$\\propto n^2$"), (t_assoc[0], 1, "$\\propto n$")):
+    ax.loglog(ns, start * guide**power, "k:", lw=1)
+    ax.text(ns[-1], start * guide[-1] ** power, " " + text, fontsize=13, va="center")
 ax.set_xticks(ns, [str(n) for n in ns])
 ax.minorticks_off()
 ax.tick_params(labelsize=13)
@@ -166,6 +180,8 @@ fig.tight_layout()
 save(fig, "12_linear_associativity")
 for n, a, b in zip(ns, t_assoc, t_general):
     print(f"n = {n:5d}: general {b:8.2f} ms, associative {a:6.2f} ms")
+print(f"over {ns[-1] // ns[0]}x in n: general {t_general[-1] / t_general[0]:.0f}x the time, slope "
+      f"{slopes['general']:.2f}; associative {t_assoc[-1] / t_assoc[0]:.1f}x, slope {slopes['associative']:.2f}")
 
 # %% [markdown]
 # ## 4. The benchmark
@@ -174,13 +190,34 @@ for n, a, b in zip(ns, t_assoc, t_general):
 # activation: the blocked route, the whole-batch route, autograd, and
 # PyTorch's eager softmax attention (when PyTorch is installed; it is a
 # benchmark-only dependency). At the small size this is a smoke run whose
-# times mean little; the full run takes about two minutes.
+# times mean little. The full run is the one long step of this notebook.
+# Its time is set by its timing protocol, passes of every candidate after a
+# pause and a warm-up (the script's docstring), and by how fast each run
+# goes, which other work on the machine slows down. So the cell first says
+# how long the same command took when its committed run
+# (`benchmarks/results/cpu_attention-avx2.json`, which records the machine
+# and its load) was measured, then prints the benchmark's progress, one line
+# per pass, and at the end how long it took here.
 
 # %%
-cmd = [sys.executable, os.path.join("benchmarks", "bench_cpu_attention.py"), "--json"]
-cmd += ["--quick"] if SMALL else []
-res = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True,
-                                env={**os.environ, "PYTHONPATH": os.getcwd()}).stdout)
+recorded = json.load(open(os.path.join("benchmarks", "results", "cpu_attention-avx2.json"), encoding="utf-8"))
+print(f"the benchmark: {recorded['candidates']} candidates x {recorded['passes']} passes, each after a "
+      f"{recorded['pause_s']} s pause and {recorded['warmup_s']} s of warm-up, {recorded['repeats']} timed runs")
+print(f"recorded: {recorded['seconds'] / 60:.1f} minutes on {recorded['cores']} cores ({recorded['machine']['cpu']}) "
+      f"at a load average of {recorded['load_average'][0]:g} to {recorded['load_average'][1]:g}; "
+      "longer where other work loads the machine" + ("" if not SMALL else " (this is the smoke run: seconds)"))
+cmd = [sys.executable, "-u", os.path.join("benchmarks", "bench_cpu_attention.py")] + (["--quick"] if SMALL else [])
+t0 = time.perf_counter()
+with tempfile.TemporaryDirectory() as tmp:
+    out_file = os.path.join(tmp, "cpu_attention.json")
+    with subprocess.Popen(cmd + ["--out", out_file], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          env={**os.environ, "PYTHONPATH": os.getcwd()}) as proc:
+        for char in iter(lambda: proc.stdout.read(1), ""):  # its progress and its table, as they come
+            print(char, end="", flush=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed (exit {proc.returncode})")
+    res = json.load(open(out_file, encoding="utf-8"))
+print(f"\nthis run took {(time.perf_counter() - t0) / 60:.1f} minutes")
 rows = res["rows"]
 x = np.arange(len(rows))
 fig, ax = plt.subplots(figsize=(7.5, 3.4))

@@ -25,8 +25,9 @@
 # 3. checks the backward pass's shortcut $\langle u_i, \phi_i\rangle = dY_i\cdot Y_i$;
 # 4. plots peak memory and time against $n$ for dense and streaming attention.
 #
-# Environment: `REFATTN_SMALL=1` runs everything at a small size (CI);
-# `REFATTN_FIGDIR` saves the figures.
+# The symbols are those of the learning path's notation table
+# (`derivations/00-overview.md`, section 8). Environment: `REFATTN_SMALL=1`
+# runs everything at a small size (CI); `REFATTN_FIGDIR` saves the figures.
 
 # %%
 import json

@@ -18,12 +18,16 @@ These tests check
 * that the set-up time was measured;
 * that the learning path's first page, the overview, tells a self-learner
   how to get the starters, with a command that runs as written and a check
-  command that grades the unfilled starter (wrong, exit 1).
+  command that grades the unfilled starter (wrong, exit 1);
+* that every number part 3's pages on speed (derivations 20 and 23) quote
+  from a benchmark is that of the committed measurement it names
+  (``benchmarks/results/*.json``), rounded to the digits the page shows.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import pathlib
 import re
@@ -158,3 +162,94 @@ def test_the_overview_shows_a_self_learner_the_starters(clone_root):
     r = subprocess.run(["bash", "-c", check.group(1)], cwd=tmp_path, env=env, capture_output=True, text=True,
                        timeout=300, check=False)
     assert r.returncode == 1 and "NotImplementedError" in r.stdout, (r.returncode, r.stdout[-2000:], r.stderr[-2000:])
+
+
+# ------------------------------------------------------------------------------
+# Part 3's speed pages quote the committed measurements
+# ------------------------------------------------------------------------------
+
+_NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
+
+
+def _rounds_to(shown: str, value: float) -> bool:
+    """``shown``, as a page prints it (``1,068``, ``0.0089``), is ``value`` rounded to the digits shown."""
+    digits = shown.replace(",", "")
+    unit = 10.0 ** -(len(digits.split(".")[1]) if "." in digits else 0)
+    return abs(float(digits) - value) <= unit / 2 * (1 + 1e-9)
+
+
+def _table(page: str, header: str) -> list[list[str]]:
+    """The body rows of the table of ``page`` whose header row starts with ``header``, cell by cell."""
+    lines = _text(page).splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith(header)), None)
+    assert start is not None, f"{page}: no table headed {header!r}"
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+    return rows
+
+
+def _results(name: str) -> dict:
+    return json.loads((ROOT / "benchmarks" / "results" / name).read_text(encoding="utf-8"))
+
+
+def _quoted(page: str, pattern: str) -> list[str]:
+    """The numbers the one sentence of ``page`` matching ``pattern`` (across line breaks) quotes."""
+    m = re.search(pattern, " ".join(_text(page).split()))
+    assert m, f"{page}: no sentence matches {pattern!r}"
+    return list(m.groups())
+
+
+D20, D23 = "derivations/20-speed.md", "derivations/23-streaming.md"
+
+
+def test_derivation_20_quotes_its_committed_measurements():
+    ops = _results("ops-avx2.json")
+    rows = _table(D20, "| one pass over one slice |")
+    assert {r[0] for r in rows} == set(ops["slice_us"]), "the table should show every pass the file measured"
+    for name, us, ratio in rows:
+        assert _rounds_to(us, ops["slice_us"][name]) and _rounds_to(ratio, ops["slice_over_cheapest"][name]), name
+    matmul, six = _quoted(D20, r"took (\d+\.\d) µs: the six products of a step are .*? ≈ (\d+\.\d) ms")
+    assert _rounds_to(matmul, ops["matmul_slice_1_thread_us"]) and _rounds_to(six, 96e-3 * ops["matmul_slice_1_thread_us"])
+
+    kernels = _results("kernels-avx2.json")
+    rows = _table(D20, "| activation | forward: reference ÷ kernel |")
+    assert [r[0] for r in rows] == list(kernels["rows"])
+    for name, forward, vjp in rows:
+        assert _rounds_to(forward, kernels["rows"][name]["forward_ratio"]), name
+        assert _rounds_to(vjp, kernels["rows"][name]["vjp_ratio"]), name
+
+    loop = {(r["what"], r["route"]): r for r in _results("loop-avx2.json")["runs"]}
+    for name, blocked, whole in _table(D20, "| | blocked route | whole-batch route |"):
+        for cell, route in ((blocked, "blocked"), (whole, "unblocked")):
+            faults, kernel_ms = _NUMBER.findall(cell)
+            assert _rounds_to(faults, loop[name, route]["page_faults_per_step"]), (name, route)
+            assert _rounds_to(kernel_ms, loop[name, route]["system_ms_per_step"]), (name, route)
+
+    avx2 = _results("cpu_attention-avx2.json")
+    vs_torch, within, low, high = _quoted(D20, r"where the same script gave (\d\.\d\d)×, (\d\.\d\d)× and "
+                                               r"(\d+\.\d)-(\d+\.\d)×")
+    backward = [r["autograd_over_analytic_backward"] for r in avx2["rows"].values()]
+    assert _rounds_to(vs_torch, avx2["verdict"]["softmax_vs_torch"])
+    assert _rounds_to(within, max(r["vs_refattn_softmax"] for r in avx2["rows"].values()))
+    assert _rounds_to(low, min(backward)) and _rounds_to(high, max(backward))
+
+
+def test_derivation_23_quotes_its_committed_measurement():
+    run = _results("streaming.json")
+    rows = _table(D23, "| n | streaming | dense reference |")
+    assert [int(r[0].replace(",", "")) for r in rows] == sorted(int(n) for n in run["rows"])
+    for n, *cells in rows:
+        for cell, key in zip(cells, ("streaming", "reference", "fast", "torch")):
+            measured = run["rows"][n.replace(",", "")][key]
+            if cell == "—":
+                assert "skipped" in measured or measured.get("time_s") is None, (n, key)
+                continue
+            seconds, mib = _NUMBER.findall(cell)
+            assert _rounds_to(seconds, measured["time_s"]) and _rounds_to(mib, measured["peak_mib"]), (n, key, cell)
+    verdict = run["verdict"]["time_n1024"]
+    reference, fast = _quoted(D23, r"streaming took (\d\.\d\d)× the dense reference's time and (\d\.\d\d)× the "
+                                   r"dense fast path's")
+    assert _rounds_to(reference, verdict["streaming_over_reference"]) and _rounds_to(fast, verdict["streaming_over_fast"])

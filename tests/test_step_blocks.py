@@ -153,3 +153,19 @@ def test_a_broken_step_makes_the_suite_fail(tmp_path):
     assert failed, broken.stdout[-3000:]
     assert min(failed) == fence_line, f"the first failing block starts at line {min(failed)}, not {fence_line}"
     assert "AssertionError" in broken.stdout
+
+
+@pytest.mark.parametrize("page", ["derivations/20-speed.md", "derivations/23-streaming.md"])
+def test_a_page_without_step_blocks_says_so_and_names_its_tests(page):
+    """``pytest PAGE`` on a page with no step blocks stops with one line that says why there is nothing to
+    run and which tests check the page, instead of pytest's bare "not found"."""
+    assert (ROOT / page) not in STEP_PAGES and not _blocks(ROOT / page)
+    r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", page], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120, check=False)
+    out = r.stdout + r.stderr
+    assert r.returncode == 4, out[-2000:]  # pytest's usage error: nothing ran, and nothing passed
+    assert f"{page}: this page has no step blocks" in out and "not found" not in out, out[-2000:]
+    named = re.search(r"those it names: \.venv/bin/python -m pytest ((?:tests/\S+\.py ?)+)", out)
+    assert named, out[-2000:]
+    for test_file in named.group(1).split():
+        assert (ROOT / test_file).is_file() and test_file in (ROOT / page).read_text(encoding="utf-8")

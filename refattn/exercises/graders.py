@@ -1,4 +1,5 @@
-"""One grader per exercise, in the order of ``exercises/README.md``, and the registry with labels.
+"""One grader per exercise, in the order of ``exercises/README.md`` (exercise 15's in
+:mod:`refattn.exercises.gradient_check_cases`), and the registry with labels.
 
 A grader is ``cases(hidden_seed) -> list of Case`` (:mod:`refattn.exercises.judge`):
 public cases from a fixed seed, the inputs a student can reproduce; hidden
@@ -24,6 +25,7 @@ from autograd import make_vjp
 from ..core.activations import activation
 from ..core.gradcheck import UNIT_ROUNDOFF
 from ..core.scores import score
+from .gradient_check_cases import gradient_check_cases
 from .judge import Case, Exercise, Expect, Table, call, value
 from .reference import activation_vjp, score_vjp
 
@@ -770,4 +772,8 @@ EXERCISES = (
     Exercise(14, "closure-witness", "A numeric witness for the closure: the smallest shift", "number",
              ("ANSWER",), closure_witness_cases, part=2, difficulty=1, minutes=15,
              library=("refattn.exercises.graders:closure_shift",)),
+    Exercise(15, "gradient-check", "Build a gradient check", "function",
+             ("weights(name, s)", "gradient_check(name, s, jac, seed)"), gradient_check_cases, part=3,
+             difficulty=3, minutes=45,
+             library=("refattn.core.gradcheck:_central_differences", "refattn.core.gradcheck:gradcheck")),
 )

@@ -116,4 +116,24 @@ WRONG = {
             return U ** (1.0 / 3.0)
         """),
     "closure-witness": ("a shift far larger than needed", "ANSWER = 12.0\n"),
+    "gradient-check": ("gradcheck's default step and a guessed relative tolerance of 1e-6", """
+        import numpy as np
+        def weights(name, s):
+            if name == "softmax":
+                z = np.exp(s - s.max())
+                return z / z.sum()
+            if name == "tanhmax":
+                return np.sinh(s) / np.cosh(s).sum()
+            return np.sign(s) * np.exp(np.abs(s)) / np.exp(np.abs(s)).sum()
+        def gradient_check(name, s, jac, seed):
+            u = np.random.default_rng(seed).standard_normal(s.shape)
+            def d(i, h):
+                e = np.zeros_like(s)
+                e[i] = h
+                return np.sum(u * (weights(name, s + e) - weights(name, s - e))) / (2.0 * h)
+            a, D = u @ jac, np.array([d(i, 1e-6) for i in range(s.size)])
+            bad = np.abs(D - a) > 1e-12 + 1e-6 * np.abs(D).max()
+            spike = np.abs(np.array([d(i, 2e-6) for i in range(s.size)]) - D) > np.abs(D - a) / 4.0
+            return 1 if np.any(bad & ~spike) else 2 if np.any(bad) else 0
+        """),
 }
