@@ -53,14 +53,15 @@ def resolve_activation(name_or_activation, argument="name_or_activation", librar
 
 def one_dtype(arrays, convert):
     """The dtype that all of ``arrays`` (``{name: array or None}``) share, or a ``TypeError`` naming the first
-    that differs from the first one's; ``convert`` says how to convert (``".to(torch.float32)"``)."""
+    that differs from the first one's; ``convert`` says how to convert (``".to(torch.float32)"``). An array of
+    another library is left to core, which names the mix (:func:`refattn.core.backend.array_module`)."""
     first = None
     for name, x in arrays.items():
         if x is None:
             continue
         if first is None:
-            first = name, x.dtype
-        elif x.dtype != first[1]:
+            first = name, x.dtype, type(x)
+        elif x.dtype != first[1] and isinstance(x, first[2]):
             raise TypeError(f"{name}: dtype {x.dtype} differs from {first[0]}'s {first[1]}; give the queries, keys, "
                             f"values and parameters one dtype (convert with {name}{convert.format(first[1])})")
     return None if first is None else first[1]

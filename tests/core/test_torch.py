@@ -408,6 +408,8 @@ def test_bad_input_names_the_argument(rng):
         rt.attention(s[None], s[None], s[None], score="global", params={"v": np.zeros(3)})
     with pytest.raises(ValueError, match="^axis: 5 is out of range"):
         rt.activation("softmax")(s, dim=5)
+    with pytest.raises(TypeError, match=r"^v: dtype torch.float32 differs from q's torch.float64; .*v.to\(torch.float64\)"):
+        rt.attention(s[None], s[None], s[None].float())
 
 
 # --- CUDA, where a GPU is present ----------------------------------------------------------------------
