@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextvars
 import copy
+import functools
 import hashlib
 import importlib.util
 import inspect
@@ -33,7 +34,7 @@ from autograd import elementwise_grad
 
 from .core import activations as _activations
 from .core.activations import Activation, Formula
-from .core.backend import is_cupy as _is_cupy_array, array_module, stop_gradient
+from .core.backend import is_cupy as _is_cupy_array, is_torch, array_module, stop_gradient
 from .core.checks import check_int
 
 __all__ = ["define_activation", "unregister", "UserActivation", "NonFiniteError", "derivative_points",
@@ -125,14 +126,65 @@ def _shaped(r, s):
     return r
 
 
+def takes_namespace(f) -> bool:
+    """True for a function of the scores and their array namespace, ``f(s, xp)`` (its second parameter is
+    named ``xp``): it runs on every array library; False for a function of the scores alone, written with
+    ``autograd.numpy``, which runs on NumPy only (``docs/frameworks.md``, "Your own activation")."""
+    try:
+        names = list(inspect.signature(f).parameters)
+    except (TypeError, ValueError):  # a ufunc or another built-in: a function of the scores alone
+        return False
+    return names[1:2] == ["xp"]
+
+
+def on_numpy(f):
+    """``f`` as a function of the scores alone on NumPy arrays: ``f(s, xp)`` is given ``numpy``, or
+    ``autograd.numpy`` while autograd traces ``s`` (the derivative checks); ``f(s)`` is ``f``."""
+    if not takes_namespace(f):
+        return f
+
+    @functools.wraps(f)
+    def of_the_scores(s):
+        return f(s, array_module(s))
+
+    return of_the_scores
+
+
+def on_host(s) -> bool:
+    """True for scores on NumPy (traced by autograd or not), where an activation of yours is checked as it
+    runs; False for CuPy, PyTorch and JAX arrays, where it runs natively (``docs/frameworks.md``)."""
+    return isinstance(stop_gradient(s), np.ndarray)
+
+
+def library_derivative(f, s, xp):
+    """``f'(s)`` of an elementwise ``f(s, xp)`` on PyTorch or JAX arrays by the library's own forward mode,
+    the JVP with a tangent of ones (``f`` acts entry by entry, so its Jacobian is diagonal); itself
+    differentiable, as second derivatives need (``docs/frameworks.md``, "Second derivatives")."""
+    if is_torch(s):
+        import torch  # noqa: PLC0415  (only reached with a tensor in hand)
+
+        return torch.func.jvp(lambda x: f(x, xp), (s,), (torch.ones_like(s),))[1]
+    import jax  # noqa: PLC0415  (CuPy is refused before: it has no automatic differentiation)
+
+    return jax.jvp(lambda x: f(x, xp), (s,), (xp.ones_like(s),))[1]
+
+
+_LIBRARIES = {"cupy": "CuPy", "torch": "PyTorch", "jax": "JAX"}
+
+
 class UserActivation(Activation):
     """An activation from a user's ``g, h`` (and ``dg, dh``, else autograd's): see :func:`define_activation`.
 
     Beyond :class:`~refattn.core.activations.Activation`'s attributes: ``functions`` (as given; ``None``
-    for autograd's), ``given`` (the derivatives given by hand), ``check_range`` and ``seed`` (where they
-    were compared with autograd's), ``on_non_finite`` (``"raise"``, or ``"nan"`` inside training:
-    :func:`divergence_as_data`), ``refused`` and ``refused_at`` (the check a definition failed while
-    :func:`load_file` ran, else ``None``), and ``file``, ``sha256`` when it was loaded from a file.
+    for autograd's), ``given`` (the derivatives given by hand), ``native`` (all of them are written
+    against an array namespace, ``f(s, xp)``, and so run on PyTorch, JAX and CuPy arrays too),
+    ``check_range`` and ``seed`` (where they were compared with autograd's), ``on_non_finite``
+    (``"raise"``, or ``"nan"`` inside training: :func:`divergence_as_data`), ``refused`` and ``refused_at``
+    (the check a definition failed while :func:`load_file` ran, else ``None``), and ``file``, ``sha256``
+    when it was loaded from a file.
+
+    Its forward pass and VJP are core's (Eqs. 01.R1 and 01.R4) with ``g`` and ``h`` evaluated once in the
+    forward pass and ``g'``, ``h'`` once in the backward pass (:meth:`_values`, :meth:`_slopes`).
     """
 
     def __init__(self, name, g, h, dg, dh, *, source, singular_scores, regularity, check_range, seed,
@@ -140,9 +192,10 @@ class UserActivation(Activation):
         self.name, self.source, self.regularity = name, source, regularity
         self.functions = {"g": g, "h": h, "dg": dg, "dh": dh}
         self.given = tuple(d for d in ("dg", "dh") if self.functions[d] is not None)
-        self._g, self._h = g, h
-        self._dg = dg if dg is not None else elementwise_grad(g)
-        self._dh = dh if dh is not None else elementwise_grad(h)
+        self.native = all(takes_namespace(f) for f in self.functions.values() if f is not None)
+        self._host = {role: on_numpy(f) for role, f in self.functions.items() if f is not None}
+        for d in ("dg", "dh"):  # on NumPy, a derivative not given is autograd's
+            self._host.setdefault(d, elementwise_grad(self._host[d[1:]]))
         self._labels = {"g": _label(g, "g"), "h": _label(h, "h"),
                         "dg": _label(dg, "dg") if dg is not None else "dg (autograd)",
                         "dh": _label(dh, "dh") if dh is not None else "dh (autograd)"}
@@ -161,17 +214,17 @@ class UserActivation(Activation):
 
     # --- evaluating the user's functions --------------------------------------
     def _call(self, role, s):
-        """The user's ``role`` function at ``s``: shape and dtype of ``s``, no NaN."""
+        """The user's ``role`` function (``g``, ``h``, ``dg``, ``dh``) at ``s``, with ``s``'s shape and dtype:
+        on NumPy checked for NaN; on CuPy, PyTorch or JAX natively (a derivative not given by the library's
+        own differentiation, :func:`library_derivative`), unchecked: what it gives there is data."""
         self._usable()
-        if _is_cupy_array(s):
-            raise TypeError(f"s: activation {self.name!r} is defined with autograd.numpy and runs "
-                            f"on NumPy arrays only, got a CuPy array")
-        f = {"g": self._g, "h": self._h, "dg": self._dg, "dh": self._dh}[role]
         xp = array_module(s)
+        if not on_host(s):
+            return self._native(role, s, xp)
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Output seems independent of input")
             with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"):
-                r = f(s)
+                r = self._host[role](s)
         if np.shape(r) != np.shape(s):
             r = r + xp.zeros_like(s)  # a constant (h = 1, say) broadcast to the scores
         value = stop_gradient(r)
@@ -179,6 +232,26 @@ class UserActivation(Activation):
             r = r.astype(np.asarray(stop_gradient(s)).dtype) if r is value else r
         self._require(~np.isnan(np.asarray(stop_gradient(r))), s, f"{self._labels[role]} is NaN", r)
         return r
+
+    def numpy_only(self, library):
+        """Why this activation, unless :attr:`native`, does not run on ``library``'s arrays, and what to write."""
+        return (f"activation {self.name!r} is written with autograd.numpy, which runs on NumPy arrays only; to run "
+                f"it on {library}'s own arrays, write g and h (and dg, dh) as functions of the scores and their "
+                f"array namespace, def g(s, xp): ... (docs/frameworks.md, section 'Your own activation')")
+
+    def _native(self, role, s, xp):
+        """:meth:`_call` on the arrays of CuPy, PyTorch or JAX, which only functions ``f(s, xp)`` run on."""
+        library = _LIBRARIES[next(k for k in _LIBRARIES if type(s).__module__.startswith(k))]
+        if not self.native:
+            raise TypeError(f"s: {self.numpy_only(library)}")
+        f = self.functions[role]
+        if f is None and _is_cupy_array(s):
+            raise TypeError(f"s: activation {self.name!r} has no {role} given, and CuPy has no automatic "
+                            f"differentiation to make one; pass {role}= to define_activation to run it on CuPy")
+        r = library_derivative(self.functions[role[1:]], s, xp) if f is None else f(s, xp)
+        if tuple(getattr(r, "shape", ())) != tuple(s.shape):
+            r = r + xp.zeros_like(s)  # a constant broadcast to the scores
+        return r if r.dtype == s.dtype else xp.astype(r, s.dtype)
 
     def _require(self, ok, s, what, values=None, error=NonFiniteError):
         """Raise ``error`` (:class:`NonFiniteError`: a value that is not finite; ``ValueError``:
@@ -216,18 +289,69 @@ class UserActivation(Activation):
             bad &= ~keep
         return xp.where(bad, np.nan, r) if bad.any() else r
 
-    def _gh(self, s):
-        """``g(s), h(s)`` and ``pos = h > 0``, with ``h >= 0`` and ``g = 0`` where ``h = 0`` checked
-        (NaN, which only the input or training lets through, breaks no convention)."""
-        g, h = self._call("g", s), self._call("h", s)
+    def _check_conventions(self, s, g, h):
+        """On NumPy: ``h >= 0`` and ``g = 0`` where ``h = 0``, else one line naming the first score (NaN,
+        which only the input or training lets through, breaks no convention)."""
         hv = np.asarray(stop_gradient(h))
         self._require((hv >= 0) | np.isnan(hv), s, f"{self._labels['h']} is negative (h must be >= 0)", h,
                       ValueError)
-        pos = hv > 0
-        self._require(pos | (np.asarray(stop_gradient(g)) == 0) | np.isnan(hv), s,
+        self._require((hv > 0) | (np.asarray(stop_gradient(g)) == 0) | np.isnan(hv), s,
                       f"{self._labels['h']} is 0 but {self._labels['g']} is not (rho = g/h needs "
                       f"g = 0 where h = 0)", g, ValueError)
-        return g, h, pos
+
+    # --- the reweighted form, from one evaluation ----------------------------------
+    def _values(self, s):
+        """``(rho, ell, h')`` at ``s`` from one evaluation of ``g`` and one of ``h`` (Eq. 01.R1's
+        ``rho = g/h``, ``ell = log h``), with ``h' = h`` where ``h > 0`` and ``+inf`` where ``h = 0``: there
+        ``rho = g/h' = 0`` and ``ell = -inf``, and ``1/h' = 0`` makes ``rho'`` and ``ell'`` 0 (:meth:`_slopes`).
+
+        On NumPy a broken convention or an overflow raises (:meth:`_require`); on other arrays, where
+        nothing is read back to the host, ``ell`` is NaN wherever ``h < 0``, ``h`` is NaN or ``g != 0``
+        where ``h = 0``, so the row that entry is in is NaN, as a NaN score makes it.
+        """
+        xp, host = array_module(s), on_host(s)
+        h = self._call("h", s)
+        g = h if self.same_g_h else self._call("g", s)
+        if host:
+            self._check_conventions(s, g, h)
+        pos = h > 0
+        hs = xp.where(pos, h, np.inf)  # no 0 reaches log h or 1/h, nor their derivatives
+        # where h > 0 is false: -inf where h = 0 (and g = 0), NaN where the convention breaks (h < 0, h NaN,
+        # or g != 0 where h = 0), which only arrays off the host let through; all in the scores' dtype
+        zero = (h == 0) if self.same_g_h or host else (h == 0) & (g == 0)
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+            ell = xp.where(pos, xp.log(hs), xp.where(zero, -np.inf, xp.zeros_like(s) + np.nan))
+        if host:
+            hv = np.asarray(stop_gradient(h))
+            self._require((np.asarray(stop_gradient(ell)) < np.inf) | np.isnan(hv), s,
+                          "ell = log h is +inf (h overflows)", h)
+            ell = self._as_data(ell, xp, keep=(hv == 0))  # +inf or NaN: NaN (training); -inf where h = 0 stays
+        if self.same_g_h:
+            return xp.ones_like(s), ell, hs
+        with np.errstate(over="ignore", invalid="ignore"):
+            rho = g / hs
+        if host:
+            self._require(np.isfinite(np.asarray(stop_gradient(rho))), s,
+                          "rho = g/h is not finite (g or h overflows)", rho)
+            rho = self._as_data(rho, xp)
+        return rho, ell, hs
+
+    def _slopes(self, s, rho, hs):
+        """``(rho', ell')`` at ``s`` from one evaluation of ``g'`` and one of ``h'``, given ``rho`` and ``h``
+        there (``hs``, +inf where ``h = 0``: :meth:`_values`): ``rho' = (g' - rho h')/h``, ``ell' = h'/h``,
+        both 0 where ``h = 0``."""
+        xp, host = array_module(s), on_host(s)
+        dh = self._call("dh", s)
+        with np.errstate(over="ignore", invalid="ignore"):
+            dell = dh / hs  # (log h)' = h'/h
+            drho = xp.zeros_like(s) if self.same_g_h else (self._call("dg", s) - rho * dh) / hs  # (g/h)'
+        if host:
+            self._require(np.isfinite(np.asarray(stop_gradient(drho))), s, "rho' = (g' - rho h')/h is not finite",
+                          drho)
+            self._require(np.isfinite(np.asarray(stop_gradient(dell))), s,
+                          "ell' = h'/h is not finite (h or h' overflows)", dell)
+            drho, dell = self._as_data(drho, xp), self._as_data(dell, xp)
+        return drho, dell
 
     # --- the paper's form ------------------------------------------------------
     def g(self, s):
@@ -251,8 +375,8 @@ class UserActivation(Activation):
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Output seems independent of input")
             with np.errstate(all="ignore"):
-                gv = _shaped(self._g(s), s) if g or self.same_g_h else None
-                return gv, (gv if self.same_g_h else _shaped(self._h(s), s))
+                gv = _shaped(self._host["g"](s), s) if g or self.same_g_h else None
+                return gv, (gv if self.same_g_h else _shaped(self._host["h"](s), s))
 
     def paper_derivatives(self, s):
         """``(g'(s), h'(s))``, given by hand or autograd's, unchecked (as :meth:`paper_values`)."""
@@ -260,78 +384,64 @@ class UserActivation(Activation):
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Output seems independent of input")
             with np.errstate(all="ignore"):
-                dg = _shaped(self._dg(s), s)
-                return dg, (dg if self.same_g_h else _shaped(self._dh(s), s))
+                dg = _shaped(self._host["dg"](s), s)
+                return dg, (dg if self.same_g_h else _shaped(self._host["dh"](s), s))
 
-    # --- the reweighted form -----------------------------------------------------
+    # --- the reweighted form, one quantity at a time (tables, plots, theory) ---------
     def rho(self, s):
         """``rho = g / h`` (0 where ``h = 0``; exactly 1 when ``g is h``)."""
-        xp = array_module(s)
         if self.same_g_h:
             self._usable()
-            return xp.ones_like(s)
-        g, h, pos = self._gh(s)
-        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            r = xp.where(pos, g / xp.where(pos, h, 1.0), 0.0)
-        self._require(np.isfinite(np.asarray(stop_gradient(r))), s,
-                      "rho = g/h is not finite (g or h overflows)", r)
-        return self._as_data(r, xp)
+            return array_module(s).ones_like(s)
+        return self._values(s)[0]
 
     def drho(self, s):
         """``rho' = (g' - rho h') / h`` (0 where ``h = 0``; exactly 0 when ``g is h``)."""
-        xp = array_module(s)
         if self.same_g_h:
             self._usable()
-            return xp.zeros_like(s)
-        g, h, pos = self._gh(s)
-        dg, dh = self._call("dg", s), self._call("dh", s)
-        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            hs = xp.where(pos, h, 1.0)
-            r = xp.where(pos, (dg - (g / hs) * dh) / hs, 0.0)  # (g/h)' = (g' - rho h') / h
-        self._require(np.isfinite(np.asarray(stop_gradient(r))), s,
-                      "rho' = (g' - rho h')/h is not finite", r)
-        return self._as_data(r, xp)
+            return array_module(s).zeros_like(s)
+        rho, _, hs = self._values(s)
+        return self._slopes(s, rho, hs)[0]
 
     def ell(self, s):
         """``ell = log h``: finite, or ``-inf`` exactly where ``h = 0``."""
-        xp = array_module(s)
-        _, h, pos = self._gh(s)
-        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-            r = xp.where(pos, xp.log(xp.where(pos, h, 1.0)), -np.inf)
-        hv = np.asarray(stop_gradient(h))
-        self._require((np.asarray(stop_gradient(r)) < np.inf) | np.isnan(hv), s,
-                      "ell = log h is +inf (h overflows)", h)
-        return self._as_data(r, xp, keep=(hv == 0))  # +inf or NaN: NaN (training); -inf where h = 0 stays
+        return self._values(s)[1]
 
     def dell(self, s):
         """``ell' = h' / h`` (0 where ``h = 0``)."""
-        xp = array_module(s)
-        _, h, pos = self._gh(s)
-        dh = self._call("dh", s)
-        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            r = xp.where(pos, dh / xp.where(pos, h, 1.0), 0.0)  # (log h)' = h'/h
-        self._require(np.isfinite(np.asarray(stop_gradient(r))), s,
-                      "ell' = h'/h is not finite (h or h' overflows)", r)
-        return self._as_data(r, xp)
+        rho, _, hs = self._values(s)
+        return self._slopes(s, rho, hs)[1]
 
     # --- results, checked ----------------------------------------------------------
     def forward(self, s, axis=-1, mask=None):
+        """Core's forward (Eq. 01.R1) with ``g`` and ``h`` evaluated once (:class:`_Once`); the cache also
+        holds ``rho`` and ``h`` (``+inf`` where ``h = 0``), which the backward pass reads instead of evaluating
+        them again."""
         if self.on_non_finite == "raise" and isinstance(stop_gradient(s), np.ndarray):
             raw = np.asarray(stop_gradient(s))
             kept = np.ones(raw.shape, bool) if mask is None else np.broadcast_to(np.asarray(mask, bool), raw.shape)
             self._require(np.isfinite(raw) | ~kept, s, "the score is not finite")  # the input's fault
-        w, cache = super().forward(s, axis, mask)
-        self._require(np.isfinite(np.asarray(stop_gradient(w))), s, "the weights phi are not finite", w)
+        once = _Once(self)
+        w, cache = Activation.forward(once, s, axis, mask)
+        cache["rho"], cache["h"] = once.known["rho"], once.known["h"]
+        if on_host(s):
+            self._require(np.isfinite(np.asarray(stop_gradient(w))), s, "the weights phi are not finite", w)
         return w, cache
 
     def backward(self, grad_phi, cache):
+        """Core's VJP (Eq. 01.R4) with ``g'`` and ``h'`` evaluated once and ``rho``, ``h`` read from the
+        cache (made again from the scores for a cache that lacks them)."""
         u = np.asarray(stop_gradient(grad_phi)) if isinstance(stop_gradient(grad_phi), np.ndarray) else None
         if self.on_non_finite == "raise" and u is not None and not np.isfinite(u).all():
             where = tuple(int(i) for i in np.unravel_index(int(np.argmax(~np.isfinite(u))), u.shape))
             raise NonFiniteError(f"activation {self.name!r}: grad_phi is {_num(u[where])} at index {where}: the "
                                  f"upstream gradient is not finite, the input is at fault (not g or h)")
-        ds = super().backward(grad_phi, cache)
-        self._require(np.isfinite(np.asarray(stop_gradient(ds))), cache["s"], "the backward pass is not finite", ds)
+        s = cache["s"]
+        rho, hs = (cache["rho"], cache["h"]) if "h" in cache else self._values(s)[0::2]
+        drho, dell = self._slopes(s, rho, hs)
+        ds = Activation.backward(_Once(self, rho=rho, drho=drho, dell=dell), grad_phi, cache)
+        if on_host(s):
+            self._require(np.isfinite(np.asarray(stop_gradient(ds))), s, "the backward pass is not finite", ds)
         return ds
 
     def training_copy(self):
@@ -342,6 +452,32 @@ class UserActivation(Activation):
 
     def __repr__(self):
         return f"define_activation({self.name!r}, ...)"
+
+
+class _Once(Activation):
+    """A user's activation for one call of core's forward (Eq. 01.R1) or VJP (Eq. 01.R4): ``rho`` and
+    ``ell`` from one evaluation of ``g`` and ``h`` at the scores core hands over (or ``rho``, ``rho'``,
+    ``ell'`` already known), read from here by every term that needs them."""
+
+    def __init__(self, act, **known):
+        self.act, self.name, self.known = act, act.name, known
+
+    def _get(self, key, s):
+        if key not in self.known:
+            self.known.update(zip(("rho", "ell", "h"), self.act._values(s)))
+        return self.known[key]
+
+    def rho(self, s):
+        return self._get("rho", s)
+
+    def ell(self, s):
+        return self._get("ell", s)
+
+    def drho(self, s):
+        return self.known["drho"]
+
+    def dell(self, s):
+        return self.known["dell"]
 
 
 def divergence_as_data(act):
@@ -392,7 +528,8 @@ def _real_values(r, x, role):
                          f"(does it end with return?)")
     if not isinstance(r, (np.ndarray, np.generic, float, int)) or isinstance(r, (bool, np.bool_)):
         raise ValueError(f"{role}: returned a {type(r).__name__} for an array of scores; expected an array of "
-                         f"real numbers (write it with autograd.numpy operations)")
+                         f"real numbers (write it with the functions of its namespace xp, def {role.split()[0]}(s, xp), "
+                         f"or of autograd.numpy)")
     dtype = np.asarray(r).dtype
     if dtype.kind == "c":
         raise ValueError(f"{role}: returned complex values ({dtype}); g and h must be real")
@@ -420,7 +557,7 @@ def _check_elementwise(f, x, role):
             i = int(np.argmax(~same))
             raise ValueError(f"{role}: is not elementwise: its value at s = {_num(x[i])} depends on the "
                              f"other scores ({_num(a[i])} in one call, {_num(b[i])} in another); write "
-                             f"it with autograd.numpy operations that act entry by entry")
+                             f"it with operations that act entry by entry")
     return a
 
 
@@ -457,6 +594,7 @@ def compare_derivative(given, f, x, *, singular_scores=(), role="dg", frole="g",
         ``ValueError`` names ``traced`` (default ``"<frole> (autograd)"``) or ``role`` where autograd or
         ``given`` cannot be evaluated.
     """
+    given, f = None if given is None else on_numpy(given), on_numpy(f)
     ref = _evaluate(elementwise_grad(f), x, traced or f"{frole} (autograd)")
     got = ref if given is None else _check_elementwise(given, x, role)
     fin = np.isfinite(ref)
@@ -520,6 +658,7 @@ def derivative_message(report, label=None):
 def evaluation_checks(g, h, x):
     """``g`` and ``h`` at the points ``x``: elementwise, real, no NaN, ``h >= 0``, ``h > 0`` somewhere,
     ``g = 0`` where ``h = 0``; ``ValueError`` naming the function and the first point otherwise."""
+    g, h = on_numpy(g), on_numpy(h)
     gx, hx = _check_elementwise(g, x, _label(g, "g")), _check_elementwise(h, x, _label(h, "h"))
     for vals, f, role in ((gx, g, "g"), (hx, h, "h")):
         if np.isnan(vals).any():
@@ -543,8 +682,9 @@ def derivative_reports(g, h, dg, dh, x, singular_scores=()):
     reports = []
     for d, f, role in ((dg, g, "g"), (dh, h, "h")):
         of = _label(f, role)
+        spelling = "the functions of its namespace xp" if takes_namespace(f) else "autograd.numpy"
         traced = (f"{of} (autograd)" if d is not None else
-                  f"{of} (differentiated by autograd; write it with autograd.numpy, or pass d{role})")
+                  f"{of} (differentiated by autograd; write it with {spelling}, or pass d{role})")
         reports.append(compare_derivative(d, f, x, singular_scores=singular_scores, role=_label(d, "d" + role)
                                           if d is not None else "d" + role, frole=of, traced=traced))
     return reports
@@ -589,8 +729,9 @@ def define_activation(name, g, h, dg=None, dh=None, *, register=False, source=No
     name : str
         Its name in reports (and the registry, with ``register``); not a built-in's.
     g, h : callable
-        Elementwise functions of an array of scores, written with ``autograd.numpy``; ``h >= 0`` and
-        ``g = 0`` wherever ``h = 0``. The same function twice gives ``rho = 1`` exactly.
+        Elementwise, ``h >= 0``, ``g = 0`` wherever ``h = 0``; ``g(s, xp)`` against the namespace handed
+        over runs on every array library (``docs/frameworks.md``), ``g(s)`` with ``autograd.numpy`` on
+        NumPy only. The same function twice gives ``rho = 1`` exactly.
     dg, dh : callable, optional
         Their derivatives; those not given are autograd's, those given are compared with autograd's at
         :func:`derivative_points` (relative error at most :data:`DERIVATIVE_RTOL`).

@@ -8,40 +8,63 @@ backward(grad_out, cache)``), so an operation here is a pair of calls into
 ``refattn/core`` with the static arguments (activation, axis, score, causal)
 bound, and nothing else: no formula is written twice. The framework's arrays
 run through core's own lines, on PyTorch's or JAX's namespace
-(:func:`refattn.core.backend.array_module`).
-
-The one exception is an activation from :func:`refattn.define_activation`:
-its ``g`` and ``h`` are written with ``autograd.numpy`` and run on NumPy
-arrays only. :attr:`Operation.on_host` says so, and the wrappers then hand
-core NumPy arrays on the CPU (PyTorch shares the memory of a CPU tensor;
-JAX calls back to the host) and refuse a GPU tensor with one line.
+(:func:`refattn.core.backend.array_module`), an activation from
+:func:`refattn.define_activation` too, when its functions are written against
+that namespace (``g(s, xp)``). Both wrappers compute float16 and bfloat16 in
+float32 and round the results back (:data:`HALF_NOTE`); the backward being
+written in the framework's own operations is what makes second derivatives
+exact (``docs/frameworks.md``, "Second derivatives").
 """
 
 from __future__ import annotations
 
-import numpy as np
-
 from .core import activations as _activations
 from .core.activations import Activation
-from .core.attention import attention as _attention, attention_args, attention_backward
+from .core.attention import attention as _attention, attention_backward
 from .core.scores import Score, score as _get_score
 from .custom import UserActivation
 
-__all__ = ["ActivationOp", "AttentionOp", "resolve_activation", "weights_function", "check_score", "split", "join"]
+__all__ = ["ActivationOp", "AttentionOp", "resolve_activation", "weights_function", "check_score", "one_dtype",
+           "split", "join", "HALF_NOTE"]
+
+#: How float16 and bfloat16 inputs are computed, for messages and docstrings.
+HALF_NOTE = "float16 and bfloat16 are computed in float32 and rounded back"
 
 
-def resolve_activation(name_or_activation, argument="name_or_activation") -> Activation:
+def resolve_activation(name_or_activation, argument="name_or_activation", library=None) -> Activation:
     """The activation: a name from ``refattn.ACTIVATIONS`` (or one registered by ``define_activation``), or an
-    :class:`~refattn.core.activations.Activation` object, such as one from ``refattn.define_activation``."""
+    :class:`~refattn.core.activations.Activation` object, such as one from ``refattn.define_activation``;
+    for ``library`` (``"PyTorch"``, ``"JAX"``), one from ``define_activation`` must be written against an
+    array namespace (``g(s, xp)``), else one line says how (``docs/verify.md``, section 1)."""
     if isinstance(name_or_activation, Activation):
-        return name_or_activation
-    if not isinstance(name_or_activation, str):
+        act = name_or_activation
+    elif not isinstance(name_or_activation, str):
         raise TypeError(f"{argument}: expected an activation's name or an Activation (refattn.activation, "
                         f"refattn.define_activation), got {type(name_or_activation).__name__}")
-    try:
-        return _activations.activation(name_or_activation)
-    except ValueError as exc:
-        raise ValueError(f"{argument}: {str(exc).split(': ', 1)[1]}") from None
+    else:
+        try:
+            act = _activations.activation(name_or_activation)
+        except ValueError as exc:
+            raise ValueError(f"{argument}: {str(exc).split(': ', 1)[1]}") from None
+    if library is not None and isinstance(act, UserActivation) and not act.native:
+        raise TypeError(f"{argument}: {act.numpy_only(library)}")
+    return act
+
+
+def one_dtype(arrays, convert):
+    """The dtype that all of ``arrays`` (``{name: array or None}``) share, or a ``TypeError`` naming the first
+    that differs from the first one's; ``convert`` says how to convert (``".to(torch.float32)"``). An array of
+    another library is left to core, which names the mix (:func:`refattn.core.backend.array_module`)."""
+    first = None
+    for name, x in arrays.items():
+        if x is None:
+            continue
+        if first is None:
+            first = name, x.dtype, type(x)
+        elif x.dtype != first[1] and isinstance(x, first[2]):
+            raise TypeError(f"{name}: dtype {x.dtype} differs from {first[0]}'s {first[1]}; give the queries, keys, "
+                            f"values and parameters one dtype (convert with {name}{convert.format(first[1])})")
+    return None if first is None else first[1]
 
 
 class ActivationOp:
@@ -50,21 +73,14 @@ class ActivationOp:
     Inputs ``(s, mask)``; one gradient per input, ``None`` for the mask.
     """
 
-    mask_index = 1
-
     def __init__(self, act, axis):
         self.act, self.axis = act, axis
-        self.on_host = isinstance(act, UserActivation)  # autograd.numpy functions: NumPy arrays only
 
     def forward(self, s, mask):
         return self.act.forward(s, self.axis, mask)
 
     def backward(self, grad_phi, cache):
         return self.act.backward(grad_phi, cache), None
-
-    def out_shape(self, s, mask):
-        """The shape of the output, without computing it."""
-        return tuple(s.shape)
 
 
 class AttentionOp:
@@ -75,11 +91,8 @@ class AttentionOp:
     ``q`` where it is ``None``, as for the ``global`` score).
     """
 
-    mask_index = 3
-
     def __init__(self, score, act, causal, names):
         self.score, self.act, self.causal, self.names = score, act, causal, tuple(names)
-        self.on_host = isinstance(act, UserActivation)
 
     def forward(self, q, k, v, mask, *params):
         return _attention(q, k, v, score=self.score, activation=self.act, params=dict(zip(self.names, params)),
@@ -89,18 +102,11 @@ class AttentionOp:
         dq, dk, dv, dparams = attention_backward(grad_out, cache)
         return (dq, dk, dv, None) + tuple(dparams[n] for n in self.names)
 
-    def out_shape(self, q, k, v, mask, *params):
-        """The shape of the output, ``batch + (n_q, d_v)``, without computing it (the checks run)."""
-        *_, n_q = attention_args(q, k, v, self.score, self.act, dict(zip(self.names, params)), mask, self.causal,
-                                 None)
-        batch = np.broadcast_shapes(*(tuple(x.shape[:-2]) for x in (q, k, v) if x is not None))
-        return tuple(batch) + (n_q, v.shape[-1])
 
-
-def weights_function(name_or_activation, run):
+def weights_function(name_or_activation, run, library):
     """``phi(s, dim=-1, mask=None)``, which returns ``run(ActivationOp(act, dim), s, mask)``: what
     ``refattn.torch.activation`` and ``refattn.jax.activation`` return (``phi.activation`` is ``act``)."""
-    act = resolve_activation(name_or_activation)
+    act = resolve_activation(name_or_activation, library=library)
 
     def phi(s, dim=-1, mask=None):
         return run(ActivationOp(act, dim), s, mask)

@@ -15,26 +15,37 @@ that run on NumPy, so every score stays stable for every finite input. The
 reverse-mode gradient is core's hand-derived VJP
 (:meth:`~refattn.core.activations.Activation.backward`, Eq. 01.R4, and
 :func:`~refattn.core.attention.attention_backward`) through
-``jax.custom_vjp``; forward mode (``jax.jvp``, ``jax.jacfwd``) is what
-``custom_vjp`` refuses. float64 needs ``jax.config.update("jax_enable_x64",
-True)``, as everywhere in JAX. Inputs are taken as JAX arrays
-(``jax.numpy.asarray``, as every ``jax.numpy`` function takes them).
-
-An activation from :func:`refattn.define_activation` runs its
-``autograd.numpy`` functions on NumPy: through ``jax.pure_callback`` on the
-host (under ``jit`` and ``vmap`` too), its gradient likewise.
+``jax.custom_vjp``, written in JAX's operations, so JAX differentiates it in
+turn: ``jax.hessian``, ``jacrev`` of ``jacrev`` and ``check_grads(...,
+order=2, modes=("rev",))`` give the exact second derivative
+(``docs/frameworks.md``, "Second derivatives"). Forward mode of the
+function itself (``jax.jvp``, ``jax.jacfwd``) is refused in one line
+(:data:`FORWARD_MODE`). float64 needs ``jax.config.update("jax_enable_x64",
+True)``, as everywhere in JAX; float16 and bfloat16 are computed in float32.
+Inputs are taken as JAX arrays (``jax.numpy.asarray``, as every
+``jax.numpy`` function takes them). An activation from
+:func:`refattn.define_activation` runs on JAX's arrays when its functions
+take the array namespace (``g(s, xp)``), under ``jit`` and ``vmap`` too.
 """
 
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from .core.backend import is_jax
-from .frameworks import AttentionOp, check_score, join, resolve_activation, split, weights_function
+from .frameworks import AttentionOp, check_score, join, one_dtype, resolve_activation, split, weights_function
 
-__all__ = ["activation", "attention"]
+__all__ = ["activation", "attention", "FORWARD_MODE"]
+
+#: What forward-mode differentiation of these functions meets, in one line.
+FORWARD_MODE = ("refattn.jax: forward-mode differentiation (jax.jvp, jax.jacfwd, check_grads with mode 'fwd') of "
+                "refattn's functions is not provided (they are jax.custom_vjp functions); use reverse mode: "
+                "jax.grad, jax.vjp, jax.jacrev, check_grads(..., modes=('rev',)); jax.hessian, forward over "
+                "reverse, works")
+
+#: The dtypes computed in float32 and rounded back.
+HALF = (jnp.float16, jnp.bfloat16)
 
 
 class Static:
@@ -50,8 +61,6 @@ jax.tree_util.register_pytree_node(Static, lambda s: ((), s.value), lambda value
 
 def custom(op):
     """``f(*inputs)``: ``op.forward``'s output, with ``op.backward`` (core's VJP) as its ``custom_vjp``."""
-    if op.on_host:
-        return _on_host(op)
 
     @jax.custom_vjp
     def f(*inputs):
@@ -70,43 +79,21 @@ def custom(op):
     return f
 
 
-def _on_host(op):
-    """As :func:`custom`, for an activation whose functions run on NumPy only: both passes call back to the
-    host (``jax.pure_callback``, one example at a time under ``vmap``)."""
-
-    def host_forward(*inputs):
-        return np.asarray(op.forward(*_numpy(inputs))[0])
-
-    def host_backward(grad_out, *inputs):
-        inputs = _numpy(inputs)
-        grads = op.backward(np.asarray(grad_out), op.forward(*inputs)[1])
-        return tuple(None if g is None else np.asarray(g, dtype=x.dtype) for g, x in zip(grads, inputs))
-
-    @jax.custom_vjp
-    def f(*inputs):
-        like = next(x for x in inputs if x is not None and jnp.issubdtype(x.dtype, jnp.floating))
-        shape = jax.ShapeDtypeStruct(op.out_shape(*inputs), like.dtype)
-        return jax.pure_callback(host_forward, shape, *inputs, vmap_method="sequential")
-
-    def forward(*inputs):
-        return f(*inputs), inputs
-
-    def backward(inputs, grad_out):
-        shapes = tuple(None if i == op.mask_index or x is None else jax.ShapeDtypeStruct(x.shape, x.dtype)
-                       for i, x in enumerate(inputs))  # a gradient for each input but the mask
-        return jax.pure_callback(host_backward, shapes, grad_out, *inputs, vmap_method="sequential")
-
-    f.defvjp(forward, backward)
-    return f
-
-
-def _numpy(arrays):
-    """What a callback is given, as NumPy arrays on the host."""
-    return tuple(None if x is None else np.asarray(x) for x in arrays)
-
-
-def _array(x):
-    return None if x is None else jnp.asarray(x)
+def run(op, *inputs):
+    """``op``'s output from its inputs (JAX arrays or ``None``) through :func:`custom`; float16 and bfloat16
+    are computed in float32 and the output rounded back (``astype`` carries the gradients back and forth);
+    forward mode is refused with :data:`FORWARD_MODE`."""
+    inputs = tuple(None if x is None else jnp.asarray(x) for x in inputs)
+    dtype = next((x.dtype for x in inputs if x is not None and jnp.issubdtype(x.dtype, jnp.floating)), None)
+    if dtype in HALF:
+        inputs = tuple(x.astype(jnp.float32) if x is not None and x.dtype == dtype else x for x in inputs)
+    try:
+        out = custom(op)(*inputs)
+    except TypeError as exc:
+        if "forward-mode autodiff (jvp) to a custom_vjp" in str(exc):
+            raise TypeError(FORWARD_MODE) from None
+        raise
+    return out.astype(dtype) if dtype in HALF else out
 
 
 def activation(name_or_activation):
@@ -114,15 +101,16 @@ def activation(name_or_activation):
 
     Parameters
     ----------
-    name_or_activation : str or Activation, as :func:`refattn.frameworks.resolve_activation` reads it
+    name_or_activation : str or Activation, as :func:`refattn.frameworks.resolve_activation` reads it (one
+        from ``define_activation`` written as ``g(s, xp)``)
 
     Returns
     -------
-    phi : function of ``s`` (float32, or float64 with x64 enabled), ``dim`` (the axis normalised over; a
-        Python int) and ``mask`` (boolean, broadcastable to ``s``, True keeps); ``phi.activation`` is the
-        activation object
+    phi : function of ``s`` (float32, or float64 with x64 enabled; float16 and bfloat16 computed in float32),
+        ``dim`` (the axis normalised over; a Python int) and ``mask`` (boolean, broadcastable to ``s``, True
+        keeps); ``phi.activation`` is the activation object
     """
-    return weights_function(name_or_activation, lambda op, s, mask: custom(op)(_array(s), _array(mask)))
+    return weights_function(name_or_activation, run, "JAX")
 
 
 def attention(q, k, v, *, score="scaled_dot", activation="softmax", mask=None, causal=False, params=None,
@@ -131,11 +119,13 @@ def attention(q, k, v, *, score="scaled_dot", activation="softmax", mask=None, c
 
     The arguments and shapes are those of :func:`refattn.core.attention.attention`, with JAX arrays for
     ``q`` (``None`` for the ``"global"`` score), ``k``, ``v``, ``mask`` and the score's ``params`` (whose
-    gradients flow too); it returns the output alone, ``(..., n_q, d_v)``, or ``(..., 1, d_v)`` for a
-    per-token score.
+    gradients flow too), all of one floating dtype; it returns the output alone, ``(..., n_q, d_v)``, or
+    ``(..., 1, d_v)`` for a per-token score.
     """
     sc = check_score(score, score_options)
-    act = resolve_activation(activation, "activation")
+    act = resolve_activation(activation, "activation", "JAX")
     params = {} if params is None else dict(params)
-    op = AttentionOp(sc, act, causal, tuple(params))
-    return custom(op)(_array(q), _array(k), _array(v), _array(mask), *(_array(p) for p in params.values()))
+    q, k, v = (None if x is None else jnp.asarray(x) for x in (q, k, v))
+    one_dtype({"q": q, "k": k, "v": v, **{f"params[{n!r}]": jnp.asarray(p) for n, p in params.items()}},
+              ".astype(jax.numpy.{})")
+    return run(AttentionOp(sc, act, causal, tuple(params)), q, k, v, mask, *params.values())

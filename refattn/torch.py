@@ -16,66 +16,101 @@ of +-1000 give finite weights, where the papers' ``sinh / sum cosh``
 overflows; notebook 15). The backward is core's hand-derived VJP
 (:meth:`~refattn.core.activations.Activation.backward`, Eq. 01.R4, and
 :func:`~refattn.core.attention.attention_backward`), not PyTorch's autograd
-of the forward; a second derivative through it is refused
-(``once_differentiable``), never silently wrong. Tensors stay on their
-device; float32 and float64.
-
-An activation from :func:`refattn.define_activation` runs its
-``autograd.numpy`` functions on NumPy: CPU tensors are handed to it as NumPy
-arrays sharing their memory; a GPU tensor is refused with one line.
+of the forward; it is itself written in PyTorch's operations, so second
+derivatives (``create_graph=True``, Hessians, ``gradgradcheck``) are the
+exact derivative of that VJP (``docs/frameworks.md``, "Second
+derivatives"). ``torch.func``'s ``grad``, ``vjp``, ``jacrev`` and ``vmap`` work;
+forward mode is refused in one line (:data:`FORWARD_MODE`). Tensors stay on
+their device; float32 and float64, float16 and bfloat16 computed in float32.
+An activation from :func:`refattn.define_activation` runs natively too when
+its functions take the array namespace (``g(s, xp)``). What each of
+PyTorch's tools does with these functions: ``docs/frameworks.md``.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import torch
-from torch.autograd.function import once_differentiable
 
 from .core.backend import is_torch
-from .frameworks import AttentionOp, check_score, join, resolve_activation, split, weights_function
+from .frameworks import HALF_NOTE, AttentionOp, check_score, join, one_dtype, resolve_activation, split, \
+    weights_function
 
-__all__ = ["activation", "attention", "Activation", "Attention"]
+__all__ = ["activation", "attention", "Activation", "Attention", "CoreFunction", "FORWARD_MODE"]
+
+#: What forward-mode differentiation meets, in one line.
+FORWARD_MODE = ("refattn.torch: forward-mode differentiation (torch.func.jvp, jacfwd, torch.func.hessian, "
+                "torch.autograd.forward_ad) is not provided; use reverse mode: torch.autograd.grad, torch.func.grad, "
+                "vjp or jacrev, and for a Hessian jacrev(jacrev(f)) or torch.autograd.functional.hessian")
+
+#: The dtypes computed in float32 and rounded back.
+HALF = (torch.float16, torch.bfloat16)
 
 
 class CoreFunction(torch.autograd.Function):
-    """``forward(op, *inputs)`` is ``op.forward`` (core's forward), ``backward`` is ``op.backward`` (core's
-    hand-derived VJP); ``op`` is a :class:`refattn.frameworks.ActivationOp` or ``AttentionOp``."""
+    """Core's forward and VJP as a node of PyTorch's graph: the one place where an operation of
+    :mod:`refattn.frameworks` becomes PyTorch's. ``apply(op, *inputs)`` returns ``(out, *arrays)``, the
+    arrays of the cache that ``op.forward`` made, as outputs without gradient, so that ``setup_context``
+    saves them (:func:`run` returns ``out`` alone).
+
+    ``backward`` is ``op.backward``, core's VJP in PyTorch's operations. Where PyTorch records the
+    backward to differentiate it again (``create_graph=True``, ``torch.autograd.functional.hessian``,
+    ``gradgradcheck``, ``torch.func``), the cache is made again from the saved inputs, on the graph, so
+    the second derivative is the exact derivative of the VJP (``docs/frameworks.md``), never a
+    detached or zero one; otherwise the forward's cache is used. ``vmap`` is PyTorch's rule made by
+    running these functions under it (``generate_vmap_rule``); forward mode raises :data:`FORWARD_MODE`.
+    """
+
+    generate_vmap_rule = True
 
     @staticmethod
-    def forward(ctx, op, *inputs):
-        ctx.op = op
-        if op.on_host:  # define_activation's autograd.numpy functions: NumPy on the CPU
-            out, ctx.host_cache = op.forward(*(_host(x) for x in inputs))
-            return torch.from_numpy(out)
+    def forward(op, *inputs):
         out, cache = op.forward(*inputs)
-        tensors, ctx.skeleton = split(cache, is_torch)
-        ctx.save_for_backward(*tensors)
-        return out
+        arrays, op.skeleton = split(cache, is_torch)
+        return (out, *(a.view_as(a) if any(a is x for x in inputs) else a for a in arrays))  # an input (the mask)
+        # returned as itself could not be saved: a view of it can
 
     @staticmethod
-    @once_differentiable
-    def backward(ctx, grad_out):
-        op = ctx.op
-        if op.on_host:
-            grads = op.backward(_host(grad_out), ctx.host_cache)
-            return (None,) + tuple(None if g is None else torch.from_numpy(np.asarray(g)) for g in grads)
-        return (None,) + tuple(op.backward(grad_out, join(ctx.skeleton, ctx.saved_tensors)))
+    def setup_context(ctx, inputs, output):
+        op, *inputs = inputs
+        ctx.mark_non_differentiable(*output[1:])
+        ctx.set_materialize_grads(False)  # the cache's outputs get no gradient: not even zeros made for them
+        ctx.op, ctx.skeleton, ctx.n_inputs = op, op.skeleton, len(inputs)
+        ctx.save_for_backward(*inputs, *output[1:])
+
+    @staticmethod
+    def backward(ctx, grad_out, *_):
+        if grad_out is None:  # the output was not used: no gradient reaches any input
+            return (None,) * (1 + ctx.n_inputs)
+        saved = ctx.saved_tensors
+        if torch.is_grad_enabled():  # this backward is being recorded, to be differentiated in turn
+            cache = ctx.op.forward(*saved[:ctx.n_inputs])[1]  # so its cache depends on the inputs on the graph
+        else:
+            cache = join(ctx.skeleton, saved[ctx.n_inputs:])
+        return (None, *ctx.op.backward(grad_out, cache))
+
+    @staticmethod
+    def jvp(ctx, *tangents):
+        raise RuntimeError(FORWARD_MODE)
 
 
-def _host(x):
-    """A CPU tensor as a NumPy array sharing its memory (``None`` stays ``None``)."""
-    if x is None:
-        return None
-    if x.device.type != "cpu":
-        raise TypeError(f"inputs: an activation from define_activation runs its autograd.numpy functions on "
-                        f"the CPU only, got a tensor on {x.device}; move it with .cpu()")
-    return x.detach().numpy()
+def run(op, *inputs):
+    """``op``'s output through :class:`CoreFunction`; float16 and bfloat16 inputs are computed in float32
+    and the output rounded back to their dtype (``.to`` carries the gradients back and forth)."""
+    dtype = next((x.dtype for x in inputs if x is not None and x.is_floating_point()), None)
+    if dtype not in HALF:
+        return CoreFunction.apply(op, *inputs)[0]
+    wide = (x.float() if x is not None and x.is_floating_point() else x for x in inputs)
+    return CoreFunction.apply(op, *wide)[0].to(dtype)
 
 
 def _tensor(x, name):
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name}: expected a torch.Tensor, got {type(x).__name__} (refattn.activation and "
                         f"refattn.attention take NumPy arrays)")
+    if not x.is_floating_point():
+        raise TypeError(f"{name}: expected a floating-point tensor (float32 or float64; {HALF_NOTE}), got "
+                        f"{x.dtype}; convert with {name}.to(torch.float32)")
     return x
 
 
@@ -91,19 +126,21 @@ def activation(name_or_activation):
 
     Parameters
     ----------
-    name_or_activation : str or Activation, as :func:`refattn.frameworks.resolve_activation` reads it
+    name_or_activation : str or Activation, as :func:`refattn.frameworks.resolve_activation` reads it (one
+        from ``define_activation`` written as ``g(s, xp)``)
 
     Returns
     -------
-    phi : function of ``s`` (a float32 or float64 tensor), ``dim`` (the axis normalised over) and ``mask``
-        (a boolean tensor broadcastable to ``s``, True keeps; a NumPy mask is copied to ``s``'s device);
-        ``phi.activation`` is the activation object
+    phi : function of ``s`` (a floating-point tensor; float16 and bfloat16 computed in float32), ``dim`` (the
+        axis normalised over) and ``mask`` (a boolean tensor broadcastable to ``s``, True keeps; a NumPy mask
+        is copied to ``s``'s device); ``phi.activation`` is the activation object. ``torch.compile`` puts a
+        call of ``phi`` into its graph whole (``torch.compiler.allow_in_graph``), so ``fullgraph=True`` works.
     """
-    def run(op, s, mask):
+    def apply(op, s, mask):
         s = _tensor(s, "s")
-        return CoreFunction.apply(op, s, _mask(mask, s))
+        return run(op, s, _mask(mask, s))
 
-    return weights_function(name_or_activation, run)
+    return torch.compiler.allow_in_graph(weights_function(name_or_activation, apply, "PyTorch"))
 
 
 def attention(q, k, v, *, score="scaled_dot", activation="softmax", mask=None, causal=False, params=None,
@@ -112,17 +149,37 @@ def attention(q, k, v, *, score="scaled_dot", activation="softmax", mask=None, c
 
     The arguments and shapes are those of :func:`refattn.core.attention.attention`, with tensors for
     ``q`` (``None`` for the ``"global"`` score), ``k``, ``v``, ``mask`` and the score's ``params`` (whose
-    gradients flow too); it returns the output alone, ``(..., n_q, d_v)``, or ``(..., 1, d_v)`` for a
-    per-token score.
+    gradients flow too), all of one floating dtype; it returns the output alone, ``(..., n_q, d_v)``, or
+    ``(..., 1, d_v)`` for a per-token score. Under ``torch.compile`` the :class:`Attention` module
+    compiles with ``fullgraph=True``; this function, which reads its options each call, with a graph break.
     """
-    k, v = _tensor(k, "k"), _tensor(v, "v")
-    if q is not None:
-        q = _tensor(q, "q")
     sc = check_score(score, score_options)
-    act = resolve_activation(activation, "activation")
+    act = resolve_activation(activation, "activation", "PyTorch")
     params = {} if params is None else dict(params)
-    op = AttentionOp(sc, act, causal, tuple(params))
-    return CoreFunction.apply(op, q, k, v, _mask(mask, k), *params.values())
+    return Attend(AttentionOp(sc, act, causal, tuple(params)))(q, k, v, mask, *params.values())
+
+
+class Attend:
+    """``attend(q, k, v, mask, *params)``: an :class:`~refattn.frameworks.AttentionOp`'s output from its tensors
+    (checked, then :func:`run`), registered with Dynamo as one node of a compiled graph
+    (``torch.compiler.allow_in_graph``: core's Python is not traced, so ``fullgraph=True`` works)."""
+
+    __name__ = "attend"
+
+    def __init__(self, op):
+        self.op = op
+        torch.compiler.allow_in_graph(self)
+
+    def __setstate__(self, state):  # a copy (copy.deepcopy, pickle) is registered as well
+        self.__dict__.update(state)
+        torch.compiler.allow_in_graph(self)
+
+    def __call__(self, q, k, v, mask, *params):
+        k, v = _tensor(k, "k"), _tensor(v, "v")
+        q = None if q is None else _tensor(q, "q")
+        named = {"q": q, "k": k, "v": v, **{f"params[{n!r}]": p for n, p in zip(self.op.names, params)}}
+        one_dtype(named, ".to({})")
+        return run(self.op, q, k, v, _mask(mask, k), *params)
 
 
 class Activation(torch.nn.Module):
@@ -146,14 +203,14 @@ class Attention(torch.nn.Module):
     feature size ``d``; its parameters are drawn by ``Score.init_params(d,
     numpy.random.default_rng(seed), **sizes)`` and become this module's
     ``torch.nn.Parameter`` s, in ``dtype`` (default: PyTorch's default dtype).
-    See :func:`attention`.
+    See :func:`attention`; ``torch.compile(fullgraph=True)`` compiles a model through it (:class:`Attend`).
     """
 
     def __init__(self, score="scaled_dot", activation="softmax", *, causal=False, d=None, sizes=None, seed=0,
                  dtype=None, score_options=None):
         super().__init__()
         self.score = check_score(score, score_options)
-        self.activation = resolve_activation(activation, "activation")
+        self.activation = resolve_activation(activation, "activation", "PyTorch")
         self.causal = causal
         self.params = torch.nn.ParameterDict()
         if self.score.param_spec({}) or sizes:
@@ -164,10 +221,10 @@ class Attention(torch.nn.Module):
                                           **(sizes or {}))
             for name, value in init.items():
                 self.params[name] = torch.nn.Parameter(torch.from_numpy(value))
+        self.attend = Attend(AttentionOp(self.score, self.activation, causal, tuple(self.params)))
 
     def forward(self, q, k, v, mask=None):
-        return attention(q, k, v, score=self.score, activation=self.activation, mask=mask, causal=self.causal,
-                         params=dict(self.params))
+        return self.attend(q, k, v, mask, *self.params.values())
 
     def extra_repr(self):
         return f"score={self.score!r}, activation={self.activation.name!r}, causal={self.causal}"

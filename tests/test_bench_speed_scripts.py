@@ -156,3 +156,15 @@ def test_the_performance_pages_pytorch_figures_are_the_benchmarks():
         assert f"{us[part]['numpy']:.0f} / {us[part]['torch']:.0f}" in text, part
     worst = max(us[p]["numpy"] / us[p]["torch"] for p in ("q K^T", "W V", "W^T dY"))
     assert f"up to {worst:.2f} times" in text
+
+
+def test_bench_bridge_times_refattn_torch_beside_plain_pytorch(tmp_path):
+    pytest.importorskip("torch", reason="PyTorch is not installed (the torch extra)")
+    out = tmp_path / "bridge.json"
+    _run("bench_bridge.py", "--quick", "--out", str(out))
+    res = json.loads(out.read_text())
+    assert {(r["case"], r["dtype"]) for r in res["rows"]} == {(c, d) for c in ("softmax", "rectified")
+                                                            for d in ("float32", "float64")}
+    for row in res["rows"]:
+        assert row["relative_difference"] <= (1e-10 if row["dtype"] == "float64" else 1e-4)  # the same numbers first
+        assert np.isfinite(row["ratio"]) and row["ratio"] > 0 and isinstance(row["met"], bool)

@@ -306,9 +306,22 @@ def test_cupy_arrays_are_refused_clearly(monkeypatch):
     import refattn.custom as custom
 
     act = define_activation("softplus-max", softplus, softplus)
-    monkeypatch.setattr(custom, "_is_cupy_array", lambda x: True)  # as if s were a CuPy array
-    with pytest.raises(TypeError, match="runs on NumPy arrays only"):
+    monkeypatch.setattr(custom, "on_host", lambda s: False)  # as if s were a CuPy array
+    monkeypatch.setattr(custom, "_LIBRARIES", {"numpy": "CuPy"})
+    with pytest.raises(TypeError, match=r"^s: .*autograd.numpy, which runs on NumPy arrays only; to run it on "
+                                        r"CuPy's own arrays, write .*def g\(s, xp\)"):
         act.g(np.zeros(3))
+
+
+def test_functions_of_the_namespace_are_checked_as_autograd_numpy_ones(rng):
+    """``g(s, xp)`` is handed NumPy, or autograd's NumPy while the check traces it: the same activation."""
+    old = define_activation("softplus-max-anp", softplus, softplus)
+    new = define_activation("softplus-max-xp", lambda s, xp: xp.logaddexp(0.0, s),
+                            lambda s, xp: xp.logaddexp(0.0, s))
+    assert new.native and not old.native
+    s, u = rng.standard_normal((3, 5)), rng.standard_normal((3, 5))
+    assert np.array_equal(new(s), old(s))
+    assert np.allclose(new.backward(u, new.forward(s)[1]), old.backward(u, old.forward(s)[1]), rtol=1e-14, atol=0)
 
 
 # ------------------------------------------------------------------------------

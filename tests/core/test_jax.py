@@ -5,7 +5,10 @@ Every activation and score equals the NumPy reference (forward and VJP) to
 comes from the custom VJP (core's backward), ``jax.test_util.check_grads``
 passes in float64, and it all works under ``jax.jit`` and ``jax.vmap``;
 JAX's own differentiation of core's forward agrees with the hand-derived
-VJP; an activation from ``define_activation`` runs through host callbacks.
+VJP; second derivatives (``jax.hessian``, ``check_grads(order=2)``) equal
+JAX's own of core's forward; float16 and bfloat16 are the float32 results
+rounded once; an activation from ``define_activation`` written as
+``g(s, xp)`` runs on JAX's arrays as the built-ins do.
 Tolerances: ``framework_cases``.
 """
 
@@ -27,6 +30,7 @@ import jax.numpy as jnp  # noqa: E402
 from jax.test_util import check_grads  # noqa: E402
 
 from refattn import activation, define_activation  # noqa: E402
+from refattn.check import away_from_singular  # noqa: E402
 from refattn.core.activations import Activation  # noqa: E402
 
 
@@ -106,10 +110,40 @@ def test_check_grads_in_float64(name, rng):
     check_grads(lambda x: phi(x, mask=mask), (s,), order=1, modes=("rev",), eps=1e-6, atol=1e-5, rtol=1e-3)
 
 
-def test_forward_mode_is_refused_as_custom_vjp_does(rng):
+def test_forward_mode_is_refused_in_one_line_naming_reverse_mode(rng):
     s = jnp.asarray(rng.standard_normal(4))
-    with pytest.raises(TypeError, match="custom_vjp"):
+    with pytest.raises(TypeError, match="^refattn.jax: forward-mode .*use reverse mode"):
         jax.jvp(rj.activation("tanhmax"), (s,), (s,))
+    with pytest.raises(TypeError, match="^refattn.jax: forward-mode"):
+        jax.jacfwd(rj.activation(RECTIFIED))(s)
+
+
+# --- second derivatives: JAX differentiates core's VJP ----------------------------------------------------
+@pytest.mark.parametrize("name", ("tanhmax", "rectified"))
+def test_hessian_and_check_grads_of_order_two(name, rng):
+    act = RECTIFIED if name == "rectified" else activation(name)
+    s = jnp.asarray(away_from_singular(act, 2.0 * rng.standard_normal((2, 5))))
+    u = jnp.asarray(rng.standard_normal((2, 5)))
+    phi = rj.activation(act)
+    want = jax.hessian(lambda x: jnp.sum(act.forward(x, -1, None)[0] * u))(s)  # JAX's, of core's forward
+    assert float(jnp.max(jnp.abs(want))) > 0.01
+    assert_close(np.asarray(jax.hessian(lambda x: jnp.sum(phi(x) * u))(s)), np.asarray(want), f"{name}: Hessian")
+    check_grads(phi, (s,), order=2, modes=("rev",), eps=1e-6, atol=1e-5, rtol=1e-3)
+    assert_close(np.asarray(jax.jacrev(phi)(s)), np.asarray(jax.jacrev(lambda x: act.forward(x, -1, None)[0])(s)),
+                 f"{name}: jacrev")
+
+
+@pytest.mark.parametrize("dtype", (jnp.float16, jnp.bfloat16))
+def test_half_precisions_are_float32_rounded_once(dtype, rng):
+    """As in PyTorch: the weights and VJP in ``dtype`` are the float32 ones rounded once."""
+    s = jnp.asarray(away_from_singular(RECTIFIED, 2.0 * rng.standard_normal((3, 6))), dtype=dtype)
+    u = jnp.asarray(rng.standard_normal((3, 6)), dtype=dtype)
+    for act in ("softmax", RECTIFIED):
+        phi = rj.activation(act)
+        (w, vjp), (w32, vjp32) = jax.vjp(phi, s), jax.vjp(phi, s.astype(jnp.float32))
+        assert w.dtype == dtype and vjp(u)[0].dtype == dtype
+        for got, wide in ((w, w32), (vjp(u)[0], vjp32(u.astype(jnp.float32))[0])):
+            np.testing.assert_array_equal(np.asarray(got), np.asarray(wide.astype(dtype)))
 
 
 # --- jit and vmap --------------------------------------------------------------------------------------
@@ -166,26 +200,37 @@ def test_attention_check_grads_with_neural_parameters(rng):
     check_grads(jax.jit(f), args, order=1, modes=("rev",), eps=1e-6, atol=1e-5, rtol=1e-3)
 
 
-# --- define_activation, through the host -----------------------------------------------------------------
-def test_an_activation_from_define_activation_works_under_jit_and_vmap(rng):
-    import autograd.numpy as anp  # noqa: PLC0415
+# --- define_activation on JAX's arrays ------------------------------------------------------------------
+#: a rectified softmax, g = relu(e^s - 1), h = |e^s - 1|, written against the array namespace
+RECTIFIED = define_activation("rectified_jax", lambda s, xp: xp.maximum(xp.expm1(s), 0.0),
+                              lambda s, xp: xp.abs(xp.expm1(s)), singular_scores=[0.0])
 
-    sharp = define_activation("sharp_tanhmax_jax", lambda s: anp.sinh(2 * s), lambda s: anp.cosh(2 * s))
+
+def test_an_activation_from_define_activation_works_under_jit_and_vmap(rng):
+    sharp = define_activation("sharp_tanhmax_jax", lambda s, xp: xp.sinh(2 * s), lambda s, xp: xp.cosh(2 * s))
     s, u = rng.standard_normal((3, 5)), rng.standard_normal((3, 5))
     mask = mask_with_empty_row((3, 5), rng)
     want_w, want_g = reference_activation(sharp, s, u, mask=mask)
     phi = rj.activation(sharp)
     w, vjp = _vjp(jax.jit(lambda x: phi(x, mask=mask)), s)
+    assert "callback" not in str(jax.make_jaxpr(phi)(jnp.asarray(s)))  # JAX's own operations, no host trip
     assert_close(np.asarray(w), want_w, "define_activation weights")
     assert_close(np.asarray(vjp(jnp.asarray(u))[0]), want_g, "define_activation VJP")
-    rows = jax.vmap(jax.grad(lambda x: jnp.sum(phi(x) * jnp.arange(5.0)) ** 2))(jnp.asarray(s))
+    rows = jax.jit(jax.vmap(jax.grad(lambda x: jnp.sum(phi(x) * jnp.arange(5.0)) ** 2)))(jnp.asarray(s))
     for i in range(3):
         want = jax.grad(lambda x: jnp.sum(phi(x) * jnp.arange(5.0)) ** 2)(jnp.asarray(s[i]))
         assert_close(np.asarray(rows[i]), np.asarray(want), f"define_activation vmap row {i}")
-    check_grads(phi, (jnp.asarray(s),), order=1, modes=("rev",), eps=1e-6, atol=1e-5, rtol=1e-3)
     q, k, v, _ = attention_inputs("scaled_dot", rng)
     want, _ = reference_attention(q, k, v, {}, activation=sharp, causal=True)
     assert_close(np.asarray(rj.attention(q, k, v, activation=sharp, causal=True)), want, "its attention")
+
+
+def test_an_autograd_numpy_activation_is_refused_in_one_line_with_the_new_spelling():
+    import autograd.numpy as anp  # noqa: PLC0415
+
+    old = define_activation("sharp_anp_jax", lambda s: anp.sinh(2 * s), lambda s: anp.cosh(2 * s))
+    with pytest.raises(TypeError, match=r"^name_or_activation: .*autograd.numpy.*JAX's own arrays.*def g\(s, xp\)"):
+        rj.activation(old)
 
 
 def test_bad_input_names_the_argument(rng):

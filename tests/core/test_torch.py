@@ -24,6 +24,8 @@ import torch  # noqa: E402
 rt = importlib.import_module("refattn.torch")
 
 from refattn import activation, define_activation  # noqa: E402
+from refattn.check import away_from_singular  # noqa: E402
+from refattn.core.backend import array_module  # noqa: E402
 from refattn.core.activations import Activation  # noqa: E402
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
@@ -104,11 +106,110 @@ def test_the_gradient_is_the_functions_backward_which_is_cores(rng, monkeypatch)
     assert torch.allclose(doubled, 2.0 * honest, rtol=0, atol=0)
 
 
-def test_a_second_derivative_is_refused_not_silently_wrong(rng):
-    s = _t(rng.standard_normal(5), grad=True)
-    (g,) = torch.autograd.grad(rt.activation("tanhmax")(s).pow(2).sum(), s, create_graph=True)
-    with pytest.raises(RuntimeError, match="once_differentiable|twice"):
-        g.sum().backward()
+# --- second derivatives: PyTorch differentiates core's VJP, exactly ----------------------------------------
+def _plain(act):
+    """``phi`` as PyTorch's autograd sees it: core's forward on tensors, traced (no hand-derived backward)."""
+    return lambda x: act.forward(x, -1, None)[0]
+
+
+SECOND_ORDER = ("softmax", "tanhmax", "expressive", "rectified")
+
+
+def _second_order_case(name, rng):
+    act = RECTIFIED if name == "rectified" else activation(name)
+    s = _t(away_from_singular(act, 2.0 * rng.standard_normal((2, 5))))
+    return act, s, _t(rng.standard_normal((2, 5)))
+
+
+@pytest.mark.parametrize("name", SECOND_ORDER)
+def test_the_hessian_equals_plain_autograds(name, rng):
+    """``torch.autograd.functional.hessian`` and ``jacrev(jacrev(.))`` through the Function equal PyTorch's own
+    second derivative of core's forward in float64 (never a zero or detached one)."""
+    act, s, u = _second_order_case(name, rng)
+    phi = rt.activation(act)
+    want = torch.autograd.functional.hessian(lambda x: (_plain(act)(x) * u).sum(), s)
+    assert want.abs().max() > 0.01  # a real second derivative to compare with
+    got = torch.autograd.functional.hessian(lambda x: (phi(x) * u).sum(), s)
+    assert_close(_np(got), _np(want), f"{name}: Hessian")
+    got = torch.func.jacrev(torch.func.jacrev(lambda x: (phi(x) * u).sum()))(s)
+    assert_close(_np(got), _np(want), f"{name}: jacrev of jacrev")
+    if name == "rectified":  # and the formula written directly, g(s) / sum_k h(s_k)
+        xp = array_module(s)
+        direct = torch.autograd.functional.hessian(
+            lambda x: (_rectified_g(x, xp) / _rectified_h(x, xp).sum(-1, keepdim=True) * u).sum(), s)
+        assert_close(_np(got), _np(direct), "rectified: Hessian against the formula written directly")
+
+
+@pytest.mark.parametrize("name", SECOND_ORDER)
+def test_create_graph_and_gradgradcheck(name, rng):
+    act, s, u = _second_order_case(name, rng)
+    s.requires_grad_(True)
+    phi = rt.activation(act)
+    (g,) = torch.autograd.grad((phi(s) * u).sum(), s, create_graph=True)
+    assert g.requires_grad  # a gradient with its graph, to be differentiated in turn
+    (gg,) = torch.autograd.grad((g * u).sum(), s)
+    (want,) = torch.autograd.grad((torch.autograd.grad((_plain(act)(s) * u).sum(), s, create_graph=True)[0] * u)
+                                  .sum(), s)
+    assert_close(_np(gg), _np(want), f"{name}: gradient of the gradient")
+    assert torch.autograd.gradgradcheck(phi, (s,), eps=1e-6, atol=1e-5, rtol=1e-3)
+
+
+def test_attention_gradgradcheck_with_neural_parameters(rng):
+    q, k, v, params = attention_inputs("neural", rng, shape=(1, 3, 2))
+    names = tuple(params)
+    inputs = tuple(_t(x, grad=True) for x in (q, k, v, *params.values()))
+
+    def f(q, k, v, *p):
+        return rt.attention(q, k, v, score="neural", activation="tanhmax", causal=True, params=dict(zip(names, p)))
+
+    assert torch.autograd.gradgradcheck(f, inputs, eps=1e-6, atol=1e-5, rtol=1e-3)
+
+
+# --- torch.func ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ("tanhmax", "rectified"))
+def test_torch_func_grad_vmap_and_jacrev(name, rng):
+    act, s, u = _second_order_case(name, rng)
+    phi, plain = rt.activation(act), _plain(act)
+    rows = torch.func.vmap(torch.func.grad(lambda x: (phi(x) * u[0]).sum()))(s)
+    for i in range(2):
+        x = s[i].clone().requires_grad_(True)
+        (want,) = torch.autograd.grad((plain(x) * u[0]).sum(), x)
+        assert_close(_np(rows[i]), _np(want), f"{name}: vmap(grad) row {i}")
+    assert_close(_np(torch.func.jacrev(phi)(s)), _np(torch.autograd.functional.jacobian(plain, s)),
+                 f"{name}: jacrev")
+    assert_close(_np(torch.func.vmap(phi)(s)), _np(phi(s)), f"{name}: vmap")
+
+
+def test_forward_mode_is_refused_in_one_line_naming_reverse_mode(rng):
+    s = _t(rng.standard_normal((2, 5)))
+    for transform in (torch.func.jacfwd, torch.func.hessian):
+        with pytest.raises(RuntimeError, match="^refattn.torch: forward-mode .*use reverse mode"):
+            transform(rt.activation("softmax"))(s)
+    with pytest.raises(RuntimeError, match="^refattn.torch: forward-mode"):
+        torch.func.jvp(rt.activation(RECTIFIED), (s,), (s,))
+
+
+# --- float16 and bfloat16: computed in float32, rounded back ---------------------------------------------
+@pytest.mark.parametrize("dtype", (torch.float16, torch.bfloat16))
+@pytest.mark.parametrize("name", ("softmax", "tanhmax", "rectified"))
+def test_half_precisions_are_float32_rounded_once(name, dtype, rng):
+    """The weights and gradient in ``dtype`` are the float32 ones rounded to ``dtype`` (so within half a unit
+    in the last place, ``2**-p`` relative, of them, plus the smallest subnormal); the float32 ones are
+    within float32 rounding of the float64 reference (``test_float32_within_its_rounding``)."""
+    act = RECTIFIED if name == "rectified" else activation(name)
+    s64 = away_from_singular(act, 2.0 * rng.standard_normal((3, 6)))
+    s = torch.tensor(s64, dtype=dtype, requires_grad=True)
+    s32 = s.detach().float().requires_grad_(True)
+    u = torch.tensor(rng.standard_normal((3, 6)), dtype=dtype)
+    phi = rt.activation(act)
+    w, w32 = phi(s), phi(s32)
+    (g,), (g32,) = torch.autograd.grad(w, s, u), torch.autograd.grad(w32, s32, u.float())
+    assert w.dtype == g.dtype == dtype
+    info = torch.finfo(dtype)
+    for got, wide, what in ((w, w32, "weights"), (g, g32, "gradient")):
+        assert torch.equal(got, wide.to(dtype)), f"{name} {dtype} {what}: not the float32 result rounded once"
+        bound = info.eps / 2 * wide.abs() + info.smallest_normal * info.eps
+        assert torch.all((got.float() - wide).abs() <= bound), f"{name} {dtype} {what}: beyond half an ulp"
 
 
 @pytest.mark.parametrize("name", ACTIVATIONS)
@@ -174,31 +275,67 @@ def test_attention_gradcheck_with_neural_parameters(rng):
 
 
 # --- define_activation in PyTorch ----------------------------------------------------------------------
+def _rectified_g(s, xp):
+    return xp.maximum(xp.expm1(s), 0.0)  # relu(e^s - 1)
+
+
+def _rectified_h(s, xp):
+    return xp.abs(xp.expm1(s))  # |e^s - 1|
+
+
+#: a rectified softmax written against the array namespace, run natively on tensors
+RECTIFIED = define_activation("rectified_torch", _rectified_g, _rectified_h, singular_scores=[0.0])
+
+
 def _sharp():
-    import autograd.numpy as anp  # noqa: PLC0415
-
-    return define_activation("sharp_tanhmax_torch", lambda s: anp.sinh(2 * s), lambda s: anp.cosh(2 * s))
+    return define_activation("sharp_tanhmax_torch", lambda s, xp: xp.sinh(2 * s), lambda s, xp: xp.cosh(2 * s))
 
 
-def test_an_activation_from_define_activation_works(rng):
-    sharp = _sharp()
-    s, u = rng.standard_normal((3, 5)), rng.standard_normal((3, 5))
-    mask = mask_with_empty_row((3, 5), rng)
-    want_w, want_g = reference_activation(sharp, s, u, mask=mask)
-    w, g = _weights_and_grad(sharp, s, u, mask=mask)
+@pytest.mark.parametrize("make", (_sharp, lambda: RECTIFIED))
+def test_an_activation_from_define_activation_runs_on_tensors(make, rng):
+    act = make()
+    s = away_from_singular(act, rng.standard_normal((3, 5)))
+    u, mask = rng.standard_normal((3, 5)), mask_with_empty_row((3, 5), rng)
+    want_w, want_g = reference_activation(act, s, u, mask=mask)
+    w, g = _weights_and_grad(act, s, u, mask=mask)
     assert_close(_np(w), want_w, "define_activation weights")
     assert_close(_np(g), want_g, "define_activation gradient")
     st = _t(s, grad=True)
-    assert torch.autograd.gradcheck(rt.activation(sharp), (st,), eps=1e-6, atol=1e-5, rtol=1e-3)
+    assert torch.autograd.gradcheck(rt.activation(act), (st,), eps=1e-6, atol=1e-5, rtol=1e-3)
     q, k, v, _ = attention_inputs("scaled_dot", rng)
-    want, _ = reference_attention(q, k, v, {}, activation=sharp, causal=True)
-    assert_close(_np(rt.attention(_t(q), _t(k), _t(v), activation=sharp, causal=True)), want, "its attention")
+    want, _ = reference_attention(q, k, v, {}, activation=act, causal=True)
+    assert_close(_np(rt.attention(_t(q), _t(k), _t(v), activation=act, causal=True)), want, "its attention")
 
 
-def test_define_activation_off_the_cpu_is_refused_in_one_line():
-    s = torch.zeros((2, 3), dtype=torch.float64, device="meta")
-    with pytest.raises(TypeError, match=r"^inputs: .*define_activation.*CPU only, got a tensor on meta"):
-        rt.activation(_sharp())(s)
+def test_g_and_h_are_evaluated_once_a_pass(rng):
+    calls = []
+
+    def g(s, xp):
+        calls.append("g")
+        return _rectified_g(s, xp)
+
+    def h(s, xp):
+        calls.append("h")
+        return _rectified_h(s, xp)
+
+    counted = define_activation("rectified_counted", g, h, singular_scores=[0.0])
+    s = _t(rng.standard_normal((3, 5)), grad=True)
+    calls.clear()
+    w = rt.activation(counted)(s)
+    assert sorted(calls) == ["g", "h"]
+    calls.clear()
+    w.backward(_t(rng.standard_normal((3, 5))))
+    assert sorted(calls) == ["g", "h"]  # h' and g' by forward mode, each through one call
+
+
+def test_an_autograd_numpy_activation_is_refused_in_one_line_with_the_new_spelling():
+    import autograd.numpy as anp  # noqa: PLC0415
+
+    old = define_activation("sharp_anp_torch", lambda s: anp.sinh(2 * s), lambda s: anp.cosh(2 * s))
+    with pytest.raises(TypeError, match=r"^name_or_activation: .*autograd.numpy.*def g\(s, xp\)"):
+        rt.activation(old)
+    with pytest.raises(TypeError, match=r"^activation: .*autograd.numpy.*def g\(s, xp\)"):
+        rt.Attention(activation=old)
 
 
 # --- modules -------------------------------------------------------------------------------------------
@@ -219,6 +356,43 @@ def test_modules_compute_what_the_functions_do(rng):
         rt.Attention("neural")
 
 
+# --- torch.compile (slow: compiling takes minutes on a small machine) ---------------------------------------
+class _TwoLayers(torch.nn.Module):
+    """A linear layer making q, k, v, refattn's attention, then refattn's weights of its output."""
+
+    def __init__(self, act):
+        super().__init__()
+        self.qkv = torch.nn.Linear(4, 12, dtype=torch.float64)
+        self.attend = rt.Attention(activation=act, causal=True, dtype=torch.float64)
+        self.phi = rt.Activation(act)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        return self.phi(self.attend(q, k, v))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ("softmax", "rectified"))
+def test_torch_compile_with_fullgraph(name, rng):
+    """``torch.compile(fullgraph=True)`` compiles the model (no graph break: refattn's calls are one node
+    each), and its loss and gradients equal the eager model's; ``fullgraph=False`` compiles the functional
+    :func:`refattn.torch.attention` too."""
+    act = RECTIFIED if name == "rectified" else name
+    model, x = _TwoLayers(act), _t(rng.standard_normal((2, 5, 4)))
+    u = _t(rng.standard_normal((2, 5, 4)))
+    eager = (model(x) * u).sum()
+    want = torch.autograd.grad(eager, list(model.parameters()))
+    compiled = (torch.compile(model, fullgraph=True)(x) * u).sum()
+    got = torch.autograd.grad(compiled, list(model.parameters()))
+    assert_close(_np(compiled), _np(eager), f"{name}: compiled loss")
+    for a, b in zip(got, want):
+        assert_close(_np(a), _np(b), f"{name}: compiled gradient")
+    q, k, v = (_t(rng.standard_normal((2, 5, 4))) for _ in range(3))
+    attend = torch.compile(lambda q, k, v: rt.attention(q, k, v, activation=act, causal=True), fullgraph=False)
+    assert_close(_np(attend(q, k, v)), _np(rt.attention(q, k, v, activation=act, causal=True)),
+                 f"{name}: compiled attention function")
+
+
 # --- bad input: one line naming the argument -----------------------------------------------------------
 def test_bad_input_names_the_argument(rng):
     s = _t(rng.standard_normal((2, 3)))
@@ -228,12 +402,14 @@ def test_bad_input_names_the_argument(rng):
         rt.activation("nope")
     with pytest.raises(TypeError, match="^mask: expected dtype bool"):
         rt.activation("softmax")(s, mask=torch.ones((2, 3)))
-    with pytest.raises(TypeError, match="^s: expected a real floating dtype"):
+    with pytest.raises(TypeError, match="^s: expected a floating-point tensor .*got torch.int64"):
         rt.activation("softmax")(torch.ones((2, 3), dtype=torch.int64))
     with pytest.raises(TypeError, match="^arrays: got NumPy and PyTorch arrays"):
         rt.attention(s[None], s[None], s[None], score="global", params={"v": np.zeros(3)})
     with pytest.raises(ValueError, match="^axis: 5 is out of range"):
         rt.activation("softmax")(s, dim=5)
+    with pytest.raises(TypeError, match=r"^v: dtype torch.float32 differs from q's torch.float64; .*v.to\(torch.float64\)"):
+        rt.attention(s[None], s[None], s[None].float())
 
 
 # --- CUDA, where a GPU is present ----------------------------------------------------------------------
