@@ -27,7 +27,7 @@ import copy
 
 import numpy as np
 
-from .core.activations import ACTIVATIONS, NORMALISERS, Activation, activation
+from .core.activations import BUILT_INS, Activation, activation
 from .core.gradcheck import gradcheck
 from .core.scores import SCORES, score
 
@@ -159,7 +159,7 @@ def run_check(seed: int = 0) -> dict:
     """
     rng = np.random.default_rng(seed)
     rows = []
-    for name in ACTIVATIONS + NORMALISERS:
+    for name in BUILT_INS:
         rows += _check_activation(name, rng)
     for name in SCORES:
         rows += _check_score(name, rng)

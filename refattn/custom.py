@@ -694,7 +694,7 @@ def _define_args(name, g, h, dg, dh, register, source, singular_scores, regulari
     """:func:`define_activation`'s arguments checked before any evaluation; the singular scores as floats."""
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"name: expected a non-empty string, got {name!r}")
-    if name in _activations.ACTIVATIONS:
+    if name in _activations.BUILT_INS:
         raise ValueError(f"name: {name!r} is a built-in activation; choose another name")
     if register and name in _activations._REGISTRY:
         raise ValueError(f"name: an activation called {name!r} is already registered "
@@ -787,7 +787,7 @@ def unregister(name):
 
     Raises ``ValueError`` for a built-in name or a name that is not registered.
     """
-    if name in _activations.ACTIVATIONS:
+    if name in _activations.BUILT_INS:
         raise ValueError(f"name: {name!r} is a built-in activation and cannot be unregistered")
     if name not in _activations._REGISTRY:
         raise ValueError(f"name: no user activation called {name!r} is registered")
@@ -988,8 +988,8 @@ def activation_record(act):
         act = load_activation(act)
     if isinstance(act, str):
         return act
-    if type(act) in {type(_activations.activation(n)) for n in _activations.ACTIVATIONS} \
-            and act.name in _activations.ACTIVATIONS:
+    if type(act) in {type(_activations.activation(n)) for n in _activations.BUILT_INS} \
+            and act.name in _activations.BUILT_INS:
         return act.name
     file = getattr(act, "file", None)
     return {"name": act.name, "file": None if file is None else os.path.basename(file),

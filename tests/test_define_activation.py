@@ -255,6 +255,7 @@ def test_wrong_hand_derivative_is_refused_naming_function_and_worst_point():
 @pytest.mark.parametrize("kwargs, match", [
     ({"name": ""}, r"^name: expected a non-empty string"),
     ({"name": "softmax"}, r"^name: 'softmax' is a built-in activation"),
+    ({"name": "softpick"}, r"^name: 'softpick' is a built-in activation"),  # the normalisers are built in too
     ({"g": 3.0}, r"^g: expected a function"),
     ({"h": lambda s: s}, r"^h: must be >= 0"),
     ({"h": lambda s: anp.sum(s * s) + 0.0 * s}, r"^h: is not elementwise"),
@@ -268,6 +269,13 @@ def test_bad_definitions_are_one_line_naming_the_argument(kwargs, match):
     with pytest.raises((ValueError, TypeError), match=match) as info:
         define_activation(args.pop("name"), args.pop("g"), args.pop("h"), **args)
     assert len(str(info.value).splitlines()) == 1
+
+
+@pytest.mark.parametrize("name", ["softmax", "softpick"])
+def test_a_built_in_cannot_be_unregistered(name):
+    with pytest.raises(ValueError, match=rf"^name: '{name}' is a built-in activation and cannot be unregistered$"):
+        unregister(name)
+    assert activation(name).name == name
 
 
 # ------------------------------------------------------------------------------

@@ -532,6 +532,8 @@ class Taylor(Activation):
 
 #: The normalisers beyond the four papers (derivation 25), registered after :data:`ACTIVATIONS`.
 NORMALISERS = tuple(n for n in _REGISTRY if n not in ACTIVATIONS)
+#: Every built-in name: what a user's activation may not be called or unregister.
+BUILT_INS = ACTIVATIONS + NORMALISERS
 
 
 def activation(name: str) -> Activation:
