@@ -25,7 +25,7 @@ import math
 import numpy as np
 import pytest
 
-from tests.support import needs
+from tests.support import SExp, needs
 
 needs("torch")
 
@@ -183,31 +183,19 @@ def test_pieces_rebuild_g_and_h(name):
 @pytest.mark.parametrize("name", ACTIVATIONS)
 def test_dense_route_equals_the_textbook(name, masked, causal, rng):
     q, k, v, g, mask = exact_inputs(rng, n_q=N, n_k=N if causal else N + 2)
-    mask = mask if masked else None
-    want, grads = textbook(q, k, v, g, name, mask, causal)
+    check_dense(name, name, q, k, v, g, mask if masked else None, causal)
+
+
+def check_dense(route, act, q, k, v, g, mask, causal, what=None):
+    """The route on the dense kernel in float64 against the textbook activation ``act``: the output within
+    twice Eq. 24.E (the route's rounding and the textbook's), the gradients within GRAD_RTOL64."""
+    want, grads = textbook(q, k, v, g, act, mask, causal)
     tq, tk, tv, tmask = tensors(q, k, v, mask, grad=True)
-    y = rf.attention(tq, tk, tv, activation=name, mask=tmask, causal=causal, kernel="dense")
+    y = rf.attention(tq, tk, tv, activation=route, mask=tmask, causal=causal, kernel="dense")
     y.backward(torch.tensor(g))
-    bound = 2 * route_bound(q, k, v, name, U[torch.float64], mask=mask, causal=causal)
-    assert_rows_within(y, want, bound, name)
-    assert_grads_close((tq.grad, tk.grad, tv.grad), grads, GRAD_RTOL64, name)
-
-
-class SExp(A.Activation):
-    """A test activation with an unbounded rho and a non-zero ell: rho = s, ell = s (g = s e^s, h = e^s)."""
-
-    name = "s_exp"
-
-    def rho(self, s):
-        return s
-
-    def drho(self, s):
-        return np.ones_like(s)
-
-    def ell(self, s):
-        return s
-
-    dell = drho
+    what = what or str(route)
+    assert_rows_within(y, want, 2 * route_bound(q, k, v, route, U[torch.float64], mask=mask, causal=causal), what)
+    assert_grads_close((tq.grad, tk.grad, tv.grad), grads, GRAD_RTOL64, what)
 
 
 #: a user's formula (as torch functions) and the textbook activation it equals
@@ -229,13 +217,7 @@ def test_a_users_formula_equals_the_textbook(case, rng):
     if case == "bounded rho, unbounded route":  # sign's jump: scores away from 0 (the route's slope is 0 there,
         q, k, v, g, mask = smooth_inputs(rng)   # but asinh(sign(s)/2) jumps, and so does its gradient)
     for m, causal in ((None, False), (mask, True)):
-        want, grads = textbook(q, k, v, g, act, m, causal)
-        tq, tk, tv, tmask = tensors(q, k, v, m, grad=True)
-        y = rf.attention(tq, tk, tv, activation=rt, mask=tmask, causal=causal, kernel="dense")
-        y.backward(torch.tensor(g))
-        bound = 2 * route_bound(q, k, v, rt, U[torch.float64], mask=m, causal=causal)
-        assert_rows_within(y, want, bound, case)
-        assert_grads_close((tq.grad, tk.grad, tv.grad), grads, GRAD_RTOL64, case)
+        check_dense(rt, act, q, k, v, g, m, causal, case)
 
 
 def test_a_learnable_temperature_in_ell(rng):
