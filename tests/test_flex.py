@@ -20,7 +20,12 @@ by line: a refusal is a test that PyTorch refuses. Tests that compile
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -465,3 +470,49 @@ def test_cuda_gradients_of_a_captured_parameter_and_of_the_log_sum_exp(rng):
     (torch.logsumexp((sq @ sk.transpose(-1, -2) / math.sqrt(q.shape[-1])).abs(), -1) * w).sum().backward()
     for got, want in ((tq.grad, sq.grad), (tk.grad, sk.grad)):
         assert float((got - want).abs().max()) <= GRAD_RTOL64 * float(want.abs().max())
+
+
+# --------------------------------------------------------------------------
+# benchmarks/bench_flex.py: it runs, compares before it times, and says what did not run
+# --------------------------------------------------------------------------
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_flex.py"
+
+
+@pytest.mark.slow
+def test_the_benchmark_checks_every_candidate_and_records_the_machine(tmp_path):
+    """At smoke size on the CPU: both modes, the machine and versions in the JSON, and every candidate
+    compared with refattn.torch before it is timed (within 1e-4: that the benchmark compares the same
+    quantities; the routes' rounding bounds are the tests above); asserts nothing about time."""
+    out = tmp_path / "flex.json"
+    done = subprocess.run([sys.executable, str(BENCH), "--quick", "--dtypes", "float32", "--activations",
+                           "softmax", "linear", "--out", str(out)], cwd=BENCH.parents[1], capture_output=True,
+                          text=True, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    res = json.loads(out.read_text())
+    assert res["complete"] and res["device"] == "cpu" and res["kernel"] == "dense"
+    assert res["machine"]["torch"]["version"] == torch.__version__ and res["machine"]["numpy"] == np.__version__
+    assert {(r["activation"], r["mode"]) for r in res["rows"]} == {
+        (a, m) for a in ("softmax", "linear") for m in ("forward + backward", "forward")}
+    for r in res["rows"]:
+        assert set(r["max_rel"]) == {"flex", "streaming"} and max(r["max_rel"].values()) < 1e-4, r
+        assert r["flex_over_sdpa"]["ratio"] > 0 and not r["not_run"]
+    assert "| linear | float32 | 32 | forward |" in done.stdout
+
+
+@pytest.mark.slow
+def test_the_benchmark_records_what_the_compiled_cpu_kernel_does_not_run(tmp_path):
+    """SUPPORT[cpu, compiled]: no backward and no log-sum-exp, recorded with the reason instead of a time."""
+    spec = importlib.util.spec_from_file_location("bench_flex", BENCH)
+    bench = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(BENCH.parent))  # it imports machine.py beside it
+    try:
+        spec.loader.exec_module(bench)
+    finally:
+        sys.path.remove(str(BENCH.parent))
+    args = bench.machine.parser("x").parse_args([])
+    args.device, args.kernel, args.passes, args.repeats, args.pause, args.warmup = "cpu", "compiled", 1, 1, 0.0, 0.0
+    row = bench.time_row(torch, "linear", "float32", 16, "forward", args)
+    assert row["not_run"]["flex"].startswith("NotImplementedError: kernel: the route of 'linear' needs the log-sum")
+    row = bench.time_row(torch, "softmax", "float32", 16, "forward + backward", args)
+    assert row["not_run"]["flex"].startswith("NotImplementedError: kernel: PyTorch's FlexAttention has no backward")
