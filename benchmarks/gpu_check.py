@@ -23,7 +23,7 @@ exercised end to end, runs the CPU side at smoke sizes.
   epochs) on ``--device gpu`` and ``--device cpu``, each in a fresh process,
   and how far the two runs' accuracy curves are apart.
 
-The steps ``flex_tests`` (``tests/test_flex.py``'s CUDA tests, whose JUnit XML
+The steps ``flex_tests`` (``tests/core/test_flex.py``'s CUDA tests, whose JUnit XML
 ``assemble`` counts as it counts the parity tests') and ``flex``
 (``benchmarks/bench_flex.py``, whose verdicts become the FlexAttention targets)
 are commands of ``gpu_check.sh`` itself.

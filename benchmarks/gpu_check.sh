@@ -14,7 +14,7 @@
 #                 and scaled_dot_product_attention, and refattn on NumPy;
 #   5. streaming: streaming attention on CuPy at n = 16,384 and 65,536 beside SDPA;
 #   6. nt:        refattn nt, 200 epochs, 16 seeds batched, --device gpu and cpu;
-#   7. flex_tests: tests/test_flex.py's CUDA tests (every route on compiled
+#   7. flex_tests: tests/core/test_flex.py's CUDA tests (every route on compiled
 #                 FlexAttention, forward and backward, float64 and float32,
 #                 against the textbook), each outcome in the log as it comes;
 #   8. flex:      benchmarks/bench_flex.py --device cuda: every activation through
@@ -186,7 +186,7 @@ if [[ -z $MISSING ]]; then
     run_step streaming 150 "$PY" benchmarks/gpu_check.py streaming --out "$WORK/streaming.json" "${QFLAG[@]}"
     run_step nt 200 "$PY" benchmarks/gpu_check.py nt --out "$WORK/nt.json" "${QFLAG[@]}"
 
-    run_step flex_tests 200 "$PY" -m pytest tests/test_flex.py -m "" -k cuda -v -p no:cacheprovider -rfEs \
+    run_step flex_tests 200 "$PY" -m pytest tests/core/test_flex.py -m "" -k cuda -v -p no:cacheprovider -rfEs \
         --junitxml="$WORK/flex_tests.xml"
     if ((GPU && !QUICK)); then FLEX=(--device cuda --dtypes float32 --ns 4096 1024 16384 --passes 2)
     elif ((GPU)); then FLEX=(--device cuda --dtypes float32 --ns 256 --activations softmax tanhmax linear --passes 1)

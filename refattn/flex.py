@@ -27,7 +27,7 @@ unfused reference of the same call) or ``"dense"``: the same call written
 here with plain tensor operations, which PyTorch's autograd differentiates on
 any device (the route's backward on the CPU, where FlexAttention has none).
 What PyTorch 2.13 supports is :data:`SUPPORT`; each entry is a test in
-``tests/test_flex.py``. The routes' forward and backward are tested equal to
+``tests/core/test_flex.py``. The routes' forward and backward are tested equal to
 :func:`refattn.core.attention.attention` and its backward in float64.
 """
 
@@ -49,7 +49,7 @@ __all__ = ["attention", "formula", "route", "Route", "Piece", "KERNELS", "SUPPOR
 #: ``kernel=``: FlexAttention compiled (fused), FlexAttention uncompiled (unfused), or the dense stand-in
 KERNELS = ("compiled", "eager", "dense")
 
-#: What PyTorch 2.13's FlexAttention does, per device and kernel (each line a test in tests/test_flex.py).
+#: What PyTorch 2.13's FlexAttention does, per device and kernel (each line a test in tests/core/test_flex.py).
 SUPPORT = {
     ("cpu", "compiled"): "float32, float16, bfloat16 (float64 refused); no log-sum-exp; no backward",
     ("cpu", "eager"): "float64, float32, float16, bfloat16, and the log-sum-exp; no backward (inputs that "
@@ -93,7 +93,7 @@ def _log_pos(torch, x):
 @functools.lru_cache(maxsize=None)
 def _builtin_routes():
     """The route of each built-in class (derivation 24's table), its pieces written with torch operations
-    that PyTorch's compiler traces; ``tests/test_flex.py`` checks each against the class's ``g`` and ``h``."""
+    that PyTorch's compiler traces; ``tests/core/test_flex.py`` checks each against the class's ``g`` and ``h``."""
     import torch  # noqa: PLC0415  (the torch extra)
 
     logsigmoid = torch.nn.functional.logsigmoid

@@ -476,7 +476,7 @@ def test_cuda_gradients_of_a_captured_parameter_and_of_the_log_sum_exp(rng):
 # benchmarks/bench_flex.py: it runs, compares before it times, and says what did not run
 # --------------------------------------------------------------------------
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_flex.py"
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_flex.py"
 
 
 @pytest.mark.slow
