@@ -22,8 +22,9 @@ the log-sum-exps (Eqs. 24.P, 24.U):
   log-sum-exp of ``ell`` (``log n`` where ``h = 1``: no second call).
 
 The kernel is FlexAttention compiled (``kernel="compiled"``, the fused
-kernel), FlexAttention without ``torch.compile`` (``"eager"``, PyTorch's
-unfused reference of the same call) or ``"dense"``: the same call written
+kernel, the default on a CUDA device), FlexAttention without ``torch.compile``
+(``"eager"``, PyTorch's unfused reference of the same call, the default on the
+CPU) or ``"dense"``: the same call written
 here with plain tensor operations, which PyTorch's autograd differentiates on
 any device (the route's backward on the CPU, where FlexAttention has none).
 What PyTorch 2.13 supports is :data:`SUPPORT`; each entry is a test in
@@ -51,7 +52,8 @@ KERNELS = ("compiled", "eager", "dense")
 
 #: What PyTorch 2.13's FlexAttention does, per device and kernel (each line a test in tests/core/test_flex.py).
 SUPPORT = {
-    ("cpu", "compiled"): "float32, float16, bfloat16 (float64 refused); no log-sum-exp; no backward",
+    ("cpu", "compiled"): "refused: with a mask it returned wrong rows, varying from run to run, in this "
+                         "project's tests (PyTorch 2.13, derivation 24, section 8)",
     ("cpu", "eager"): "float64, float32, float16, bfloat16, and the log-sum-exp; no backward (inputs that "
                       "require grad are refused, also under no_grad; a captured tensor that requires grad "
                       "fails in backward)",
@@ -277,7 +279,7 @@ def _call(torch, kernel, pieces, q, k, v, keep, block_mask, scale, need_lse):
 
 
 def attention(q, k, v, *, activation="softmax", score="scaled_dot", score_options=None, mask=None,
-              causal=False, kernel="compiled"):
+              causal=False, kernel=None):
     """Attention ``phi(score(q, k)) v`` (TanhMax Eqs. 1-2) by softmax-kernel calls (derivation 24).
 
     Parameters
@@ -289,7 +291,8 @@ def attention(q, k, v, *, activation="softmax", score="scaled_dot", score_option
         forms ``beta q.k`` itself, so no other score can go this way (derivation 24, section 7)
     mask : bool tensor broadcastable to ``(B, H, n_q, n_k)``, True keeps; optional
     causal : bool, also hide keys ``j > i`` (``n_q == n_k``)
-    kernel : ``"compiled"``, ``"eager"`` or ``"dense"`` (:data:`KERNELS`; what each supports: :data:`SUPPORT`)
+    kernel : ``"compiled"``, ``"eager"`` or ``"dense"`` (:data:`KERNELS`; what each supports: :data:`SUPPORT`);
+        None: ``"compiled"`` on a CUDA device, ``"eager"`` on the CPU
 
     Returns
     -------
@@ -299,7 +302,7 @@ def attention(q, k, v, *, activation="softmax", score="scaled_dot", score_option
     """
     import torch  # noqa: PLC0415  (the torch extra)
 
-    rt, scale, mask = _checked(torch, q, k, v, activation, score, score_options, mask, causal, kernel)
+    rt, scale, mask, kernel = _checked(torch, q, k, v, activation, score, score_options, mask, causal, kernel)
     if q.device.type == "cpu" and kernel != "dense" and not torch.is_grad_enabled():
         q, k, v = q.detach(), k.detach(), v.detach()  # FlexAttention refuses them even under no_grad
     B, H, n_q, n_k = q.shape[0], q.shape[1], q.shape[2], k.shape[2]
@@ -391,9 +394,9 @@ def _block_mask(torch, mask, causal, n_q, n_k, copies, device):
 
 
 def _checked(torch, q, k, v, activation, score, score_options, mask, causal, kernel):
-    """Check :func:`attention`'s arguments, before any work; return ``(route, scale, mask)``."""
-    if kernel not in KERNELS:
-        raise ValueError(f"kernel: expected one of {KERNELS}, got {kernel!r}")
+    """Check :func:`attention`'s arguments, before any work; return ``(route, scale, mask, kernel)``."""
+    if kernel is not None and kernel not in KERNELS:
+        raise ValueError(f"kernel: expected one of {KERNELS} or None, got {kernel!r}")
     for name, x in (("q", q), ("k", k), ("v", v)):
         if not isinstance(x, torch.Tensor):
             raise TypeError(f"{name}: expected a torch.Tensor, got {type(x).__name__}")
@@ -429,19 +432,18 @@ def _checked(torch, q, k, v, activation, score, score_options, mask, causal, ker
         raise ValueError(f"score: the softmax kernel forms beta q.k itself; {sc.name!r} is not a dot product "
                          f"(derivation 24, section 7): use 'dot' or 'scaled_dot'")
     rt = route(activation)
+    if kernel is None:
+        kernel = "compiled" if q.device.type == "cuda" else "eager"
+    if q.device.type == "cpu" and kernel == "compiled":
+        raise NotImplementedError("kernel: PyTorch's compiled FlexAttention on the CPU returned wrong rows for "
+                                  "masked calls in this project's tests; pass kernel='eager' or kernel='dense', "
+                                  "or run on a CUDA device")
     if q.device.type == "cpu" and kernel != "dense":
         if torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v)):
             raise NotImplementedError(f"kernel: PyTorch's FlexAttention has no backward on the CPU; pass "
                                       f"kernel='dense' for gradients on the CPU, call under torch.no_grad(), or "
                                       f"run on a CUDA device ({SUPPORT['cpu', kernel]})")
-        if kernel == "compiled" and q.dtype == torch.float64:
-            raise NotImplementedError("kernel: PyTorch's compiled FlexAttention on the CPU takes float32, not "
-                                      "float64; pass kernel='eager' (unfused) or kernel='dense'")
-        if kernel == "compiled" and rt.normaliser is not None:
-            raise NotImplementedError(f"kernel: the route of {rt.name!r} needs the log-sum-exp, which PyTorch's "
-                                      f"compiled FlexAttention on the CPU does not return; pass kernel='eager' "
-                                      f"or kernel='dense'")
-    return rt, sc.beta_for(q.shape[-1]), mask
+    return rt, sc.beta_for(q.shape[-1]), mask, kernel
 
 
 # --------------------------------------------------------------------------
