@@ -41,6 +41,7 @@ STEP_PAGES = frozenset(ROOT / p for p in (
     "derivations/02-scores.md",
     "derivations/03-proposition-1.md",
     "derivations/22-central-differences.md",
+    "derivations/24-softmax-kernels.md",
     "derivations/25-normalisers.md",
     "docs/verify.md",
 ))

@@ -23,6 +23,11 @@ exercised end to end, runs the CPU side at smoke sizes.
   epochs) on ``--device gpu`` and ``--device cpu``, each in a fresh process,
   and how far the two runs' accuracy curves are apart.
 
+The steps ``flex_tests`` (``tests/core/test_flex.py``'s CUDA tests, whose JUnit XML
+``assemble`` counts as it counts the parity tests') and ``flex``
+(``benchmarks/bench_flex.py``, whose verdicts become the FlexAttention targets)
+are commands of ``gpu_check.sh`` itself.
+
 The top of this file imports only the standard library: ``machine`` and
 ``assemble`` must work where refattn's own dependencies failed to install.
 """
@@ -55,7 +60,9 @@ STREAM_RUNS = {"gpu": (1, 3), "smoke": (1, 2)}
 #: refattn nt: epochs and seeds (issue's setting, and the smoke run's)
 NT_RUNS = {"gpu": dict(epochs=200, seeds=16), "smoke": dict(epochs=2, seeds=2)}
 #: the parts gpu_check.sh makes, in the order it runs them
-STEPS = ("setup", "machine", "parity", "dense", "streaming", "nt")
+STEPS = ("setup", "machine", "parity", "dense", "streaming", "nt", "flex_tests", "flex")
+#: the steps whose result is a test run's JUnit XML (``STEP.xml``), counted by :func:`parity_summary`
+TEST_STEPS = ("parity", "flex_tests")
 #: the targets of the GPU check, as the JSON states them
 TARGETS = {"cupy_over_torch_eager_max": 2.0, "numpy_over_cupy_min": 10.0, "streaming_over_sdpa_max": 4.0}
 
@@ -403,7 +410,16 @@ def _verdicts(report):
     if stream.get("device") == "cuda" and ratios:
         out["streaming_over_sdpa"] = {"worst": max(ratios), "target": TARGETS["streaming_over_sdpa_max"],
                                       "met": max(ratios) <= TARGETS["streaming_over_sdpa_max"]}
-    for key in ("cupy_over_torch_eager", "numpy_over_cupy", "streaming_over_sdpa"):
+    flex = report["steps"].get("flex", {}).get("result") or {}
+    if flex.get("device") == "cuda":  # benchmarks/bench_flex.py's verdicts, per activation, dtype and n
+        for key in ("flex_over_sdpa_rho_one", "flex_over_sdpa_signed"):
+            got = {k: v for k, v in (flex.get("verdict") or {}).items() if k.startswith(key + "/")}
+            if got:
+                worst = max(got, key=lambda k: got[k]["ratio"])
+                out[key] = {"worst": got[worst]["ratio"], "where": worst.split("/", 1)[1],
+                            "target": got[worst]["target"], "met": all(v["met"] for v in got.values())}
+    for key in ("cupy_over_torch_eager", "numpy_over_cupy", "streaming_over_sdpa", "flex_over_sdpa_rho_one",
+                "flex_over_sdpa_signed"):
         out.setdefault(key, {"met": None, "reason": "not measured on a GPU"})
     return out
 
@@ -416,8 +432,8 @@ def assemble(work, limit):
         status = _load(work / f"{step}.status.json")
         entry = {"status": status.get("status", "not run: no status (the script stopped before this step)"),
                  "exit": status.get("exit"), "seconds": status.get("seconds")}
-        if step == "parity":
-            xml = work / "parity.xml"
+        if step in TEST_STEPS:
+            xml = work / f"{step}.xml"
             entry["result"] = parity_summary(xml) if xml.exists() else {"reason": "no JUnit XML"}
         elif step != "setup":  # setup has a status only
             entry["result"] = _load(work / f"{step}.json")
@@ -487,6 +503,14 @@ def format_report(report):
     ntr = report["steps"]["nt"]["result"]
     if ntr.get("runs"):
         lines += ["", format_nt(ntr)]
+    ft = report["steps"].get("flex_tests", {}).get("result") or {}
+    lines += ["", f"FlexAttention tests: {ft.get('summary') or ft.get('reason')}"]
+    flex = report["steps"].get("flex", {}).get("result") or {}
+    if flex.get("rows"):
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+        from bench_flex import table as format_flex  # noqa: PLC0415
+
+        lines += ["", format_flex(flex)]
     lines += ["", "Targets:"] + [f"- {k}: {json.dumps(v)}" for k, v in report["targets"].items()]
     return "\n".join(lines)
 

@@ -14,11 +14,19 @@
 #                 and scaled_dot_product_attention, and refattn on NumPy;
 #   5. streaming: streaming attention on CuPy at n = 16,384 and 65,536 beside SDPA;
 #   6. nt:        refattn nt, 200 epochs, 16 seeds batched, --device gpu and cpu;
+#   7. flex_tests: tests/core/test_flex.py's CUDA tests (every route on compiled
+#                 FlexAttention, forward and backward, float64 and float32,
+#                 against the textbook), each outcome in the log as it comes;
+#   8. flex:      benchmarks/bench_flex.py --device cuda: every activation through
+#                 FlexAttention beside SDPA and refattn.torch, float32, n = 4096,
+#                 1024 and 16,384 (the JSON rewritten after every row);
 # and writes DIR/gpu_check.json (every part, with each step's status) and
 # DIR/gpu_check.log (everything printed). Each step runs in its own process
-# under its own share of --limit (default 450 s); a step that fails or runs out
-# of time is recorded as such and the next one runs. The JSON is written at the
-# end in every case, also after SIGINT or SIGTERM. Without a GPU every GPU part
+# under its own share of --limit (default 570 s); a step that fails or runs out
+# of time is recorded as such and the next one runs (on an H100 the steps take
+# about 9 minutes at most, which the default --limit fits in one 10-minute
+# command). The JSON is written at the end in every case, also after SIGINT or
+# SIGTERM. Without a GPU every GPU part
 # is recorded as "no device" and the CPU side runs at smoke sizes.
 # --quick: smoke sizes everywhere (seconds). Exit status: 0 when every step
 # finished, 1 when one failed or ran out of time, 2 for bad options.
@@ -27,7 +35,7 @@ set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PROG=gpu_check.sh
 DEST=$ROOT/benchmarks/results/gpu_check
-LIMIT=450
+LIMIT=570
 PY=python3
 WHEELS=$ROOT/benchmarks/wheels
 QUICK=0
@@ -43,7 +51,7 @@ while (($#)); do
         --wheels) (($# >= 2)) || die "--wheels: expected a folder"; WHEELS=$2; shift 2 ;;
         --quick) QUICK=1; shift ;;
         --force) FORCE=1; shift ;;
-        -h|--help) sed -n '2,26p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,32p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) die "unknown option $1 (see --help)" ;;
     esac
 done
@@ -177,8 +185,15 @@ if [[ -z $MISSING ]]; then
     QFLAG=(); ((QUICK)) && QFLAG=(--quick)
     run_step streaming 150 "$PY" benchmarks/gpu_check.py streaming --out "$WORK/streaming.json" "${QFLAG[@]}"
     run_step nt 200 "$PY" benchmarks/gpu_check.py nt --out "$WORK/nt.json" "${QFLAG[@]}"
+
+    run_step flex_tests 200 "$PY" -m pytest tests/core/test_flex.py -m "" -k cuda -v -p no:cacheprovider -rfEs \
+        --junitxml="$WORK/flex_tests.xml"
+    if ((GPU && !QUICK)); then FLEX=(--device cuda --dtypes float32 --ns 4096 1024 16384 --passes 2)
+    elif ((GPU)); then FLEX=(--device cuda --dtypes float32 --ns 256 --activations softmax tanhmax linear --passes 1)
+    else FLEX=(--quick --dtypes float32 --activations softmax tanhmax linear); fi
+    run_step flex 150 "$PY" benchmarks/bench_flex.py "${FLEX[@]}" --out "$WORK/flex.json"
 else
-    for s in parity dense streaming nt; do status "$s" "not run: setup failed (missing $MISSING)"; done
+    for s in parity dense streaming nt flex_tests flex; do status "$s" "not run: setup failed (missing $MISSING)"; done
 fi
 
 report

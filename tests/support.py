@@ -1,4 +1,5 @@
-"""What tests in several folders share: tolerances, random scores, a child's Ctrl-C, and the optional extras.
+"""What tests in several folders share: tolerances, random scores, a child's Ctrl-C, a user's own activation,
+and the optional extras.
 
 An extra is a set of libraries beyond the ``test`` extra (pyproject.toml). A test module that needs one calls
 :func:`needs` at its top: where the extra is installed the module runs and its tests are marked ``extra``
@@ -14,8 +15,10 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from refattn.core.activations import Activation as _Activation
 from refattn.exercises.pdf import find_chromium
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -148,3 +151,21 @@ def default_sigint():
 
 __all__ = ["RTOL_AUTOGRAD", "RTOL_CENTRAL", "EXTRAS", "needs", "skip_unless", "missing", "required",
            "TINY", "PATIENCE_S", "wait_for", "random_scores", "default_sigint"]
+
+
+class SExp(_Activation):
+    """An Activation subclass the library has never seen, with an unbounded rho and a non-zero ell:
+    rho = s, ell = s (g = s e^s, h = e^s)."""
+
+    name = "s_exp"
+
+    def rho(self, s):
+        return s
+
+    def drho(self, s):
+        return np.ones_like(s)
+
+    def ell(self, s):
+        return s
+
+    dell = drho

@@ -33,11 +33,11 @@ FLOORS = {
 }
 
 #: Top-level modules that share a room: the Verify door is ``check`` and ``custom``; the frameworks are
-#: ``torch``, ``jax`` and what they share (``frameworks``), above the Verify door because they take its
-#: activations (``define_activation``'s) and below training, which needs none of them; ``python -m refattn``
-#: is the command line.
+#: ``torch``, ``jax``, ``flex`` (attention on PyTorch's FlexAttention) and what they share (``frameworks``),
+#: above the Verify door because they take its activations (``define_activation``'s) and below training,
+#: which needs none of them; ``python -m refattn`` is the command line.
 ROOM_OF_MODULE = {"check": "verify", "custom": "verify", "torch": "frameworks", "jax": "frameworks",
-                  "frameworks": "frameworks", "__main__": "cli"}
+                  "flex": "frameworks", "frameworks": "frameworks", "__main__": "cli"}
 
 #: Known loops, allowed until they end (none now).
 ALLOWED_LOOPS = []

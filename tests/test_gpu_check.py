@@ -176,6 +176,23 @@ def test_a_failed_cupy_case_is_a_failed_parity(tmp_path):
     assert report["parity_on_gpu"] == "FAILED or incomplete" and report["device"] == "G"
 
 
+def test_the_flex_steps_are_counted_and_their_targets_read(tmp_path):
+    (tmp_path / "flex_tests.xml").write_text(
+        '<testsuites><testsuite name="pytest"><testcase classname="t" name="test_cuda[softmax-float64]"/>'
+        '<testcase classname="t" name="test_cuda[linear-float64]"><failure message="x"/></testcase>'
+        '</testsuite></testsuites>')
+    verdict = {"flex_over_sdpa_rho_one/softmax/float32/4096": {"ratio": 1.2, "target": 1.5, "met": True},
+               "flex_over_sdpa_rho_one/sigmoid/float32/4096": {"ratio": 1.7, "target": 1.5, "met": False},
+               "flex_over_sdpa_signed/tanhmax/float32/4096": {"ratio": 2.5, "target": 3.0, "met": True},
+               "all_met": False}
+    (tmp_path / "flex.json").write_text(json.dumps({"device": "cuda", "verdict": verdict}))
+    report = gpu_check.assemble(tmp_path, 60)
+    assert report["steps"]["flex_tests"]["result"]["failed"] == ["test_cuda[linear-float64]"]
+    assert report["targets"]["flex_over_sdpa_rho_one"] == {"worst": 1.7, "where": "sigmoid/float32/4096",
+                                                          "target": 1.5, "met": False}
+    assert report["targets"]["flex_over_sdpa_signed"]["met"] is True
+
+
 # --------------------------------------------------------------------------
 # The committed run and the GPU page
 # --------------------------------------------------------------------------
@@ -188,7 +205,9 @@ def _committed():
 def test_the_committed_run_was_on_a_cuda_device_and_its_parity_passed():
     report = _committed()
     assert report["device"].startswith("NVIDIA") and report["gpu_reason"] is None
-    assert {k: v["status"] for k, v in report["steps"].items()} == {k: "ok" for k in gpu_check.STEPS}
+    # the FlexAttention steps came after the committed run: the next run on a device records them
+    assert {k: v["status"] for k, v in report["steps"].items()} == {
+        k: "ok" for k in gpu_check.STEPS if k not in ("flex_tests", "flex")}
     cupy = report["steps"]["parity"]["result"]["per_backend"]["cupy"]
     assert cupy["failed"] == cupy["skipped"] == 0 and cupy["passed"] > 100
     dense = report["steps"]["dense"]["result"]

@@ -21,7 +21,6 @@ from hypothesis import given, settings, strategies as st
 import hypothesis.extra.numpy as hnp
 
 from refattn import ACTIVATIONS, SCORES, activation, score
-from refattn.core.activations import Activation
 from refattn.core.attention import attention, attention_backward
 from refattn.core.backend import to_numpy
 from refattn.core.gradcheck import gradcheck
@@ -29,7 +28,7 @@ from refattn.fast import streaming_fast, threads
 from refattn.fast.blocks import Blocks
 from refattn.fast.streaming import streaming_attention, streaming_attention_backward
 
-from tests.support import RTOL_AUTOGRAD, RTOL_CENTRAL
+from tests.support import RTOL_AUTOGRAD, RTOL_CENTRAL, SExp
 
 GRAD_NAMES = ("Q", "K", "V", "params")  # attention_backward returns (dQ, dK, dV, dparams)
 
@@ -192,28 +191,6 @@ def test_property_streaming_equals_dense(data):
 @pytest.mark.parametrize("route", ROUTES)
 def test_a_users_own_activation_streams(route, rng):
     """An Activation subclass the library has never seen: rho = s, ell = s (g = s e^s, h = e^s)."""
-
-    class SExp(Activation):
-        name = "s_exp"
-
-        def g(self, s):
-            return s * np.exp(s)
-
-        def h(self, s):
-            return np.exp(s)
-
-        def rho(self, s):
-            return s
-
-        def drho(self, s):
-            return np.ones_like(s)
-
-        def ell(self, s):
-            return s
-
-        def dell(self, s):
-            return np.ones_like(s)
-
     Q, K, V = (rng.standard_normal((B, 8, d)) for d in (D, D, DV))
     G = rng.standard_normal((B, 8, DV))
     for bs in (3, None):  # None: the fast route's own strips
