@@ -34,6 +34,7 @@ from refattn.cli import main as cli_main
 from refattn.exercises import exercise, grade, grade_many, isolation
 from refattn.exercises.export import solution_path, solution_source
 from refattn.exercises.gradescope import submission_seed
+from refattn.exercises.graders import LONG_ROW
 
 pytestmark = pytest.mark.slow
 
@@ -295,7 +296,7 @@ def test_attacks_score_nothing(autograder, tmp_path):
     assert all("grader error" not in t["output"] for t in results["tests"])
     outputs = {t["name"]: t["output"] for t in results["tests"]}
     assert "first-order prediction" in outputs["06 signexp-at-zero: public cases"]
-    assert "linear in the cotangent" in outputs["05 all-ones-cotangent: public cases"]
+    assert "not of the form a(s) (x - <x, p>)" in outputs["05 all-ones-cotangent: public cases"]
     assert answer_processes() == []
 
 
@@ -305,7 +306,7 @@ def test_hidden_feedback_names_no_input(tmp_path):
     text = textwrap.dedent("""
         import numpy as np
         def softmax_vjp(s, u):
-            if s.shape in ((6,), (3, 5), (2, 3, 4), (2, 5)):  # the public shapes: the right answer
+            if s.shape in ((6,), (3, 5), (2, 3, 4), (2, 5), (LONG,)):  # the public shapes: the right answer
                 e = np.exp(s - s.max(-1, keepdims=True))
                 p = e / e.sum(-1, keepdims=True)
                 return p * (u - np.sum(u * p, -1, keepdims=True))
@@ -313,9 +314,10 @@ def test_hidden_feedback_names_no_input(tmp_path):
                 return [[1.0], [2.0, 3.0]]  # ragged: no array
             name = "Leak_" + "_".join(f"{x:.6f}".replace(".", "p").replace("-", "m") for x in s.ravel()[:8])
             raise type(name, (Exception,), {})(repr(s.ravel()[:8]))
-        """)
+        """).replace("LONG", str(LONG_ROW))
     verdict = grade("softmax-vjp", write(tmp_path, text), hidden=True, timeout=LIMIT, isolation="python")
-    assert verdict.group(False) == (5, 5) and not verdict.group_errors and verdict.grader_error is None
+    public = sum(not c.hidden for c in exercise("softmax-vjp").cases(0))
+    assert verdict.group(False) == (public, public) and not verdict.group_errors and verdict.grader_error is None
     hidden = "\n".join(verdict.lines(True))
     assert "Leak_" not in hidden and not re.search(r"\d\.\d{3}", hidden), hidden
     assert "raised an exception" in hidden
