@@ -227,14 +227,19 @@ def add_arguments(parser):
     p.add_argument("--json", dest="check_json", action="store_true", help="print the verdict as strict JSON")
     p.add_argument("--hidden", action="store_true",
                    help="run the hidden cases too (other seeds, shapes and edge cases; reported by kind only)")
-    p.add_argument("--hidden-seed", type=int, default=None, help="the hidden cases' seed (default: the library's)")
+    p.add_argument("--hidden-seed", type=int, default=None,
+                   help="draw the hidden cases from this seed (default: the library's, the same in every clone, so "
+                        "passing them here says less than a course's grader, which draws new ones per submission)")
     p.add_argument("--timeout", default=DEFAULT_TIMEOUT_S,
                    help=f"seconds the answer has to return all its values (default {DEFAULT_TIMEOUT_S:g})")
     p = sub.add_parser("export", help="write a student handout and/or a Gradescope autograder")
     p.add_argument("--student", metavar="DIR", help="write statements, starters and an index into DIR")
     p.add_argument("--gradescope", metavar="FILE.zip", help="write a Gradescope autograder zip")
     p.add_argument("--hidden-seed", type=int, default=None,
-                   help="one hidden seed for every submission (default: each submission draws its own)")
+                   help="one hidden seed for every submission (default: each submission draws its own). A fixed "
+                        "seed gives away that every submission meets the same hidden inputs: what one student learns "
+                        "of them, by resubmitting or from a classmate, holds for all; the visible cases are drawn per "
+                        "submission either way")
     p.add_argument("--timeout", default=DEFAULT_TIMEOUT_S,
                    help=f"seconds per answer in the autograder (default {DEFAULT_TIMEOUT_S:g})")
     p.add_argument("--hidden-visibility", default="after_published",

@@ -72,8 +72,8 @@ import os
 import struct
 import sys
 
-__all__ = ["encode", "decode", "pack_arrays", "unpack_arrays", "FRAME_JSON", "FRAME_BYTES", "MAX_FRAME",
-           "ARRAY_DTYPES"]
+__all__ = ["encode", "decode", "pack_arrays", "unpack_arrays", "draw", "FRAME_JSON", "FRAME_BYTES", "MAX_FRAME",
+           "ARRAY_DTYPES", "MAX_DECODED_VALUES"]
 
 FRAME_JSON, FRAME_BYTES = b"J", b"B"
 #: The largest frame the grader reads (a bigger one is a broken answer).
@@ -84,6 +84,11 @@ ARRAY_DTYPES = ("|b1", "|i1", "<i2", "<i4", "<i8", "|u1", "<u2", "<u4", "<u8", "
 MAX_PRINTED = 20_000
 #: How deep a returned value may nest (tuples of dicts of arrays...).
 MAX_DEPTH = 6
+#: The most numbers a report may decode to, an array counted once for every place that names it (a
+#: report naming one array a thousand times is a thousand arrays to the judge, which reads each).
+MAX_DECODED_VALUES = 16 * 2 ** 20
+#: The Python number types a report may name, and how each is rebuilt from its 0-d array.
+_PY_NUMBERS = {"int": int, "float": float, "complex": complex}
 
 
 # ------------------------------------------------------------------------------
@@ -122,8 +127,9 @@ def encode(x, arrays, depth=0, max_text=200):
         key = f"a{len(arrays)}"
         arrays[key] = a
         node = {"a": key}
-        if not isinstance(x, (np.ndarray, np.generic)):
-            node["py"] = type(x).__name__
+        py = {int: "int", float: "float", complex: "complex"}.get(type(x))
+        if py is not None:  # a subclass (named as it likes) travels as its array
+            node["py"] = py
         return node
     if isinstance(x, (tuple, list)):
         return {"t" if isinstance(x, tuple) else "l": [encode(v, arrays, depth + 1, max_text) for v in x][:1000]}
@@ -198,27 +204,41 @@ class Opaque:
         return f"<{self.what}>"
 
 
-def decode(node, arrays, depth=0):
-    """The value :func:`encode` described; unknown nodes become :class:`Opaque`."""
+def decode(node, arrays, depth=0, budget=None):
+    """The value :func:`encode` described; unknown or malformed nodes become :class:`Opaque`.
+
+    Never raises on what a node holds (a number that is not one, ``int`` of an infinity: an
+    :class:`Opaque`), except for ``budget``: a one-item list of how many numbers may still be
+    decoded (each array counted at every reference to it), whose exhaustion raises ``ValueError``
+    (a report too large to judge, however few bytes it took).
+    """
     if depth > MAX_DEPTH + 1 or not isinstance(node, dict) or len(node) not in (1, 2):
         return Opaque("a malformed value")
     if "a" in node:
         a = arrays.get(node["a"]) if isinstance(node["a"], str) else None
         if a is None:
             return Opaque("a missing array")
+        if budget is not None:
+            budget[0] -= max(int(a.size), 1)
+            if budget[0] < 0:
+                raise ValueError(f"a report of more than {MAX_DECODED_VALUES} numbers, counting each "
+                                 f"reference to an array")
         py = node.get("py")
-        if py in ("int", "float", "complex") and a.ndim == 0:
-            return {"int": int, "float": float, "complex": complex}[py](a.item())
+        if py in _PY_NUMBERS and a.ndim == 0:
+            try:
+                return _PY_NUMBERS[py](a.item())
+            except Exception:  # noqa: BLE001 - int(inf), float of a complex: the answer's value, not a number
+                return Opaque(f"a {py} that is not one")
         return a
     if "t" in node or "l" in node:
         items = node.get("t", node.get("l"))
         if not isinstance(items, list):
             return Opaque("a malformed value")
-        values = [decode(v, arrays, depth + 1) for v in items]
+        values = [decode(v, arrays, depth + 1, budget) for v in items]
         return tuple(values) if "t" in node else values
     if "d" in node:
         d = node["d"]
-        return {str(k): decode(v, arrays, depth + 1) for k, v in d.items()} if isinstance(d, dict) \
+        return {str(k): decode(v, arrays, depth + 1, budget) for k, v in d.items()} if isinstance(d, dict) \
             else Opaque("a malformed value")
     if "n" in node:
         return None
@@ -229,6 +249,19 @@ def decode(node, arrays, depth=0):
     if "o" in node:
         return Opaque(str(node["o"])[:80])
     return Opaque("a malformed value")
+
+
+def draw(spec):
+    """The array of a drawn input (:class:`refattn.exercises.judge.Drawn`): ``scale`` times standard
+    normal numbers of ``shape`` from the seed, every ``zero_every``-th entry of the last axis 0."""
+    import numpy as np  # noqa: PLC0415
+
+    shape = tuple(int(n) for n in spec["shape"])
+    a = float(spec["scale"]) * np.random.default_rng([int(v) for v in spec["seed"]]).standard_normal(shape)
+    every = int(spec.get("zero_every", 0))
+    if every > 0:
+        a[..., ::every] = 0.0
+    return a
 
 
 # ------------------------------------------------------------------------------
@@ -279,6 +312,63 @@ def _is_forbidden(p, _lstat=os.lstat, _stat=os.stat, _readlink=os.readlink, _fil
     return True
 
 
+#: What the guard refuses besides opening files and importing, by audit event prefix, and what doing it is called.
+REFUSED_EVENTS = (
+    (("subprocess.", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty", "pty."),
+     "starting a process"),
+    (("ctypes.",), "calling C code through ctypes"),
+    (("socket.", "webbrowser."), "using the network"),
+    (("os.kill", "os.killpg", "signal.pthread_kill"), "signalling a process"),
+    (("os.link", "os.symlink", "os.rename", "os.replace", "os.remove", "os.unlink", "os.rmdir", "os.mkdir",
+      "os.chmod", "os.chown", "os.truncate", "os.utime", "os.mkfifo", "os.mknod", "os.setxattr",
+      "os.removexattr", "os.chflags", "shutil.", "os.putenv", "os.unsetenv"), "changing files"),
+)
+
+
+def _open_refusal(args, _check=None, _writes=0, _proc=(), _memory=(), _type=type, _str=str, _bytes=bytes,
+                  _int=int, _decode=bytes.decode, _startswith=str.startswith, _endswith=str.endswith, _any=any):
+    """Why the guard refuses the ``open`` audit event with ``args``, or ``None`` (settings bound as
+    defaults by :func:`arm`, as :func:`_is_forbidden`'s are)."""
+    path, mode, flags = args
+    t = _type(path)
+    if t is _int:
+        return None  # a descriptor already open
+    if t is _bytes:
+        path = _decode(path, "utf-8", "surrogateescape")
+    elif t is not _str:
+        return f"opening a file by a {t.__name__} path (use a str)"
+    if flags is not None and flags & _writes:
+        return f"writing the file {path!r}"
+    if mode is None and not _startswith(path, "/"):
+        return f"os.open with the relative path {path!r}"
+    if _startswith(path, "/proc/") and not _startswith(path, _proc):
+        return f"opening {path!r} (another process's files)"
+    if _startswith(path, "/proc/") and _any(_endswith(path, m) for m in _memory):
+        return f"opening {path!r} (a process's memory)"
+    if _check(path):
+        return f"reading {path!r}, a file of the library"
+    return None
+
+
+def _neuter_fork_exec(rule, log) -> tuple:
+    """subprocess and multiprocessing reach ``fork_exec``, which is not audited: replace it with a
+    refusal; return the code objects the guard must protect (its replacement's)."""
+    try:
+        import _posixsubprocess  # noqa: PLC0415
+        import subprocess  # noqa: PLC0415
+    except ImportError:  # pragma: no cover - a platform without it
+        return ()
+
+    def no_fork_exec(*args, **kwargs):
+        message = f"refused: starting a process. {rule}"
+        log.append(message)
+        raise PermissionError(message)
+
+    _posixsubprocess.fork_exec = no_fork_exec
+    subprocess._fork_exec = no_fork_exec
+    return (no_fork_exec.__code__,)
+
+
 def arm(rule, modules, dirs, files, log):
     """Add the audit hook that enforces ``rule`` (the module docstring lists what it refuses).
 
@@ -289,54 +379,25 @@ def arm(rule, modules, dirs, files, log):
     cannot be removed.
     """
     root = os.stat("/")
-    check = _is_forbidden
+    check, opener = _is_forbidden, _open_refusal
     check.__defaults__ = (os.lstat, os.stat, os.readlink, frozenset(files), frozenset(dirs),
                           (root.st_dev, root.st_ino), str.rfind, str.startswith, OSError, range,
                           0o170000, 0o120000, 0o040000)
-    writes = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
-    my_proc = f"/proc/{os.getpid()}/"
-    refused_events = (  # (event prefixes, what doing them is called)
-        (("subprocess.", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty", "pty."),
-         "starting a process"),
-        (("ctypes.",), "calling C code through ctypes"),
-        (("socket.", "webbrowser."), "using the network"),
-        (("os.kill", "os.killpg", "signal.pthread_kill"), "signalling a process"),
-        (("os.link", "os.symlink", "os.rename", "os.replace", "os.remove", "os.unlink", "os.rmdir", "os.mkdir",
-          "os.chmod", "os.chown", "os.truncate", "os.utime", "os.mkfifo", "os.mknod", "os.setxattr",
-          "os.removexattr", "os.chflags", "shutil.", "os.putenv", "os.unsetenv"), "changing files"),
-    )
-    prefixes = tuple(p for ps, _ in refused_events for p in ps)
-
+    opener.__defaults__ = (check, os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC,
+                           ("/proc/self/", "/proc/thread-self/", f"/proc/{os.getpid()}/"),
+                           ("/mem", "/maps", "/smaps", "/pagemap", "/syscall", "/environ"), type, str, bytes, int,
+                           bytes.decode, str.startswith, str.endswith, any)
+    prefixes = tuple(p for ps, _ in REFUSED_EVENTS for p in ps)
     # a second _posixsubprocess (deleted from sys.modules, imported again) would bring fork_exec back
     mods = frozenset(modules) | {"_posixsubprocess"}
 
-    def guard(event, args, _check=check, _mods=mods, _prefixes=prefixes, _refused=refused_events,
-              _writes=writes, _rule=rule, _log=log, _append=list.append, _startswith=str.startswith,
-              _partition=str.partition, _decode=bytes.decode, _type=type, _str=str, _bytes=bytes,
-              _int=int, _Refused=PermissionError, _proc=("/proc/self/", "/proc/thread-self/", my_proc),
-              _code_attrs=frozenset(("__code__", "__defaults__", "__kwdefaults__")), _len=len, _getattr=getattr,
-              _memory=("/mem", "/maps", "/smaps", "/pagemap", "/syscall", "/environ"), _endswith=str.endswith,
-              _any=any, _codes=()):
+    def guard(event, args, _open=opener, _mods=mods, _prefixes=prefixes, _refused=REFUSED_EVENTS, _rule=rule,
+              _log=log, _append=list.append, _startswith=str.startswith, _partition=str.partition, _type=type,
+              _str=str, _Refused=PermissionError, _code_attrs=frozenset(("__code__", "__defaults__", "__kwdefaults__")),
+              _len=len, _getattr=getattr, _any=any, _codes=()):
         what = None
         if event == "open":
-            path, mode, flags = args
-            t = _type(path)
-            if t is _int:
-                return  # a descriptor already open
-            if t is _bytes:
-                path = _decode(path, "utf-8", "surrogateescape")
-            elif t is not _str:
-                what = f"opening a file by a {t.__name__} path (use a str)"
-            if what is None and flags is not None and flags & _writes:
-                what = f"writing the file {path!r}"
-            elif what is None and mode is None and not _startswith(path, "/"):
-                what = f"os.open with the relative path {path!r}"
-            elif what is None and _startswith(path, "/proc/") and not _startswith(path, _proc):
-                what = f"opening {path!r} (another process's files)"
-            elif what is None and _startswith(path, "/proc/") and _any(_endswith(path, m) for m in _memory):
-                what = f"opening {path!r} (a process's memory)"
-            elif what is None and _check(path):
-                what = f"reading {path!r}, a file of the library"
+            what = _open(args)
         elif event == "import":
             name = args[0]
             if _type(name) is _str and _partition(name, ".")[0] in _mods:
@@ -353,25 +414,10 @@ def arm(rule, modules, dirs, files, log):
             _append(_log, message)
             raise _Refused(message)
 
-    # subprocess and multiprocessing reach fork_exec, which is not audited: neuter it
-    codes = ()
-    try:
-        import _posixsubprocess  # noqa: PLC0415
-        import subprocess  # noqa: PLC0415
-    except ImportError:  # pragma: no cover - a platform without it
-        pass
-    else:
-        def no_fork_exec(*args, **kwargs):
-            message = f"refused: starting a process. {rule}"
-            log.append(message)
-            raise PermissionError(message)
-
-        _posixsubprocess.fork_exec = no_fork_exec
-        subprocess._fork_exec = no_fork_exec
-        codes = (no_fork_exec.__code__,)
+    codes = _neuter_fork_exec(rule, log)
     # the code objects of the guard's own functions, in a tuple in its own defaults: nothing an answer
     # reaches (gc included) can change which functions are protected
-    guard.__defaults__ = guard.__defaults__[:-1] + ((guard.__code__, check.__code__, *codes),)
+    guard.__defaults__ = guard.__defaults__[:-1] + ((guard.__code__, check.__code__, opener.__code__, *codes),)
     sys.addaudithook(guard)
 
 
@@ -431,14 +477,18 @@ class _Table:
 
 
 def _inputs(node, arrays):
-    """A call's argument: :func:`decode`, a fresh copy of every array, and tables as :class:`_Table`."""
+    """A call's argument: :func:`decode`, a fresh copy of every array, tables as :class:`_Table` and
+    drawn arrays (:func:`draw`) drawn here."""
     import numpy as np  # noqa: PLC0415
 
     if isinstance(node, dict) and "table" in node:
         t = node["table"]
         return _Table(t["name"], np.array(arrays[t["s"]]), {k: np.array(arrays[v]) for k, v in t["values"].items()})
-    value = decode(node, arrays)
-    return _copy(value)
+    if isinstance(node, dict) and "drawn" in node:
+        return draw(node["drawn"])
+    if isinstance(node, dict) and isinstance(node.get("d"), dict):
+        return {str(k): _inputs(v, arrays) for k, v in node["d"].items()}
+    return _copy(decode(node, arrays))
 
 
 def _copy(value):
@@ -471,19 +521,9 @@ def _send_json(fd, obj):
     _send(fd, FRAME_JSON, json.dumps(obj, allow_nan=False).encode())
 
 
-def _run_job(job, arrays, fd, log, len=len, sorted=sorted, vars=vars, callable=callable):  # noqa: A002
-    """Load one answer and make its calls; send the ``done`` frame."""
-    import linecache  # noqa: PLC0415
-    import types  # noqa: PLC0415
-
-    import numpy as np  # noqa: PLC0415
-
-    key, path, source = job["key"], job["path"], job["source"]
-    manifest = {"done": key, "printed": {}, "defined": [], "groups": {}}
-    out_arrays = {}
+def _capture(manifest):
+    """``capture(group, fn)``: run ``fn`` with what it prints kept in ``manifest["printed"][group]``."""
     stdout, stderr = sys.stdout, sys.stderr
-    # the answer's source lines, for its own tracebacks and warnings: no file read needed
-    linecache.cache[path] = (len(source), None, source.splitlines(True), path)
 
     def capture(group, fn):
         printed = _Printed()
@@ -496,9 +536,62 @@ def _run_job(job, arrays, fd, log, len=len, sorted=sorted, vars=vars, callable=c
             if text:
                 manifest["printed"][group] = text
 
-    def fatal(what, exc=None, where="import"):
-        manifest["fatal"] = {"what": what, "where": where, **(_error(exc) if exc is not None else {})}
+    return capture
 
+
+def _attempt(manifest, log, where, fn, _len=len, _repr=repr):  # builtins bound: an answer may rebind them
+    """Run ``fn`` (the answer's code): the exception it raised, or ``None``. ``sys.exit`` and a
+    refusal of the guard (caught or not) are fatal: recorded in ``manifest["fatal"]``."""
+    seen, raised = _len(log), None
+    try:
+        fn()
+    except SystemExit as exc:
+        manifest["fatal"] = {"what": "exit", "where": where, **_error(exc), "code": _repr(exc.code)[:80]}
+    except BaseException as exc:  # noqa: BLE001 - the answer's code: anything is a wrong answer
+        raised = exc
+    if _len(log) > seen:
+        manifest["fatal"] = {"what": "refused", "where": where, "message": log[seen]}
+    return raised
+
+
+def _make_calls(group, module, arrays, fd, log, manifest, capture, out_arrays, _getattr=getattr):
+    """Make the calls of one group on the loaded ``module``; their results, one per call made."""
+    results = []
+    for i, c in enumerate(group["calls"]):
+        _send_json(fd, {"call": [group["name"], i]})
+        holder = {}
+
+        def one(c=c, holder=holder):
+            if c.get("attr"):
+                holder["value"] = _getattr(module, c["fn"])
+                return
+            args = [_inputs(a, arrays) for a in c["args"]]
+            kwargs = {k: _inputs(v, arrays) for k, v in c["kwargs"].items()}
+            holder["value"] = _getattr(module, c["fn"])(*args, **kwargs)
+
+        raised = _attempt(manifest, log, c["fn"], lambda one=one: capture(group["name"], one))
+        if "fatal" in manifest:
+            break
+        if raised is not None:
+            results.append({"error": _error(raised)})
+            continue
+        try:
+            results.append({"value": encode(holder["value"], out_arrays)})
+        except BaseException as exc:  # noqa: BLE001 - a value whose methods raise
+            results.append({"error": {"type": "a value the grader cannot read", "message": _error(exc)["message"]}})
+    return results
+
+
+def _run_job(job, arrays, fd, log, len=len, sorted=sorted, vars=vars, callable=callable):  # noqa: A002
+    """Load one answer and make its calls; send the ``done`` frame and the arrays of its values."""
+    import linecache  # noqa: PLC0415
+    import types  # noqa: PLC0415
+
+    key, path, source = job["key"], job["path"], job["source"]
+    manifest = {"done": key, "printed": {}, "defined": [], "groups": {}}
+    out_arrays, capture = {}, _capture(manifest)
+    # the answer's source lines, for its own tracebacks and warnings: no file read needed
+    linecache.cache[path] = (len(source), None, source.splitlines(True), path)
     module = types.ModuleType("__answer__")
     module.__file__ = path
     sys.modules["__answer__"] = module
@@ -507,54 +600,15 @@ def _run_job(job, arrays, fd, log, len=len, sorted=sorted, vars=vars, callable=c
         code = compile(source, path, "exec", dont_inherit=True)
         exec(code, module.__dict__)  # noqa: S102 - running the answer is the point
 
-    seen = len(log)
-    try:
-        capture("import", load)
-    except SystemExit as exc:
-        fatal("exit", exc)
-        manifest["fatal"]["code"] = repr(exc.code)[:80]
-    except BaseException as exc:  # noqa: BLE001 - the answer's code: anything is a wrong answer
-        fatal("raised", exc)
-    if len(log) > seen:
-        fatal("refused")
-        manifest["fatal"]["message"] = log[seen]
+    raised = _attempt(manifest, log, "import", lambda: capture("import", load))
+    if raised is not None and "fatal" not in manifest:
+        manifest["fatal"] = {"what": "raised", "where": "import", **_error(raised)}
     if "fatal" not in manifest:
         manifest["defined"] = sorted(k for k, v in vars(module).items() if not k.startswith("__"))
         manifest["callable"] = sorted(k for k, v in vars(module).items() if callable(v) and not k.startswith("__"))
         for group in job["groups"]:
-            results = []
-            for i, c in enumerate(group["calls"]):
-                _send_json(fd, {"call": [group["name"], i]})
-                seen = len(log)
-                holder = {}
-
-                def one(c=c, holder=holder):
-                    if c.get("attr"):
-                        holder["value"] = getattr(module, c["fn"])
-                        return
-                    args = [_inputs(a, arrays) for a in c["args"]]
-                    kwargs = {k: _inputs(v, arrays) for k, v in c["kwargs"].items()}
-                    holder["value"] = getattr(module, c["fn"])(*args, **kwargs)
-
-                try:
-                    capture(group["name"], one)
-                except SystemExit as exc:
-                    fatal("exit", exc, where=c["fn"])
-                    manifest["fatal"]["code"] = repr(exc.code)[:80]
-                except BaseException as exc:  # noqa: BLE001
-                    results.append({"error": _error(exc)})
-                else:
-                    try:
-                        results.append({"value": encode(holder["value"], out_arrays)})
-                    except BaseException as exc:  # noqa: BLE001 - a value whose methods raise
-                        results.append({"error": {"type": "a value the grader cannot read",
-                                                  "message": _error(exc)["message"]}})
-                if len(log) > seen:
-                    fatal("refused", where=c["fn"])
-                    manifest["fatal"]["message"] = log[seen]
-                if "fatal" in manifest:
-                    break
-            manifest["groups"][group["name"]] = results
+            manifest["groups"][group["name"]] = _make_calls(group, module, arrays, fd, log, manifest, capture,
+                                                            out_arrays)
             if "fatal" in manifest:
                 break
     sys.modules.pop("__answer__", None)

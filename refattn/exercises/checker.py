@@ -17,7 +17,10 @@ course's grader draws the hidden cases for each submission.
 Run from the handout's folder (``python check.py ...`` works from anywhere).
 The answer runs in another process, as your own user, under the exercises'
 rule (a guard written in Python: on your own machine it guards your practice,
-nothing more) and a time limit.
+nothing more) and a time limit. Started as root, the checker runs the answer
+as the course's grader does, as another user, alone and under limits
+(:mod:`refattn.exercises.isolation`), and says so; where that cannot be set
+up it refuses to run the answer at all, rather than as root.
 
 This module imports NumPy and the standard library only, and its siblings by
 relative imports, so that the same text works inside refattn (where
@@ -29,6 +32,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -36,8 +40,9 @@ import numpy as np
 
 from . import _child
 from .isolation import prepare
-from .judge import Call, Case, Exercise, Expect, GraderError, Table, judge_answer
-from .runner import DEFAULT_TIMEOUT_S, Stopped, guard_settings, run_groups, signals_as_interrupt
+from .isolation import ANSWER_USER
+from .judge import Call, Case, Drawn, Exercise, Expect, GraderError, Table, drawn_inputs, judge_answer
+from .runner import DEFAULT_TIMEOUT_S, Stopped, guard_settings, read_answer, run_groups, signals_as_interrupt
 
 __all__ = ["encode_case", "decode_case", "write_cases", "load", "check", "main", "CASES"]
 
@@ -56,6 +61,10 @@ FORM_ONLY = "{label} is a finite real number; its value is checked by your cours
 
 
 def _encode(x, arrays):
+    if isinstance(x, Drawn):
+        return {"drawn": x.spec()}
+    if isinstance(x, dict) and any(isinstance(v, Drawn) for v in x.values()):
+        return {"d": {str(k): _encode(v, arrays) for k, v in x.items()}}
     if isinstance(x, Table):
         return {"table": {"name": x.name, "s": _child.encode(np.asarray(x.s), arrays),
                           "values": {k: _child.encode(np.asarray(v), arrays) for k, v in x.values.items()}}}
@@ -63,6 +72,12 @@ def _encode(x, arrays):
 
 
 def _decode(node, arrays):
+    if isinstance(node, dict) and "drawn" in node:
+        d = node["drawn"]
+        return Drawn(tuple(d["seed"]), tuple(d["shape"]), float(d["scale"]), int(d.get("zero_every", 0)))
+    if isinstance(node, dict) and isinstance(node.get("d"), dict) and any(
+            isinstance(v, dict) and "drawn" in v for v in node["d"].values()):
+        return {str(k): _decode(v, arrays) for k, v in node["d"].items()}
     if isinstance(node, dict) and "table" in node:
         t = node["table"]
         return Table(str(t["name"]), _child.decode(t["s"], arrays),
@@ -74,7 +89,9 @@ def encode_case(case, arrays) -> dict:
     """``case`` (its expectations computed) as a JSON-able dict, its arrays put in ``arrays``.
 
     A :attr:`~refattn.exercises.judge.Case.secret` case is written with a form check in place of
-    its expectations (its expected value is the answer).
+    its expectations (its expected value is the answer), and so is a case whose inputs the
+    answer's process draws (:class:`~refattn.exercises.judge.Drawn`: the checker's NumPy may draw
+    other numbers than the one that made the handout): its :attr:`~refattn.exercises.judge.Case.form`.
     """
     calls = [{"fn": c.fn, "attr": c.attr, "args": [_encode(a, arrays) for a in c.args],
               "kwargs": {k: _encode(v, arrays) for k, v in c.kwargs.items()}} for c in case.calls]
@@ -82,6 +99,8 @@ def encode_case(case, arrays) -> dict:
         label = case.calls[0].fn
         expect = [Expect("range", label, (0,), np.array([-np.inf, np.inf]), low="", high="",
                          passed=FORM_ONLY.format(label=label))]
+    elif drawn_inputs(case):
+        expect = list(case.form)
     else:
         expect = case.expect() if callable(case.expect) else list(case.expect)
     return {"kind": case.kind, "ndim": case.ndim, "required": case.required, "calls": calls,
@@ -140,18 +159,28 @@ def check(name, path, *, timeout=DEFAULT_TIMEOUT_S):
     """Run the public cases of ``name`` on the answer file ``path``; its verdict."""
     ex, cases = load(name)
     p = Path(path)
-    if not p.is_file():
-        raise ValueError(f"FILE: no such file {str(path)!r}")
-    try:
-        source = p.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"FILE: {str(path)!r} is not UTF-8 text ({exc.reason})") from None
-    iso = prepare(timeout, level="python")
+    source = read_answer(p)
+    iso = _isolation(timeout)
     try:
         runs = run_groups([(ex, str(p), source, cases)], iso=iso, guard=guard_settings(), timeout=float(timeout))
     finally:
         iso.close()
     return judge_answer(ex, str(p), cases, runs[0], False)
+
+
+def _isolation(timeout):
+    """Where the answer runs: as your own user under the Python guard; started as root, as another
+    user under the operating system's layer (one line on stderr says so), or not at all."""
+    if os.geteuid() != 0:
+        return prepare(timeout, level="python")
+    try:
+        iso = prepare(timeout, level="os")
+    except RuntimeError as exc:
+        raise ValueError(f"refusing to run an answer as root: {str(exc).splitlines()[0]}; run check.py as your "
+                         f"own user") from None
+    print(f"check: started as root: the answer runs as the user {ANSWER_USER}, alone and under limits, as "
+          f"your course's grader runs it", file=sys.stderr)
+    return iso
 
 
 def main(argv=None) -> int:

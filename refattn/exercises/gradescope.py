@@ -79,13 +79,17 @@ def _find(submission: Path, ex):
 
 
 def submission_seed(secret, files) -> int:
-    """The hidden cases' seed of one submission: a hash of the zip's ``secret`` and the submitted
-    answers (``files``: paths), so that another submission draws other hidden inputs."""
+    """The cases' seed of one submission: a hash of the zip's ``secret`` and the submitted answers
+    (``files``: paths; of each its size and at most the first
+    :data:`~refattn.exercises.runner.MAX_ANSWER_BYTES` + 1 bytes, so that a huge file is never read
+    whole), so that another submission draws other inputs."""
+    from .runner import MAX_ANSWER_BYTES  # noqa: PLC0415
+
     h = hashlib.sha256(str(secret).encode())
     for path in sorted(files, key=lambda p: os.path.basename(p)):
-        h.update(b"\0" + os.path.basename(path).encode() + b"\0")
+        h.update(b"\0" + os.path.basename(path).encode() + b"\0" + str(os.path.getsize(path)).encode() + b"\0")
         with open(path, "rb") as f:
-            h.update(f.read())
+            h.update(f.read(MAX_ANSWER_BYTES + 1))
     return int.from_bytes(h.digest()[:8], "big")
 
 
@@ -107,23 +111,36 @@ def _output(verdict, hidden) -> str:
     return "\n".join(lines)
 
 
+def _instructor_test(items, verdicts, isolation, config) -> dict:
+    """The hidden test only the instructor sees: the isolation, the seed, the similarity report, grader errors."""
+    from .runner import MAX_ANSWER_BYTES  # noqa: PLC0415
+    from .similarity import similarity_report  # noqa: PLC0415
+
+    report = similarity_report([(ex, p) for ex, p in items if os.path.getsize(p) <= MAX_ANSWER_BYTES],
+                               config.get("similarity", {}))  # a file refused by its size is never read
+    errors = {v.exercise: v.group_errors for v in verdicts if v.group_errors}
+    instructor = {"isolation": isolation, "hidden_seed": "per submission" if config.get("hidden_seed") is None
+                  else "fixed by the export", "similarity": report, "grader_errors": errors}
+    return _test(INSTRUCTOR_TEST, 0, 0, json.dumps(instructor, indent=1, allow_nan=False), "hidden")
+
+
 def results_for(root, config) -> dict:
     """The results of grading ``root/submission`` with ``config`` (the zip's settings)."""
     from .grading import exercise, grade_many  # noqa: PLC0415
-    from .similarity import similarity_report  # noqa: PLC0415
 
     root = Path(root)
     submission = root / "submission"
     exercises = [(exercise(e["stem"]), float(e["points"])) for e in config["exercises"]]
     found = {ex.stem: _find(submission, ex) for ex, _ in exercises}
     items = [(ex, os.fspath(found[ex.stem][0])) for ex, _ in exercises if found[ex.stem][0] is not None]
-    seed = config.get("hidden_seed")
-    if seed is None:  # the default: one seed per submission, from the zip's secret
-        seed = submission_seed(config["secret"], [path for _, path in items])
+    # the visible cases are drawn for each submission, whatever the hidden ones: a fixed hidden seed (the
+    # export's --hidden-seed) gives every submission the same hidden inputs, never the same visible ones
+    fresh = submission_seed(config["secret"], [path for _, path in items])
+    seed = fresh if config.get("hidden_seed") is None else config["hidden_seed"]
     isolation = {}
     verdicts = grade_many(items, hidden=True, hidden_seed=seed, timeout=config["timeout_s"],
                           forbidden_dirs=[os.fspath(root / "source")], describe=isolation.update, unreadable="wrong",
-                          public_seed=seed if config.get("fresh_public", True) else None)
+                          public_seed=fresh if config.get("fresh_public", True) else None)
     by_stem = {v.exercise: v for v in verdicts}
     tests = []
     for ex, points in exercises:
@@ -155,11 +172,7 @@ def results_for(root, config) -> dict:
         t["score"] = round(t["score"], 4)
     missing = "" if submission.is_dir() and any(p for p, _ in found.values()) else \
         "No answer file was found in your submission (each is named like its starter, NN-name.py). "
-    report = similarity_report(items, config.get("similarity", {}))
-    errors = {v.exercise: v.group_errors for v in verdicts if v.group_errors}
-    instructor = {"isolation": isolation, "hidden_seed": "per submission" if config.get("hidden_seed") is None
-                  else "fixed by the export", "similarity": report, "grader_errors": errors}
-    tests.append(_test(INSTRUCTOR_TEST, 0, 0, json.dumps(instructor, indent=1, allow_nan=False), "hidden"))
+    tests.append(_instructor_test(items, verdicts, isolation, config))
     return {"score": round(total, 4), "tests": tests, "visibility": "visible", "stdout_visibility": "hidden",
             "extra_data": {"isolation": isolation.get("level")},
             "output": missing + f"refattn exercises: {total:g} of {sum(t['max_score'] for t in tests):g} points. "
@@ -168,9 +181,10 @@ def results_for(root, config) -> dict:
 
 #: How a group of cases is scored (``export --gradescope``'s options, stored in the zip's settings):
 #: ``hidden_weight``, the share of an exercise's points on its hidden cases; ``all_or_nothing``, a group
-#: scores only when every case passes; ``required_cases``: ``"zero"``, a failed case the statement says the
-#: answer *must* pass (:attr:`~refattn.exercises.judge.Case.required`) zeroes its group, or ``"count"``, it
-#: counts as any other case.
+#: scores only when every case passes; ``required_cases``: ``"zero"``, a case the statement says the
+#: answer *must* pass (:attr:`~refattn.exercises.judge.Case.required`: one property, such as finite where an
+#: exponential overflows) zeroes its group when it fails and earns nothing when it passes (the other cases
+#: score the answer's values), or ``"count"``, it counts as any other case.
 SCORING_DEFAULTS = {"hidden_weight": 0.5, "all_or_nothing": False, "required_cases": "zero"}
 
 
@@ -179,13 +193,15 @@ def group_score(verdict, hidden, max_score, config) -> tuple:
     cases = [c for c in verdict.cases if c["hidden"] == hidden]
     if not cases:
         return 0.0, ""
-    passed = sum(c["ok"] for c in cases)
     scoring = {**SCORING_DEFAULTS, **{k: config[k] for k in SCORING_DEFAULTS if k in config}}
     failed_required = [c["kind"] for c in cases if c.get("required") and not c["ok"]]
-    if failed_required and scoring["required_cases"] == "zero":
-        named = "a required case" if hidden else f"the required case {failed_required[0]!r}"
-        return 0.0, (f"{named} failed (a property the statement says your answer must have): this group "
-                     f"scores 0")
+    if scoring["required_cases"] == "zero":
+        if failed_required:
+            named = "a required case" if hidden else f"the required case {failed_required[0]!r}"
+            return 0.0, (f"{named} failed (a property the statement says your answer must have): this group "
+                         f"scores 0")
+        cases = [c for c in cases if not c.get("required")] or cases  # a property gates; the values score
+    passed = sum(c["ok"] for c in cases)
     if scoring["all_or_nothing"]:
         return (max_score, "") if passed == len(cases) else \
             (0.0, f"{passed} of {len(cases)} cases passed; this course scores a group only when all pass")

@@ -26,7 +26,7 @@ from . import isolation as _isolation
 from .graders import DEFAULT_HIDDEN_SEED, EXERCISES
 from .judge import Check, Exercise, GraderError, Verdict, judge_answer
 from .paths import solutions_dir
-from .runner import DEFAULT_TIMEOUT_S, FORBIDDEN_MODULES, guard_settings, run_groups
+from .runner import DEFAULT_TIMEOUT_S, FORBIDDEN_MODULES, guard_settings, read_answer, run_groups
 
 __all__ = ["exercise", "grade", "grade_many", "forbidden_places"]
 
@@ -46,17 +46,6 @@ def exercise(name) -> Exercise:
                 return ex
     known = ", ".join(ex.name for ex in EXERCISES)
     raise ValueError(f"NAME: unknown exercise {name!r}; expected one of {known} (or its number)")
-
-
-def _read(path) -> str:
-    if not isinstance(path, (str, os.PathLike)) or not os.path.isfile(path):
-        shown = os.fspath(path) if isinstance(path, os.PathLike) else path
-        raise ValueError(f"FILE: no such file {shown!r}")
-    try:
-        with open(path, encoding="utf-8-sig") as f:  # a byte-order mark (as Notepad saves) is read as Python reads it
-            return f.read()
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"FILE: {os.fspath(path)!r} is not UTF-8 text ({exc.reason})") from None
 
 
 def forbidden_places(extra_dirs=()):
@@ -115,6 +104,44 @@ def _judge_alone(ex, path, cases, runs, hidden):
                        hidden_run=hidden, grader_error=why, group_errors={"public": why})
 
 
+def _prepare(items, hidden, seed, public_seed, unreadable):
+    """``(prepared, unread)``: ``(exercise, path, source, cases, index)`` per readable item, and the
+    verdicts of the files that cannot be graded (``unreadable="wrong"``) by index."""
+    prepared, unread = [], {}
+    for k, (name, path) in enumerate(items):
+        ex = exercise(name)
+        try:
+            source = read_answer(path)
+        except ValueError as exc:
+            if unreadable == "raise":
+                raise
+            unread[k] = Verdict(ex.stem, os.fspath(path), False, [Check(False, str(exc).split(": ", 1)[-1])])
+            continue
+        try:
+            cases = [c for c in ex.cases(seed, public_seed) if hidden or not c.hidden]
+        except Exception as exc:  # noqa: BLE001 - the library failed while the grader drew inputs
+            raise GraderError(f"{ex.stem}: drawing the cases failed: {type(exc).__name__}: {exc}") from exc
+        prepared.append((ex, os.fspath(path), source, cases, k))
+    return prepared, unread
+
+
+def _run_apart(prepared, timeout, level, forbidden_dirs, describe, python_guard):
+    """Every answer's runs (:func:`refattn.exercises.runner.run_groups`) under the isolation of ``level``."""
+    try:
+        iso = _isolation.prepare(timeout, level=level)
+    except RuntimeError as exc:
+        raise GraderError(str(exc)) from None
+    if iso.level == "python":
+        iso.sys_path = _python_level_sys_path(forbidden_dirs)
+    if describe is not None:
+        describe(iso.describe())
+    try:
+        guard = forbidden_places(forbidden_dirs) if python_guard else {"off": True}
+        return run_groups(prepared, iso=iso, guard=guard, timeout=timeout)
+    finally:
+        iso.close()
+
+
 def grade_many(items, *, hidden=False, hidden_seed=None, timeout=DEFAULT_TIMEOUT_S, forbidden_dirs=(),
                isolation="auto", describe=None, python_guard=True, unreadable="raise", public_seed=None):
     """Grade several answer files in one run; one :class:`Verdict` per item, in order.
@@ -149,8 +176,10 @@ def grade_many(items, *, hidden=False, hidden_seed=None, timeout=DEFAULT_TIMEOUT
         Draw the public cases' inputs from this seed (an autograder: per submission) instead of the
         fixed ones a student can run.
     unreadable : {"raise", "wrong"}
-        A file that is not UTF-8 text: bad input (``ValueError``), or a wrong answer of its own
-        exercise (an autograder, where one file must not stop the others' grading).
+        A file that cannot be graded (not UTF-8 text, over
+        :data:`~refattn.exercises.runner.MAX_ANSWER_BYTES`, refused by its size before it is
+        read): bad input (``ValueError``), or a wrong answer of its own exercise (an autograder,
+        where one file must not stop the others' grading).
 
     Raises
     ------
@@ -162,34 +191,8 @@ def grade_many(items, *, hidden=False, hidden_seed=None, timeout=DEFAULT_TIMEOUT
     seed = DEFAULT_HIDDEN_SEED if hidden_seed is None else int(hidden_seed)
     if not (isinstance(timeout, (int, float)) and timeout > 0):
         raise ValueError(f"--timeout: expected a positive number of seconds, got {timeout!r}")
-    prepared, unread = [], {}
-    for k, (name, path) in enumerate(items):
-        ex = exercise(name)
-        try:
-            source = _read(path)
-        except ValueError as exc:
-            if unreadable == "raise":
-                raise
-            unread[k] = Verdict(ex.stem, os.fspath(path), False, [Check(False, str(exc).split(": ", 1)[-1])])
-            continue
-        try:
-            cases = [c for c in ex.cases(seed, public_seed) if hidden or not c.hidden]
-        except Exception as exc:  # noqa: BLE001 - the library failed while the grader drew inputs
-            raise GraderError(f"{ex.stem}: drawing the cases failed: {type(exc).__name__}: {exc}") from exc
-        prepared.append((ex, os.fspath(path), source, cases, k))
-    try:
-        iso = _isolation.prepare(timeout, level=isolation)
-    except RuntimeError as exc:
-        raise GraderError(str(exc)) from None
-    if iso.level == "python":
-        iso.sys_path = _python_level_sys_path(forbidden_dirs)
-    if describe is not None:
-        describe(iso.describe())
-    try:
-        guard = forbidden_places(forbidden_dirs) if python_guard else {"off": True}
-        runs = run_groups([p[:4] for p in prepared], iso=iso, guard=guard, timeout=float(timeout))
-    finally:
-        iso.close()
+    prepared, unread = _prepare(items, hidden, seed, public_seed, unreadable)
+    runs = _run_apart([p[:4] for p in prepared], float(timeout), isolation, forbidden_dirs, describe, python_guard)
     # every answer's process has ended: only now are expected values computed
     judged = {k: _judge_alone(ex, path, cases, run, hidden) for (ex, path, _, cases, k), run in zip(prepared, runs)}
     return [judged.get(k) or unread[k] for k in range(len(items))]

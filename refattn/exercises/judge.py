@@ -34,9 +34,11 @@ from typing import Callable
 
 import numpy as np
 
-__all__ = ["Exercise", "Case", "Call", "Table", "Expect", "Report", "Results", "Verdict", "StudentError",
+from . import _child
+
+__all__ = ["Exercise", "Case", "Call", "Table", "Drawn", "Expect", "Report", "Results", "Verdict", "StudentError",
            "GraderError", "PARTS", "ALLOWED", "call", "value", "is_real_number", "expectations", "judge_case",
-           "MAX_LINE", "PRINTED_KEYS", "BRIEF_RAISED", "judge_answer", "cannot_run"]
+           "MAX_LINE", "PRINTED_KEYS", "BRIEF_RAISED", "judge_answer", "cannot_run", "tolerance", "ROUNDINGS"]
 
 #: The learning path's three parts (the landing page's lectures), by number.
 PARTS = {
@@ -72,6 +74,41 @@ class GraderError(Exception):
     """The grader itself failed (a bug or the library's error): never the student's fault."""
 
 
+# ------------------------------------------------------------------------------
+# How close a correct answer comes: the rounding bound
+# ------------------------------------------------------------------------------
+
+#: Roundings of one entry's evaluation that :func:`tolerance` allows beyond the sums and the
+#: exponentials' arguments it counts: products, quotients, exp, log, tanh (NumPy's are within a few
+#: units of roundoff each), in whatever order and form a correct answer takes them.
+ROUNDINGS = 32
+
+
+def tolerance(size, *, terms=1, argument=0.0, dtype=np.float64):
+    """How far a correct answer's value can lie from the reference's, entry by entry.
+
+    Derivation 22's floating-point model (section 3, Eq. 22.C4, and section 6.2): a value made by
+    ``k`` roundings from terms whose magnitudes add up to ``size`` is within ``k u_r size`` of the
+    exact value, ``u_r`` the unit roundoff of ``dtype``; a sum of ``terms`` numbers takes up to
+    ``terms`` roundings; and an exponential (or log-sum-exp) whose argument ``z`` was formed and
+    shifted with rounding turns that absolute error, up to ``2 u_r |z|``, into a relative one
+    (``argument`` is the largest ``|z|``). The answer and the reference each round, so two correct
+    evaluations differ by at most
+
+        2 u_r (ROUNDINGS + terms + 2 argument) size + 2 (ROUNDINGS + terms) eta,
+
+    ``eta`` the smallest subnormal number (the absolute error of an underflow). ``size`` and
+    ``argument`` are numbers or arrays broadcast against the value: one size per entry, so that an
+    entry much smaller than its terms (a cancellation) gets the tolerance its terms give it.
+    """
+    info = np.finfo(dtype)
+    with np.errstate(all="ignore"):
+        k = ROUNDINGS + terms + 2.0 * np.abs(np.asarray(argument, dtype=np.float64))
+        out = (float(info.eps) * k * np.abs(np.asarray(size, dtype=np.float64))
+               + 2.0 * (ROUNDINGS + terms) * float(info.smallest_subnormal))
+    return out if np.ndim(out) else float(out)
+
+
 @dataclass(frozen=True)
 class Call:
     """One call of the student's code: ``fn(*args, **kwargs)``, or reading ``fn`` (``attr``)."""
@@ -105,6 +142,40 @@ class Table:
     values: dict
 
 
+@dataclass(frozen=True)
+class Drawn:
+    """An array the answer's process draws itself, from a seed: ``scale`` times standard normal
+    numbers of ``shape`` (every ``zero_every``-th entry of the last axis set to 0 when given).
+
+    A long row (300,000 scores) travels as these few numbers, never as megabytes on the pipe
+    or in the handout; grader and answer draw it with the same NumPy (:func:`_child.draw`).
+    """
+
+    seed: tuple
+    shape: tuple
+    scale: float = 1.0
+    zero_every: int = 0
+
+    def spec(self) -> dict:
+        return {"seed": [int(v) for v in self.seed], "shape": [int(n) for n in self.shape],
+                "scale": float(self.scale), "zero_every": int(self.zero_every)}
+
+    def array(self) -> np.ndarray:
+        """The array itself (in the grader, to compute what the answer's value must be)."""
+        return _child.draw(self.spec())
+
+
+def drawn_inputs(case) -> bool:
+    """Whether a case's calls take an array the answer's process draws (:class:`Drawn`)."""
+    def has(x):
+        if isinstance(x, Drawn):
+            return True
+        if isinstance(x, dict):
+            return any(has(v) for v in x.values())
+        return isinstance(x, (tuple, list)) and any(has(v) for v in x)
+    return any(has(a) for c in case.calls for a in (*c.args, *c.kwargs.values()))
+
+
 @dataclass
 class Case:
     """One case of a grader: what it is about, the calls it needs, what their values must be.
@@ -130,9 +201,16 @@ class Case:
         written into the student handout, whose checker then checks only
         the answer's form.
     required : bool
-        A property the statement says the answer *must* have (finite near
-        the overflow thresholds, say): an autograder can zero the group of
-        cases when it fails (:func:`refattn.exercises.gradescope.group_score`).
+        A property the statement says the answer *must* have (finite where
+        an exponential overflows, say), and only that property: its kind and
+        its check name it, so that a wrong sign or factor fails the other
+        cases, with its hint, never this one. An autograder can zero the
+        group of cases when it fails
+        (:func:`refattn.exercises.gradescope.group_score`).
+    form : list of Expect, optional
+        What the handout's checker checks in place of ``expect`` where it
+        cannot hold the expected values (inputs drawn by the answer's
+        process: :class:`Drawn`): the form of the values only.
     """
 
     kind: str
@@ -142,6 +220,7 @@ class Case:
     ndim: int | None = None
     secret: bool = False
     required: bool = False
+    form: list | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -476,17 +555,18 @@ class Report:
         self.checks.append(Check(ok, fold(message), self.case, self.hidden))
         return ok
 
-    def close(self, label, got, expected, *, rtol=1e-10, atol=0.0, inputs=None, elementwise=False) -> bool:
+    def close(self, label, got, expected, *, rtol=0.0, atol=0.0, inputs=None, elementwise=False) -> bool:
         """Compare ``got`` (a float64 array of ``expected``'s shape) with ``expected``; record one check.
 
-        Norm-wise by default, as :func:`refattn.core.gradcheck.compare`: passes
-        when ``max|got - expected| <= atol + rtol * max|expected|``. With
-        ``elementwise`` every entry must satisfy ``|got - expected| <= atol +
-        rtol * |expected|`` (for functions checked over many magnitudes). A
-        failure gives the worst index, expected and got there, and the
-        entries of ``inputs`` (a dict of arrays of the same shape, or whose
-        leading axes select the row) at that index; in a hidden case only
-        the size of the error. A common mistake found becomes a hint.
+        ``atol`` is the tolerance of each entry (a number, or an array broadcast against
+        ``expected``: :func:`tolerance` of the entry's size), and ``rtol`` a relative one on
+        top. Entry by entry when ``atol`` is an array or ``elementwise``: every entry must
+        satisfy ``|got - expected| <= atol + rtol * |expected|``; else norm-wise, as
+        :func:`refattn.core.gradcheck.compare`: ``max|got - expected| <= atol + rtol *
+        max|expected|``. A failure gives the entry furthest beyond its tolerance, expected
+        against got there, and the entries of ``inputs`` (a dict of arrays of the same shape, or
+        whose leading axes select the row) at that index; in a hidden case only the label. A
+        common mistake found becomes a hint.
         """
         g = np.asarray(got, dtype=np.float64)
         e = np.asarray(expected, dtype=np.float64)
@@ -494,24 +574,21 @@ class Report:
             return self.check(False, f"{label}: expected shape {e.shape}, got shape {g.shape}",
                               brief=f"{label}: wrong shape")
         with np.errstate(all="ignore"):
-            both_inf = np.isinf(e) & (g == e)
-            diff = np.where(both_inf, 0.0, np.abs(g - e))
+            diff = np.where(np.isinf(e) & (g == e), 0.0, np.abs(g - e))
             diff = np.where(np.isnan(diff), np.inf, diff)
-            if elementwise:
-                allowed = atol + rtol * np.where(np.isfinite(e), np.abs(e), 0.0)
-                score = np.where(diff <= allowed, 0.0, diff / np.maximum(allowed, 1e-300))
-                flat = int(np.argmax(score)) if score.size else 0
-                passed = bool(np.all(diff <= allowed))
-                bound = float(np.asarray(allowed).reshape(-1)[flat]) if e.size else 0.0
+            if elementwise or np.ndim(atol):
+                allowed = np.broadcast_to(atol + rtol * np.where(np.isfinite(e), np.abs(e), 0.0), e.shape)
             else:
-                flat = int(np.argmax(diff)) if diff.size else 0
-                scale = float(np.max(np.abs(e[np.isfinite(e)]), initial=0.0))
-                bound = atol + rtol * scale
-                passed = bool(diff.size == 0 or np.max(diff) <= bound)
-            if passed:
-                return self.check(True, f"{label}: matches (max abs error "
-                                        f"{float(np.max(diff, initial=0.0)):.2e} <= {bound:.2e})")
-            self.hint(_mistake(g, e, bound))
+                allowed = np.broadcast_to(atol + rtol * float(np.max(np.abs(e[np.isfinite(e)]), initial=0.0)),
+                                          e.shape)
+            allowed = np.where(np.isfinite(allowed), allowed, 0.0)  # a tolerance is a number, never inf
+            score = np.where(diff <= allowed, 0.0, diff / np.maximum(allowed, 1e-300))
+            flat = int(np.argmax(score if np.any(score) else diff)) if diff.size else 0
+            bound = float(allowed.reshape(-1)[flat]) if e.size else 0.0
+            if not np.any(score):
+                worst = float(diff.reshape(-1)[flat]) if e.size else 0.0
+                return self.check(True, f"{label}: matches (max abs error {worst:.2e} <= {bound:.2e})")
+            self.hint(_mistake(g, e, float(np.max(allowed))))
         where = tuple(int(i) for i in np.unravel_index(flat, e.shape)) if e.ndim else ()
         err = float(diff[where]) if e.ndim else float(diff)
         at = f" at index {where}" if where else ""
@@ -528,22 +605,6 @@ class Report:
         return self.check(False, msg, brief=f"{label}: wrong")  # the error's size and tolerance follow from the hidden values
 
 
-    def close_all(self, items, **tol) -> bool:
-        """:meth:`close` for each ``(label, got, expected)`` of ``items``; in a hidden case one line
-        naming the labels that fail (a case with many outputs stays one line)."""
-        if not self.hidden:
-            return all([self.close(label, got, expected, **tol) for label, got, expected in items])
-        quiet = Report()
-        quiet.hidden = True
-        bad = [label for label, got, expected in items if not quiet.close(label, got, expected, **tol)]
-        for h in quiet._hints + quiet._factors:
-            self.hint(h)
-        if not bad:
-            return self.check(True, "passes")
-        named = ", ".join(bad[:6]) + (f" and {len(bad) - 6} more" if len(bad) > 6 else "")
-        return self.check(False, f"{named} wrong", brief=f"{named} wrong")
-
-
 # ------------------------------------------------------------------------------
 # Expectations: what a case's values must be, as data
 # ------------------------------------------------------------------------------
@@ -555,25 +616,30 @@ class Expect:
 
     ``op`` says what is checked, on the value at ``where`` (:meth:`Results.at`):
 
-    * ``"close"``: close to ``expected`` (:meth:`Report.close`: ``rtol``, ``atol``,
-      ``elementwise``; ``inputs`` shown at the worst index in a public case). When
-      it is not, each ``(array, message)`` of ``hints`` that the value is close to
-      becomes a hint (a known wrong formula), and ``low``/``high`` a hint when every
+    * ``"close"``: close to ``expected`` (:meth:`Report.close`: ``atol``, usually an array from
+      :func:`tolerance`, ``rtol``, ``elementwise``; ``inputs`` shown at the worst index in a
+      public case). When it is not, each ``(array, message)`` of ``hints`` that the value is
+      close to becomes a hint (a known wrong formula), and ``low``/``high`` a hint when every
       entry is below/above the expected one;
+    * ``"proportional"``: a nonzero multiple ``c expected`` of the expected value, within
+      ``|c| atol`` (a property that a wrong sign or factor keeps, judged by the other cases);
     * ``"finite"``: every entry finite; ``message`` names the failure and ``hint``
       follows it (``hint`` follows a failed ``"close"`` too); a failure stops the case;
-    * ``"far"``: *not* close to ``expected`` (norm-wise ``rtol``): ``message`` on failure;
+    * ``"far"``: *not* close to ``expected`` (norm-wise ``rtol``, a detection threshold, not a
+      rounding tolerance): ``message`` on failure;
     * ``"nonzero"``: ``max |value| > rtol * max |expected|``: ``message`` on failure;
-    * ``"linear"``: close to ``sum(c * value_at(w) for c, w in terms)`` (``rtol``
-      norm-wise): the value of a linear function at a linear combination;
+    * ``"same_factor"``: the value ``f(x)`` and the value ``f(y)`` at ``terms[0][1]`` are one
+      factor ``a`` times ``expected[0]`` and ``expected[1]`` (``f(x) = a r(x)``, ``f(y) = a r(y)``,
+      entry by entry), to the :func:`tolerance` of their size (``expected[2]`` and ``expected[3]``
+      bound ``|r(x)|``, ``|r(y)|``; ``bound`` is ``(terms, argument)``);
     * ``"differs"``: *not* close to the value at ``terms[0][1]`` (``rtol``, relative to the
       larger): a function that must depend on an argument the two calls differ in;
     * ``"range"``: one number with ``expected[0] <= value <= expected[1]``;
       ``low``/``high`` say what is wrong below/above.
 
-    ``shape`` is the value's shape (default ``expected``'s for ``close``,
-    ``far`` and ``nonzero``). ``passed`` is the line of a passing check where the
-    default says too little.
+    ``shape`` is the value's shape (default ``expected``'s for ``close``, ``proportional``,
+    ``far`` and ``nonzero``). ``passed`` is the line of a passing check where the default says
+    too little.
     """
 
     op: str
@@ -581,8 +647,8 @@ class Expect:
     where: tuple = (0,)
     expected: object = None
     shape: tuple | None = None
-    rtol: float = 1e-10
-    atol: float = 0.0
+    rtol: float = 0.0
+    atol: object = 0.0
     elementwise: bool = False
     inputs: dict | None = None
     hints: tuple = ()
@@ -592,8 +658,9 @@ class Expect:
     hint: str | None = None
     passed: str | None = None
     terms: tuple = ()
+    bound: tuple = (1, 0.0)
 
-    OPS = ("close", "finite", "far", "nonzero", "linear", "range", "differs")
+    OPS = ("close", "proportional", "finite", "far", "nonzero", "same_factor", "range", "differs")
 
     def __post_init__(self):
         if self.op not in self.OPS:
@@ -606,6 +673,7 @@ class Expect:
         d["where"], d["hints"] = list(self.where), [list(h) for h in self.hints]
         d["terms"] = [[c, list(w)] for c, w in self.terms]
         d["shape"] = None if self.shape is None else list(self.shape)
+        d["bound"] = [float(b) for b in self.bound]
         return d
 
     @classmethod
@@ -615,9 +683,11 @@ class Expect:
         d["hints"] = tuple((np.asarray(a, dtype=np.float64), str(m)) for a, m in d.get("hints") or ())
         d["terms"] = tuple((float(c), tuple(w)) for c, w in d.get("terms") or ())
         d["shape"] = None if d.get("shape") is None else tuple(d["shape"])
-        for key in ("expected",):
-            if d.get(key) is not None:
-                d[key] = np.asarray(d[key], dtype=np.float64)
+        d["bound"] = tuple(float(b) for b in d.get("bound") or (1, 0.0))
+        if d.get("expected") is not None:
+            d["expected"] = np.asarray(d["expected"], dtype=np.float64)
+        if isinstance(d.get("atol"), np.ndarray):
+            d["atol"] = d["atol"].astype(np.float64)
         if d.get("inputs") is not None:
             d["inputs"] = {k: np.asarray(v) for k, v in d["inputs"].items()}
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
@@ -631,11 +701,98 @@ def expectations(case) -> list:
 
 
 def _close_to(g, a, rtol=1e-10) -> bool:
+    """Whether ``g`` is ``a`` (a known wrong formula) to within a relative ``rtol`` of ``a``'s size."""
     a = np.asarray(a, dtype=np.float64)
     if g.shape != a.shape or not np.all(np.isfinite(a)):
         return False
     with np.errstate(all="ignore"):
         return bool(np.max(np.abs(g - a), initial=0.0) <= rtol * max(np.max(np.abs(a), initial=0.0), 1e-300))
+
+
+def _judge_close(x, got, r, report, hidden):
+    expected = np.asarray(x.expected, dtype=np.float64)
+    if report.close(x.label, got, expected, rtol=x.rtol, atol=x.atol, elementwise=x.elementwise,
+                    inputs=None if hidden else x.inputs):
+        return
+    report.hint(x.hint)  # the case's own advice on a failure (exercise 05: where it must vanish)
+    for alt, message in x.hints:
+        if _close_to(got, alt) and not _close_to(expected, alt):
+            report.hint(message)
+    finite = np.isfinite(got) & np.isfinite(expected)
+    if np.any(finite) and x.low and np.all(got[finite] < expected[finite]):
+        report.hint(x.low)
+    if np.any(finite) and x.high and np.all(got[finite] > expected[finite]):
+        report.hint(x.high)
+
+
+def _judge_proportional(x, got, r, report, hidden):
+    e = np.asarray(x.expected, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        c = float(np.vdot(got, e) / np.vdot(e, e)) if np.any(e) else float("nan")
+        allowed = np.abs(c) * np.broadcast_to(np.asarray(x.atol, dtype=np.float64), e.shape)
+        ok = bool(np.isfinite(c) and FACTOR_MIN_GAP <= abs(c) <= 1.0 / FACTOR_MIN_GAP
+                  and np.all(np.abs(got - c * e) <= allowed))
+    report.check(ok, (x.passed or f"{x.label}: right") if ok else (x.message or f"{x.label}: wrong"),
+                 brief=None if ok else x.message)
+
+
+def _judge_finite(x, got, r, report, hidden):
+    bad = ~np.isfinite(got)
+    if not np.any(bad):
+        report.check(True, x.passed or f"{x.label}: every entry finite")
+        return
+    where = sorted(set(np.argwhere(bad)[:, 0].tolist())) if got.ndim else []
+    report.check(False, x.message or f"{x.label}: NaN or inf in {'rows' if got.ndim > 1 else 'entries'} {where}",
+                 brief=x.message or f"{x.label}: NaN or inf")
+    report.hint(x.hint)
+    raise StudentError(x.label)
+
+
+def _judge_far_or_nonzero(x, got, r, report, hidden):
+    expected = np.asarray(x.expected, dtype=np.float64)
+    scale = max(float(np.max(np.abs(expected), initial=0.0)), 1e-300)
+    with np.errstate(all="ignore"):
+        size = float(np.max(np.abs(got - expected) if x.op == "far" else np.abs(got), initial=0.0))
+    ok = bool(np.isfinite(size) and size > x.rtol * scale)
+    report.check(ok, x.passed if ok else x.message, brief=None if ok else x.message)
+
+
+def _judge_same_factor(x, got, r, report, hidden):
+    other = r.at(x.terms[0][1], got.shape)
+    r_x, r_y, m_x, m_y = np.asarray(x.expected, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        residual = np.abs(got * r_y - other * r_x)
+        allowed = tolerance((np.abs(got) + np.abs(other)) * (m_x + m_y), terms=x.bound[0], argument=x.bound[1])
+        ok = bool(np.all(np.isfinite(residual)) and np.all(residual <= allowed))
+    report.check(ok, (x.passed or f"{x.label}: right") if ok else (x.message or f"{x.label}: wrong"),
+                 brief=None if ok else x.message)
+
+
+def _judge_differs(x, got, r, report, hidden):
+    other = r.at(x.terms[0][1], got.shape)
+    with np.errstate(all="ignore"):
+        size = float(np.max(np.abs(got - other), initial=0.0))
+        scale = max(float(np.max(np.abs(got), initial=0.0)), float(np.max(np.abs(other), initial=0.0)), 1e-300)
+    ok = bool(np.isfinite(size) and size > x.rtol * scale)
+    report.check(ok, x.passed if ok else x.message, brief=None if ok else x.message)
+
+
+def _judge_range(x, got, r, report, hidden):
+    lo, hi = (float(v) for v in np.asarray(x.expected, dtype=np.float64).reshape(2))
+    c = float(got.reshape(-1)[0]) if got.size == 1 else float("nan")
+    if not np.isfinite(c):
+        report.check(False, f"{x.label}: expected a finite real number")
+    elif c < lo:
+        report.check(False, f"{x.label}: {x.low}", brief=f"{x.label}: {x.low}")
+    elif c > hi:
+        report.check(False, f"{x.label}: {x.high}", brief=f"{x.label}: {x.high}")
+    else:
+        report.check(True, x.passed or f"{x.label}: right")
+
+
+_JUDGES = {"close": _judge_close, "proportional": _judge_proportional, "finite": _judge_finite,
+           "far": _judge_far_or_nonzero, "nonzero": _judge_far_or_nonzero, "same_factor": _judge_same_factor,
+           "differs": _judge_differs, "range": _judge_range}
 
 
 def _judge_one(x, r, report, hidden):
@@ -644,63 +801,12 @@ def _judge_one(x, r, report, hidden):
         raw = r[x.where[0]]
         if not (is_real_number(raw) or (isinstance(raw, np.ndarray) and raw.size == 1 and raw.dtype.kind in "iuf")):
             r.fail(x.where[0], f"expected a finite real number, got {_short(raw)}", x.label)
-    shape = x.shape if x.shape is not None or x.op in ("linear", "range", "finite", "differs") else np.shape(x.expected)
+    sized = x.op in ("close", "proportional", "far", "nonzero")
+    shape = x.shape if x.shape is not None or not sized else np.shape(x.expected)
+    if x.op == "same_factor" and x.shape is None:
+        shape = np.shape(x.expected)[1:]  # the value's shape is each of r(x), r(y), |r(x)|, |r(y)|
     got = r.at(x.where, shape, x.label if len(x.where) > 1 or x.where[0] == "stack" else None)
-    if x.op == "close":
-        expected = np.asarray(x.expected, dtype=np.float64)
-        if report.close(x.label, got, expected, rtol=x.rtol, atol=x.atol, elementwise=x.elementwise,
-                        inputs=None if hidden else x.inputs):
-            return
-        report.hint(x.hint)  # the case's own advice on a failure (exercise 05: where it must vanish)
-        for alt, message in x.hints:
-            if _close_to(got, alt) and not _close_to(expected, alt):
-                report.hint(message)
-        finite = np.isfinite(got) & np.isfinite(expected)
-        if np.any(finite) and x.low and np.all(got[finite] < expected[finite]):
-            report.hint(x.low)
-        if np.any(finite) and x.high and np.all(got[finite] > expected[finite]):
-            report.hint(x.high)
-    elif x.op == "finite":
-        bad = ~np.isfinite(got)
-        if not np.any(bad):
-            report.check(True, x.passed or f"{x.label}: every entry finite")
-            return
-        where = sorted(set(np.argwhere(bad)[:, 0].tolist())) if got.ndim else []
-        report.check(False, x.message or f"{x.label}: NaN or inf in {'rows' if got.ndim > 1 else 'entries'} {where}",
-                     brief=f"{x.label}: NaN or inf")
-        report.hint(x.hint)
-        raise StudentError(x.label)
-    elif x.op in ("far", "nonzero"):
-        expected = np.asarray(x.expected, dtype=np.float64)
-        scale = max(float(np.max(np.abs(expected), initial=0.0)), 1e-300)
-        with np.errstate(all="ignore"):
-            size = float(np.max(np.abs(got - expected) if x.op == "far" else np.abs(got), initial=0.0))
-        ok = bool(np.isfinite(size) and size > x.rtol * scale)
-        report.check(ok, x.passed if ok else x.message, brief=None if ok else x.message)
-    elif x.op == "linear":
-        terms = [c * r.at(w, got.shape) for c, w in x.terms]
-        with np.errstate(all="ignore"):
-            want = sum(terms)
-            scale = max(float(np.max(np.abs(t), initial=0.0)) for t in terms)  # the size of what is added
-        report.close(x.label, got, want, rtol=0.0, atol=x.rtol * scale if np.isfinite(scale) else 0.0)
-    elif x.op == "differs":
-        other = r.at(x.terms[0][1], got.shape)
-        with np.errstate(all="ignore"):
-            size = float(np.max(np.abs(got - other), initial=0.0))
-            scale = max(float(np.max(np.abs(got), initial=0.0)), float(np.max(np.abs(other), initial=0.0)), 1e-300)
-        ok = bool(np.isfinite(size) and size > x.rtol * scale)
-        report.check(ok, x.passed if ok else x.message, brief=None if ok else x.message)
-    elif x.op == "range":
-        lo, hi = (float(v) for v in np.asarray(x.expected, dtype=np.float64).reshape(2))
-        c = float(got.reshape(-1)[0]) if got.size == 1 else float("nan")
-        if not np.isfinite(c):
-            report.check(False, f"{x.label}: expected a finite real number")
-        elif c < lo:
-            report.check(False, f"{x.label}: {x.low}", brief=f"{x.label}: {x.low}")
-        elif c > hi:
-            report.check(False, f"{x.label}: {x.high}", brief=f"{x.label}: {x.high}")
-        else:
-            report.check(True, x.passed or f"{x.label}: right")
+    _JUDGES[x.op](x, got, r, report, hidden)
 
 
 def judge_case(case, outputs, labels, report):
@@ -892,7 +998,8 @@ def _judge_group(ex, cases, outputs, report):
     one_d = [r["ok"] for r, c in zip(results, cases) if c.ndim == 1]
     n_d = [r["ok"] for r, c in zip(results, cases) if c.ndim is not None and c.ndim > 1]
     overflowed = any(h.startswith("NaN or inf") for h in report.hints)  # the failure has another cause
-    if one_d and all(one_d) and n_d and not all(n_d) and not overflowed and grader_error is None:
+    # every case of more axes wrong, every 1-D one right: one that fails for another cause keeps its own message
+    if one_d and all(one_d) and n_d and not any(n_d) and not overflowed and grader_error is None:
         report.hint("right for a single row (1-D), wrong for more axes: reduce along the last axis only "
                     "(axis=-1, keepdims=True), so that each row is normalised by its own entries")
     return results, grader_error

@@ -49,10 +49,10 @@ from pathlib import Path
 import numpy as np
 
 from . import _child
-from .judge import GraderError, Table
+from .judge import Drawn, GraderError, Table
 
 __all__ = ["Job", "Run", "run_jobs", "run_groups", "RULE", "FORBIDDEN_MODULES", "DEFAULT_TIMEOUT_S",
-           "guard_settings", "Stopped", "signals_as_interrupt"]
+           "guard_settings", "Stopped", "signals_as_interrupt", "read_answer", "MAX_ANSWER_BYTES"]
 
 #: Modules an answer may not import: the library and every automatic or symbolic differentiator.
 FORBIDDEN_MODULES = ("refattn", "autograd", "jax", "jaxlib", "torch", "tensorflow", "sympy")
@@ -73,8 +73,34 @@ MAX_PROCESS_OUTPUT = 20_000
 #: The largest JSON frame read from a child (its manifest); a larger one is a broken answer.
 MAX_JSON_FRAME = 4 * 2 ** 20
 
+#: The largest answer file graded (bytes), checked before it is read: a model solution is a few KiB.
+MAX_ANSWER_BYTES = 2 ** 20
+
 #: The child's program: its text, passed to ``python -c`` (no file of the grader's is read by the child).
 CHILD_SOURCE = Path(_child.__file__).read_text(encoding="utf-8")
+
+
+def read_answer(path) -> str:
+    """The text of the answer file ``path``, refused by its size before a byte is read.
+
+    Raises ``ValueError`` (one line naming the file) for no such file, a file over
+    :data:`MAX_ANSWER_BYTES` and a file that is not UTF-8 text (a byte-order mark, as Notepad
+    saves, is read as Python reads it).
+    """
+    shown = os.fspath(path) if isinstance(path, (str, os.PathLike)) else path
+    if not isinstance(path, (str, os.PathLike)) or not os.path.isfile(path):
+        raise ValueError(f"FILE: no such file {shown!r}")
+    size = os.path.getsize(path)
+    if size > MAX_ANSWER_BYTES:
+        raise ValueError(f"FILE: {shown!r} is {size} bytes; an answer file is at most {MAX_ANSWER_BYTES} bytes")
+    with open(path, "rb") as f:
+        data = f.read(MAX_ANSWER_BYTES + 1)
+    if len(data) > MAX_ANSWER_BYTES:  # it grew since: still refused
+        raise ValueError(f"FILE: {shown!r} is over {MAX_ANSWER_BYTES} bytes; an answer file is at most that")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"FILE: {shown!r} is not UTF-8 text ({exc.reason})") from None
 
 
 def guard_settings(dirs=(), walk=(), files=()) -> dict:
@@ -116,6 +142,10 @@ class Run:
 
 
 def _encode_arg(x, arrays):
+    if isinstance(x, Drawn):
+        return {"drawn": x.spec()}
+    if isinstance(x, dict) and any(isinstance(v, Drawn) for v in x.values()):
+        return {"d": {str(k): _encode_arg(v, arrays) for k, v in x.items()}}
     if isinstance(x, Table):
         key = f"i{len(arrays)}"
         arrays[key] = np.asarray(x.s)
@@ -174,10 +204,9 @@ FATAL_WHAT = ("exit", "raised", "refused")
 FATAL_KEYS = frozenset({"what", "where", "type", "message", "code"})
 
 
-def _decode_manifest(manifest, blob):
-    """The outputs of a child's ``done`` report, its manifest checked against what the child writes:
-    anything else (a forged or damaged report) raises ``ValueError``, a broken answer."""
-    arrays = _child.unpack_arrays(blob)
+def _check_manifest(manifest, job):
+    """``ValueError`` unless ``manifest`` is a report of ``job`` as the child writes one: its own
+    groups, one result per call (fewer only after a fatal event), and a ``fatal`` of a known form."""
     for key in ("defined", "callable"):
         if not isinstance(manifest.get(key, []), list) or not all(isinstance(v, str) for v in manifest.get(key, [])):
             raise ValueError("a malformed manifest")
@@ -185,15 +214,31 @@ def _decode_manifest(manifest, blob):
     if fatal is not None and (not isinstance(fatal, dict) or fatal.get("what") not in FATAL_WHAT
                               or not set(fatal) <= FATAL_KEYS or not all(isinstance(v, str) for v in fatal.values())):
         raise ValueError("a malformed manifest")
-    outputs = {}
     groups = manifest.get("groups", {})
-    if not isinstance(groups, dict) or not all(isinstance(v, list) for v in groups.values()):
-        raise ValueError("a malformed manifest")
-    for group, results in groups.items():
+    calls = dict(job.groups)
+    if not isinstance(groups, dict) or not set(groups) <= set(calls) or not all(isinstance(v, list)
+                                                                                 for v in groups.values()):
+        raise ValueError("a report of other groups of calls than the grader asked for")
+    for name, made in calls.items():
+        n = len(groups.get(name, []))
+        if n > len(made) or (fatal is None and n != len(made)):
+            raise ValueError(f"a report of {n} values for {len(made)} calls")
         if not all(isinstance(r, dict) and (("value" in r) != ("error" in r)) and
-                   ("error" not in r or isinstance(r["error"], dict)) for r in results):
+                   ("error" not in r or isinstance(r["error"], dict)) for r in groups.get(name, [])):
             raise ValueError("a malformed manifest")
-        outputs[group] = [("value", _child.decode(r["value"], arrays)) if "value" in r else
+
+
+def _decode_manifest(manifest, blob, job):
+    """The outputs of a child's ``done`` report, checked against ``job`` first (:func:`_check_manifest`)
+    and decoded within :data:`~refattn.exercises._child.MAX_DECODED_VALUES` numbers, each array
+    counted wherever it is named: anything else (a forged or damaged report) raises ``ValueError``,
+    a broken answer."""
+    _check_manifest(manifest, job)
+    arrays = _child.unpack_arrays(blob)
+    budget = [_child.MAX_DECODED_VALUES]
+    outputs = {}
+    for group, results in manifest.get("groups", {}).items():
+        outputs[group] = [("value", _child.decode(r["value"], arrays, budget=budget)) if "value" in r else
                           ("error", {"type": str(r["error"].get("type", "?"))[:80],
                                      "message": str(r["error"].get("message", ""))[:300]})
                           for r in results]
@@ -256,7 +301,8 @@ class _Watch:
                 if not isinstance(frame, bytes):
                     raise ValueError("no arrays after the results")
                 self.run = Run(self.job.key, "done", manifest=self.manifest,
-                               outputs=_decode_manifest(self.manifest, frame), printed=_printed(self.manifest))
+                               outputs=_decode_manifest(self.manifest, frame, self.job),
+                               printed=_printed(self.manifest))
                 return
             if not isinstance(frame, dict):
                 raise ValueError("arrays out of turn")
@@ -347,8 +393,7 @@ def _run_child(job, timeout, guard, iso):
                 else:
                     try:
                         watch.feed(data)
-                    except (ValueError, KeyError, TypeError, IndexError, AttributeError, OSError,
-                            RecursionError) as exc:
+                    except Exception as exc:  # noqa: BLE001 - whatever a report makes go wrong is its answer's
                         failure = f"broken: {type(exc).__name__}: {str(exc)[:120]}"
                         break
     finally:

@@ -8,6 +8,7 @@ solutions. All answers of one kind are graded in one run (one child process), mo
 The sandbox, the export and the autograder are tested in ``test_exercises_kit.py``.
 """
 
+import dataclasses
 import json
 import math
 import os
@@ -19,10 +20,14 @@ import numpy as np
 import pytest
 
 from refattn.cli import main as cli_main
-from refattn.exercises import (EXERCISES, PARTS, exercise, grade, grade_many, list_exercises,
+from refattn.exercises import (EXERCISES, PARTS, exercise, grade, grade_many, isolation, list_exercises,
                                main as exercises_main)
-from refattn.exercises.judge import ALLOWED, MAX_LINE
+from refattn.exercises.gradescope import group_score
+from refattn.exercises.grading import forbidden_places
+from refattn.exercises.judge import ALLOWED, MAX_LINE, ROUNDINGS, expectations, judge_answer, tolerance
 from refattn.exercises.export import solution_path
+from refattn.exercises.runner import run_groups
+from tests.exercises.right_answers import RIGHT
 from tests.exercises.wrong_answers import WRONG
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,8 +54,8 @@ HINTED = {
         """, "NaN or inf where the true value is finite"),
 }
 
-#: The model solution of exercise 12 with ``s == 0`` for the sqrt(tiny) rule: right on every public
-#: case (they lie far from sqrt(tiny)), wrong at s = 1e-154, where h(s) = 1e-308 is not 0.
+#: The model solution of exercise 12 with ``s == 0`` for the sqrt(tiny) rule: wrong at s = 1e-154, where
+#: h(s) = 1e-308 is not 0, which public cases have too (the convention the statement requires).
 EXACT_ZERO_RULE = """
     import numpy as np
     def expressive_weights(s, mask=None):
@@ -79,7 +84,9 @@ class _Solved(dict):
 
     def __missing__(self, seed):
         items = [(ex, solution(ex)) for ex in EXERCISES]
-        self[seed] = dict(zip((ex.name for ex in EXERCISES), grade_many(items, hidden=True, hidden_seed=seed)))
+        # another seed: the public cases drawn from it too, as an autograder draws them per submission
+        verdicts = grade_many(items, hidden=True, hidden_seed=seed, public_seed=seed)
+        self[seed] = dict(zip((ex.name for ex in EXERCISES), verdicts))
         return self[seed]
 
 
@@ -114,6 +121,9 @@ def test_registry_statements_labels_and_solutions():
         # statements point at derivations, never at the library code that is the answer
         assert "derivations/" in text and not re.search(r"refattn/(core|theory|studies|fast)|refattn\.\w+\.", text)
         assert solution(ex).is_file(), ex.solution
+        # where a student may run the hidden cases (a clone), and who runs them otherwise
+        has_hidden = any(c.hidden for c in ex.cases(0))
+        assert ("add `--hidden` to `refattn exercises check`" in text) == has_hidden, ex.name
         row = f"| {ex.number} | `{ex.name}` | {ex.difficulty} of 3 | {ex.minutes} |"
         assert row in readme and f"({ex.stem}.md)" in readme, ex.name
         assert ex.part in PARTS and ex.difficulty in (1, 2, 3) and 5 <= ex.minutes <= 120
@@ -188,13 +198,14 @@ def test_common_mistakes_get_a_hint(key, wrong):
 
 @pytest.mark.slow
 def test_hidden_failures_name_the_kind_not_the_input(wrong):
-    """A failing hidden case says what kind of case failed, never an input, an index or a value."""
+    """A failing hidden case says what kind of case failed, never an input, an index or a value; and
+    exercise 12's public check catches the slip of its sqrt(tiny) convention, as the hidden one does."""
     verdict = wrong["exact-zero"]
-    assert verdict.group(False) == (verdict.group(False)[1], verdict.group(False)[1])  # public: all pass
     failed = [c for c in verdict.checks if not c.ok]
-    assert failed and all(c.hidden for c in failed)
-    assert {c.case for c in failed} >= {"scores just below sqrt(tiny), about 1e-154 (count as 0)",
-                                        "both sides of sqrt(tiny) in one row"}
+    assert {c.case for c in failed if not c.hidden} == {"scores just below sqrt(tiny), about 1e-154 (count as 0)",
+                                                        "both sides of sqrt(tiny) in one row"}, str(verdict)
+    assert {c.case for c in failed if c.hidden} >= {"scores just below sqrt(tiny), about 1e-154 (count as 0)",
+                                                    "both sides of sqrt(tiny) in one row"}
     assert "scores above sqrt(tiny), about 1e-150 (h ~ z^2 is tiny but counts)" not in {c.case for c in failed}
     for c in (c for v in wrong.values() for c in v.checks if c.hidden and not c.ok):
         assert not re.search(r"expected|got|index|\bs\[|\[[-0-9.e, ]+\]", c.message), c.message
@@ -320,6 +331,9 @@ def test_tanhmax_ell_accurate_near_zero_is_right(tmp_path):
     assert abs(lib - accurate)[0] > 1e-12 * abs(accurate)[0]  # relative 1e-12 alone would fail this answer
 
 
+#: Exercise 07's required cases, each of one property: finite where cosh and sinh overflow.
+FINITE_07 = ("finite for scores beyond 710 (required)", "finite for scores between 711 and 740 (required)")
+
 #: The right formulas computed the naive way, each with the cases it must fail: exactly the
 #: cases whose scores or shifts leave float64's range (the statements say which).
 NAIVE = {
@@ -330,7 +344,7 @@ NAIVE = {
             wt, wh = np.cosh(s) / C, np.sinh(s) / C
             return -delta_I * (wt * o - wh * np.sum(wh * o, -1, keepdims=True)) * c[:, None]
         """, {"four instances, one with scores beyond 710 (cosh overflows)",
-              "scores between 711 and 740, of both signs"}),
+              "scores between 711 and 740, of both signs", *FINITE_07}),
     "softmax of log cosh without the max": ("tanhmax-velocity", """
         import math
         import numpy as np
@@ -341,14 +355,15 @@ NAIVE = {
             wh = np.tanh(s) * wt
             return -delta_I * (wt * o - wh * np.sum(wh * o, -1, keepdims=True)) * c[:, None]
         """, {"four instances, one with scores beyond 710 (cosh overflows)",
-              "scores between 711 and 740, of both signs"}),
+              "scores between 711 and 740, of both signs", *FINITE_07}),
     "A, B and e^(-2c) as written": ("closure-gap", """
         import numpy as np
         def gap(s, c):
             q = np.exp(-2.0 * c) * np.sum(np.exp(-s)) / np.sum(np.exp(s))
             return 2.0 * q / (1.0 + q)
         """, {"row 1, shifts from -400 to 300", "row 2, shifts from -400 to 300", "row 3, shifts from -400 to 300",
-              "scores beyond 710 (e^s overflows), shifts from -5 to 300", "scores beyond 710, of both signs"}),
+              "scores beyond 710 (e^s overflows), shifts from -5 to 300", "scores beyond 710, of both signs",
+              "finite for scores beyond 710 (required)", "finite for scores beyond 710 of both signs (required)"}),
 }
 
 
@@ -394,3 +409,125 @@ def test_closure_witness_comment_states_the_answer():
     assert len(shown) == 1
     digits = len(shown[0].split(".")[1])
     assert float(shown[0]) == math.floor(closure_shift() * 10 ** digits) / 10 ** digits
+
+
+def test_the_tolerance_is_the_rounding_bound_of_each_entry():
+    """:func:`tolerance` is derivation 22's bound, 2 u_r (ROUNDINGS + terms + 2 argument) size plus the
+    underflow's absolute error, entry by entry: an entry whose terms are large (a cancellation, as in
+    softmax's VJP at saturated rows) gets the tolerance of its terms, not of its own size."""
+    u_r = 2.0 ** -53
+    assert tolerance(1.0) == pytest.approx(2 * u_r * (ROUNDINGS + 1), rel=1e-12)
+    got = tolerance(np.array([1.0, 2.0, 0.0]), terms=7, argument=np.array([0.0, 900.0, 0.0]))
+    eta = 2 * (ROUNDINGS + 7) * 2.0 ** -1074
+    assert got == pytest.approx([2 * u_r * (ROUNDINGS + 7) + eta, 2 * u_r * (ROUNDINGS + 7 + 1800) * 2 + eta, eta],
+                                rel=1e-12)
+    assert tolerance(1.0, dtype=np.float32) > 1e8 * tolerance(1.0)  # float32's roundoff, 2^-24
+
+
+#: The hidden seeds every correct answer of ``right_answers.py`` (and every model solution) is graded on,
+#: the public cases drawn from each of them too (as an autograder does), and how often the long cases come
+#: along (each is a few megabytes to judge; their rounding is that of the short ones, at more terms).
+SEEDS, LONG_EVERY = range(200), 40
+
+
+def _over_seeds(ex):
+    """Every case of ``ex`` over :data:`SEEDS`, as one group, their expectations computed once."""
+    cases = list(ex.cases(0))
+    for seed in SEEDS:
+        cases += [c for c in ex.cases(seed, seed) if c.form is None or seed % LONG_EVERY == 0]
+    return [dataclasses.replace(c, hidden=False, expect=expectations(c)) for c in cases]
+
+
+@pytest.mark.slow
+def test_correct_answers_written_otherwise_pass_on_every_seed(tmp_path):
+    """Several algebraically different correct answers per exercise (``right_answers.py``: other
+    evaluation orders, log-sum-exp forms, a Jacobian built and applied, a loop over rows, another root
+    finder) and the model solutions, graded on every case of 200 seeds (public and hidden, drawn per
+    seed as an autograder draws them): none fails, so no tolerance is narrower than a correct
+    answer's rounding. The answers run in the grader's own child processes, one per answer."""
+    prepared, names = [], []
+    for ex in EXERCISES:
+        cases = _over_seeds(ex)
+        answers = [("the model solution", solution(ex).read_text())] + RIGHT[ex.name]
+        for i, (why, text) in enumerate(answers):
+            path = write(tmp_path, text, f"{ex.stem}-{i}.py")
+            prepared.append((ex, path, Path(path).read_text(), cases))
+            names.append(f"{ex.stem} ({why})")
+    assert all(len(RIGHT[ex.name]) >= 2 for ex in EXERCISES)
+    iso = isolation.prepare(600, level="python")
+    try:
+        runs = run_groups(prepared, iso=iso, guard=forbidden_places(), timeout=600.0)
+    finally:
+        iso.close()
+    failed = []
+    for (ex, path, _, cases), run, name in zip(prepared, runs, names):
+        verdict = judge_answer(ex, path, cases, run, False)
+        assert len(verdict.cases) == len(cases) or not verdict.cases, name
+        if not verdict.ok:
+            failed.append(f"{name}: " + "; ".join(f"{c.case}: {c.message}" for c in verdict.checks if not c.ok)[:3000])
+    assert not failed, "\n".join(failed)
+
+
+def _points(verdict, config=None):
+    """The share of an exercise's points an autograder gives ``verdict`` (its default scoring)."""
+    if not verdict.cases:
+        return 0.0
+    return sum(group_score(verdict, hidden, 0.5, config or {})[0] for hidden in (False, True))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, factor, hint", [("tanhmax-velocity", -1.0, "the sign is flipped"),
+                                                ("softmax-vjp", 2.0, "your result is 2 times the right one")])
+def test_a_wrong_sign_or_factor_is_named_and_fails_no_required_case(name, factor, hint, tmp_path):
+    """A required case checks its property alone (finite where an exponential overflows; the long row
+    within the time limit, up to a constant factor): a flipped sign or a factor fails the other cases,
+    with the hint that names it, and the group's line never blames a required case."""
+    text = solution(exercise(name)).read_text().replace("### END SOLUTION", "### END SOLUTION")
+    fn = exercise(name).functions[0]
+    text += f"\n\n_right = {fn}\n\n\ndef {fn}(*args):\n    return {factor!r} * _right(*args)\n"
+    verdict = grade(name, write(tmp_path, text), hidden=True, public_seed=3)
+    assert not verdict.ok and any(hint in h for h in verdict.hints), str(verdict)
+    assert all(c["ok"] for c in verdict.cases if c["required"]), verdict.cases
+    assert any(c["required"] for c in verdict.cases)
+    for hidden in (False, True):
+        score, why = group_score(verdict, hidden, 1.0, {})
+        # a case whose right value is 0 (softmax's VJP on rows of one entry) is right at any factor
+        assert score <= 0.2 and "required" not in why, (hidden, score, why)
+
+
+def _inputs(case):
+    """Everything a case hands the answer, as a tuple of numbers and seeds (arrays flattened)."""
+    from refattn.exercises.judge import Drawn, Table
+
+    out = []
+
+    def add(x):
+        if isinstance(x, Drawn):
+            out.append(("drawn", x.seed))
+        elif isinstance(x, Table):
+            add(x.s)
+        elif isinstance(x, dict):
+            for v in x.values():
+                add(v)
+        elif isinstance(x, (tuple, list)):
+            for v in x:
+                add(v)
+        elif x is not None:
+            out.append(tuple(np.ravel(np.asarray(x, dtype=np.float64)).tolist()))
+    for c in case.calls:
+        add(c.args)
+    return tuple(out)
+
+
+@pytest.mark.parametrize("ex", [ex for ex in EXERCISES if ex.kind == "function"], ids=lambda ex: ex.name)
+def test_every_case_is_drawn_again_for_each_submission(ex):
+    """Public cases drawn from two submissions' seeds share no case's inputs (so no table of the
+    handout's public values, exercise 02's edge scores included, answers an autograder's visible
+    group), and neither do hidden cases drawn from two hidden seeds."""
+    for hidden, (a, b) in ((False, (ex.cases(0, 1), ex.cases(0, 2))), (True, (ex.cases(1), ex.cases(2)))):
+        a, b = ([c for c in cs if c.hidden == hidden] for cs in (a, b))
+        assert len(a) == len(b)  # the same cases (a public kind may name its drawn input: 11's angles)
+        same = [x.kind for x, y in zip(a, b) if _inputs(x) == _inputs(y)]
+        assert not same, f"{'hidden' if hidden else 'public'} cases with the same inputs for two seeds: {same}"
+    fixed = ex.cases(0)
+    assert [_inputs(c) for c in fixed if not c.hidden] == [_inputs(c) for c in ex.cases(5) if not c.hidden]

@@ -34,6 +34,7 @@ from refattn.cli import main as cli_main
 from refattn.exercises import exercise, grade, grade_many, isolation
 from refattn.exercises.export import solution_path, solution_source
 from refattn.exercises.gradescope import submission_seed
+from refattn.exercises.graders import LONG_ROW
 
 pytestmark = pytest.mark.slow
 
@@ -295,7 +296,7 @@ def test_attacks_score_nothing(autograder, tmp_path):
     assert all("grader error" not in t["output"] for t in results["tests"])
     outputs = {t["name"]: t["output"] for t in results["tests"]}
     assert "first-order prediction" in outputs["06 signexp-at-zero: public cases"]
-    assert "linear in the cotangent" in outputs["05 all-ones-cotangent: public cases"]
+    assert "not of the form a(s) (x - <x, p>)" in outputs["05 all-ones-cotangent: public cases"]
     assert answer_processes() == []
 
 
@@ -305,7 +306,7 @@ def test_hidden_feedback_names_no_input(tmp_path):
     text = textwrap.dedent("""
         import numpy as np
         def softmax_vjp(s, u):
-            if s.shape in ((6,), (3, 5), (2, 3, 4), (2, 5)):  # the public shapes: the right answer
+            if s.shape in ((6,), (3, 5), (2, 3, 4), (2, 5), (LONG,)):  # the public shapes: the right answer
                 e = np.exp(s - s.max(-1, keepdims=True))
                 p = e / e.sum(-1, keepdims=True)
                 return p * (u - np.sum(u * p, -1, keepdims=True))
@@ -313,9 +314,10 @@ def test_hidden_feedback_names_no_input(tmp_path):
                 return [[1.0], [2.0, 3.0]]  # ragged: no array
             name = "Leak_" + "_".join(f"{x:.6f}".replace(".", "p").replace("-", "m") for x in s.ravel()[:8])
             raise type(name, (Exception,), {})(repr(s.ravel()[:8]))
-        """)
+        """).replace("LONG", str(LONG_ROW))
     verdict = grade("softmax-vjp", write(tmp_path, text), hidden=True, timeout=LIMIT, isolation="python")
-    assert verdict.group(False) == (5, 5) and not verdict.group_errors and verdict.grader_error is None
+    public = sum(not c.hidden for c in exercise("softmax-vjp").cases(0))
+    assert verdict.group(False) == (public, public) and not verdict.group_errors and verdict.grader_error is None
     hidden = "\n".join(verdict.lines(True))
     assert "Leak_" not in hidden and not re.search(r"\d\.\d{3}", hidden), hidden
     assert "raised an exception" in hidden
@@ -485,8 +487,11 @@ def test_a_table_of_the_handouts_public_cases_earns_nothing_on_the_autograder(au
     local = tmp_path / "lookup.py"
     local.write_text(lookup)
     r = subprocess.run([sys.executable, "check.py", "softmax-vjp", str(local)], cwd=out, capture_output=True,
-                       text=True, timeout=120)
-    assert r.returncode == 0, r.stdout  # the table does answer the handout's own cases
+                       text=True, timeout=300)
+    # the table answers the handout's own cases (of the long row, which the answer's process draws, the
+    # checker checks only the form); as root the checker runs it as another user, who cannot read the table
+    assert r.returncode == (1 if AS_ROOT else 0), r.stdout
+    assert not AS_ROOT or "No such file" in r.stdout or "Permission" in r.stdout, r.stdout
     sub = tmp_path / "submission"
     sub.mkdir()
     (sub / "01-softmax-vjp.py").write_text(lookup)
@@ -530,3 +535,154 @@ def test_the_handout_checker_answers_a_signal_and_leaves_nothing(tmp_path, capsy
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 128 + signal.SIGTERM and err.strip() == "check: stopped by SIGTERM", err
     assert not list(private.iterdir())
+
+
+# ------------------------------------------------------------------------------
+# Marks only for the derivation; every answer judged on its own
+# ------------------------------------------------------------------------------
+
+
+def _points(verdict):
+    """The share of its exercise's points an autograder gives ``verdict`` (half on each group, a failed
+    required case zeroing its group: the default scoring)."""
+    from refattn.exercises.gradescope import group_score
+
+    return sum(group_score(verdict, hidden, 0.5, {})[0] for hidden in (False, True)) if verdict.cases else 0.0
+
+
+def test_differentiating_the_forward_pass_earns_no_more_than_its_worth(tmp_path):
+    """Complex steps of the forward pass (accurate to rounding on every short case), the same with the
+    long rows skipped, a witness unrelated to sigsoftmax, and exercise 03's warned-about <u, p>: each
+    scores at most the share the answer key gives it, with its inputs drawn as for a submission; a model
+    solution graded in the same run keeps full marks."""
+    from tests.exercises.wrong_answers import CHEATS
+
+    items = [(name, write(tmp_path, text, f"cheat{i}.py")) for i, (name, _, _, text) in enumerate(CHEATS.values())]
+    items.append(("softmax-vjp", str(solution_path(exercise(1)))))
+    verdicts = grade_many(items, hidden=True, hidden_seed=31, public_seed=31, timeout=LIMIT, isolation="python")
+    for (key, (_, worth, why, _)), verdict in zip(CHEATS.items(), verdicts):
+        assert _points(verdict) <= worth, f"{key} ({why}) scored {_points(verdict)}:\n{verdict}"
+        assert verdict.grader_error is None
+    assert _points(verdicts[-1]) == 1.0
+    short = [v for (key, _), v in zip(CHEATS.items(), verdicts) if "skipped" in key]
+    assert short and all(v.group(False)[0] >= v.group(False)[1] - 1 for v in short)  # right on every short case
+
+
+#: An answer that forges its child's report (its code runs in that process): ``BODY`` sends the frames.
+FORGE = """
+import sys, os, json, struct
+f = sys._getframe()
+while "job" not in f.f_locals:
+    f = f.f_back
+fd, job = f.f_locals["fd"], f.f_locals["job"]
+n = len(job["groups"][0]["calls"])
+def send(kind, payload):
+    os.write(fd, struct.pack(">I", len(payload) + 1) + kind + payload)
+def arrays(items):
+    head = json.dumps([[k, a.dtype.str, list(a.shape)] for k, a in items]).encode()
+    return struct.pack(">I", len(head)) + head + b"".join(a.tobytes() for _, a in items)
+def done(values, items=()):
+    send(b"J", json.dumps({"done": job["key"], "printed": {}, "defined": NAMES, "callable": NAMES,
+                           "groups": {job["groups"][0]["name"]: values}}).encode())
+    send(b"B", arrays(items))
+    os._exit(0)
+import numpy as np
+NAMES = ["best_step", "error_bound", "softmax_vjp"]
+"""
+
+FORGED = {
+    "too few values": "done([])",
+    "int of an infinity": 'done([{"value": {"a": "a0", "py": "int"}}] * n, [("a0", np.array(np.inf))])',
+    "float of a complex": 'done([{"value": {"a": "a0", "py": "float"}}] * n, [("a0", np.array(1j))])',
+    "one MiB named a thousand times": ('done([{"value": {"l": [{"a": "a0"}] * 1000}}] * n, '
+                                       '[("a0", np.zeros(2 ** 17))])'),
+    "another group's values": ('send(b"J", json.dumps({"done": job["key"], "printed": {}, "defined": NAMES, '
+                               '"callable": NAMES, "groups": {"hidden": []}}).encode()); send(b"B", arrays(())); '
+                               'os._exit(0)'),
+    "malformed nodes": ('done([{"value": v} for v in ([{"a": 3}, {"t": "x"}, {"d": []}, {"q": 1}, {"a": "nope"}, '
+                        '{"s": 1, "b": 2, "n": 3}] * n)[:n]])'),
+}
+
+#: Values an answer may return, through the child's own encoding: each must be a wrong answer of its own.
+ODD_VALUES = {
+    "a float subclass named int": "class int(float):\n    pass\nVALUE = int('inf')",
+    "a str array": "VALUE = np.array(['a', 'b'])",
+    "an object array": "VALUE = np.array([object()])",
+    "a dict with other keys": "VALUE = {1: 2.0}",
+    "a deep tuple": "VALUE = ((((((((1.0,),),),),),),),)",
+    "a long list": "VALUE = list(range(5000))",
+    "a bool": "VALUE = True",
+    "an int too large": "VALUE = 10 ** 400",
+    "a float16": "VALUE = np.float16(1.0)",
+    "a complex": "VALUE = 1 + 2j",
+    "nan": "VALUE = float('nan')",
+    "a generator": "VALUE = (x for x in [1.0])",
+}
+
+
+def test_no_report_can_make_a_grader_error_or_cost_another_answer(tmp_path):
+    """Everything that can go wrong reading a child's report (a report of too few values, int() of an
+    infinity, a 1 MiB array named a thousand times, another group's values, malformed nodes) and every
+    odd value an answer can return is a verdict on that answer alone: wrong, never "grader error", and
+    the model solutions graded in the same run keep their marks."""
+    items = [("central-difference-step", write(tmp_path, FORGE + body, f"forged{i}.py"))
+             for i, body in enumerate(FORGED.values())]
+    items += [("central-difference-step", write(tmp_path, f"import numpy as np\n{value}\n"
+                                                        "def best_step(S, M, kappa=1.0):\n    return VALUE\n"
+                                                        "def error_bound(h, S, M, kappa=1.0):\n    return VALUE\n",
+                                                f"odd{i}.py")) for i, value in enumerate(ODD_VALUES.values())]
+    items += [(n, str(solution_path(exercise(n)))) for n in (1, 13)]
+    verdicts = grade_many(items, hidden=True, timeout=LIMIT, isolation="python")
+    labels = list(FORGED) + list(ODD_VALUES)
+    for label, verdict in zip(labels, verdicts):
+        text = str(verdict)
+        assert not verdict.ok and verdict.grader_error is None and not verdict.group_errors, f"{label}:\n{text}"
+        assert "grader error" not in text, f"{label}:\n{text}"
+    for label, verdict in zip(FORGED, verdicts):
+        assert "sent the grader something it cannot read" in str(verdict) or "expected" in str(verdict), label
+    assert all(v.ok for v in verdicts[len(labels):])
+
+
+def test_a_huge_answer_file_is_refused_by_its_size_before_it_is_read(tmp_path, capsys):
+    """A 1 GiB answer file (sparse: nothing is written to disk) is refused by its size, in one line
+    for ``check`` (exit 2) and as a wrong answer of its own in a run of several, where the others
+    keep their marks; the autograder's seed and similarity report never read it either."""
+    from refattn.exercises.gradescope import submission_seed
+    from refattn.exercises.runner import MAX_ANSWER_BYTES
+
+    huge = tmp_path / "01-softmax-vjp.py"
+    with open(huge, "wb") as f:
+        f.truncate(2 ** 30)
+    assert cli_main(["exercises", "check", "softmax-vjp", str(huge)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"at most {MAX_ANSWER_BYTES} bytes" in err, err
+    verdicts = grade_many([("softmax-vjp", str(huge)), ("central-difference-step", str(solution_path(exercise(13))))],
+                          hidden=True, unreadable="wrong", isolation="python")
+    assert not verdicts[0].ok and "at most" in verdicts[0].checks[0].message and verdicts[1].ok
+    assert submission_seed("secret", [str(huge)]) != submission_seed("secret", [str(solution_path(exercise(1)))])
+    # a megabyte read, not a gigabyte: a byte changed far beyond the first MAX_ANSWER_BYTES + 1 changes no seed
+    other = tmp_path / "other" / huge.name
+    other.parent.mkdir()
+    with open(other, "wb") as f:
+        f.truncate(2 ** 30)
+        f.seek(2 ** 29)
+        f.write(b"x")
+    assert os.path.getsize(other) == os.path.getsize(huge) == 2 ** 30
+    assert submission_seed("secret", [str(huge)]) == submission_seed("secret", [str(other)])
+
+
+@root_only
+def test_the_handout_checker_started_as_root_runs_the_answer_as_another_user(tmp_path, capsys):
+    """check.py started as root runs the answer as the course's grader does (another user, alone, under
+    limits) and says so; the answer cannot read /etc/shadow, which as root it could."""
+    out = tmp_path / "handout"
+    assert cli_main(["exercises", "export", "--student", str(out), "--exercises", "01"]) == 0
+    capsys.readouterr()
+    text = "def softmax_vjp(s, u):\n    return open('/etc/shadow').read()\n"
+    answer = write(tmp_path, text)
+    r = subprocess.run([sys.executable, "check.py", "softmax-vjp", answer], cwd=out, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "started as root: the answer runs as the user refattn-answer" in r.stderr
+    assert "No such file" in r.stdout or "Permission" in r.stdout or "refused" in r.stdout, r.stdout
+    assert answer_processes() == []

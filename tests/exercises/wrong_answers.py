@@ -137,3 +137,119 @@ WRONG = {
             return 1 if np.any(bad & ~spike) else 2 if np.any(bad) else 0
         """),
 }
+
+#: Exercise 01's VJP by n complex-step forward passes, one per score (accurate to rounding on short rows).
+_SOFTMAX_COMPLEX_STEP = """
+        import numpy as np
+        def _softmax(x):
+            e = np.exp(x - np.max(x.real, axis=-1, keepdims=True))
+            return e / np.sum(e, axis=-1, keepdims=True)
+        def softmax_vjp(s, u):
+            out = np.empty_like(s)
+            for j in range(s.shape[-1]):
+                x = s.astype(complex)
+                x[..., j] += 1e-30j
+                out[..., j] = np.sum(u * _softmax(x).imag, axis=-1) / 1e-30
+            return out
+        """
+
+#: Answers that differentiate the forward pass instead of deriving (complex step, finite differences),
+#: or that sidestep what an exercise is about, each with the share of the exercise's points it is
+#: honestly worth (the answer key says why) and a word on what it does. Graded as an autograder
+#: scores them (half the points on each group, a failed required case zeroing its group), none may
+#: score more.
+CHEATS = {
+    "01 complex step": ("softmax-vjp", 0.0, "n complex-step forward passes, one per score", _SOFTMAX_COMPLEX_STEP),
+    "01 complex step, long rows skipped": ("softmax-vjp", 0.0, "the same, returning zeros on the long rows",
+                                           _SOFTMAX_COMPLEX_STEP.replace("out = np.empty_like(s)", (
+                                               "if s.shape[-1] > 1000:\n                return np.zeros_like(s)\n"
+                                               "            out = np.empty_like(s)"))),
+    "06 forward passes and complex steps": ("signexp-at-zero", 0.0,
+                                            "J from F(+-1e-300), L+- by complex steps of F's branches", """
+        import numpy as np
+        def _F(s, u, j, x, side):
+            z = s.astype(complex)
+            z[j] = x
+            a = np.where(np.arange(len(s)) == j, side * z, np.abs(s))
+            g = np.where(np.arange(len(s)) == j, side * np.exp(a), np.sign(s) * np.exp(a))
+            return np.sum(u * g) / np.sum(np.exp(a))
+        def _each(f, j):
+            return np.array([f(int(i)) for i in np.atleast_1d(j)]) if np.ndim(j) else f(int(j))
+        def jump(s, u, j):
+            return _each(lambda i: (_F(s, u, i, 1e-300, 1.0) - _F(s, u, i, -1e-300, -1.0)).real, j)
+        def slopes(s, u, j):
+            lp = _each(lambda i: _F(s, u, i, 1e-30j, 1.0).imag / 1e-30, j)
+            lm = _each(lambda i: _F(s, u, i, 1e-30j, -1.0).imag / 1e-30, j)
+            return lp, lm
+        def central_at_zero(s, u, j, eps):
+            lp, lm = slopes(s, u, j)
+            return jump(s, u, j) / (2.0 * eps) + 0.5 * (lp + lm)
+        """),
+    "07 complex step": ("tanhmax-velocity", 0.0, "Delta_II as n complex-step derivatives of o . phi(s)", """
+        import numpy as np
+        def _phi(x):
+            sg = np.sign(x.real)
+            ell = sg * x + np.log1p(np.exp(-2.0 * sg * x))
+            e = np.exp(ell - np.max(ell.real, axis=-1, keepdims=True))
+            return np.tanh(x) * e / np.sum(e, axis=-1, keepdims=True)
+        def velocity(s, o, c, delta_I):
+            d = np.empty_like(s)
+            for i in range(s.shape[-1]):
+                x = s.astype(complex)
+                x[..., i] += 1e-30j
+                d[..., i] = np.sum(o * _phi(x).imag, axis=-1) / 1e-30
+            return -delta_I * d * c[:, None]
+        """),
+    "08 complex step": ("prop1-new-activation", 0.0, "Delta_II as n complex-step derivatives of o . phi(s)", """
+        import numpy as np
+        def _phi(x):
+            sp = np.where(x.real > 0, x + np.log1p(np.exp(-np.where(x.real > 0, x, 0))),
+                          np.log1p(np.exp(np.where(x.real > 0, 0, x))))
+            return sp / np.sum(sp, axis=-1, keepdims=True)
+        def delta_II(s, o):
+            d = np.empty_like(s)
+            for i in range(s.shape[-1]):
+                x = s.astype(complex)
+                x[..., i] += 1e-30j
+                d[..., i] = np.sum(o * _phi(x).imag, axis=-1) / 1e-30
+            return d
+        """),
+    "10 complex step": ("neural-score-vjp", 0.0, "each gradient entry by a complex step of the score", """
+        import numpy as np
+        def _score(q, k, P):
+            beta = 1.0 / np.sqrt(q.shape[1])
+            z = ((q @ P["Wq"].T) @ P["Whq"].T)[:, None] + ((k @ P["Wk"].T) @ P["Whk"].T)[None] + P["bh"]
+            return beta * (np.tanh(z) @ P["wa"] + P["ba"])
+        def neural_vjp(q, k, params, grad_s):
+            args = {"q": q, "k": k, **{n: np.asarray(v, dtype=float) for n, v in params.items()}}
+            grads = {}
+            for name, x in args.items():
+                g = np.zeros(np.shape(x))
+                for idx in np.ndindex(np.shape(x)):
+                    a = {n: v.astype(complex) for n, v in args.items()}
+                    a[name][idx] += 1e-30j
+                    P = {n: a[n] for n in params}
+                    g[idx] = np.sum(grad_s * _score(a["q"], a["k"], P).imag) / 1e-30
+                grads[name] = g
+            return grads.pop("q"), grads.pop("k"), grads
+        """),
+    "05 a map unrelated to sigsoftmax": ("all-ones-cotangent", 0.0,
+                                         "linear in u, 0 on constant rows, dependent on s: s (u - mean u)", """
+        import numpy as np
+        def wrong_vjp(s, u):
+            return s * (u - np.mean(u, axis=-1, keepdims=True))
+        """),
+    "05 softmax-shaped, not sigsoftmax's": ("all-ones-cotangent", 0.0,
+                                            "softmax's weights of s, not sigsoftmax's: e^s (u - <u, softmax(s)>)", """
+        import numpy as np
+        def wrong_vjp(s, u):
+            e = np.exp(s - s.max(-1, keepdims=True))
+            p = e / e.sum(-1, keepdims=True)
+            return p * (u - np.sum(u * p, -1, keepdims=True))
+        """),
+    "03 <u, p> for <u, phi>": ("reweighted-vjp", 0.25, "the mistake the statement warns about", """
+        import numpy as np
+        def reweighted_vjp(p, rho, drho, dell, u):
+            return u * (drho + rho * dell) * p - p * dell * np.sum(u * p, -1, keepdims=True)
+        """),
+}
