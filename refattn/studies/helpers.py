@@ -8,6 +8,7 @@ folders, files and git.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 from pathlib import Path
@@ -18,7 +19,7 @@ import refattn
 
 from ..training.tasks.sst2 import ENV_VAR
 
-__all__ = ["DATA_HELP", "sibling_data_dir", "resolve_data_dir", "nonempty", "maximal_phrases", "code_commit",
+__all__ = ["DATA_HELP", "sibling_data_dir", "resolve_data_dir", "data_digests", "nonempty", "maximal_phrases", "code_commit",
            "number_name"]
 
 #: The help of every command's SST-2 folder option.
@@ -63,6 +64,19 @@ def resolve_data_dir(path=None, option="--data"):
         raise FileNotFoundError(f"{source}: {str(folder)!r} has no {' or '.join(missing)}; pass {option} DIR "
                                 f"or set ${ENV_VAR} to the folder holding SST-2's train.tsv and dev.tsv")
     return folder
+
+
+def data_digests(folder):
+    """The SHA-256 of the SST-2 folder's ``train.tsv`` and ``dev.tsv``: what a results file records of the
+    data its cells were trained on, so that a resume on other data is refused (docs/cli.md, "Results files")."""
+    out = {}
+    for name in ("train.tsv", "dev.tsv"):
+        h = hashlib.sha256()
+        with open(Path(folder) / name, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+        out[name] = h.hexdigest()
+    return out
 
 
 def nonempty(sentences, labels):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 
 import numpy as np
@@ -170,3 +171,60 @@ def test_lm_study_cli_records_its_command_and_resumes(tmp_path, monkeypatch, cap
     assert json.loads(capsys.readouterr().out)["cells"] == saved["cells"]
     assert main(["lm-study", "--phases", "table,,long"]) == 2
     assert "--phases" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------
+# What a cell reads is read once, fingerprinted, and sent with the cell
+# --------------------------------------------------------------------------
+
+#: A formula that rewrites its own file the first time a model evaluates it (scores of 3 or more axes, not
+#: the check points of its definition): an edit in the middle of a run.
+SELF_EDITING = '''
+import autograd.numpy as anp
+
+def g(s):
+    if anp.ndim(s) >= 3 and not hasattr(g, "edited"):
+        g.edited = True
+        with open(__file__, "a") as fh:
+            fh.write("\\na = {'g': lambda s: anp.exp(3 * s), 'h': lambda s: anp.exp(3 * s)}\\n")
+    return anp.exp(s)
+
+a = {"g": g, "h": g}
+'''
+
+STEADY = '''
+import autograd.numpy as anp
+
+def g(s):
+    return anp.exp(s)
+
+a = {"g": g, "h": g}
+'''
+
+
+LM_ARGS = ["lm-study", "--data", "toy", "--lrs", "0.01,0.003", "--seeds", "1", "--steps", "3", "--long-steps", "3",
+           "--long-evals", "1", "--phases", "tune,long", "--json"]
+
+
+def test_a_formula_edited_mid_run_changes_no_cell(tmp_path, monkeypatch, capsys):
+    """The formula is read once, its SHA-256 recorded, and the cells run that formula, whatever happens to the
+    file while the grid runs: every cell equals the same grid run from a file that never changed."""
+    from refattn.cli import main  # noqa: PLC0415
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine.py").write_text(SELF_EDITING)
+    (tmp_path / "steady.py").write_text(STEADY)
+    original = hashlib.sha256(SELF_EDITING.encode()).hexdigest()
+    assert main(LM_ARGS + ["--activations", "softmax,mine.py:a", "--results", "edited.json"]) == 0
+    assert (tmp_path / "mine.py").read_text() != SELF_EDITING  # it did change during the run
+    assert main(LM_ARGS + ["--activations", "softmax,steady.py:a", "--results", "steady.json"]) == 0
+    capsys.readouterr()
+    edited, steady = (json.loads((tmp_path / f).read_text()) for f in ("edited.json", "steady.json"))
+    assert edited["settings"]["activation_files"]["a"]["sha256"] == original
+    strip = lambda rec: {k: v for k, v in rec.items() if k != "train_seconds"}  # noqa: E731
+    assert set(edited["cells"]) == set(steady["cells"])
+    for key in edited["cells"]:
+        assert strip(edited["cells"][key]) == strip(steady["cells"][key]), key
+    # the file as it is now is another formula: resuming with it is refused, naming it
+    assert main(LM_ARGS + ["--activations", "softmax,mine.py:a", "--results", "edited.json"]) == 2
+    assert "activation_files" in capsys.readouterr().err
