@@ -531,6 +531,10 @@ def _derivative_line(d):
     verdict = "ok" if d["ok"] else "FAIL"
     line = (f"  {d['derivative']:<16s} by hand: max relative error {d['max_rel_error']:.2e} vs autograd "
             f"(worst at s = {worst['s']:.6g}) over {where}  {verdict}")
+    skipped = d.get("not_compared") or []
+    if skipped:
+        line += (f"\n      not compared at {len(skipped)} point(s), s in [{min(skipped):g}, {max(skipped):g}]: "
+                 f"autograd's derivative of {d['of']} is not finite there (it overflows), so it is no reference")
     for k in d["kinks"][:1] if d["worst"]["rel_error"] <= d["tolerance"] else ():
         line += (f"\n      differs at s = {k['s']:g}, a kink of {d['of']} nobody declared "
                  f"(slopes {k['left_slope']:.6g} "

@@ -332,3 +332,14 @@ def test_every_failure_says_why(wide, capsys):
         if line.rstrip().endswith("FAIL") or " FAIL:" in line or line.strip().startswith("FAIL"):
             assert "float64" in line or (i + 1 < len(lines) and lines[i + 1].startswith("    ")), (line, out)
     assert "come back float64 for float32 scores" in out
+
+
+def test_points_where_autograds_derivative_overflows_are_named_not_skipped_in_silence(tmp_path, capsys):
+    p = tmp_path / "big.py"
+    p.write_text('import autograd.numpy as anp\nbig = {"g": anp.exp, "h": anp.exp, "dg": anp.exp, "dh": anp.exp}\n')
+    code, out, _ = _check(capsys, "--activation", f"{p}:big", "--range", "-800,800")
+    assert code == 0, out
+    assert "not compared at" in out and "autograd's derivative of g" in out and "is not finite there" in out, out
+    code, out, _ = _check(capsys, "--json", "--activation", f"{p}:big", "--range", "-800,800")
+    skipped = json.loads(out)["derivatives"][0]["not_compared"]
+    assert skipped and min(skipped) > 709  # e^s overflows past s = 709.78

@@ -76,6 +76,7 @@ from ..training.train import check_resumable, checkpoint_paths, train
 from ..custom import activation_label, activation_record
 from . import StudySettings, activation_option, max_memory, option, resolve_activation
 from .helpers import DATA_HELP, maximal_phrases, resolve_data_dir
+from .statistics import mean_std
 
 __all__ = [
     "DEFAULTS",
@@ -435,11 +436,6 @@ def memory_estimate(seeds, *, layers, width, heads, n_ctx, batch_size, vocab, it
     return int(seeds) * itemsize * per_seed + 16 * 2**20
 
 
-def _mean_std(values):
-    v = np.asarray(values, dtype=float)
-    return float(v.mean()), (float(v.std(ddof=1)) if v.size > 1 else None)
-
-
 def run_lm(settings, *, progress=None, on_result=None):
     """The toy LM trained once per variant (:func:`_train_variant`), all seeds batched, beside the n-gram
     yardsticks (:func:`ngram_baseline`): validation loss, perplexity and accuracy (:class:`Settings`;
@@ -557,7 +553,7 @@ def _train_variant(settings, name, value, corpus, seeds, make_batches, dev, chec
              "finite": finite, "curve": curve, "train_seconds": seconds,
              "resumed_from": run["resumed_from"]}
     for key, vals in (("dev_loss", loss), ("dev_perplexity", ppl), ("dev_accuracy", acc)):
-        entry[key + "_mean"], entry[key + "_std"] = _mean_std(vals)
+        entry[key + "_mean"], entry[key + "_std"] = mean_std(vals)
     if settings.sample_chars:
         with single_threaded_blas():
             entry["samples"] = _samples(model, params, corpus, settings.n_ctx, settings.sample_chars)

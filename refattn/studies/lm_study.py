@@ -43,6 +43,7 @@ from ..training.runs import CellStore, session
 from . import StudySettings, activation_option, grid, lm, max_memory, option, resolve_activation
 from .helpers import DATA_HELP, code_commit, data_digests, number_name, resolve_data_dir
 from .lm import DEFAULTS, SPECIAL, VARIANTS, run_lm
+from .statistics import mean_std
 
 __all__ = ["FOCUS", "LRS", "PHASES", "Settings", "run_lm_study", "run", "best_lrs", "gap_curve", "report", "plot"]
 
@@ -177,7 +178,8 @@ def run_lm_study(settings, *, command=None, progress=None):
                 out["gaps"][name] = {"dev_loss": gap_curve(rec, ref, "dev_loss"),
                                      "dev_accuracy": gap_curve(rec, ref, "dev_accuracy")}
 
-    store.read(lambda: (_read_records(cells), finish(), report(out)))  # read and reported before any work
+    store.read(lambda: (_read_records(cells, recorded, out["ran_on"], "ran_on" in store.previous), finish(),
+                        report(out)))  # read and reported before any work
     first, order, aliases = _first_cells(settings, variants, lrs, cells, cell)
     with runner:
         runner.run(first, into=cells, ran_on=out["ran_on"], then=lambda: (finish(), store.save(out)))
@@ -235,16 +237,46 @@ def _first_cells(settings, variants, lrs, cells, cell):
     return first, order, aliases
 
 
-def _read_records(cells):
+def _read_records(cells, settings, ran_on, placed):
     """Every record found in a results file read as the study reads it (its numbers, its curves), so that
-    a value of another kind is found before any work, not after the next run."""
-    for rec in cells.values():
-        for key in RECORD_KEYS:
-            if key.endswith(("_mean", "_std")):
-                _num(rec[key], ".4f")
-        for key in ("dev_loss", "dev_accuracy"):
-            if np.asarray(rec["curve"][key], dtype=float).ndim != 2:
-                raise ValueError(f"its curve {key!r} is not seeds x evaluations")
+    a value of another kind is found before any work, not after the next run: each cell is one of the grid
+    of ``settings`` (the results file's), its means, spreads and ``finite`` are those of its seeds' numbers
+    (:func:`refattn.studies.lm.run_lm`'s rule; a hand edit is refused, not reported as measured), and it has
+    its place (:func:`refattn.studies.grid.check_places`)."""
+    allowed = {_key("table", v, DEFAULTS["lr"]) for v in VARIANTS} | {
+        _key("tune", v, lr) for v in settings["variants"] for lr in settings["lrs"]}
+    runs = {f"{_key('long', v, lr)} steps=" for v in settings["variants"] for lr in settings["lrs"]}
+    for key, rec in cells.items():
+        head, _, steps = key.rpartition(" steps=")
+        if key not in allowed and not (f"{head} steps=" in runs and steps.isdigit()):
+            raise ValueError(f"cell {key!r} is not a run of its grid (variants {settings['variants']}, lrs "
+                             f"{settings['lrs']})")
+        _check_record(key, rec, settings["seeds"])
+    grid.check_places(cells, ran_on, placed)
+
+
+def _check_record(key, rec, seeds):
+    """One record's numbers against its seeds' (:func:`_read_records`)."""
+    if not (isinstance(rec["per_seed"], list) and len(rec["per_seed"]) == seeds
+            and all(isinstance(p, dict) for p in rec["per_seed"])):
+        raise ValueError(f"cell {key!r}: its per_seed is not one record for each of its {seeds} seeds")
+    values = {}
+    for name in ("dev_loss", "dev_perplexity", "dev_accuracy"):
+        values[name] = v = np.asarray([p[name] for p in rec["per_seed"]], dtype=float)  # null: not finite
+        derived = mean_std(v)
+        for stored, ours, what in zip((rec[name + "_mean"], rec[name + "_std"]), derived, ("mean", "std")):
+            a, b = (np.nan if x is None else float(x) for x in (stored, ours))
+            if not (a == b or np.isnan(a) and np.isnan(b) or np.isclose(a, b, rtol=1e-9, atol=0)):
+                raise ValueError(f"cell {key!r}: its {name}_{what} {stored} is not its seeds' ({ours})")
+    acc = values["dev_accuracy"]
+    if not np.all((acc >= 0) & (acc <= 1) | np.isnan(acc)):
+        raise ValueError(f"cell {key!r}: its dev_accuracy {acc.tolist()} is not an accuracy")
+    finite = bool(np.all(np.isfinite(values["dev_loss"])) and np.all(np.isfinite(values["dev_perplexity"])))
+    if rec["finite"] is not finite:
+        raise ValueError(f"cell {key!r}: its finite {rec['finite']!r} contradicts its seeds' numbers")
+    for name in ("dev_loss", "dev_accuracy"):
+        if np.asarray(rec["curve"][name], dtype=float).ndim != 2:
+            raise ValueError(f"cell {key!r}: its curve {name!r} is not seeds x evaluations")
 
 
 def _loaded(variant):
