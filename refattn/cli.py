@@ -216,10 +216,30 @@ def _open_results(out, command, argv, figure):
     check_folder(out, "--out")
     claim(out, "--out", folder=True)
     check_writable(figure, "--out")
+    path = os.path.join(out, f"{command}.json")
+    if os.path.exists(path + ".lock"):  # a grid's --results was (or is) this file: "in use", not "not a
+        claim(path, "--out")             # results file"; no lock file is made where there was none
+    _refuse_a_grids_file(path)
     try:
-        return ResultsFile(os.path.join(out, f"{command}.json"), ["refattn"] + list(argv), option="--out")
+        return ResultsFile(path, ["refattn"] + list(argv), option="--out")
     except OSError as exc:
         raise ValueError(f"--out: cannot write into {out!r} ({exc.strerror or exc})") from None
+
+
+def _refuse_a_grids_file(path):
+    """``path`` (``--out``'s results file) is not a grid's results file (``--results``): that one is resumed
+    or reported by ``--results``, and never replaced by ``--out``."""
+    import json  # noqa: PLC0415
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except (OSError, ValueError):
+        return  # missing, or not JSON: ResultsFile says what it is
+    if isinstance(doc, dict) and isinstance(doc.get("settings"), dict) and isinstance(doc.get("cells"), dict):
+        raise ValueError(f"--out: {path!r} is the results file of a grid ({len(doc['cells'])} cells, written by "
+                         f"--results), which --out would replace; it is left as it is: give --results {path} to "
+                         f"resume or report it, or another --out folder")
 
 
 def _write_figure(module, settings, result, out, results):
@@ -556,7 +576,11 @@ def _main(argv, state) -> int:
     except (ValueError, TypeError, OSError, MemoryError) as exc:
         if args.debug:
             raise
-        _say(f"refattn {args.command}: error:{_where(exc)} {_first_line(exc)}")
+        tail = ""
+        if isinstance(exc, OSError) and not getattr(exc, "_refattn_stdout", False):  # a full disk mid-run, say
+            with contextlib.suppress(Exception):  # (every write is atomic: what is on disk is whole)
+                tail = _kept(state, argv, only_if_kept=True).replace("; to resume,", "; to go on,")
+        _say(f"refattn {args.command}: error:{_where(exc)} {_first_line(exc)}{tail}")
         return 2
     except Exception as exc:  # noqa: BLE001 - no traceback reaches a user; --debug shows it
         if args.debug:
@@ -608,30 +632,40 @@ def _say(line):
 
 def _interrupted(state, argv, how="interrupted"):
     """The one line Ctrl-C (or a signal answered as it) prints: what the run kept on disk, and how to go on."""
+    command = state["command"]
+    prog = f"refattn {command}" if command else "refattn"
+    return f"{prog}: {how}" + _kept(state, argv)
+
+
+def _kept(state, argv, *, only_if_kept=False):
+    """What follows a run's last line (an interruption, a disk that filled): ``"; kept FILE (3 finished
+    runs); to resume, run the same command again: ..."``, or that nothing was saved; with
+    ``only_if_kept``, empty where no file was kept."""
     import shlex  # noqa: PLC0415
 
     command = state["command"]
-    prog = f"refattn {command}" if command else "refattn"
     kept = []
     if state["claimed"]:  # then refattn.training.runs is loaded: it claimed them
         from .training.runs import held_paths  # noqa: PLC0415
 
-        kept = [(option, path) for option, path in held_paths(state["claimed"]) if os.path.exists(path)]
+        kept = [(option, path) for option, path in held_paths(state["claimed"]) if os.path.exists(path)
+                and (option != "--out" or os.path.isdir(path))]  # --out's file is told of with its folder
+    if only_if_kept and not kept:
+        return ""
     rerun = shlex.join(["refattn", *argv])
     resumable = [p for o, p in kept if o != "--out"]
     if not kept and state["claimed"]:  # outputs given, but nothing had finished to be written to them
         from .training.runs import held_paths  # noqa: PLC0415
 
         named = ", ".join(path for _, path in held_paths(state["claimed"]))
-        return (f"{prog}: {how} before anything was saved to {named}; run the same command again to "
-                f"start: {rerun}")
+        return f" before anything was saved to {named}; run the same command again to start: {rerun}"
     if not kept:
-        return f"{prog}: {how}; nothing was saved{_resume_hint(command)}"
+        return f"; nothing was saved{_resume_hint(command)}"
     names = [_describe(option, path, command) for option, path in kept]
     shown = "; ".join(names[:4]) + (f"; and {len(names) - 4} more" if len(names) > 4 else "")
     if resumable:
-        return f"{prog}: {how}; kept {shown}; to resume, run the same command again: {rerun}"
-    return f"{prog}: {how}; kept {shown}{_resume_hint(command)}"
+        return f"; kept {shown}; to resume, run the same command again: {rerun}"
+    return f"; kept {shown}{_resume_hint(command)}"
 
 
 def _describe(option, path, command):

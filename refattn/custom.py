@@ -590,7 +590,8 @@ def compare_derivative(given, f, x, *, singular_scores=(), role="dg", frole="g",
         ``derivative`` (``role``), ``of`` (``frole``), ``given``, ``points`` and ``range`` (away from the
         declared points), ``max_rel_error``, ``worst`` (``s``, ``given``, ``autograd``, ``rel_error``),
         ``kinks`` (undeclared, with both slopes), ``singular`` (per declared score: ``s``, ``given``,
-        ``autograd``, ``left_slope``, ``right_slope``, ``rel_error``, ``ok``), ``tolerance`` and ``ok``. A
+        ``autograd``, ``left_slope``, ``right_slope``, ``rel_error``, ``ok``), ``not_compared`` (the points
+        where autograd's derivative is not finite, so that nothing is compared there), ``tolerance`` and ``ok``. A
         ``ValueError`` names ``traced`` (default ``"<frole> (autograd)"``) or ``role`` where autograd or
         ``given`` cannot be evaluated.
     """
@@ -619,7 +620,8 @@ def compare_derivative(given, f, x, *, singular_scores=(), role="dg", frole="g",
               "kinks": [{"s": float(x[j]), "given": float(got[j]), "autograd": float(ref[j]),
                          "left_slope": float(left[j]), "right_slope": float(right[j]), "rel_error": float(err[j])}
                         for j in np.flatnonzero(bad & kink & ~at)[:5]],
-              "singular": []}
+              "singular": [],
+              "not_compared": [float(v) for v in x[~fin & ~at]]}  # autograd's reference is not finite there
     for c in dict.fromkeys(float(v) for v in x[at]):
         j = int(np.flatnonzero(x == c)[0])
         report["singular"].append({"s": c, "given": float(got[j]), "autograd": float(ref[j]),

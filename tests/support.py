@@ -150,7 +150,7 @@ def default_sigint():
 
 
 __all__ = ["RTOL_AUTOGRAD", "RTOL_CENTRAL", "EXTRAS", "needs", "skip_unless", "missing", "required",
-           "TINY", "PATIENCE_S", "wait_for", "random_scores", "default_sigint"]
+           "TINY", "PATIENCE_S", "wait_for", "random_scores", "default_sigint", "SELF_EDITING"]
 
 
 class SExp(_Activation):
@@ -169,3 +169,19 @@ class SExp(_Activation):
         return s
 
     dell = drho
+
+
+#: A formula that rewrites its own file the first time a model evaluates it (scores of 3 or more axes, not
+#: the check points of its definition): an edit in the middle of a run.
+SELF_EDITING = '''
+import autograd.numpy as anp
+
+def g(s):
+    if anp.ndim(s) >= 3 and not hasattr(g, "edited"):
+        g.edited = True
+        with open(__file__, "a") as fh:
+            fh.write("\\na = {'g': lambda s: anp.exp(3 * s), 'h': lambda s: anp.exp(3 * s)}\\n")
+    return anp.exp(s)
+
+a = {"g": g, "h": g}
+'''

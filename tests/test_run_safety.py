@@ -169,14 +169,17 @@ def _without_clock(obj):
 
 
 def test_a_full_disk_during_a_save_keeps_the_checkpoint_and_names_the_file(small_disk, tmp_path, capsys):
-    """A disk with no room for the next save fails at that save in one line naming the file; the
-    checkpoint before it is whole, no temporary is left, and the run resumes bit for bit."""
+    """A disk with no room for the next save fails at that save in one line naming the file, what was kept
+    and how to go on; the checkpoint before it is whole, no temporary is left, and the run resumes bit for
+    bit."""
     ck = small_disk / "ck.npz"
     assert cli.main(NT_TINY + ["--epochs", "3", "--checkpoint", str(ck)]) == 0
     capsys.readouterr()
     filler = _fill(small_disk)
     assert cli.main(NT_TINY + ["--epochs", "6", "--checkpoint", str(ck), "--json"]) == 2
-    assert _one_line(capsys.readouterr().err) == f"refattn nt: error: {ck}: No space left on device"
+    assert _one_line(capsys.readouterr().err) == (
+        f"refattn nt: error: {ck}: No space left on device; kept {ck} (3 epochs trained); to go on, run the same "
+        f"command again: refattn nt " + " ".join(NT_TINY[1:]) + f" --epochs 6 --checkpoint {ck} --json")
     assert load_checkpoint(ck)["epoch"] == 2
     assert not [p for p in os.listdir(small_disk) if ".partial-" in p]
     filler.unlink()
@@ -645,3 +648,44 @@ def test_a_diverged_lm_prints_no_verdict(capsys):
     verdicts = [line for line in text.splitlines() if "TanhMax Table 4" in line]
     assert verdicts and all("no verdict" in line and "diverged" in line for line in verdicts), text
     assert "same direction" not in text and "within noise" not in text and "OPPOSITE" not in text
+
+
+def test_out_on_a_grids_results_file_says_whose_it_is_while_it_runs_and_after(tmp_path, capsys):
+    """``--results DIR/nt-sensitivity.json`` running, then ``--out DIR``: "in use" while the grid runs, and
+    after it, that the file is a grid's results file (never "not a results file of refattn")."""
+    out = tmp_path / "d"
+    grid_file = out / "nt-sensitivity.json"
+    argv = ["nt-sensitivity"] + TINY["nt-sensitivity"]
+    assert cli.main(argv + ["--results", str(grid_file)]) == 0
+    before = grid_file.read_text()
+    capsys.readouterr()
+    with _held_by_another_process(grid_file):
+        assert cli.main(argv + ["--out", str(out)]) == 2
+        err = _one_line(capsys.readouterr().err)
+        assert "--out: " in err and "is in use by another run" in err, err
+    assert cli.main(argv + ["--out", str(out)]) == 2
+    err = _one_line(capsys.readouterr().err)
+    assert "--out: " in err and "is the results file of a grid" in err and f"--results {grid_file}" in err, err
+    assert grid_file.read_text() == before
+
+
+def test_a_disk_that_fills_mid_grid_says_what_was_kept_and_how_to_go_on(tmp_path, monkeypatch, capsys):
+    path = tmp_path / "r.json"
+    argv = ["nt-sensitivity"] + TINY["nt-sensitivity"] + ["--results", str(path)]
+    real, saves = os.replace, []
+
+    def full_disk(src, dst, *a, **kw):
+        if str(dst) == str(path):
+            saves.append(dst)
+            if len(saves) > 1:  # the first cell is saved, the second is not
+                raise OSError(errno.ENOSPC, "No space left on device")
+        return real(src, dst, *a, **kw)
+
+    monkeypatch.setattr(runs.os, "replace", full_disk)
+    assert cli.main(argv) == 2
+    err = _one_line(capsys.readouterr().err)
+    assert f"error: {path}: No space left on device; kept {path} (1 finished runs); to go on, run the same " \
+           f"command again: refattn nt-sensitivity" in err, err
+    monkeypatch.setattr(runs.os, "replace", real)
+    assert len(json.loads(path.read_text())["cells"]) == 1
+    assert cli.main(argv) == 0 and len(json.loads(path.read_text())["cells"]) == 2

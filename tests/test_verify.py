@@ -263,3 +263,83 @@ def test_plot_says_where_the_activation_is_not_finite(tmp_path):
     fig = plot_activation(steep, check_range=(-20.0, 20.0))
     texts = [t.get_text() for ax in fig.axes for t in ax.texts]
     assert any("not finite here" in t for t in texts)
+
+
+# --------------------------------------------------------------------------
+# A check fails only with a reason; a reference that cannot be trusted is named
+# --------------------------------------------------------------------------
+
+WIDE = '''
+import autograd.numpy as anp
+from refattn.core.activations import Activation
+
+soft = {"g": anp.exp, "h": anp.exp, "regularity": "smooth"}
+sig = {"g": lambda s: 1 / (1 + anp.exp(-s)), "h": lambda s: 1 / (1 + anp.exp(-s)), "regularity": "smooth"}
+tanhish = {"g": anp.sinh, "h": anp.cosh, "regularity": "smooth"}
+wrong_far = {"g": anp.exp, "h": anp.exp, "dh": lambda s: anp.where(s > 100.0, 0.5 * anp.exp(s), anp.exp(s))}
+
+class Wide(Activation):
+    name = "wide"
+    def rho(self, s):
+        return anp.tanh(s.astype("float64"))  # float64 whatever the scores
+    def drho(self, s):
+        return 1.0 - anp.tanh(s) ** 2
+    def ell(self, s):
+        return anp.logaddexp(s, -s)
+    def dell(self, s):
+        return anp.tanh(s)
+'''
+
+
+@pytest.fixture
+def wide(tmp_path):
+    p = tmp_path / "wide.py"
+    p.write_text(WIDE)
+    return p
+
+
+@pytest.mark.parametrize("name", ["soft", "sig"])
+def test_gradients_at_rounding_level_are_not_failures(name, wide, capsys):
+    """Over [-400, 400] one score dominates each row and every gradient is rounding noise (1e-16 and less):
+    a relative error there says nothing; the floor from the rounding bound passes a right VJP."""
+    code, out, err = _check(capsys, "--json", "--activation", f"{wide}:{name}", "--range", "-400,400")
+    r = json.loads(out)
+    assert code == 0 and r["ok"], [(x["name"], x["status"], x.get("reason")) for x in r["rows"]]
+
+
+def test_a_wrong_derivative_is_still_caught_over_a_wide_range(wide, capsys):
+    code, out, _ = _check(capsys, "--json", "--activation", f"{wide}:wrong_far", "--range", "-400,400")
+    r = json.loads(out)
+    assert code == 1 and not r["ok"] and not r["derivatives"][1]["ok"]
+
+
+@pytest.mark.parametrize("lo_hi", ["-400,400", "-700,700"])
+def test_autograds_overflow_is_named_not_counted_against_the_vjp(lo_hi, wide, capsys):
+    """autograd differentiates sinh/cosh through cosh^2, which overflows past |s| = 355: its reference is
+    not to be trusted there. The row says so (which rows, why) and central differences judge them."""
+    code, out, err = _check(capsys, "--activation", f"{wide}:tanhish", "--range", lo_hi)
+    assert code == 0, out
+    assert "autograd's reference overflows" in out and "central differences" in out
+    assert "RuntimeWarning" not in err
+
+
+def test_every_failure_says_why(wide, capsys):
+    """A float32 row whose rho returns float64, and a VJP row that fails, each carry a reason line."""
+    code, out, _ = _check(capsys, "--activation", f"{wide}:Wide", "--dtype", "float32")
+    assert code == 1
+    lines = out.splitlines()
+    for i, line in enumerate(lines):
+        if line.rstrip().endswith("FAIL") or " FAIL:" in line or line.strip().startswith("FAIL"):
+            assert "float64" in line or (i + 1 < len(lines) and lines[i + 1].startswith("    ")), (line, out)
+    assert "come back float64 for float32 scores" in out
+
+
+def test_points_where_autograds_derivative_overflows_are_named_not_skipped_in_silence(tmp_path, capsys):
+    p = tmp_path / "big.py"
+    p.write_text('import autograd.numpy as anp\nbig = {"g": anp.exp, "h": anp.exp, "dg": anp.exp, "dh": anp.exp}\n')
+    code, out, _ = _check(capsys, "--activation", f"{p}:big", "--range", "-800,800")
+    assert code == 0, out
+    assert "not compared at" in out and "autograd's derivative of g" in out and "is not finite there" in out, out
+    code, out, _ = _check(capsys, "--json", "--activation", f"{p}:big", "--range", "-800,800")
+    skipped = json.loads(out)["derivatives"][0]["not_compared"]
+    assert skipped and min(skipped) > 709  # e^s overflows past s = 709.78

@@ -194,7 +194,8 @@ class Activation:
         Returns
         -------
         phi : ndarray like ``s``, 0 where masked and on rows with no normaliser
-        cache : dict, ``s``, ``p``, ``axis`` and ``mask`` for :meth:`backward`; its ``s`` is forward's own
+        cache : dict, ``s``, ``p``, ``axis``, ``mask`` and ``made_by`` (this activation's class and name) for
+            :meth:`backward`, which refuses another activation's cache; its ``s`` is forward's own
             array (the first line makes it), so changing the caller's ``s`` in place before backward changes
             no gradient, and backward does not read ``mask``
         """
@@ -203,7 +204,8 @@ class Activation:
         s = s if mask is None else xp.where(mask, s, 0.0)  # a masked entry is ignored, whatever its score
         p = self.p(s, axis, mask)
         phi = self.rho(s) * p  # Eq. 01.R1
-        return phi, {"kind": "activation", "s": s, "p": p, "axis": axis, "mask": mask}
+        return phi, {"kind": "activation", "s": s, "p": p, "axis": axis, "mask": mask,
+                     "made_by": (type(self), self.name)}
 
     def __call__(self, s, axis=-1, mask=None):
         """The weights ``phi(s)`` alone: ``forward(s, axis, mask)[0]``."""

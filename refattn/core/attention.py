@@ -22,7 +22,7 @@ from .activations import Activation, activation as get_activation
 from .backend import array_module, shape_of, sum_to
 from .scores import Score, score as get_score
 
-__all__ = ["attention", "attention_backward", "causal_mask", "attention_args"]
+__all__ = ["attention", "attention_backward", "causal_mask", "padding", "rows", "attention_args"]
 
 
 def causal_mask(n_q: int, n_k: int | None = None, xp=None):
@@ -59,14 +59,19 @@ def attention(Q, K, V, *, score="scaled_dot", activation="softmax", params=None,
     if causal:
         tri = causal_mask(n_q, xp=xp)  # (n_q, n_k)
         mask = tri if mask is None else mask & tri
-    s, score_cache = sc.forward(Q, K, params)  # (..., n_q, n_k), or (..., n) per token
+    seen_q, seen_k = padding(xp, mask, sc.pairwise, shape_of(K)[:-2] + (n_q, shape_of(K)[-2]))
+    Q, K, V = rows(xp, Q, seen_q), rows(xp, K, seen_k), rows(xp, V, seen_k)  # padding's rows are 0 whatever
+    # they held: selected, never multiplied by a zero weight (0 NaN = NaN), so nothing in them reaches Y
+    with np.errstate(over="ignore", invalid="ignore"):  # a product that overflows is named just below
+        s, score_cache = sc.forward(Q, K, params)  # (..., n_q, n_k), or (..., n) per token
     if not sc.pairwise:
         s = s[..., None, :]  # (..., 1, n): one query row
+    checks.scores_in_domain(xp, s, mask, sc, Q, K, params)
     w, act_cache = act.forward(s, -1, mask)  # (..., n_q, n_k)   W = phi(S)
     out = w @ V  # (..., n_q, d_v)   Y = W V
     V = checks.owned(V)  # a copy: backward needs V as forward saw it, whatever the caller does to theirs
     return out, {"kind": "attention", "V": V, "s": s, "w": w, "mask": mask, "score": sc, "activation": act,
-                 "score_cache": score_cache, "act_cache": act_cache}
+                 "score_cache": score_cache, "act_cache": act_cache, "seen_q": seen_q, "seen_k": seen_k}
 
 
 def attention_backward(grad_out, cache):
@@ -82,7 +87,24 @@ def attention_backward(grad_out, cache):
     if not sc.pairwise:
         ds = ds[..., 0, :]  # (..., n)
     dQ, dK, dparams = sc.backward(ds, cache["score_cache"])  # derivations/02-scores.md
-    return dQ, dK, dV, dparams
+    seen_q, seen_k = cache["seen_q"], cache["seen_k"]  # padding's rows were selected away: gradient 0
+    return rows(xp, dQ, seen_q), rows(xp, dK, seen_k), rows(xp, dV, seen_k), dparams
+
+
+def padding(xp, mask, pairwise, shape):
+    """``(seen_q, seen_k)``: which query rows see some key and which key rows some query sees, each
+    ``(..., n, 1)`` to select rows of ``Q``, ``K``, ``V`` (a per-token score's one row per token serves
+    both); ``None`` without a mask. The others are padding: the mask promises that nothing in them counts."""
+    if mask is None:
+        return None, None
+    full = xp.broadcast_to(mask, shape)  # (..., n_q, n_k)
+    seen_k = xp.any(full, axis=-2)[..., None]  # (..., n_k, 1)
+    return (xp.any(full, axis=-1)[..., None] if pairwise else seen_k), seen_k
+
+
+def rows(xp, x, seen):
+    """``x`` with the rows that ``seen`` leaves out set to 0, by selection (``None`` stays ``None``)."""
+    return x if seen is None or x is None else xp.where(seen, x, 0.0)
 
 
 # --- The checks of attention's own arguments (plumbing: the formulas are above) --------------------
@@ -122,3 +144,4 @@ def attention_args(Q, K, V, score, activation, params, mask, causal, score_optio
         raise ValueError(f"causal: needs as many queries as keys, got n_q={n_q}, n_k={kshape[-2]}")
     sizes = {"d": kshape[-1], "n_q": n_q, "n_k": kshape[-2]}
     return sc, act, checks.check_params(sc, params, sizes), mask, n_q  # params checked before any work
+

@@ -15,11 +15,12 @@ from collections.abc import Mapping
 import numpy as np
 
 from . import backend
-from .backend import dtype_of, is_traced, shape_of
+from .backend import dtype_of, is_traced, shape_of, stop_gradient, to_numpy
 
 __all__ = ["check_not_subclass", "check_float_array", "check_int", "check_real", "check_axis", "check_mask", "check_grad",
            "activation_forward", "activation_backward", "score_forward", "score_backward", "score_inputs",
-           "check_cache", "check_params", "init_args", "gradcheck_args", "check_cotangent", "owned"]
+           "check_cache", "check_params", "init_args", "gradcheck_args", "check_cotangent", "owned",
+           "scores_in_domain"]
 
 
 # --- Values ----------------------------------------------------------------------------------------
@@ -132,11 +133,15 @@ def activation_forward(forward):
 
 
 def activation_backward(backward):
-    """Decorator: check that ``cache`` came from an activation's forward and ``grad_phi`` fits it."""
+    """Decorator: check that ``cache`` came from this activation's forward and ``grad_phi`` fits it."""
 
     @functools.wraps(backward)
     def checked(self, grad_phi, cache):
         check_cache(cache, "activation")
+        made_by = cache.get("made_by", (None, None))
+        if made_by != (type(self), self.name):
+            raise TypeError(f"cache: made by the forward of activation {made_by[1]!r}, not of {self.name!r}; give "
+                            f"{self.name!r}'s backward the cache its own forward returned")
         check_grad(grad_phi, "grad_phi", shape_of(cache["s"]))
         return backward(self, grad_phi, cache)
 
@@ -286,3 +291,29 @@ def check_cotangent(cotangent, shape, rng):
         warnings.warn("cotangent: all entries are equal; a softmax-like Jacobian has columns that sum to "
                       "zero, so a constant cotangent hides a wrong VJP (use a random one)", UserWarning, stacklevel=3)
     return u
+
+
+# --- Attention's domain: every kept score finite ----------------------------------------------------
+def scores_in_domain(xp, s, mask, sc, Q, K, params):
+    """Attention's domain: every kept score finite. A kept score that is not finite although ``Q``, ``K`` and
+    the score's parameters are (their product overflowed; ``beta |q_i| |k_j|`` below the dtype's largest
+    number rules that out for a dot score, by Cauchy-Schwarz) is one ``ValueError`` naming ``Q, K``; a
+    NaN or an infinity in an input propagates instead (derivation 01, section 4.4). Under ``jax.jit`` the
+    values are not known, and nothing is checked."""
+    bad = ~xp.isfinite(stop_gradient(s))
+    if mask is not None:
+        bad = bad & mask  # a masked score is ignored, whatever it is
+    try:
+        if not bool(xp.any(bad)):
+            return
+    except TypeError:  # a value JAX traces: not known now
+        return
+    inputs = [x for x in (Q, K, *params.values()) if x is not None]
+    if not all(bool(xp.all(xp.isfinite(stop_gradient(x)))) for x in inputs):
+        return  # NaN in, NaN out
+    where = tuple(int(i) for i in np.argwhere(np.asarray(to_numpy(stop_gradient(bad))))[0])
+    dtype = dtype_of(s)
+    raise ValueError(f"Q, K: the score {sc.name!r} at index {where} is {float(to_numpy(stop_gradient(s))[where])} "
+                     f"although every input is finite: the product overflows {dtype} (largest number "
+                     f"{np.finfo(dtype).max:.3g}); attention is defined where every kept score is finite; scale "
+                     f"Q or K down")

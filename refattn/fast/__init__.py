@@ -101,6 +101,9 @@ def attention(Q, K, V, *, score="scaled_dot", activation="softmax", params=None,
         tri = reference.causal_mask(n_q, xp=xp)
         keep = tri if keep is None else keep & tri
     shape = np.shape(K)[:-2] + (n_q, np.shape(K)[-2])  # (..., n_q, n_k)
+    seen = reference.padding(xp, keep if not strips or keep is None else _full_mask(keep, n_q), sc.pairwise, shape)
+    Q, K, V = reference.rows(xp, Q, seen[0]), reference.rows(xp, K, seen[1]), reference.rows(xp, V, seen[1])  # as
+    # the reference: padding's rows are 0, whatever they held
     size = _block_size(xp, shape, Q, K, V)
     if size is None:
         out, s, p, w, aux, score_cache = _forward(sc, act, Q, K, V, params, keep, strips)
@@ -116,7 +119,7 @@ def attention(Q, K, V, *, score="scaled_dot", activation="softmax", params=None,
     Q, K, V, keep = checks.owned(Q), checks.owned(K), checks.owned(V), checks.owned(keep)
     params = {k: checks.owned(v) for k, v in params.items()}
     cache = AttentionCache(Q=Q, K=K, V=V, params=params, p=p, w=w, mask=keep, score=sc, activation=act,
-                           score_cache=score_cache, block_size=size, strips=strips)
+                           score_cache=score_cache, block_size=size, strips=strips, seen=seen)
     if s is not None:
         cache["s"] = s
     if aux is not None and aux is not s:
@@ -176,8 +179,11 @@ def attention_backward(grad_out, cache):
     args = (V, aux, p, w, cache["score_cache"])
     size = cache["block_size"]  # the forward's blocks: their score caches are kept
     if size is None:
-        return _backward(sc, act, xp, grad_out, *args, strips)
-    return _backward_blocked(sc, act, grad_out, *args, size, strips)
+        dQ, dK, dV, dparams = _backward(sc, act, xp, grad_out, *args, strips)
+    else:
+        dQ, dK, dV, dparams = _backward_blocked(sc, act, grad_out, *args, size, strips)
+    seen_q, seen_k = cache["seen"]  # padding's rows were selected away: gradient 0, as the reference's
+    return reference.rows(xp, dQ, seen_q), reference.rows(xp, dK, seen_k), reference.rows(xp, dV, seen_k), dparams
 
 
 def _backward(sc, act, xp, grad_out, V, aux, p, w, score_cache, strips=False):

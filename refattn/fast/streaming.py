@@ -49,7 +49,7 @@ import hashlib
 
 import numpy as np
 
-from ..core.attention import attention_args
+from ..core.attention import attention_args, causal_mask, padding, rows
 from ..core.backend import array_module, is_traced, quiet, stop_gradient, sum_to, to_numpy
 from ..core.checks import check_grad, check_int, owned
 from . import streaming_fast
@@ -177,8 +177,13 @@ def streaming_attention(Q, K, V, *, score="scaled_dot", activation="softmax", pa
     if not isinstance(reading, (bool, np.bool_)):
         raise TypeError(f"reading: expected True or False, got {type(reading).__name__}")
     Q, K, V, params = _promoted(Q, K, V, params)
+    xp = array_module(Q, K, V, mask, *params.values())
+    seen = padding(xp, mask if not causal or mask is None else mask & causal_mask(np.shape(K)[-2], xp=xp),
+                   sc.pairwise, np.shape(K)[:-2] + (np.shape(Q)[-2] if sc.pairwise else 1, np.shape(K)[-2]))
+    Q, K, V = rows(xp, Q, seen[0]), rows(xp, K, seen[1]), rows(xp, V, seen[1])  # padding's rows are 0, as the
+    # reference's (a causal mask combined with a mask of n_q x n_k booleans: that size again, once)
     cache = {**_owned_inputs(Q, K, V, params, mask), "causal": bool(causal), "block_size": block_size,
-             "score": sc, "activation": act}
+             "score": sc, "activation": act, "seen": seen}
 
     if not reading and streaming_fast.applies(sc, Q, K, V, mask, params):
         out, aux = streaming_fast.forward(sc, act, Q, K, V, params, mask, bool(causal), block_size)
@@ -186,7 +191,6 @@ def streaming_attention(Q, K, V, *, score="scaled_dot", activation="softmax", pa
         return out, cache
     block_size = READING_BLOCK if block_size is None else block_size
     blocks = Blocks(sc, Q, K, params, mask, bool(causal), block_size)
-    xp = array_module(Q, K, V, mask, *params.values())
     with _one_blas_thread(xp):
         parts = [_stream_rows(xp, blocks, act, V, rows) for rows in blocks.query_blocks()]  # Steps 1-6
     out = xp.concatenate([y for y, _, _ in parts], axis=-2)  # (..., n_q, d_v)
@@ -229,7 +233,9 @@ def streaming_attention_backward(grad_out, cache):
         blocks = Blocks(sc, Q, K, params, cache["mask"], cache["causal"], cache["block_size"])
         with _one_blas_thread(xp):
             grads = _backward_blocks(xp, blocks, act, grad_out, cache)
-    return _not_finite_slices(xp, grads, (Q, K, V, out, grad_out))
+    dQ, dK, dV, dparams = _not_finite_slices(xp, grads, (Q, K, V, out, grad_out))
+    seen_q, seen_k = cache.get("seen", (None, None))  # padding's rows were selected away: gradient 0
+    return rows(xp, dQ, seen_q), rows(xp, dK, seen_k), rows(xp, dV, seen_k), dparams
 
 
 def _owned_inputs(Q, K, V, params, mask):

@@ -66,6 +66,7 @@ import numpy as np
 
 from ..training.runs import atomic_write, check_memory, dumps
 from . import StudySettings, max_memory, option
+from .helpers import check_cells
 
 __all__ = ["PLATEAU_BAND", "PLATEAU_MIN_EPOCHS", "PLATEAU_MIN_EVALUATIONS", "PLATEAU_DRIFT", "PLATEAU_CEILING",
            "ESCAPE_RISE", "SMOOTHING", "DEFINITIONS", "smooth", "drift", "plateaus", "escape", "trap", "time_to_100", "read_curve",
@@ -413,6 +414,11 @@ def _load_source(path):
         if not _curves_fit(rec, path):
             raise ValueError(f"source: {name!r}: cell {key!r} holds curves of another shape (one row of numbers per "
                              f"seed, one number per evaluation epoch, and one epochs_to_100 per seed)")
+    try:  # the numbers the table quotes agree with the curves they come from, the cells are the grid's
+        check_cells(data)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"source: {name!r} is not a results file of refattn nt-sensitivity as it wrote it "
+                         f"({type(exc).__name__}: {exc}); it is left as it is") from None
     return data
 
 

@@ -44,6 +44,7 @@ import contextlib
 import ctypes
 import hashlib
 import importlib.util
+import json
 import logging
 import math
 import os
@@ -66,8 +67,8 @@ from ..training.runs import check_memory, format_bytes, machine_info
 from . import option
 
 __all__ = ["Cell", "Shared", "Runner", "workers_option", "scheduler_option", "quiet_option",
-           "mixed_versions_option", "versions", "where", "execute", "reorder", "compare_versions",
-           "VERSION_KEYS", "WORKER_WAIT_S"]
+           "mixed_versions_option", "versions", "where", "execute", "check_places", "reorder", "compare_versions",
+           "VERSION_KEYS", "WORKER_WAIT_S", "WORKER_PROCESS_BYTES", "LOCAL_CLUSTER_BYTES"]
 
 #: What must agree between the client and every worker: the package (version and a digest of its source),
 #: NumPy, and the BLAS libraries with their kernels (:func:`refattn.training.runs.machine_info`).
@@ -75,6 +76,15 @@ VERSION_KEYS = ("refattn", "numpy", "blas")
 
 #: How long ``--scheduler`` waits for a first worker before refusing.
 WORKER_WAIT_S = 60
+
+#: The memory of one worker process before a cell allocates anything (Python, NumPy, Dask's worker and
+#: refattn's studies imported): 70 MiB resident measured on Linux x86-64 with NumPy 2 and Dask 2025, with a
+#: margin. ``--workers N`` needs N of these beside the cells.
+WORKER_PROCESS_BYTES = 128 * 2**20
+
+#: What a local cluster needs besides its workers: the scheduler and the process that starts the workers
+#: (80 and 75 MiB measured, with a margin).
+LOCAL_CLUSTER_BYTES = 256 * 2**20
 
 #: The install line a refusal names.
 INSTALL = "pip install 'refattn[cluster]'"
@@ -202,6 +212,29 @@ def compare_versions(mine, theirs):
             show = (lambda v: ", ".join(v) or "none") if key == "blas" else str
             out.append(f"{key} {show(a)} here, {show(b)} there")
     return out
+
+
+def check_places(cells, ran_on, placed=True):
+    """Every cell of a results file has its place (:func:`where`: ``host``, ``worker`` and :data:`VERSION_KEYS`,
+    as the cell's run recorded it), and every place is a cell's; ``placed=False`` (a file made before cells
+    recorded their place: no ``ran_on`` at all) asks only the places there are. ValueError naming the cell
+    otherwise: a version check must not be skipped by an edit."""
+    if not isinstance(ran_on, dict):
+        raise ValueError("its 'ran_on' is not an object of places")
+    for key in ran_on:
+        if key not in cells:
+            raise ValueError(f"its 'ran_on' names {key!r}, which is not one of its cells")
+    for key in cells:
+        if key not in ran_on:
+            if placed:
+                raise ValueError(f"cell {key!r} has no place in 'ran_on' (where and with which versions it ran)")
+            continue
+        place = ran_on[key]
+        kinds = {"host": str, "worker": str, "refattn": str, "numpy": str, "blas": list}
+        wrong = [k for k, kind in kinds.items() if not isinstance(place, dict) or not isinstance(place.get(k), kind)]
+        if wrong or not all(isinstance(b, str) for b in place["blas"]):
+            raise ValueError(f"cell {key!r}: its place in 'ran_on' is not a record of where it ran (its "
+                             f"{(wrong or ['blas'])[0]!r} is missing or of another kind)")
 
 
 def reorder(mapping, keys):
@@ -347,11 +380,14 @@ class Runner:
             if callable(self.memory):  # an estimate that costs something (reading a corpus): made only now
                 self.memory = self.memory() if self.option is not None else None
             if self.workers is not None:
-                if self.memory is not None:
-                    check_memory(self.workers * self.memory, f"--workers {self.workers} (about "
-                                 f"{format_bytes(self.memory)} per cell)", self.max_memory)
+                cell = self.memory or 0
+                check_memory(self.workers * (cell + WORKER_PROCESS_BYTES) + LOCAL_CLUSTER_BYTES,
+                             f"--workers {self.workers} (about {format_bytes(cell)} per cell, "
+                             f"{format_bytes(WORKER_PROCESS_BYTES)} for each worker process and "
+                             f"{format_bytes(LOCAL_CLUSTER_BYTES)} for the scheduler)", self.max_memory)
                 self.local = _LocalCluster(self.workers)
                 self._connect(self.local.start(), expect=self.workers)
+                self.local.forget_files()  # every worker has joined: the files are read, the logs open
             elif self.scheduler is not None:
                 self._connect(self.scheduler, expect=1)
         except BaseException:
@@ -379,10 +415,7 @@ class Runner:
         """Connect to the scheduler at ``address`` (or its scheduler file) and check its workers."""
         from distributed import Client  # noqa: PLC0415
 
-        if not os.path.isfile(address) and not _ADDRESS.fullmatch(address):  # before a Client half-starts
-            raise ValueError(f"{self.option}: expected a scheduler's address (tcp://HOST:PORT) or its scheduler "
-                             f"file, got {address!r}" + ("" if "://" in address else " (no such file)"))
-        target = {"scheduler_file": address} if os.path.isfile(address) else {"address": address}
+        target = _scheduler_target(self.option, address)  # checked before a Client half-starts
         try:
             with _quiet_dask():
                 self.client = Client(**target, timeout=10, set_as_default=False)
@@ -392,20 +425,46 @@ class Runner:
         self._check_workers(expect)
         self._announce()
 
+    def _wait_for_workers(self, expect):
+        """Until ``expect`` workers have joined: a worker whose memory limit is below what its process needs
+        (its nanny restarts it as soon as it starts) is refused as soon as it is seen, and a wait in vain
+        says whether workers joined and left."""
+        t0, seen = time.monotonic(), set()
+        while True:
+            info = self.client.scheduler_info()["workers"]
+            for worker, w in sorted(info.items()):
+                seen.add(worker)
+                limit = w.get("memory_limit") or 0
+                if 0 < limit < WORKER_PROCESS_BYTES + (self.memory or 0):
+                    raise MemoryError(f"{self.option}: worker {worker} may use {format_bytes(limit)} (its "
+                                      f"--memory-limit), less than its process and a cell need (about "
+                                      f"{format_bytes(WORKER_PROCESS_BYTES + (self.memory or 0))}): it is "
+                                      f"restarted as soon as it works; start it with a larger --memory-limit")
+            if len(info) >= expect:
+                return
+            if time.monotonic() - t0 > WORKER_WAIT_S:
+                break
+            time.sleep(0.2)
+        if self.local is not None:
+            raise ValueError(f"--workers: the local workers did not start within {WORKER_WAIT_S} s "
+                             f"({self.local.last_words()})")
+        if seen:
+            raise ValueError(f"--scheduler: {len(seen)} worker(s) joined {self.scheduler} and left again within "
+                             f"{WORKER_WAIT_S} s (restarting? their logs say why); start workers that stay, with "
+                             f"`dask worker {self.scheduler} --nthreads 1`")
+        raise ValueError(f"--scheduler: no worker joined {self.scheduler} within {WORKER_WAIT_S} s; start "
+                         f"some with `dask worker {self.scheduler} --nthreads 1`")
+
     def _check_workers(self, expect):
         """``expect`` workers at least; each able to import this refattn, of the same versions, with the
         memory a cell needs for each of its threads."""
-        try:
-            self.client.wait_for_workers(expect, timeout=WORKER_WAIT_S)
-        except TimeoutError:
-            if self.local is not None:
-                raise ValueError(f"--workers: the local workers did not start within {WORKER_WAIT_S} s "
-                                 f"({self.local.last_words()})") from None
-            raise ValueError(f"--scheduler: no worker joined {self.scheduler} within {WORKER_WAIT_S} s; start "
-                             f"some with `dask worker {self.scheduler} --nthreads 1`") from None
+        self._wait_for_workers(expect)
         found = self.client.run(_worker_versions, on_error="return")
         mine = versions()
         for worker, theirs in sorted(found.items()):
+            if isinstance(theirs, OSError):  # it went away while it answered (a restart, a crash)
+                raise ValueError(f"{self.option}: worker {worker} left the cluster while it was asked for its "
+                                 f"versions ({_first_line(theirs)}); is it restarting? Its log says why")
             if isinstance(theirs, BaseException):
                 raise ValueError(f"{self.option}: worker {worker} cannot run refattn ({type(theirs).__name__}: "
                                  f"{_first_line(theirs)}); install this refattn there ({INSTALL})")
@@ -443,7 +502,8 @@ class Runner:
         """
         keys = list(dict.fromkeys(c.key for c in cells))
         todo = list({c.key: c for c in cells if c.key not in into}.values())  # a key listed twice runs once
-        self._check_file(ran_on)
+        if todo:  # a complete file is reported whatever made it; only adding to it asks
+            self._check_file(ran_on)
         bar = _Bar(self.label, len(todo), self.slots, self.bar_wanted() and bool(todo))
         failures = []
 
@@ -574,7 +634,13 @@ class _LocalCluster:
 
     def __init__(self, n):
         self.n, self.procs = n, []
-        self.folder = tempfile.mkdtemp(prefix="refattn-cluster-")
+        _remove_orphans()
+        self.folder = tempfile.mkdtemp(prefix=f"{_FOLDER}{os.getpid()}-")
+
+    def forget_files(self):
+        """Remove the folder once every worker has joined: the scheduler file is read and the logs stay
+        open, so that a command killed outright (SIGKILL) leaves nothing behind."""
+        shutil.rmtree(self.folder, ignore_errors=True)
 
     def _spawn(self, module, args, log):
         env = dict(os.environ)
@@ -624,6 +690,51 @@ class _LocalCluster:
                 proc.wait()
         self.procs = []
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+#: The prefix of a local cluster's folder, which its owner's process id follows.
+_FOLDER = "refattn-cluster-"
+
+
+def _remove_orphans():
+    """Remove the folders of local clusters whose command has ended (killed before its workers joined)."""
+    for path in Path(tempfile.gettempdir()).glob(f"{_FOLDER}*-*"):
+        pid = path.name[len(_FOLDER):].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's: alive
+        return True
+    return True
+
+
+def _scheduler_target(option, address):
+    """``Client``'s keyword for ``address``: a scheduler's address, or a scheduler file holding one; a file
+    that is not one, an in-process address and anything else are one line naming ``option``."""
+    if os.path.isfile(address):
+        try:
+            doc = json.loads(Path(address).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError):
+            doc = None
+        found = doc.get("address") if isinstance(doc, dict) else None
+        if not (isinstance(found, str) and _ADDRESS.fullmatch(found) and not found.startswith("inproc://")):
+            raise ValueError(f"{option}: {address!r} is not a scheduler file this command can use (a JSON object "
+                             f"whose 'address' is tcp://HOST:PORT, as `dask scheduler --scheduler-file FILE` writes "
+                             f"it); give that file, or the scheduler's address")
+        return {"scheduler_file": address}
+    if not _ADDRESS.fullmatch(address):
+        raise ValueError(f"{option}: expected a scheduler's address (tcp://HOST:PORT) or its scheduler "
+                         f"file, got {address!r}" + ("" if "://" in address else " (no such file)"))
+    if address.startswith("inproc://"):
+        raise ValueError(f"{option}: {address} reaches a scheduler inside one process only; give the tcp:// "
+                         f"address (or the scheduler file) of a `dask scheduler`")
+    return {"address": address}
 
 
 def _end_with_parent():

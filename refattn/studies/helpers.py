@@ -8,6 +8,7 @@ folders, files and git.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 from pathlib import Path
@@ -18,8 +19,8 @@ import refattn
 
 from ..training.tasks.sst2 import ENV_VAR
 
-__all__ = ["DATA_HELP", "sibling_data_dir", "resolve_data_dir", "nonempty", "maximal_phrases", "code_commit",
-           "number_name"]
+__all__ = ["DATA_HELP", "sibling_data_dir", "resolve_data_dir", "data_digests", "nonempty", "maximal_phrases",
+           "code_commit", "number_name", "cell_key", "check_cells"]
 
 #: The help of every command's SST-2 folder option.
 DATA_HELP = ("SST-2 folder holding train.tsv and dev.tsv, never downloaded (default $REFATTN_SST2, else the "
@@ -63,6 +64,19 @@ def resolve_data_dir(path=None, option="--data"):
         raise FileNotFoundError(f"{source}: {str(folder)!r} has no {' or '.join(missing)}; pass {option} DIR "
                                 f"or set ${ENV_VAR} to the folder holding SST-2's train.tsv and dev.tsv")
     return folder
+
+
+def data_digests(folder):
+    """The SHA-256 of the SST-2 folder's ``train.tsv`` and ``dev.tsv``: what a results file records of the
+    data its cells were trained on, so that a resume on other data is refused (docs/cli.md, "Results files")."""
+    out = {}
+    for name in ("train.tsv", "dev.tsv"):
+        h = hashlib.sha256()
+        with open(Path(folder) / name, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+        out[name] = h.hexdigest()
+    return out
 
 
 def nonempty(sentences, labels):
@@ -139,3 +153,70 @@ def code_commit():
     except (OSError, subprocess.SubprocessError):
         return None
     return head + ("-dirty" if dirty else "")
+
+
+def cell_key(init_scale, lr, activation):
+    """The results file's name for one cell and activation, e.g. ``"init=0.5 lr=0.02 expressive"``; two
+    distinct values never share a name (:func:`refattn.studies.helpers.number_name`)."""
+    return f"init={number_name(init_scale)} lr={number_name(lr)} {activation}"
+
+
+def check_cells(result):
+    """Every cell of ``result`` (a results file of ``refattn nt-sensitivity``, loaded; read by it and by
+    ``refattn curves``) is a cell of its grid, and every number a table
+    reads agrees with the curves it was derived from (a file edited by hand is refused, not reported as
+    measured): per seed, ``final_accuracy`` is the accuracy curve's last value, ``epochs_to_100`` is the
+    first evaluation at 100 % that the stored curve allows (an evaluation's epoch, none at an earlier stored
+    evaluation, 100 % at its own if stored; None only if no stored evaluation is at 100 %), every
+    accuracy lies in [0, 1], ``diverged`` is true or false, ``late_change`` a change of an accuracy; the
+    same for each task of a mixture. ValueError naming the cell otherwise."""
+    s = result["settings"]
+    keys = {cell_key(i, lr, a) for i in s["init_scales"] for lr in s["lrs"] for a in s["attentions"]}
+    for key, rec in result["cells"].items():
+        if key not in keys:
+            raise ValueError(f"cell {key!r} is not a cell of its grid (init_scales {s['init_scales']}, lrs "
+                             f"{s['lrs']})")
+        try:
+            _check_record(rec, s)
+        except ValueError as exc:
+            raise ValueError(f"cell {key!r}: {exc}") from None
+
+
+def _check_record(rec, s):
+    """One cell record against its curves (:func:`check_cells`)."""
+    seeds = len(s["seeds"])
+    per_seed = {k: len(rec[k]) for k in ("epochs_to_100", "final_accuracy", "diverged") if k in rec}
+    if set(per_seed.values()) != {seeds}:
+        raise ValueError(f"it holds {per_seed} values per seed, for {seeds} seeds")
+    epochs = rec["eval_epochs"]
+    curves = {"accuracy": (rec["accuracy"], rec["final_accuracy"])}
+    for t, a in (rec.get("accuracy_by_task") or {}).items():
+        curves[f"accuracy_by_task {t}"] = (a, (rec.get("final_accuracy_by_task") or {}).get(t))
+    for name, (curve, finals) in curves.items():
+        acc = np.asarray(curve, dtype=float)  # (seeds, evaluations), as the plot reads it
+        if acc.shape != (seeds, len(epochs)):
+            raise ValueError(f"its curve {name!r} does not fit its seeds and evaluations")
+        if not np.all((acc >= 0) & (acc <= 1)):
+            raise ValueError(f"its curve {name!r} holds {acc[~((acc >= 0) & (acc <= 1))][0]!r}, not an accuracy")
+        last = np.asarray(finals if finals is not None else [None] * seeds, dtype=float)
+        if last.shape != (seeds,) or not np.all(np.abs(last - acc[:, -1]) <= 1e-4):
+            raise ValueError(f"its final {name} {finals} is not its curve's last value {acc[:, -1].tolist()}")
+    for seed, (e, row) in enumerate(zip(rec["epochs_to_100"], np.asarray(rec["accuracy"], dtype=float))):
+        hits = [x for x, v in zip(epochs, row) if v >= 1.0]
+        if e is None:
+            ok = not hits
+        else:
+            ok = isinstance(e, int) and not isinstance(e, bool) and 1 <= e <= s["epochs"] \
+                 and (e % s["eval_every"] == 0 or e == s["epochs"])  \
+                 and not any(x < e for x in hits) and (e not in epochs or e in hits)
+        if not ok:
+            if e in epochs and e not in hits:
+                said = f"{row[epochs.index(e)]:g} at epoch {e}"
+            else:
+                said = f"100 % first at epoch {hits[0]}" if hits else "never 100 %"
+            raise ValueError(f"epochs_to_100 {e!r} of seed {seed} contradicts its accuracy curve ({said})")
+    if not all(isinstance(d, bool) for d in rec.get("diverged", ())):
+        raise ValueError(f"its diverged {rec['diverged']} is not true or false per seed")
+    changes = [rec["late_change"], *(rec.get("late_change_by_task") or {}).values()]
+    if not all(c is None or isinstance(c, (int, float)) and not isinstance(c, bool) and abs(c) <= 1 for c in changes):
+        raise ValueError(f"its late_change {changes} is not a change of an accuracy")

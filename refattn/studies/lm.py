@@ -55,6 +55,7 @@ NeuralAttn).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 import time
@@ -75,6 +76,7 @@ from ..training.train import check_resumable, checkpoint_paths, train
 from ..custom import activation_label, activation_record
 from . import StudySettings, activation_option, max_memory, option, resolve_activation
 from .helpers import DATA_HELP, maximal_phrases, resolve_data_dir
+from .statistics import mean_std
 
 __all__ = [
     "DEFAULTS",
@@ -155,6 +157,9 @@ class Settings(StudySettings):
     checkpoint_dir: str | None = option(None, "folder for resumable checkpoints, one per variant",
                                         output="checkpoint_dir")
     max_memory: float | None = max_memory()
+    corpus: dict | None = dataclasses.field(default=None, repr=False, metadata={
+        "help": "the corpus as read_corpus reads it, where the caller read it already (a grid's cells)",
+        "cli": False})
 
     def check(self):
         """The width splits into the model's heads; cog-hybrid has a signexp layer between softmax ones."""
@@ -164,11 +169,17 @@ class Settings(StudySettings):
             raise ValueError(f"layers: 'cog-hybrid' keeps softmax in the first and last layers and needs 3 or "
                              f"more layers to hold a signexp one, got {self.layers}")
 
+    def read_corpus(self):
+        """``corpus`` if given, else :func:`load_corpus` of these settings' ``data``, ``level``, ``min_count``
+        and ``max_vocab``."""
+        if self.corpus is not None:
+            return self.corpus
+        return load_corpus(self.data, level=self.level, min_count=self.min_count, max_vocab=self.max_vocab)
+
     def memory_estimate(self):
         """Bytes :func:`run_lm` needs at its peak with these settings (:func:`memory_estimate`); the corpus
-        is read for the size of its vocabulary."""
-        vocab = len(load_corpus(self.data, level=self.level, min_count=self.min_count,
-                                max_vocab=self.max_vocab)["vocab"])
+        (:meth:`read_corpus`) is read for the size of its vocabulary."""
+        vocab = len(self.read_corpus()["vocab"])
         return memory_estimate(self.seeds, layers=self.layers, width=self.width, heads=self.heads, n_ctx=self.n_ctx,
                                batch_size=self.batch_size, vocab=vocab, itemsize=np.dtype(self.dtype).itemsize)
 
@@ -425,19 +436,13 @@ def memory_estimate(seeds, *, layers, width, heads, n_ctx, batch_size, vocab, it
     return int(seeds) * itemsize * per_seed + 16 * 2**20
 
 
-def _mean_std(values):
-    v = np.asarray(values, dtype=float)
-    return float(v.mean()), (float(v.std(ddof=1)) if v.size > 1 else None)
-
-
 def run_lm(settings, *, progress=None, on_result=None):
     """The toy LM trained once per variant (:func:`_train_variant`), all seeds batched, beside the n-gram
     yardsticks (:func:`ngram_baseline`): validation loss, perplexity and accuracy (:class:`Settings`;
     ``derivations/19-toy-lm.md``). ``on_result(variant, entry)`` is called as each variant finishes."""
     t_start = time.perf_counter()
     variants = {activation_label(a): a for a in settings.activations}  # a file's activation by its NAME
-    corpus = load_corpus(settings.data, level=settings.level, min_count=settings.min_count,
-                         max_vocab=settings.max_vocab)
+    corpus = settings.read_corpus()
     train_ids, dev_ids, V = corpus["train"], corpus["dev"], len(corpus["vocab"])
     n_ctx, steps, every = settings.n_ctx, settings.steps, _eval_every(settings)
     baselines = [ngram_baseline(train_ids, dev_ids, V, o) for o in settings.ngram_orders or ()]
@@ -548,7 +553,7 @@ def _train_variant(settings, name, value, corpus, seeds, make_batches, dev, chec
              "finite": finite, "curve": curve, "train_seconds": seconds,
              "resumed_from": run["resumed_from"]}
     for key, vals in (("dev_loss", loss), ("dev_perplexity", ppl), ("dev_accuracy", acc)):
-        entry[key + "_mean"], entry[key + "_std"] = _mean_std(vals)
+        entry[key + "_mean"], entry[key + "_std"] = mean_std(vals)
     if settings.sample_chars:
         with single_threaded_blas():
             entry["samples"] = _samples(model, params, corpus, settings.n_ctx, settings.sample_chars)

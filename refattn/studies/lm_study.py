@@ -33,17 +33,17 @@ draws the committed file ``derivations/data/19-lm-study.json``.
 
 from __future__ import annotations
 
-import os
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..custom import is_spec, parse_spec
+from ..custom import activation_label, activation_record, is_spec
 from ..training.runs import CellStore, session
-from ..custom import activation_label, activation_record
-from . import StudySettings, activation_option, grid, lm, max_memory, option
-from .helpers import DATA_HELP, code_commit, number_name, resolve_data_dir
+from . import StudySettings, activation_option, grid, lm, max_memory, option, resolve_activation
+from .helpers import DATA_HELP, code_commit, data_digests, number_name, resolve_data_dir
 from .lm import DEFAULTS, SPECIAL, VARIANTS, run_lm
+from .statistics import mean_std
 
 __all__ = ["FOCUS", "LRS", "PHASES", "Settings", "run_lm_study", "run", "best_lrs", "gap_curve", "report", "plot"]
 
@@ -149,32 +149,24 @@ def run_lm_study(settings, *, command=None, progress=None):
     :class:`refattn.studies.grid.Runner`, the table's and the tuning's first, then the long runs at the best
     rates. Returns ``settings`` (as the file records them), ``commit``, ``command``, ``cells``, ``ran_on``,
     ``runs``, ``best_lr`` and ``gaps`` (:func:`gap_curve` against softmax, per variant, of the long runs)."""
-    given = {activation_label(v): _absolute(v) for v in settings.activations}  # a file's activation runs as NAME,
-    # its file recorded; its path made absolute here, so that a worker (another process, another folder) finds it
+    given, corpus, recorded = _read_once(settings)
     variants, lrs, long_steps = list(given), [float(v) for v in settings.lrs], settings.long_steps
-    recorded = {"variants": variants, "lrs": lrs, "seeds": settings.seeds, "steps": settings.steps,
-                "long_steps": long_steps, "long_evals": settings.long_evals,
-                "data": None if settings.data is None else str(settings.data),
-                "model": {k: DEFAULTS[k] for k in ("layers", "width", "heads", "n_ctx", "batch_size", "dtype")}}
-    if settings.data != "toy":
-        resolve_data_dir(settings.data)  # checked here, before any run (each run, here or on a worker, reads it)
-    runner = grid.Runner(settings, progress=progress, label="lm-study",  # the corpus is read only if needed
-                         memory=lambda: lm.Settings(data=settings.data, seeds=settings.seeds,
-                                                    max_memory=settings.max_memory).memory_estimate())
-    records = {v: activation_record(x) for v, x in given.items() if v not in SPECIAL}
-    if any(isinstance(r, dict) for r in records.values()):  # a changed formula is another study: refused
-        recorded["activation_files"] = {v: r for v, r in records.items() if isinstance(r, dict)}
+    per_cell = lm.Settings(seeds=settings.seeds, ngram_orders=None, corpus=corpus).memory_estimate()
+    runner = grid.Runner(settings, progress=progress, label="lm-study", memory=per_cell)
     store = CellStore(settings.results, recorded, what="run_lm_study", free=("long_steps", "long_evals"),
-                      record_keys=RECORD_KEYS)
+                      record_keys=RECORD_KEYS, added=("data_sha256",))
     cells = store.cells
     out = {"command": command, "settings": recorded, "commit": code_commit(), "cells": cells,
            "ran_on": dict(store.previous.get("ran_on", {}))}
     out["runs"] = store.runs(command, out["commit"])  # every command that added cells to the file
 
+    shared = grid.Shared(corpus)  # sent to a cluster once
+
     def cell(key, variant, lr, n_steps, eval_every):
         return grid.Cell(key, _cell, (lm.Settings(activations=(given.get(variant, variant),), data=settings.data,
                                                   seeds=settings.seeds, steps=n_steps, lr=lr, eval_every=eval_every,
-                                                  ngram_orders=None, max_memory=settings.max_memory), variant))
+                                                  ngram_orders=None, max_memory=settings.max_memory), variant,
+                                      shared))
 
     def finish():
         out["best_lr"] = best_lrs(cells, variants, lrs)
@@ -186,7 +178,8 @@ def run_lm_study(settings, *, command=None, progress=None):
                 out["gaps"][name] = {"dev_loss": gap_curve(rec, ref, "dev_loss"),
                                      "dev_accuracy": gap_curve(rec, ref, "dev_accuracy")}
 
-    store.read(lambda: (_read_records(cells), finish(), report(out)))  # read and reported before any work
+    store.read(lambda: (_read_records(cells, recorded, out["ran_on"], "ran_on" in store.previous), finish(),
+                        report(out)))  # read and reported before any work
     first, order, aliases = _first_cells(settings, variants, lrs, cells, cell)
     with runner:
         runner.run(first, into=cells, ran_on=out["ran_on"], then=lambda: (finish(), store.save(out)))
@@ -203,6 +196,26 @@ def run_lm_study(settings, *, command=None, progress=None):
     finish()
     store.save(out)
     return out
+
+
+def _read_once(settings):
+    """``(given, corpus, recorded)``: what every cell reads, read here once and sent with the cells
+    (docs/cluster.md): each variant as :func:`_loaded` makes it (a file's formula recorded with its SHA-256),
+    the corpus as :meth:`refattn.studies.lm.Settings.read_corpus` reads it (its files' SHA-256s recorded), and the
+    settings the results file records. An edit of either while the grid runs changes no cell, and a worker
+    reads no file."""
+    given = {activation_label(v): _loaded(v) for v in settings.activations}
+    corpus = lm.Settings(data=settings.data, ngram_orders=None).read_corpus()
+    recorded = {"variants": list(given), "lrs": [float(v) for v in settings.lrs], "seeds": settings.seeds,
+                "steps": settings.steps, "long_steps": settings.long_steps, "long_evals": settings.long_evals,
+                "data": None if settings.data is None else str(settings.data),
+                "model": {k: DEFAULTS[k] for k in ("layers", "width", "heads", "n_ctx", "batch_size", "dtype")}}
+    if settings.data != "toy":
+        recorded["data_sha256"] = data_digests(resolve_data_dir(settings.data))
+    records = {v: activation_record(x) for v, x in given.items() if v not in SPECIAL}
+    if any(isinstance(r, dict) for r in records.values()):  # a changed formula is another study: refused
+        recorded["activation_files"] = {v: r for v, r in records.items() if isinstance(r, dict)}
+    return given, corpus, recorded
 
 
 def _first_cells(settings, variants, lrs, cells, cell):
@@ -224,31 +237,59 @@ def _first_cells(settings, variants, lrs, cells, cell):
     return first, order, aliases
 
 
-def _read_records(cells):
+def _read_records(cells, settings, ran_on, placed):
     """Every record found in a results file read as the study reads it (its numbers, its curves), so that
-    a value of another kind is found before any work, not after the next run."""
-    for rec in cells.values():
-        for key in RECORD_KEYS:
-            if key.endswith(("_mean", "_std")):
-                _num(rec[key], ".4f")
-        for key in ("dev_loss", "dev_accuracy"):
-            if np.asarray(rec["curve"][key], dtype=float).ndim != 2:
-                raise ValueError(f"its curve {key!r} is not seeds x evaluations")
+    a value of another kind is found before any work, not after the next run: each cell is one of the grid
+    of ``settings`` (the results file's), its means, spreads and ``finite`` are those of its seeds' numbers
+    (:func:`refattn.studies.lm.run_lm`'s rule; a hand edit is refused, not reported as measured), and it has
+    its place (:func:`refattn.studies.grid.check_places`)."""
+    allowed = {_key("table", v, DEFAULTS["lr"]) for v in VARIANTS} | {
+        _key("tune", v, lr) for v in settings["variants"] for lr in settings["lrs"]}
+    runs = {f"{_key('long', v, lr)} steps=" for v in settings["variants"] for lr in settings["lrs"]}
+    for key, rec in cells.items():
+        head, _, steps = key.rpartition(" steps=")
+        if key not in allowed and not (f"{head} steps=" in runs and steps.isdigit()):
+            raise ValueError(f"cell {key!r} is not a run of its grid (variants {settings['variants']}, lrs "
+                             f"{settings['lrs']})")
+        _check_record(key, rec, settings["seeds"])
+    grid.check_places(cells, ran_on, placed)
 
 
-def _absolute(variant):
-    """``FILE.py:NAME`` with FILE made absolute (a worker of ``--workers`` or ``--scheduler`` runs in another
-    folder); any other variant as it is."""
-    if not is_spec(variant):
-        return variant
-    path, name = parse_spec(variant, "activations")
-    return f"{os.path.abspath(path)}:{name}"
+def _check_record(key, rec, seeds):
+    """One record's numbers against its seeds' (:func:`_read_records`)."""
+    if not (isinstance(rec["per_seed"], list) and len(rec["per_seed"]) == seeds
+            and all(isinstance(p, dict) for p in rec["per_seed"])):
+        raise ValueError(f"cell {key!r}: its per_seed is not one record for each of its {seeds} seeds")
+    values = {}
+    for name in ("dev_loss", "dev_perplexity", "dev_accuracy"):
+        values[name] = v = np.asarray([p[name] for p in rec["per_seed"]], dtype=float)  # null: not finite
+        derived = mean_std(v)
+        for stored, ours, what in zip((rec[name + "_mean"], rec[name + "_std"]), derived, ("mean", "std")):
+            a, b = (np.nan if x is None else float(x) for x in (stored, ours))
+            if not (a == b or np.isnan(a) and np.isnan(b) or np.isclose(a, b, rtol=1e-9, atol=0)):
+                raise ValueError(f"cell {key!r}: its {name}_{what} {stored} is not its seeds' ({ours})")
+    acc = values["dev_accuracy"]
+    if not np.all((acc >= 0) & (acc <= 1) | np.isnan(acc)):
+        raise ValueError(f"cell {key!r}: its dev_accuracy {acc.tolist()} is not an accuracy")
+    finite = bool(np.all(np.isfinite(values["dev_loss"])) and np.all(np.isfinite(values["dev_perplexity"])))
+    if rec["finite"] is not finite:
+        raise ValueError(f"cell {key!r}: its finite {rec['finite']!r} contradicts its seeds' numbers")
+    for name in ("dev_loss", "dev_accuracy"):
+        if np.asarray(rec["curve"][name], dtype=float).ndim != 2:
+            raise ValueError(f"cell {key!r}: its curve {name!r} is not seeds x evaluations")
 
 
-def _cell(settings, variant):
-    """One run of the study (:class:`refattn.studies.grid.Cell`): :func:`run_lm` of one variant, as the results
-    file keeps it; here or on a Dask worker."""
-    return _record(run_lm(settings, progress=False)["variants"][variant])
+def _loaded(variant):
+    """A variant as a cell takes it: ``FILE.py:NAME`` (or an Activation) as the activation it defines, loaded
+    now, so that the cell runs the formula recorded (whatever happens to the file later, wherever the cell
+    runs); a registered name or a study's own variant as it is."""
+    return variant if isinstance(variant, str) and not is_spec(variant) else resolve_activation(variant, "activations")
+
+
+def _cell(settings, variant, corpus):
+    """One run of the study (:class:`refattn.studies.grid.Cell`): :func:`run_lm` of one variant on the corpus
+    read by the command, as the results file keeps it; here or on a Dask worker."""
+    return _record(run_lm(dataclasses.replace(settings, corpus=corpus), progress=False)["variants"][variant])
 
 
 #: ``refattn lm-study``: ``command`` (the command line) goes into the results file, so that the file says

@@ -381,7 +381,8 @@ def report(result):
 
     One row per run (and per task of a mixture): context length, attention,
     epochs and seeds run, mean accuracy over seeds at a few evaluations (the
-    curve), final mean accuracy with the range over seeds, seeds that reached
+    curve), final mean accuracy with the range over the seeds that did not diverge (those that did are
+    counted, their accuracy left out), seeds that reached
     100 % and their median epoch, training time per epoch for all seeds
     (evaluations left out), and the paper's value and statement.
     """
@@ -405,8 +406,12 @@ def report(result):
             else:
                 med = r["median_epochs_to_100"]
                 reach = f"{r['reached_100']}/{len(r['seeds'])}" + ("" if med is None else f" ({med:g})")
-            fin = (f"{acc[:, -1].mean():.3f} [{acc[:, -1].min():.3f}, {acc[:, -1].max():.3f}]"
-                   if acc.size else "-")
+            trained = ~np.asarray(r.get("diverged") or [False] * len(acc), dtype=bool)  # a diverged seed's
+            last = acc[trained, -1] if acc.size else acc  # accuracy is not a trained model's: left out
+            fin = "-" if not acc.size else "diverged" if not last.size else (
+                f"{last.mean():.3f} [{last.min():.3f}, {last.max():.3f}]")
+            if acc.size and not trained.all():
+                fin += f" ({int((~trained).sum())}/{len(trained)} seeds diverged)"
             lines.append(f"| {r['n_con']} | {_LABEL.get(r['attention'], r['attention'])} | {t} | {r['epochs']} | "
                          f"{_curve(r, acc)} | {fin} | {reach} | {1000 * r['train_seconds_per_epoch']:.1f} | "
                          f"{ptxt} |")

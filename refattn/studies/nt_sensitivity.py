@@ -45,12 +45,12 @@ import numpy as np
 from ..training.runs import CellStore, check_memory, session
 from . import StudySettings, max_memory, option
 from . import grid, nt_training
-from .helpers import code_commit, number_name
+from .helpers import cell_key, check_cells, code_commit, number_name
 from .nt_training import PAPER, run_nt
 from .statistics import rank_shift, rank_test
 
 __all__ = ["SETTINGS", "GRID", "MEASURES", "MEASURE_DIRECTIONS", "SETTLED", "CURVE_POINTS", "Settings", "cell_key",
-           "late_change", "thin_record", "run_sensitivity", "run", "summarise",
+           "late_change", "thin_record", "check_cells", "run_sensitivity", "run", "summarise",
            "compare_results", "report", "plot", "plot_verdict_map"]
 
 #: The grid: initialisation scales and learning rates.
@@ -123,12 +123,6 @@ class Settings(StudySettings):
     scheduler: str | None = grid.scheduler_option()
     quiet: bool = grid.quiet_option()
     allow_mixed_versions: bool = grid.mixed_versions_option()
-
-
-def cell_key(init_scale, lr, activation):
-    """The results file's name for one cell and activation, e.g. ``"init=0.5 lr=0.02 expressive"``; two
-    distinct values never share a name (:func:`refattn.studies.helpers.number_name`)."""
-    return f"init={number_name(init_scale)} lr={number_name(lr)} {activation}"
 
 
 def late_change(accuracy, fraction=1 / 3):
@@ -238,7 +232,7 @@ def run_sensitivity(settings, *, command=None, progress=None):
     cells = store.cells
     out = {"command": command, "settings": recorded, "commit": code_commit(), "cells": cells,
            "ran_on": dict(store.previous.get("ran_on", {}))}
-    store.read(lambda: _read_cells(out))  # what the file holds is read (thinned), and reported, before any work
+    store.read(lambda: _read_cells(out, "ran_on" in store.previous))  # what the file holds is read (thinned), and reported, before any work
     out["runs"] = store.runs(command, out["commit"])  # every command that added cells to the file
 
     def save():
@@ -254,22 +248,15 @@ def run_sensitivity(settings, *, command=None, progress=None):
     return out
 
 
-def _read_cells(out):
-    """The cells found in a results file, thinned (cells saved before the curves were), each record's
-    measures and curves read, then summarised and reported, as the run will after its first new cell."""
-    s = out["settings"]
+def _read_cells(out, placed):
+    """The cells found in a results file, thinned (cells saved before the curves were), each checked against
+    its own curves (:func:`check_cells`) and, where the file records ``placed`` cells, against its place
+    (:func:`refattn.studies.grid.check_places`), then summarised and reported, as the run will after its
+    first new cell."""
     for key, rec in out["cells"].items():
-        out["cells"][key] = rec = thin_record(rec)
-        names = [m for m in MEASURE_DIRECTIONS if m != "final_accuracy_N16T2" or "final_accuracy_by_task" in rec]
-        for name in names:
-            _quartiles(_measure(rec, name, s["epochs"], s["eval_every"]))
-        per_seed = {k: len(rec[k]) for k in ("epochs_to_100", "final_accuracy", "diverged") if k in rec}
-        if set(per_seed.values()) != {len(s["seeds"])}:
-            raise ValueError(f"cell {key!r}: it holds {per_seed} values per seed, for {len(s['seeds'])} seeds")
-        curve = np.asarray(rec["accuracy"], dtype=float)  # (seeds, evaluations), as the plot reads it
-        if curve.shape != (len(rec["epochs_to_100"]), len(rec["eval_epochs"])) or rec["late_change"] is not None \
-                and not isinstance(rec["late_change"], (int, float)):
-            raise ValueError(f"cell {key!r}: its curves do not fit its seeds and evaluations")
+        out["cells"][key] = thin_record(rec)
+    check_cells(out)
+    grid.check_places(out["cells"], out["ran_on"], placed)
     report({**out, "summary": summarise(out)})
 
 

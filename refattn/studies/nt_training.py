@@ -529,22 +529,43 @@ def run(settings, *, progress=None):
 
 
 def report(result):
-    """:func:`run_nt`'s result in a few lines (the parameter count alone for ``count_params``)."""
+    """:func:`run_nt`'s result in a few lines (the parameter count alone for ``count_params``); a seed whose
+    loss ended non-finite is named as diverged, and no final accuracy of a diverged model is quoted."""
     if "count_params" in result:
         return str(result["count_params"])
     r = result
     hit = [e for e in r["epochs_to_100"] if e is not None]
-    return "\n".join([
+    trained = [not d for d in r["diverged"]] if len(r["diverged"]) == len(r["seeds"]) else [True] * len(r["seeds"])
+    lines = [
         f"{r['task']} N_con={r['n_con']} attention={r['attention']} layout={r['layout']}: "
         f"{r['n_params']} parameters, "
         f"{len(r['seeds'])} seeds, {r['epochs']} epochs ({r['seconds']:.1f} s, "
         f"{1000 * r['seconds_per_epoch']:.1f} ms per epoch for all seeds)",
+    ]
+    if not all(trained):
+        first = next((e for e, v in enumerate(r["loss"], 1) if not np.isfinite(v)), None)
+        lines.append(f"  DIVERGED: seeds {[s for s, ok in zip(r['seeds'], trained) if not ok]} of {len(r['seeds'])} "
+                     f"(their training loss is not finite"
+                     + ("" if first is None else f"; the mean loss first at epoch {first}")
+                     + "); their accuracy is not a trained model's and is left out below")
+    lines += [
         f"  reached 100%: {r['reached_100']}/{len(r['seeds'])} seeds; epochs to 100%: {r['epochs_to_100']}",
         f"  median epochs to 100% (of those that reached it): {np.median(hit) if hit else 'n/a'}",
-        f"  final accuracy: mean {r['mean_final_accuracy']:.4f}, per seed "
-        f"{[round(a, 3) for a in r['final_accuracy']]}",
-    ] + [f"  final accuracy on {t} (mean over seeds): {a:.4f}"
-         for t, a in r.get("final_accuracy_by_task", {}).items()])
+        "  final accuracy: " + _final(r["final_accuracy"], trained),
+    ]
+    for t, acc in r.get("accuracy_by_task", {}).items():
+        lines.append(f"  final accuracy on {t}: " + _final([row[-1] for row in acc] if acc and acc[0] else [],
+                                                           trained))
+    return "\n".join(lines)
+
+
+def _final(finals, trained):
+    """"mean M, per seed [...]" over the seeds that trained (a diverged one reads "diverged")."""
+    kept = [a for a, ok in zip(finals, trained) if ok]
+    if not kept:
+        return "n/a (every seed diverged)" if finals else "n/a (no evaluation)"
+    per_seed = [round(a, 3) if ok else "diverged" for a, ok in zip(finals, trained)]
+    return f"mean {np.mean(kept):.4f}{'' if len(kept) == len(finals) else ' of the seeds that trained'}, per seed {per_seed}"
 
 
 def compare_layouts(settings, layouts=CANDIDATE_LAYOUTS, activations=("expressive", "softmax"), *, progress=None):

@@ -28,7 +28,7 @@ This module measures the relative residual ``||res(X_l)|| / ||X_l||`` per layer
 and runs three random-initialisation stacks (:func:`init_stack`) for every
 registered activation: pure self-attention, attention with skip connections
 and attention followed by a ReLU MLP. :func:`forward_stack` runs them on the
-token matrix with :func:`refattn.core.attention.attention`; its ratios stop at a
+token matrix with :func:`refattn.fast.attention` (the reference's numbers); its ratios stop at a
 rounding floor near 1e-16. :func:`forward_stack_split` carries ``X = 1 m^T + R``
 and propagates the deviations ``R`` without cancellation, so that the doubly
 exponential collapse can be followed down to float64 underflow (Eqs.
@@ -49,7 +49,7 @@ import numpy as np
 from autograd import elementwise_grad
 
 from ..core.activations import ACTIVATIONS, Activation, activation as _activation
-from ..core.attention import attention
+from ..fast import attention  # the reference's numbers; a score that overflows gives NaN rows, not an error
 from ..core.checks import check_float_array
 from ..training.runs import check_memory
 from ..custom import activation_label
@@ -96,7 +96,7 @@ class Settings(StudySettings):
     ``exact`` also computes the exact form (the slower part); ``precision``
     ``"split"`` runs :func:`forward_stack_split`, which resolves ratios down to
     float64 underflow, ``"plain"`` runs :func:`forward_stack`
-    (:func:`refattn.core.attention.attention` on ``X``), whose ratios stop at a
+    (:func:`refattn.fast.attention` on ``X``), whose ratios stop at a
     rounding floor near 1e-16.
     """
 
@@ -390,7 +390,7 @@ def forward_stack(X, layers, activation, architecture, *, rescale=False):
     * ``"ffn"``:  ``X <- relu(SA(X) W1) W2`` (a ReLU MLP per token, no skip).
 
     ``SA`` is multi-head attention with the scaled dot-product score and the
-    given activation (:func:`refattn.core.attention.attention`). Once a layer's
+    given activation (:func:`refattn.fast.attention`, the reference's numbers). Once a layer's
     output is not finite (overflow, e.g. the cubic growth of ``linear``
     attention), the remaining layers are ``nan``.
 

@@ -1,4 +1,5 @@
-"""The statistics the studies compare their runs with: a two-sided rank test and its direction.
+"""The statistics the studies compare their runs with: a two-sided rank test and its direction, and the
+mean and spread over seeds a run reports (:func:`mean_std`, ``derivations/19-toy-lm.md``).
 
 Seeds of two settings (EA against DPA, tanhmax against softmax) give two small
 samples of a measure; :func:`rank_test` asks whether one tends to be larger
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["rank_test", "rank_shift"]
+__all__ = ["rank_test", "rank_shift", "mean_std"]
 
 
 def rank_shift(a, b):
@@ -46,3 +47,9 @@ def rank_test(a, b, *, permutations=20000, seed=0):
     return float(permutation_test((ranks[:a.size], ranks[a.size:]), distance, permutation_type="independent",
                                   alternative="greater", n_resamples=permutations, vectorized=True,
                                   rng=np.random.default_rng(seed)).pvalue)
+
+
+def mean_std(values):
+    """The mean and the standard deviation (``ddof = 1``; None for one value) of a run's per-seed values."""
+    v = np.asarray(values, dtype=float)
+    return float(v.mean()), (float(v.std(ddof=1)) if v.size > 1 else None)

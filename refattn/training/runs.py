@@ -276,13 +276,15 @@ class CellStore:
     finished); settings that differ are refused, naming the keys. The keys in
     ``grow`` (a grid's axes, lists) may differ: the stored lists become the
     sorted union, so a grid can be extended; the keys in ``free`` (settings only
-    some cells use, recorded in their names) may differ too. An existing file is
+    some cells use, recorded in their names) may differ too; a key in ``added``
+    (recorded since a later version) may be missing from an older file, which
+    then takes this run's value. An existing file is
     checked for its shape (``record_keys`` in every cell) before any work. The
     file is claimed (:func:`claim`) before it is read. ``path=None`` keeps
     everything in memory.
     """
 
-    def __init__(self, path, settings, grow=(), what="this study", free=(), record_keys=()):
+    def __init__(self, path, settings, grow=(), what="this study", free=(), record_keys=(), added=()):
         self.path = None if path is None else os.fspath(path)
         self.settings, self.what = settings, what
         self.cells: dict = {}
@@ -295,7 +297,8 @@ class CellStore:
         old = _cell_document(self.path, what, grow, record_keys)
         new = jsonable(settings)
         changed = sorted(k for k in set(old["settings"]) | set(new)
-                         if k not in grow and k not in free and old["settings"].get(k) != new.get(k))
+                         if k not in grow and k not in free and old["settings"].get(k) != new.get(k)
+                         and not (k in added and k not in old["settings"]))
         if changed:
             raise ValueError(f"results: {self.path} holds a run with other settings ({', '.join(changed)} "
                              f"differ); use another file or the same settings")

@@ -206,3 +206,104 @@ def test_missing_queries_and_a_non_bool_causal_are_named(rng):
         attention(None, K, V)
     with pytest.raises(TypeError, match="causal: expected True or False, got str"):
         attention(Q, K, V, causal="yes")
+
+
+# --- A mask's promise holds for every array it covers --------------------------------------------------
+PAD = 1  # the padded key (and query) of the tests below
+
+
+def _padding_mask(n_q=N, n_k=N, pairwise=True):
+    """Key PAD hidden from every query; query PAD (pairwise scores) sees no key."""
+    mask = np.ones((n_q if pairwise else 1, n_k), bool)
+    mask[:, PAD] = False
+    if pairwise:
+        mask[PAD] = False
+    return mask
+
+
+@pytest.mark.parametrize("act", ACTIVATIONS)
+@pytest.mark.parametrize("sc", SCORES)
+@pytest.mark.parametrize("value", [np.nan, np.inf], ids=["nan", "inf"])
+def test_garbage_behind_the_mask_reaches_no_output_and_no_gradient(act, sc, value, rng):
+    """Padding with garbage is what masks are for: the rows of Q, K and V of a key no query sees, and of a
+    query that sees no key, may hold NaN or inf, and the output and every gradient equal those of the same
+    rows holding zeros (0 * NaN must not arise); their own gradients are 0."""
+    s_obj = score(sc)
+    Q, K, V = _qkv(rng)
+    pairwise = s_obj.pairwise
+    mask = _padding_mask(pairwise=pairwise)
+    params = s_obj.init_params(D, rng)
+    G = rng.standard_normal((B, H, N if pairwise else 1, V.shape[-1]))
+    clean = [x.copy() for x in (Q, K, V)]
+    for x in (Q, K, V):
+        x[..., PAD, :] = value  # the padded rows: a query row (pairwise), the masked key's K and V rows
+    q = None if not s_obj.uses_q else Q
+    q0 = None if not s_obj.uses_q else clean[0]
+    with np.errstate(all="raise"):  # no 0 * NaN, no inf - inf anywhere
+        out, cache = attention(q, K, V, score=s_obj, activation=act, params=params, mask=mask)
+        grads = attention_backward(G, cache)
+    out0, cache0 = attention(q0, clean[1], clean[2], score=s_obj, activation=act, params=params, mask=mask)
+    grads0 = attention_backward(G, cache0)
+    keep = np.ones(out.shape[-2], bool)
+    if pairwise:
+        keep[PAD] = False  # the padded query's own output row is 0, the convention for a row that sees nothing
+    np.testing.assert_array_equal(out[..., keep, :], out0[..., keep, :])
+    for name, g, g0 in zip(GRAD_NAMES[:3], grads[:3], grads0[:3]):
+        if g is None:
+            continue
+        assert np.isfinite(g).all(), name
+        np.testing.assert_array_equal(g[..., PAD, :], 0.0, err_msg=name)
+        np.testing.assert_allclose(g, g0, rtol=1e-12, atol=1e-15, err_msg=name)
+    for p in grads[3]:
+        np.testing.assert_allclose(grads[3][p], grads0[3][p], rtol=1e-12, atol=1e-15, err_msg=p)
+
+
+def test_a_key_some_query_sees_is_data_not_padding(rng):
+    """The promise covers what the mask hides from everyone: a NaN in the value row of a key that one query
+    sees reaches that query's output (NaN propagates, never vanishes)."""
+    Q, K, V = _qkv(rng)
+    mask = np.ones((N, N), bool)
+    mask[:, PAD] = False
+    mask[0, PAD] = True  # query 0 sees key PAD
+    V[..., PAD, :] = np.nan
+    with np.errstate(invalid="ignore"):
+        out, _ = attention(Q, K, V, mask=mask)
+    assert np.isnan(out[..., 0, :]).all()
+
+
+@pytest.mark.parametrize("sc", ["dot", "scaled_dot", "self", "cosformer"])
+def test_finite_inputs_whose_scores_overflow_are_refused_in_one_line(sc, rng):
+    """Attention's domain: every kept score finite. Finite queries and keys near 1e200 make q . k overflow;
+    attention refuses them in one line naming Q and K, the index and the bound (never a NaN answer)."""
+    Q, K, V = _qkv(rng)
+    pairwise = score(sc).pairwise  # a per-token score pairs token 1 with itself: its one row of scores
+    Q[0, 0, 1], K[0, 0, 0 if pairwise else 1] = 1e200, 1e200  # every entry 1e200: q . k = d 1e400
+    where = r"\(0, 0, 1, 0\)" if pairwise else r"\(0, 0, 0, 1\)"
+    with pytest.raises(ValueError, match=rf"^Q, K: .*index {where}.*overflows float64.*scale Q or K down") as e:
+        attention(Q, K, V, score=sc, activation="softmax")
+    assert "\n" not in str(e.value)
+
+
+def test_an_overflow_behind_the_mask_is_ignored_and_a_nan_input_propagates(rng):
+    Q, K, V = _qkv(rng)
+    Q[0, 0, 1], K[0, 0, 0] = 1e200, 1e200
+    mask = np.ones((N, N), bool)
+    mask[1, 0] = False  # the overflowing score (query 1, key 0) is masked
+    with np.errstate(over="ignore"):
+        out, _ = attention(Q, K, V, score="dot", mask=mask)
+    assert np.isfinite(out).all()
+    Q[0, 0, 2, 0] = np.nan  # an input that is not finite: NaN propagates to its rows, no error
+    with np.errstate(over="ignore", invalid="ignore"):
+        out, _ = attention(Q, K, V, score="dot", mask=mask)
+    assert np.isnan(out[0, 0, 2]).all() and np.isfinite(out[0, 0, 3]).all()
+
+
+def test_backward_refuses_another_activations_cache(rng):
+    """A cache from tanhmax's forward given to softmax's backward: refused in one line naming both, not a
+    gradient that matches neither."""
+    s = rng.standard_normal((3, 5))
+    _, cache = activation("tanhmax").forward(s)
+    with pytest.raises(TypeError, match=r"cache: .*'tanhmax'.*'softmax'"):
+        activation("softmax").backward(rng.standard_normal((3, 5)), cache)
+    ds = activation("tanhmax").backward(np.ones((3, 5)), cache)  # another instance of the same: fine
+    assert ds.shape == (3, 5)

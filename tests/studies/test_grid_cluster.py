@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import PATIENCE_S, needs, wait_for
+from tests.support import PATIENCE_S, SELF_EDITING, needs, wait_for
 
 needs("cluster")
 pytestmark = pytest.mark.slow
@@ -49,7 +49,8 @@ LIMIT_S = PATIENCE_S
 def _cells(path):
     """The cells of a results file without their times: what must be identical wherever they ran."""
     doc = json.loads(Path(path).read_text())
-    return {k: {f: v for f, v in rec.items() if f != "seconds"} for k, rec in doc["cells"].items()}, doc
+    return {k: {f: v for f, v in rec.items() if f not in ("seconds", "train_seconds")}
+            for k, rec in doc["cells"].items()}, doc
 
 
 @pytest.fixture(scope="module")
@@ -116,10 +117,12 @@ def cluster(folder, workers=3, **kwargs):
         c.stop()
 
 
-def _refattn(args, cwd, **kwargs):
-    """``refattn ARGS`` as a command of its own (a session of its own), with a time limit."""
-    return subprocess.run([sys.executable, "-m", "refattn", *args], cwd=cwd, env={**ENV, "TMPDIR": str(cwd)},
-                          capture_output=True, text=True, timeout=LIMIT_S, start_new_session=True, **kwargs)
+def _refattn(args, cwd, env=(), timeout=LIMIT_S):
+    """``refattn ARGS`` as a command of its own (a session of its own), with a time limit; ``env`` adds
+    environment variables."""
+    return subprocess.run([sys.executable, "-m", "refattn", *args], cwd=cwd, env={**ENV, "TMPDIR": str(cwd),
+                                                                                   **dict(env)},
+                          capture_output=True, text=True, timeout=timeout, start_new_session=True)
 
 
 def _said(stderr):
@@ -289,6 +292,7 @@ def test_a_killed_command_leaves_no_cluster_and_its_file_resumes(serial, tmp_pat
         run.wait()
     if sys.platform.startswith("linux"):  # the scheduler and workers end with the command that started them
         assert _none_left(tmp_path)
+    assert not list(tmp_path.glob("refattn-cluster-*"))  # nor their folder in the temporary folder
     r = _refattn(GRID + ["--workers", "2", "--results", "r.json"], tmp_path)
     assert r.returncode == 0, r.stderr
     assert _cells(tmp_path / "r.json")[0] == serial
@@ -319,14 +323,83 @@ def test_a_scheduler_that_is_neither_an_address_nor_a_file_is_one_line_at_once(a
     assert not (tmp_path / "r.json").exists()
 
 
-def test_lm_study_gives_its_workers_an_activation_files_absolute_path(tmp_path, monkeypatch):
-    """A worker runs in another folder: a relative FILE.py:NAME reaches it made absolute (the recorded
-    name and file are the same as the serial run's)."""
-    from refattn.studies import lm_study  # noqa: PLC0415
+#: A tiny lm-study grid on an SST-2 folder given by a relative path.
+LM = ["lm-study", "--activations", "softmax", "--lrs", "0.01", "--seeds", "1", "--steps", "2", "--long-steps", "2",
+      "--long-evals", "1", "--phases", "tune,long"]
 
-    monkeypatch.chdir(tmp_path)
-    assert lm_study._absolute("soft_sign.py:soft_sign") == f"{tmp_path / 'soft_sign.py'}:soft_sign"
-    assert lm_study._absolute("softmax") == "softmax" and lm_study._absolute("/a/b.py:c") == "/a/b.py:c"
+
+@pytest.mark.parametrize("how", ["--data", "REFATTN_SST2"])
+def test_a_relative_data_folder_reaches_the_workers_as_what_the_command_read(how, sst2_folder, tmp_path):
+    """A worker runs in another folder: the data is read by the command (where the relative path means what
+    the user meant), fingerprinted, and sent with the cells; the cells are the serial run's."""
+    import shutil  # noqa: PLC0415
+
+    shutil.copytree(sst2_folder, tmp_path / "sstrel")
+    data = ["--data", "sstrel"] if how == "--data" else []
+    env = {} if how == "--data" else {"REFATTN_SST2": "sstrel"}
+    r = _refattn(LM + data + ["--results", "serial.json"], tmp_path, env)
+    assert r.returncode == 0, r.stderr
+    r = _refattn(LM + data + ["--workers", "1", "--results", "workers.json"], tmp_path, env)
+    assert r.returncode == 0, r.stderr
+    serial, doc = _cells(tmp_path / "serial.json")
+    assert _cells(tmp_path / "workers.json")[0] == serial
+    digests = doc["settings"]["data_sha256"]
+    assert set(digests) == {"train.tsv", "dev.tsv"} and all(len(v) == 64 for v in digests.values())
+
+
+def test_a_formula_edited_while_workers_run_changes_no_cell(tmp_path):
+    """``--activations softmax,mine.py:a`` (relative) with ``--workers 1``: the command reads the formula once
+    and sends it with the cells, so an edit mid-run changes no cell: they are those of a file never edited."""
+    (tmp_path / "mine.py").write_text(SELF_EDITING)
+    (tmp_path / "steady.py").write_text(SELF_EDITING.replace("if anp.ndim(s) >= 3", "if False"))
+    args = LM + ["--data", "toy", "--lrs", "0.01,0.003"]
+    r = _refattn(args + ["--activations", "softmax,mine.py:a", "--workers", "1", "--results", "w.json"], tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "mine.py").read_text() != SELF_EDITING  # it was edited while the grid ran
+    r = _refattn(args + ["--activations", "softmax,steady.py:a", "--results", "s.json"], tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert _cells(tmp_path / "w.json")[0] == _cells(tmp_path / "s.json")[0]
+
+
+@pytest.mark.parametrize("text", ["{}", "not json at all", '{"address": "inproc://x:1"}', '["tcp://a:1"]'])
+def test_a_file_that_is_not_a_scheduler_file_is_one_line_at_once(text, tmp_path):
+    (tmp_path / "sched.json").write_text(text)
+    r = _refattn(GRID + ["--scheduler", "sched.json", "--results", "r.json"], tmp_path, timeout=60)
+    assert r.returncode == 2
+    lines = _said(r.stderr)
+    assert len(lines) == 1 and "--scheduler: 'sched.json' is not a scheduler file" in lines[0], r.stderr
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_an_inproc_address_is_one_line_without_a_traceback(tmp_path):
+    r = _refattn(GRID + ["--scheduler", "inproc://x:1", "--results", "r.json"], tmp_path, timeout=60)
+    assert r.returncode == 2
+    lines = _said(r.stderr)
+    assert len(lines) == 1 and "--scheduler: inproc://x:1" in lines[0] and "tcp://" in lines[0], r.stderr
+
+
+def test_more_workers_than_memory_for_their_processes_is_refused_before_any_start(tmp_path):
+    r = _refattn(GRID + ["--workers", "1000", "--results", "r.json"], tmp_path, timeout=60)
+    assert r.returncode == 2
+    lines = _said(r.stderr)
+    assert len(lines) == 1 and "--workers 1000" in lines[0] and "each worker process" in lines[0], r.stderr
+    assert not list(tmp_path.glob("refattn-cluster-*"))
+
+
+def test_a_worker_whose_memory_limit_python_itself_exceeds_is_named(tmp_path):
+    """A worker with --memory-limit 5MiB is restarted by its nanny as soon as it starts: the refusal says so,
+    naming the limit, instead of 'no worker joined'."""
+    c = Cluster(tmp_path)
+    try:
+        c._start([sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file", str(c.file), "--nthreads",
+                  "1", "--no-dashboard", "--host", "127.0.0.1", "--memory-limit", "5MiB"], "worker")
+        r = _refattn(GRID + ["--scheduler", c.address, "--results", "r.json"], tmp_path)
+    finally:
+        c.stop()
+    assert r.returncode == 2
+    lines = _said(r.stderr)
+    assert len(lines) == 1 and "--memory-limit" in lines[0] and "5.0 MiB" in lines[0], r.stderr
+    assert "no worker joined" not in lines[0]
 
 
 def test_a_worker_without_refattn_is_one_line_before_any_work(tmp_path):
@@ -358,11 +431,13 @@ def test_a_worker_of_other_versions_is_refused_unless_allowed(serial, tmp_path):
 
 
 def test_more_workers_than_the_memory_holds_is_one_line_before_any_work(tmp_path, capsys):
-    per_cell = nt_training.Settings(context=16, seeds=2, n_test=8, dtype="float32").memory_estimate()
-    limit = f"{1.5 * per_cell / 2**30:.6f}"  # one cell fits, two do not
+    per_worker = nt_training.Settings(context=16, seeds=2, n_test=8, dtype="float32").memory_estimate() \
+        + grid.WORKER_PROCESS_BYTES
+    limit = f"{(1.5 * per_worker + grid.LOCAL_CLUSTER_BYTES) / 2**30:.6f}"  # one worker and its cell fit, two do not
     assert main(GRID + ["--workers", "2", "--max-memory", limit, "--results", str(tmp_path / "r.json")]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 1 and "--workers 2 (about" in lines[0] and "per cell) needs about" in lines[0], lines
+    assert len(lines) == 1 and "--workers 2 (about" in lines[0] and "per cell, " in lines[0], lines
+    assert "for each worker process" in lines[0] and "needs about" in lines[0], lines
     assert not (tmp_path / "r.json").exists()
 
 

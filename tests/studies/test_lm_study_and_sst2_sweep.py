@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 
 import numpy as np
 import pytest
 
 from refattn.studies import lm_study, sst2_sweep
+from tests.support import SELF_EDITING
 
 pytestmark = pytest.mark.slow
 
@@ -93,8 +95,11 @@ def test_control_phase_runs_only_when_asked(tmp_path, monkeypatch):
               data="toy", results=str(tmp_path / "lm.json"), progress=False)
     run_lm_study(**kw, phases=("table", "tune"))
     doc = json.loads((tmp_path / "lm.json").read_text())
-    doc["cells"]["tune tanhmax lr=0.01"]["dev_loss_mean"] = -1.0  # tanhmax's best is now 1e-2
-    doc["cells"]["tune softmax lr=0.01"]["dev_loss_mean"] = 99.0  # softmax's 3e-3
+    for key, loss in (("tune tanhmax lr=0.01", 0.5), ("tune softmax lr=0.01", 99.0)):  # tanhmax's best is now
+        rec = doc["cells"][key]                                                        # 1e-2, softmax's 3e-3
+        for seed in rec["per_seed"]:  # the seeds' numbers, and so their mean (a file is read as consistent)
+            seed["dev_loss"] = loss
+        rec["dev_loss_mean"], rec["dev_loss_std"] = loss, 0.0
     (tmp_path / "lm.json").write_text(json.dumps(doc))
     calls.clear()
     r = run_lm_study(**kw, phases=("long",))
@@ -170,3 +175,67 @@ def test_lm_study_cli_records_its_command_and_resumes(tmp_path, monkeypatch, cap
     assert json.loads(capsys.readouterr().out)["cells"] == saved["cells"]
     assert main(["lm-study", "--phases", "table,,long"]) == 2
     assert "--phases" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------
+# What a cell reads is read once, fingerprinted, and sent with the cell
+# --------------------------------------------------------------------------
+
+STEADY = '''
+import autograd.numpy as anp
+
+def g(s):
+    return anp.exp(s)
+
+a = {"g": g, "h": g}
+'''
+
+
+LM_ARGS = ["lm-study", "--data", "toy", "--lrs", "0.01,0.003", "--seeds", "1", "--steps", "3", "--long-steps", "3",
+           "--long-evals", "1", "--phases", "tune,long", "--json"]
+
+
+def test_a_formula_edited_mid_run_changes_no_cell(tmp_path, monkeypatch, capsys):
+    """The formula is read once, its SHA-256 recorded, and the cells run that formula, whatever happens to the
+    file while the grid runs: every cell equals the same grid run from a file that never changed."""
+    from refattn.cli import main  # noqa: PLC0415
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine.py").write_text(SELF_EDITING)
+    (tmp_path / "steady.py").write_text(STEADY)
+    original = hashlib.sha256(SELF_EDITING.encode()).hexdigest()
+    assert main(LM_ARGS + ["--activations", "softmax,mine.py:a", "--results", "edited.json"]) == 0
+    assert (tmp_path / "mine.py").read_text() != SELF_EDITING  # it did change during the run
+    assert main(LM_ARGS + ["--activations", "softmax,steady.py:a", "--results", "steady.json"]) == 0
+    capsys.readouterr()
+    edited, steady = (json.loads((tmp_path / f).read_text()) for f in ("edited.json", "steady.json"))
+    assert edited["settings"]["activation_files"]["a"]["sha256"] == original
+    strip = lambda rec: {k: v for k, v in rec.items() if k != "train_seconds"}  # noqa: E731
+    assert set(edited["cells"]) == set(steady["cells"])
+    for key in edited["cells"]:
+        assert strip(edited["cells"][key]) == strip(steady["cells"][key]), key
+    # the file as it is now is another formula: resuming with it is refused, naming it
+    assert main(LM_ARGS + ["--activations", "softmax,mine.py:a", "--results", "edited.json"]) == 2
+    assert "activation_files" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("edit, said", [
+    (lambda d, k: d["cells"][k].update(dev_loss_mean=0.01), "dev_loss_mean 0.01 is not its seeds'"),
+    (lambda d, k: d["cells"][k].update(finite=False), "its finite False contradicts"),
+    (lambda d, k: d["cells"].update({"tune softmax lr=0.5": d["cells"][k]}), "not a run of its grid"),
+    (lambda d, k: d["ran_on"].update({k: None}), "is not a record of where it ran"),
+    (lambda d, k: d["ran_on"].pop(k), "has no place in 'ran_on'"),
+])
+def test_lm_study_refuses_a_file_whose_numbers_are_not_its_seeds(edit, said, tmp_path, monkeypatch, capsys):
+    from refattn.cli import main  # noqa: PLC0415
+
+    monkeypatch.chdir(tmp_path)
+    args = LM_ARGS + ["--activations", "softmax", "--lrs", "0.01", "--results", "r.json"]
+    assert main(args) == 0
+    doc = json.loads((tmp_path / "r.json").read_text())
+    edit(doc, "tune softmax lr=0.01")
+    (tmp_path / "r.json").write_text(json.dumps(doc))
+    capsys.readouterr()
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "r.json" in err and said in err, err

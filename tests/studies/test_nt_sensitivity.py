@@ -405,3 +405,83 @@ def test_the_winner_follows_the_ranks_not_a_mean_a_diverged_seed_can_drag():
     fast, slow = [100, 120, 140, 160, 180, 200], [400, 420, 440, 460, 480, 500]
     speed = _fake_study({"expressive": ([1.0] * 6, fast), "softmax": ([1.0] * 6, slow)}, epochs=1000)
     assert sens.summarise(speed, measure="epochs_to_100")[0]["winner"] == "EA"
+
+
+# --------------------------------------------------------------------------
+# A results file edited by hand: refused, not reported as measured
+# --------------------------------------------------------------------------
+
+#: The command of a small grid (two cells) whose file the edits below change.
+SMALL_CLI = ["nt-sensitivity", "fig4", "--seeds", "2", "--epochs", "20", "--eval-every", "10", "--init-scales", "0.5",
+             "--lrs", "0.32", "--n-test", "4"]
+
+EA = "init=0.5 lr=0.32 expressive"
+
+
+def _set(doc, *keys, value=None, delete=False):
+    """``doc`` with ``doc[keys[0]]...[keys[-1]]`` set to ``value`` (or deleted)."""
+    target = doc
+    for k in keys[:-1]:
+        target = target[k]
+    if delete:
+        del target[keys[-1]]
+    else:
+        target[keys[-1]] = value
+    return doc
+
+
+@pytest.fixture(scope="module")
+def small_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("small") / "r.json"
+    assert main(SMALL_CLI + ["--results", str(path)]) == 0
+    return path
+
+
+@pytest.mark.parametrize("edit, said", [
+    (lambda d: _set(d, "cells", EA, "epochs_to_100", value=[1, 1]), "epochs_to_100 1 of seed 0 contradicts"),
+    (lambda d: _set(d, "cells", EA, "final_accuracy", value=[7.0, -3.0]), "not its curve's last value"),
+    (lambda d: _set(d, "cells", EA, "final_accuracy", value=[None, d["cells"][EA]["final_accuracy"][1]]),
+     "not its curve's last value"),
+    (lambda d: _set(d, "cells", EA, "accuracy", value=[[1.5, 1.0], [0.5, 1.0]]), "not an accuracy"),
+    (lambda d: _set(d, "cells", "init=9 lr=0.32 softmax", value=d["cells"][EA]), "not a cell of its grid"),
+    (lambda d: _set(d, "ran_on", EA, delete=True), f"cell {EA!r} has no place in 'ran_on'"),
+    (lambda d: _set(d, "ran_on", EA, value=None), "is not a record of where it ran"),
+    (lambda d: _set(d, "ran_on", EA, "blas", value=None), "its 'blas' is missing"),
+])
+def test_a_hand_edited_results_file_is_one_line_naming_it(edit, said, small_file, tmp_path, capsys):
+    path = tmp_path / "r.json"
+    doc = edit(json.loads(small_file.read_text()))
+    path.write_text(json.dumps(doc))
+    before = path.read_text()
+    capsys.readouterr()
+    assert main(SMALL_CLI + ["--results", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(path) in err and said in err and "left as it is" in err, err
+    assert path.read_text() == before
+    if not any(w in said for w in ("ran_on", "where it ran", "'blas'")):  # the curves' table too (it reads no place)
+        assert main(["curves", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and said in err, err
+
+
+def test_every_committed_results_file_agrees_with_its_curves():
+    from pathlib import Path  # noqa: PLC0415
+
+    files = sorted((Path(__file__).resolve().parents[2] / "derivations" / "data").glob("15-sensitivity-*.json"))
+    assert files
+    for f in files:
+        sens.check_cells(json.loads(f.read_text(encoding="utf-8")))
+
+
+def test_a_complete_file_of_other_versions_is_reported_without_the_flag(small_file, tmp_path, capsys):
+    """Only adding cells to a file made with other versions needs --allow-mixed-versions; reading it does not."""
+    path = tmp_path / "r.json"
+    doc = json.loads(small_file.read_text())
+    for place in doc["ran_on"].values():
+        place["numpy"] = "0.0.1"
+    path.write_text(json.dumps(doc))
+    capsys.readouterr()
+    assert main(SMALL_CLI + ["--results", str(path)]) == 0
+    assert "| x0.5 | 0.32 |" in capsys.readouterr().out
+    assert main(SMALL_CLI[:-4] + ["--lrs", "0.32,0.04", "--n-test", "4", "--results", str(path)]) == 2
+    assert "--allow-mixed-versions" in capsys.readouterr().err

@@ -415,3 +415,25 @@ def test_float32_training_runs_in_float32_and_resumes_only_as_float32(tmp_path):
         run_nt("N2T5", 8, "expressive", seeds=2, epochs=3, eval_every=1, n_test=5, progress=False, checkpoint=ck)
     with pytest.raises(ValueError, match="dtype: expected one of float64, float32"):
         run_nt("N2T5", 8, "expressive", seeds=2, epochs=1, dtype="float16")
+
+
+def test_the_report_names_diverged_seeds_and_quotes_no_accuracy_of_theirs():
+    with np.errstate(all="ignore"):
+        r = run_nt("N2T5", 16, "expressive", seeds=3, epochs=8, eval_every=4, n_test=8, lr=20.0, init_scale=4.0,
+                   dtype="float32")
+    assert r["diverged"] == [True, True, True]
+    text = ntt.report(r)
+    assert "DIVERGED: seeds [0, 1, 2] of 3" in text and "final accuracy: n/a (every seed diverged)" in text
+    assert "mean 0." not in text
+    # one seed of three diverged: the mean is over the two that trained, the third reads "diverged"
+    part = dict(r, diverged=[False, True, False], final_accuracy=[0.5, 0.25, 1.0], loss=[1.0, 0.5])
+    text = ntt.report(part)
+    assert "DIVERGED: seeds [1] of 3" in text and "epoch" not in text.splitlines()[1].split(";")[-1]
+    assert "final accuracy: mean 0.7500 of the seeds that trained, per seed [0.5, 'diverged', 1.0]" in text
+    # a figure's table: the final accuracy over the seeds that trained, the diverged ones counted
+    fig = {"figure": "fig4", "task": r["task"], "runs": [part], "paper": {"setting": "-", "claims": {}}}
+    part["accuracy"] = [[0.5, 0.5], [0.25, 0.25], [0.5, 1.0]]
+    row = ntf.report(fig).splitlines()[-1]
+    assert "0.750 [0.500, 1.000] (1/3 seeds diverged)" in row, row
+    fig["runs"] = [dict(r, train_seconds_per_epoch=0.0)]
+    assert "| diverged (3/3 seeds diverged) |" in ntf.report(fig).splitlines()[-1]

@@ -403,3 +403,13 @@ def test_bad_input():
         run_rank_collapse(seeds=1.5)
     with pytest.raises(ValueError, match="form"):
         rc.plot({"config": {}}, form="both ways")
+
+
+def test_a_stack_whose_scores_overflow_continues_as_nan():
+    """Linear attention grows cubically: once a layer's scores overflow float64 the stack's remaining
+    layers are NaN, as forward_stack promises, not an error from the textbook's domain check."""
+    rng = np.random.default_rng(0)
+    X = 1e60 * rng.standard_normal((6, 4))
+    layers = rc.init_stack("pure", 4, 4, 2, rng)
+    out = rc.forward_stack(X, layers, "linear", "pure")
+    assert np.isfinite(out[1]).all() and not np.isfinite(out[-1]).any()
