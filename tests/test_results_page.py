@@ -12,6 +12,7 @@
 import functools
 import json
 import pathlib
+import re
 import shlex
 
 import numpy as np
@@ -447,6 +448,30 @@ def fig6_quotes():
     ] + [f"neither solves N16T2, EA ahead ({acc(r, 'EA')} against {acc(r, 'DPA')})" for r in lr02_rows[1:]]
 
 
+def falls(suffix, init, lr, who):
+    """Seeds (that did not diverge) whose smoothed accuracy falls more than a plateau's band below its best so far:
+    the results page's count of Fig. 7's "non-monotonic events"."""
+    from refattn.studies.curves import PLATEAU_BAND, smooth  # noqa: PLC0415
+
+    _, a = seeds_of(suffix, init, lr, who)
+    live = a[~np.asarray(study_file(suffix)["cells"][key(init, lr, who)]["diverged"])]
+    return sum(bool(np.any(np.maximum.accumulate(smooth(r)) - smooth(r) > PLATEAU_BAND + 1e-12)) for r in live)
+
+
+def fig7_falls_quote():
+    from refattn.studies.helpers import number_name  # noqa: PLC0415
+
+    grid = {(i, lr, w): falls("fig7", number_name(i), number_name(lr), w) for i in (0.5, 1.0, 2.0)
+            for lr in (0.02, 0.32) for w in ATT}
+    (where, n), = [(c, v) for c, v in grid.items() if v]  # one cell of the grid has any
+    assert where == (0.5, 0.32, "DPA") and n == 1
+    assert all(falls("fig7-128", i, "0.32", w) == 0 for i in ("0.5", "1") for w in ATT)
+    f = {(i, w): falls("fig7-long", i, "0.32", w) for i in ("0.5", "1") for w in ATT}
+    return (f"happens in the 3000-epoch runs (lr 0.32) in {f['0.5', 'EA']} of 16 EA seeds and {f['0.5', 'DPA']} of 16 "
+            f"DPA seeds at ×0.5, {f['1', 'EA']} and {f['1', 'DPA']} at ×1, in the 1000-epoch grid in {n} seed (DPA, ×0.5, "
+            f"lr 0.32), and at $N_\\text{{con}} = 128$ in none")
+
+
 def fig7_quotes():
     L, H = "fig7-long", "fig7-128"
     a, b = row(L, 0.5, 0.32), row(H, 0.5, 0.32)
@@ -466,6 +491,7 @@ def fig7_quotes():
         f"at ×1 DPA ahead ({acc(c, 'DPA')} against {acc(c, 'EA')}; {acc(d, 'DPA')} against {acc(d, 'EA')})",
         f"its plateaus lie at {m64[0][2]:.2f}–{m64[1][2]:.2f} and {m128[0][2]:.2f}–{m128[1][2]:.2f}",
         f"DPA on a plateau above the paper's level ({m64[0][2]:.2f}–{m64[1][2]:.2f} at 64)",
+        fig7_falls_quote(),
     ] + ([] if summ(L, "0.5", "0.32", "EA")["reached_100"] == summ(H, "0.5", "0.32", "EA")["reached_100"] == 0
          else ["(EA error-free)"])
 
@@ -708,6 +734,317 @@ def test_the_sst_sweep_numbers_are_the_file():
 
 
 # --------------------------------------------------------------------------
+# The papers' own numbers that cut against their conclusions
+# --------------------------------------------------------------------------
+
+#: TanhMax Table 2 as printed (test accuracy); the SST column is refattn.studies.sst2.PAPER_TABLE2.
+TANHMAX_TABLE2 = {"softmax": {"SST": 0.834, "IMDB": 0.732, "AGNews": 0.892, "20News": 0.843, "Cifar10": 0.902,
+                              "Cifar100": 0.668},
+                  "tanhmax": {"SST": 0.872, "IMDB": 0.747, "AGNews": 0.905, "20News": 0.850, "Cifar10": 0.887,
+                              "Cifar100": 0.662}}
+
+#: TanhMax Table 1's gradient tau_g means, per (dataset, class), as printed; SST's are
+#: refattn.studies.interpret.PAPER_TABLE1's.
+TANHMAX_TABLE1_TAU_G = {("SST", 0): (0.34, 0.56), ("SST", 1): (0.29, 0.60), ("IMDB", 0): (-0.18, -0.13),
+                        ("IMDB", 1): (-0.25, -0.32), ("AGNews", 0): (0.30, 0.74), ("AGNews", 1): (0.27, 0.65),
+                        ("20News", 0): (0.77, 0.43), ("20News", 1): (0.78, 0.54)}  # (softmax, tanhmax)
+
+#: TanhMax Table 4 (means, %), validation then test rows of SST, IMDB, 20 News, AGNews; "dot product" is our linear;
+#: the SST rows are refattn.studies.lm.PAPER_TABLE4's.
+TANHMAX_TABLE4 = {
+    "softmax": (76.1, 28.9, 35.4, 65.8, 73.6, 29.5, 37.8, 65.4), "relu": (76.2, 31.2, 41.2, 66.3, 73.4, 30.3, 40.5, 64.1),
+    "linear": (75.1, 29.3, 34.2, 65.5, 73.5, 30.3, 32.8, 63.9),
+    "sigsoftmax": (75.8, 32.5, 38.8, 65.9, 73.8, 32.7, 39.2, 65.5),
+    "cosformer": (75.7, 35.2, 41.5, 66.3, 74.8, 34.6, 41.1, 65.5),
+    "tanhmax": (76.2, 33.4, 42.9, 67.5, 76.1, 33.9, 41.9, 66.2)}
+
+
+def test_the_transcriptions_agree_with_the_librarys_paper_constants():
+    from refattn.studies.interpret import PAPER_TABLE1  # noqa: PLC0415
+    from refattn.studies.lm import PAPER_TABLE4  # noqa: PLC0415
+    from refattn.studies.sst2 import PAPER_TABLE2  # noqa: PLC0415
+
+    assert {a: TANHMAX_TABLE2[a]["SST"] for a in TANHMAX_TABLE2} == PAPER_TABLE2
+    for c in (0, 1):
+        assert TANHMAX_TABLE1_TAU_G["SST", c] == tuple(PAPER_TABLE1[str(c)][a]["tau_g"][0] for a in ("softmax", "tanhmax"))
+    for a, values in TANHMAX_TABLE4.items():
+        assert (values[0], values[4]) == (PAPER_TABLE4["validation"][a][0], PAPER_TABLE4["test"][a][0])
+
+
+def minus(x, fmt="{:.2f}"):
+    """A number as the pages print it, with a true minus sign."""
+    return fmt.format(x).replace("-", "−")
+
+
+def above_softmax(variant):
+    """In how many of Table 4's 8 cells ``variant`` is above softmax."""
+    return sum(v > s for v, s in zip(TANHMAX_TABLE4[variant], TANHMAX_TABLE4["softmax"]))
+
+
+def test_the_papers_numbers_against_their_conclusions_are_on_the_pages():
+    t2 = TANHMAX_TABLE2
+    ahead = [k for k in t2["softmax"] if t2["softmax"][k] > t2["tanhmax"][k]]
+    assert ahead == ["Cifar10", "Cifar100"]
+    higher = sum(t > s for s, t in TANHMAX_TABLE1_TAU_G.values())
+    lower = [k for k, (s_, t) in TANHMAX_TABLE1_TAU_G.items() if t < s_]
+    assert [d for d, _ in lower] == ["IMDB", "20News", "20News"] and lower[0] == ("IMDB", 1)
+    imdb = [TANHMAX_TABLE1_TAU_G["IMDB", c][1] for c in (0, 1)]
+    news = [f"{TANHMAX_TABLE1_TAU_G['20News', c][i]:.2f}" for i in (1, 0) for c in (0, 1)]
+    assert all(v < 0 for v in imdb)
+    lm = load("19-lm-study.json")["cells"]
+    gap = {v: 100 * (lm[f"table {v} lr=0.003"]["dev_accuracy_mean"] - lm["table softmax lr=0.003"]["dev_accuracy_mean"])
+           for v in ("sigsoftmax", "relu", "linear")}
+    below_linear = 8 - above_softmax("linear")
+    t2_words = (f"(CIFAR-10 {t2['softmax']['Cifar10']:.3f} vs {t2['tanhmax']['Cifar10']:.3f}, CIFAR-100 "
+                f"{t2['softmax']['Cifar100']:.3f} vs {t2['tanhmax']['Cifar100']:.3f})")
+    t1_words = (f"TanhMax's $\\tau_g$ is above softmax's in {higher} of its 8 dataset-class rows, below it in IMDB class 1 "
+                f"and {{news}}negative on IMDB ({minus(imdb[0])} / {minus(imdb[1])})")
+    check(RESULTS, [
+        f"softmax ahead in its CIFAR-10 and CIFAR-100 columns ({t2['softmax']['Cifar10']:.3f} against "
+        f"{t2['tanhmax']['Cifar10']:.3f}, {t2['softmax']['Cifar100']:.3f} against {t2['tanhmax']['Cifar100']:.3f})",
+        t1_words.format(news=f"in 20News ({news[0]} / {news[1]} against {news[2]} / {news[3]}), and "),
+        f"TanhMax is above softmax in all {above_softmax('tanhmax')} cells (4 datasets, validation and test), and so are "
+        f"sigsoftmax in {above_softmax('sigsoftmax')} of 8 and relu in {above_softmax('relu')} of 8, which here are "
+        f"behind softmax ({gap['sigsoftmax']:.2f} and {gap['relu']:.2f} pp at 600 steps); only dot product, our linear, "
+        f"is below softmax there (in {below_linear} of 8), as here ({gap['linear']:.2f} pp)".replace("-", "−"),
+        f"there dot product (our linear) is below softmax in {below_linear} of its 8 cells, as here, but sigsoftmax is "
+        f"above softmax in {above_softmax('sigsoftmax')} of 8 and relu in {above_softmax('relu')} of 8, where here both "
+        f"are behind ({gap['sigsoftmax']:.2f} and {gap['relu']:.2f} pp)".replace("-", "−"),
+    ])
+    check(INDEX, [
+        f"in two of them the paper's own numbers have softmax ahead {t2_words}",
+        t1_words.format(news="20News, and "),
+        f"TanhMax is above softmax in all {above_softmax('tanhmax')} cells (4 datasets, validation and test), and so are "
+        f"sigsoftmax in {above_softmax('sigsoftmax')} of 8 and relu in {above_softmax('relu')} of 8, which in the toy LM "
+        f"are behind softmax; only dot product is below softmax there ({below_linear} of 8)",
+    ])
+
+
+# --------------------------------------------------------------------------
+# Every cell of every study file is quoted (section 6 of the results page names where)
+# --------------------------------------------------------------------------
+
+#: Where on the results page each study file's cells are quoted (the row of the table, or the paragraph).
+QUOTED_IN = {"fig3": "Fig. 3, $N_\\text{con} = 32$", "fig3-long": "Fig. 3, $N_\\text{con} = 32$",
+             "fig3-30k": "Fig. 3, $N_\\text{con} = 32$", "fig3-16": "text: $N_\\text{con} = 16$",
+             "fig3-52": "Fig. 3, $N_\\text{con} = 52$", "fig3-56": "Fig. 3, $N_\\text{con} = 56$",
+             "fig3-beta": "text on Eq. 1", "fig3-float64": "section 5, the float64 paragraph", "fig4": "Fig. 4",
+             "fig5": "Fig. 5", "fig5-x2": "Fig. 5", "fig5-256": "text: $N_\\text{con} = 256$",
+             "fig5-256-lr0.32": "text: $N_\\text{con} = 256$", "fig6": "Fig. 6", "fig6-long": "Fig. 6",
+             "fig7": "Fig. 7", "fig7-long": "Fig. 7", "fig7-128": "Fig. 7"}
+
+
+def files_table_rows():
+    """Section 6's rows: each study file, its run (task, context, epochs, spacing) and its grid of cells."""
+    from refattn.studies.helpers import number_name  # noqa: PLC0415
+
+    rows = []
+    for path in sorted(DATA.glob("15-sensitivity-*.json")):
+        suffix = path.stem.removeprefix("15-sensitivity-")
+        s = load(path.name)["settings"]
+        beta = f", $\\beta$ = {s['beta']:.3f}" if "beta" in s else ""
+        grid = f"×{', ×'.join(number_name(i) for i in s['init_scales'])} × lr {', '.join(number_name(v) for v in s['lrs'])}"
+        rows.append(f"| `{path.name}` | {s['task']}, $N_\\text{{con}}$ = {s['n_con']}{beta}, {s['epochs']:,} epochs, "
+                    f"evaluated every {s['eval_every']}, {s['dtype']} | {grid} | {QUOTED_IN[suffix]} |")
+    return rows
+
+
+def test_section_6_names_every_study_file_and_its_cells():
+    files = sorted(p.stem.removeprefix("15-sensitivity-") for p in DATA.glob("15-sensitivity-*.json"))
+    assert files == sorted(QUOTED_IN)
+    for path in DATA.glob("15-sensitivity-*.json"):  # the grid a row names is every cell the file holds
+        data = load(path.name)
+        s = data["settings"]
+        assert set(data["cells"]) == {key(number_name_of(i), number_name_of(lr), w)
+                                      for i in s["init_scales"] for lr in s["lrs"] for w in ATT}, path.name
+    check(RESULTS, files_table_rows())
+    text = RESULTS.read_text(encoding="utf-8")
+    assert all(f"| {q}" in text or q in text for q in QUOTED_IN.values())
+
+
+def number_name_of(x):
+    from refattn.studies.helpers import number_name  # noqa: PLC0415
+
+    return number_name(x)
+
+
+# --------------------------------------------------------------------------
+# Provenance: every committed results file records a clean commit and the command that made it
+# --------------------------------------------------------------------------
+
+
+def script(name):
+    """One of the scripts kept beside the data, ``derivations/data/<name>.py``, imported."""
+    import importlib.util  # noqa: PLC0415
+
+    spec = importlib.util.spec_from_file_location(f"derivations_data_{name}", DATA / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+#: The results files of runs (a study's file, or a command's result kept by record.py); the curve tables
+#: (15-curves-*.json) are derived from them and checked equal to today's code by tests/studies/test_curves.py.
+RUN_FILES = [p.name for p in sorted(DATA.glob("*.json")) if "commit" in load(p.name)]
+
+CLEAN = re.compile(r"[0-9a-f]{40}")
+
+
+def provenance_problems(data):
+    """What is wrong with a results file's record of where it came from (an empty list: nothing).
+
+    The file's ``commit`` is a clean commit (40 hex digits, no ``-dirty``) and it has a ``command``; every run that
+    added cells from a tree with local changes (a ``-dirty`` or unknown commit) is covered by a later check,
+    recorded under ``runs`` by ``derivations/data/rerun.py --record`` at a clean commit, that reran every cell of the
+    file (over a stated prefix; checks of parts of the file add up) and found every number equal.
+    """
+    problems = []
+    if not isinstance(data.get("command"), str) or not data["command"].strip():
+        problems.append("no command")
+    if not (isinstance(data.get("commit"), str) and CLEAN.fullmatch(data["commit"])):
+        problems.append(f"commit {data.get('commit')!r} is not a clean commit")
+    runs = data.get("runs", [])
+    for i, run in enumerate(runs):
+        commit = run.get("commit")
+        if isinstance(commit, str) and CLEAN.fullmatch(commit):
+            continue
+        checked = {cell for r in runs[i + 1:] if "reproduced" in r and CLEAN.fullmatch(str(r.get("commit")))
+                   and r["reproduced"]["identical"] for cell in r["reproduced"]["cells"]}
+        if not set(data.get("cells", {})) <= checked:
+            problems.append(f"runs[{i}] was made at {commit!r} and later checks at a clean commit, every number "
+                            f"equal, do not cover every cell")
+    return problems
+
+
+@pytest.mark.parametrize("name", RUN_FILES)
+def test_every_results_file_records_a_clean_commit_in_the_history(name):
+    import subprocess  # noqa: PLC0415
+
+    data = load(name)
+    assert provenance_problems(data) == [], name
+    commits = {data["commit"]} | {r["commit"] for r in data.get("runs", []) if CLEAN.fullmatch(str(r.get("commit")))}
+    try:
+        known = [subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", f"{c}^{{commit}}"], capture_output=True,
+                                timeout=60).returncode == 0 for c in sorted(commits)]
+    except (OSError, subprocess.SubprocessError):
+        pytest.skip("git is not available here: the commits cannot be looked up")
+    if subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True).returncode != 0:
+        pytest.skip("not a git checkout: the commits cannot be looked up")
+    assert all(known), f"{name}: commits not in this repository's history: {sorted(commits)}"
+
+
+def test_a_dirty_or_unchecked_commit_is_refused():
+    good = {"command": "refattn x", "commit": "0" * 40, "cells": {"a": {}, "b": {}}, "runs": []}
+    assert provenance_problems(good) == []
+    assert provenance_problems({**good, "commit": "0" * 40 + "-dirty"})
+    dirty_run = {**good, "runs": [{"commit": "1" * 40 + "-dirty"}]}
+    assert provenance_problems(dirty_run)
+    check = {"commit": "2" * 40, "reproduced": {"cells": ["a", "b"], "identical": True}}
+    assert provenance_problems({**dirty_run, "runs": dirty_run["runs"] + [check]}) == []
+    halves = [{**check, "reproduced": {**check["reproduced"], "cells": [c]}} for c in "ab"]
+    assert provenance_problems({**dirty_run, "runs": dirty_run["runs"] + halves}) == []
+    assert provenance_problems({**dirty_run, "runs": halves[:1] + dirty_run["runs"] + halves[1:]})  # a check before
+    for bad in ({**check["reproduced"], "cells": ["a"]}, {**check["reproduced"], "identical": False}):
+        assert provenance_problems({**dirty_run, "runs": dirty_run["runs"] + [{**check, "reproduced": bad}]})
+    assert provenance_problems({**dirty_run, "runs": dirty_run["runs"] + [{**check, "commit": "2" * 40 + "-dirty"}]})
+
+
+# --------------------------------------------------------------------------
+# Rerunning a committed cell from its record (derivations/data/rerun.py) and keeping a result (record.py)
+# --------------------------------------------------------------------------
+
+#: A small committed cell: N2T5, 16 seeds, of which the first 40 epochs take a second or two.
+SMALL = ("15-sensitivity-fig4.json", "init=1 lr=0.04 expressive", 40)
+
+
+def _script(name, *args, env=None, cwd=ROOT):
+    import os  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    return subprocess.run([sys.executable, str(DATA / f"{name}.py"), *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, env={**os.environ, "MPLBACKEND": "Agg", **(env or {})}, timeout=600)
+
+
+def _blas_here(env):
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    out = subprocess.run([sys.executable, "-c", "from refattn.training.runs import machine_info; "
+                          "print(machine_info()['blas'])"], capture_output=True, text=True, env=env, timeout=120)
+    return out.stdout.strip()
+
+
+@pytest.mark.parametrize("args, option", [
+    (["nonesuch.json"], "file:"), ([str(DATA / "15-curves-fig4.json")], "file:"),
+    ([str(DATA / SMALL[0]), "--cell", "init=9 lr=9 softmax"], "--cell:"),
+    ([str(DATA / SMALL[0]), "--epochs", "0"], "--epochs:"), ([str(DATA / SMALL[0]), "--epochs", "2001"], "--epochs:"),
+])
+def test_rerun_refuses_a_bad_argument_in_one_line(args, option, capsys):
+    with pytest.raises(SystemExit) as stop:
+        script("rerun").main(args)
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.count("\n") == 1 and option in err, err
+
+
+def test_rerun_reproduces_a_committed_cell_and_sees_a_changed_number(tmp_path):
+    """The small cell rerun for its first 40 epochs gives every stored number; the same file with one accuracy
+    changed by 1e-4 does not; --record writes the check into (a copy of) the file, from a tree without local
+    changes only. Exact where the BLAS kernel is the file's (OPENBLAS_CORETYPE=Haswell on an x86-64 CPU with AVX2)."""
+    import os  # noqa: PLC0415
+
+    from refattn.studies.helpers import code_commit  # noqa: PLC0415
+
+    name, cell, epochs = SMALL
+    env = {**os.environ, "OPENBLAS_CORETYPE": "Haswell"}
+    made_with = {b for r in load(name)["runs"] for b in r["machine"]["blas"]}
+    if _blas_here(env) != str(sorted(made_with)):
+        pytest.skip(f"the BLAS here ({_blas_here(env)}) is not the one {name} was made with ({sorted(made_with)})")
+    same = _script("rerun", DATA / name, "--cell", cell, "--epochs", epochs, env=env)
+    assert same.returncode == 0 and f"{cell}: {epochs} epochs" in same.stdout and "identical" in same.stdout, same
+    data = load(name)
+    copy = json.loads(json.dumps(data))
+    copy["cells"][cell]["accuracy"][0][0] = round(copy["cells"][cell]["accuracy"][0][0] + 1e-4, 4)
+    changed = tmp_path / name
+    changed.write_text(json.dumps(copy))
+    other = _script("rerun", changed, "--cell", cell, "--epochs", epochs, env=env)
+    assert other.returncode == 1 and "max difference 0.0001" in other.stdout, other
+    kept = tmp_path / "kept.json"
+    kept.write_text(json.dumps(data))
+    record = _script("rerun", kept, "--cell", cell, "--epochs", epochs, "--record", env=env)
+    commit = code_commit()
+    if commit is None or commit.endswith("-dirty"):  # a tree with local changes: refused, the file as it was
+        assert record.returncode == 2 and "--record" in record.stderr and json.loads(kept.read_text()) == data
+        return
+    assert record.returncode == 0, record
+    after = json.loads(kept.read_text())
+    check_ = after["runs"][-1]
+    assert after["commit"] == commit == check_["commit"] and check_["reproduced"]["cells"] == [cell]
+    assert check_["reproduced"]["identical"] and check_["reproduced"]["epochs"] == [epochs]
+    assert after["cells"] == data["cells"] and after["runs"][:-1] == data["runs"]
+
+
+def test_record_keeps_a_commands_result_with_its_command_and_commit(tmp_path):
+    from refattn.studies.helpers import code_commit  # noqa: PLC0415
+
+    out = tmp_path / "prop2.json"
+    argv = ["refattn", "prop2", "--activations", "softmax,tanhmax", "--n", "6", "--d", "2", "--m", "20"]
+    bad = _script("record", out, "python", "-c", "1")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and not out.exists()
+    done = _script("record", out, *argv)
+    commit = code_commit()
+    if commit is None or commit.endswith("-dirty"):
+        assert done.returncode == 2 and "commit first" in done.stderr and not out.exists()
+        return
+    assert done.returncode == 0, done
+    kept = json.loads(out.read_text())
+    assert kept["command"] == " ".join(argv) and kept["commit"] == commit and "blas" in kept["machine"]
+    assert isinstance(kept["result"], dict) and kept["result"]  # what --json printed
+    again = _script("record", out, *argv)
+    assert again.returncode == 2 and "left as it is" in again.stderr and json.loads(out.read_text()) == kept
+
+
+# --------------------------------------------------------------------------
 # Every command recorded in a committed file runs today
 # --------------------------------------------------------------------------
 
@@ -724,18 +1061,31 @@ def recorded_commands():
 COMMANDS = list(recorded_commands())
 
 
+def check_rerun_command(name, where, argv):
+    """A check recorded by ``derivations/data/rerun.py --record``: it reran every cell of its own file, and its
+    arguments are still accepted for that file."""
+    assert argv[1:2] == ["derivations/data/rerun.py"] and argv[2] == f"derivations/data/{name}", (name, where)
+    assert "--record" in argv, (name, where)
+    script("rerun").parse([str(ROOT / argv[2])] + argv[3:])
+
+
 @pytest.mark.parametrize("name, where, command", COMMANDS, ids=[f"{n} {w}" for n, w, _ in COMMANDS])
 def test_every_recorded_command_parses_today_and_describes_its_file(name, where, command):
     argv = shlex.split(command)
+    data = load(name)
+    if argv[0] == "python" and where != "command" and "reproduced" in data["runs"][int(where[5:-1])]:
+        return check_rerun_command(name, where, argv)
     assert argv[0] == "refattn", f"{name} {where}: {command!r} is not a refattn command (record current_command)"
     parser = build_parser()
     try:
         args = parser.parse_args(argv[1:])
     except SystemExit:
         pytest.fail(f"{name} {where}: {command!r} does not parse today")
-    assert args.results == f"derivations/data/{name}", f"{name} {where}: writes {args.results}, not its own file"
     settings = settings_from_args(study(args.command).Settings, args)  # every rule the command line applies
-    data = load(name)
+    if "result" in data:  # kept by record.py: the command printed it with --json
+        assert not hasattr(args, "results") or args.results is None, (name, where)
+        return None
+    assert args.results == f"derivations/data/{name}", f"{name} {where}: writes {args.results}, not its own file"
     if args.command == "nt-sensitivity":
         from refattn.studies.nt_sensitivity import _recorded  # noqa: PLC0415
 
@@ -756,6 +1106,7 @@ def test_every_recorded_command_parses_today_and_describes_its_file(name, where,
         assert data["settings"]["activations"] == list(settings.activations)
     else:  # pragma: no cover - a new kind of file
         pytest.fail(f"{name}: no check for {args.command}")
+    return None
 
 
 # --------------------------------------------------------------------------
