@@ -953,7 +953,6 @@ def provenance_problems(data):
 #: section 10 gives each command and its cost): until its record is committed such a file is expected to fail the
 #: test below, and once it is (the test then passes, which strict xfail reports as a failure) it leaves this list.
 UNCHECKED = {
-    "14-sst2-sweep.json": "rerun.py FILE --epochs 1 --record, with the SST-2 data: 12 cells",
     "15-sensitivity-fig5-256.json": "rerun.py FILE --epochs 250 --record: 4 cells, about 15 CPU-minutes",
     "15-sensitivity-fig5-256-lr0.32.json": "rerun.py FILE --epochs 250 --record: 4 cells, about 15 CPU-minutes",
     "19-lm-study.json": "rerun.py FILE --epochs 100 --record over its 31 cells: not timed here",
