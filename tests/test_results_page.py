@@ -12,6 +12,7 @@
 import functools
 import json
 import pathlib
+import re
 import shlex
 
 import numpy as np
@@ -114,10 +115,43 @@ def p_text(p):
     return "$p < 0.001$" if p < 0.001 else f"$p$ = {p:.3f}".rstrip("0")
 
 
+def flat(text):
+    """``text`` with every run of white space one space: a quote does not depend on where a line wraps."""
+    return " ".join(text.split())
+
+
 def check(page, quotes):
-    text = page.read_text(encoding="utf-8")
-    missing = [q for q in quotes if q not in text]
+    text = flat(page.read_text(encoding="utf-8"))
+    missing = [q for q in quotes if flat(q) not in text]
     assert not missing, f"{page.name}: {len(missing)} numbers differ from their files:\n" + "\n".join(missing)
+
+
+def seeds_of(suffix, init, lr, who):
+    """``(epochs, accuracy)`` of one cell of a study file: the stored evaluation epochs and the seeds' curves (the
+    curve its words are about: N16T2's for the mixture)."""
+    rec = study_file(suffix)["cells"][key(init, lr, who)]
+    acc = rec["accuracy_by_task"]["N16T2"] if "accuracy_by_task" in rec else rec["accuracy"]
+    return np.asarray(rec["eval_epochs"]), np.asarray(acc, dtype=float)
+
+
+def read_every(suffix, init, lr, who, spacing, until):
+    """The seeds' curves of a cell read only at the epochs that are multiples of ``spacing`` up to ``until``: what a
+    run evaluated every ``spacing`` epochs would have stored (the runs' curves agree wherever they share an epoch)."""
+    e, acc = seeds_of(suffix, init, lr, who)
+    keep = (e % spacing == 0) & (e <= until)
+    return e[keep], acc[:, keep]
+
+
+def trapped_when_read(epochs, acc):
+    """How many seeds end on a plateau (a trap), by :mod:`refattn.studies.curves`' definitions."""
+    from refattn.studies.curves import trap  # noqa: PLC0415
+
+    return sum(trap(epochs, row) is not None for row in acc)
+
+
+def median_at(suffix, init, lr, who, epoch, fmt="{:.3f}"):
+    e, acc = seeds_of(suffix, init, lr, who)
+    return fmt.format(np.median(acc[:, list(e).index(epoch)]))
 
 
 # --------------------------------------------------------------------------
@@ -125,45 +159,92 @@ def check(page, quotes):
 # --------------------------------------------------------------------------
 
 
+def fig3_trap_numbers():
+    """Fig. 3's cell at x0.5, lr 0.02 read in its three runs (3000 epochs every 100, 12,000 every 300, 30,000 every
+    750; the same seeds and curves): the numbers the results page, derivation 15 and the index quote."""
+    F, T, L = "fig3", "fig3-long", "fig3-30k"
+    d30, e30 = summ(L, "0.5", "0.02", "DPA"), summ(L, "0.5", "0.02", "EA")
+    stairs = mean_plateaus(T, "0.5", "0.02", "DPA")
+    assert words(T, "0.5", "0.02", "DPA")["mean_curve"]["trap"] == stairs[-1][:5]  # "the last a trap"
+    second = [p[1][2] - p[0][2] for p in words(L, "0.5", "0.02", "DPA")["seeds"]["plateaus"] if len(p) > 1]
+    steps = np.diff([p[2] for p in stairs])
+    assert summ(L, "0.5", "0.02", "EA")["plateau"] == 0 and summ(T, "0.5", "0.02", "DPA")["reached_100"] == 0
+    return {
+        "trapped_3000": k_of(F, "0.5", "0.02", "DPA", "trapped"), "trapped_12000": k_of(T, "0.5", "0.02", "DPA", "trapped"),
+        "trapped_12000_at_750": f"{trapped_when_read(*read_every(L, '0.5', '0.02', 'DPA', 750, 12000))}/16",
+        "stairs": stairs, "step": f"{steps.mean():.2f}", "escaped_12000": summ(T, "0.5", "0.02", "DPA")["escaped"],
+        "first_escape_12000": ep(summ(T, "0.5", "0.02", "DPA")["escape"]["min"]),
+        "ea_to_100_12000": median_of(T, "0.5", "0.02", "EA", "epochs_to_100"),
+        "ea_escape_3000": median_of(F, "0.5", "0.02", "EA", "escape"),
+        "ea_escape_12000": median_of(T, "0.5", "0.02", "EA", "escape"),
+        "escape_30000": ep(d30["escape"]["median"]), "first_escape_30000": ep(d30["escape"]["min"]),
+        "last_escape_30000": ep(d30["escape"]["max"]), "end_30000": ep(d30["end"]["median"]),
+        "second": (len(second), f"{np.median(second):.2f}"),
+        "dpa_to_100": d30["epochs_to_100"], "ea_to_100": e30["epochs_to_100"],
+        "ratio": f"{d30['epochs_to_100']['median'] / e30['epochs_to_100']['median']:.1f}",
+        "at_ea_100": (ep(e30["epochs_to_100"]["median"]), median_at(L, "0.5", "0.02", "EA", 6750),
+                      median_at(L, "0.5", "0.02", "DPA", 6750)),
+    }
+
+
 def fig3_quotes():
-    F, L, T = "fig3", "fig3-30k", "fig3-long"
-    ea30, dpa30 = summ(L, "0.5", "0.02", "EA"), summ(L, "0.5", "0.02", "DPA")
-    ea_to, dpa_to = ea30["epochs_to_100"], dpa30["epochs_to_100"]
-    ratio = dpa30["end"]["median"] / ea_to["median"]
+    F, T = "fig3", "fig3-long"
+    n = fig3_trap_numbers()
     r5 = row(F, 0.5, 0.32, "epochs_to_100")
     r1 = row(F, 1.0, 0.32, "epochs_to_100")
-    long1, long2 = row(T, 1.0, 0.02), row(T, 2.0, 0.02)
+    long05, long1, long2 = row(T, 0.5, 0.02), row(T, 1.0, 0.02), row(T, 2.0, 0.02)
     none_32 = [summ(F, i, "0.32", w)["plateau"] for i in ("1", "2") for w in ("EA", "DPA")]
     assert none_32 == [0, 0, 0, 0]
     counts = [summ(F, i, "0.02", w)["plateau"] for i in ("1", "2") for w in ("EA", "DPA")]
+    st, (dq, eq) = n["stairs"], (n["dpa_to_100"], n["ea_to_100"])
+    to100 = (f"DPA reaches 100 % in a median {ep(dq['median'])} epochs [{ep(dq['q1'])}, {ep(dq['q3'])}], {n['ratio']} "
+             f"times EA's {ep(eq['median'])} [{ep(eq['q1'])}, {ep(eq['q3'])}], and at epoch {n['at_ea_100'][0]} the "
+             f"medians are EA {n['at_ea_100'][1]} and DPA {n['at_ea_100'][2]}")
+    escape32 = median_of(F, "0.5", "0.32", "DPA", "escape")
     return [
-        f"both on a plateau, EA in {k_of(F, '0.5', '0.02', 'EA')} seeds at {levels(F, '0.5', '0.02', 'EA')}, "
-        f"DPA in {k_of(F, '0.5', '0.02', 'DPA')} at {levels(F, '0.5', '0.02', 'DPA')}",
-        f"EA escapes in {k_of(F, '0.5', '0.02', 'EA', 'escaped')} (median epoch "
-        f"{median_of(F, '0.5', '0.02', 'EA', 'escape')}), DPA is trapped in {k_of(F, '0.5', '0.02', 'DPA', 'trapped')}"
-        " at 3000 epochs",
-        f"DPA's plateau ends at a median epoch {dpa30['end']['median']:.0f} ({ratio:.1f} times EA's median "
-        f"{ea_to['median']:.0f} epochs to 100 % [{ea_to['q1']:.0f}, {ea_to['q3']:.0f}]), it escapes by a median "
-        f"{dpa30['escape']['median']:,.0f} and reaches 100 % in {dpa_to['median']:,.0f} [{dpa_to['q1']:,.0f}, "
-        f"{dpa_to['q3']:,.0f}]",
+        f"at 3000 epochs (every 100) both on a plateau, EA in {k_of(F, '0.5', '0.02', 'EA')} seeds at "
+        f"{levels(F, '0.5', '0.02', 'EA')}, DPA in {k_of(F, '0.5', '0.02', 'DPA')} at {levels(F, '0.5', '0.02', 'DPA')}",
+        f"EA escapes in {k_of(F, '0.5', '0.02', 'EA', 'escaped')} (median epoch {n['ea_escape_3000']}), DPA in "
+        f"{k_of(F, '0.5', '0.02', 'DPA', 'escaped')}, trapped in {n['trapped_3000']}",
+        f"at 12,000 epochs (every 300) DPA is trapped in {n['trapped_12000']} seeds ({n['trapped_12000_at_750']} when "
+        f"the same curves are read every 750 epochs",
+        f"its mean curve a staircase of {len(st)} plateaus ({st[0][2]:.2f} over epochs {st[0][0]}–{st[0][1]}, then "
+        + ", ".join(f"{p[2]:.2f}" for p in st[1:-1]) + f" and {st[-1][2]:.2f}, the last a trap), "
+        f"{n['escaped_12000']} DPA seeds escape (the first at epoch {n['first_escape_12000']})",
+        f"EA ends at {acc(long05, 'EA')} against DPA's {acc(long05, 'DPA')} ({p_text(long05['p'])}), EA at 100 % on "
+        f"every seed by a median epoch {n['ea_to_100_12000']}, DPA on none",
+        f"every DPA seed escapes, by a median epoch {n['escape_30000']} (the earliest {n['first_escape_30000']}; EA's "
+        f"median escape is {n['ea_escape_3000']} in the 3000-epoch run and {n['ea_escape_12000']} in the 12,000-epoch "
+        f"run), after a first plateau ({levels('fig3-30k', '0.5', '0.02', 'DPA')}) that ends at a median epoch "
+        f"{n['end_30000']} and, in {n['second'][0]} of 16 seeds, a second one a median {n['second'][1]} higher",
+        to100,
         f"EA has no plateau and reaches 100 % in {iqr(r5, 'EA', '{:.0f}')} epochs, DPA a plateau in "
-        f"{k_of(F, '0.5', '0.32', 'DPA')} seeds ({levels(F, '0.5', '0.32', 'DPA')}) that ends by a median epoch "
-        f"{median_of(F, '0.5', '0.32', 'DPA', 'end')}, and 100 % in {iqr(r5, 'DPA', '{:.0f}')}",
-        f"at ×2, {summ(F, '2', '0.32', 'DPA')['diverged']} DPA seeds diverge",
+        f"{k_of(F, '0.5', '0.32', 'DPA')} seeds ({levels(F, '0.5', '0.32', 'DPA')}) that it escapes by a median epoch "
+        f"{escape32}, and 100 % in {iqr(r5, 'DPA', '{:.0f}')}",
+        f"at ×2, {summ(F, '2', '0.32', 'DPA')['diverged']} DPA seeds diverge, and EA reaches 100 % on all "
+        f"{row(F, 2.0, 0.32)['reached_100']['expressive']}",
         f"at lr 0.02 a plateau in {min(counts)}–{max(counts)} of 16 seeds at ×1 and ×2 too, DPA's at ×1 at "
         f"{levels(F, '1', '0.02', 'DPA')} after a climb",
         f"(lr 0.02, 12,000 epochs: {acc(long1, 'DPA')} against {acc(long1, 'EA')}; lr 0.32: "
         f"{acc(r1, 'DPA', '{:.0f}')} against {acc(r1, 'EA', '{:.0f}')} epochs to 100 %) and at ×2, lr 0.02 "
-        f"({acc(long2, 'DPA')} against {acc(long2, 'EA')})",
-        f"DPA's plateau ends by epoch {median_of(F, '0.5', '0.32', 'DPA', 'end')}",
+        f"({acc(long2, 'DPA')} against {acc(long2, 'EA')} after 12,000 epochs; level after 3000, "
+        f"{p_text(row(F, 2.0, 0.02)['p'])})",
+        # the verdict
+        f"(DPA trapped in {n['trapped_3000']} seeds at 3000 epochs and {n['trapped_12000']} at 12,000, climbing by steps "
+        f"of about {n['step']}), but the trap does not last: every DPA seed escapes by epoch {n['last_escape_30000']} "
+        f"and reaches 100 %, in {n['ratio']} times EA's epochs; at lr 0.32 EA is first to 100 % "
+        f"({acc(r5, 'EA', '{:.0f}')} against {acc(r5, 'DPA', '{:.0f}')} epochs) and DPA escapes its plateau by a "
+        f"median epoch {escape32}",
         # section 2 and the NT paragraph of section 5
-        f"lr 0.02: the paper's picture for 3000 epochs (EA escapes in {k_of(F, '0.5', '0.02', 'EA', 'escaped')} "
-        f"seeds, DPA trapped in {k_of(F, '0.5', '0.02', 'DPA', 'trapped')}), and DPA's plateau ends at a median "
-        f"epoch {dpa30['end']['median']:.0f} in the 30,000-epoch run",
-        f"EA first ({acc(r5, 'EA', '{:.0f}')} against {acc(r5, 'DPA', '{:.0f}')} epochs to 100 %), but DPA's plateau "
-        f"ends by a median epoch {median_of(F, '0.5', '0.32', 'DPA', 'end')} and all 16 DPA seeds solve the task",
-        f"on Fig. 3 (×0.5, lr 0.02) at\na median epoch {dpa30['end']['median']:.0f}, {ratio:.1f} times EA's median time "
-        f"to 100 % ({ea_to['median']:.0f} epochs)",
+        f"lr 0.02: the paper's picture for 3000 and 12,000 epochs (EA escapes in {k_of(F, '0.5', '0.02', 'EA', 'escaped')}"
+        f" seeds and solves the task by a median epoch {n['ea_to_100_12000']}; DPA trapped in {n['trapped_3000']} at 3000 "
+        f"epochs, {n['trapped_12000']} at 12,000), and not at 30,000, by which every DPA seed has escaped (median epoch "
+        f"{n['escape_30000']}) and reached 100 % (median {ep(dq['median'])}, {n['ratio']} times EA's epochs); lr 0.32: EA "
+        f"first ({acc(r5, 'EA', '{:.0f}')} against {acc(r5, 'DPA', '{:.0f}')} epochs to 100 %), DPA escapes its plateau "
+        f"by a median epoch {escape32} and all {row(F, 0.5, 0.32)['reached_100']['softmax']} DPA seeds solve the task",
+        f"on Fig. 3 (×0.5, lr 0.02) by a median epoch {n['escape_30000']} (evaluations every 750 epochs; EA's escape at a "
+        f"median {n['ea_escape_3000']}, evaluations every 100), with a median time to 100 % {n['ratio']} times EA's "
+        f"({ep(dq['median'])} against {ep(eq['median'])} epochs)",
     ]
 
 
@@ -184,6 +265,27 @@ def fig3_more_quotes():
     ]
 
 
+def fig3_56_quotes():
+    """The $N_\\text{con} = 56$ cell (×0.5, lr 0.02, the only one run), on the results page and in derivation 15."""
+    F = "fig3-56"
+    r = row(F, 0.5, 0.02, "epochs_to_100")
+    assert r["reached_100"] == {"expressive": 16, "softmax": 16}
+    assert summ(F, "0.5", "0.02", "EA")["plateau"] == summ(F, "0.5", "0.02", "DPA")["plateau"] == 0
+    assert all(e > 100 for w in ATT for e in study_file(F)["cells"][key("0.5", "0.02", w)]["epochs_to_100"])
+    return [
+        f"EA in {iqr(r, 'EA', '{:.0f}')} epochs, DPA in {iqr(r, 'DPA', '{:.0f}')} ({p_text(r['p'])})",
+        f"at epoch 100 the medians are EA {median_at(F, '0.5', '0.02', 'EA', 100)} and DPA "
+        f"{median_at(F, '0.5', '0.02', 'DPA', 100)}, no seed error-free",
+        f"in a median {r['expressive']['median']:.0f} epochs ({p_text(r['p'])})",
+    ]
+
+
+def test_the_n_con_56_cell_is_the_file_on_the_pages():
+    for page in (RESULTS, D15):
+        check(page, fig3_56_quotes()[:2])
+    check(INDEX, fig3_56_quotes()[2:])
+
+
 def fig4_quotes():
     F = "fig4"
     d = summ(F, "0.5", "0.02", "DPA")
@@ -193,7 +295,23 @@ def fig4_quotes():
             f"{summ(F, '0.5', '0.02', 'EA')['plateau']} EA seeds have one"]
 
 
+def largest_rise(suffix, init, lr, who):
+    """The largest rise of any seed's smoothed accuracy above its first plateau's level, after that plateau: what an
+    escape (a rise of ``ESCAPE_RISE``) is measured against."""
+    from refattn.studies.curves import plateaus, smooth  # noqa: PLC0415
+
+    e, acc = seeds_of(suffix, init, lr, who)
+    rises = []
+    for row_ in acc:
+        found = plateaus(e, row_)
+        if found and found[0]["last"] + 1 < e.size:
+            rises.append(smooth(row_)[found[0]["last"] + 1:].max() - found[0]["level"])
+    return max(rises)
+
+
 def fig5_quotes():
+    from refattn.studies.curves import ESCAPE_RISE  # noqa: PLC0415
+
     F = "fig5"
     lr02 = [summ(F, i, "0.02", w) for i in ("0.5", "1") for w in ("EA", "DPA")]
     assert all(m["plateau"] == 16 for m in lr02)
@@ -201,21 +319,33 @@ def fig5_quotes():
     a, b = row(F, 0.5, 0.02), row(F, 0.5, 0.32)
     c, d = row(F, 1.0, 0.02), row(F, 1.0, 0.32)
     ea32 = summ(F, "0.5", "0.32", "EA")
+    steps, (dpa_mean,) = mean_plateaus(F, "0.5", "0.02", "EA"), mean_plateaus(F, "0.5", "0.02", "DPA")
+    rise = largest_rise(F, "0.5", "0.02", "EA")
+    assert rise < ESCAPE_RISE and summ(F, "0.5", "0.02", "EA")["escaped"] == 0
+    ea_final = study_file(F)["cells"][key("0.5", "0.02", "EA")]["final_accuracy"]
+    assert min(ea_final) > max(study_file(F)["cells"][key("0.5", "0.02", "DPA")]["final_accuracy"])
     return [
-        f"at lr 0.02 every seed of the four runs is on a plateau, at {lo:.2f}–{hi:.2f}",
-        f"DPA trapped in {k_of(F, '0.5', '0.02', 'DPA', 'trapped')} seeds ({levels(F, '0.5', '0.02', 'DPA')}) and at "
-        f"{acc(a, 'DPA')}, EA ahead at {acc(a, 'EA')} (every EA seed above every DPA seed) but escaping in "
-        f"{k_of(F, '0.5', '0.02', 'EA', 'escaped')} (trapped in {summ(F, '0.5', '0.02', 'EA')['trapped']})",
+        f"at lr 0.02 every seed of the four runs at ×0.5 and ×1 is on a plateau, at {lo:.2f}–{hi:.2f}",
+        f"DPA trapped in {k_of(F, '0.5', '0.02', 'DPA', 'trapped')} seeds ({levels(F, '0.5', '0.02', 'DPA')}; mean curve "
+        f"{dpa_mean[2]:.3f} from epoch {dpa_mean[0]} to {dpa_mean[1]}) and at {acc(a, 'DPA')}, EA ahead at {acc(a, 'EA')} "
+        f"(every EA seed above every DPA seed)",
+        f"EA's mean curve climbs by steps that each fit a plateau's band ({steps[0][2]:.3f} over epochs "
+        f"{steps[0][0]}–{steps[0][1]}, then {steps[1][2]:.3f} over {steps[1][0]}–{steps[1][1]}) and no EA seed rises more "
+        f"than {rise:.2f} above its first plateau, so EA escapes in {k_of(F, '0.5', '0.02', 'EA', 'escaped')} seeds "
+        f"(trapped in {summ(F, '0.5', '0.02', 'EA')['trapped']}): an escape is a rise of {ESCAPE_RISE:g}",
         f"EA {acc(b, 'EA')} against DPA {acc(b, 'DPA')}, EA without a plateau below {ea32['level']['min']:.2f}, DPA on "
-        f"one in {k_of(F, '0.5', '0.32', 'DPA')} seeds ({levels(F, '0.5', '0.32', 'DPA')}) that ends by a median "
-        f"epoch {median_of(F, '0.5', '0.32', 'DPA', 'end')}, escaping by a median {median_of(F, '0.5', '0.32', 'DPA', 'escape')}",
+        f"one in {k_of(F, '0.5', '0.32', 'DPA')} seeds ({levels(F, '0.5', '0.32', 'DPA')}) that it escapes by a median "
+        f"epoch {median_of(F, '0.5', '0.32', 'DPA', 'escape')}",
         f"×1: level ({acc(c, 'EA')} / {acc(c, 'DPA')}; {acc(d, 'EA')} / {acc(d, 'DPA')}), at lr 0.32 no plateau in any "
         f"EA seed and in {summ(F, '1', '0.32', 'DPA')['plateau']} DPA seed",
         f"the plateau near 0.2 (0.24–0.29 at lr 0.02)",
+        f"appears at ×0.5, lr 0.02 as a climb ahead of DPA ({acc(a, 'EA')} against {acc(a, 'DPA')}) too slow to count "
+        f"as an escape within the 2000 epochs: there the definition, not the data, decides the verdict",
         f"DPA escapes its plateau by a median epoch {median_of(F, '0.5', '0.32', 'DPA', 'escape')}",
-        f"lr 0.02: DPA trapped ({k_of(F, '0.5', '0.02', 'DPA', 'trapped')} seeds), EA ahead but escaping in no seed",
+        f"lr 0.02: DPA trapped ({k_of(F, '0.5', '0.02', 'DPA', 'trapped')} seeds), EA ahead, climbing too slowly for the "
+        f"definition's escape",
     ] + ([] if ea32["escaped"] == 0 and summ(F, "1", "0.32", "EA")["plateau"] == 0 else ["(EA escapes)"]) + (
-        [] if (lo, hi) == (0.2446, 0.2861) or f"{lo:.2f}–{hi:.2f}" == "0.24–0.29" else ["(level range)"])
+        [] if f"{lo:.2f}–{hi:.2f}" == "0.24–0.29" else ["(level range)"])
 
 
 def n256_quotes():
@@ -232,21 +362,57 @@ def n256_quotes():
         f"DPA trapped in {k_of(A, '0.5', '0.02', 'DPA', 'trapped')} seeds at ×0.5 ({levels(A, '0.5', '0.02', 'DPA')}; "
         f"mean curve {mp[2]:.2f} from epoch {mp[0]} to {mp[1]}) and {k_of(A, '1', '0.02', 'DPA', 'trapped')} at ×1, "
         f"EA in {k_of(A, '0.5', '0.02', 'EA', 'trapped')} and {k_of(A, '1', '0.02', 'EA', 'trapped')}",
-        f"EA without a plateau, 100 % in a median {median_of(B, '0.5', '0.32', 'EA', 'epochs_to_100')} epochs; DPA on a "
+        f"EA without a plateau, 100 % in a median {median_of(B, '0.5', '0.32', 'EA', 'epochs_to_100')} epochs, on "
+        f"{summ(B, '0.5', '0.32', 'EA')['reached_100']} of 16 seeds; DPA on a "
         f"plateau in {k_of(B, '0.5', '0.32', 'DPA')} seeds ({levels(B, '0.5', '0.32', 'DPA')}) from a median epoch "
         f"{median_of(B, '0.5', '0.32', 'DPA', 'start')} to {median_of(B, '0.5', '0.32', 'DPA', 'end')}, "
-        f"{summ(B, '0.5', '0.32', 'DPA')['escaped']} of them escape by 2000",
+        f"{summ(B, '0.5', '0.32', 'DPA')['escaped']} of them escape by 2000 (by a median epoch "
+        f"{median_of(B, '0.5', '0.32', 'DPA', 'escape')}), {summ(B, '0.5', '0.32', 'DPA')['reached_100']} of 16 seeds "
+        f"error-free",
         f"its mean curve rises throughout ({mean_at(B, '0.5', '0.32', 'DPA', 250)} at epoch 250, "
         f"{mean_at(B, '0.5', '0.32', 'DPA', 1000)} at 1000, {mean_at(B, '0.5', '0.32', 'DPA', 2000)} at 2000)",
         f"DPA first to 100 % ({acc(r1, 'DPA', '{:.0f}')} against {acc(r1, 'EA', '{:.0f}')} epochs)",
         f"but at {min(means):.2f}–{max(means):.2f} on the mean curves in every setting (single seeds' traps "
         f"{min(s['min'] for s in traps):.2f}–{max(s['max'] for s in traps):.2f}), not 0.44",
-        f"at lr 0.32 DPA's plateau ends by epoch {median_of(B, '0.5', '0.32', 'DPA', 'end')}",
+        f"at lr 0.32 (×0.5) {summ(B, '0.5', '0.32', 'DPA')['escaped']} of the {summ(B, '0.5', '0.32', 'DPA')['plateau']} "
+        f"DPA seeds with a plateau escape it within 2000 epochs, while EA is error-free on every seed by a median "
+        f"{median_of(B, '0.5', '0.32', 'EA', 'epochs_to_100')}",
+        f"lr 0.32: EA 100 % in {median_of(B, '0.5', '0.32', 'EA', 'epochs_to_100')} epochs, DPA escapes its plateau in "
+        f"{summ(B, '0.5', '0.32', 'DPA')['escaped']} of the {summ(B, '0.5', '0.32', 'DPA')['plateau']} seeds that have one "
+        f"(median epoch {median_of(B, '0.5', '0.32', 'DPA', 'escape')})",
         f"lr 0.02: both trapped near 0.50 (DPA in {k_of(A, '0.5', '0.02', 'DPA', 'trapped')} seeds, EA in "
         f"{k_of(A, '0.5', '0.02', 'EA', 'trapped')})",
         f"lr 0.02: both trapped in most seeds (EA {k_of(A, '1', '0.02', 'EA', 'trapped')}, DPA "
         f"{k_of(A, '1', '0.02', 'DPA', 'trapped')}), DPA ahead",
     ] + ([] if mean_plateaus(B, "0.5", "0.32", "DPA") == [] else ["(a mean-curve plateau)"])
+
+
+def drop_effect(suffix, init, lr, who, before, at, after):
+    """The change of the mean (over the seeds that did not diverge) N16T2 accuracy from ``before`` to ``at`` and from
+    ``at`` to ``after``: the stretches before and across Fig. 6's learning-rate drop."""
+    e, a = seeds_of(suffix, init, lr, who)
+    a = a[~np.asarray(study_file(suffix)["cells"][key(init, lr, who)]["diverged"])]
+    m = a.mean(axis=0)
+    i = {x: list(e).index(x) for x in (before, at, after)}
+    return m[i[at]] - m[i[before]], m[i[after]] - m[i[at]], m[i[at]], m[i[after]]
+
+
+def fig6_numbers():
+    F, L = "fig6", "fig6-long"
+    data = study_file(F)
+    drop = data["settings"]["lr_drop"][0]
+    cells = [(i, lr, w) for i in ("0.5", "1", "2") for lr in ("0.02", "0.32") for w in ATT
+             if not all(data["cells"][key(i, lr, w)]["diverged"])]
+    e = data["cells"][key("0.5", "0.02", "EA")]["eval_epochs"]
+    at = max(x for x in e if x <= drop)  # the last evaluation before the drop, and as long before it
+    gained = sum(np.subtract(*drop_effect(F, *c, 2 * at - e[-1], at, e[-1])[1::-1]) > 0 for c in cells)
+    ea_before, ea_after, ea_at, ea_end = drop_effect(L, "0.5", "0.32", "EA", drop - 500, drop, drop + 500)
+    dpa_before, dpa_after = drop_effect(L, "0.5", "0.32", "DPA", drop - 500, drop, drop + 500)[:2]
+    finals = [v for i in ("0.5", "1", "2") for w in ATT
+              for v in data["cells"][key(i, "0.02", w)]["final_accuracy_by_task"]["N16T2"]]
+    return {"cells": len(cells), "gained": gained, "ea": (ea_before, ea_after, ea_at, ea_end),
+            "dpa": (dpa_before, dpa_after), "best_final_lr002": max(finals), "ea_to_100":
+            median_of(L, "0.5", "0.32", "EA", "epochs_to_100")}
 
 
 def fig6_quotes():
@@ -261,23 +427,70 @@ def fig6_quotes():
     lr02 = [summ(F, i, "0.02", w) for i in ("0.5", "1", "2") for w in ("EA", "DPA")]
     assert all(m["plateau"] == 16 for m in lr02)
     lo, hi = min(m["level"]["min"] for m in lr02), max(m["level"]["max"] for m in lr02)
-    dpa_end = np.median(load("15-sensitivity-fig6-long.json")["cells"][key("0.5", "0.32", "DPA")]
-                        ["final_accuracy_by_task"]["N16T2"])
+    dpa_end = np.median(study_file(L)["cells"][key("0.5", "0.32", "DPA")]["final_accuracy_by_task"]["N16T2"])
     r1 = row(F, 1.0, 0.32)
     assert summ(F, "0.5", "0.32", "EA")["plateau"] == 0 and summ(L, "0.5", "0.32", "EA")["plateau"] == 0
+    n = fig6_numbers()
+    assert n["best_final_lr002"] <= 0.27
+    lr02_rows = [row(F, i, 0.02) for i in (0.5, 1.0, 2.0)]
+    leads = "; ".join(f"{acc(r, 'EA')} against {acc(r, 'DPA')}, {p_text(r['p'])}" for r in lr02_rows)
+    assert all(r["winner"] == "EA" for r in lr02_rows)
+    at4000 = (median_at(L, "0.5", "0.32", "EA", 4000), median_at(L, "0.5", "0.32", "DPA", 4000))
+    k3, kl = summ(F, "0.5", "0.32", "DPA")["plateau"], summ(L, "0.5", "0.32", "DPA")["plateau"]
+    esc = median_of(L, "0.5", "0.32", "DPA", "escape")
+    solved = (summ(L, "0.5", "0.32", "DPA")["reached_100"], summ(L, "0.5", "0.32", "EA")["reached_100"])
+    ea, dpa = n["ea"], n["dpa"]
     return [
         f"the final median above 0.99 for both attentions in {above} of the 6 cells",
-        f"EA error-free on both tasks ({summ(L, '0.5', '0.32', 'EA')['reached_100']} of 16 seeds, median "
-        f"{median_of(L, '0.5', '0.32', 'EA', 'epochs_to_100')} epochs) without a plateau",
-        f"DPA's mean curve on a plateau at {mp[2]:.2f} from epoch {mp[0]} to {mp[1]} ({ml[2]:.2f} from {ml[0]} to "
-        f"{ml[1]} in the 15,000-epoch run)",
-        f"escaping by epoch {mp[5]}; DPA reaches {dpa_end:.3f} by 15,000",
-        f"every seed on a plateau at {lo:.2f}–{hi:.2f} (chance is 0.06), EA's median {acc(row(F, 0.5, 0.02), 'EA')} at "
-        f"×0.5; at ×1, lr 0.32 DPA is ahead ({acc(r1, 'DPA')} against {acc(r1, 'EA')})",
+        f"EA error-free on both tasks ({solved[1]} of 16 seeds, median {n['ea_to_100']} epochs) without a plateau, DPA "
+        f"on {solved[0]} of 16 within 15,000 epochs; at epoch 4000 the medians are EA {at4000[0]} and DPA {at4000[1]}",
+        f"DPA's mean curve on a plateau at {ml[2]:.2f} from epoch {ml[0]} to {ml[1]} ({mp[2]:.2f} from {mp[0]} to {mp[1]} "
+        f"in the 3000-epoch run, every 150), escaped by epoch {ml[5]} ({mp[5]}); per seed only {kl} of 16 DPA seeds have "
+        f"a plateau ({k3} of 16 every 150 epochs), escaped by a median epoch {esc}; DPA ends at {dpa_end:.3f}",
+        f"every seed on a plateau at {lo:.2f}–{hi:.2f}, but EA is ahead at all three scales ({leads}) and escapes its "
+        f"first plateau in {summ(F, '0.5', '0.02', 'EA')['escaped']} of 16 seeds at ×0.5 (DPA in "
+        f"{summ(F, '0.5', '0.02', 'DPA')['escaped']})",
+        f"at ×1, lr 0.32 DPA is ahead ({acc(r1, 'DPA')} against {acc(r1, 'EA')}); ×2, lr 0.32 diverges (DPA "
+        f"{summ(F, '2', '0.32', 'DPA')['diverged']}/16 seeds, EA {summ(F, '2', '0.32', 'EA')['diverged']}/16)",
+        f"rises by {100 * ea[1]:.1f} points in the 500 epochs after it ({ea[2]:.3f} to {ea[3]:.3f}) and by "
+        f"{100 * ea[0]:.1f} in the 500 before; over the grid the 600 epochs that span the drop gain more than the 600 "
+        f"before it in {n['gained']} of the {n['cells']} cells that did not diverge",
+        f"when EA is error-free (a median {n['ea_to_100']} epochs) DPA's median is {at4000[1]}, but DPA's plateau near "
+        f"0.34 belongs to its mean curve more than to its seeds ({k3} or {kl} of 16 have one, by the spacing), it is "
+        f"escaped by a median epoch {esc}, and {solved[0]} of 16 DPA seeds solve both tasks within 15,000 epochs against "
+        f"EA's {solved[1]}",
         f"N16T2-S above 0.99 for both in {above} of 6 cells",
-        f"where the plateau ends at epoch {mp[1]} and is not a trap",
-        f"DPA's plateau near 0.34 (mean curve {mp[2]:.2f}) ends at epoch {mp[1]}",
-    ]
+        f"lr 0.32 only: EA solves N16T2 (median {n['ea_to_100']} epochs), DPA at {at4000[1]} then, its mean curve on a "
+        f"plateau near 0.34 ({mp[2]:.2f}) that it escapes by epoch {mp[5]}; lr 0.02: neither solves N16T2, EA ahead "
+        f"({acc(lr02_rows[0], 'EA')} against {acc(lr02_rows[0], 'DPA')})",
+        f"on Fig. 6 (×0.5, lr 0.32) by a median epoch {esc} on N16T2 (in the {kl} of 16 seeds that have a plateau there; "
+        f"EA has none), and {solved[0]} of 16 DPA seeds solve both tasks within 15,000 epochs, all {solved[1]} of EA's by a "
+        f"median {n['ea_to_100']}.",
+    ] + [f"neither solves N16T2, EA ahead ({acc(r, 'EA')} against {acc(r, 'DPA')})" for r in lr02_rows[1:]]
+
+
+def falls(suffix, init, lr, who):
+    """Seeds (that did not diverge) whose smoothed accuracy falls more than a plateau's band below its best so far:
+    the results page's count of Fig. 7's "non-monotonic events"."""
+    from refattn.studies.curves import PLATEAU_BAND, smooth  # noqa: PLC0415
+
+    _, a = seeds_of(suffix, init, lr, who)
+    live = a[~np.asarray(study_file(suffix)["cells"][key(init, lr, who)]["diverged"])]
+    return sum(bool(np.any(np.maximum.accumulate(smooth(r)) - smooth(r) > PLATEAU_BAND + 1e-12)) for r in live)
+
+
+def fig7_falls_quote():
+    from refattn.studies.helpers import number_name  # noqa: PLC0415
+
+    grid = {(i, lr, w): falls("fig7", number_name(i), number_name(lr), w) for i in (0.5, 1.0, 2.0)
+            for lr in (0.02, 0.32) for w in ATT}
+    (where, n), = [(c, v) for c, v in grid.items() if v]  # one cell of the grid has any
+    assert where == (0.5, 0.32, "DPA") and n == 1
+    assert all(falls("fig7-128", i, "0.32", w) == 0 for i in ("0.5", "1") for w in ATT)
+    f = {(i, w): falls("fig7-long", i, "0.32", w) for i in ("0.5", "1") for w in ATT}
+    return (f"happens in the 3000-epoch runs (lr 0.32) in {f['0.5', 'EA']} of 16 EA seeds and {f['0.5', 'DPA']} of 16 "
+            f"DPA seeds at ×0.5, {f['1', 'EA']} and {f['1', 'DPA']} at ×1, in the 1000-epoch grid in {n} seed (DPA, ×0.5, "
+            f"lr 0.32), and at $N_\\text{{con}} = 128$ in none")
 
 
 def fig7_quotes():
@@ -299,6 +512,7 @@ def fig7_quotes():
         f"at ×1 DPA ahead ({acc(c, 'DPA')} against {acc(c, 'EA')}; {acc(d, 'DPA')} against {acc(d, 'EA')})",
         f"its plateaus lie at {m64[0][2]:.2f}–{m64[1][2]:.2f} and {m128[0][2]:.2f}–{m128[1][2]:.2f}",
         f"DPA on a plateau above the paper's level ({m64[0][2]:.2f}–{m64[1][2]:.2f} at 64)",
+        fig7_falls_quote(),
     ] + ([] if summ(L, "0.5", "0.32", "EA")["reached_100"] == summ(H, "0.5", "0.32", "EA")["reached_100"] == 0
          else ["(EA error-free)"])
 
@@ -350,6 +564,9 @@ def test_float64_against_float32_as_the_page_says():
 
 def test_derivation_15s_words_about_curves_are_the_tables():
     F, L, T = "fig3", "fig3-30k", "fig3-long"
+    n3 = fig3_trap_numbers()
+    st = n3["stairs"]
+    assert summ(T, "0.5", "0.02", "EA")["plateau"] == 11
     d30 = summ(L, "0.5", "0.02", "DPA")
     m30 = mean_plateaus(L, "0.5", "0.02", "DPA")
     mf3 = mean_plateaus(F, "0.5", "0.02", "DPA")
@@ -374,10 +591,27 @@ def test_derivation_15s_words_about_curves_are_the_tables():
         f"DPA is on a plateau in\n  {k_of(F, '0.5', '0.02', 'DPA', sep=' of ')} seeds at {levels(F, '0.5', '0.02', 'DPA', '-')} "
         f"and trapped in {summ(F, '0.5', '0.02', 'DPA')['trapped']} at the run's end (mean\n  curve {mf3[0][2]:.2f} from "
         f"epoch {mf3[0][0]} to {mf3[0][1]}, then {mf3[1][2]:.2f} to {mf3[1][1]})",
-        f"DPA is on a plateau in 16 of 16\nseeds, at {levels(L, '0.5', '0.02', 'DPA', '-')}, that ends at a median epoch "
-        f"{d30['end']['median']:.0f} [{d30['end']['q1']:.0f}, {d30['end']['q3']:.0f}]",
-        f"the mean curve: {m30[0][2]:.2f} from epoch {m30[0][0]} to {m30[0][1]},\nthen {m30[1][2]:.2f} to {m30[1][1]}); "
-        f"every seed escapes, by a median epoch {d30['escape']['median']:,.0f}",
+        f"DPA is on a first plateau in 16 of 16 seeds, at {levels(L, '0.5', '0.02', 'DPA', '-')}, that ends at a median "
+        f"epoch {d30['end']['median']:.0f} [{d30['end']['q1']:.0f}, {d30['end']['q3']:.0f}], and {n3['second'][0]} seeds "
+        f"then sit on a second one a median {n3['second'][1]} higher (the mean curve: {m30[0][2]:.2f} from epoch "
+        f"{m30[0][0]} to {m30[0][1]}, then {m30[1][2]:.2f} to {m30[1][1]}). Every DPA seed escapes (its first plateau's "
+        f"level + 0.1), by a median epoch {n3['escape_30000']} (the earliest {n3['first_escape_30000']}, the latest "
+        f"{n3['last_escape_30000']})",
+        f"every EA seed reaches 100 %, in a median of {ep(n3['ea_to_100']['median'])} epochs "
+        f"[{ep(n3['ea_to_100']['q1'])}, {ep(n3['ea_to_100']['q3'])}]; at epoch {n3['at_ea_100'][0]} the medians are EA "
+        f"{n3['at_ea_100'][1]} and DPA {n3['at_ea_100'][2]}",
+        f"DPA is trapped in {n3['trapped_12000'].replace('/', ' of ')} seeds; read every 750 epochs, as the 30,000-epoch "
+        f"run evaluates, the same curves give {n3['trapped_12000_at_750'].replace('/', ' of ')}. {n3['escaped_12000']} DPA "
+        f"seeds escape a first plateau before epoch 12,000, the first at epoch {n3['first_escape_12000']}; DPA's mean curve "
+        f"is a staircase of {len(st)} plateaus, {st[0][2]:.2f} over epochs {st[0][0]}-{st[0][1]}, then "
+        + ", ".join(f"{q[2]:.2f}" for q in st[1:-1]) + f" and {st[-1][2]:.2f} (a trap), each about {n3['step']} above "
+        f"the last",
+        f"16 of 16 EA seeds at 100 % by a median epoch {n3['ea_to_100_12000']} and no DPA seed; 11 EA seeds have a plateau at this spacing and escape it by a median epoch "
+        f"{n3['ea_escape_12000']} ({n3['ea_escape_3000']} in the 3000-epoch run, where all 16 have one)",
+        f"Compared event with event: DPA escapes by a median epoch {n3['escape_30000']} (every 750) and EA by "
+        f"{n3['ea_escape_3000']} (every 100) or {n3['ea_escape_12000']} (every 300); DPA reaches 100 % in {n3['ratio']} "
+        f"times EA's epochs ({ep(n3['dpa_to_100']['median'])} against {ep(n3['ea_to_100']['median'])}, the same run)",
+        f"by {n3['last_escape_30000']} epochs every DPA seed has left it",
         f"climbs after it ({mean_at(L, '0.5', '0.02', 'DPA', 10500)} at 10,500, {mean_at(L, '0.5', '0.02', 'DPA', 15750)} "
         f"at 15,750, {mean_at(L, '0.5', '0.02', 'DPA', 21750)} at 21,750)",
         f"At ×1 EA's plateau ({k_of(T, '1', '0.02', 'EA', sep=' of ')} seeds, {levels(T, '1', '0.02', 'EA', '-')}) ends "
@@ -419,14 +653,19 @@ def test_derivation_15s_words_about_curves_are_the_tables():
 
 
 def test_the_indexs_words_about_curves_are_the_tables():
+    n3 = fig3_trap_numbers()
     check(INDEX, [
-        f"DPA trapped in {k_of('fig3', '0.5', '0.02', 'DPA', 'trapped', ' of ')} seeds, EA escaping in "
-        f"{k_of('fig3', '0.5', '0.02', 'EA', 'escaped', ' of ')}",
-        f"DPA's plateau ends at a median epoch {summ('fig3-30k', '0.5', '0.02', 'DPA')['end']['median']:.0f}",
+        f"DPA trapped in {n3['trapped_3000'].replace('/', ' of ')} seeds at 3000 epochs and "
+        f"{n3['trapped_12000'].replace('/', ' of ')} at 12,000, {n3['trapped_12000_at_750'].replace('/', ' of ')} read "
+        f"every 750 epochs; EA escaping in {k_of('fig3', '0.5', '0.02', 'EA', 'escaped', ' of ')}, by a median epoch "
+        f"{n3['ea_escape_3000']}, and at 100 % by a median {n3['ea_to_100_12000']}), and the trap does not last: run to "
+        f"30,000 epochs every DPA seed escapes (by a median epoch {n3['escape_30000']}) and reaches 100 % in "
+        f"{n3['ratio']} times EA's epochs ({ep(n3['dpa_to_100']['median'])} against {ep(n3['ea_to_100']['median'])}",
         f"lr 0.02 DPA is trapped in {k_of('fig5', '0.5', '0.02', 'DPA', 'trapped', ' of ')} seeds "
         f"({levels('fig5', '0.5', '0.02', 'DPA')})",
-        f"DPA's plateau (12 of 16 seeds) ends by a median epoch "
-        f"{median_of('fig5-256-lr0.32', '0.5', '0.32', 'DPA', 'end')}",
+        f"{summ('fig5-256-lr0.32', '0.5', '0.32', 'DPA')['escaped']} of the "
+        f"{summ('fig5-256-lr0.32', '0.5', '0.32', 'DPA')['plateau']} DPA seeds with a plateau escape it within 2000 epochs "
+        f"(by a median epoch {median_of('fig5-256-lr0.32', '0.5', '0.32', 'DPA', 'escape')})",
         f"(mean curve {mean_plateaus('fig6', '0.5', '0.32', 'DPA')[0][2]:.2f} over epochs "
         f"{mean_plateaus('fig6', '0.5', '0.32', 'DPA')[0][0]}–{mean_plateaus('fig6', '0.5', '0.32', 'DPA')[0][1]})",
         f"at {levels('fig7-long', '0.5', '0.32', 'DPA')}, the mean curve at "
@@ -516,6 +755,340 @@ def test_the_sst_sweep_numbers_are_the_file():
 
 
 # --------------------------------------------------------------------------
+# The papers' own numbers that cut against their conclusions
+# --------------------------------------------------------------------------
+
+#: TanhMax Table 2 as printed (test accuracy); the SST column is refattn.studies.sst2.PAPER_TABLE2.
+TANHMAX_TABLE2 = {"softmax": {"SST": 0.834, "IMDB": 0.732, "AGNews": 0.892, "20News": 0.843, "Cifar10": 0.902,
+                              "Cifar100": 0.668},
+                  "tanhmax": {"SST": 0.872, "IMDB": 0.747, "AGNews": 0.905, "20News": 0.850, "Cifar10": 0.887,
+                              "Cifar100": 0.662}}
+
+#: TanhMax Table 1's gradient tau_g means, per (dataset, class), as printed; SST's are
+#: refattn.studies.interpret.PAPER_TABLE1's.
+TANHMAX_TABLE1_TAU_G = {("SST", 0): (0.34, 0.56), ("SST", 1): (0.29, 0.60), ("IMDB", 0): (-0.18, -0.13),
+                        ("IMDB", 1): (-0.25, -0.32), ("AGNews", 0): (0.30, 0.74), ("AGNews", 1): (0.27, 0.65),
+                        ("20News", 0): (0.77, 0.43), ("20News", 1): (0.78, 0.54)}  # (softmax, tanhmax)
+
+#: TanhMax Table 4 (means, %), validation then test rows of SST, IMDB, 20 News, AGNews; "dot product" is our linear;
+#: the SST rows are refattn.studies.lm.PAPER_TABLE4's.
+TANHMAX_TABLE4 = {
+    "softmax": (76.1, 28.9, 35.4, 65.8, 73.6, 29.5, 37.8, 65.4), "relu": (76.2, 31.2, 41.2, 66.3, 73.4, 30.3, 40.5, 64.1),
+    "linear": (75.1, 29.3, 34.2, 65.5, 73.5, 30.3, 32.8, 63.9),
+    "sigsoftmax": (75.8, 32.5, 38.8, 65.9, 73.8, 32.7, 39.2, 65.5),
+    "cosformer": (75.7, 35.2, 41.5, 66.3, 74.8, 34.6, 41.1, 65.5),
+    "tanhmax": (76.2, 33.4, 42.9, 67.5, 76.1, 33.9, 41.9, 66.2)}
+
+
+def test_the_transcriptions_agree_with_the_librarys_paper_constants():
+    from refattn.studies.interpret import PAPER_TABLE1  # noqa: PLC0415
+    from refattn.studies.lm import PAPER_TABLE4  # noqa: PLC0415
+    from refattn.studies.sst2 import PAPER_TABLE2  # noqa: PLC0415
+
+    assert {a: TANHMAX_TABLE2[a]["SST"] for a in TANHMAX_TABLE2} == PAPER_TABLE2
+    for c in (0, 1):
+        assert TANHMAX_TABLE1_TAU_G["SST", c] == tuple(PAPER_TABLE1[str(c)][a]["tau_g"][0] for a in ("softmax", "tanhmax"))
+    for a, values in TANHMAX_TABLE4.items():
+        assert (values[0], values[4]) == (PAPER_TABLE4["validation"][a][0], PAPER_TABLE4["test"][a][0])
+
+
+def minus(x, fmt="{:.2f}"):
+    """A number as the pages print it, with a true minus sign."""
+    return fmt.format(x).replace("-", "−")
+
+
+def above_softmax(variant):
+    """In how many of Table 4's 8 cells ``variant`` is above softmax."""
+    return sum(v > s for v, s in zip(TANHMAX_TABLE4[variant], TANHMAX_TABLE4["softmax"]))
+
+
+def test_the_papers_numbers_against_their_conclusions_are_on_the_pages():
+    t2 = TANHMAX_TABLE2
+    ahead = [k for k in t2["softmax"] if t2["softmax"][k] > t2["tanhmax"][k]]
+    assert ahead == ["Cifar10", "Cifar100"]
+    higher = sum(t > s for s, t in TANHMAX_TABLE1_TAU_G.values())
+    lower = [k for k, (s_, t) in TANHMAX_TABLE1_TAU_G.items() if t < s_]
+    assert [d for d, _ in lower] == ["IMDB", "20News", "20News"] and lower[0] == ("IMDB", 1)
+    imdb = [TANHMAX_TABLE1_TAU_G["IMDB", c][1] for c in (0, 1)]
+    news = [f"{TANHMAX_TABLE1_TAU_G['20News', c][i]:.2f}" for i in (1, 0) for c in (0, 1)]
+    assert all(v < 0 for v in imdb)
+    lm = load("19-lm-study.json")["cells"]
+    gap = {v: 100 * (lm[f"table {v} lr=0.003"]["dev_accuracy_mean"] - lm["table softmax lr=0.003"]["dev_accuracy_mean"])
+           for v in ("sigsoftmax", "relu", "linear")}
+    below_linear = 8 - above_softmax("linear")
+    t2_words = (f"(CIFAR-10 {t2['softmax']['Cifar10']:.3f} vs {t2['tanhmax']['Cifar10']:.3f}, CIFAR-100 "
+                f"{t2['softmax']['Cifar100']:.3f} vs {t2['tanhmax']['Cifar100']:.3f})")
+    t1_words = (f"TanhMax's $\\tau_g$ is above softmax's in {higher} of its 8 dataset-class rows, below it in IMDB class 1 "
+                f"and {{news}}negative on IMDB ({minus(imdb[0])} / {minus(imdb[1])})")
+    check(RESULTS, [
+        f"softmax ahead in its CIFAR-10 and CIFAR-100 columns ({t2['softmax']['Cifar10']:.3f} against "
+        f"{t2['tanhmax']['Cifar10']:.3f}, {t2['softmax']['Cifar100']:.3f} against {t2['tanhmax']['Cifar100']:.3f})",
+        t1_words.format(news=f"in 20News ({news[0]} / {news[1]} against {news[2]} / {news[3]}), and "),
+        f"TanhMax is above softmax in all {above_softmax('tanhmax')} cells (4 datasets, validation and test), and so are "
+        f"sigsoftmax in {above_softmax('sigsoftmax')} of 8 and relu in {above_softmax('relu')} of 8, which here are "
+        f"behind softmax ({gap['sigsoftmax']:.2f} and {gap['relu']:.2f} pp at 600 steps); only dot product, our linear, "
+        f"is below softmax there (in {below_linear} of 8), as here ({gap['linear']:.2f} pp)".replace("-", "−"),
+        f"there dot product (our linear) is below softmax in {below_linear} of its 8 cells, as here, but sigsoftmax is "
+        f"above softmax in {above_softmax('sigsoftmax')} of 8 and relu in {above_softmax('relu')} of 8, where here both "
+        f"are behind ({gap['sigsoftmax']:.2f} and {gap['relu']:.2f} pp)".replace("-", "−"),
+    ])
+    check(INDEX, [
+        f"in two of them the paper's own numbers have softmax ahead {t2_words}",
+        t1_words.format(news="20News, and "),
+        f"TanhMax is above softmax in all {above_softmax('tanhmax')} cells (4 datasets, validation and test), and so are "
+        f"sigsoftmax in {above_softmax('sigsoftmax')} of 8 and relu in {above_softmax('relu')} of 8, which in the toy LM "
+        f"are behind softmax; only dot product is below softmax there ({below_linear} of 8)",
+    ])
+
+
+# --------------------------------------------------------------------------
+# Every cell of every study file is quoted (section 6 of the results page names where)
+# --------------------------------------------------------------------------
+
+#: Where on the results page each study file's cells are quoted (the row of the table, or the paragraph).
+QUOTED_IN = {"fig3": "Fig. 3, $N_\\text{con} = 32$", "fig3-long": "Fig. 3, $N_\\text{con} = 32$",
+             "fig3-30k": "Fig. 3, $N_\\text{con} = 32$", "fig3-16": "text: $N_\\text{con} = 16$",
+             "fig3-52": "Fig. 3, $N_\\text{con} = 52$", "fig3-56": "Fig. 3, $N_\\text{con} = 56$",
+             "fig3-beta": "text on Eq. 1", "fig3-float64": "section 5, the float64 paragraph", "fig4": "Fig. 4",
+             "fig5": "Fig. 5", "fig5-256": "text: $N_\\text{con} = 256$",
+             "fig5-256-lr0.32": "text: $N_\\text{con} = 256$", "fig6": "Fig. 6", "fig6-long": "Fig. 6",
+             "fig7": "Fig. 7", "fig7-long": "Fig. 7", "fig7-128": "Fig. 7"}
+
+
+def files_table_rows():
+    """Section 6's rows: each study file, its run (task, context, epochs, spacing) and its grid of cells."""
+    from refattn.studies.helpers import number_name  # noqa: PLC0415
+
+    rows = []
+    for path in sorted(DATA.glob("15-sensitivity-*.json")):
+        suffix = path.stem.removeprefix("15-sensitivity-")
+        s = load(path.name)["settings"]
+        beta = f", $\\beta$ = {s['beta']:.3f}" if "beta" in s else ""
+        grid = f"×{', ×'.join(number_name(i) for i in s['init_scales'])} × lr {', '.join(number_name(v) for v in s['lrs'])}"
+        held = held_grid(load(path.name))
+        if held != (s["init_scales"], s["lrs"]):  # a grid stopped part-way: the cells it holds, then its grid
+            grid = (f"×{', ×'.join(number_name(i) for i in held[0])} × lr {', '.join(number_name(v) for v in held[1])}"
+                    f" (of the grid {grid}; the other cells not run)")
+        rows.append(f"| `{path.name}` | {s['task']}, $N_\\text{{con}}$ = {s['n_con']}{beta}, {s['epochs']:,} epochs, "
+                    f"evaluated every {s['eval_every']}, {s['dtype']} | {grid} | {QUOTED_IN[suffix]} |")
+    return rows
+
+
+def held_grid(data):
+    """``(init_scales, lrs)`` of the cells a study file holds, each cell for both attentions (a grid stopped
+    part-way holds fewer than its settings name); ``AssertionError`` if what it holds is not such a grid."""
+    s = data["settings"]
+    inits = [i for i in s["init_scales"] if any(k.startswith(f"init={number_name_of(i)} ") for k in data["cells"])]
+    lrs = [lr for lr in s["lrs"] if any(f" lr={number_name_of(lr)} " in k for k in data["cells"])]
+    assert set(data["cells"]) == {key(number_name_of(i), number_name_of(lr), w) for i in inits for lr in lrs
+                                  for w in ATT}, sorted(data["cells"])
+    return inits, lrs
+
+
+def test_section_6_names_every_study_file_and_its_cells():
+    files = sorted(p.stem.removeprefix("15-sensitivity-") for p in DATA.glob("15-sensitivity-*.json"))
+    assert files == sorted(QUOTED_IN)
+    for path in DATA.glob("15-sensitivity-*.json"):  # the grid a row names is every cell the file holds
+        held_grid(load(path.name))
+    check(RESULTS, files_table_rows())
+    text = RESULTS.read_text(encoding="utf-8")
+    assert all(f"| {q}" in text or q in text for q in QUOTED_IN.values())
+
+
+def number_name_of(x):
+    from refattn.studies.helpers import number_name  # noqa: PLC0415
+
+    return number_name(x)
+
+
+# --------------------------------------------------------------------------
+# Provenance: every committed results file records a clean commit and the command that made it
+# --------------------------------------------------------------------------
+
+
+def script(name):
+    """One of the scripts kept beside the data, ``derivations/data/<name>.py``, imported."""
+    import importlib.util  # noqa: PLC0415
+
+    spec = importlib.util.spec_from_file_location(f"derivations_data_{name}", DATA / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+#: The results files of runs (a study's file, or a command's result kept by record.py); the curve tables
+#: (15-curves-*.json) are derived from them and checked equal to today's code by tests/studies/test_curves.py.
+RUN_FILES = [p.name for p in sorted(DATA.glob("*.json")) if "commit" in load(p.name)]
+
+CLEAN = re.compile(r"[0-9a-f]{40}")
+
+
+def provenance_problems(data):
+    """What is wrong with a results file's record of where it came from (an empty list: nothing).
+
+    The file's ``commit`` is a clean commit (40 hex digits, no ``-dirty``) and it has a ``command``; every run that
+    added cells from a tree with local changes (a ``-dirty`` or unknown commit) is covered by a later check,
+    recorded under ``runs`` by ``derivations/data/rerun.py --record`` at a clean commit, that reran every cell of the
+    file (over a stated prefix; checks of parts of the file add up) and found every number equal.
+    """
+    problems = []
+    if not isinstance(data.get("command"), str) or not data["command"].strip():
+        problems.append("no command")
+    if not (isinstance(data.get("commit"), str) and CLEAN.fullmatch(data["commit"])):
+        problems.append(f"commit {data.get('commit')!r} is not a clean commit")
+    runs = data.get("runs", [])
+    for i, run in enumerate(runs):
+        commit = run.get("commit")
+        if isinstance(commit, str) and CLEAN.fullmatch(commit):
+            continue
+        checked = {cell for r in runs[i + 1:] if "reproduced" in r and CLEAN.fullmatch(str(r.get("commit")))
+                   and r["reproduced"]["identical"] for cell in r["reproduced"]["cells"]}
+        if not set(data.get("cells", {})) <= checked:
+            problems.append(f"runs[{i}] was made at {commit!r} and later checks at a clean commit, every number "
+                            f"equal, do not cover every cell")
+    return problems
+
+
+#: The files made from a tree with local changes whose check at a clean commit is still to be run (derivation 15,
+#: section 10 gives each command and its cost): until its record is committed such a file is expected to fail the
+#: test below, and once it is (the test then passes, which strict xfail reports as a failure) it leaves this list.
+UNCHECKED = {
+    "15-sensitivity-fig5-256.json": "rerun.py FILE --epochs 250 --record: 4 cells, about 15 CPU-minutes",
+    "15-sensitivity-fig5-256-lr0.32.json": "rerun.py FILE --epochs 250 --record: 4 cells, about 15 CPU-minutes",
+    "19-lm-study.json": "rerun.py FILE --epochs 100 --record over its 31 cells: not timed here",
+}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(
+    strict=True, reason=f"its check is not run yet: {UNCHECKED[n]}")) if n in UNCHECKED else n for n in RUN_FILES])
+def test_every_results_file_records_a_clean_commit_in_the_history(name):
+    import subprocess  # noqa: PLC0415
+
+    data = load(name)
+    assert provenance_problems(data) == [], name
+    commits = {data["commit"]} | {r["commit"] for r in data.get("runs", []) if CLEAN.fullmatch(str(r.get("commit")))}
+    try:
+        known = [subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", f"{c}^{{commit}}"], capture_output=True,
+                                timeout=60).returncode == 0 for c in sorted(commits)]
+    except (OSError, subprocess.SubprocessError):
+        pytest.skip("git is not available here: the commits cannot be looked up")
+    if subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True).returncode != 0:
+        pytest.skip("not a git checkout: the commits cannot be looked up")
+    assert all(known), f"{name}: commits not in this repository's history: {sorted(commits)}"
+
+
+def test_a_dirty_or_unchecked_commit_is_refused():
+    good = {"command": "refattn x", "commit": "0" * 40, "cells": {"a": {}, "b": {}}, "runs": []}
+    assert provenance_problems(good) == []
+    assert provenance_problems({**good, "commit": "0" * 40 + "-dirty"})
+    dirty_run = {**good, "runs": [{"commit": "1" * 40 + "-dirty"}]}
+    assert provenance_problems(dirty_run)
+    check = {"commit": "2" * 40, "reproduced": {"cells": ["a", "b"], "identical": True}}
+    assert provenance_problems({**dirty_run, "runs": dirty_run["runs"] + [check]}) == []
+    halves = [{**check, "reproduced": {**check["reproduced"], "cells": [c]}} for c in "ab"]
+    assert provenance_problems({**dirty_run, "runs": dirty_run["runs"] + halves}) == []
+    assert provenance_problems({**dirty_run, "runs": halves[:1] + dirty_run["runs"] + halves[1:]})  # a check before
+    for bad in ({**check["reproduced"], "cells": ["a"]}, {**check["reproduced"], "identical": False}):
+        assert provenance_problems({**dirty_run, "runs": dirty_run["runs"] + [{**check, "reproduced": bad}]})
+    assert provenance_problems({**dirty_run, "runs": dirty_run["runs"] + [{**check, "commit": "2" * 40 + "-dirty"}]})
+
+
+# --------------------------------------------------------------------------
+# Rerunning a committed cell from its record (derivations/data/rerun.py) and keeping a result (record.py)
+# --------------------------------------------------------------------------
+
+#: A small committed cell: N2T5, 16 seeds, of which the first 40 epochs take a second or two.
+SMALL = ("15-sensitivity-fig4.json", "init=1 lr=0.04 expressive", 40)
+
+
+def _script(name, *args, env=None, cwd=ROOT):
+    import os  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    return subprocess.run([sys.executable, str(DATA / f"{name}.py"), *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, env={**os.environ, "MPLBACKEND": "Agg", **(env or {})}, timeout=600)
+
+
+def _blas_here(env):
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    out = subprocess.run([sys.executable, "-c", "from refattn.training.runs import machine_info; "
+                          "print(machine_info()['blas'])"], capture_output=True, text=True, env=env, timeout=120)
+    return out.stdout.strip()
+
+
+@pytest.mark.parametrize("args, option", [
+    (["nonesuch.json"], "file:"), ([str(DATA / "15-curves-fig4.json")], "file:"),
+    ([str(DATA / SMALL[0]), "--cell", "init=9 lr=9 softmax"], "--cell:"),
+    ([str(DATA / SMALL[0]), "--epochs", "0"], "--epochs:"), ([str(DATA / SMALL[0]), "--epochs", "2001"], "--epochs:"),
+])
+def test_rerun_refuses_a_bad_argument_in_one_line(args, option, capsys):
+    with pytest.raises(SystemExit) as stop:
+        script("rerun").main(args)
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.count("\n") == 1 and option in err, err
+
+
+def test_rerun_reproduces_a_committed_cell_and_sees_a_changed_number(tmp_path):
+    """The small cell rerun for its first 40 epochs gives every stored number; the same file with one accuracy
+    changed by 1e-4 does not; --record writes the check into (a copy of) the file, from a tree without local
+    changes only. Exact where the BLAS kernel is the file's (OPENBLAS_CORETYPE=Haswell on an x86-64 CPU with AVX2)."""
+    import os  # noqa: PLC0415
+
+    from refattn.studies.helpers import code_commit  # noqa: PLC0415
+
+    name, cell, epochs = SMALL
+    env = {**os.environ, "OPENBLAS_CORETYPE": "Haswell"}
+    made_with = {b for r in load(name)["runs"] for b in r["machine"]["blas"]}
+    if _blas_here(env) != str(sorted(made_with)):
+        pytest.skip(f"the BLAS here ({_blas_here(env)}) is not the one {name} was made with ({sorted(made_with)})")
+    same = _script("rerun", DATA / name, "--cell", cell, "--epochs", epochs, env=env)
+    assert same.returncode == 0 and f"{cell}: {epochs} epochs" in same.stdout and "identical" in same.stdout, same
+    data = load(name)
+    copy = json.loads(json.dumps(data))
+    copy["cells"][cell]["accuracy"][0][0] = round(copy["cells"][cell]["accuracy"][0][0] + 1e-4, 4)
+    changed = tmp_path / name
+    changed.write_text(json.dumps(copy))
+    other = _script("rerun", changed, "--cell", cell, "--epochs", epochs, env=env)
+    assert other.returncode == 1 and "max difference 0.0001" in other.stdout, other
+    kept = tmp_path / "kept.json"
+    kept.write_text(json.dumps(data))
+    record = _script("rerun", kept, "--cell", cell, "--epochs", epochs, "--record", env=env)
+    commit = code_commit()
+    if commit is None or commit.endswith("-dirty"):  # a tree with local changes: refused, the file as it was
+        assert record.returncode == 2 and "--record" in record.stderr and json.loads(kept.read_text()) == data
+        return
+    assert record.returncode == 0, record
+    after = json.loads(kept.read_text())
+    check_ = after["runs"][-1]
+    assert after["commit"] == commit == check_["commit"] and check_["reproduced"]["cells"] == [cell]
+    assert check_["reproduced"]["identical"] and check_["reproduced"]["epochs"] == [epochs]
+    assert after["cells"] == data["cells"] and after["runs"][:-1] == data["runs"]
+
+
+def test_record_keeps_a_commands_result_with_its_command_and_commit(tmp_path):
+    from refattn.studies.helpers import code_commit  # noqa: PLC0415
+
+    out = tmp_path / "prop2.json"
+    argv = ["refattn", "prop2", "--activations", "softmax,tanhmax", "--n", "6", "--d", "2", "--m", "20"]
+    bad = _script("record", out, "python", "-c", "1")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and not out.exists()
+    done = _script("record", out, *argv)
+    commit = code_commit()
+    if commit is None or commit.endswith("-dirty"):
+        assert done.returncode == 2 and "commit first" in done.stderr and not out.exists()
+        return
+    assert done.returncode == 0, done
+    kept = json.loads(out.read_text())
+    assert kept["command"] == " ".join(argv) and kept["commit"] == commit and "blas" in kept["machine"]
+    assert isinstance(kept["result"], dict) and kept["result"]  # what --json printed
+    again = _script("record", out, *argv)
+    assert again.returncode == 2 and "left as it is" in again.stderr and json.loads(out.read_text()) == kept
+
+
+# --------------------------------------------------------------------------
 # Every command recorded in a committed file runs today
 # --------------------------------------------------------------------------
 
@@ -532,18 +1105,31 @@ def recorded_commands():
 COMMANDS = list(recorded_commands())
 
 
+def check_rerun_command(name, where, argv):
+    """A check recorded by ``derivations/data/rerun.py --record``: it reran every cell of its own file, and its
+    arguments are still accepted for that file."""
+    assert argv[1:2] == ["derivations/data/rerun.py"] and argv[2] == f"derivations/data/{name}", (name, where)
+    assert "--record" in argv, (name, where)
+    script("rerun").parse([str(ROOT / argv[2])] + argv[3:])
+
+
 @pytest.mark.parametrize("name, where, command", COMMANDS, ids=[f"{n} {w}" for n, w, _ in COMMANDS])
 def test_every_recorded_command_parses_today_and_describes_its_file(name, where, command):
     argv = shlex.split(command)
+    data = load(name)
+    if argv[0] == "python" and where != "command" and "reproduced" in data["runs"][int(where[5:-1])]:
+        return check_rerun_command(name, where, argv)
     assert argv[0] == "refattn", f"{name} {where}: {command!r} is not a refattn command (record current_command)"
     parser = build_parser()
     try:
         args = parser.parse_args(argv[1:])
     except SystemExit:
         pytest.fail(f"{name} {where}: {command!r} does not parse today")
-    assert args.results == f"derivations/data/{name}", f"{name} {where}: writes {args.results}, not its own file"
     settings = settings_from_args(study(args.command).Settings, args)  # every rule the command line applies
-    data = load(name)
+    if "result" in data:  # kept by record.py: the command printed it with --json
+        assert not hasattr(args, "results") or args.results is None, (name, where)
+        return None
+    assert args.results == f"derivations/data/{name}", f"{name} {where}: writes {args.results}, not its own file"
     if args.command == "nt-sensitivity":
         from refattn.studies.nt_sensitivity import _recorded  # noqa: PLC0415
 
@@ -564,6 +1150,7 @@ def test_every_recorded_command_parses_today_and_describes_its_file(name, where,
         assert data["settings"]["activations"] == list(settings.activations)
     else:  # pragma: no cover - a new kind of file
         pytest.fail(f"{name}: no check for {args.command}")
+    return None
 
 
 # --------------------------------------------------------------------------
@@ -672,8 +1259,6 @@ def test_the_grid_cells_p_values_and_long_runs_of_the_results_page_are_the_files
             changed += rank_test(a, b) < 0.05
     beta_winners = [row("fig3-beta", i, lr, None if row("fig3-beta", i, lr)["winner"] != "neither"
                         else "epochs_to_100")["winner"] for i in (0.5, 1.0) for lr in (0.02, 0.32)]
-    ea6 = summ("fig6-long", "0.5", "0.32", "EA")["epochs_to_100"]["median"]
-    m6 = mean_plateaus("fig6-long", "0.5", "0.32", "DPA")[0]
     best = load("14-sst2-sweep.json")["best"]["by_setting"]
     others = [k for k in best if k != "embed=30 adam phrases"]
     behind = [100 * (best[k]["softmax"]["mean"] - best[k]["tanhmax"]["mean"]) for k in others]
@@ -704,9 +1289,6 @@ def test_the_grid_cells_p_values_and_long_runs_of_the_results_page_are_the_files
         # the beta row
         f"×0.5, lr 0.32: no seed at 100 % in 3000 epochs against all 16 by a median {acc(d05, 'DPA', '{:.0f}')} at "
         f"$\\beta = 1$; ×1, lr 0.02: {acc(b1, 'DPA')} against {acc(d1, 'DPA')}",
-        # the two long runs, Fig. 6
-        f"on Fig. 6 (×0.5, lr 0.32) at epoch {m6[1]} on the mean curve, {'half' if m6[1] * 2 == ea6 else '?'} EA's\n"
-        f"median time to 100 % ({ea6:.0f} epochs)",
         # the SST sweep's row
         f"tanhmax behind by {min(behind):.0f} to {max(behind):.0f} points in the other five settings",
         f"$p$ = {best['embed=30 adam phrases']['p_tanhmax_vs_softmax']:.2f} at the best setting, $p \\le "
