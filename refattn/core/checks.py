@@ -304,12 +304,12 @@ def scores_in_domain(xp, s, mask, sc, Q, K, params):
     if mask is not None:
         bad = bad & mask  # a masked score is ignored, whatever it is
     try:
-        if not bool(xp.any(bad)):
+        if not bool(to_numpy(xp.any(bad))):  # one number to the host, said explicitly
             return
     except TypeError:  # a value JAX traces: not known now
         return
     inputs = [x for x in (Q, K, *params.values()) if x is not None]
-    if not all(bool(xp.all(xp.isfinite(stop_gradient(x)))) for x in inputs):
+    if not all(bool(to_numpy(xp.all(xp.isfinite(stop_gradient(x))))) for x in inputs):
         return  # NaN in, NaN out
     where = tuple(int(i) for i in np.argwhere(np.asarray(to_numpy(stop_gradient(bad))))[0])
     dtype = dtype_of(s)

@@ -184,7 +184,6 @@ def streaming_attention(Q, K, V, *, score="scaled_dot", activation="softmax", pa
     # reference's (a causal mask combined with a mask of n_q x n_k booleans: that size again, once)
     cache = {**_owned_inputs(Q, K, V, params, mask), "causal": bool(causal), "block_size": block_size,
              "score": sc, "activation": act, "seen": seen}
-
     if not reading and streaming_fast.applies(sc, Q, K, V, mask, params):
         out, aux = streaming_fast.forward(sc, act, Q, K, V, params, mask, bool(causal), block_size)
         cache.update(route="fast", out=out, **aux)

@@ -512,6 +512,8 @@ def _inputs(case):
         elif isinstance(x, (tuple, list)):
             for v in x:
                 add(v)
+        elif isinstance(x, str):  # a name (exercise 15's activation): not a drawn input
+            return
         elif x is not None:
             out.append(tuple(np.ravel(np.asarray(x, dtype=np.float64)).tolist()))
     for c in case.calls:

@@ -31,9 +31,10 @@ def test_strict_outside_training_blaming_the_formula_or_the_input():
     with pytest.raises(NonFiniteError, match=r"the score at index \(1,\) is inf: the input is not finite .*not "
                                              r"from g or h"):
         NAIVE(np.array([0.0, np.inf]))
-    with pytest.raises(NonFiniteError, match="the input is not finite"), np.errstate(over="ignore"):
+    with pytest.raises(ValueError, match=r"^Q, K: the score 'dot' at index \(0, 0\) is inf although every input "
+                                         r"is finite"), np.errstate(over="ignore"):
         attention(np.array([[1e200]]), np.array([[1e200], [1.0]]), np.ones((2, 1)), score="dot",
-                  activation=NAIVE)  # the score function overflows: the input's fault
+                  activation=NAIVE)  # the score function overflows: the input's fault, refused before g or h
     with pytest.raises(NonFiniteError, match="grad_phi is nan at index .*the upstream gradient is not finite"):
         NAIVE.backward(np.array([1.0, np.nan]), NAIVE.forward(np.array([0.0, 1.0]))[1])
     w = NAIVE(np.array([[0.0, 1.0], [2.0, 0.5]]), mask=np.array([[True, True], [True, True]]))
