@@ -163,9 +163,10 @@ def times() -> dict:
 def setup_minutes() -> tuple[int, int, int, int]:
     """The measured set-up time in whole minutes: (install and quick tier, the install, the quick tier,
     the slow tier)."""
-    s = times()["seconds"]
+    m = times()
+    s, slow = m["readme_line"]["seconds"], m["slow_tier"]["seconds"]["slow"]
     return (round((s["install"] + s["quick"]) / 60), round(s["install"] / 60), round(s["quick"] / 60),
-            round(s["slow"] / 60))
+            round(slow / 60))
 
 
 def _run_timed(command: str, cwd: Path, what: str) -> float:
@@ -178,35 +179,52 @@ def _run_timed(command: str, cwd: Path, what: str) -> float:
     return seconds
 
 
-def measure() -> dict:
+#: What each part of :func:`measure` runs in its fresh copy, in order: (what, key or None, command).
+PARTS_MEASURED = {
+    "readme_line": (("the install", "install", 'python3 -m venv .venv && .venv/bin/pip install ".[test]"'),
+                    ("the quick tier", "quick", ".venv/bin/python -m pytest")),
+    "slow_tier": (("the install", None, "python3 -m venv .venv"),
+                  ("every extra's install", "extras", None),
+                  ("the slow tier", "slow", 'REFATTN_EXTRAS_REQUIRED=1 .venv/bin/python -m pytest -m "slow or extra"')),
+}
+
+
+def measure(parts=tuple(PARTS_MEASURED)) -> dict:
     """Time the README's second set-up line in a fresh copy of this commit (``git archive HEAD``): the install
     (``python3 -m venv .venv && .venv/bin/pip install ".[test]"``) and the quick tier (``.venv/bin/python -m
-    pytest``); then, with every extra installed, the slow tier (``.venv/bin/python -m pytest -m slow``).
-    Wall-clock seconds, the CPU seconds of all their processes, the load average before and after, the
-    machine; written to :data:`TIMES`. Takes as long as it measures (half an hour on a 2-core machine)."""
+    pytest``), part ``readme_line``; and in another fresh copy, with every extra installed, the slow tier and
+    the tests that need an extra, as CI's second step runs them, part ``slow_tier``. Per part: the commit,
+    wall-clock seconds, the CPU seconds of all its processes, the load average before and after, the
+    machine; written to :data:`TIMES` (a part measured alone replaces that part only). Takes as long as it
+    measures (about 10 and 30 minutes on a 2-core machine)."""
     import os  # noqa: PLC0415
     import platform  # noqa: PLC0415
     import resource  # noqa: PLC0415
     import tempfile  # noqa: PLC0415
 
+    result = times() if TIMES.exists() else {}
+    result["command"] = "python docs/learning_path.py --measure"
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
                             check=True).stdout.strip()
-    load = [round(os.getloadavg()[0], 1)]
-    with tempfile.TemporaryDirectory(prefix="refattn-measure-") as tmp:
-        subprocess.run(f"git archive HEAD | tar -x -C {tmp}", shell=True, cwd=ROOT, check=True)
-        seconds = {"install": _run_timed('python3 -m venv .venv && .venv/bin/pip install ".[test]"', Path(tmp),
-                                         "the install"),
-                   "quick": _run_timed(".venv/bin/python -m pytest", Path(tmp), "the quick tier")}
-        _run_timed(f'.venv/bin/pip install ".[{EVERY_EXTRA}]"', Path(tmp), "every extra's install")
-        seconds["slow"] = _run_timed(".venv/bin/python -m pytest -m slow", Path(tmp), "the slow tier")
-    load.append(round(os.getloadavg()[0], 1))
-    cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
     model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                   if line.startswith("model name")), platform.processor())
-    result = {"command": "python docs/learning_path.py --measure", "commit": commit,
-              "seconds": {k: round(v) for k, v in seconds.items()}, "cpu_seconds": round(cpu.ru_utime + cpu.ru_stime),
-              "load_average": load, "machine": f"{os.cpu_count()} cores, {model}, Python {platform.python_version()}"}
-    TIMES.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    for part in parts:
+        load, seconds = [round(os.getloadavg()[0], 1)], {}
+        cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        with tempfile.TemporaryDirectory(prefix="refattn-measure-") as tmp:
+            subprocess.run(f"git archive HEAD | tar -x -C {tmp}", shell=True, cwd=ROOT, check=True)
+            for what, key, command in PARTS_MEASURED[part]:
+                command = command or f'.venv/bin/pip install ".[{EVERY_EXTRA}]"'
+                took = _run_timed(command, Path(tmp), what)
+                if key:
+                    seconds[key] = round(took)
+        load.append(round(os.getloadavg()[0], 1))
+        cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
+        result[part] = {"commit": commit, "seconds": seconds,
+                        "cpu_seconds": round(cpu.ru_utime + cpu.ru_stime - cpu0.ru_utime - cpu0.ru_stime),
+                        "load_average": load,
+                        "machine": f"{os.cpu_count()} cores, {model}, Python {platform.python_version()}"}
+        TIMES.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     return result
 
 
@@ -258,17 +276,18 @@ def _title(part: int) -> str:
 def setup_sentence() -> str:
     """The two tiers of tests, how to run each, and how long each took."""
     total, install, quick, slow = setup_minutes()
-    m = times()
+    r, s = times()["readme_line"], times()["slow_tier"]
     return (f"`.venv/bin/python -m pytest` runs the quick tier: every mathematical test of `core/`, `theory/`, "
             f"`fast/` and `training/`, every derivation's step blocks, and one test of each slower family (a "
             f"study end to end, a grader run, an export). `.venv/bin/python -m pytest -m slow` runs the slow tier: "
             f"the studies end to end, the cluster, the book in Chromium, the graders under attack, the "
             f"command-line fuzzers and the checks of the documentation; a test that needs an extra skips, "
             f"saying which, unless it is installed (`.venv/bin/pip install \".[{EVERY_EXTRA}]\"`, and Debian's "
-            f"`chromium` for the book). `-m \"\"` runs both tiers, as CI does. On {m['machine']} (load "
-            f"average {m['load_average'][0]} to {m['load_average'][1]}) the set-up line took {total} minutes: "
-            f"{install} to install, {quick} for the quick tier; the slow tier took {slow} more, with every "
-            f"extra installed (measured by `python docs/learning_path.py --measure`).")
+            f"`chromium` for the book). `-m \"\"` runs both tiers, as CI does. On {r['machine']} (load "
+            f"average {r['load_average'][0]} to {r['load_average'][1]}) the set-up line took {total} minutes: "
+            f"{install} to install, {quick} for the quick tier; the slow tier with the tests that need an extra "
+            f"took {slow} more, with every extra installed (load average {s['load_average'][0]} to "
+            f"{s['load_average'][1]}; measured by `python docs/learning_path.py --measure`).")
 
 
 def landing_start() -> str:
@@ -348,7 +367,8 @@ def synced(page: str, text: str) -> str:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if "--measure" in argv:
-        measure()
+        named = [a for a in argv if a in PARTS_MEASURED]
+        measure(tuple(named) or tuple(PARTS_MEASURED))
     check = "--check" in argv
     stale = []
     for page in BLOCKS:
