@@ -24,6 +24,7 @@ as NumPy's).
 from __future__ import annotations
 
 import functools
+import sys
 
 import numpy as np
 import autograd.numpy as anp
@@ -63,6 +64,12 @@ def is_cupy(x) -> bool:
 def is_torch(x) -> bool:
     """True for a PyTorch tensor (read off the type's module: PyTorch is not imported)."""
     return type(x).__module__.startswith("torch")
+
+
+def is_compiled_by_torch(x) -> bool:
+    """True for a tensor ``torch.compile`` is tracing (a fake tensor): its values are not known now."""
+    torch = sys.modules.get("torch") if is_torch(x) else None
+    return torch is not None and torch.compiler.is_compiling()
 
 
 def is_jax(x) -> bool:

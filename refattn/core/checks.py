@@ -298,8 +298,10 @@ def scores_in_domain(xp, s, mask, sc, Q, K, params):
     """Attention's domain: every kept score finite. A kept score that is not finite although ``Q``, ``K`` and
     the score's parameters are (their product overflowed; ``beta |q_i| |k_j|`` below the dtype's largest
     number rules that out for a dot score, by Cauchy-Schwarz) is one ``ValueError`` naming ``Q, K``; a
-    NaN or an infinity in an input propagates instead (derivation 01, section 4.4). Under ``jax.jit`` the
-    values are not known, and nothing is checked."""
+    NaN or an infinity in an input propagates instead (derivation 01, section 4.4). Under ``jax.jit`` and
+    ``torch.compile`` the values are not known, and nothing is checked."""
+    if backend.is_compiled_by_torch(s):
+        return
     bad = ~xp.isfinite(stop_gradient(s))
     if mask is not None:
         bad = bad & mask  # a masked score is ignored, whatever it is

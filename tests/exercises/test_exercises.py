@@ -427,7 +427,7 @@ def test_the_tolerance_is_the_rounding_bound_of_each_entry():
 #: The hidden seeds every correct answer of ``right_answers.py`` (and every model solution) is graded on,
 #: the public cases drawn from each of them too (as an autograder does), and how often the long cases come
 #: along (each is a few megabytes to judge; their rounding is that of the short ones, at more terms).
-SEEDS, LONG_EVERY = range(200), 40
+SEEDS, LONG_EVERY = range(50), 25
 
 
 def _over_seeds(ex):
@@ -442,18 +442,20 @@ def _over_seeds(ex):
 def test_correct_answers_written_otherwise_pass_on_every_seed(tmp_path):
     """Several algebraically different correct answers per exercise (``right_answers.py``: other
     evaluation orders, log-sum-exp forms, a Jacobian built and applied, a loop over rows, another root
-    finder) and the model solutions, graded on every case of 200 seeds (public and hidden, drawn per
+    finder) and the model solutions, graded on every case of 50 seeds (public and hidden, drawn per
     seed as an autograder draws them): none fails, so no tolerance is narrower than a correct
-    answer's rounding. The answers run in the grader's own child processes, one per answer."""
+    answer's rounding. The answers run in the grader's own child processes, one per answer. Exercise
+    15's answers are verdicts (whole numbers) on candidate VJPs: its model solution runs here, and the
+    checks that other ways of writing it lose cases are tests/exercises/test_gradient_check.py's."""
     prepared, names = [], []
     for ex in EXERCISES:
         cases = _over_seeds(ex)
-        answers = [("the model solution", solution(ex).read_text())] + RIGHT[ex.name]
+        answers = [("the model solution", solution(ex).read_text())] + RIGHT.get(ex.name, [])
         for i, (why, text) in enumerate(answers):
             path = write(tmp_path, text, f"{ex.stem}-{i}.py")
             prepared.append((ex, path, Path(path).read_text(), cases))
             names.append(f"{ex.stem} ({why})")
-    assert all(len(RIGHT[ex.name]) >= 2 for ex in EXERCISES)
+    assert all(len(RIGHT[ex.name]) >= 2 for ex in EXERCISES if ex.name != "gradient-check")
     iso = isolation.prepare(600, level="python")
     try:
         runs = run_groups(prepared, iso=iso, guard=forbidden_places(), timeout=600.0)
