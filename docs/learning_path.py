@@ -170,10 +170,14 @@ def setup_minutes() -> tuple[int, int, int, int]:
 
 
 def _run_timed(command: str, cwd: Path, what: str) -> float:
-    """Run ``command`` in bash in ``cwd``, saying so first; its wall-clock seconds (it must succeed)."""
-    print(f"measure: {what} ...", flush=True)
+    """Run ``command`` in bash in ``cwd``, saying so first, its output kept in ``build/measure-*.log`` (which
+    a failure names); its wall-clock seconds (it must succeed)."""
+    log = ROOT / "build" / f"measure-{what.replace(' ', '-').replace(chr(39), '')}.log"
+    log.parent.mkdir(exist_ok=True)
+    print(f"measure: {what} ... (output: {log.relative_to(ROOT)})", flush=True)
     t0 = time.perf_counter()
-    subprocess.run(["bash", "-c", command], cwd=cwd, check=True, stdout=subprocess.DEVNULL)
+    with open(log, "w", encoding="utf-8") as out:
+        subprocess.run(["bash", "-c", command], cwd=cwd, check=True, stdout=out, stderr=subprocess.STDOUT)
     seconds = time.perf_counter() - t0
     print(f"measure: {what}: {seconds / 60:.1f} minutes", flush=True)
     return seconds
