@@ -160,13 +160,23 @@ def times() -> dict:
     return json.loads(TIMES.read_text(encoding="utf-8"))
 
 
-def setup_minutes() -> tuple[int, int, int, int]:
+def setup_minutes() -> tuple[int, int, int, int | None]:
     """The measured set-up time in whole minutes: (install and quick tier, the install, the quick tier,
-    the slow tier)."""
+    the slow tier, None where that part has not been measured)."""
     m = times()
-    s, slow = m["readme_line"]["seconds"], m["slow_tier"]["seconds"]["slow"]
+    s = m["readme_line"]["seconds"]
+    slow = m["slow_tier"]["seconds"]["slow"] if "slow_tier" in m else None
     return (round((s["install"] + s["quick"]) / 60), round(s["install"] / 60), round(s["quick"] / 60),
-            round(slow / 60))
+            None if slow is None else round(slow / 60))
+
+
+def _slow_clause(slow) -> str:
+    """How long the slow tier took, with its load, where it was measured; else nothing."""
+    if slow is None:
+        return ""
+    s = times()["slow_tier"]
+    return (f", {slow} minutes more with every extra installed (load average {s['load_average'][0]} to "
+            f"{s['load_average'][1]})")
 
 
 def _run_timed(command: str, cwd: Path, what: str) -> float:
@@ -286,7 +296,7 @@ def _title(part: int) -> str:
 def setup_sentence() -> str:
     """The two tiers of tests, how to run each, and how long each took."""
     total, install, quick, slow = setup_minutes()
-    r, s = times()["readme_line"], times()["slow_tier"]
+    r = times()["readme_line"]
     return (f"`.venv/bin/python -m pytest` runs the quick tier: every mathematical test of `core/`, `theory/`, "
             f"`fast/` and `training/`, every derivation's step blocks, and one test of each slower family (a "
             f"study end to end, a grader run, an export). `.venv/bin/python -m pytest -m slow` runs the slow tier: "
@@ -295,19 +305,17 @@ def setup_sentence() -> str:
             f"saying which, unless it is installed (`.venv/bin/pip install \".[{EVERY_EXTRA}]\"`, and Debian's "
             f"`chromium` for the book). `-m \"\"` runs both tiers, as CI does. On {r['machine']} (load "
             f"average {r['load_average'][0]} to {r['load_average'][1]}) the set-up line took {total} minutes: "
-            f"{install} to install, {quick} for the quick tier; the slow tier with the tests that need an extra "
-            f"took {slow} more, with every extra installed (load average {s['load_average'][0]} to "
-            f"{s['load_average'][1]}; measured by `python docs/learning_path.py --measure`).")
+            f"{install} to install, {quick} for the quick tier (measured by `python docs/learning_path.py "
+            f"--measure`){'; the slow tier with the tests that need an extra' + _slow_clause(slow) if slow else ''}.")
 
 def setup_times() -> str:
     """The README's short form of :func:`setup_sentence`: how long each tier took, where the tiers are said."""
     total, install, quick, slow = setup_minutes()
-    r, s = times()["readme_line"], times()["slow_tier"]
+    r = times()["readme_line"]
     return (f"On {r['machine']} (load average {r['load_average'][0]} to {r['load_average'][1]}) the set-up line "
-            f"took {total} minutes: {install} to install, {quick} for the quick tier. `.venv/bin/python -m pytest "
-            f"-m slow` runs the slow tier, {slow} minutes more with every extra installed (load average "
-            f"{s['load_average'][0]} to {s['load_average'][1]}); [the book's first page](docs/index.md) says what "
-            f"each tier holds (measured by `python docs/learning_path.py --measure`).")
+            f"took {total} minutes: {install} to install, {quick} for the quick tier (measured by `python "
+            f"docs/learning_path.py --measure`). `.venv/bin/python -m pytest -m slow` runs the slow tier"
+            f"{_slow_clause(slow)}; [the book's first page](docs/index.md) says what each tier holds.")
 
 
 def landing_start() -> str:

@@ -56,7 +56,7 @@ SUPPORT = {
                          "project's tests (PyTorch 2.13, derivation 24, section 8)",
     ("cpu", "eager"): "float64, float32, float16, bfloat16, and the log-sum-exp; no backward (inputs that "
                       "require grad are refused, also under no_grad; a captured tensor that requires grad "
-                      "fails in backward)",
+                      "is refused by the route after the forward)",
     ("cuda", "compiled"): "float64, float32, float16, bfloat16, the log-sum-exp and its gradient, backward, "
                           "gradients of captured tensors (checked by benchmarks/gpu_check.sh on a device)",
 }

@@ -357,7 +357,7 @@ def test_every_route_on_the_eager_kernel_in_float64(name, rng):
 @pytest.mark.slow
 def test_the_eager_kernels_log_sum_exp_and_a_captured_tensor_that_requires_grad(rng):
     """SUPPORT[cpu, eager]: the log-sum-exp equals the dense call's; a captured tensor that requires grad runs
-    forward and fails in backward (PyTorch), which the route refuses after the forward, in one line."""
+    forward (its backward failed in PyTorch 2.13), which the route refuses after the forward, in one line."""
     from torch.nn.attention.flex_attention import AuxRequest
     q, k, v, _, _ = exact_inputs(rng)
     tq, tk, tv = tensors(q, k, v)
@@ -366,9 +366,7 @@ def test_the_eager_kernels_log_sum_exp_and_a_captured_tensor_that_requires_grad(
     assert torch.allclose(aux.lse, want, rtol=1e-14, atol=0)
     tau = torch.tensor(0.7, dtype=torch.float64, requires_grad=True)
     out = _flex()(tq, tk, tv, score_mod=lambda s, b, h, i, j: s / tau)
-    assert out.requires_grad
-    with pytest.raises(ValueError, match="vmap"):
-        out.sum().backward()
+    assert out.requires_grad  # (its backward failed in PyTorch 2.13 and may not in later versions)
     with pytest.raises(NotImplementedError, match="a tensor its functions capture requires grad"):
         rf.attention(tq, tk, tv, activation=rf.formula(ell=lambda s: s / tau), kernel="eager")
 
