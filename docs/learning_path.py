@@ -293,29 +293,33 @@ def _title(part: int) -> str:
 # The generated blocks
 # --------------------------------------------------------------------------
 
+def _set_up_took() -> str:
+    """How long the README's set-up line took, on which machine and at what load (:data:`TIMES`)."""
+    total, install, quick, _ = setup_minutes()
+    r = times()["readme_line"]
+    return (f"On {r['machine']} (load average {r['load_average'][0]} to {r['load_average'][1]}) the set-up line "
+            f"took {total} minutes: {install} to install, {quick} for the quick tier (measured by `python "
+            f"docs/learning_path.py --measure`)")
+
+
 def setup_sentence() -> str:
     """The two tiers of tests, how to run each, and how long each took."""
-    total, install, quick, slow = setup_minutes()
-    r = times()["readme_line"]
+    slow = setup_minutes()[3]
     return (f"`.venv/bin/python -m pytest` runs the quick tier: every mathematical test of `core/`, `theory/`, "
             f"`fast/` and `training/`, every derivation's step blocks, and one test of each slower family (a "
             f"study end to end, a grader run, an export). `.venv/bin/python -m pytest -m slow` runs the slow tier: "
             f"the studies end to end, the cluster, the book in Chromium, the graders under attack, the "
             f"command-line fuzzers and the checks of the documentation; a test that needs an extra skips, "
             f"saying which, unless it is installed (`.venv/bin/pip install \".[{EVERY_EXTRA}]\"`, and Debian's "
-            f"`chromium` for the book). `-m \"\"` runs both tiers, as CI does. On {r['machine']} (load "
-            f"average {r['load_average'][0]} to {r['load_average'][1]}) the set-up line took {total} minutes: "
-            f"{install} to install, {quick} for the quick tier (measured by `python docs/learning_path.py "
-            f"--measure`){'; the slow tier with the tests that need an extra' + _slow_clause(slow) if slow else ''}.")
+            f"`chromium` for the book). `-m \"\"` runs both tiers, as CI does. {_set_up_took()}"
+            f"{'; the slow tier with the tests that need an extra' + _slow_clause(slow) if slow else ''}.")
+
 
 def setup_times() -> str:
     """The README's short form of :func:`setup_sentence`: how long each tier took, where the tiers are said."""
-    total, install, quick, slow = setup_minutes()
-    r = times()["readme_line"]
-    return (f"On {r['machine']} (load average {r['load_average'][0]} to {r['load_average'][1]}) the set-up line "
-            f"took {total} minutes: {install} to install, {quick} for the quick tier (measured by `python "
-            f"docs/learning_path.py --measure`). `.venv/bin/python -m pytest -m slow` runs the slow tier"
-            f"{_slow_clause(slow)}; [the book's first page](docs/index.md) says what each tier holds.")
+    slow = setup_minutes()[3]
+    return (f"{_set_up_took()}. `.venv/bin/python -m pytest -m slow` runs the slow tier{_slow_clause(slow)}; "
+            f"[the book's first page](docs/index.md) says what each tier holds.")
 
 
 def landing_start() -> str:
