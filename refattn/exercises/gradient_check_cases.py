@@ -154,8 +154,7 @@ def _weights_case(rng, hidden):
         for k, name in enumerate(ACTIVATIONS):
             act = activation(name)
             ell = act.ell(s)  # the weights are rho softmax(ell): exponentials of arguments up to |ell|
-            p = np.exp(ell - ell.max())
-            p /= p.sum()  # the size of each weight's terms (|rho| <= 1 for the three)
+            p = activation("softmax")(ell)  # the size of each weight's terms (|rho| <= 1 for the three)
             out.append(Expect("close", f"weights({name!r}, s)", (k,), act(s),
                               atol=tolerance(p, terms=s.size, argument=np.abs(ell).max()),
                               inputs=None if hidden else {"s": s}))
